@@ -1,0 +1,267 @@
+#!/usr/bin/env python3
+"""Generate the Rust model and the embedded structural schemas from the upstream CRD YAMLs.
+
+Usage:
+    scripts/gen-model.py [--crds DIR] [--check]
+
+DIR defaults to ../shared/crds next to the project root. The output is committed:
+  server/src/model/generated.rs   serde types for every kind (spec/status trees)
+  server/src/model/schemas/*.json the openAPIV3Schema of every served version, descriptions removed
+
+--check regenerates in memory and exits 1 when the committed files differ (the drift test).
+"""
+import argparse
+import glob
+import json
+import os
+import re
+import sys
+
+try:
+    import yaml
+except ImportError:  # the test script installs PyYAML when it is missing
+    sys.exit("PyYAML is required: pip install pyyaml")
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+OUT_RS = os.path.join(ROOT, "server/src/model/generated.rs")
+OUT_SCHEMAS = os.path.join(ROOT, "server/src/model/schemas")
+
+# Which CRD version gives the Rust type of a kind (the name suffix keeps both NetworkNamespace versions).
+TYPED = [
+    ("ClusterStorageClass", "v1alpha1", "ClusterStorageClass"),
+    ("ClusterStorage", "v1alpha1", "ClusterStorage"),
+    ("ControlPlaneVirtualSharedIP", "v1alpha1", "ControlPlaneVirtualSharedIp"),
+    ("EtcdBackup", "v1alpha1", "EtcdBackup"),
+    ("KubernetesCluster", "v1alpha1", "KubernetesCluster"),
+    ("KubernetesProvider", "v1alpha1", "KubernetesProvider"),
+    ("KubevirtConfig", "v1alpha1", "KubevirtConfig"),
+    ("MachineClass", "v1alpha1", "MachineClass"),
+    ("MachineProvider", "v1alpha1", "MachineProvider"),
+    ("Machine", "v1alpha1", "Machine"),
+    ("NetworkConfiguration", "v1alpha1", "NetworkConfiguration"),
+    ("NetworkNamespace", "v1alpha1", "NetworkNamespace"),
+    ("NetworkNamespace", "v1alpha2", "NetworkNamespaceV2"),
+    ("ProxmoxConfig", "v1alpha1", "ProxmoxConfig"),
+    ("Vitistack", "v1alpha1", "Vitistack"),
+    ("IPAllocation", "v1alpha2", "IpAllocation"),
+]
+
+# Field paths whose Rust type is an open vocabulary defined by hand in model/vocab.rs.
+OVERRIDES = {
+    ("Machine", "status.phase"): "MachinePhase",
+    ("KubernetesCluster", "status.phase"): "ClusterPhase",
+    ("NetworkNamespace", "status.phase"): "NetworkPhase",
+    ("NetworkNamespaceV2", "status.phase"): "NetworkPhase",
+    ("NetworkNamespaceV2", "status.provisioningPhase"): "NetworkPhase",
+    ("NetworkConfiguration", "status.phase"): "NetworkPhase",
+    ("ControlPlaneVirtualSharedIp", "status.phase"): "NetworkPhase",
+    ("IpAllocation", "status.phase"): "NetworkPhase",
+    ("MachineProvider", "status.phase"): "ProviderPhase",
+    ("KubernetesProvider", "status.phase"): "ProviderPhase",
+    ("Vitistack", "status.phase"): "ProviderPhase",
+    ("EtcdBackup", "status.phase"): "ProviderPhase",
+    ("ClusterStorage", "status.phase"): "ProviderPhase",
+}
+
+QUANTITY_PATTERN = r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
+
+RUST_KEYWORDS = {"type", "match", "ref", "static", "enum", "struct", "fn", "mod", "use", "impl", "loop", "move", "self", "where", "async", "await", "dyn", "box", "final", "override", "priority", "macro", "crate", "super", "trait", "unsafe", "in", "as", "break", "const", "continue", "else", "extern", "false", "for", "if", "let", "mut", "pub", "return", "true", "while", "yield", "abstract", "become", "do", "try", "typeof", "unsized", "virtual", "gen"}
+
+
+def snake(name):
+    s = re.sub(r"([A-Z]+)([A-Z][a-z])", r"\1_\2", name)
+    s = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", s)
+    s = s.replace("-", "_").replace(".", "_").lower()
+    if s in RUST_KEYWORDS and s not in ("priority",):
+        return "r#" + s
+    return s
+
+
+def camel(name):
+    parts = re.split(r"[^A-Za-z0-9]", name)
+    return "".join(p[:1].upper() + p[1:] for p in parts if p)
+
+
+def strip(node):
+    """The structural schema without prose: what validation needs."""
+    if isinstance(node, dict):
+        return {k: strip(v) for k, v in node.items() if k != "description"}
+    if isinstance(node, list):
+        return [strip(v) for v in node]
+    return node
+
+
+def is_condition(schema):
+    props = schema.get("properties", {})
+    return "type" in props and "status" in props and ("lastTransitionTime" in props or "reason" in props)
+
+
+class Gen:
+    def __init__(self):
+        self.structs = []  # rendered struct texts in order
+        self.names = set()
+
+    def rust_type(self, owner, path, name_hint, schema, required):
+        """Return the Rust type for a schema node, emitting structs as needed."""
+        override = OVERRIDES.get((owner, path))
+        if override:
+            return override
+        if schema.get("x-kubernetes-int-or-string"):
+            if schema.get("pattern") == QUANTITY_PATTERN:
+                return "Quantity"
+            return "IntOrString"
+        t = schema.get("type")
+        if t == "object":
+            props = schema.get("properties")
+            if props:
+                return self.emit_struct(owner, path, name_hint, schema)
+            add = schema.get("additionalProperties")
+            if isinstance(add, dict):
+                inner = self.rust_type(owner, path + ".*", name_hint + "Value", add, True)
+                return f"BTreeMap<String, {inner}>"
+            return "serde_json::Value"
+        if t == "array":
+            items = schema.get("items", {})
+            if path.endswith("conditions") and is_condition(items):
+                return "Vec<Condition>"
+            inner = self.rust_type(owner, path + "[]", name_hint, items, True)
+            return f"Vec<{inner}>"
+        if t == "string":
+            if schema.get("format") == "date-time":
+                return "Time"
+            return "String"
+        if t == "integer":
+            return "i64"
+        if t == "number":
+            return "f64"
+        if t == "boolean":
+            return "bool"
+        return "serde_json::Value"
+
+    def emit_struct(self, owner, path, name, schema):
+        if name in self.names:
+            raise SystemExit(f"duplicate struct name {name} at {owner}.{path}")
+        self.names.add(name)
+        required = set(schema.get("required", []))
+        fields = []
+        seen = set()
+        for prop, sub in sorted(schema.get("properties", {}).items()):
+            field = snake(prop)
+            if field in seen:
+                raise SystemExit(f"field name clash {field} in {name}")
+            seen.add(field)
+            sub_path = f"{path}.{prop}" if path else prop
+            ty = self.rust_type(owner, sub_path, name + camel(prop), sub, prop in required)
+            attrs = []
+            if field.lstrip("r#") != prop or field.startswith("r#"):
+                attrs.append(f'rename = "{prop}"')
+            if prop in required:
+                attrs.append("default")
+                decl = ty
+            else:
+                attrs.append("default")
+                attrs.append('skip_serializing_if = "Option::is_none"')
+                decl = f"Option<{ty}>"
+            fields.append(f"    #[serde({', '.join(attrs)})]\n    pub {field}: {decl},")
+        text = (
+            f"/// `{owner}` `{path or '.'}` (generated from the CRD schema).\n"
+            "#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]\n"
+            f"pub struct {name} {{\n" + "\n".join(fields) + "\n}\n"
+        )
+        self.structs.append(text)
+        return name
+
+
+def load_crds(crd_dir):
+    versions = {}
+    for f in sorted(glob.glob(os.path.join(crd_dir, "*", "*.yaml"))):
+        doc = yaml.safe_load(open(f))
+        spec = doc["spec"]
+        kind = spec["names"]["kind"]
+        for v in spec["versions"]:
+            key = (kind, v["name"])
+            meta = {
+                "group": spec["group"],
+                "kind": kind,
+                "version": v["name"],
+                "plural": spec["names"]["plural"],
+                "shortNames": spec["names"].get("shortNames", []),
+                "scope": spec["scope"],
+                "schema": strip(v["schema"]["openAPIV3Schema"]),
+            }
+            # crds/v1alpha2 carries NetworkNamespace v1alpha1 too; the v1alpha1 file is the source for that.
+            if key in versions and "v1alpha2" in f and v["name"] == "v1alpha1":
+                continue
+            versions[key] = meta
+    return versions
+
+
+def render(crd_dir):
+    versions = load_crds(crd_dir)
+    gen = Gen()
+    tops = []
+    for kind, version, rust in TYPED:
+        meta = versions[(kind, version)]
+        props = meta["schema"]["properties"]
+        spec_ty = gen.emit_struct(rust, "spec", rust + "Spec", props["spec"]) if "spec" in props else None
+        status_ty = gen.emit_struct(rust, "status", rust + "Status", props["status"]) if "status" in props else None
+        fields = ["    #[serde(default)]\n    pub metadata: ObjectMeta,"]
+        if spec_ty:
+            fields.append(f"    #[serde(default)]\n    pub spec: {spec_ty},")
+        if status_ty:
+            fields.append(f'    #[serde(default, skip_serializing_if = "Option::is_none")]\n    pub status: Option<{status_ty}>,')
+        tops.append(
+            f"/// `{meta['group']}/{version}` `{kind}` ({meta['scope']}-scoped).\n"
+            "#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]\n"
+            f"pub struct {rust} {{\n" + "\n".join(fields) + "\n}\n"
+        )
+    header = (
+        "// @generated by scripts/gen-model.py from the upstream vitistack.io CRDs. Do not edit by hand.\n"
+        "#![allow(clippy::all, missing_docs, unused_imports)]\n\n"
+        "use std::collections::BTreeMap;\n\n"
+        "use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;\n"
+        "use serde::{Deserialize, Serialize};\n\n"
+        "use super::quantity::{IntOrString, Quantity};\n"
+        "use super::vocab::*;\n\n"
+    )
+    rs = header + "\n".join(tops) + "\n" + "\n".join(gen.structs)
+    schemas = {}
+    for (kind, version), meta in sorted(versions.items()):
+        fname = f"{meta['plural']}.{version}.json"
+        schemas[fname] = json.dumps(meta, indent=1, sort_keys=True) + "\n"
+    return rs, schemas
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--crds", default=os.path.join(os.path.dirname(ROOT), "shared", "crds"))
+    ap.add_argument("--check", action="store_true")
+    args = ap.parse_args()
+    rs, schemas = render(args.crds)
+    if args.check:
+        drift = []
+        if not os.path.exists(OUT_RS) or open(OUT_RS).read() != rs:
+            drift.append(OUT_RS)
+        for name, text in schemas.items():
+            p = os.path.join(OUT_SCHEMAS, name)
+            if not os.path.exists(p) or open(p).read() != text:
+                drift.append(p)
+        present = set(os.listdir(OUT_SCHEMAS)) if os.path.isdir(OUT_SCHEMAS) else set()
+        drift += [os.path.join(OUT_SCHEMAS, n) for n in present - set(schemas)]
+        if drift:
+            print("generated model drifted from the CRDs; run scripts/gen-model.py:\n  " + "\n  ".join(drift))
+            sys.exit(1)
+        print(f"model up to date: {len(schemas)} schemas")
+        return
+    os.makedirs(OUT_SCHEMAS, exist_ok=True)
+    for old in os.listdir(OUT_SCHEMAS):
+        if old not in schemas:
+            os.remove(os.path.join(OUT_SCHEMAS, old))
+    for name, text in schemas.items():
+        open(os.path.join(OUT_SCHEMAS, name), "w").write(text)
+    open(OUT_RS, "w").write(rs)
+    print(f"wrote {OUT_RS} and {len(schemas)} schemas")
+
+
+if __name__ == "__main__":
+    main()

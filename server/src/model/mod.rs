@@ -1,0 +1,180 @@
+//! Rust types for every watched kind: the generated CRD trees, open vocabularies, quantities, and
+//! the `Resource` sum type the store holds.
+
+mod generated;
+pub mod kind;
+pub mod quantity;
+pub mod redact;
+pub mod schema;
+pub mod vocab;
+
+pub use generated::*;
+pub use kind::Kind;
+pub use quantity::{IntOrString, Quantity};
+pub use vocab::*;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use serde_json::Value;
+
+/// Label on Machines, CPVIPs and Secrets naming the cluster (`KubernetesCluster.spec.data.clusterId`).
+pub const LABEL_CLUSTER_ID: &str = "vitistack.io/clusterid";
+/// Label with the node role of a Machine: `control-plane` or `worker`.
+pub const LABEL_NODE_ROLE: &str = "vitistack.io/node-role";
+/// Annotation (and tag) naming the node pool of a worker Machine.
+pub const ANNOTATION_NODE_POOL: &str = "vitistack.io/nodepool";
+/// Annotation naming the KubevirtConfig a Machine runs through.
+pub const ANNOTATION_KUBEVIRT_CONFIG: &str = "vitistack.io/kubevirt-config";
+/// Label kubevirt-operator puts on the NC, VM and PVCs of a Machine.
+pub const LABEL_SOURCE_MACHINE: &str = "vitistack.io/source-machine";
+/// Label marking the NetworkConfiguration of a control-plane VIP.
+pub const LABEL_PURPOSE: &str = "vitistack.io/purpose";
+
+macro_rules! resources {
+    ($($variant:ident($ty:ident) => $kind:ident, $version:literal;)*) => {
+        /// One object of a watched kind, typed.
+        #[derive(Clone, Debug, PartialEq)]
+        pub enum Resource {
+            $(
+                #[doc = concat!("`", stringify!($kind), "` ", $version)]
+                $variant($ty),
+            )*
+        }
+
+        impl Resource {
+            /// The kind (both NetworkNamespace versions are one kind).
+            pub fn kind(&self) -> Kind {
+                match self { $(Resource::$variant(_) => Kind::$kind,)* }
+            }
+
+            /// `vitistack.io/<version>` of this object.
+            pub fn version(&self) -> &'static str {
+                match self { $(Resource::$variant(_) => $version,)* }
+            }
+
+            /// The object's metadata.
+            pub fn meta(&self) -> &ObjectMeta {
+                match self { $(Resource::$variant(o) => &o.metadata,)* }
+            }
+
+            /// The object's metadata, to fill in server-side fields.
+            pub fn meta_mut(&mut self) -> &mut ObjectMeta {
+                match self { $(Resource::$variant(o) => &mut o.metadata,)* }
+            }
+
+            /// Decode an object of the given kind and version. The value is assumed validated.
+            pub fn from_value(kind: Kind, version: &str, value: Value) -> Result<Self, serde_json::Error> {
+                $(
+                    if kind == Kind::$kind && version == $version {
+                        return Ok(Resource::$variant(serde_json::from_value(value)?));
+                    }
+                )*
+                Err(serde::de::Error::custom(format!("{} {version} is not served", kind.name())))
+            }
+
+            /// The whole object as JSON, with apiVersion and kind, secrets redacted.
+            pub fn to_value(&self) -> Value {
+                let mut v = match self {
+                    $(Resource::$variant(o) => serde_json::to_value(o).unwrap_or(Value::Null),)*
+                };
+                if let Value::Object(map) = &mut v {
+                    map.insert("apiVersion".into(), Value::String(format!("{}/{}", kind::GROUP, self.version())));
+                    map.insert("kind".into(), Value::String(self.kind().name().into()));
+                }
+                redact::redact_value(self.kind(), &mut v);
+                v
+            }
+        }
+    };
+}
+
+resources! {
+    Vitistack(Vitistack) => Vitistack, "v1alpha1";
+    MachineProvider(MachineProvider) => MachineProvider, "v1alpha1";
+    MachineClass(MachineClass) => MachineClass, "v1alpha1";
+    KubernetesProvider(KubernetesProvider) => KubernetesProvider, "v1alpha1";
+    KubevirtConfig(KubevirtConfig) => KubevirtConfig, "v1alpha1";
+    ProxmoxConfig(ProxmoxConfig) => ProxmoxConfig, "v1alpha1";
+    ClusterStorageClass(ClusterStorageClass) => ClusterStorageClass, "v1alpha1";
+    Machine(Machine) => Machine, "v1alpha1";
+    KubernetesCluster(KubernetesCluster) => KubernetesCluster, "v1alpha1";
+    NetworkNamespace(NetworkNamespace) => NetworkNamespace, "v1alpha1";
+    NetworkNamespaceV2(NetworkNamespaceV2) => NetworkNamespace, "v1alpha2";
+    NetworkConfiguration(NetworkConfiguration) => NetworkConfiguration, "v1alpha1";
+    ControlPlaneVirtualSharedIp(ControlPlaneVirtualSharedIp) => ControlPlaneVirtualSharedIp, "v1alpha1";
+    EtcdBackup(EtcdBackup) => EtcdBackup, "v1alpha1";
+    ClusterStorage(ClusterStorage) => ClusterStorage, "v1alpha1";
+    IpAllocation(IpAllocation) => IpAllocation, "v1alpha2";
+}
+
+impl Resource {
+    /// `metadata.name`.
+    pub fn name(&self) -> &str {
+        self.meta().name.as_deref().unwrap_or_default()
+    }
+
+    /// `metadata.namespace`, empty for cluster-scoped kinds.
+    pub fn namespace(&self) -> &str {
+        self.meta().namespace.as_deref().unwrap_or_default()
+    }
+
+    /// `metadata.uid`.
+    pub fn uid(&self) -> &str {
+        self.meta().uid.as_deref().unwrap_or_default()
+    }
+
+    /// A label value.
+    pub fn label(&self, key: &str) -> Option<&str> {
+        self.meta().labels.as_ref()?.get(key).map(String::as_str)
+    }
+
+    /// An annotation value.
+    pub fn annotation(&self, key: &str) -> Option<&str> {
+        self.meta().annotations.as_ref()?.get(key).map(String::as_str)
+    }
+
+    /// The status phase as written, whatever the kind.
+    pub fn phase(&self) -> Option<&str> {
+        match self {
+            Resource::Vitistack(o) => o.status.as_ref()?.phase.as_ref().map(ProviderPhase::as_str),
+            Resource::MachineProvider(o) => o.status.as_ref()?.phase.as_ref().map(ProviderPhase::as_str),
+            Resource::MachineClass(o) => o.status.as_ref()?.phase.as_deref(),
+            Resource::KubernetesProvider(o) => o.status.as_ref()?.phase.as_ref().map(ProviderPhase::as_str),
+            Resource::KubevirtConfig(o) => o.status.as_ref()?.phase.as_deref(),
+            Resource::ProxmoxConfig(o) => o.status.as_ref()?.phase.as_deref(),
+            Resource::ClusterStorageClass(_) => None,
+            Resource::Machine(o) => o.status.as_ref()?.phase.as_ref().map(MachinePhase::as_str),
+            Resource::KubernetesCluster(o) => Some(o.status.as_ref()?.phase.as_str()),
+            Resource::NetworkNamespace(o) => o.status.as_ref()?.phase.as_ref().map(NetworkPhase::as_str),
+            Resource::NetworkNamespaceV2(o) => o.status.as_ref()?.phase.as_ref().map(NetworkPhase::as_str),
+            Resource::NetworkConfiguration(o) => o.status.as_ref()?.phase.as_ref().map(NetworkPhase::as_str),
+            Resource::ControlPlaneVirtualSharedIp(o) => {
+                o.status.as_ref()?.phase.as_ref().map(NetworkPhase::as_str)
+            }
+            Resource::EtcdBackup(o) => o.status.as_ref()?.phase.as_ref().map(ProviderPhase::as_str),
+            Resource::ClusterStorage(o) => o.status.as_ref()?.phase.as_ref().map(ProviderPhase::as_str),
+            Resource::IpAllocation(o) => o.status.as_ref()?.phase.as_ref().map(NetworkPhase::as_str),
+        }
+    }
+
+    /// Status conditions, for the kinds that have them.
+    pub fn conditions(&self) -> Option<&[Condition]> {
+        match self {
+            Resource::Vitistack(o) => o.status.as_ref()?.conditions.as_deref(),
+            Resource::MachineProvider(o) => o.status.as_ref()?.conditions.as_deref(),
+            Resource::KubernetesProvider(o) => o.status.as_ref()?.conditions.as_deref(),
+            Resource::Machine(o) => o.status.as_ref()?.conditions.as_deref(),
+            Resource::KubernetesCluster(o) => Some(o.status.as_ref()?.conditions.as_slice()),
+            Resource::NetworkNamespace(o) => o.status.as_ref()?.conditions.as_deref(),
+            Resource::NetworkNamespaceV2(o) => o.status.as_ref()?.conditions.as_deref(),
+            Resource::NetworkConfiguration(o) => o.status.as_ref()?.conditions.as_deref(),
+            Resource::ControlPlaneVirtualSharedIp(o) => o.status.as_ref()?.conditions.as_deref(),
+            Resource::EtcdBackup(o) => o.status.as_ref()?.conditions.as_deref(),
+            _ => None,
+        }
+    }
+
+    /// The creation time, if the server or the manifest set one.
+    pub fn created(&self) -> Option<Time> {
+        self.meta().creation_timestamp.as_ref().map(|t| t.0)
+    }
+}

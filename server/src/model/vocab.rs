@@ -1,0 +1,158 @@
+//! Open vocabularies: phases and condition values the operators write, with room for values we do not know yet.
+
+use std::fmt;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+/// RFC 3339 timestamps as the API server writes them.
+pub type Time = jiff::Timestamp;
+
+macro_rules! open_vocab {
+    ($(#[$meta:meta])* $name:ident { $($variant:ident = $text:literal),* $(,)? }) => {
+        $(#[$meta])*
+        #[derive(Clone, Debug, PartialEq, Eq, Hash)]
+        pub enum $name {
+            $(#[doc = $text] $variant,)*
+            /// A value this server does not know; kept as written.
+            Other(String),
+        }
+
+        impl $name {
+            /// Every value this server knows, in pipeline order.
+            pub const KNOWN: &'static [&'static str] = &[$($text),*];
+
+            /// Read a value, keeping unknown text in `Other`.
+            pub fn parse(text: &str) -> Self {
+                match text {
+                    $($text => $name::$variant,)*
+                    other => $name::Other(other.to_string()),
+                }
+            }
+
+            /// The value as the operators write it.
+            pub fn as_str(&self) -> &str {
+                match self {
+                    $($name::$variant => $text,)*
+                    $name::Other(s) => s,
+                }
+            }
+        }
+
+        impl Default for $name {
+            fn default() -> Self {
+                $name::Other(String::new())
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+
+        impl Serialize for $name {
+            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.serialize_str(self.as_str())
+            }
+        }
+
+        impl<'de> Deserialize<'de> for $name {
+            fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                Ok($name::parse(&String::deserialize(d)?))
+            }
+        }
+    };
+}
+
+open_vocab! {
+    /// `Machine.status.phase` as kubevirt-operator and proxmox-operator write it.
+    MachinePhase {
+        Pending = "Pending", Creating = "Creating", Running = "Running", Stopping = "Stopping",
+        Stopped = "Stopped", Succeeded = "Succeeded", Terminating = "Terminating",
+        Terminated = "Terminated", Failed = "Failed",
+    }
+}
+
+open_vocab! {
+    /// `KubernetesCluster.status.phase` as talos-operator writes it, in pipeline order.
+    ClusterPhase {
+        Pending = "Pending", ControlPlaneIpsPending = "ControlPlaneIPsPending",
+        ConfigGenerated = "ConfigGenerated", ConfiguringFirstControlPlane = "ConfiguringFirstControlPlane",
+        WaitingForFirstControlPlaneApi = "WaitingForFirstControlPlaneAPI", Bootstrapping = "Bootstrapping",
+        Bootstrapped = "Bootstrapped", RetrievingKubeconfig = "RetrievingKubeconfig",
+        ConfiguringRemainingControlPlanes = "ConfiguringRemainingControlPlanes",
+        ConfiguringWorkers = "ConfiguringWorkers", ConfigApplied = "ConfigApplied",
+        WaitingForNodes = "WaitingForNodes", Ready = "Ready", UpgradingTalos = "UpgradingTalos",
+        UpgradingKubernetes = "UpgradingKubernetes", UpgradeFailed = "UpgradeFailed",
+        Failed = "Failed", ValidationError = "ValidationError",
+    }
+}
+
+open_vocab! {
+    /// Phases of the network objects (NetworkNamespace, NetworkConfiguration, CPVIP, IPAllocation).
+    NetworkPhase {
+        Pending = "Pending", Reconciling = "Reconciling", Allocated = "Allocated", Ready = "Ready",
+        Released = "Released", Error = "Error",
+    }
+}
+
+open_vocab! {
+    /// Phases of providers, the Vitistack, backups and storage (statuses few operators write).
+    ProviderPhase {
+        Pending = "Pending", Initializing = "Initializing", Provisioning = "Provisioning",
+        Deploying = "Deploying", Running = "Running", Updating = "Updating", Completed = "Completed",
+        Ready = "Ready", Degraded = "Degraded", Offline = "Offline", Deleting = "Deleting", Failed = "Failed",
+    }
+}
+
+open_vocab! {
+    /// A condition's `status`.
+    ConditionStatus { True = "True", False = "False", Unknown = "Unknown" }
+}
+
+/// One status condition. Covers metav1.Condition, the Machine's own condition type and the KC's.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Condition {
+    /// Condition type, e.g. `Ready`.
+    #[serde(rename = "type", default)]
+    pub type_: String,
+    /// True, False or Unknown.
+    #[serde(default = "unknown_status")]
+    pub status: ConditionStatus,
+    /// Machine-readable reason.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Human-readable message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// When the status last changed, as written (some kinds use free strings).
+    #[serde(rename = "lastTransitionTime", default, skip_serializing_if = "Option::is_none")]
+    pub last_transition_time: Option<String>,
+    /// The generation the condition was computed from.
+    #[serde(rename = "observedGeneration", default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+}
+
+fn unknown_status() -> ConditionStatus {
+    ConditionStatus::Unknown
+}
+
+/// Find a condition by type.
+pub fn condition<'a>(conditions: Option<&'a [Condition]>, type_: &str) -> Option<&'a Condition> {
+    conditions?.iter().find(|c| c.type_ == type_)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_phases_are_kept() {
+        assert_eq!(MachinePhase::parse("Running"), MachinePhase::Running);
+        let odd = MachinePhase::parse("Hibernating");
+        assert_eq!(odd, MachinePhase::Other("Hibernating".into()));
+        assert_eq!(odd.as_str(), "Hibernating");
+        let p: ClusterPhase = serde_json::from_str("\"ControlPlaneIPsPending\"").expect("phase");
+        assert_eq!(p, ClusterPhase::ControlPlaneIpsPending);
+    }
+}

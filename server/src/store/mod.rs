@@ -1,0 +1,315 @@
+//! The indexed in-memory graph: immutable snapshots (cheap to clone, consistent for a whole query),
+//! secondary indexes for every relationship, and one sequence-numbered change stream.
+
+mod index;
+
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+use imbl::{HashMap, OrdMap, OrdSet};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time as MetaTime;
+use parking_lot::Mutex;
+use tokio::sync::broadcast;
+
+pub use index::{Idx, index_entries, label_key, scoped};
+
+use crate::model::{Kind, Resource};
+
+/// Identity of an object: kind, namespace (empty when cluster-scoped) and name.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Key {
+    /// The kind.
+    pub kind: Kind,
+    /// Namespace, empty for cluster-scoped kinds.
+    pub namespace: String,
+    /// `metadata.name`.
+    pub name: String,
+}
+
+impl Key {
+    /// Build a key.
+    pub fn new(kind: Kind, namespace: &str, name: &str) -> Self {
+        Key { kind, namespace: namespace.to_string(), name: name.to_string() }
+    }
+
+    /// The key of an object.
+    pub fn of(r: &Resource) -> Self {
+        Key::new(r.kind(), r.namespace(), r.name())
+    }
+}
+
+impl std::fmt::Display for Key {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.namespace.is_empty() {
+            write!(f, "{} {}", self.kind, self.name)
+        } else {
+            write!(f, "{} {}/{}", self.kind, self.namespace, self.name)
+        }
+    }
+}
+
+/// What happened to an object.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ChangeType {
+    /// The object appeared.
+    Added,
+    /// The object changed.
+    Modified,
+    /// The object went away; `object` is its last state.
+    Deleted,
+}
+
+/// One entry of the change stream.
+#[derive(Clone, Debug)]
+pub struct Change {
+    /// Strictly increasing, gap-free sequence number.
+    pub seq: u64,
+    /// Added, modified or deleted.
+    pub change: ChangeType,
+    /// The object after the change (its last state for deletions).
+    pub object: Arc<Resource>,
+    /// The object before the change, for modifications and deletions.
+    pub previous: Option<Arc<Resource>>,
+}
+
+/// A write to the store.
+#[derive(Clone, Debug)]
+pub enum Op {
+    /// Create or replace an object.
+    Upsert(Resource),
+    /// Remove an object if present.
+    Delete(Key),
+}
+
+/// A consistent view of the graph at one sequence number.
+#[derive(Clone, Default)]
+pub struct Snapshot {
+    seq: u64,
+    objects: OrdMap<Key, Arc<Resource>>,
+    by_uid: HashMap<String, Key>,
+    index: HashMap<(Idx, String), OrdSet<Key>>,
+}
+
+impl Snapshot {
+    /// The sequence number of the last change this snapshot contains.
+    pub fn seq(&self) -> u64 {
+        self.seq
+    }
+
+    /// Look an object up by identity.
+    pub fn get(&self, kind: Kind, namespace: &str, name: &str) -> Option<&Arc<Resource>> {
+        self.objects.get(&Key::new(kind, namespace, name))
+    }
+
+    /// Look an object up by key.
+    pub fn get_key(&self, key: &Key) -> Option<&Arc<Resource>> {
+        self.objects.get(key)
+    }
+
+    /// Look an object up by `metadata.uid`.
+    pub fn by_uid(&self, uid: &str) -> Option<&Arc<Resource>> {
+        self.by_uid.get(uid).and_then(|k| self.objects.get(k))
+    }
+
+    /// Every object of a kind, ordered by namespace then name.
+    pub fn list(&self, kind: Kind) -> impl Iterator<Item = &Arc<Resource>> + '_ {
+        let start = Key::new(kind, "", "");
+        self.objects.range(start..).take_while(move |(k, _)| k.kind == kind).map(|(_, v)| v)
+    }
+
+    /// Every object of a kind in one namespace, ordered by name.
+    pub fn list_in(&self, kind: Kind, namespace: &str) -> impl Iterator<Item = &Arc<Resource>> + '_ {
+        let start = Key::new(kind, namespace, "");
+        let ns = namespace.to_string();
+        self.objects.range(start..).take_while(move |(k, _)| k.kind == kind && k.namespace == ns).map(|(_, v)| v)
+    }
+
+    /// Number of objects of a kind.
+    pub fn count(&self, kind: Kind) -> usize {
+        self.list(kind).count()
+    }
+
+    /// Objects found through a secondary index, ordered by key.
+    pub fn lookup(&self, idx: Idx, value: &str) -> impl Iterator<Item = &Arc<Resource>> + '_ {
+        self.index
+            .get(&(idx, value.to_string()))
+            .into_iter()
+            .flat_map(|set| set.iter())
+            .filter_map(|k| self.objects.get(k))
+    }
+
+    /// The first object found through a secondary index.
+    pub fn lookup_one(&self, idx: Idx, value: &str) -> Option<&Arc<Resource>> {
+        self.lookup(idx, value).next()
+    }
+
+    /// Total number of objects.
+    pub fn len(&self) -> usize {
+        self.objects.len()
+    }
+
+    /// True when the graph holds nothing.
+    pub fn is_empty(&self) -> bool {
+        self.objects.is_empty()
+    }
+
+    fn unindex(&mut self, key: &Key, r: &Resource) {
+        for entry in index_entries(r) {
+            if let Some(set) = self.index.get_mut(&entry) {
+                set.remove(key);
+                if set.is_empty() {
+                    self.index.remove(&entry);
+                }
+            }
+        }
+        if !r.uid().is_empty() {
+            self.by_uid.remove(r.uid());
+        }
+    }
+
+    fn reindex(&mut self, key: &Key, r: &Resource) {
+        for entry in index_entries(r) {
+            self.index.entry(entry).or_default().insert(key.clone());
+        }
+        if !r.uid().is_empty() {
+            self.by_uid.insert(r.uid().to_string(), key.clone());
+        }
+    }
+}
+
+/// Capacity of the change stream; a receiver further behind than this is told it lagged.
+pub const CHANGE_BUFFER: usize = 65_536;
+
+/// The store: the current snapshot plus the change stream. Writers are serialized.
+pub struct Store {
+    current: ArcSwap<Snapshot>,
+    writer: Mutex<()>,
+    changes: broadcast::Sender<Arc<Change>>,
+}
+
+impl Default for Store {
+    fn default() -> Self {
+        Store::new()
+    }
+}
+
+impl Store {
+    /// An empty store.
+    pub fn new() -> Self {
+        let (changes, _) = broadcast::channel(CHANGE_BUFFER);
+        Store { current: ArcSwap::from_pointee(Snapshot::default()), writer: Mutex::new(()), changes }
+    }
+
+    /// The current snapshot; it never changes under the caller.
+    pub fn snapshot(&self) -> Arc<Snapshot> {
+        self.current.load_full()
+    }
+
+    /// Receive every change applied after this call.
+    pub fn subscribe(&self) -> broadcast::Receiver<Arc<Change>> {
+        self.changes.subscribe()
+    }
+
+    /// Apply writes atomically: readers see all of them or none. Returns the changes made
+    /// (writes that change nothing produce no change and no sequence number).
+    pub fn apply(&self, ops: Vec<Op>) -> Vec<Arc<Change>> {
+        let _guard = self.writer.lock();
+        let mut snap = (*self.current.load_full()).clone();
+        let mut out = Vec::new();
+        for op in ops {
+            match op {
+                Op::Upsert(mut r) => {
+                    let key = Key::of(&r);
+                    let previous = snap.objects.get(&key).cloned();
+                    if let Some(prev) = &previous
+                        && same_content(prev, &r)
+                    {
+                        continue;
+                    }
+                    snap.seq += 1;
+                    stamp(&mut r, previous.as_deref(), snap.seq);
+                    if let Some(prev) = &previous {
+                        snap.unindex(&key, prev);
+                    }
+                    snap.reindex(&key, &r);
+                    let object = Arc::new(r);
+                    snap.objects.insert(key, object.clone());
+                    let change = if previous.is_some() { ChangeType::Modified } else { ChangeType::Added };
+                    out.push(Arc::new(Change { seq: snap.seq, change, object, previous }));
+                }
+                Op::Delete(key) => {
+                    let Some(prev) = snap.objects.remove(&key) else { continue };
+                    snap.seq += 1;
+                    snap.unindex(&key, &prev);
+                    out.push(Arc::new(Change {
+                        seq: snap.seq,
+                        change: ChangeType::Deleted,
+                        object: prev.clone(),
+                        previous: Some(prev),
+                    }));
+                }
+            }
+        }
+        if out.is_empty() {
+            return out;
+        }
+        self.current.store(Arc::new(snap));
+        for c in &out {
+            // No receivers is fine: nobody is listening yet.
+            let _ = self.changes.send(c.clone());
+        }
+        out
+    }
+}
+
+/// Equal apart from the fields the store itself maintains.
+fn same_content(prev: &Resource, next: &Resource) -> bool {
+    let mut a = prev.clone();
+    let mut b = next.clone();
+    for m in [a.meta_mut(), b.meta_mut()] {
+        m.resource_version = None;
+        m.uid = None;
+        m.creation_timestamp = None;
+        m.generation = None;
+        m.managed_fields = None;
+    }
+    a == b
+}
+
+/// Fill in what the API server would: uid, creation time, resourceVersion, generation.
+fn stamp(r: &mut Resource, previous: Option<&Resource>, seq: u64) {
+    let spec_changed = previous.is_none_or(|p| spec_differs(p, r));
+    let meta = r.meta_mut();
+    meta.managed_fields = None;
+    if let Some(p) = previous {
+        let pm = p.meta();
+        meta.uid = meta.uid.take().or_else(|| pm.uid.clone());
+        meta.creation_timestamp = meta.creation_timestamp.take().or_else(|| pm.creation_timestamp.clone());
+        let gen_before = pm.generation.unwrap_or(1);
+        meta.generation = Some(if spec_changed { gen_before + 1 } else { gen_before });
+    } else {
+        meta.generation = Some(meta.generation.unwrap_or(1));
+    }
+    if meta.uid.is_none() {
+        meta.uid = Some(uuid::Uuid::new_v4().to_string());
+    }
+    if meta.creation_timestamp.is_none() {
+        meta.creation_timestamp = Some(MetaTime(jiff::Timestamp::now()));
+    }
+    meta.resource_version = Some(seq.to_string());
+}
+
+fn spec_differs(a: &Resource, b: &Resource) -> bool {
+    let strip = |r: &Resource| {
+        let mut v = r.to_value();
+        if let Some(m) = v.as_object_mut() {
+            m.remove("status");
+            m.remove("metadata");
+        }
+        v
+    };
+    strip(a) != strip(b)
+}
+
+#[cfg(test)]
+mod tests;

@@ -69,6 +69,7 @@ RUST_KEYWORDS = {"type", "match", "ref", "static", "enum", "struct", "fn", "mod"
 
 
 def snake(name):
+    name = name.replace("IPs", "Ips")  # allocatedIPs -> allocated_ips, not allocated_i_ps
     s = re.sub(r"([A-Z]+)([A-Z][a-z])", r"\1_\2", name)
     s = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", s)
     s = s.replace("-", "_").replace(".", "_").lower()

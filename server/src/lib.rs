@@ -2,3 +2,9 @@
 
 pub mod model;
 pub mod store;
+pub mod source;
+pub mod domain;
+pub mod graphql;
+pub mod app;
+pub mod config;
+pub mod http;

@@ -2580,7 +2580,7 @@ pub struct NetworkNamespaceStatusIpAllocationStatus {
     #[serde(rename = "allocatedCount", default, skip_serializing_if = "Option::is_none")]
     pub allocated_count: Option<i64>,
     #[serde(rename = "allocatedIPs", default, skip_serializing_if = "Option::is_none")]
-    pub allocated_i_ps: Option<Vec<NetworkNamespaceStatusIpAllocationStatusAllocatedIPs>>,
+    pub allocated_ips: Option<Vec<NetworkNamespaceStatusIpAllocationStatusAllocatedIPs>>,
     #[serde(rename = "availableCount", default, skip_serializing_if = "Option::is_none")]
     pub available_count: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -1,0 +1,3 @@
+//! Views derived from the graph: the pipeline stage and diagnosis of a cluster.
+
+pub mod pipeline;

@@ -1,0 +1,45 @@
+//! The GraphQL API over the store: schema construction and per-request snapshot injection.
+
+pub mod paging;
+pub mod query;
+pub mod selector;
+pub mod types;
+
+use async_graphql::{EmptyMutation, EmptySubscription, Schema};
+
+pub use query::{DatacenterName, QueryRoot};
+pub use types::Limits;
+
+/// The schema type served at `/graphql`.
+pub type AppSchema = Schema<QueryRoot, EmptyMutation, EmptySubscription>;
+
+/// Settings that shape the schema.
+#[derive(Clone, Debug)]
+pub struct SchemaSettings {
+    /// Largest `first`/`last`.
+    pub max_page_size: usize,
+    /// Deepest selection allowed.
+    pub max_depth: usize,
+    /// Name of the Vitistack singleton.
+    pub vitistack_name: String,
+}
+
+impl Default for SchemaSettings {
+    fn default() -> Self {
+        SchemaSettings { max_page_size: 500, max_depth: 16, vitistack_name: "vitistack".into() }
+    }
+}
+
+/// Build the schema. The store snapshot is added per request (see `http`).
+pub fn build_schema(settings: &SchemaSettings) -> AppSchema {
+    Schema::build(QueryRoot::default(), EmptyMutation, EmptySubscription)
+        .data(Limits { max_page_size: settings.max_page_size })
+        .data(DatacenterName(settings.vitistack_name.clone()))
+        .limit_depth(settings.max_depth)
+        .finish()
+}
+
+/// The SDL of the schema, as committed in `schema.graphql`.
+pub fn sdl() -> String {
+    build_schema(&SchemaSettings::default()).sdl()
+}

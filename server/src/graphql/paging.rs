@@ -1,0 +1,223 @@
+//! Relay connections over store objects: filters, label selectors, sorting, and keyset cursors that
+//! stay valid while objects come and go.
+
+use std::cmp::Ordering;
+use std::sync::Arc;
+
+use async_graphql::connection::{Connection, CursorType, Edge};
+use async_graphql::{Enum, ErrorExtensions, InputObject, OutputType, SimpleObject};
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+
+use crate::model::Resource;
+
+/// Page size when neither `first` nor `last` is given.
+pub const DEFAULT_PAGE_SIZE: usize = 50;
+
+/// Filters every list accepts.
+#[derive(InputObject, Default, Clone, Debug)]
+pub struct Filter {
+    /// Only objects in this namespace.
+    pub namespace: Option<String>,
+    /// Only objects whose status phase is one of these (case-insensitive; `""` = no phase yet).
+    pub phase: Option<Vec<String>>,
+    /// A Kubernetes label selector: `a=b`, `a!=b`, `a in (x,y)`, `a notin (x)`, `a`, `!a`, comma-separated.
+    pub label_selector: Option<String>,
+    /// Case-insensitive substring of the name (or namespace/name).
+    pub search: Option<String>,
+}
+
+/// Fields a list can be sorted by; ties are broken by namespace, then name.
+#[derive(Enum, Copy, Clone, Debug, Eq, PartialEq, Default)]
+pub enum SortField {
+    /// `metadata.name`.
+    #[default]
+    Name,
+    /// `metadata.namespace`, then name.
+    Namespace,
+    /// `metadata.creationTimestamp`.
+    Created,
+    /// Status phase.
+    Phase,
+}
+
+/// Sort direction.
+#[derive(Enum, Copy, Clone, Debug, Eq, PartialEq, Default)]
+pub enum SortDirection {
+    /// Ascending.
+    #[default]
+    Asc,
+    /// Descending.
+    Desc,
+}
+
+/// How to order a list.
+#[derive(InputObject, Clone, Copy, Debug, Default)]
+pub struct Sort {
+    /// The field.
+    #[graphql(default)]
+    pub field: SortField,
+    /// The direction.
+    #[graphql(default)]
+    pub direction: SortDirection,
+}
+
+/// Extra fields on every connection.
+#[derive(SimpleObject, Clone, Debug)]
+pub struct ConnectionFields {
+    /// Number of objects matching the filter, across all pages.
+    pub total_count: usize,
+}
+
+/// Pagination arguments as received.
+#[derive(Clone, Debug, Default)]
+pub struct PageArgs {
+    /// Items after this cursor.
+    pub after: Option<String>,
+    /// Items before this cursor.
+    pub before: Option<String>,
+    /// The first N items.
+    pub first: Option<i32>,
+    /// The last N items.
+    pub last: Option<i32>,
+}
+
+/// A cursor: the position of an item in one sort order. Opaque to clients (base64url of JSON).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Cursor {
+    field: String,
+    key: SortKey,
+}
+
+/// (sort value, namespace, name).
+type SortKey = (String, String, String);
+
+impl CursorType for Cursor {
+    type Error = String;
+
+    fn decode_cursor(s: &str) -> Result<Self, Self::Error> {
+        let bytes = URL_SAFE_NO_PAD.decode(s).map_err(|_| "not base64url".to_string())?;
+        let parts: Vec<String> = serde_json::from_slice(&bytes).map_err(|_| "not a cursor of this server".to_string())?;
+        match parts.as_slice() {
+            [v, field, value, ns, name] if v == "c1" => {
+                Ok(Cursor { field: field.clone(), key: (value.clone(), ns.clone(), name.clone()) })
+            }
+            _ => Err("not a cursor of this server".into()),
+        }
+    }
+
+    fn encode_cursor(&self) -> String {
+        let parts = ["c1", &self.field, &self.key.0, &self.key.1, &self.key.2];
+        URL_SAFE_NO_PAD.encode(serde_json::to_vec(&parts).unwrap_or_default())
+    }
+}
+
+fn field_name(f: SortField) -> &'static str {
+    match f {
+        SortField::Name => "name",
+        SortField::Namespace => "namespace",
+        SortField::Created => "created",
+        SortField::Phase => "phase",
+    }
+}
+
+fn sort_key(r: &Resource, f: SortField) -> SortKey {
+    let value = match f {
+        SortField::Name => r.name().to_string(),
+        SortField::Namespace => r.namespace().to_string(),
+        SortField::Created => r.created().map(|t| t.to_string()).unwrap_or_default(),
+        SortField::Phase => r.phase().unwrap_or_default().to_string(),
+    };
+    (value, r.namespace().to_string(), r.name().to_string())
+}
+
+/// A GraphQL error with a machine-readable code.
+pub fn bad_input(code: &'static str, message: String) -> async_graphql::Error {
+    async_graphql::Error::new(message).extend_with(|_, e| e.set("code", code))
+}
+
+/// Apply a filter. Fails on an unreadable label selector.
+pub fn apply_filter(items: &mut Vec<Arc<Resource>>, filter: Option<&Filter>) -> async_graphql::Result<()> {
+    let Some(f) = filter else { return Ok(()) };
+    if let Some(ns) = &f.namespace {
+        items.retain(|r| r.namespace() == ns);
+    }
+    if let Some(phases) = &f.phase {
+        let wanted: Vec<String> = phases.iter().map(|p| p.to_ascii_lowercase()).collect();
+        items.retain(|r| wanted.contains(&r.phase().unwrap_or_default().to_ascii_lowercase()));
+    }
+    if let Some(sel) = &f.label_selector {
+        let selector = super::selector::parse(sel)
+            .map_err(|e| bad_input("BAD_LABEL_SELECTOR", format!("labelSelector `{sel}`: {e}")))?;
+        items.retain(|r| selector.matches(r.meta().labels.as_ref()));
+    }
+    if let Some(q) = &f.search {
+        let q = q.to_lowercase();
+        items.retain(|r| format!("{}/{}", r.namespace(), r.name()).to_lowercase().contains(&q));
+    }
+    Ok(())
+}
+
+/// Sort, then cut one page, building a Relay connection. `max_page` bounds `first`/`last`.
+pub fn paginate<T, F>(
+    mut items: Vec<Arc<Resource>>,
+    sort: Option<Sort>,
+    page: PageArgs,
+    max_page: usize,
+    wrap: F,
+) -> async_graphql::Result<Connection<Cursor, T, ConnectionFields>>
+where
+    T: OutputType,
+    F: Fn(Arc<Resource>) -> T,
+{
+    let sort = sort.unwrap_or_default();
+    let field = field_name(sort.field);
+    for (name, v) in [("first", page.first), ("last", page.last)] {
+        if let Some(n) = v {
+            if n < 0 {
+                return Err(bad_input("BAD_PAGE_SIZE", format!("`{name}` must not be negative (got {n})")));
+            }
+            if n as usize > max_page {
+                return Err(bad_input(
+                    "PAGE_SIZE_LIMIT",
+                    format!("`{name}` is {n}, above the maximum page size of {max_page}; page with `after` instead"),
+                ));
+            }
+        }
+    }
+    let mut keyed: Vec<(SortKey, Arc<Resource>)> = items.drain(..).map(|r| (sort_key(&r, sort.field), r)).collect();
+    let order = |a: &SortKey, b: &SortKey| -> Ordering {
+        let o = a.cmp(b);
+        if sort.direction == SortDirection::Desc { o.reverse() } else { o }
+    };
+    keyed.sort_by(|a, b| order(&a.0, &b.0));
+    let total = keyed.len();
+    let decode = |arg: &str, raw: &Option<String>| -> async_graphql::Result<Option<SortKey>> {
+        let Some(raw) = raw else { return Ok(None) };
+        let c = Cursor::decode_cursor(raw).map_err(|e| bad_input("BAD_CURSOR", format!("`{arg}` cursor `{raw}` is invalid: {e}")))?;
+        if c.field != field {
+            return Err(bad_input(
+                "BAD_CURSOR",
+                format!("`{arg}` cursor was made for sorting by {}, this query sorts by {field}", c.field),
+            ));
+        }
+        Ok(Some(c.key))
+    };
+    let after = decode("after", &page.after)?;
+    let before = decode("before", &page.before)?;
+    let mut start = after.map(|k| keyed.partition_point(|(x, _)| order(x, &k) != Ordering::Greater)).unwrap_or(0);
+    let mut end = before.map(|k| keyed.partition_point(|(x, _)| order(x, &k) == Ordering::Less)).unwrap_or(total);
+    end = end.max(start);
+    match (page.first, page.last) {
+        (Some(n), _) => end = end.min(start + n as usize),
+        (None, Some(n)) => start = end.saturating_sub(n as usize).max(start),
+        (None, None) => end = end.min(start + DEFAULT_PAGE_SIZE.min(max_page)),
+    }
+    if let (Some(_), Some(n)) = (page.first, page.last) {
+        start = end.saturating_sub(n as usize).max(start);
+    }
+    // hasPreviousPage / hasNextPage: whether any matching item lies before / after this page.
+    let mut conn = Connection::with_additional_fields(start > 0, end < total, ConnectionFields { total_count: total });
+    conn.edges.extend(keyed.drain(start..end).map(|(key, r)| Edge::new(Cursor { field: field.to_string(), key }, wrap(r))));
+    Ok(conn)
+}

@@ -1,0 +1,420 @@
+//! The Query root: lookups, one connection per kind, the datacenter, and summaries.
+
+use std::collections::BTreeMap;
+
+use async_graphql::{Context, ID, Object, SimpleObject};
+
+use super::paging::{Filter, PageArgs, Sort, bad_input};
+use super::types::*;
+use crate::domain::pipeline;
+use crate::model::{Kind, Resource};
+use crate::store::{Idx, Snapshot, scoped};
+
+/// The Query root.
+pub struct Query;
+
+/// Build version information.
+#[derive(SimpleObject)]
+pub struct VersionInfo {
+    /// Crate version.
+    pub version: String,
+    /// Git commit the binary was built from, when known.
+    pub commit: String,
+}
+
+/// A count for one value.
+#[derive(SimpleObject, Clone, Debug)]
+pub struct Count {
+    /// The value (a phase, provider, stage…); `""` when absent.
+    pub value: String,
+    /// How many.
+    pub count: usize,
+}
+
+fn counts<'a>(values: impl Iterator<Item = &'a str>) -> Vec<Count> {
+    let mut m: BTreeMap<&str, usize> = BTreeMap::new();
+    for v in values {
+        *m.entry(v).or_default() += 1;
+    }
+    m.into_iter().map(|(value, count)| Count { value: value.to_string(), count }).collect()
+}
+
+/// Machines in numbers.
+#[derive(SimpleObject)]
+pub struct MachineSummary {
+    /// All Machines.
+    pub total: usize,
+    /// Running Machines.
+    pub running: usize,
+    /// Failed Machines.
+    pub failed: usize,
+    /// By `status.phase`.
+    pub by_phase: Vec<Count>,
+    /// By `spec.provider`.
+    pub by_provider: Vec<Count>,
+    /// Sum of effective vCPUs.
+    pub vcpus: i64,
+    /// Sum of effective memory in bytes.
+    pub memory_bytes: i64,
+}
+
+/// Networks in numbers.
+#[derive(SimpleObject)]
+pub struct NetworkSummary {
+    /// NetworkNamespaces.
+    pub namespaces: usize,
+    /// NetworkNamespaces with Ready=True.
+    pub ready_namespaces: usize,
+    /// NetworkNamespaces with Ready=False reason Error.
+    pub failed_namespaces: usize,
+    /// NetworkConfigurations.
+    pub configurations: usize,
+    /// IPv4 addresses allocated across NetworkConfigurations.
+    pub allocated_ips: usize,
+    /// Control-plane VIPs.
+    pub vips: usize,
+    /// VIPs with an address.
+    pub ready_vips: usize,
+}
+
+/// Storage in numbers.
+#[derive(SimpleObject)]
+pub struct StorageSummary {
+    /// Disk requested by Machines, in GB.
+    pub machine_disk_gb: i64,
+    /// ClusterStorages.
+    pub cluster_storages: usize,
+    /// ClusterStorages by phase.
+    pub by_phase: Vec<Count>,
+    /// ClusterStorageClasses.
+    pub storage_classes: usize,
+    /// EtcdBackups.
+    pub etcd_backups: usize,
+}
+
+/// Clusters in numbers.
+#[derive(SimpleObject)]
+pub struct ClusterSummary {
+    /// All KubernetesClusters.
+    pub total: usize,
+    /// Ready clusters.
+    pub ready: usize,
+    /// Clusters with a terminal blocker.
+    pub failed: usize,
+    /// Clusters still progressing.
+    pub in_progress: usize,
+    /// By `status.phase`.
+    pub by_phase: Vec<Count>,
+    /// By pipeline stage.
+    pub by_stage: Vec<Count>,
+}
+
+/// The whole infrastructure in numbers (the old `/infrastructure` response, typed).
+#[derive(SimpleObject)]
+pub struct InfrastructureSummary {
+    /// Machines.
+    pub machines: MachineSummary,
+    /// Networks.
+    pub networks: NetworkSummary,
+    /// Storage.
+    pub storage: StorageSummary,
+    /// Clusters.
+    pub clusters: ClusterSummary,
+}
+
+/// Compute the cluster summary.
+pub fn cluster_summary(s: &Snapshot) -> ClusterSummary {
+    let mut stages = Vec::new();
+    let (mut ready, mut failed) = (0, 0);
+    let clusters: Vec<_> = s.list(Kind::KubernetesCluster).collect();
+    for c in &clusters {
+        if let Resource::KubernetesCluster(kc) = c.as_ref() {
+            let p = pipeline::evaluate(s, kc);
+            if p.ready() {
+                ready += 1;
+            } else if p.failed() {
+                failed += 1;
+            }
+            stages.push(stage_name(PipelineStage::from(p.stage)));
+        }
+    }
+    ClusterSummary {
+        total: clusters.len(),
+        ready,
+        failed,
+        in_progress: clusters.len() - ready - failed,
+        by_phase: counts(clusters.iter().map(|c| c.phase().unwrap_or_default())),
+        by_stage: counts(stages.into_iter()),
+    }
+}
+
+fn stage_name(s: PipelineStage) -> &'static str {
+    match s {
+        PipelineStage::Network => "NETWORK",
+        PipelineStage::MachinesCreated => "MACHINES_CREATED",
+        PipelineStage::IpsAllocated => "IPS_ALLOCATED",
+        PipelineStage::MachinesRunning => "MACHINES_RUNNING",
+        PipelineStage::VipReady => "VIP_READY",
+        PipelineStage::Talos => "TALOS",
+        PipelineStage::Ready => "READY",
+    }
+}
+
+/// Compute the infrastructure summary.
+pub fn infrastructure_summary(s: &Snapshot) -> InfrastructureSummary {
+    let machines: Vec<_> = s.list(Kind::Machine).collect();
+    let (mut vcpus, mut memory, mut disk) = (0i64, 0i64, 0i64);
+    for m in &machines {
+        if let Some(obj) = MachineObj::new((*m).clone()) {
+            let class = match m.as_ref() {
+                Resource::Machine(mm) => mm.spec.machine_class.as_deref().and_then(|c| s.get(Kind::MachineClass, "", c)),
+                _ => None,
+            };
+            let class = class.and_then(|c| match c.as_ref() {
+                Resource::MachineClass(mc) => Some(mc),
+                _ => None,
+            });
+            let r = obj.effective_resources(class);
+            vcpus += r.vcpus;
+            memory += r.memory_bytes.unwrap_or(0);
+            disk += r.disk_gb;
+        }
+    }
+    let nns: Vec<_> = s.list(Kind::NetworkNamespace).collect();
+    let ready_of = |r: &Resource| crate::model::condition(r.conditions(), "Ready").map(|c| (c.status.as_str() == "True", c.reason.as_deref() == Some("Error")));
+    let ncs: Vec<_> = s.list(Kind::NetworkConfiguration).collect();
+    let allocated = ncs
+        .iter()
+        .map(|nc| match nc.as_ref() {
+            Resource::NetworkConfiguration(c) => c
+                .status
+                .as_ref()
+                .and_then(|st| st.network_interfaces.as_ref())
+                .map(|ifs| ifs.iter().map(|i| i.ipv4_addresses.as_ref().map_or(0, Vec::len)).sum::<usize>())
+                .unwrap_or(0),
+            _ => 0,
+        })
+        .sum();
+    let vips: Vec<_> = s.list(Kind::ControlPlaneVirtualSharedIp).collect();
+    let storages: Vec<_> = s.list(Kind::ClusterStorage).collect();
+    InfrastructureSummary {
+        machines: MachineSummary {
+            total: machines.len(),
+            running: machines.iter().filter(|m| m.phase() == Some("Running")).count(),
+            failed: machines.iter().filter(|m| m.phase() == Some("Failed")).count(),
+            by_phase: counts(machines.iter().map(|m| m.phase().unwrap_or_default())),
+            by_provider: counts(machines.iter().map(|m| match m.as_ref() {
+                Resource::Machine(mm) => mm.spec.provider.as_str(),
+                _ => "",
+            })),
+            vcpus,
+            memory_bytes: memory,
+        },
+        networks: NetworkSummary {
+            namespaces: nns.len(),
+            ready_namespaces: nns.iter().filter(|n| ready_of(n).is_some_and(|r| r.0)).count(),
+            failed_namespaces: nns.iter().filter(|n| ready_of(n).is_some_and(|r| !r.0 && r.1)).count(),
+            configurations: ncs.len(),
+            allocated_ips: allocated,
+            vips: vips.len(),
+            ready_vips: vips
+                .iter()
+                .filter(|v| match v.as_ref() {
+                    Resource::ControlPlaneVirtualSharedIp(x) => {
+                        x.status.as_ref().and_then(|st| st.load_balancer_ips.as_ref()).is_some_and(|l| !l.is_empty())
+                    }
+                    _ => false,
+                })
+                .count(),
+        },
+        storage: StorageSummary {
+            machine_disk_gb: disk,
+            cluster_storages: storages.len(),
+            by_phase: counts(storages.iter().map(|c| c.phase().unwrap_or_default())),
+            storage_classes: s.count(Kind::ClusterStorageClass),
+            etcd_backups: s.count(Kind::EtcdBackup),
+        },
+        clusters: cluster_summary(s),
+    }
+}
+
+/// Which Vitistack is "the" datacenter: the one named by config, else the only/first one.
+#[derive(Clone, Debug)]
+pub struct DatacenterName(pub String);
+
+/// One connection field per kind, on their own root merged into `QueryRoot`.
+pub struct ListQuery;
+
+macro_rules! list_fields {
+    ($($(#[$doc:meta])* $field:ident, $kind:expr, $wrap:ty;)*) => {
+        #[Object]
+        impl ListQuery {
+            $(
+                $(#[$doc])*
+                #[allow(clippy::too_many_arguments)]
+                async fn $field(
+                    &self,
+                    ctx: &Context<'_>,
+                    filter: Option<Filter>,
+                    sort: Option<Sort>,
+                    after: Option<String>,
+                    before: Option<String>,
+                    first: Option<i32>,
+                    last: Option<i32>,
+                ) -> async_graphql::Result<Conn<$wrap>> {
+                    let items = snap(ctx).list($kind).cloned().collect();
+                    connection(ctx, items, filter.as_ref(), sort, PageArgs { after, before, first, last }, <$wrap>::new)
+                }
+            )*
+        }
+    };
+}
+
+list_fields! {
+    /// Machines.
+    machines, Kind::Machine, MachineObj;
+    /// KubernetesClusters.
+    clusters, Kind::KubernetesCluster, ClusterObj;
+    /// NetworkNamespaces (both API versions).
+    network_namespaces, Kind::NetworkNamespace, NetworkNamespaceObj;
+    /// NetworkConfigurations.
+    network_configurations, Kind::NetworkConfiguration, NetworkConfigurationObj;
+    /// ControlPlaneVirtualSharedIPs.
+    control_plane_vips, Kind::ControlPlaneVirtualSharedIp, VipObj;
+    /// IPAllocations (v1alpha2).
+    ip_allocations, Kind::IpAllocation, IpAllocationObj;
+    /// MachineClasses.
+    machine_classes, Kind::MachineClass, MachineClassObj;
+    /// MachineProviders.
+    machine_providers, Kind::MachineProvider, MachineProviderObj;
+    /// KubernetesProviders.
+    kubernetes_providers, Kind::KubernetesProvider, KubernetesProviderObj;
+    /// KubevirtConfigs.
+    kubevirt_configs, Kind::KubevirtConfig, KubevirtConfigObj;
+    /// ProxmoxConfigs.
+    proxmox_configs, Kind::ProxmoxConfig, ProxmoxConfigObj;
+    /// EtcdBackups.
+    etcd_backups, Kind::EtcdBackup, EtcdBackupObj;
+    /// ClusterStorages.
+    cluster_storages, Kind::ClusterStorage, ClusterStorageObj;
+    /// ClusterStorageClasses.
+    cluster_storage_classes, Kind::ClusterStorageClass, ClusterStorageClassObj;
+    /// Vitistacks (normally one).
+    vitistacks, Kind::Vitistack, VitistackObj;
+}
+
+/// The Query root: lookups and summaries plus one connection per kind.
+#[derive(async_graphql::MergedObject, Default)]
+#[graphql(name = "Query")]
+pub struct QueryRoot(Query, ListQuery);
+
+impl Default for Query {
+    fn default() -> Self {
+        Query
+    }
+}
+
+impl Default for ListQuery {
+    fn default() -> Self {
+        ListQuery
+    }
+}
+
+#[Object(name = "QueryFields")]
+impl Query {
+    /// Any object by global id; null when it no longer exists. A malformed id is an error.
+    async fn node(&self, ctx: &Context<'_>, id: ID) -> async_graphql::Result<Option<Node>> {
+        let key = decode_id(&id).map_err(|e| bad_input("BAD_ID", e))?;
+        Ok(snap(ctx).get_key(&key).cloned().map(to_node))
+    }
+
+    /// Objects by global id, in order; null for ids that no longer exist.
+    async fn nodes(&self, ctx: &Context<'_>, ids: Vec<ID>) -> async_graphql::Result<Vec<Option<Node>>> {
+        if ids.len() > 500 {
+            return Err(bad_input("TOO_MANY_IDS", format!("nodes accepts at most 500 ids (got {})", ids.len())));
+        }
+        let s = snap(ctx);
+        ids.iter()
+            .map(|id| {
+                let key = decode_id(id).map_err(|e| bad_input("BAD_ID", e))?;
+                Ok(s.get_key(&key).cloned().map(to_node))
+            })
+            .collect()
+    }
+
+    /// The Vitistack singleton: the zone this management cluster runs, with its providers.
+    async fn datacenter(&self, ctx: &Context<'_>) -> Option<VitistackObj> {
+        let s = snap(ctx);
+        let wanted = ctx.data_opt::<DatacenterName>().map(|d| d.0.as_str()).unwrap_or("vitistack");
+        one(s.get(Kind::Vitistack, "", wanted).or_else(|| s.list(Kind::Vitistack).next()), VitistackObj::new)
+    }
+
+    /// Name of the Vitistack (parity with the old `/v1/vitistack/name`).
+    async fn vitistack_name(&self, ctx: &Context<'_>) -> Option<String> {
+        let s = snap(ctx);
+        let wanted = ctx.data_opt::<DatacenterName>().map(|d| d.0.as_str()).unwrap_or("vitistack");
+        s.get(Kind::Vitistack, "", wanted).or_else(|| s.list(Kind::Vitistack).next()).map(|v| v.name().to_string())
+    }
+
+    /// Server version (parity with the old `/v1/info/version`).
+    async fn version(&self) -> VersionInfo {
+        VersionInfo {
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            commit: option_env!("VITISTACK_COMMIT").unwrap_or("unknown").to_string(),
+        }
+    }
+
+    /// A Machine by namespace and name.
+    async fn machine(&self, ctx: &Context<'_>, namespace: String, name: String) -> Option<MachineObj> {
+        one(snap(ctx).get(Kind::Machine, &namespace, &name), MachineObj::new)
+    }
+
+    /// A KubernetesCluster by namespace and either its name or its clusterId.
+    async fn cluster(&self, ctx: &Context<'_>, namespace: String, name: Option<String>, cluster_id: Option<String>) -> async_graphql::Result<Option<ClusterObj>> {
+        let s = snap(ctx);
+        match (name, cluster_id) {
+            (Some(n), _) => Ok(one(s.get(Kind::KubernetesCluster, &namespace, &n), ClusterObj::new)),
+            (None, Some(id)) => Ok(one(s.lookup_one(Idx::ClusterById, &scoped(&namespace, &id)), ClusterObj::new)),
+            (None, None) => Err(bad_input("MISSING_ARGUMENT", "cluster needs `name` or `clusterId`".into())),
+        }
+    }
+
+    /// A NetworkNamespace by namespace and name.
+    async fn network_namespace(&self, ctx: &Context<'_>, namespace: String, name: String) -> Option<NetworkNamespaceObj> {
+        one(snap(ctx).get(Kind::NetworkNamespace, &namespace, &name), NetworkNamespaceObj::new)
+    }
+
+    /// A MachineClass by name.
+    async fn machine_class(&self, ctx: &Context<'_>, name: String) -> Option<MachineClassObj> {
+        one(snap(ctx).get(Kind::MachineClass, "", &name), MachineClassObj::new)
+    }
+
+    /// A MachineProvider by uid or name (parity with the old `/v1/machineproviders/{uid}`).
+    async fn machine_provider(&self, ctx: &Context<'_>, uid: Option<String>, name: Option<String>) -> Option<MachineProviderObj> {
+        let s = snap(ctx);
+        let r = uid.as_deref().and_then(|u| s.by_uid(u)).or_else(|| name.as_deref().and_then(|n| s.get(Kind::MachineProvider, "", n)));
+        one(r, MachineProviderObj::new)
+    }
+
+    /// A KubernetesProvider by uid or name (parity with the old `/v1/kubernetesproviders/{uid}`).
+    async fn kubernetes_provider(&self, ctx: &Context<'_>, uid: Option<String>, name: Option<String>) -> Option<KubernetesProviderObj> {
+        let s = snap(ctx);
+        let r = uid.as_deref().and_then(|u| s.by_uid(u)).or_else(|| name.as_deref().and_then(|n| s.get(Kind::KubernetesProvider, "", n)));
+        one(r, KubernetesProviderObj::new)
+    }
+
+    /// Machines, networks, storage and clusters in numbers.
+    async fn infrastructure(&self, ctx: &Context<'_>) -> InfrastructureSummary {
+        infrastructure_summary(snap(ctx))
+    }
+
+    /// Clusters in numbers: total, Ready, failed, by phase and by pipeline stage.
+    async fn cluster_summary(&self, ctx: &Context<'_>) -> ClusterSummary {
+        cluster_summary(snap(ctx))
+    }
+
+    /// Sequence number of the last change in the snapshot this query read.
+    async fn sequence(&self, ctx: &Context<'_>) -> u64 {
+        snap(ctx).seq()
+    }
+}

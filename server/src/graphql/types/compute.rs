@@ -1,0 +1,386 @@
+//! Machines and what they are made from: MachineClass, MachineProvider, KubevirtConfig, ProxmoxConfig.
+
+use async_graphql::{Context, SimpleObject};
+
+use super::{ClusterObj, Conn, NetworkConfigurationObj, NetworkNamespaceObj, connection, many, node_type, one, snap};
+use crate::graphql::paging::{Filter, PageArgs, Sort};
+use crate::model::{
+    ANNOTATION_KUBEVIRT_CONFIG, ANNOTATION_NODE_POOL, Kind, LABEL_CLUSTER_ID, LABEL_NODE_ROLE, Machine, MachineClass,
+    MachineProvider, Resource,
+};
+use crate::store::{Idx, scoped};
+
+/// CPU topology.
+#[derive(SimpleObject, Clone, Debug, Default)]
+pub struct CpuTopology {
+    /// Cores per socket.
+    pub cores: i64,
+    /// Sockets.
+    pub sockets: i64,
+    /// Threads per core.
+    pub threads: i64,
+    /// sockets × cores × threads.
+    pub vcpus: i64,
+}
+
+impl CpuTopology {
+    fn new(cores: i64, sockets: i64, threads: i64) -> Self {
+        let (cores, sockets, threads) = (cores.max(1), sockets.max(1), threads.max(1));
+        CpuTopology { cores, sockets, threads, vcpus: cores * sockets * threads }
+    }
+}
+
+/// A disk as requested in the Machine spec.
+#[derive(SimpleObject, Clone, Debug)]
+pub struct MachineDisk {
+    /// Disk name.
+    pub name: Option<String>,
+    /// Size in GB.
+    pub size_gb: Option<i64>,
+    /// Bus type (virtio, sata, scsi).
+    #[graphql(name = "type")]
+    pub type_: Option<String>,
+    /// Boot disk.
+    pub boot: bool,
+    /// Encrypted.
+    pub encrypted: bool,
+}
+
+/// Operating system of a Machine.
+#[derive(SimpleObject, Clone, Debug, Default)]
+pub struct OperatingSystem {
+    /// Family (linux).
+    pub family: Option<String>,
+    /// Distribution (talos, debian).
+    pub distribution: Option<String>,
+    /// Version.
+    pub version: Option<String>,
+    /// Architecture.
+    pub architecture: Option<String>,
+}
+
+/// A NIC as the machine operator observed it.
+#[derive(SimpleObject, Clone, Debug)]
+pub struct MachineInterface {
+    /// Interface name.
+    pub name: Option<String>,
+    /// MAC address.
+    pub mac_address: Option<String>,
+    /// IPv4 addresses.
+    pub ip_addresses: Vec<String>,
+    /// IPv6 addresses.
+    pub ipv6_addresses: Vec<String>,
+    /// Link state.
+    pub state: Option<String>,
+}
+
+/// Node role of a Machine in its cluster.
+#[derive(async_graphql::Enum, Copy, Clone, Debug, PartialEq, Eq)]
+pub enum NodeRole {
+    /// `vitistack.io/node-role: control-plane`.
+    ControlPlane,
+    /// `vitistack.io/node-role: worker`.
+    Worker,
+}
+
+impl NodeRole {
+    /// The label value.
+    pub fn label(self) -> &'static str {
+        match self {
+            NodeRole::ControlPlane => "control-plane",
+            NodeRole::Worker => "worker",
+        }
+    }
+}
+
+/// The effective resources of a Machine: spec overrides, else its MachineClass.
+#[derive(SimpleObject, Clone, Debug, Default)]
+pub struct MachineResources {
+    /// Virtual CPUs (sockets × cores × threads).
+    pub vcpus: i64,
+    /// Memory in bytes.
+    pub memory_bytes: Option<i64>,
+    /// Sum of disk sizes in GB.
+    pub disk_gb: i64,
+}
+
+impl MachineObj {
+    fn m(&self) -> &Machine {
+        match &*self.0 {
+            Resource::Machine(m) => m,
+            _ => unreachable!("MachineObj wraps Machines only"),
+        }
+    }
+
+    /// Spec overrides first, then the MachineClass.
+    pub fn effective_resources(&self, class: Option<&MachineClass>) -> MachineResources {
+        let m = self.m();
+        let class_cpu = class.map(|c| &c.spec.cpu);
+        let cpu = m.spec.cpu.as_ref();
+        let cores = cpu.and_then(|c| c.cores).or(class_cpu.map(|c| c.cores)).unwrap_or(1);
+        let sockets = cpu.and_then(|c| c.sockets).or(class_cpu.and_then(|c| c.sockets)).unwrap_or(1);
+        let threads = cpu.and_then(|c| c.threads_per_core).or(class_cpu.and_then(|c| c.threads)).unwrap_or(1);
+        MachineResources {
+            vcpus: CpuTopology::new(cores, sockets, threads).vcpus,
+            memory_bytes: m.spec.memory.or_else(|| class.and_then(|c| c.spec.memory.quantity.bytes())),
+            disk_gb: m.spec.disks.iter().flatten().filter_map(|d| d.size_gb).sum(),
+        }
+    }
+
+    fn class<'a>(&self, ctx: &Context<'a>) -> Option<&'a MachineClass> {
+        let class = self.m().spec.machine_class.as_deref()?;
+        match snap(ctx).get(Kind::MachineClass, "", class)?.as_ref() {
+            Resource::MachineClass(c) => Some(c),
+            _ => None,
+        }
+    }
+}
+
+node_type! {
+    /// `Machine`: one VM, created by talos-operator for a cluster, realised by a machine operator.
+    MachineObj, "Machine", Machine; {
+        /// `spec.name` (the VM name; not always metadata.name).
+        async fn spec_name(&self) -> Option<&str> { self.m().spec.name.as_deref() }
+        /// `spec.provider`: which machine operator handles it (kubevirt, proxmox).
+        async fn provider(&self) -> &str { &self.m().spec.provider }
+        /// `spec.machineClass`.
+        async fn machine_class_name(&self) -> Option<&str> { self.m().spec.machine_class.as_deref() }
+        /// Role in its cluster, from label `vitistack.io/node-role`.
+        async fn role(&self) -> Option<NodeRole> {
+            match self.0.label(LABEL_NODE_ROLE)? {
+                "control-plane" => Some(NodeRole::ControlPlane),
+                "worker" => Some(NodeRole::Worker),
+                _ => None,
+            }
+        }
+        /// Node pool, from annotation `vitistack.io/nodepool`.
+        async fn node_pool(&self) -> Option<&str> { self.0.annotation(ANNOTATION_NODE_POOL) }
+        /// `vitistack.io/clusterid` label.
+        async fn cluster_id(&self) -> Option<&str> { self.0.label(LABEL_CLUSTER_ID) }
+        /// `status.state` (KubeVirt printable status, Proxmox state).
+        async fn state(&self) -> Option<&str> { self.m().status.as_ref()?.state.as_deref() }
+        /// `status.message`.
+        async fn message(&self) -> Option<&str> { self.m().status.as_ref()?.message.as_deref() }
+        /// `status.failureReason`.
+        async fn failure_reason(&self) -> Option<&str> { self.m().status.as_ref()?.failure_reason.as_deref() }
+        /// `status.failureMessage`.
+        async fn failure_message(&self) -> Option<&str> { self.m().status.as_ref()?.failure_message.as_deref() }
+        /// `status.hostname`.
+        async fn hostname(&self) -> Option<&str> { self.m().status.as_ref()?.hostname.as_deref() }
+        /// `status.ipAddresses`.
+        async fn ip_addresses(&self) -> Vec<String> { self.m().status.as_ref().and_then(|s| s.ip_addresses.clone()).unwrap_or_default() }
+        /// `status.publicIPAddresses` (IPs of named interfaces; not necessarily public).
+        async fn public_ip_addresses(&self) -> Vec<String> { self.m().status.as_ref().and_then(|s| s.public_ip_addresses.clone()).unwrap_or_default() }
+        /// `status.privateIPAddresses`.
+        async fn private_ip_addresses(&self) -> Vec<String> { self.m().status.as_ref().and_then(|s| s.private_ip_addresses.clone()).unwrap_or_default() }
+        /// `status.networkInterfaces`.
+        async fn network_interfaces(&self) -> Vec<MachineInterface> {
+            self.m().status.as_ref().and_then(|s| s.network_interfaces.as_ref()).into_iter().flatten().map(|i| MachineInterface {
+                name: i.name.clone(), mac_address: i.mac_address.clone(), ip_addresses: i.ip_addresses.clone().unwrap_or_default(),
+                ipv6_addresses: i.ipv6_addresses.clone().unwrap_or_default(), state: i.state.clone(),
+            }).collect()
+        }
+        /// `spec.cpu` as requested (null when the MachineClass decides).
+        async fn cpu(&self) -> Option<CpuTopology> {
+            let c = self.m().spec.cpu.as_ref()?;
+            Some(CpuTopology::new(c.cores.unwrap_or(1), c.sockets.unwrap_or(1), c.threads_per_core.unwrap_or(1)))
+        }
+        /// `spec.memory` override in bytes.
+        async fn memory_bytes(&self) -> Option<i64> { self.m().spec.memory }
+        /// Effective vCPUs, memory and disk: spec overrides, else the MachineClass.
+        async fn resources(&self, ctx: &Context<'_>) -> MachineResources { self.effective_resources(self.class(ctx)) }
+        /// `spec.disks`.
+        async fn disks(&self) -> Vec<MachineDisk> {
+            self.m().spec.disks.iter().flatten().map(|d| MachineDisk {
+                name: d.name.clone(), size_gb: d.size_gb, type_: d.r#type.clone(), boot: d.boot.unwrap_or(false), encrypted: d.encrypted.unwrap_or(false),
+            }).collect()
+        }
+        /// `spec.os`.
+        async fn os(&self) -> Option<OperatingSystem> {
+            let o = self.m().spec.os.as_ref()?;
+            Some(OperatingSystem { family: o.family.clone(), distribution: o.distribution.clone(), version: o.version.clone(), architecture: o.architecture.clone() })
+        }
+        /// The KubernetesCluster, by label `vitistack.io/clusterid` in the same namespace.
+        async fn cluster(&self, ctx: &Context<'_>) -> Option<ClusterObj> {
+            let id = self.0.label(LABEL_CLUSTER_ID)?;
+            one(snap(ctx).lookup_one(Idx::ClusterById, &scoped(self.0.namespace(), id)), ClusterObj::new)
+        }
+        /// The MachineClass named by `spec.machineClass`.
+        async fn machine_class(&self, ctx: &Context<'_>) -> Option<MachineClassObj> {
+            let name = self.m().spec.machine_class.as_deref()?;
+            one(snap(ctx).get(Kind::MachineClass, "", name), MachineClassObj::new)
+        }
+        /// The NetworkConfiguration with the same name (the Machine's IP request and result).
+        async fn network_configuration(&self, ctx: &Context<'_>) -> Option<NetworkConfigurationObj> {
+            one(snap(ctx).get(Kind::NetworkConfiguration, self.0.namespace(), self.0.name()), NetworkConfigurationObj::new)
+        }
+        /// The NetworkNamespace named by `spec.network.networkNamespaceName`.
+        async fn network_namespace(&self, ctx: &Context<'_>) -> Option<NetworkNamespaceObj> {
+            let nn = self.m().spec.network.as_ref()?.network_namespace_name.as_deref()?;
+            one(snap(ctx).get(Kind::NetworkNamespace, self.0.namespace(), nn), NetworkNamespaceObj::new)
+        }
+        /// The KubevirtConfig named by annotation `vitistack.io/kubevirt-config`.
+        async fn kubevirt_config(&self, ctx: &Context<'_>) -> Option<KubevirtConfigObj> {
+            let name = self.0.annotation(ANNOTATION_KUBEVIRT_CONFIG)?;
+            one(snap(ctx).get(Kind::KubevirtConfig, "", name), KubevirtConfigObj::new)
+        }
+        /// MachineProviders whose `providerType` equals `spec.provider`.
+        async fn machine_providers(&self, ctx: &Context<'_>) -> Vec<MachineProviderObj> {
+            many(snap(ctx).lookup(Idx::MachineProviderByType, &self.m().spec.provider), MachineProviderObj::new)
+        }
+    }
+}
+
+impl MachineClassObj {
+    fn c(&self) -> &MachineClass {
+        match &*self.0 {
+            Resource::MachineClass(c) => c,
+            _ => unreachable!("MachineClassObj wraps MachineClasses only"),
+        }
+    }
+}
+
+/// Memory of a MachineClass.
+#[derive(SimpleObject, Clone, Debug)]
+pub struct ClassMemory {
+    /// As written (`16Gi`).
+    pub quantity: String,
+    /// In bytes.
+    pub bytes: Option<i64>,
+    /// Lower bound in bytes.
+    pub min_bytes: Option<i64>,
+    /// Upper bound in bytes.
+    pub max_bytes: Option<i64>,
+}
+
+/// GPU of a MachineClass.
+#[derive(SimpleObject, Clone, Debug)]
+pub struct Gpu {
+    /// GPU cores.
+    pub cores: i64,
+    /// Manufacturer.
+    pub manufacturer: Option<String>,
+}
+
+node_type! {
+    /// `MachineClass`: a size in the catalogue (cluster-scoped).
+    MachineClassObj, "MachineClass", MachineClass; {
+        /// `spec.displayName`.
+        async fn display_name(&self) -> Option<&str> { self.c().spec.display_name.as_deref() }
+        /// `spec.category`.
+        async fn category(&self) -> &str { &self.c().spec.category }
+        /// `spec.enabled`: consumers refuse a disabled class.
+        async fn enabled(&self) -> bool { self.c().spec.enabled }
+        /// `spec.default`.
+        async fn is_default(&self) -> bool { self.c().spec.default }
+        /// `spec.cpu`.
+        async fn cpu(&self) -> CpuTopology {
+            let c = &self.c().spec.cpu;
+            CpuTopology::new(c.cores, c.sockets.unwrap_or(1), c.threads.unwrap_or(1))
+        }
+        /// `spec.memory`, parsed.
+        async fn memory(&self) -> ClassMemory {
+            let m = &self.c().spec.memory;
+            ClassMemory { quantity: m.quantity.raw(), bytes: m.quantity.bytes(),
+                min_bytes: m.min_quantity.as_ref().and_then(|q| q.bytes()), max_bytes: m.max_quantity.as_ref().and_then(|q| q.bytes()) }
+        }
+        /// `spec.gpu`.
+        async fn gpu(&self) -> Option<Gpu> {
+            self.c().spec.gpu.as_ref().map(|g| Gpu { cores: g.cores, manufacturer: g.manufacturer.clone() })
+        }
+        /// `spec.machineProviders`.
+        async fn machine_provider_types(&self) -> &[String] { &self.c().spec.machine_providers }
+        /// Machines of this class.
+        #[allow(clippy::too_many_arguments)]
+        async fn machines(&self, ctx: &Context<'_>, filter: Option<Filter>, sort: Option<Sort>, after: Option<String>, before: Option<String>, first: Option<i32>, last: Option<i32>) -> async_graphql::Result<Conn<MachineObj>> {
+            let items = snap(ctx).lookup(Idx::MachineByClass, self.0.name()).cloned().collect();
+            connection(ctx, items, filter.as_ref(), sort, PageArgs { after, before, first, last }, MachineObj::new)
+        }
+        /// KubernetesClusters whose topology uses this class.
+        async fn clusters(&self, ctx: &Context<'_>) -> Vec<ClusterObj> {
+            many(snap(ctx).lookup(Idx::ClusterByClass, self.0.name()), ClusterObj::new)
+        }
+    }
+}
+
+impl MachineProviderObj {
+    fn p(&self) -> &MachineProvider {
+        match &*self.0 {
+            Resource::MachineProvider(p) => p,
+            _ => unreachable!("MachineProviderObj wraps MachineProviders only"),
+        }
+    }
+}
+
+node_type! {
+    /// `MachineProvider`: a place machines can be made (cluster-scoped).
+    MachineProviderObj, "MachineProvider", MachineProvider; {
+        /// `spec.providerType`.
+        async fn provider_type(&self) -> &str { &self.p().spec.provider_type }
+        /// `spec.displayName`.
+        async fn display_name(&self) -> &str { &self.p().spec.display_name }
+        /// `spec.region`.
+        async fn region(&self) -> &str { &self.p().spec.region }
+        /// `spec.zones`.
+        async fn zones(&self) -> Vec<String> { self.p().spec.zones.clone().unwrap_or_default() }
+        /// `spec.endpoint.url`.
+        async fn endpoint_url(&self) -> Option<&str> { self.p().spec.endpoint.as_ref()?.url.as_deref() }
+        /// `spec.authentication.type` (the credentials themselves never leave the server).
+        async fn authentication_type(&self) -> &str { &self.p().spec.authentication.r#type }
+        /// `status.message`.
+        async fn message(&self) -> Option<&str> { self.p().status.as_ref()?.message.as_deref() }
+        /// Machines whose `spec.provider` is this provider's type.
+        #[allow(clippy::too_many_arguments)]
+        async fn machines(&self, ctx: &Context<'_>, filter: Option<Filter>, sort: Option<Sort>, after: Option<String>, before: Option<String>, first: Option<i32>, last: Option<i32>) -> async_graphql::Result<Conn<MachineObj>> {
+            let items = snap(ctx).lookup(Idx::MachineByProvider, &self.p().spec.provider_type).cloned().collect();
+            connection(ctx, items, filter.as_ref(), sort, PageArgs { after, before, first, last }, MachineObj::new)
+        }
+        /// The KubevirtConfig this provider was registered from (label `vitistack.io/kubevirt-config`).
+        async fn kubevirt_config(&self, ctx: &Context<'_>) -> Option<KubevirtConfigObj> {
+            let name = self.0.label(ANNOTATION_KUBEVIRT_CONFIG)?;
+            one(snap(ctx).get(Kind::KubevirtConfig, "", name), KubevirtConfigObj::new)
+        }
+        /// KubernetesProviders that reference this provider.
+        async fn kubernetes_providers(&self, ctx: &Context<'_>) -> Vec<super::KubernetesProviderObj> {
+            many(snap(ctx).lookup(Idx::KubernetesProviderByMachineProvider, self.0.name()), super::KubernetesProviderObj::new)
+        }
+    }
+}
+
+node_type! {
+    /// `KubevirtConfig`: how to reach a remote KubeVirt cluster (cluster-scoped).
+    KubevirtConfigObj, "KubevirtConfig", KubevirtConfig; {
+        /// `spec.name`.
+        async fn spec_name(&self) -> Option<&str> { match &*self.0 { Resource::KubevirtConfig(k) => Some(&k.spec.name), _ => None } }
+        /// `spec.secretNamespace`.
+        async fn secret_namespace(&self) -> Option<&str> { match &*self.0 { Resource::KubevirtConfig(k) => Some(&k.spec.secret_namespace), _ => None } }
+        /// Name of the Secret holding the kubeconfig (its contents are never read or served).
+        async fn kubeconfig_secret_name(&self) -> Option<&str> { match &*self.0 { Resource::KubevirtConfig(k) => Some(&k.spec.kubeconfig_secret_ref), _ => None } }
+        /// Machines annotated with this config.
+        #[allow(clippy::too_many_arguments)]
+        async fn machines(&self, ctx: &Context<'_>, filter: Option<Filter>, sort: Option<Sort>, after: Option<String>, before: Option<String>, first: Option<i32>, last: Option<i32>) -> async_graphql::Result<Conn<MachineObj>> {
+            let items = snap(ctx).lookup(Idx::MachineByKubevirtConfig, self.0.name()).cloned().collect();
+            connection(ctx, items, filter.as_ref(), sort, PageArgs { after, before, first, last }, MachineObj::new)
+        }
+        /// The MachineProvider registered from this config.
+        async fn machine_provider(&self, ctx: &Context<'_>) -> Option<MachineProviderObj> {
+            one(snap(ctx).lookup_one(Idx::MachineProviderByKubevirtConfig, self.0.name()), MachineProviderObj::new)
+        }
+    }
+}
+
+node_type! {
+    /// `ProxmoxConfig`: a Proxmox endpoint (cluster-scoped). The token is never served.
+    ProxmoxConfigObj, "ProxmoxConfig", ProxmoxConfig; {
+        /// `spec.name`.
+        async fn spec_name(&self) -> Option<&str> { match &*self.0 { Resource::ProxmoxConfig(p) => Some(&p.spec.name), _ => None } }
+        /// `spec.endpoint`.
+        async fn endpoint(&self) -> Option<&str> { match &*self.0 { Resource::ProxmoxConfig(p) => Some(&p.spec.endpoint), _ => None } }
+        /// `spec.port`.
+        async fn port(&self) -> Option<&str> { match &*self.0 { Resource::ProxmoxConfig(p) => Some(&p.spec.port), _ => None } }
+        /// `spec.username`.
+        async fn username(&self) -> Option<&str> { match &*self.0 { Resource::ProxmoxConfig(p) => Some(&p.spec.username), _ => None } }
+        /// Whether a token is configured (its value never leaves the server).
+        async fn has_token(&self) -> bool { matches!(&*self.0, Resource::ProxmoxConfig(p) if !p.spec.token.is_empty()) }
+    }
+}

@@ -1,0 +1,263 @@
+//! GraphQL object types: one per kind, sharing the common fields (id, metadata, phase, conditions,
+//! raw), each with its typed fields and relationships resolved through the store's indexes.
+
+mod cluster;
+mod compute;
+mod datacenter;
+mod network;
+
+use std::sync::Arc;
+
+use async_graphql::{Context, Interface, Json, SimpleObject};
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+
+pub use cluster::*;
+pub use compute::*;
+pub use datacenter::*;
+pub use network::*;
+
+use super::paging::{self, ConnectionFields, Cursor, Filter, PageArgs, Sort};
+use crate::model::{Condition, Kind, Resource};
+use crate::store::{Key, Snapshot};
+
+/// The snapshot a request reads (set once per request, so the whole answer is consistent).
+pub fn snap<'a>(ctx: &Context<'a>) -> &'a Arc<Snapshot> {
+    ctx.data_unchecked::<Arc<Snapshot>>()
+}
+
+/// Query limits shared by every resolver.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    /// Largest `first`/`last` a connection accepts.
+    pub max_page_size: usize,
+}
+
+/// A Relay connection of store objects.
+pub type Conn<T> = async_graphql::connection::Connection<Cursor, T, ConnectionFields>;
+
+/// Filter, sort and paginate objects for a connection field.
+pub fn connection<T: async_graphql::OutputType>(
+    ctx: &Context<'_>,
+    mut items: Vec<Arc<Resource>>,
+    filter: Option<&Filter>,
+    sort: Option<Sort>,
+    page: PageArgs,
+    wrap: impl Fn(Arc<Resource>) -> Option<T>,
+) -> async_graphql::Result<Conn<T>> {
+    let max = ctx.data_opt::<Limits>().map(|l| l.max_page_size).unwrap_or(500);
+    paging::apply_filter(&mut items, filter)?;
+    items.retain(|r| wrap(r.clone()).is_some());
+    paging::paginate(items, sort, page, max, |r| wrap(r).expect("kind checked above"))
+}
+
+/// Opaque global id of an object: base64url of `["Kind","namespace","name"]`.
+pub fn global_id(r: &Resource) -> async_graphql::ID {
+    let parts = [r.kind().name(), r.namespace(), r.name()];
+    async_graphql::ID(URL_SAFE_NO_PAD.encode(serde_json::to_vec(&parts).unwrap_or_default()))
+}
+
+/// Decode a global id into a key, or say why it is not one.
+pub fn decode_id(id: &str) -> Result<Key, String> {
+    let bytes = URL_SAFE_NO_PAD.decode(id).map_err(|_| format!("`{id}` is not a global id of this server"))?;
+    let parts: Vec<String> =
+        serde_json::from_slice(&bytes).map_err(|_| format!("`{id}` is not a global id of this server"))?;
+    match parts.as_slice() {
+        [kind, ns, name] => {
+            let kind: Kind = kind.parse().map_err(|_| format!("`{id}` names an unknown kind"))?;
+            Ok(Key::new(kind, ns, name))
+        }
+        _ => Err(format!("`{id}` is not a global id of this server")),
+    }
+}
+
+/// A label or annotation.
+#[derive(SimpleObject, Clone, Debug)]
+pub struct KeyValue {
+    /// The key.
+    pub key: String,
+    /// The value.
+    pub value: String,
+}
+
+/// A status condition.
+#[derive(SimpleObject, Clone, Debug)]
+#[graphql(name = "Condition")]
+pub struct ConditionGql {
+    /// Condition type, e.g. `Ready`.
+    #[graphql(name = "type")]
+    pub type_: String,
+    /// `True`, `False` or `Unknown`.
+    pub status: String,
+    /// Machine-readable reason.
+    pub reason: Option<String>,
+    /// Human-readable message.
+    pub message: Option<String>,
+    /// When the status last changed.
+    pub last_transition_time: Option<String>,
+}
+
+impl From<&Condition> for ConditionGql {
+    fn from(c: &Condition) -> Self {
+        ConditionGql {
+            type_: c.type_.clone(),
+            status: c.status.to_string(),
+            reason: c.reason.clone(),
+            message: c.message.clone(),
+            last_transition_time: c.last_transition_time.clone(),
+        }
+    }
+}
+
+fn pairs(map: Option<&std::collections::BTreeMap<String, String>>) -> Vec<KeyValue> {
+    map.map(|m| m.iter().map(|(k, v)| KeyValue { key: k.clone(), value: v.clone() }).collect()).unwrap_or_default()
+}
+
+/// Wrap any object in its GraphQL type.
+pub fn to_node(r: Arc<Resource>) -> Node {
+    match r.kind() {
+        Kind::Machine => Node::Machine(MachineObj(r)),
+        Kind::MachineClass => Node::MachineClass(MachineClassObj(r)),
+        Kind::MachineProvider => Node::MachineProvider(MachineProviderObj(r)),
+        Kind::KubevirtConfig => Node::KubevirtConfig(KubevirtConfigObj(r)),
+        Kind::ProxmoxConfig => Node::ProxmoxConfig(ProxmoxConfigObj(r)),
+        Kind::KubernetesCluster => Node::KubernetesCluster(ClusterObj(r)),
+        Kind::KubernetesProvider => Node::KubernetesProvider(KubernetesProviderObj(r)),
+        Kind::EtcdBackup => Node::EtcdBackup(EtcdBackupObj(r)),
+        Kind::ClusterStorage => Node::ClusterStorage(ClusterStorageObj(r)),
+        Kind::ClusterStorageClass => Node::ClusterStorageClass(ClusterStorageClassObj(r)),
+        Kind::NetworkNamespace => Node::NetworkNamespace(NetworkNamespaceObj(r)),
+        Kind::NetworkConfiguration => Node::NetworkConfiguration(NetworkConfigurationObj(r)),
+        Kind::ControlPlaneVirtualSharedIp => Node::ControlPlaneVirtualSharedIp(VipObj(r)),
+        Kind::IpAllocation => Node::IpAllocation(IpAllocationObj(r)),
+        Kind::Vitistack => Node::Vitistack(VitistackObj(r)),
+    }
+}
+
+/// Any object with a global id.
+#[derive(Interface)]
+#[graphql(
+    field(name = "id", ty = "async_graphql::ID", desc = "Opaque global id; pass it to `node`."),
+    field(name = "name", ty = "String", desc = "`metadata.name`."),
+    field(name = "kind", ty = "String", desc = "The Kubernetes kind.")
+)]
+#[allow(missing_docs, clippy::large_enum_variant)]
+pub enum Node {
+    Machine(MachineObj),
+    MachineClass(MachineClassObj),
+    MachineProvider(MachineProviderObj),
+    KubevirtConfig(KubevirtConfigObj),
+    ProxmoxConfig(ProxmoxConfigObj),
+    KubernetesCluster(ClusterObj),
+    KubernetesProvider(KubernetesProviderObj),
+    EtcdBackup(EtcdBackupObj),
+    ClusterStorage(ClusterStorageObj),
+    ClusterStorageClass(ClusterStorageClassObj),
+    NetworkNamespace(NetworkNamespaceObj),
+    NetworkConfiguration(NetworkConfigurationObj),
+    ControlPlaneVirtualSharedIp(VipObj),
+    IpAllocation(IpAllocationObj),
+    Vitistack(VitistackObj),
+}
+
+/// Declare a GraphQL type for a kind: the wrapper, its constructor, the common fields, and `$body`.
+macro_rules! node_type {
+    ($(#[$doc:meta])* $wrapper:ident, $gql:literal, $($variant:ident)|+ ; { $($body:tt)* }) => {
+        $(#[$doc])*
+        #[derive(Clone, Debug)]
+        pub struct $wrapper(pub std::sync::Arc<crate::model::Resource>);
+
+        impl $wrapper {
+            /// Wrap an object of this kind; `None` for other kinds.
+            pub fn new(r: std::sync::Arc<crate::model::Resource>) -> Option<Self> {
+                matches!(&*r, $(crate::model::Resource::$variant(_))|+).then(|| $wrapper(r))
+            }
+        }
+
+        #[async_graphql::Object(name = $gql)]
+        impl $wrapper {
+            /// Opaque global id; pass it to `node`.
+            pub async fn id(&self, _ctx: &async_graphql::Context<'_>) -> async_graphql::Result<async_graphql::ID> {
+                Ok(crate::graphql::types::global_id(&self.0))
+            }
+
+            /// `metadata.name`.
+            pub async fn name(&self, _ctx: &async_graphql::Context<'_>) -> async_graphql::Result<String> {
+                Ok(self.0.name().to_string())
+            }
+
+            /// The Kubernetes kind.
+            pub async fn kind(&self, _ctx: &async_graphql::Context<'_>) -> async_graphql::Result<String> {
+                Ok(self.0.kind().name().to_string())
+            }
+
+            /// `vitistack.io/<version>` the object was read as.
+            async fn api_version(&self) -> String {
+                format!("{}/{}", crate::model::kind::GROUP, self.0.version())
+            }
+
+            /// `metadata.namespace`; null for cluster-scoped kinds.
+            async fn namespace(&self) -> Option<&str> {
+                Some(self.0.namespace()).filter(|n| !n.is_empty())
+            }
+
+            /// `metadata.uid`.
+            async fn uid(&self) -> &str {
+                self.0.uid()
+            }
+
+            /// `metadata.resourceVersion`.
+            async fn resource_version(&self) -> Option<&str> {
+                self.0.meta().resource_version.as_deref()
+            }
+
+            /// `metadata.creationTimestamp` (RFC 3339).
+            async fn created_at(&self) -> Option<String> {
+                self.0.created().map(|t| t.to_string())
+            }
+
+            /// Labels.
+            async fn labels(&self) -> Vec<crate::graphql::types::KeyValue> {
+                crate::graphql::types::pairs(self.0.meta().labels.as_ref())
+            }
+
+            /// Annotations.
+            async fn annotations(&self) -> Vec<crate::graphql::types::KeyValue> {
+                crate::graphql::types::pairs(self.0.meta().annotations.as_ref())
+            }
+
+            /// `status.phase` as written; null when there is none yet.
+            async fn phase(&self) -> Option<&str> {
+                self.0.phase().filter(|p| !p.is_empty())
+            }
+
+            /// `status.conditions`.
+            async fn conditions(&self) -> Vec<crate::graphql::types::ConditionGql> {
+                self.0.conditions().unwrap_or_default().iter().map(Into::into).collect()
+            }
+
+            /// The whole object as JSON (credentials redacted, managedFields dropped).
+            async fn raw(&self) -> async_graphql::Json<serde_json::Value> {
+                async_graphql::Json(self.0.to_value())
+            }
+
+            $($body)*
+        }
+    };
+}
+pub(crate) use node_type;
+
+/// Resolve a relationship to zero or one object.
+pub fn one<T>(r: Option<&Arc<Resource>>, wrap: impl Fn(Arc<Resource>) -> Option<T>) -> Option<T> {
+    r.cloned().and_then(wrap)
+}
+
+/// Resolve a relationship to a list.
+pub fn many<'a, T>(items: impl Iterator<Item = &'a Arc<Resource>>, wrap: impl Fn(Arc<Resource>) -> Option<T>) -> Vec<T> {
+    items.cloned().filter_map(wrap).collect()
+}
+
+/// Raw JSON of any object (used by `raw` on embedded parts).
+pub fn json(v: serde_json::Value) -> Json<serde_json::Value> {
+    Json(v)
+}

@@ -84,9 +84,18 @@ def camel(name):
 
 
 def strip(node):
-    """The structural schema without prose: what validation needs."""
+    """The structural schema without prose: what validation needs. A *property* named
+    `description` (MachineClass.spec.description) is data, not prose, and is kept."""
     if isinstance(node, dict):
-        return {k: strip(v) for k, v in node.items() if k != "description"}
+        out = {}
+        for k, v in node.items():
+            if k == "description":
+                continue
+            if k == "properties" and isinstance(v, dict):
+                out[k] = {name: strip(sub) for name, sub in v.items()}
+            else:
+                out[k] = strip(v)
+        return out
     if isinstance(node, list):
         return [strip(v) for v in node]
     return node

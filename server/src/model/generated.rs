@@ -1614,6 +1614,8 @@ pub struct MachineClassSpec {
     pub cpu: MachineClassSpecCpu,
     #[serde(default)]
     pub default: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
     #[serde(rename = "displayName", default, skip_serializing_if = "Option::is_none")]
     pub display_name: Option<String>,
     #[serde(default)]
@@ -1723,6 +1725,8 @@ pub struct MachineProviderSpecCapabilitiesMachineClassesSpec {
     pub cpu: MachineProviderSpecCapabilitiesMachineClassesSpecCpu,
     #[serde(default)]
     pub default: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
     #[serde(rename = "displayName", default, skip_serializing_if = "Option::is_none")]
     pub display_name: Option<String>,
     #[serde(default)]
@@ -2453,6 +2457,8 @@ pub struct NetworkConfigurationSpec {
     pub cluster_identifier: Option<String>,
     #[serde(rename = "datacenterIdentifier", default, skip_serializing_if = "Option::is_none")]
     pub datacenter_identifier: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
     #[serde(default)]
     pub name: String,
     #[serde(rename = "networkInterfaces", default, skip_serializing_if = "Option::is_none")]
@@ -3090,6 +3096,8 @@ pub struct VitistackSpecSecurity {
 pub struct VitistackSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backup: Option<VitistackSpecBackup>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
     #[serde(rename = "displayName", default)]
     pub display_name: String,
     #[serde(default)]
@@ -3248,6 +3256,8 @@ pub struct VitistackStatus {
     pub clusters: Option<Vec<VitistackStatusClusters>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub conditions: Option<Vec<Condition>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
     #[serde(rename = "displayName", default, skip_serializing_if = "Option::is_none")]
     pub display_name: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

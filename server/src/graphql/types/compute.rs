@@ -267,6 +267,8 @@ node_type! {
     MachineClassObj, "MachineClass", MachineClass; {
         /// `spec.displayName`.
         async fn display_name(&self) -> Option<&str> { self.c().spec.display_name.as_deref() }
+        /// `spec.description`.
+        async fn description(&self) -> Option<&str> { self.c().spec.description.as_deref() }
         /// `spec.category`.
         async fn category(&self) -> &str { &self.c().spec.category }
         /// `spec.enabled`: consumers refuse a disabled class.

@@ -52,6 +52,8 @@ node_type! {
         async fn zone(&self) -> &str { &self.v().spec.zone }
         /// `spec.infrastructure` (prod, test, mgmt).
         async fn infrastructure(&self) -> &str { &self.v().spec.infrastructure }
+        /// `spec.description`.
+        async fn description(&self) -> Option<&str> { self.v().spec.description.as_deref() }
         /// `spec.location.country`.
         async fn country(&self) -> Option<&str> { self.v().spec.location.as_ref()?.country.as_deref() }
         /// `spec.location.city`.

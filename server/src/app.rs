@@ -47,12 +47,25 @@ pub async fn start(cfg: &ServeConfig, listener: TcpListener) -> anyhow::Result<R
         max_depth: cfg.max_query_depth,
         vitistack_name: cfg.vitistack_name.clone(),
     });
-    let state = AppState { store: store.clone(), schema, ready: ready.clone(), metrics };
+    let state = AppState {
+        store: store.clone(),
+        schema,
+        ready: ready.clone(),
+        metrics,
+    };
     let addr = listener.local_addr()?;
-    let task = tokio::spawn(async move { axum::serve(listener, router(state)).with_graceful_shutdown(shutdown()).await });
+    let task = tokio::spawn(async move {
+        axum::serve(listener, router(state))
+            .with_graceful_shutdown(shutdown())
+            .await
+    });
 
     if cfg.demo {
-        let spec = if cfg.demo_clusters == 0 { FleetSpec::demo() } else { FleetSpec::large(cfg.demo_clusters) };
+        let spec = if cfg.demo_clusters == 0 {
+            FleetSpec::demo()
+        } else {
+            FleetSpec::large(cfg.demo_clusters)
+        };
         let n = source::load_demo(&store, &spec);
         tracing::info!(objects = n, clusters = spec.clusters, "demo fleet loaded");
     }
@@ -66,11 +79,21 @@ pub async fn start(cfg: &ServeConfig, listener: TcpListener) -> anyhow::Result<R
         for n in summary.notes() {
             tracing::info!(file = %n.file, document = n.document, "{}", n.message);
         }
-        tracing::info!(files = summary.files.len(), refused = summary.refused_files(), changed = summary.changed, "manifests loaded");
+        tracing::info!(
+            files = summary.files.len(),
+            refused = summary.refused_files(),
+            changed = summary.changed,
+            "manifests loaded"
+        );
         summary
     };
     ready.store(true, Ordering::Release);
-    Ok(Running { addr, store, import, task })
+    Ok(Running {
+        addr,
+        store,
+        import,
+        task,
+    })
 }
 
 /// Start from configuration: bind, load, serve until SIGINT/SIGTERM.
@@ -91,7 +114,8 @@ async fn shutdown() {
     };
     #[cfg(unix)]
     let term = async {
-        if let Ok(mut s) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        if let Ok(mut s) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        {
             s.recv().await;
         }
     };

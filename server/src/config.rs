@@ -71,8 +71,14 @@ impl ServeConfig {
 
     /// Check settings that clap cannot; the error names the variable and what it accepts.
     pub fn validate(&self) -> Result<(), String> {
-        if !(self.database_url.starts_with("sqlite:") || self.database_url.starts_with("postgres://") || self.database_url.starts_with("postgresql://")) {
-            return Err(format!("DATABASE_URL `{}` must start with sqlite: or postgres://", redact_url(&self.database_url)));
+        if !(self.database_url.starts_with("sqlite:")
+            || self.database_url.starts_with("postgres://")
+            || self.database_url.starts_with("postgresql://"))
+        {
+            return Err(format!(
+                "DATABASE_URL `{}` must start with sqlite: or postgres://",
+                redact_url(&self.database_url)
+            ));
         }
         if self.max_page_size == 0 {
             return Err("MAX_PAGE_SIZE must be at least 1".into());
@@ -101,7 +107,10 @@ mod tests {
 
     #[test]
     fn database_passwords_are_blanked() {
-        assert_eq!(redact_url("postgres://app:hunter2@db:5432/v"), "postgres://app:***@db:5432/v");
+        assert_eq!(
+            redact_url("postgres://app:hunter2@db:5432/v"),
+            "postgres://app:***@db:5432/v"
+        );
         assert_eq!(redact_url("sqlite://vitistack.db"), "sqlite://vitistack.db");
     }
 }

@@ -1,10 +1,11 @@
 //! vitistack-graphql: a live, typed view of a Viti Stack management cluster.
+#![cfg_attr(test, allow(clippy::unwrap_used))]
 
-pub mod model;
-pub mod store;
-pub mod source;
-pub mod domain;
-pub mod graphql;
 pub mod app;
 pub mod config;
+pub mod domain;
+pub mod graphql;
 pub mod http;
+pub mod model;
+pub mod source;
+pub mod store;

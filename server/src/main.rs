@@ -37,8 +37,11 @@ enum Command {
 }
 
 fn init_logging(level: &str, json: bool) {
-    let filter = tracing_subscriber::EnvFilter::try_new(level).unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_target(false);
+    let filter = tracing_subscriber::EnvFilter::try_new(level)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_target(false);
     if json {
         builder.json().init();
     } else {
@@ -63,8 +66,17 @@ fn check(paths: &[PathBuf]) -> ExitCode {
         if report.accepted() {
             objects += report.objects.len();
             for o in &report.objects {
-                let ns = if o.namespace().is_empty() { String::new() } else { format!("{}/", o.namespace()) };
-                println!("ok: {} document: {} {ns}{}", report.file, o.kind(), o.name());
+                let ns = if o.namespace().is_empty() {
+                    String::new()
+                } else {
+                    format!("{}/", o.namespace())
+                };
+                println!(
+                    "ok: {} document: {} {ns}{}",
+                    report.file,
+                    o.kind(),
+                    o.name()
+                );
             }
         } else {
             refused += 1;
@@ -73,8 +85,15 @@ fn check(paths: &[PathBuf]) -> ExitCode {
             }
         }
     }
-    println!("{} files, {objects} objects accepted, {refused} files refused", files.len());
-    if refused > 0 { ExitCode::FAILURE } else { ExitCode::SUCCESS }
+    println!(
+        "{} files, {objects} objects accepted, {refused} files refused",
+        files.len()
+    );
+    if refused > 0 {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
 }
 
 fn main() -> ExitCode {
@@ -89,7 +108,9 @@ fn main() -> ExitCode {
         None => {
             // `vitistack` alone serves with settings from the environment.
             match Cli::try_parse_from(["vitistack", "serve"]) {
-                Ok(Cli { command: Some(Command::Serve(cfg)) }) => run(cfg),
+                Ok(Cli {
+                    command: Some(Command::Serve(cfg)),
+                }) => run(cfg),
                 Ok(_) => ExitCode::FAILURE,
                 Err(e) => {
                     eprintln!("{e}");
@@ -102,7 +123,10 @@ fn main() -> ExitCode {
 
 fn run(cfg: ServeConfig) -> ExitCode {
     init_logging(&cfg.log_level, cfg.log_json);
-    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: cannot start the runtime: {e}");

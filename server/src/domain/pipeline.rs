@@ -4,7 +4,8 @@
 use std::sync::Arc;
 
 use crate::model::{
-    ClusterPhase, ConditionStatus, KubernetesCluster, LABEL_NODE_ROLE, MachinePhase, Resource, condition,
+    ClusterPhase, ConditionStatus, KubernetesCluster, LABEL_NODE_ROLE, MachinePhase, Resource,
+    condition,
 };
 use crate::store::{Idx, Key, Snapshot, scoped};
 
@@ -104,7 +105,11 @@ impl Pipeline {
         match self.blockers.first() {
             None => format!("{cluster} is Ready"),
             Some(b) if self.blockers.len() == 1 => format!("{cluster} is blocked: {}", b.reason),
-            Some(b) => format!("{cluster} is blocked: {} (and {} more)", b.reason, self.blockers.len() - 1),
+            Some(b) => format!(
+                "{cluster} is blocked: {} (and {} more)",
+                b.reason,
+                self.blockers.len() - 1
+            ),
         }
     }
 }
@@ -121,13 +126,25 @@ fn ready_state(r: &Resource) -> (bool, Option<String>, bool) {
         let reason = c.reason.clone().unwrap_or_default();
         let message = c.message.clone().unwrap_or_default();
         let terminal = !ok && reason == "Error";
-        let text = format!("has Ready={}: {reason}{}", c.status, if message.is_empty() { String::new() } else { format!(" {message}") });
+        let text = format!(
+            "has Ready={}: {reason}{}",
+            c.status,
+            if message.is_empty() {
+                String::new()
+            } else {
+                format!(" {message}")
+            }
+        );
         return (ok, Some(text), terminal);
     }
     match r.phase() {
         Some("Ready") => (true, None, false),
         Some("") | None => (false, Some("has no status yet".into()), false),
-        Some(p) => (false, Some(format!("is in phase {p}")), p == "Error" || p == "Failed"),
+        Some(p) => (
+            false,
+            Some(format!("is in phase {p}")),
+            p == "Error" || p == "Failed",
+        ),
     }
 }
 
@@ -139,7 +156,11 @@ pub fn evaluate(snap: &Snapshot, kc: &KubernetesCluster) -> Pipeline {
     let mut blockers: Vec<Blocker> = Vec::new();
 
     // 1. Network
-    let nn_key = Key::new(crate::model::Kind::NetworkNamespace, ns, &kc.spec.data.network_namespace_name);
+    let nn_key = Key::new(
+        crate::model::Kind::NetworkNamespace,
+        ns,
+        &kc.spec.data.network_namespace_name,
+    );
     let nn = snap.get_key(&nn_key).cloned();
     match &nn {
         None => blockers.push(Blocker {
@@ -160,15 +181,33 @@ pub fn evaluate(snap: &Snapshot, kc: &KubernetesCluster) -> Pipeline {
             }
         }
     }
-    if finish(&mut steps, Stage::Network, &blockers, "NetworkNamespace Ready".into()) {
+    if finish(
+        &mut steps,
+        Stage::Network,
+        &blockers,
+        "NetworkNamespace Ready".into(),
+    ) {
         return done(steps, blockers);
     }
 
     // 2. Machines created
-    let machines: Vec<Arc<Resource>> = snap.lookup(Idx::MachineByCluster, &scoped(ns, cluster_id)).cloned().collect();
+    let machines: Vec<Arc<Resource>> = snap
+        .lookup(Idx::MachineByCluster, &scoped(ns, cluster_id))
+        .cloned()
+        .collect();
     let cp_expected = kc.spec.topology.controlplane.replicas.max(0) as usize;
-    let workers_expected: usize = kc.spec.topology.workers.node_pools.iter().map(|p| p.replicas.max(0) as usize).sum();
-    let cp_have = machines.iter().filter(|m| m.label(LABEL_NODE_ROLE) == Some("control-plane")).count();
+    let workers_expected: usize = kc
+        .spec
+        .topology
+        .workers
+        .node_pools
+        .iter()
+        .map(|p| p.replicas.max(0) as usize)
+        .sum();
+    let cp_have = machines
+        .iter()
+        .filter(|m| m.label(LABEL_NODE_ROLE) == Some("control-plane"))
+        .count();
     let workers_have = machines.len() - cp_have;
     let expected = cp_expected + workers_expected;
     if cp_have < cp_expected || workers_have < workers_expected {
@@ -183,7 +222,12 @@ pub fn evaluate(snap: &Snapshot, kc: &KubernetesCluster) -> Pipeline {
             terminal: false,
         });
     }
-    if finish(&mut steps, Stage::MachinesCreated, &blockers, format!("{}/{expected} Machines", machines.len())) {
+    if finish(
+        &mut steps,
+        Stage::MachinesCreated,
+        &blockers,
+        format!("{}/{expected} Machines", machines.len()),
+    ) {
         return done(steps, blockers);
     }
 
@@ -195,7 +239,10 @@ pub fn evaluate(snap: &Snapshot, kc: &KubernetesCluster) -> Pipeline {
             None => blockers.push(Blocker {
                 key: nc_key.clone(),
                 object: None,
-                reason: format!("{} does not exist (the machine operator creates it)", who(&nc_key)),
+                reason: format!(
+                    "{} does not exist (the machine operator creates it)",
+                    who(&nc_key)
+                ),
                 terminal: false,
             }),
             Some(nc) => {
@@ -204,7 +251,10 @@ pub fn evaluate(snap: &Snapshot, kc: &KubernetesCluster) -> Pipeline {
                         .status
                         .as_ref()
                         .and_then(|s| s.network_interfaces.as_ref())
-                        .is_some_and(|ifs| ifs.iter().any(|i| i.ipv4_addresses.as_ref().is_some_and(|a| !a.is_empty()))),
+                        .is_some_and(|ifs| {
+                            ifs.iter()
+                                .any(|i| i.ipv4_addresses.as_ref().is_some_and(|a| !a.is_empty()))
+                        }),
                     _ => false,
                 };
                 if has_ip {
@@ -214,21 +264,35 @@ pub fn evaluate(snap: &Snapshot, kc: &KubernetesCluster) -> Pipeline {
                     blockers.push(Blocker {
                         key: nc_key.clone(),
                         object: Some(nc.clone()),
-                        reason: format!("{} has no IPv4 address yet ({})", who(&nc_key), text.unwrap_or_else(|| "no status".into())),
+                        reason: format!(
+                            "{} has no IPv4 address yet ({})",
+                            who(&nc_key),
+                            text.unwrap_or_else(|| "no status".into())
+                        ),
                         terminal,
                     });
                 }
             }
         }
     }
-    if finish(&mut steps, Stage::IpsAllocated, &blockers, format!("{with_ip}/{} NetworkConfigurations with IPs", machines.len())) {
+    if finish(
+        &mut steps,
+        Stage::IpsAllocated,
+        &blockers,
+        format!(
+            "{with_ip}/{} NetworkConfigurations with IPs",
+            machines.len()
+        ),
+    ) {
         return done(steps, blockers);
     }
 
     // 4. Machines running
     let mut running = 0;
     for m in &machines {
-        let Resource::Machine(machine) = m.as_ref() else { continue };
+        let Resource::Machine(machine) = m.as_ref() else {
+            continue;
+        };
         let status = machine.status.as_ref();
         match status.and_then(|s| s.phase.as_ref()) {
             Some(MachinePhase::Running) => running += 1,
@@ -236,10 +300,17 @@ pub fn evaluate(snap: &Snapshot, kc: &KubernetesCluster) -> Pipeline {
                 let key = Key::of(m);
                 let failed = matches!(phase, Some(MachinePhase::Failed));
                 let detail = status
-                    .and_then(|s| s.failure_message.clone().or_else(|| s.message.clone()).or_else(|| s.state.clone()))
+                    .and_then(|s| {
+                        s.failure_message
+                            .clone()
+                            .or_else(|| s.message.clone())
+                            .or_else(|| s.state.clone())
+                    })
                     .map(|t| format!(": {t}"))
                     .unwrap_or_default();
-                let phase_text = phase.map(|p| p.to_string()).unwrap_or_else(|| "no phase".into());
+                let phase_text = phase
+                    .map(|p| p.to_string())
+                    .unwrap_or_else(|| "no phase".into());
                 blockers.push(Blocker {
                     key: key.clone(),
                     object: Some(m.clone()),
@@ -249,48 +320,98 @@ pub fn evaluate(snap: &Snapshot, kc: &KubernetesCluster) -> Pipeline {
             }
         }
     }
-    if finish(&mut steps, Stage::MachinesRunning, &blockers, format!("{running}/{} Machines Running", machines.len())) {
+    if finish(
+        &mut steps,
+        Stage::MachinesRunning,
+        &blockers,
+        format!("{running}/{} Machines Running", machines.len()),
+    ) {
         return done(steps, blockers);
     }
 
     // 5. VIP: the CPVIP named after the clusterId
-    let vip_key = Key::new(crate::model::Kind::ControlPlaneVirtualSharedIp, ns, cluster_id);
+    let vip_key = Key::new(
+        crate::model::Kind::ControlPlaneVirtualSharedIp,
+        ns,
+        cluster_id,
+    );
     match snap.get_key(&vip_key) {
         None => blockers.push(Blocker {
             key: vip_key.clone(),
             object: None,
-            reason: format!("{} does not exist (talos-operator creates it)", who(&vip_key)),
+            reason: format!(
+                "{} does not exist (talos-operator creates it)",
+                who(&vip_key)
+            ),
             terminal: false,
         }),
         Some(vip) => {
             let (ok, text, terminal) = ready_state(vip);
             let ips = match vip.as_ref() {
-                Resource::ControlPlaneVirtualSharedIp(v) => {
-                    v.status.as_ref().and_then(|s| s.load_balancer_ips.clone()).unwrap_or_default()
-                }
+                Resource::ControlPlaneVirtualSharedIp(v) => v
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.load_balancer_ips.clone())
+                    .unwrap_or_default(),
                 _ => Vec::new(),
             };
             if !ok || ips.is_empty() {
-                let why = if ok { "is Ready but has no loadBalancerIps".to_string() } else { text.unwrap_or_default() };
-                blockers.push(Blocker { key: vip_key.clone(), object: Some(vip.clone()), reason: format!("{} {why}", who(&vip_key)), terminal });
+                let why = if ok {
+                    "is Ready but has no loadBalancerIps".to_string()
+                } else {
+                    text.unwrap_or_default()
+                };
+                blockers.push(Blocker {
+                    key: vip_key.clone(),
+                    object: Some(vip.clone()),
+                    reason: format!("{} {why}", who(&vip_key)),
+                    terminal,
+                });
             }
         }
     }
-    if finish(&mut steps, Stage::VipReady, &blockers, "control-plane VIP Ready".into()) {
+    if finish(
+        &mut steps,
+        Stage::VipReady,
+        &blockers,
+        "control-plane VIP Ready".into(),
+    ) {
         return done(steps, blockers);
     }
 
     // 6. Talos phases → 7. Ready
-    let kc_key = Key::new(crate::model::Kind::KubernetesCluster, ns, kc.metadata.name.as_deref().unwrap_or_default());
+    let kc_key = Key::new(
+        crate::model::Kind::KubernetesCluster,
+        ns,
+        kc.metadata.name.as_deref().unwrap_or_default(),
+    );
     let status = kc.status.as_ref();
     let phase = status.map(|s| s.phase.clone()).unwrap_or_default();
     if phase != ClusterPhase::Ready {
-        let terminal = matches!(phase, ClusterPhase::Failed | ClusterPhase::ValidationError | ClusterPhase::UpgradeFailed);
+        let terminal = matches!(
+            phase,
+            ClusterPhase::Failed | ClusterPhase::ValidationError | ClusterPhase::UpgradeFailed
+        );
         let failing = status
-            .and_then(|s| s.conditions.iter().find(|c| c.status == ConditionStatus::False))
-            .map(|c| format!("; condition {}=False: {} {}", c.type_, c.reason.clone().unwrap_or_default(), c.message.clone().unwrap_or_default()))
+            .and_then(|s| {
+                s.conditions
+                    .iter()
+                    .find(|c| c.status == ConditionStatus::False)
+            })
+            .map(|c| {
+                format!(
+                    "; condition {}=False: {} {}",
+                    c.type_,
+                    c.reason.clone().unwrap_or_default(),
+                    c.message.clone().unwrap_or_default()
+                )
+            })
             .unwrap_or_default();
-        let phase_text = if phase.as_str().is_empty() { "no phase yet".to_string() } else { format!("phase {phase}") };
+        let phase_text = if phase.as_str().is_empty() {
+            "no phase yet".to_string()
+        } else {
+            format!("phase {phase}")
+        };
         blockers.push(Blocker {
             key: kc_key.clone(),
             object: snap.get_key(&kc_key).cloned(),
@@ -298,28 +419,61 @@ pub fn evaluate(snap: &Snapshot, kc: &KubernetesCluster) -> Pipeline {
             terminal,
         });
     }
-    if finish(&mut steps, Stage::Talos, &blockers, format!("talos phase {phase}")) {
+    if finish(
+        &mut steps,
+        Stage::Talos,
+        &blockers,
+        format!("talos phase {phase}"),
+    ) {
         return done(steps, blockers);
     }
-    steps.push(Step { stage: Stage::Ready, state: StepState::Done, detail: "Ready".into() });
-    Pipeline { stage: Stage::Ready, steps, blockers }
+    steps.push(Step {
+        stage: Stage::Ready,
+        state: StepState::Done,
+        detail: "Ready".into(),
+    });
+    Pipeline {
+        stage: Stage::Ready,
+        steps,
+        blockers,
+    }
 }
 
 /// Record a stage; returns true when it blocks (the remaining stages are then not started).
 fn finish(steps: &mut Vec<Step>, stage: Stage, blockers: &[Blocker], detail: String) -> bool {
     if blockers.is_empty() {
-        steps.push(Step { stage, state: StepState::Done, detail });
+        steps.push(Step {
+            stage,
+            state: StepState::Done,
+            detail,
+        });
         return false;
     }
-    let state = if blockers.iter().any(|b| b.terminal) { StepState::Failed } else { StepState::InProgress };
-    steps.push(Step { stage, state, detail });
+    let state = if blockers.iter().any(|b| b.terminal) {
+        StepState::Failed
+    } else {
+        StepState::InProgress
+    };
+    steps.push(Step {
+        stage,
+        state,
+        detail,
+    });
     true
 }
 
 fn done(mut steps: Vec<Step>, blockers: Vec<Blocker>) -> Pipeline {
     let stage = steps.last().map(|s| s.stage).unwrap_or(Stage::Network);
     for s in Stage::ALL.iter().filter(|s| **s > stage) {
-        steps.push(Step { stage: *s, state: StepState::NotStarted, detail: String::new() });
+        steps.push(Step {
+            stage: *s,
+            state: StepState::NotStarted,
+            detail: String::new(),
+        });
     }
-    Pipeline { stage, steps, blockers }
+    Pipeline {
+        stage,
+        steps,
+        blockers,
+    }
 }

@@ -26,14 +26,20 @@ pub struct SchemaSettings {
 
 impl Default for SchemaSettings {
     fn default() -> Self {
-        SchemaSettings { max_page_size: 500, max_depth: 16, vitistack_name: "vitistack".into() }
+        SchemaSettings {
+            max_page_size: 500,
+            max_depth: 16,
+            vitistack_name: "vitistack".into(),
+        }
     }
 }
 
 /// Build the schema. The store snapshot is added per request (see `http`).
 pub fn build_schema(settings: &SchemaSettings) -> AppSchema {
     Schema::build(QueryRoot::default(), EmptyMutation, EmptySubscription)
-        .data(Limits { max_page_size: settings.max_page_size })
+        .data(Limits {
+            max_page_size: settings.max_page_size,
+        })
         .data(DatacenterName(settings.vitistack_name.clone()))
         .limit_depth(settings.max_depth)
         .finish()

@@ -96,12 +96,16 @@ impl CursorType for Cursor {
     type Error = String;
 
     fn decode_cursor(s: &str) -> Result<Self, Self::Error> {
-        let bytes = URL_SAFE_NO_PAD.decode(s).map_err(|_| "not base64url".to_string())?;
-        let parts: Vec<String> = serde_json::from_slice(&bytes).map_err(|_| "not a cursor of this server".to_string())?;
+        let bytes = URL_SAFE_NO_PAD
+            .decode(s)
+            .map_err(|_| "not base64url".to_string())?;
+        let parts: Vec<String> = serde_json::from_slice(&bytes)
+            .map_err(|_| "not a cursor of this server".to_string())?;
         match parts.as_slice() {
-            [v, field, value, ns, name] if v == "c1" => {
-                Ok(Cursor { field: field.clone(), key: (value.clone(), ns.clone(), name.clone()) })
-            }
+            [v, field, value, ns, name] if v == "c1" => Ok(Cursor {
+                field: field.clone(),
+                key: (value.clone(), ns.clone(), name.clone()),
+            }),
             _ => Err("not a cursor of this server".into()),
         }
     }
@@ -137,7 +141,10 @@ pub fn bad_input(code: &'static str, message: String) -> async_graphql::Error {
 }
 
 /// Apply a filter. Fails on an unreadable label selector.
-pub fn apply_filter(items: &mut Vec<Arc<Resource>>, filter: Option<&Filter>) -> async_graphql::Result<()> {
+pub fn apply_filter(
+    items: &mut Vec<Arc<Resource>>,
+    filter: Option<&Filter>,
+) -> async_graphql::Result<()> {
     let Some(f) = filter else { return Ok(()) };
     if let Some(ns) = &f.namespace {
         items.retain(|r| r.namespace() == ns);
@@ -153,7 +160,11 @@ pub fn apply_filter(items: &mut Vec<Arc<Resource>>, filter: Option<&Filter>) -> 
     }
     if let Some(q) = &f.search {
         let q = q.to_lowercase();
-        items.retain(|r| format!("{}/{}", r.namespace(), r.name()).to_lowercase().contains(&q));
+        items.retain(|r| {
+            format!("{}/{}", r.namespace(), r.name())
+                .to_lowercase()
+                .contains(&q)
+        });
     }
     Ok(())
 }
@@ -175,38 +186,62 @@ where
     for (name, v) in [("first", page.first), ("last", page.last)] {
         if let Some(n) = v {
             if n < 0 {
-                return Err(bad_input("BAD_PAGE_SIZE", format!("`{name}` must not be negative (got {n})")));
+                return Err(bad_input(
+                    "BAD_PAGE_SIZE",
+                    format!("`{name}` must not be negative (got {n})"),
+                ));
             }
             if n as usize > max_page {
                 return Err(bad_input(
                     "PAGE_SIZE_LIMIT",
-                    format!("`{name}` is {n}, above the maximum page size of {max_page}; page with `after` instead"),
+                    format!(
+                        "`{name}` is {n}, above the maximum page size of {max_page}; page with `after` instead"
+                    ),
                 ));
             }
         }
     }
-    let mut keyed: Vec<(SortKey, Arc<Resource>)> = items.drain(..).map(|r| (sort_key(&r, sort.field), r)).collect();
+    let mut keyed: Vec<(SortKey, Arc<Resource>)> = items
+        .drain(..)
+        .map(|r| (sort_key(&r, sort.field), r))
+        .collect();
     let order = |a: &SortKey, b: &SortKey| -> Ordering {
         let o = a.cmp(b);
-        if sort.direction == SortDirection::Desc { o.reverse() } else { o }
+        if sort.direction == SortDirection::Desc {
+            o.reverse()
+        } else {
+            o
+        }
     };
     keyed.sort_by(|a, b| order(&a.0, &b.0));
     let total = keyed.len();
     let decode = |arg: &str, raw: &Option<String>| -> async_graphql::Result<Option<SortKey>> {
         let Some(raw) = raw else { return Ok(None) };
-        let c = Cursor::decode_cursor(raw).map_err(|e| bad_input("BAD_CURSOR", format!("`{arg}` cursor `{raw}` is invalid: {e}")))?;
+        let c = Cursor::decode_cursor(raw).map_err(|e| {
+            bad_input(
+                "BAD_CURSOR",
+                format!("`{arg}` cursor `{raw}` is invalid: {e}"),
+            )
+        })?;
         if c.field != field {
             return Err(bad_input(
                 "BAD_CURSOR",
-                format!("`{arg}` cursor was made for sorting by {}, this query sorts by {field}", c.field),
+                format!(
+                    "`{arg}` cursor was made for sorting by {}, this query sorts by {field}",
+                    c.field
+                ),
             ));
         }
         Ok(Some(c.key))
     };
     let after = decode("after", &page.after)?;
     let before = decode("before", &page.before)?;
-    let mut start = after.map(|k| keyed.partition_point(|(x, _)| order(x, &k) != Ordering::Greater)).unwrap_or(0);
-    let mut end = before.map(|k| keyed.partition_point(|(x, _)| order(x, &k) == Ordering::Less)).unwrap_or(total);
+    let mut start = after
+        .map(|k| keyed.partition_point(|(x, _)| order(x, &k) != Ordering::Greater))
+        .unwrap_or(0);
+    let mut end = before
+        .map(|k| keyed.partition_point(|(x, _)| order(x, &k) == Ordering::Less))
+        .unwrap_or(total);
     end = end.max(start);
     match (page.first, page.last) {
         (Some(n), _) => end = end.min(start + n as usize),
@@ -217,7 +252,19 @@ where
         start = end.saturating_sub(n as usize).max(start);
     }
     // hasPreviousPage / hasNextPage: whether any matching item lies before / after this page.
-    let mut conn = Connection::with_additional_fields(start > 0, end < total, ConnectionFields { total_count: total });
-    conn.edges.extend(keyed.drain(start..end).map(|(key, r)| Edge::new(Cursor { field: field.to_string(), key }, wrap(r))));
+    let mut conn = Connection::with_additional_fields(
+        start > 0,
+        end < total,
+        ConnectionFields { total_count: total },
+    );
+    conn.edges.extend(keyed.drain(start..end).map(|(key, r)| {
+        Edge::new(
+            Cursor {
+                field: field.to_string(),
+                key,
+            },
+            wrap(r),
+        )
+    }));
     Ok(conn)
 }

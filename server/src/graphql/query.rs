@@ -36,7 +36,12 @@ fn counts<'a>(values: impl Iterator<Item = &'a str>) -> Vec<Count> {
     for v in values {
         *m.entry(v).or_default() += 1;
     }
-    m.into_iter().map(|(value, count)| Count { value: value.to_string(), count }).collect()
+    m.into_iter()
+        .map(|(value, count)| Count {
+            value: value.to_string(),
+            count,
+        })
+        .collect()
 }
 
 /// Machines in numbers.
@@ -167,7 +172,11 @@ pub fn infrastructure_summary(s: &Snapshot) -> InfrastructureSummary {
     for m in &machines {
         if let Some(obj) = MachineObj::new((*m).clone()) {
             let class = match m.as_ref() {
-                Resource::Machine(mm) => mm.spec.machine_class.as_deref().and_then(|c| s.get(Kind::MachineClass, "", c)),
+                Resource::Machine(mm) => mm
+                    .spec
+                    .machine_class
+                    .as_deref()
+                    .and_then(|c| s.get(Kind::MachineClass, "", c)),
                 _ => None,
             };
             let class = class.and_then(|c| match c.as_ref() {
@@ -181,7 +190,14 @@ pub fn infrastructure_summary(s: &Snapshot) -> InfrastructureSummary {
         }
     }
     let nns: Vec<_> = s.list(Kind::NetworkNamespace).collect();
-    let ready_of = |r: &Resource| crate::model::condition(r.conditions(), "Ready").map(|c| (c.status.as_str() == "True", c.reason.as_deref() == Some("Error")));
+    let ready_of = |r: &Resource| {
+        crate::model::condition(r.conditions(), "Ready").map(|c| {
+            (
+                c.status.as_str() == "True",
+                c.reason.as_deref() == Some("Error"),
+            )
+        })
+    };
     let ncs: Vec<_> = s.list(Kind::NetworkConfiguration).collect();
     let allocated = ncs
         .iter()
@@ -190,7 +206,11 @@ pub fn infrastructure_summary(s: &Snapshot) -> InfrastructureSummary {
                 .status
                 .as_ref()
                 .and_then(|st| st.network_interfaces.as_ref())
-                .map(|ifs| ifs.iter().map(|i| i.ipv4_addresses.as_ref().map_or(0, Vec::len)).sum::<usize>())
+                .map(|ifs| {
+                    ifs.iter()
+                        .map(|i| i.ipv4_addresses.as_ref().map_or(0, Vec::len))
+                        .sum::<usize>()
+                })
                 .unwrap_or(0),
             _ => 0,
         })
@@ -200,8 +220,14 @@ pub fn infrastructure_summary(s: &Snapshot) -> InfrastructureSummary {
     InfrastructureSummary {
         machines: MachineSummary {
             total: machines.len(),
-            running: machines.iter().filter(|m| m.phase() == Some("Running")).count(),
-            failed: machines.iter().filter(|m| m.phase() == Some("Failed")).count(),
+            running: machines
+                .iter()
+                .filter(|m| m.phase() == Some("Running"))
+                .count(),
+            failed: machines
+                .iter()
+                .filter(|m| m.phase() == Some("Failed"))
+                .count(),
             by_phase: counts(machines.iter().map(|m| m.phase().unwrap_or_default())),
             by_provider: counts(machines.iter().map(|m| match m.as_ref() {
                 Resource::Machine(mm) => mm.spec.provider.as_str(),
@@ -212,17 +238,25 @@ pub fn infrastructure_summary(s: &Snapshot) -> InfrastructureSummary {
         },
         networks: NetworkSummary {
             namespaces: nns.len(),
-            ready_namespaces: nns.iter().filter(|n| ready_of(n).is_some_and(|r| r.0)).count(),
-            failed_namespaces: nns.iter().filter(|n| ready_of(n).is_some_and(|r| !r.0 && r.1)).count(),
+            ready_namespaces: nns
+                .iter()
+                .filter(|n| ready_of(n).is_some_and(|r| r.0))
+                .count(),
+            failed_namespaces: nns
+                .iter()
+                .filter(|n| ready_of(n).is_some_and(|r| !r.0 && r.1))
+                .count(),
             configurations: ncs.len(),
             allocated_ips: allocated,
             vips: vips.len(),
             ready_vips: vips
                 .iter()
                 .filter(|v| match v.as_ref() {
-                    Resource::ControlPlaneVirtualSharedIp(x) => {
-                        x.status.as_ref().and_then(|st| st.load_balancer_ips.as_ref()).is_some_and(|l| !l.is_empty())
-                    }
+                    Resource::ControlPlaneVirtualSharedIp(x) => x
+                        .status
+                        .as_ref()
+                        .and_then(|st| st.load_balancer_ips.as_ref())
+                        .is_some_and(|l| !l.is_empty()),
                     _ => false,
                 })
                 .count(),
@@ -329,9 +363,16 @@ impl Query {
     }
 
     /// Objects by global id, in order; null for ids that no longer exist.
-    async fn nodes(&self, ctx: &Context<'_>, ids: Vec<ID>) -> async_graphql::Result<Vec<Option<Node>>> {
+    async fn nodes(
+        &self,
+        ctx: &Context<'_>,
+        ids: Vec<ID>,
+    ) -> async_graphql::Result<Vec<Option<Node>>> {
         if ids.len() > 500 {
-            return Err(bad_input("TOO_MANY_IDS", format!("nodes accepts at most 500 ids (got {})", ids.len())));
+            return Err(bad_input(
+                "TOO_MANY_IDS",
+                format!("nodes accepts at most 500 ids (got {})", ids.len()),
+            ));
         }
         let s = snap(ctx);
         ids.iter()
@@ -345,61 +386,125 @@ impl Query {
     /// The Vitistack singleton: the zone this management cluster runs, with its providers.
     async fn datacenter(&self, ctx: &Context<'_>) -> Option<VitistackObj> {
         let s = snap(ctx);
-        let wanted = ctx.data_opt::<DatacenterName>().map(|d| d.0.as_str()).unwrap_or("vitistack");
-        one(s.get(Kind::Vitistack, "", wanted).or_else(|| s.list(Kind::Vitistack).next()), VitistackObj::new)
+        let wanted = ctx
+            .data_opt::<DatacenterName>()
+            .map(|d| d.0.as_str())
+            .unwrap_or("vitistack");
+        one(
+            s.get(Kind::Vitistack, "", wanted)
+                .or_else(|| s.list(Kind::Vitistack).next()),
+            VitistackObj::new,
+        )
     }
 
     /// Name of the Vitistack (parity with the old `/v1/vitistack/name`).
     async fn vitistack_name(&self, ctx: &Context<'_>) -> Option<String> {
         let s = snap(ctx);
-        let wanted = ctx.data_opt::<DatacenterName>().map(|d| d.0.as_str()).unwrap_or("vitistack");
-        s.get(Kind::Vitistack, "", wanted).or_else(|| s.list(Kind::Vitistack).next()).map(|v| v.name().to_string())
+        let wanted = ctx
+            .data_opt::<DatacenterName>()
+            .map(|d| d.0.as_str())
+            .unwrap_or("vitistack");
+        s.get(Kind::Vitistack, "", wanted)
+            .or_else(|| s.list(Kind::Vitistack).next())
+            .map(|v| v.name().to_string())
     }
 
     /// Server version (parity with the old `/v1/info/version`).
     async fn version(&self) -> VersionInfo {
         VersionInfo {
             version: env!("CARGO_PKG_VERSION").to_string(),
-            commit: option_env!("VITISTACK_COMMIT").unwrap_or("unknown").to_string(),
+            commit: option_env!("VITISTACK_COMMIT")
+                .unwrap_or("unknown")
+                .to_string(),
         }
     }
 
     /// A Machine by namespace and name.
-    async fn machine(&self, ctx: &Context<'_>, namespace: String, name: String) -> Option<MachineObj> {
-        one(snap(ctx).get(Kind::Machine, &namespace, &name), MachineObj::new)
+    async fn machine(
+        &self,
+        ctx: &Context<'_>,
+        namespace: String,
+        name: String,
+    ) -> Option<MachineObj> {
+        one(
+            snap(ctx).get(Kind::Machine, &namespace, &name),
+            MachineObj::new,
+        )
     }
 
     /// A KubernetesCluster by namespace and either its name or its clusterId.
-    async fn cluster(&self, ctx: &Context<'_>, namespace: String, name: Option<String>, cluster_id: Option<String>) -> async_graphql::Result<Option<ClusterObj>> {
+    async fn cluster(
+        &self,
+        ctx: &Context<'_>,
+        namespace: String,
+        name: Option<String>,
+        cluster_id: Option<String>,
+    ) -> async_graphql::Result<Option<ClusterObj>> {
         let s = snap(ctx);
         match (name, cluster_id) {
-            (Some(n), _) => Ok(one(s.get(Kind::KubernetesCluster, &namespace, &n), ClusterObj::new)),
-            (None, Some(id)) => Ok(one(s.lookup_one(Idx::ClusterById, &scoped(&namespace, &id)), ClusterObj::new)),
-            (None, None) => Err(bad_input("MISSING_ARGUMENT", "cluster needs `name` or `clusterId`".into())),
+            (Some(n), _) => Ok(one(
+                s.get(Kind::KubernetesCluster, &namespace, &n),
+                ClusterObj::new,
+            )),
+            (None, Some(id)) => Ok(one(
+                s.lookup_one(Idx::ClusterById, &scoped(&namespace, &id)),
+                ClusterObj::new,
+            )),
+            (None, None) => Err(bad_input(
+                "MISSING_ARGUMENT",
+                "cluster needs `name` or `clusterId`".into(),
+            )),
         }
     }
 
     /// A NetworkNamespace by namespace and name.
-    async fn network_namespace(&self, ctx: &Context<'_>, namespace: String, name: String) -> Option<NetworkNamespaceObj> {
-        one(snap(ctx).get(Kind::NetworkNamespace, &namespace, &name), NetworkNamespaceObj::new)
+    async fn network_namespace(
+        &self,
+        ctx: &Context<'_>,
+        namespace: String,
+        name: String,
+    ) -> Option<NetworkNamespaceObj> {
+        one(
+            snap(ctx).get(Kind::NetworkNamespace, &namespace, &name),
+            NetworkNamespaceObj::new,
+        )
     }
 
     /// A MachineClass by name.
     async fn machine_class(&self, ctx: &Context<'_>, name: String) -> Option<MachineClassObj> {
-        one(snap(ctx).get(Kind::MachineClass, "", &name), MachineClassObj::new)
+        one(
+            snap(ctx).get(Kind::MachineClass, "", &name),
+            MachineClassObj::new,
+        )
     }
 
     /// A MachineProvider by uid or name (parity with the old `/v1/machineproviders/{uid}`).
-    async fn machine_provider(&self, ctx: &Context<'_>, uid: Option<String>, name: Option<String>) -> Option<MachineProviderObj> {
+    async fn machine_provider(
+        &self,
+        ctx: &Context<'_>,
+        uid: Option<String>,
+        name: Option<String>,
+    ) -> Option<MachineProviderObj> {
         let s = snap(ctx);
-        let r = uid.as_deref().and_then(|u| s.by_uid(u)).or_else(|| name.as_deref().and_then(|n| s.get(Kind::MachineProvider, "", n)));
+        let r = uid.as_deref().and_then(|u| s.by_uid(u)).or_else(|| {
+            name.as_deref()
+                .and_then(|n| s.get(Kind::MachineProvider, "", n))
+        });
         one(r, MachineProviderObj::new)
     }
 
     /// A KubernetesProvider by uid or name (parity with the old `/v1/kubernetesproviders/{uid}`).
-    async fn kubernetes_provider(&self, ctx: &Context<'_>, uid: Option<String>, name: Option<String>) -> Option<KubernetesProviderObj> {
+    async fn kubernetes_provider(
+        &self,
+        ctx: &Context<'_>,
+        uid: Option<String>,
+        name: Option<String>,
+    ) -> Option<KubernetesProviderObj> {
         let s = snap(ctx);
-        let r = uid.as_deref().and_then(|u| s.by_uid(u)).or_else(|| name.as_deref().and_then(|n| s.get(Kind::KubernetesProvider, "", n)));
+        let r = uid.as_deref().and_then(|u| s.by_uid(u)).or_else(|| {
+            name.as_deref()
+                .and_then(|n| s.get(Kind::KubernetesProvider, "", n))
+        });
         one(r, KubernetesProviderObj::new)
     }
 

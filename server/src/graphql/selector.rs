@@ -41,12 +41,15 @@ impl Selector {
 fn valid_key(k: &str) -> bool {
     !k.is_empty()
         && k.len() <= 316
-        && k.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/'))
+        && k.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/'))
         && k.matches('/').count() <= 1
 }
 
 fn valid_value(v: &str) -> bool {
-    v.len() <= 63 && v.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+    v.len() <= 63
+        && v.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
 }
 
 /// Split on commas that are not inside parentheses.
@@ -89,11 +92,19 @@ pub fn parse(text: &str) -> Result<Selector, String> {
         }
         let check_key = |k: &str| -> Result<String, String> {
             let k = k.trim();
-            if valid_key(k) { Ok(k.to_string()) } else { Err(format!("`{k}` is not a valid label key")) }
+            if valid_key(k) {
+                Ok(k.to_string())
+            } else {
+                Err(format!("`{k}` is not a valid label key"))
+            }
         };
         let check_value = |v: &str| -> Result<String, String> {
             let v = v.trim();
-            if valid_value(v) { Ok(v.to_string()) } else { Err(format!("`{v}` is not a valid label value")) }
+            if valid_value(v) {
+                Ok(v.to_string())
+            } else {
+                Err(format!("`{v}` is not a valid label value"))
+            }
         };
         let set = |rest: &str| -> Result<Vec<String>, String> {
             let rest = rest.trim();
@@ -125,18 +136,35 @@ mod tests {
     use super::*;
 
     fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
     }
 
     #[test]
     fn set_and_equality_requirements() {
         let l = labels(&[("vitistack.io/node-role", "worker"), ("env", "dev")]);
-        let ok = ["env=dev", "env==dev", "env!=prod", "env in (dev,test)", "env notin (prod)", "env", "!missing",
-                  "vitistack.io/node-role=worker,env in (dev)"];
+        let ok = [
+            "env=dev",
+            "env==dev",
+            "env!=prod",
+            "env in (dev,test)",
+            "env notin (prod)",
+            "env",
+            "!missing",
+            "vitistack.io/node-role=worker,env in (dev)",
+        ];
         for s in ok {
             assert!(parse(s).expect(s).matches(Some(&l)), "{s}");
         }
-        for s in ["env=prod", "env in (prod)", "!env", "missing", "env notin (dev)"] {
+        for s in [
+            "env=prod",
+            "env in (prod)",
+            "!env",
+            "missing",
+            "env notin (dev)",
+        ] {
             assert!(!parse(s).expect(s).matches(Some(&l)), "{s}");
         }
     }
@@ -146,6 +174,10 @@ mod tests {
         assert!(parse("env in dev").unwrap_err().contains("value set"));
         assert!(parse("a=b,,c").unwrap_err().contains("empty requirement"));
         assert!(parse("env in (dev").unwrap_err().contains("missing `)`"));
-        assert!(parse("bad key=x").unwrap_err().contains("not a valid label key"));
+        assert!(
+            parse("bad key=x")
+                .unwrap_err()
+                .contains("not a valid label key")
+        );
     }
 }

@@ -2,7 +2,10 @@
 
 use std::time::Duration;
 
-use prometheus::{Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry, TextEncoder};
+use prometheus::{
+    Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
+    TextEncoder,
+};
 
 use crate::model::Kind;
 use crate::store::Snapshot;
@@ -20,39 +23,66 @@ impl Metrics {
     /// Register every metric.
     pub fn new() -> Result<Self, prometheus::Error> {
         let registry = Registry::new();
-        let objects = IntGaugeVec::new(Opts::new("vitistack_store_objects", "Objects in the store by kind"), &["kind"])?;
-        let sequence = IntGauge::new("vitistack_store_sequence", "Sequence number of the last change applied to the store")?;
+        let objects = IntGaugeVec::new(
+            Opts::new("vitistack_store_objects", "Objects in the store by kind"),
+            &["kind"],
+        )?;
+        let sequence = IntGauge::new(
+            "vitistack_store_sequence",
+            "Sequence number of the last change applied to the store",
+        )?;
         let requests = IntCounterVec::new(
-            Opts::new("vitistack_graphql_requests_total", "GraphQL operations executed, by outcome"),
+            Opts::new(
+                "vitistack_graphql_requests_total",
+                "GraphQL operations executed, by outcome",
+            ),
             &["outcome"],
         )?;
         let duration = HistogramVec::new(
-            HistogramOpts::new("vitistack_graphql_request_duration_seconds", "Time to execute a GraphQL operation")
-                .buckets(vec![0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0]),
+            HistogramOpts::new(
+                "vitistack_graphql_request_duration_seconds",
+                "Time to execute a GraphQL operation",
+            )
+            .buckets(vec![
+                0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0,
+            ]),
             &["outcome"],
         )?;
         registry.register(Box::new(objects.clone()))?;
         registry.register(Box::new(sequence.clone()))?;
         registry.register(Box::new(requests.clone()))?;
         registry.register(Box::new(duration.clone()))?;
-        Ok(Metrics { registry, objects, sequence, requests, duration })
+        Ok(Metrics {
+            registry,
+            objects,
+            sequence,
+            requests,
+            duration,
+        })
     }
 
     /// Count one GraphQL operation.
     pub fn observe_graphql(&self, took: Duration, ok: bool) {
         let outcome = if ok { "ok" } else { "error" };
         self.requests.with_label_values(&[outcome]).inc();
-        self.duration.with_label_values(&[outcome]).observe(took.as_secs_f64());
+        self.duration
+            .with_label_values(&[outcome])
+            .observe(took.as_secs_f64());
     }
 
     /// The text exposition, with store gauges read from the snapshot.
     pub fn render(&self, snap: &Snapshot) -> String {
         for kind in Kind::ALL {
-            self.objects.with_label_values(&[kind.name()]).set(snap.count(*kind) as i64);
+            self.objects
+                .with_label_values(&[kind.name()])
+                .set(snap.count(*kind) as i64);
         }
         self.sequence.set(snap.seq() as i64);
         let mut buf = Vec::new();
-        if TextEncoder::new().encode(&self.registry.gather(), &mut buf).is_err() {
+        if TextEncoder::new()
+            .encode(&self.registry.gather(), &mut buf)
+            .is_err()
+        {
             return String::new();
         }
         String::from_utf8(buf).unwrap_or_default()

@@ -45,7 +45,9 @@ pub fn router(state: AppState) -> Router {
         .route("/health/live", get(health))
         .route("/ready", get(ready))
         .route("/metrics", get(metrics))
-        .layer(tower_http::limit::RequestBodyLimitLayer::new(MAX_BODY_BYTES))
+        .layer(tower_http::limit::RequestBodyLimitLayer::new(
+            MAX_BODY_BYTES,
+        ))
         .with_state(state)
 }
 
@@ -54,7 +56,12 @@ async fn index() -> Html<&'static str> {
 }
 
 async fn graphiql() -> Html<String> {
-    Html(GraphiQLSource::build().endpoint("/graphql").title("vitistack GraphQL").finish())
+    Html(
+        GraphiQLSource::build()
+            .endpoint("/graphql")
+            .title("vitistack GraphQL")
+            .finish(),
+    )
 }
 
 async fn graphql(State(app): State<AppState>, req: GraphQLRequest) -> GraphQLResponse {
@@ -62,7 +69,8 @@ async fn graphql(State(app): State<AppState>, req: GraphQLRequest) -> GraphQLRes
     // One snapshot per request: every field of the answer reads the same version of the graph.
     let request = req.into_inner().data(app.store.snapshot());
     let response = app.schema.execute(request).await;
-    app.metrics.observe_graphql(started.elapsed(), response.errors.is_empty());
+    app.metrics
+        .observe_graphql(started.elapsed(), response.errors.is_empty());
     response.into()
 }
 
@@ -72,13 +80,28 @@ async fn health() -> Response {
 
 async fn ready(State(app): State<AppState>) -> Response {
     if app.ready.load(Ordering::Acquire) {
-        (StatusCode::OK, axum::Json(json!({"status": "ready", "sequence": app.store.snapshot().seq()}))).into_response()
+        (
+            StatusCode::OK,
+            axum::Json(json!({"status": "ready", "sequence": app.store.snapshot().seq()})),
+        )
+            .into_response()
     } else {
-        (StatusCode::SERVICE_UNAVAILABLE, axum::Json(json!({"status": "loading"}))).into_response()
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            axum::Json(json!({"status": "loading"})),
+        )
+            .into_response()
     }
 }
 
 async fn metrics(State(app): State<AppState>) -> Response {
     let body = app.metrics.render(&app.store.snapshot());
-    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], body).into_response()
+    (
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        body,
+    )
+        .into_response()
 }

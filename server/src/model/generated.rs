@@ -212,9 +212,17 @@ pub struct ClusterStorageSpec {
     pub cluster_id: String,
     #[serde(rename = "clusterStorageClass", default)]
     pub cluster_storage_class: String,
-    #[serde(rename = "existingRef", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "existingRef",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub existing_ref: Option<String>,
-    #[serde(rename = "reuseExisting", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "reuseExisting",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub reuse_existing: Option<bool>,
     #[serde(rename = "type", default)]
     pub r#type: String,
@@ -241,7 +249,11 @@ pub struct ClusterStorageStatusSecret {
 /// `ClusterStorage` `status` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct ClusterStorageStatus {
-    #[serde(rename = "guestResource", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "guestResource",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub guest_resource: Option<ClusterStorageStatusGuestResource>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
@@ -266,7 +278,11 @@ pub struct ControlPlaneVirtualSharedIpSpec {
     pub method: Option<String>,
     #[serde(rename = "networkNamespaceIdentifier", default)]
     pub network_namespace_identifier: String,
-    #[serde(rename = "poolMembers", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "poolMembers",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub pool_members: Option<Vec<String>>,
     #[serde(default)]
     pub provider: String,
@@ -277,35 +293,67 @@ pub struct ControlPlaneVirtualSharedIpSpec {
 /// `ControlPlaneVirtualSharedIp` `status` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct ControlPlaneVirtualSharedIpStatus {
-    #[serde(rename = "clusterIdentifier", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "clusterIdentifier",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub cluster_identifier: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub conditions: Option<Vec<Condition>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub created: Option<Time>,
-    #[serde(rename = "datacenterIdentifier", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "datacenterIdentifier",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub datacenter_identifier: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub environment: Option<String>,
-    #[serde(rename = "loadBalancerIps", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "loadBalancerIps",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub load_balancer_ips: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub method: Option<String>,
-    #[serde(rename = "networkNamespaceIdentifier", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "networkNamespaceIdentifier",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub network_namespace_identifier: Option<String>,
-    #[serde(rename = "observedGeneration", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "observedGeneration",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub observed_generation: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<NetworkPhase>,
-    #[serde(rename = "poolMembers", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "poolMembers",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub pool_members: Option<Vec<String>>,
-    #[serde(rename = "retryCount", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "retryCount",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub retry_count: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<String>,
-    #[serde(rename = "supervisorIdentifier", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "supervisorIdentifier",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub supervisor_identifier: Option<String>,
 }
 
@@ -338,17 +386,33 @@ pub struct EtcdBackupSpec {
 /// `EtcdBackup` `status` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct EtcdBackupStatus {
-    #[serde(rename = "backupCount", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "backupCount",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub backup_count: Option<i64>,
-    #[serde(rename = "backupSize", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "backupSize",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub backup_size: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub conditions: Option<Vec<Condition>>,
-    #[serde(rename = "lastBackupTime", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "lastBackupTime",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub last_backup_time: Option<Time>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
-    #[serde(rename = "nextBackupTime", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "nextBackupTime",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub next_backup_time: Option<Time>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<ProviderPhase>,
@@ -841,7 +905,11 @@ pub struct KubernetesProviderSpecAddonsIngressController {
 /// `KubernetesProvider` `spec.addons.monitoring` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct KubernetesProviderSpecAddonsMonitoring {
-    #[serde(rename = "alertManager", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "alertManager",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub alert_manager: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config: Option<BTreeMap<String, String>>,
@@ -880,7 +948,11 @@ pub struct KubernetesProviderSpecAddonsStorageClasses {
 pub struct KubernetesProviderSpecAddonsStorage {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub classes: Option<Vec<KubernetesProviderSpecAddonsStorageClasses>>,
-    #[serde(rename = "defaultClass", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "defaultClass",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub default_class: Option<String>,
 }
 
@@ -889,11 +961,19 @@ pub struct KubernetesProviderSpecAddonsStorage {
 pub struct KubernetesProviderSpecAddons {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub additional: Option<Vec<KubernetesProviderSpecAddonsAdditional>>,
-    #[serde(rename = "ingressController", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "ingressController",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub ingress_controller: Option<KubernetesProviderSpecAddonsIngressController>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub monitoring: Option<KubernetesProviderSpecAddonsMonitoring>,
-    #[serde(rename = "serviceMesh", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "serviceMesh",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub service_mesh: Option<KubernetesProviderSpecAddonsServiceMesh>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub storage: Option<KubernetesProviderSpecAddonsStorage>,
@@ -904,7 +984,11 @@ pub struct KubernetesProviderSpecAddons {
 pub struct KubernetesProviderSpecAuthenticationLdapBindPasswordRef {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub namespace: Option<String>,
-    #[serde(rename = "secretName", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "secretName",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub secret_name: Option<String>,
 }
 
@@ -913,7 +997,11 @@ pub struct KubernetesProviderSpecAuthenticationLdapBindPasswordRef {
 pub struct KubernetesProviderSpecAuthenticationLdap {
     #[serde(rename = "bindDN", default)]
     pub bind_dn: String,
-    #[serde(rename = "bindPasswordRef", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "bindPasswordRef",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub bind_password_ref: Option<KubernetesProviderSpecAuthenticationLdapBindPasswordRef>,
     #[serde(rename = "groupSearchBase", default)]
     pub group_search_base: String,
@@ -928,7 +1016,11 @@ pub struct KubernetesProviderSpecAuthenticationLdap {
 pub struct KubernetesProviderSpecAuthenticationOidcClientSecretRef {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub namespace: Option<String>,
-    #[serde(rename = "secretName", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "secretName",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub secret_name: Option<String>,
 }
 
@@ -937,13 +1029,25 @@ pub struct KubernetesProviderSpecAuthenticationOidcClientSecretRef {
 pub struct KubernetesProviderSpecAuthenticationOidc {
     #[serde(rename = "clientID", default)]
     pub client_id: String,
-    #[serde(rename = "clientSecretRef", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "clientSecretRef",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub client_secret_ref: Option<KubernetesProviderSpecAuthenticationOidcClientSecretRef>,
-    #[serde(rename = "groupsClaim", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "groupsClaim",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub groups_claim: Option<String>,
     #[serde(rename = "issuerURL", default)]
     pub issuer_url: String,
-    #[serde(rename = "usernameClaim", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "usernameClaim",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub username_claim: Option<String>,
 }
 
@@ -963,16 +1067,28 @@ pub struct KubernetesProviderSpecAuthenticationProviders {
 pub struct KubernetesProviderSpecAuthenticationServiceAccountSigningKeyRef {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub namespace: Option<String>,
-    #[serde(rename = "secretName", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "secretName",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub secret_name: Option<String>,
 }
 
 /// `KubernetesProvider` `spec.authentication.serviceAccount` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct KubernetesProviderSpecAuthenticationServiceAccount {
-    #[serde(rename = "defaultName", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "defaultName",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub default_name: Option<String>,
-    #[serde(rename = "signingKeyRef", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "signingKeyRef",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub signing_key_ref: Option<KubernetesProviderSpecAuthenticationServiceAccountSigningKeyRef>,
 }
 
@@ -985,7 +1101,11 @@ pub struct KubernetesProviderSpecAuthentication {
     pub oidc: Option<KubernetesProviderSpecAuthenticationOidc>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub providers: Option<Vec<KubernetesProviderSpecAuthenticationProviders>>,
-    #[serde(rename = "serviceAccount", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "serviceAccount",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub service_account: Option<KubernetesProviderSpecAuthenticationServiceAccount>,
 }
 
@@ -998,35 +1118,71 @@ pub struct KubernetesProviderSpecBackup {
     pub enabled: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub provider: Option<String>,
-    #[serde(rename = "retentionDays", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "retentionDays",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub retention_days: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub schedule: Option<String>,
-    #[serde(rename = "storageLocation", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "storageLocation",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub storage_location: Option<String>,
 }
 
 /// `KubernetesProvider` `spec.cluster.apiServer` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct KubernetesProviderSpecClusterApiServer {
-    #[serde(rename = "admissionPlugins", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "admissionPlugins",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub admission_plugins: Option<Vec<String>>,
-    #[serde(rename = "auditLogRetentionDays", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "auditLogRetentionDays",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub audit_log_retention_days: Option<i64>,
-    #[serde(rename = "auditLogging", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "auditLogging",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub audit_logging: Option<bool>,
-    #[serde(rename = "disableAdmissionPlugins", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "disableAdmissionPlugins",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub disable_admission_plugins: Option<Vec<String>>,
-    #[serde(rename = "encryptionAtRest", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "encryptionAtRest",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub encryption_at_rest: Option<bool>,
 }
 
 /// `KubernetesProvider` `spec.cluster.controlPlane` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct KubernetesProviderSpecClusterControlPlane {
-    #[serde(rename = "diskSizeGB", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "diskSizeGB",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub disk_size_gb: Option<i64>,
-    #[serde(rename = "machineClass", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "machineClass",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub machine_class: Option<String>,
     #[serde(rename = "replicas", default, skip_serializing_if = "Option::is_none")]
     pub replicas: Option<i64>,
@@ -1039,18 +1195,34 @@ pub struct KubernetesProviderSpecClusterDns {
     pub domain: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub provider: Option<String>,
-    #[serde(rename = "upstreamServers", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "upstreamServers",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub upstream_servers: Option<Vec<String>>,
 }
 
 /// `KubernetesProvider` `spec.cluster.etcd` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct KubernetesProviderSpecClusterEtcd {
-    #[serde(rename = "backupEnabled", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "backupEnabled",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub backup_enabled: Option<bool>,
-    #[serde(rename = "backupRetentionDays", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "backupRetentionDays",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub backup_retention_days: Option<i64>,
-    #[serde(rename = "backupSchedule", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "backupSchedule",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub backup_schedule: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub encryption: Option<bool>,
@@ -1063,11 +1235,23 @@ pub struct KubernetesProviderSpecClusterEtcd {
 pub struct KubernetesProviderSpecCluster {
     #[serde(rename = "apiServer", default, skip_serializing_if = "Option::is_none")]
     pub api_server: Option<KubernetesProviderSpecClusterApiServer>,
-    #[serde(rename = "apiServerExtraArgs", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "apiServerExtraArgs",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub api_server_extra_args: Option<BTreeMap<String, String>>,
-    #[serde(rename = "controlPlane", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "controlPlane",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub control_plane: Option<KubernetesProviderSpecClusterControlPlane>,
-    #[serde(rename = "controllerManagerExtraArgs", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "controllerManagerExtraArgs",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub controller_manager_extra_args: Option<BTreeMap<String, String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dns: Option<KubernetesProviderSpecClusterDns>,
@@ -1075,9 +1259,17 @@ pub struct KubernetesProviderSpecCluster {
     pub endpoint: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub etcd: Option<KubernetesProviderSpecClusterEtcd>,
-    #[serde(rename = "featureGates", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "featureGates",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub feature_gates: Option<BTreeMap<String, bool>>,
-    #[serde(rename = "schedulerExtraArgs", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "schedulerExtraArgs",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub scheduler_extra_args: Option<BTreeMap<String, String>>,
 }
 
@@ -1106,15 +1298,31 @@ pub struct KubernetesProviderSpecNetworkLoadBalancer {
 pub struct KubernetesProviderSpecNetwork {
     #[serde(rename = "cniPlugin", default, skip_serializing_if = "Option::is_none")]
     pub cni_plugin: Option<String>,
-    #[serde(rename = "dnsServiceIP", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "dnsServiceIP",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub dns_service_ip: Option<String>,
-    #[serde(rename = "loadBalancer", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "loadBalancer",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub load_balancer: Option<KubernetesProviderSpecNetworkLoadBalancer>,
-    #[serde(rename = "networkPolicy", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "networkPolicy",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub network_policy: Option<bool>,
     #[serde(rename = "podCIDR", default, skip_serializing_if = "Option::is_none")]
     pub pod_cidr: Option<String>,
-    #[serde(rename = "serviceCIDR", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "serviceCIDR",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub service_cidr: Option<String>,
 }
 
@@ -1123,13 +1331,29 @@ pub struct KubernetesProviderSpecNetwork {
 pub struct KubernetesProviderSpecNodePoolsAutoScaling {
     #[serde(default)]
     pub enabled: bool,
-    #[serde(rename = "scaleDownDelayAfterAdd", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "scaleDownDelayAfterAdd",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub scale_down_delay_after_add: Option<String>,
-    #[serde(rename = "scaleDownDelayAfterDelete", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "scaleDownDelayAfterDelete",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub scale_down_delay_after_delete: Option<String>,
-    #[serde(rename = "scaleDownDelayAfterFailure", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "scaleDownDelayAfterFailure",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub scale_down_delay_after_failure: Option<String>,
-    #[serde(rename = "scaleDownUnneededTime", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "scaleDownUnneededTime",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub scale_down_unneeded_time: Option<String>,
 }
 
@@ -1156,9 +1380,17 @@ pub struct KubernetesProviderSpecNodePoolsNodeConfigKubelet {
 /// `KubernetesProvider` `spec.nodePools[].nodeConfig.network` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct KubernetesProviderSpecNodePoolsNodeConfigNetwork {
-    #[serde(rename = "assignPublicIP", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "assignPublicIP",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub assign_public_ip: Option<bool>,
-    #[serde(rename = "securityGroupIDs", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "securityGroupIDs",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub security_group_i_ds: Option<Vec<String>>,
     #[serde(rename = "subnetIDs", default, skip_serializing_if = "Option::is_none")]
     pub subnet_i_ds: Option<Vec<String>>,
@@ -1178,11 +1410,23 @@ pub struct KubernetesProviderSpecNodePoolsNodeConfigOs {
 /// `KubernetesProvider` `spec.nodePools[].nodeConfig.security` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct KubernetesProviderSpecNodePoolsNodeConfigSecurity {
-    #[serde(rename = "iamInstanceProfile", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "iamInstanceProfile",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub iam_instance_profile: Option<String>,
-    #[serde(rename = "securityGroups", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "securityGroups",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub security_groups: Option<Vec<String>>,
-    #[serde(rename = "sshKeyPairs", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "sshKeyPairs",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub ssh_key_pairs: Option<Vec<String>>,
 }
 
@@ -1215,7 +1459,11 @@ pub struct KubernetesProviderSpecNodePoolsTaints {
 /// `KubernetesProvider` `spec.nodePools[]` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct KubernetesProviderSpecNodePools {
-    #[serde(rename = "autoScaling", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "autoScaling",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub auto_scaling: Option<KubernetesProviderSpecNodePoolsAutoScaling>,
     #[serde(rename = "desiredNodes", default)]
     pub desired_nodes: i64,
@@ -1229,7 +1477,11 @@ pub struct KubernetesProviderSpecNodePools {
     pub min_nodes: i64,
     #[serde(default)]
     pub name: String,
-    #[serde(rename = "nodeConfig", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "nodeConfig",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub node_config: Option<KubernetesProviderSpecNodePoolsNodeConfig>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub taints: Option<Vec<KubernetesProviderSpecNodePoolsTaints>>,
@@ -1246,7 +1498,11 @@ pub struct KubernetesProviderSpecObservabilityLogging {
     pub config: Option<BTreeMap<String, String>>,
     #[serde(default)]
     pub enabled: bool,
-    #[serde(rename = "retentionDays", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "retentionDays",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub retention_days: Option<i64>,
 }
 
@@ -1259,7 +1515,11 @@ pub struct KubernetesProviderSpecObservabilityMetrics {
     pub config: Option<BTreeMap<String, String>>,
     #[serde(default)]
     pub enabled: bool,
-    #[serde(rename = "retentionDays", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "retentionDays",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub retention_days: Option<i64>,
 }
 
@@ -1272,7 +1532,11 @@ pub struct KubernetesProviderSpecObservabilityTracing {
     pub config: Option<BTreeMap<String, String>>,
     #[serde(default)]
     pub enabled: bool,
-    #[serde(rename = "samplingRate", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "samplingRate",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub sampling_rate: Option<String>,
 }
 
@@ -1301,17 +1565,37 @@ pub struct KubernetesProviderSpecSecurityRuntimeSecurity {
 /// `KubernetesProvider` `spec.security` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct KubernetesProviderSpecSecurity {
-    #[serde(rename = "imageScanning", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "imageScanning",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub image_scanning: Option<bool>,
-    #[serde(rename = "networkPolicies", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "networkPolicies",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub network_policies: Option<bool>,
-    #[serde(rename = "podSecurityLevel", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "podSecurityLevel",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub pod_security_level: Option<String>,
-    #[serde(rename = "podSecurityStandards", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "podSecurityStandards",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub pod_security_standards: Option<bool>,
     #[serde(rename = "rbac", default, skip_serializing_if = "Option::is_none")]
     pub rbac: Option<bool>,
-    #[serde(rename = "runtimeSecurity", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "runtimeSecurity",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub runtime_security: Option<KubernetesProviderSpecSecurityRuntimeSecurity>,
 }
 
@@ -1328,11 +1612,19 @@ pub struct KubernetesProviderSpec {
     pub cluster: KubernetesProviderSpecCluster,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config: Option<BTreeMap<String, String>>,
-    #[serde(rename = "defaultTags", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "defaultTags",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub default_tags: Option<BTreeMap<String, String>>,
     #[serde(rename = "displayName", default)]
     pub display_name: String,
-    #[serde(rename = "machineProviderRef", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "machineProviderRef",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub machine_provider_ref: Option<KubernetesProviderSpecMachineProviderRef>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub network: Option<KubernetesProviderSpecNetwork>,
@@ -1355,11 +1647,19 @@ pub struct KubernetesProviderSpec {
 /// `KubernetesProvider` `status.addons[]` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct KubernetesProviderStatusAddons {
-    #[serde(rename = "configurationStatus", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "configurationStatus",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub configuration_status: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub health: Option<String>,
-    #[serde(rename = "lastUpdated", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "lastUpdated",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub last_updated: Option<Time>,
     #[serde(default)]
     pub name: String,
@@ -1378,7 +1678,11 @@ pub struct KubernetesProviderStatusCapacity {
     pub cpu_usage: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory: Option<String>,
-    #[serde(rename = "memoryUsage", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "memoryUsage",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub memory_usage: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pods: Option<String>,
@@ -1386,14 +1690,22 @@ pub struct KubernetesProviderStatusCapacity {
     pub pods_usage: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub storage: Option<String>,
-    #[serde(rename = "storageUsage", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "storageUsage",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub storage_usage: Option<String>,
 }
 
 /// `KubernetesProvider` `status.cluster` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct KubernetesProviderStatusCluster {
-    #[serde(rename = "certificateAuthorityData", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "certificateAuthorityData",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub certificate_authority_data: Option<String>,
     #[serde(rename = "createdAt", default, skip_serializing_if = "Option::is_none")]
     pub created_at: Option<Time>,
@@ -1401,9 +1713,17 @@ pub struct KubernetesProviderStatusCluster {
     pub endpoint: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
-    #[serde(rename = "oidcIssuerURL", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "oidcIssuerURL",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub oidc_issuer_url: Option<String>,
-    #[serde(rename = "platformVersion", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "platformVersion",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub platform_version: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub state: Option<String>,
@@ -1416,7 +1736,11 @@ pub struct KubernetesProviderStatusEndpoints {
     pub api_server: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ingress: Option<Vec<String>>,
-    #[serde(rename = "loadBalancer", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "loadBalancer",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub load_balancer: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub monitoring: Option<BTreeMap<String, String>>,
@@ -1427,7 +1751,11 @@ pub struct KubernetesProviderStatusEndpoints {
 pub struct KubernetesProviderStatusHealth {
     #[serde(rename = "apiServer", default, skip_serializing_if = "Option::is_none")]
     pub api_server: Option<String>,
-    #[serde(rename = "controllerManager", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "controllerManager",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub controller_manager: Option<String>,
     #[serde(rename = "coreDNS", default, skip_serializing_if = "Option::is_none")]
     pub core_dns: Option<String>,
@@ -1448,9 +1776,17 @@ pub struct KubernetesProviderStatusHealth {
 pub struct KubernetesProviderStatusNodePoolsAutoScaling {
     #[serde(default)]
     pub enabled: bool,
-    #[serde(rename = "lastScalingAction", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "lastScalingAction",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub last_scaling_action: Option<String>,
-    #[serde(rename = "lastScalingTime", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "lastScalingTime",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub last_scaling_time: Option<Time>,
     #[serde(rename = "maxNodes", default)]
     pub max_nodes: i64,
@@ -1461,7 +1797,11 @@ pub struct KubernetesProviderStatusNodePoolsAutoScaling {
 /// `KubernetesProvider` `status.nodePools[]` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct KubernetesProviderStatusNodePools {
-    #[serde(rename = "autoScaling", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "autoScaling",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub auto_scaling: Option<KubernetesProviderStatusNodePoolsAutoScaling>,
     #[serde(rename = "currentNodes", default)]
     pub current_nodes: i64,
@@ -1469,7 +1809,11 @@ pub struct KubernetesProviderStatusNodePools {
     pub desired_nodes: i64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub health: Option<String>,
-    #[serde(rename = "lastUpdated", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "lastUpdated",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub last_updated: Option<Time>,
     #[serde(rename = "machineClass", default)]
     pub machine_class: String,
@@ -1484,28 +1828,60 @@ pub struct KubernetesProviderStatusNodePools {
 /// `KubernetesProvider` `status.security` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct KubernetesProviderStatusSecurity {
-    #[serde(rename = "imageScanning", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "imageScanning",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub image_scanning: Option<String>,
-    #[serde(rename = "lastSecurityScan", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "lastSecurityScan",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub last_security_scan: Option<Time>,
-    #[serde(rename = "networkPolicies", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "networkPolicies",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub network_policies: Option<String>,
-    #[serde(rename = "podSecurityStandards", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "podSecurityStandards",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub pod_security_standards: Option<String>,
     #[serde(rename = "rbac", default, skip_serializing_if = "Option::is_none")]
     pub rbac: Option<String>,
-    #[serde(rename = "runtimeSecurity", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "runtimeSecurity",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub runtime_security: Option<String>,
-    #[serde(rename = "securityScanResults", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "securityScanResults",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub security_scan_results: Option<BTreeMap<String, String>>,
 }
 
 /// `KubernetesProvider` `status.version` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct KubernetesProviderStatusVersion {
-    #[serde(rename = "availableUpgrades", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "availableUpgrades",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub available_upgrades: Option<Vec<String>>,
-    #[serde(rename = "controlPlane", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "controlPlane",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub control_plane: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub current: Option<String>,
@@ -1530,7 +1906,11 @@ pub struct KubernetesProviderStatus {
     pub endpoints: Option<KubernetesProviderStatusEndpoints>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub health: Option<KubernetesProviderStatusHealth>,
-    #[serde(rename = "lastUpdated", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "lastUpdated",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub last_updated: Option<Time>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
@@ -1540,7 +1920,11 @@ pub struct KubernetesProviderStatus {
     pub node_pools: Option<Vec<KubernetesProviderStatusNodePools>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<ProviderPhase>,
-    #[serde(rename = "readyNodeCount", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "readyNodeCount",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub ready_node_count: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub security: Option<KubernetesProviderStatusSecurity>,
@@ -1597,9 +1981,17 @@ pub struct MachineClassSpecGpu {
 /// `MachineClass` `spec.memory` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct MachineClassSpecMemory {
-    #[serde(rename = "maxQuantity", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "maxQuantity",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub max_quantity: Option<Quantity>,
-    #[serde(rename = "minQuantity", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "minQuantity",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub min_quantity: Option<Quantity>,
     #[serde(default)]
     pub quantity: Quantity,
@@ -1616,7 +2008,11 @@ pub struct MachineClassSpec {
     pub default: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
-    #[serde(rename = "displayName", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "displayName",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub display_name: Option<String>,
     #[serde(default)]
     pub enabled: bool,
@@ -1648,7 +2044,11 @@ pub struct MachineClassStatus {
 pub struct MachineProviderSpecAuthenticationCredentialsRef {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub namespace: Option<String>,
-    #[serde(rename = "secretName", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "secretName",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub secret_name: Option<String>,
 }
 
@@ -1657,7 +2057,11 @@ pub struct MachineProviderSpecAuthenticationCredentialsRef {
 pub struct MachineProviderSpecAuthenticationServiceAccountKeyRef {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub namespace: Option<String>,
-    #[serde(rename = "secretName", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "secretName",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub secret_name: Option<String>,
 }
 
@@ -1675,11 +2079,19 @@ pub struct MachineProviderSpecAuthenticationServiceAccount {
 /// `MachineProvider` `spec.authentication` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct MachineProviderSpecAuthentication {
-    #[serde(rename = "credentialsRef", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "credentialsRef",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub credentials_ref: Option<MachineProviderSpecAuthenticationCredentialsRef>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parameters: Option<BTreeMap<String, String>>,
-    #[serde(rename = "serviceAccount", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "serviceAccount",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub service_account: Option<MachineProviderSpecAuthenticationServiceAccount>,
     #[serde(rename = "type", default)]
     pub r#type: String,
@@ -1708,9 +2120,17 @@ pub struct MachineProviderSpecCapabilitiesMachineClassesSpecGpu {
 /// `MachineProvider` `spec.capabilities.machineClasses[].spec.memory` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct MachineProviderSpecCapabilitiesMachineClassesSpecMemory {
-    #[serde(rename = "maxQuantity", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "maxQuantity",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub max_quantity: Option<Quantity>,
-    #[serde(rename = "minQuantity", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "minQuantity",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub min_quantity: Option<Quantity>,
     #[serde(default)]
     pub quantity: Quantity,
@@ -1727,7 +2147,11 @@ pub struct MachineProviderSpecCapabilitiesMachineClassesSpec {
     pub default: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
-    #[serde(rename = "displayName", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "displayName",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub display_name: Option<String>,
     #[serde(default)]
     pub enabled: bool,
@@ -1757,7 +2181,11 @@ pub struct MachineProviderSpecCapabilitiesMachineClassesStatus {
 /// `MachineProvider` `spec.capabilities.machineClasses[]` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct MachineProviderSpecCapabilitiesMachineClasses {
-    #[serde(rename = "apiVersion", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "apiVersion",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub api_version: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kind: Option<String>,
@@ -1774,7 +2202,11 @@ pub struct MachineProviderSpecCapabilitiesMachineClasses {
 pub struct MachineProviderSpecCapabilitiesOperatingSystems {
     #[serde(default)]
     pub architectures: Vec<String>,
-    #[serde(rename = "defaultImageID", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "defaultImageID",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub default_image_id: Option<String>,
     #[serde(default)]
     pub distribution: String,
@@ -1807,53 +2239,113 @@ pub struct MachineProviderSpecCapabilitiesStorageTypesThroughputRange {
 pub struct MachineProviderSpecCapabilitiesStorageTypes {
     #[serde(default)]
     pub class: String,
-    #[serde(rename = "displayName", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "displayName",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub display_name: Option<String>,
-    #[serde(rename = "encryptionSupported", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "encryptionSupported",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub encryption_supported: Option<bool>,
     #[serde(rename = "iopsRange", default, skip_serializing_if = "Option::is_none")]
     pub iops_range: Option<MachineProviderSpecCapabilitiesStorageTypesIopsRange>,
     #[serde(default)]
     pub name: String,
-    #[serde(rename = "throughputRange", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "throughputRange",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub throughput_range: Option<MachineProviderSpecCapabilitiesStorageTypesThroughputRange>,
 }
 
 /// `MachineProvider` `spec.capabilities` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct MachineProviderSpecCapabilities {
-    #[serde(rename = "autoScaling", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "autoScaling",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub auto_scaling: Option<bool>,
-    #[serde(rename = "loadBalancers", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "loadBalancers",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub load_balancers: Option<bool>,
-    #[serde(rename = "machineClasses", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "machineClasses",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub machine_classes: Option<Vec<MachineProviderSpecCapabilitiesMachineClasses>>,
-    #[serde(rename = "maxMachines", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "maxMachines",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub max_machines: Option<i64>,
-    #[serde(rename = "networkFeatures", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "networkFeatures",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub network_features: Option<Vec<String>>,
-    #[serde(rename = "operatingSystems", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "operatingSystems",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub operating_systems: Option<Vec<MachineProviderSpecCapabilitiesOperatingSystems>>,
-    #[serde(rename = "persistentVolumes", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "persistentVolumes",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub persistent_volumes: Option<bool>,
-    #[serde(rename = "storageTypes", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "storageTypes",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub storage_types: Option<Vec<MachineProviderSpecCapabilitiesStorageTypes>>,
 }
 
 /// `MachineProvider` `spec.compute` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct MachineProviderSpecCompute {
-    #[serde(rename = "defaultMachineClass", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "defaultMachineClass",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub default_machine_class: Option<String>,
-    #[serde(rename = "gpuSupport", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "gpuSupport",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub gpu_support: Option<bool>,
     #[serde(rename = "gpuTypes", default, skip_serializing_if = "Option::is_none")]
     pub gpu_types: Option<Vec<String>>,
     #[serde(rename = "maxCPUs", default, skip_serializing_if = "Option::is_none")]
     pub max_cp_us: Option<i64>,
-    #[serde(rename = "maxMemoryGB", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "maxMemoryGB",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub max_memory_gb: Option<i64>,
-    #[serde(rename = "nestedVirtualization", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "nestedVirtualization",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub nested_virtualization: Option<bool>,
 }
 
@@ -1862,11 +2354,23 @@ pub struct MachineProviderSpecCompute {
 pub struct MachineProviderSpecEndpoint {
     #[serde(rename = "caBundle", default, skip_serializing_if = "Option::is_none")]
     pub ca_bundle: Option<String>,
-    #[serde(rename = "insecureSkipVerify", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "insecureSkipVerify",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub insecure_skip_verify: Option<bool>,
-    #[serde(rename = "retryAttempts", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "retryAttempts",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub retry_attempts: Option<i64>,
-    #[serde(rename = "timeoutSeconds", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "timeoutSeconds",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub timeout_seconds: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub url: Option<String>,
@@ -1903,17 +2407,41 @@ pub struct MachineProviderSpecNetworkAvailableVPCs {
 /// `MachineProvider` `spec.network` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct MachineProviderSpecNetwork {
-    #[serde(rename = "availableVPCs", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "availableVPCs",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub available_vp_cs: Option<Vec<MachineProviderSpecNetworkAvailableVPCs>>,
-    #[serde(rename = "defaultSecurityGroups", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "defaultSecurityGroups",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub default_security_groups: Option<Vec<String>>,
-    #[serde(rename = "defaultVPC", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "defaultVPC",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub default_vpc: Option<String>,
-    #[serde(rename = "ipv6Support", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "ipv6Support",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub ipv6_support: Option<bool>,
-    #[serde(rename = "loadBalancerSupport", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "loadBalancerSupport",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub load_balancer_support: Option<bool>,
-    #[serde(rename = "publicIPSupport", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "publicIPSupport",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub public_ip_support: Option<bool>,
 }
 
@@ -1922,7 +2450,11 @@ pub struct MachineProviderSpecNetwork {
 pub struct MachineProviderSpecStorageStorageClasses {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub default: Option<bool>,
-    #[serde(rename = "displayName", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "displayName",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub display_name: Option<String>,
     #[serde(default)]
     pub name: String,
@@ -1935,13 +2467,29 @@ pub struct MachineProviderSpecStorageStorageClasses {
 /// `MachineProvider` `spec.storage` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct MachineProviderSpecStorage {
-    #[serde(rename = "defaultEncryption", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "defaultEncryption",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub default_encryption: Option<bool>,
-    #[serde(rename = "defaultType", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "defaultType",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub default_type: Option<String>,
-    #[serde(rename = "maxStorageGB", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "maxStorageGB",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub max_storage_gb: Option<i64>,
-    #[serde(rename = "storageClasses", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "storageClasses",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub storage_classes: Option<Vec<MachineProviderSpecStorageStorageClasses>>,
 }
 
@@ -1956,7 +2504,11 @@ pub struct MachineProviderSpec {
     pub compute: Option<MachineProviderSpecCompute>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config: Option<BTreeMap<String, String>>,
-    #[serde(rename = "defaultTags", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "defaultTags",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub default_tags: Option<BTreeMap<String, String>>,
     #[serde(rename = "displayName", default)]
     pub display_name: String,
@@ -1979,7 +2531,11 @@ pub struct MachineProviderSpec {
 pub struct MachineProviderStatusAvailableResourcesImages {
     #[serde(default)]
     pub architecture: String,
-    #[serde(rename = "creationDate", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "creationDate",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub creation_date: Option<Time>,
     #[serde(default)]
     pub id: String,
@@ -1998,13 +2554,29 @@ pub struct MachineProviderStatusAvailableResourcesImages {
 /// `MachineProvider` `status.availableResources.limits` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct MachineProviderStatusAvailableResourcesLimits {
-    #[serde(rename = "maxMachinesPerZone", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "maxMachinesPerZone",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub max_machines_per_zone: Option<i64>,
-    #[serde(rename = "maxNetworkInterfaces", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "maxNetworkInterfaces",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub max_network_interfaces: Option<i64>,
-    #[serde(rename = "maxStoragePerMachineGB", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "maxStoragePerMachineGB",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub max_storage_per_machine_gb: Option<i64>,
-    #[serde(rename = "rateLimits", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "rateLimits",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub rate_limits: Option<BTreeMap<String, String>>,
 }
 
@@ -2015,9 +2587,17 @@ pub struct MachineProviderStatusAvailableResources {
     pub images: Option<Vec<MachineProviderStatusAvailableResourcesImages>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limits: Option<MachineProviderStatusAvailableResourcesLimits>,
-    #[serde(rename = "machineClasses", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "machineClasses",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub machine_classes: Option<Vec<String>>,
-    #[serde(rename = "storageTypes", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "storageTypes",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub storage_types: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub zones: Option<Vec<String>>,
@@ -2026,15 +2606,27 @@ pub struct MachineProviderStatusAvailableResources {
 /// `MachineProvider` `status.health` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct MachineProviderStatusHealth {
-    #[serde(rename = "apiConnectivity", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "apiConnectivity",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub api_connectivity: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub authentication: Option<String>,
     #[serde(rename = "lastCheck", default, skip_serializing_if = "Option::is_none")]
     pub last_check: Option<Time>,
-    #[serde(rename = "responseTimeMs", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "responseTimeMs",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub response_time_ms: Option<i64>,
-    #[serde(rename = "serviceAvailability", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "serviceAvailability",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub service_availability: Option<BTreeMap<String, String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<String>,
@@ -2047,42 +2639,90 @@ pub struct MachineProviderStatusQuota {
     pub cpu_quota: Option<i64>,
     #[serde(rename = "cpuUsed", default, skip_serializing_if = "Option::is_none")]
     pub cpu_used: Option<i64>,
-    #[serde(rename = "instanceQuota", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "instanceQuota",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub instance_quota: Option<i64>,
-    #[serde(rename = "instanceUsed", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "instanceUsed",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub instance_used: Option<i64>,
-    #[serde(rename = "memoryQuotaGB", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "memoryQuotaGB",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub memory_quota_gb: Option<i64>,
-    #[serde(rename = "memoryUsedGB", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "memoryUsedGB",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub memory_used_gb: Option<i64>,
-    #[serde(rename = "networkQuota", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "networkQuota",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub network_quota: Option<BTreeMap<String, i64>>,
-    #[serde(rename = "networkUsed", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "networkUsed",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub network_used: Option<BTreeMap<String, i64>>,
-    #[serde(rename = "storageQuotaGB", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "storageQuotaGB",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub storage_quota_gb: Option<i64>,
-    #[serde(rename = "storageUsedGB", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "storageUsedGB",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub storage_used_gb: Option<i64>,
 }
 
 /// `MachineProvider` `status` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct MachineProviderStatus {
-    #[serde(rename = "activeMachines", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "activeMachines",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub active_machines: Option<i64>,
-    #[serde(rename = "availableResources", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "availableResources",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub available_resources: Option<MachineProviderStatusAvailableResources>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub conditions: Option<Vec<Condition>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub health: Option<MachineProviderStatusHealth>,
-    #[serde(rename = "lastVerified", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "lastVerified",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub last_verified: Option<Time>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<ProviderPhase>,
-    #[serde(rename = "providerStatus", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "providerStatus",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub provider_status: Option<BTreeMap<String, String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub quota: Option<MachineProviderStatusQuota>,
@@ -2093,7 +2733,11 @@ pub struct MachineProviderStatus {
 pub struct MachineSpecBackup {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub enabled: Option<bool>,
-    #[serde(rename = "retentionDays", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "retentionDays",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub retention_days: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub schedule: Option<String>,
@@ -2138,23 +2782,51 @@ pub struct MachineSpecCloudInitUserDataSecretRef {
 /// `Machine` `spec.cloudInit` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct MachineSpecCloudInit {
-    #[serde(rename = "networkData", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "networkData",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub network_data: Option<String>,
-    #[serde(rename = "networkDataBase64", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "networkDataBase64",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub network_data_base64: Option<String>,
-    #[serde(rename = "networkDataConfigMapRef", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "networkDataConfigMapRef",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub network_data_config_map_ref: Option<MachineSpecCloudInitNetworkDataConfigMapRef>,
-    #[serde(rename = "networkDataSecretRef", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "networkDataSecretRef",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub network_data_secret_ref: Option<MachineSpecCloudInitNetworkDataSecretRef>,
     #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
     pub r#type: Option<String>,
     #[serde(rename = "userData", default, skip_serializing_if = "Option::is_none")]
     pub user_data: Option<String>,
-    #[serde(rename = "userDataBase64", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "userDataBase64",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub user_data_base64: Option<String>,
-    #[serde(rename = "userDataConfigMapRef", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "userDataConfigMapRef",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub user_data_config_map_ref: Option<MachineSpecCloudInitUserDataConfigMapRef>,
-    #[serde(rename = "userDataSecretRef", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "userDataSecretRef",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub user_data_secret_ref: Option<MachineSpecCloudInitUserDataSecretRef>,
 }
 
@@ -2165,7 +2837,11 @@ pub struct MachineSpecCpu {
     pub cores: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sockets: Option<i64>,
-    #[serde(rename = "threadsPerCore", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "threadsPerCore",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub threads_per_core: Option<i64>,
 }
 
@@ -2197,7 +2873,11 @@ pub struct MachineSpecNetworkInterfaces {
     pub name: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub primary: Option<bool>,
-    #[serde(rename = "securityGroups", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "securityGroups",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub security_groups: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub subnet: Option<String>,
@@ -2206,11 +2886,19 @@ pub struct MachineSpecNetworkInterfaces {
 /// `Machine` `spec.network` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct MachineSpecNetwork {
-    #[serde(rename = "assignPublicIP", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "assignPublicIP",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub assign_public_ip: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub interfaces: Option<Vec<MachineSpecNetworkInterfaces>>,
-    #[serde(rename = "networkNamespaceName", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "networkNamespaceName",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub network_namespace_name: Option<String>,
     #[serde(rename = "privateIP", default, skip_serializing_if = "Option::is_none")]
     pub private_ip: Option<String>,
@@ -2231,7 +2919,11 @@ pub struct MachineSpecOs {
     pub distribution: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub family: Option<String>,
-    #[serde(rename = "imageFamily", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "imageFamily",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub image_family: Option<String>,
     #[serde(rename = "imageID", default, skip_serializing_if = "Option::is_none")]
     pub image_id: Option<String>,
@@ -2246,7 +2938,11 @@ pub struct MachineSpecOs {
 pub struct MachineSpecProviderConfigCredentialsRef {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub namespace: Option<String>,
-    #[serde(rename = "secretName", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "secretName",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub secret_name: Option<String>,
 }
 
@@ -2255,7 +2951,11 @@ pub struct MachineSpecProviderConfigCredentialsRef {
 pub struct MachineSpecProviderConfig {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config: Option<BTreeMap<String, String>>,
-    #[serde(rename = "credentialsRef", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "credentialsRef",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub credentials_ref: Option<MachineSpecProviderConfigCredentialsRef>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
@@ -2276,9 +2976,17 @@ pub struct MachineSpec {
     pub cpu: Option<MachineSpecCpu>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub disks: Option<Vec<MachineSpecDisks>>,
-    #[serde(rename = "machineClass", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "machineClass",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub machine_class: Option<String>,
-    #[serde(rename = "machineType", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "machineType",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub machine_type: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory: Option<i64>,
@@ -2292,9 +3000,17 @@ pub struct MachineSpec {
     pub os: Option<MachineSpecOs>,
     #[serde(default)]
     pub provider: String,
-    #[serde(rename = "providerConfig", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "providerConfig",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub provider_config: Option<MachineSpecProviderConfig>,
-    #[serde(rename = "securityGroups", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "securityGroups",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub security_groups: Option<Vec<String>>,
     #[serde(rename = "sshKeys", default, skip_serializing_if = "Option::is_none")]
     pub ssh_keys: Option<Vec<String>>,
@@ -2307,46 +3023,86 @@ pub struct MachineSpec {
 /// `Machine` `status.disks[]` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct MachineStatusDisks {
-    #[serde(rename = "accessModes", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "accessModes",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub access_modes: Option<Vec<String>>,
-    #[serde(rename = "availableBytes", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "availableBytes",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub available_bytes: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub device: Option<String>,
-    #[serde(rename = "filesystemType", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "filesystemType",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub filesystem_type: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub label: Option<String>,
-    #[serde(rename = "mountPoint", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "mountPoint",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub mount_point: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
     #[serde(rename = "pvcName", default, skip_serializing_if = "Option::is_none")]
     pub pvc_name: Option<String>,
-    #[serde(rename = "serialNumber", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "serialNumber",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub serial_number: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub size: Option<i64>,
     #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
     pub r#type: Option<String>,
-    #[serde(rename = "usagePercent", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "usagePercent",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub usage_percent: Option<String>,
     #[serde(rename = "usedBytes", default, skip_serializing_if = "Option::is_none")]
     pub used_bytes: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub uuid: Option<String>,
-    #[serde(rename = "volumeMode", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "volumeMode",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub volume_mode: Option<String>,
 }
 
 /// `Machine` `status.networkInterfaces[]` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct MachineStatusNetworkInterfaces {
-    #[serde(rename = "ipAddresses", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "ipAddresses",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub ip_addresses: Option<Vec<String>>,
-    #[serde(rename = "ipv6Addresses", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "ipv6Addresses",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub ipv6_addresses: Option<Vec<String>>,
-    #[serde(rename = "macAddress", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "macAddress",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub mac_address: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mtu: Option<i64>,
@@ -2369,23 +3125,51 @@ pub struct MachineStatus {
     pub conditions: Option<Vec<Condition>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpus: Option<i64>,
-    #[serde(rename = "creationTime", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "creationTime",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub creation_time: Option<Time>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub disks: Option<Vec<MachineStatusDisks>>,
-    #[serde(rename = "failureMessage", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "failureMessage",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub failure_message: Option<String>,
-    #[serde(rename = "failureReason", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "failureReason",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub failure_reason: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hostname: Option<String>,
-    #[serde(rename = "ipAddresses", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "ipAddresses",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub ip_addresses: Option<Vec<String>>,
-    #[serde(rename = "ipv6Addresses", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "ipv6Addresses",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub ipv6_addresses: Option<Vec<String>>,
-    #[serde(rename = "kernelVersion", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "kernelVersion",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub kernel_version: Option<String>,
-    #[serde(rename = "lastUpdated", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "lastUpdated",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub last_updated: Option<Time>,
     #[serde(rename = "machineID", default, skip_serializing_if = "Option::is_none")]
     pub machine_id: Option<String>,
@@ -2393,21 +3177,45 @@ pub struct MachineStatus {
     pub memory: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
-    #[serde(rename = "networkInterfaces", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "networkInterfaces",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub network_interfaces: Option<Vec<MachineStatusNetworkInterfaces>>,
-    #[serde(rename = "operatingSystem", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "operatingSystem",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub operating_system: Option<String>,
-    #[serde(rename = "operatingSystemVersion", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "operatingSystemVersion",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub operating_system_version: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<MachinePhase>,
-    #[serde(rename = "privateIPAddresses", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "privateIPAddresses",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub private_ip_addresses: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub provider: Option<String>,
-    #[serde(rename = "providerID", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "providerID",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub provider_id: Option<String>,
-    #[serde(rename = "publicIPAddresses", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "publicIPAddresses",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub public_ip_addresses: Option<Vec<String>>,
     #[serde(rename = "region", default, skip_serializing_if = "Option::is_none")]
     pub region: Option<String>,
@@ -2420,29 +3228,73 @@ pub struct MachineStatus {
 /// `NetworkConfiguration` `spec.networkInterfaces[]` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct NetworkConfigurationSpecNetworkInterfaces {
-    #[serde(rename = "allocationExpiry", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "allocationExpiry",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub allocation_expiry: Option<Time>,
-    #[serde(rename = "allocationMethod", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "allocationMethod",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub allocation_method: Option<String>,
-    #[serde(rename = "dhcpReserved", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "dhcpReserved",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub dhcp_reserved: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dns: Option<Vec<String>>,
-    #[serde(rename = "ipAllocated", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "ipAllocated",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub ip_allocated: Option<bool>,
-    #[serde(rename = "ipv4Addresses", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "ipv4Addresses",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub ipv4_addresses: Option<Vec<String>>,
-    #[serde(rename = "ipv4Gateway", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "ipv4Gateway",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub ipv4_gateway: Option<String>,
-    #[serde(rename = "ipv4Subnet", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "ipv4Subnet",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub ipv4_subnet: Option<String>,
-    #[serde(rename = "ipv6Addresses", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "ipv6Addresses",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub ipv6_addresses: Option<Vec<String>>,
-    #[serde(rename = "ipv6Gateway", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "ipv6Gateway",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub ipv6_gateway: Option<String>,
-    #[serde(rename = "ipv6Subnet", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "ipv6Subnet",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub ipv6_subnet: Option<String>,
-    #[serde(rename = "macAddress", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "macAddress",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub mac_address: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
@@ -2453,50 +3305,114 @@ pub struct NetworkConfigurationSpecNetworkInterfaces {
 /// `NetworkConfiguration` `spec` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct NetworkConfigurationSpec {
-    #[serde(rename = "clusterIdentifier", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "clusterIdentifier",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub cluster_identifier: Option<String>,
-    #[serde(rename = "datacenterIdentifier", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "datacenterIdentifier",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub datacenter_identifier: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
     #[serde(default)]
     pub name: String,
-    #[serde(rename = "networkInterfaces", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "networkInterfaces",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub network_interfaces: Option<Vec<NetworkConfigurationSpecNetworkInterfaces>>,
-    #[serde(rename = "networkNamespaceName", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "networkNamespaceName",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub network_namespace_name: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub provider: Option<String>,
-    #[serde(rename = "supervisorIdentifier", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "supervisorIdentifier",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub supervisor_identifier: Option<String>,
 }
 
 /// `NetworkConfiguration` `status.networkInterfaces[]` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct NetworkConfigurationStatusNetworkInterfaces {
-    #[serde(rename = "allocationExpiry", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "allocationExpiry",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub allocation_expiry: Option<Time>,
-    #[serde(rename = "allocationMethod", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "allocationMethod",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub allocation_method: Option<String>,
-    #[serde(rename = "dhcpReserved", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "dhcpReserved",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub dhcp_reserved: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dns: Option<Vec<String>>,
-    #[serde(rename = "ipAllocated", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "ipAllocated",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub ip_allocated: Option<bool>,
-    #[serde(rename = "ipv4Addresses", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "ipv4Addresses",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub ipv4_addresses: Option<Vec<String>>,
-    #[serde(rename = "ipv4Gateway", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "ipv4Gateway",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub ipv4_gateway: Option<String>,
-    #[serde(rename = "ipv4Subnet", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "ipv4Subnet",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub ipv4_subnet: Option<String>,
-    #[serde(rename = "ipv6Addresses", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "ipv6Addresses",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub ipv6_addresses: Option<Vec<String>>,
-    #[serde(rename = "ipv6Gateway", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "ipv6Gateway",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub ipv6_gateway: Option<String>,
-    #[serde(rename = "ipv6Subnet", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "ipv6Subnet",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub ipv6_subnet: Option<String>,
-    #[serde(rename = "macAddress", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "macAddress",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub mac_address: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
@@ -2513,7 +3429,11 @@ pub struct NetworkConfigurationStatus {
     pub created: Option<Time>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
-    #[serde(rename = "networkInterfaces", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "networkInterfaces",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub network_interfaces: Option<Vec<NetworkConfigurationStatusNetworkInterfaces>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<NetworkPhase>,
@@ -2524,7 +3444,11 @@ pub struct NetworkConfigurationStatus {
 /// `NetworkNamespace` `spec.ipAllocation.dhcp` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct NetworkNamespaceSpecIpAllocationDhcp {
-    #[serde(rename = "requireClientClasses", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "requireClientClasses",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub require_client_classes: Option<Vec<String>>,
 }
 
@@ -2537,11 +3461,23 @@ pub struct NetworkNamespaceSpecIpAllocationStatic {
     pub ipv4_cidr: String,
     #[serde(rename = "ipv4Gateway", default)]
     pub ipv4_gateway: String,
-    #[serde(rename = "ipv4RangeEnd", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "ipv4RangeEnd",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub ipv4_range_end: Option<String>,
-    #[serde(rename = "ipv4RangeStart", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "ipv4RangeStart",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub ipv4_range_start: Option<String>,
-    #[serde(rename = "ttlSeconds", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "ttlSeconds",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub ttl_seconds: Option<i64>,
     #[serde(rename = "vlanId", default, skip_serializing_if = "Option::is_none")]
     pub vlan_id: Option<i64>,
@@ -2565,7 +3501,11 @@ pub struct NetworkNamespaceSpecIpAllocation {
 pub struct NetworkNamespaceSpec {
     #[serde(rename = "datacenterIdentifier", default)]
     pub datacenter_identifier: String,
-    #[serde(rename = "ipAllocation", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "ipAllocation",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub ip_allocation: Option<NetworkNamespaceSpecIpAllocation>,
     #[serde(rename = "supervisorIdentifier", default)]
     pub supervisor_identifier: String,
@@ -2583,15 +3523,31 @@ pub struct NetworkNamespaceStatusIpAllocationStatusAllocatedIPs {
 /// `NetworkNamespace` `status.ipAllocationStatus` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct NetworkNamespaceStatusIpAllocationStatus {
-    #[serde(rename = "allocatedCount", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "allocatedCount",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub allocated_count: Option<i64>,
-    #[serde(rename = "allocatedIPs", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "allocatedIPs",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub allocated_ips: Option<Vec<NetworkNamespaceStatusIpAllocationStatusAllocatedIPs>>,
-    #[serde(rename = "availableCount", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "availableCount",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub available_count: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub provider: Option<String>,
-    #[serde(rename = "totalCount", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "totalCount",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub total_count: Option<i64>,
     #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
     pub r#type: Option<String>,
@@ -2600,37 +3556,81 @@ pub struct NetworkNamespaceStatusIpAllocationStatus {
 /// `NetworkNamespace` `status` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct NetworkNamespaceStatus {
-    #[serde(rename = "associatedKubernetesClusterIds", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "associatedKubernetesClusterIds",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub associated_kubernetes_cluster_ids: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub conditions: Option<Vec<Condition>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub created: Option<Time>,
-    #[serde(rename = "datacenterIdentifier", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "datacenterIdentifier",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub datacenter_identifier: Option<String>,
-    #[serde(rename = "ipAllocationStatus", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "ipAllocationStatus",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub ip_allocation_status: Option<NetworkNamespaceStatusIpAllocationStatus>,
-    #[serde(rename = "ipv4EgressIp", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "ipv4EgressIp",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub ipv4_egress_ip: Option<String>,
-    #[serde(rename = "ipv4Prefix", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "ipv4Prefix",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub ipv4_prefix: Option<String>,
-    #[serde(rename = "ipv6EgressIp", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "ipv6EgressIp",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub ipv6_egress_ip: Option<String>,
-    #[serde(rename = "ipv6Prefix", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "ipv6Prefix",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub ipv6_prefix: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
-    #[serde(rename = "namespaceId", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "namespaceId",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub namespace_id: Option<String>,
-    #[serde(rename = "observedGeneration", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "observedGeneration",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub observed_generation: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<NetworkPhase>,
-    #[serde(rename = "retryCount", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "retryCount",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub retry_count: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<String>,
-    #[serde(rename = "supervisorIdentifier", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "supervisorIdentifier",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub supervisor_identifier: Option<String>,
     #[serde(rename = "vlanId", default, skip_serializing_if = "Option::is_none")]
     pub vlan_id: Option<i64>,
@@ -2639,7 +3639,11 @@ pub struct NetworkNamespaceStatus {
 /// `NetworkNamespaceV2` `spec.ipAllocation.dhcp` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct NetworkNamespaceV2SpecIpAllocationDhcp {
-    #[serde(rename = "requireClientClasses", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "requireClientClasses",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub require_client_classes: Option<Vec<String>>,
 }
 
@@ -2652,11 +3656,23 @@ pub struct NetworkNamespaceV2SpecIpAllocationStatic {
     pub ipv4_cidr: String,
     #[serde(rename = "ipv4Gateway", default)]
     pub ipv4_gateway: String,
-    #[serde(rename = "ipv4RangeEnd", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "ipv4RangeEnd",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub ipv4_range_end: Option<String>,
-    #[serde(rename = "ipv4RangeStart", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "ipv4RangeStart",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub ipv4_range_start: Option<String>,
-    #[serde(rename = "ttlSeconds", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "ttlSeconds",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub ttl_seconds: Option<i64>,
     #[serde(rename = "vlanId", default, skip_serializing_if = "Option::is_none")]
     pub vlan_id: Option<i64>,
@@ -2680,7 +3696,11 @@ pub struct NetworkNamespaceV2SpecIpAllocation {
 pub struct NetworkNamespaceV2SpecNetworkProvisioningManual {
     #[serde(rename = "ipv4CIDR", default)]
     pub ipv4_cidr: String,
-    #[serde(rename = "ipv4Gateway", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "ipv4Gateway",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub ipv4_gateway: Option<String>,
     #[serde(rename = "ipv6CIDR", default, skip_serializing_if = "Option::is_none")]
     pub ipv6_cidr: Option<String>,
@@ -2704,9 +3724,17 @@ pub struct NetworkNamespaceV2SpecNetworkProvisioning {
 pub struct NetworkNamespaceV2Spec {
     #[serde(rename = "datacenterIdentifier", default)]
     pub datacenter_identifier: String,
-    #[serde(rename = "ipAllocation", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "ipAllocation",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub ip_allocation: Option<NetworkNamespaceV2SpecIpAllocation>,
-    #[serde(rename = "networkProvisioning", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "networkProvisioning",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub network_provisioning: Option<NetworkNamespaceV2SpecNetworkProvisioning>,
     #[serde(rename = "supervisorIdentifier", default)]
     pub supervisor_identifier: String,
@@ -2715,13 +3743,25 @@ pub struct NetworkNamespaceV2Spec {
 /// `NetworkNamespaceV2` `status.ipAllocationSummary` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct NetworkNamespaceV2StatusIpAllocationSummary {
-    #[serde(rename = "allocatedCount", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "allocatedCount",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub allocated_count: Option<i64>,
-    #[serde(rename = "availableCount", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "availableCount",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub available_count: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub provider: Option<String>,
-    #[serde(rename = "totalCount", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "totalCount",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub total_count: Option<i64>,
     #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
     pub r#type: Option<String>,
@@ -2730,39 +3770,87 @@ pub struct NetworkNamespaceV2StatusIpAllocationSummary {
 /// `NetworkNamespaceV2` `status` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct NetworkNamespaceV2Status {
-    #[serde(rename = "associatedKubernetesClusterIds", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "associatedKubernetesClusterIds",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub associated_kubernetes_cluster_ids: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub conditions: Option<Vec<Condition>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub created: Option<Time>,
-    #[serde(rename = "datacenterIdentifier", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "datacenterIdentifier",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub datacenter_identifier: Option<String>,
-    #[serde(rename = "ipAllocationSummary", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "ipAllocationSummary",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub ip_allocation_summary: Option<NetworkNamespaceV2StatusIpAllocationSummary>,
-    #[serde(rename = "ipv4EgressIp", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "ipv4EgressIp",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub ipv4_egress_ip: Option<String>,
-    #[serde(rename = "ipv4Prefix", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "ipv4Prefix",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub ipv4_prefix: Option<String>,
-    #[serde(rename = "ipv6EgressIp", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "ipv6EgressIp",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub ipv6_egress_ip: Option<String>,
-    #[serde(rename = "ipv6Prefix", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "ipv6Prefix",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub ipv6_prefix: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
-    #[serde(rename = "namespaceId", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "namespaceId",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub namespace_id: Option<String>,
-    #[serde(rename = "observedGeneration", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "observedGeneration",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub observed_generation: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<NetworkPhase>,
-    #[serde(rename = "provisioningPhase", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "provisioningPhase",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub provisioning_phase: Option<NetworkPhase>,
-    #[serde(rename = "retryCount", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "retryCount",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub retry_count: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<String>,
-    #[serde(rename = "supervisorIdentifier", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "supervisorIdentifier",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub supervisor_identifier: Option<String>,
     #[serde(rename = "vlanId", default, skip_serializing_if = "Option::is_none")]
     pub vlan_id: Option<i64>,
@@ -2814,11 +3902,23 @@ pub struct VitistackSpecBackupDestinations {
 pub struct VitistackSpecBackupDisasterRecovery {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub enabled: Option<bool>,
-    #[serde(rename = "rpoMinutes", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "rpoMinutes",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub rpo_minutes: Option<i64>,
-    #[serde(rename = "rtoMinutes", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "rtoMinutes",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub rto_minutes: Option<i64>,
-    #[serde(rename = "targetVitistack", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "targetVitistack",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub target_vitistack: Option<String>,
 }
 
@@ -2838,11 +3938,19 @@ pub struct VitistackSpecBackupRetentionPolicy {
 pub struct VitistackSpecBackup {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub destinations: Option<Vec<VitistackSpecBackupDestinations>>,
-    #[serde(rename = "disasterRecovery", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "disasterRecovery",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub disaster_recovery: Option<VitistackSpecBackupDisasterRecovery>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub enabled: Option<bool>,
-    #[serde(rename = "retentionPolicy", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "retentionPolicy",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub retention_policy: Option<VitistackSpecBackupRetentionPolicy>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub schedule: Option<String>,
@@ -2903,15 +4011,31 @@ pub struct VitistackSpecMachineProviders {
 /// `Vitistack` `spec.monitoring` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct VitistackSpecMonitoring {
-    #[serde(rename = "alertReceivers", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "alertReceivers",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub alert_receivers: Option<Vec<String>>,
-    #[serde(rename = "alertingEnabled", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "alertingEnabled",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub alerting_enabled: Option<bool>,
-    #[serde(rename = "customDashboards", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "customDashboards",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub custom_dashboards: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub enabled: Option<bool>,
-    #[serde(rename = "metricsRetentionDays", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "metricsRetentionDays",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub metrics_retention_days: Option<i64>,
 }
 
@@ -2920,7 +4044,11 @@ pub struct VitistackSpecMonitoring {
 pub struct VitistackSpecNetworkingDns {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub domain: Option<String>,
-    #[serde(rename = "searchDomains", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "searchDomains",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub search_domains: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub servers: Option<Vec<String>>,
@@ -2946,7 +4074,11 @@ pub struct VitistackSpecNetworkingFirewallRules {
 /// `Vitistack` `spec.networking.firewall` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct VitistackSpecNetworkingFirewall {
-    #[serde(rename = "defaultPolicy", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "defaultPolicy",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub default_policy: Option<String>,
     #[serde(rename = "rules", default, skip_serializing_if = "Option::is_none")]
     pub rules: Option<Vec<VitistackSpecNetworkingFirewallRules>>,
@@ -3018,9 +4150,17 @@ pub struct VitistackSpecNetworking {
     pub dns: Option<VitistackSpecNetworkingDns>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub firewall: Option<VitistackSpecNetworkingFirewall>,
-    #[serde(rename = "ipAllocation", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "ipAllocation",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub ip_allocation: Option<Vec<VitistackSpecNetworkingIpAllocation>>,
-    #[serde(rename = "loadBalancers", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "loadBalancers",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub load_balancers: Option<Vec<VitistackSpecNetworkingLoadBalancers>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vpcs: Option<Vec<VitistackSpecNetworkingVpcs>>,
@@ -3029,26 +4169,58 @@ pub struct VitistackSpecNetworking {
 /// `Vitistack` `spec.resourceQuotas` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct VitistackSpecResourceQuotas {
-    #[serde(rename = "maxCPUCores", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "maxCPUCores",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub max_cpu_cores: Option<i64>,
-    #[serde(rename = "maxClusters", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "maxClusters",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub max_clusters: Option<i64>,
-    #[serde(rename = "maxMachines", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "maxMachines",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub max_machines: Option<i64>,
-    #[serde(rename = "maxMemoryGB", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "maxMemoryGB",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub max_memory_gb: Option<i64>,
-    #[serde(rename = "maxNetworkInterfaces", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "maxNetworkInterfaces",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub max_network_interfaces: Option<i64>,
-    #[serde(rename = "maxStorageGB", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "maxStorageGB",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub max_storage_gb: Option<i64>,
 }
 
 /// `Vitistack` `spec.security.accessControl` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct VitistackSpecSecurityAccessControl {
-    #[serde(rename = "allowedGroups", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "allowedGroups",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub allowed_groups: Option<Vec<String>>,
-    #[serde(rename = "allowedUsers", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "allowedUsers",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub allowed_users: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mfa: Option<bool>,
@@ -3063,7 +4235,11 @@ pub struct VitistackSpecSecurityAuditLogging {
     pub destination: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub enabled: Option<bool>,
-    #[serde(rename = "retentionDays", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "retentionDays",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub retention_days: Option<i64>,
 }
 
@@ -3074,18 +4250,34 @@ pub struct VitistackSpecSecurityEncryption {
     pub at_rest: Option<bool>,
     #[serde(rename = "inTransit", default, skip_serializing_if = "Option::is_none")]
     pub in_transit: Option<bool>,
-    #[serde(rename = "keyManagement", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "keyManagement",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub key_management: Option<String>,
 }
 
 /// `Vitistack` `spec.security` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct VitistackSpecSecurity {
-    #[serde(rename = "accessControl", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "accessControl",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub access_control: Option<VitistackSpecSecurityAccessControl>,
-    #[serde(rename = "auditLogging", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "auditLogging",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub audit_logging: Option<VitistackSpecSecurityAuditLogging>,
-    #[serde(rename = "complianceFrameworks", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "complianceFrameworks",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub compliance_frameworks: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub encryption: Option<VitistackSpecSecurityEncryption>,
@@ -3102,11 +4294,19 @@ pub struct VitistackSpec {
     pub display_name: String,
     #[serde(default)]
     pub infrastructure: String,
-    #[serde(rename = "kubernetesProviders", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "kubernetesProviders",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub kubernetes_providers: Option<Vec<VitistackSpecKubernetesProviders>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub location: Option<VitistackSpecLocation>,
-    #[serde(rename = "machineProviders", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "machineProviders",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub machine_providers: Option<Vec<VitistackSpecMachineProviders>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub monitoring: Option<VitistackSpecMonitoring>,
@@ -3114,7 +4314,11 @@ pub struct VitistackSpec {
     pub networking: Option<VitistackSpecNetworking>,
     #[serde(rename = "region", default)]
     pub region: String,
-    #[serde(rename = "resourceQuotas", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "resourceQuotas",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub resource_quotas: Option<VitistackSpecResourceQuotas>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub security: Option<VitistackSpecSecurity>,
@@ -3127,9 +4331,17 @@ pub struct VitistackSpec {
 /// `Vitistack` `status.clusters[]` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct VitistackStatusClusters {
-    #[serde(rename = "controlPlaneReplicas", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "controlPlaneReplicas",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub control_plane_replicas: Option<i64>,
-    #[serde(rename = "discoveredAt", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "discoveredAt",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub discovered_at: Option<Time>,
     #[serde(default)]
     pub name: String,
@@ -3141,20 +4353,32 @@ pub struct VitistackStatusClusters {
     pub ready: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub version: Option<String>,
-    #[serde(rename = "workerReplicas", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "workerReplicas",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub worker_replicas: Option<i64>,
 }
 
 /// `Vitistack` `status.kubernetesProviders[]` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct VitistackStatusKubernetesProviders {
-    #[serde(rename = "discoveredAt", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "discoveredAt",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub discovered_at: Option<Time>,
     #[serde(default)]
     pub name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub namespace: Option<String>,
-    #[serde(rename = "providerType", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "providerType",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub provider_type: Option<String>,
     #[serde(rename = "ready", default, skip_serializing_if = "Option::is_none")]
     pub ready: Option<bool>,
@@ -3189,13 +4413,21 @@ pub struct VitistackStatusLocation {
 /// `Vitistack` `status.machineProviders[]` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct VitistackStatusMachineProviders {
-    #[serde(rename = "discoveredAt", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "discoveredAt",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub discovered_at: Option<Time>,
     #[serde(default)]
     pub name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub namespace: Option<String>,
-    #[serde(rename = "providerType", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "providerType",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub provider_type: Option<String>,
     #[serde(rename = "ready", default, skip_serializing_if = "Option::is_none")]
     pub ready: Option<bool>,
@@ -3210,7 +4442,11 @@ pub struct VitistackStatusMachineProviders {
 pub struct VitistackStatusProviderStatuses {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub healthy: Option<bool>,
-    #[serde(rename = "lastHealthCheck", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "lastHealthCheck",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub last_health_check: Option<Time>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
@@ -3218,7 +4454,11 @@ pub struct VitistackStatusProviderStatuses {
     pub name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<String>,
-    #[serde(rename = "resourcesManaged", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "resourcesManaged",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub resources_managed: Option<i64>,
     #[serde(rename = "type", default)]
     pub r#type: String,
@@ -3227,30 +4467,70 @@ pub struct VitistackStatusProviderStatuses {
 /// `Vitistack` `status.resourceUsage` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct VitistackStatusResourceUsage {
-    #[serde(rename = "cpuCoresTotal", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "cpuCoresTotal",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub cpu_cores_total: Option<i64>,
-    #[serde(rename = "cpuCoresUsed", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "cpuCoresUsed",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub cpu_cores_used: Option<i64>,
-    #[serde(rename = "memoryGBTotal", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "memoryGBTotal",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub memory_gb_total: Option<i64>,
-    #[serde(rename = "memoryGBUsed", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "memoryGBUsed",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub memory_gb_used: Option<i64>,
-    #[serde(rename = "networkInterfacesTotal", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "networkInterfacesTotal",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub network_interfaces_total: Option<i64>,
-    #[serde(rename = "networkInterfacesUsed", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "networkInterfacesUsed",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub network_interfaces_used: Option<i64>,
-    #[serde(rename = "storageGBTotal", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "storageGBTotal",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub storage_gb_total: Option<i64>,
-    #[serde(rename = "storageGBUsed", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "storageGBUsed",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub storage_gb_used: Option<i64>,
 }
 
 /// `Vitistack` `status` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct VitistackStatus {
-    #[serde(rename = "activeClusters", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "activeClusters",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub active_clusters: Option<i64>,
-    #[serde(rename = "activeMachines", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "activeMachines",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub active_machines: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub clusters: Option<Vec<VitistackStatusClusters>>,
@@ -3258,33 +4538,73 @@ pub struct VitistackStatus {
     pub conditions: Option<Vec<Condition>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
-    #[serde(rename = "displayName", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "displayName",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub display_name: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub infrastructure: Option<String>,
-    #[serde(rename = "kubernetesProviderCount", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "kubernetesProviderCount",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub kubernetes_provider_count: Option<i64>,
-    #[serde(rename = "kubernetesProviders", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "kubernetesProviders",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub kubernetes_providers: Option<Vec<VitistackStatusKubernetesProviders>>,
-    #[serde(rename = "lastReconcileTime", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "lastReconcileTime",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub last_reconcile_time: Option<Time>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub location: Option<VitistackStatusLocation>,
-    #[serde(rename = "machineClasses", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "machineClasses",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub machine_classes: Option<Vec<String>>,
-    #[serde(rename = "machineProviderCount", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "machineProviderCount",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub machine_provider_count: Option<i64>,
-    #[serde(rename = "machineProviders", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "machineProviders",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub machine_providers: Option<Vec<VitistackStatusMachineProviders>>,
-    #[serde(rename = "observedGeneration", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "observedGeneration",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub observed_generation: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<ProviderPhase>,
-    #[serde(rename = "providerStatuses", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "providerStatuses",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub provider_statuses: Option<Vec<VitistackStatusProviderStatuses>>,
     #[serde(rename = "region", default, skip_serializing_if = "Option::is_none")]
     pub region: Option<String>,
-    #[serde(rename = "resourceUsage", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "resourceUsage",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub resource_usage: Option<VitistackStatusResourceUsage>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub zone: Option<String>,
@@ -3293,13 +4613,21 @@ pub struct VitistackStatus {
 /// `IpAllocation` `spec` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct IpAllocationSpec {
-    #[serde(rename = "interfaceName", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "interfaceName",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub interface_name: Option<String>,
     #[serde(rename = "networkConfigurationName", default)]
     pub network_configuration_name: String,
     #[serde(rename = "networkNamespaceName", default)]
     pub network_namespace_name: String,
-    #[serde(rename = "requestedAddress", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "requestedAddress",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub requested_address: Option<String>,
 }
 

@@ -79,7 +79,9 @@ impl FromStr for Kind {
             .iter()
             .copied()
             .find(|k| {
-                k.name().eq_ignore_ascii_case(s) || k.plural().eq_ignore_ascii_case(s) || k.short_name().eq_ignore_ascii_case(s)
+                k.name().eq_ignore_ascii_case(s)
+                    || k.plural().eq_ignore_ascii_case(s)
+                    || k.short_name().eq_ignore_ascii_case(s)
             })
             .ok_or_else(|| format!("`{s}` is not a vitistack.io kind"))
     }

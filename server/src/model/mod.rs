@@ -31,8 +31,9 @@ pub const LABEL_PURPOSE: &str = "vitistack.io/purpose";
 
 macro_rules! resources {
     ($($variant:ident($ty:ident) => $kind:ident, $version:literal;)*) => {
-        /// One object of a watched kind, typed.
+        /// One object of a watched kind, typed. Held behind `Arc` in the store, so variant sizes do not matter.
         #[derive(Clone, Debug, PartialEq)]
+        #[allow(clippy::large_enum_variant)]
         pub enum Resource {
             $(
                 #[doc = concat!("`", stringify!($kind), "` ", $version)]
@@ -129,30 +130,48 @@ impl Resource {
 
     /// An annotation value.
     pub fn annotation(&self, key: &str) -> Option<&str> {
-        self.meta().annotations.as_ref()?.get(key).map(String::as_str)
+        self.meta()
+            .annotations
+            .as_ref()?
+            .get(key)
+            .map(String::as_str)
     }
 
     /// The status phase as written, whatever the kind.
     pub fn phase(&self) -> Option<&str> {
         match self {
             Resource::Vitistack(o) => o.status.as_ref()?.phase.as_ref().map(ProviderPhase::as_str),
-            Resource::MachineProvider(o) => o.status.as_ref()?.phase.as_ref().map(ProviderPhase::as_str),
+            Resource::MachineProvider(o) => {
+                o.status.as_ref()?.phase.as_ref().map(ProviderPhase::as_str)
+            }
             Resource::MachineClass(o) => o.status.as_ref()?.phase.as_deref(),
-            Resource::KubernetesProvider(o) => o.status.as_ref()?.phase.as_ref().map(ProviderPhase::as_str),
+            Resource::KubernetesProvider(o) => {
+                o.status.as_ref()?.phase.as_ref().map(ProviderPhase::as_str)
+            }
             Resource::KubevirtConfig(o) => o.status.as_ref()?.phase.as_deref(),
             Resource::ProxmoxConfig(o) => o.status.as_ref()?.phase.as_deref(),
             Resource::ClusterStorageClass(_) => None,
             Resource::Machine(o) => o.status.as_ref()?.phase.as_ref().map(MachinePhase::as_str),
             Resource::KubernetesCluster(o) => Some(o.status.as_ref()?.phase.as_str()),
-            Resource::NetworkNamespace(o) => o.status.as_ref()?.phase.as_ref().map(NetworkPhase::as_str),
-            Resource::NetworkNamespaceV2(o) => o.status.as_ref()?.phase.as_ref().map(NetworkPhase::as_str),
-            Resource::NetworkConfiguration(o) => o.status.as_ref()?.phase.as_ref().map(NetworkPhase::as_str),
+            Resource::NetworkNamespace(o) => {
+                o.status.as_ref()?.phase.as_ref().map(NetworkPhase::as_str)
+            }
+            Resource::NetworkNamespaceV2(o) => {
+                o.status.as_ref()?.phase.as_ref().map(NetworkPhase::as_str)
+            }
+            Resource::NetworkConfiguration(o) => {
+                o.status.as_ref()?.phase.as_ref().map(NetworkPhase::as_str)
+            }
             Resource::ControlPlaneVirtualSharedIp(o) => {
                 o.status.as_ref()?.phase.as_ref().map(NetworkPhase::as_str)
             }
             Resource::EtcdBackup(o) => o.status.as_ref()?.phase.as_ref().map(ProviderPhase::as_str),
-            Resource::ClusterStorage(o) => o.status.as_ref()?.phase.as_ref().map(ProviderPhase::as_str),
-            Resource::IpAllocation(o) => o.status.as_ref()?.phase.as_ref().map(NetworkPhase::as_str),
+            Resource::ClusterStorage(o) => {
+                o.status.as_ref()?.phase.as_ref().map(ProviderPhase::as_str)
+            }
+            Resource::IpAllocation(o) => {
+                o.status.as_ref()?.phase.as_ref().map(NetworkPhase::as_str)
+            }
         }
     }
 

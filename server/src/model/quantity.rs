@@ -63,14 +63,19 @@ pub struct Quantity {
 
 /// Why a quantity string could not be read.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[error("`{0}` is not a Kubernetes quantity (expected a number with an optional suffix such as Ki, Mi, Gi, m, k, M, G or an exponent)")]
+#[error(
+    "`{0}` is not a Kubernetes quantity (expected a number with an optional suffix such as Ki, Mi, Gi, m, k, M, G or an exponent)"
+)]
 pub struct QuantityError(pub String);
 
 impl Quantity {
     /// Parse a quantity such as `16Gi`, `500m` or `1.5e3`.
     pub fn parse(text: &str) -> Result<Self, QuantityError> {
         let value = parse_quantity(text)?;
-        Ok(Quantity { raw: IntOrString::String(text.to_string()), value: Some(value) })
+        Ok(Quantity {
+            raw: IntOrString::String(text.to_string()),
+            value: Some(value),
+        })
     }
 
     /// The value in base units (bytes for memory, cores for CPU); `None` when the text was unreadable.
@@ -125,7 +130,11 @@ pub fn parse_quantity(text: &str) -> Result<f64, QuantityError> {
         .unwrap_or(s.len());
     let (num, suffix) = s.split_at(split);
     let digits = num.trim_start_matches(['+', '-']);
-    if digits.is_empty() || digits == "." || num.len() - digits.len() > 1 || digits.contains(['+', '-']) {
+    if digits.is_empty()
+        || digits == "."
+        || num.len() - digits.len() > 1
+        || digits.contains(['+', '-'])
+    {
         return Err(err());
     }
     if digits.matches('.').count() > 1 {

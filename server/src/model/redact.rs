@@ -20,7 +20,11 @@ fn secret_paths(kind: Kind) -> &'static [&'static str] {
             "spec.cloudInit.userDataBase64",
             "spec.providerConfig.config",
         ],
-        Kind::MachineProvider => &["spec.authentication.parameters", "spec.endpoint.caBundle", "spec.config"],
+        Kind::MachineProvider => &[
+            "spec.authentication.parameters",
+            "spec.endpoint.caBundle",
+            "spec.config",
+        ],
         Kind::KubernetesProvider => &["spec.authentication.parameters", "spec.config"],
         _ => &[],
     }

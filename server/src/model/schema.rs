@@ -88,7 +88,11 @@ pub struct Schema {
 #[derive(Debug)]
 enum Rule {
     /// `self % modulus == remainder`, with the CRD's message.
-    Modulo { modulus: i64, remainder: i64, message: String },
+    Modulo {
+        modulus: i64,
+        remainder: i64,
+        message: String,
+    },
 }
 
 impl Schema {
@@ -96,9 +100,17 @@ impl Schema {
         let mut s = Schema {
             ty: v.get("type").and_then(Value::as_str).map(str::to_string),
             required: str_list(v.get("required")),
-            preserve_unknown: v.get("x-kubernetes-preserve-unknown-fields").and_then(Value::as_bool) == Some(true),
-            int_or_string: v.get("x-kubernetes-int-or-string").and_then(Value::as_bool) == Some(true),
-            enum_values: v.get("enum").and_then(Value::as_array).cloned().unwrap_or_default(),
+            preserve_unknown: v
+                .get("x-kubernetes-preserve-unknown-fields")
+                .and_then(Value::as_bool)
+                == Some(true),
+            int_or_string: v.get("x-kubernetes-int-or-string").and_then(Value::as_bool)
+                == Some(true),
+            enum_values: v
+                .get("enum")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default(),
             format: v.get("format").and_then(Value::as_str).map(str::to_string),
             min_length: v.get("minLength").and_then(Value::as_u64),
             max_length: v.get("maxLength").and_then(Value::as_u64),
@@ -129,16 +141,31 @@ impl Schema {
                 s.preserve_unknown = true;
             }
         }
-        for rule in v.get("x-kubernetes-validations").and_then(Value::as_array).into_iter().flatten() {
+        for rule in v
+            .get("x-kubernetes-validations")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
             let text = rule.get("rule").and_then(Value::as_str).unwrap_or_default();
-            let message = rule.get("message").and_then(Value::as_str).unwrap_or(text).to_string();
-            let modulo = Regex::new(r"^\s*self\s*%\s*(\d+)\s*==\s*(\d+)\s*$").map_err(|e| e.to_string())?;
+            let message = rule
+                .get("message")
+                .and_then(Value::as_str)
+                .unwrap_or(text)
+                .to_string();
+            let modulo = modulo_rule()?;
             if let Some(c) = modulo.captures(text) {
                 let modulus = c[1].parse().map_err(|_| format!("rule {text}"))?;
                 let remainder = c[2].parse().map_err(|_| format!("rule {text}"))?;
-                s.rules.push(Rule::Modulo { modulus, remainder, message });
+                s.rules.push(Rule::Modulo {
+                    modulus,
+                    remainder,
+                    message,
+                });
             } else {
-                return Err(format!("CEL rule `{text}` is not understood; teach model::schema about it"));
+                return Err(format!(
+                    "CEL rule `{text}` is not understood; teach model::schema about it"
+                ));
             }
         }
         Ok(s)
@@ -148,19 +175,29 @@ impl Schema {
     fn check(&self, value: &mut Value, path: &mut String, out: &mut Validation) {
         if value.is_null() {
             if !self.nullable {
-                out.errors.push(err(path, "Invalid value: null: must not be null"));
+                out.errors
+                    .push(err(path, "Invalid value: null: must not be null"));
             }
             return;
         }
         if self.int_or_string {
             if !(value.is_i64() || value.is_u64() || value.is_string()) {
-                out.errors.push(err(path, &format!("Invalid value: {}: must be an integer or a string", short(value))));
+                out.errors.push(err(
+                    path,
+                    &format!(
+                        "Invalid value: {}: must be an integer or a string",
+                        short(value)
+                    ),
+                ));
                 return;
             }
             if let (Some((src, re)), Some(s)) = (&self.pattern, value.as_str())
                 && !re.is_match(s)
             {
-                out.errors.push(err(path, &format!("Invalid value: {}: should match '{src}'", short(value))));
+                out.errors.push(err(
+                    path,
+                    &format!("Invalid value: {}: should match '{src}'", short(value)),
+                ));
             }
             return;
         }
@@ -170,10 +207,8 @@ impl Schema {
             Some("string") => self.check_string(value, path, out),
             Some("integer") => self.check_number(value, path, out, true),
             Some("number") => self.check_number(value, path, out, false),
-            Some("boolean") => {
-                if !value.is_boolean() {
-                    out.errors.push(type_err(path, value, "boolean"));
-                }
+            Some("boolean") if !value.is_boolean() => {
+                out.errors.push(type_err(path, value, "boolean"))
             }
             _ => {}
         }
@@ -226,12 +261,18 @@ impl Schema {
         if let Some(min) = self.min_items
             && n < min
         {
-            out.errors.push(err(path, &format!("Invalid value: {n} items: must have at least {min} items")));
+            out.errors.push(err(
+                path,
+                &format!("Invalid value: {n} items: must have at least {min} items"),
+            ));
         }
         if let Some(max) = self.max_items
             && n > max
         {
-            out.errors.push(err(path, &format!("Too many: {n}: must have at most {max} items")));
+            out.errors.push(err(
+                path,
+                &format!("Too many: {n}: must have at most {max} items"),
+            ));
         }
         if let Some(item_schema) = &self.items {
             for (i, item) in items.iter_mut().enumerate() {
@@ -252,26 +293,48 @@ impl Schema {
         if let Some(min) = self.min_length
             && chars < min
         {
-            out.errors.push(err(path, &format!("Invalid value: {}: should be at least {min} chars long", short(value))));
+            out.errors.push(err(
+                path,
+                &format!(
+                    "Invalid value: {}: should be at least {min} chars long",
+                    short(value)
+                ),
+            ));
         }
         if let Some(max) = self.max_length
             && chars > max
         {
-            out.errors.push(err(path, &format!("Too long: may not be more than {max} bytes (got {chars})")));
+            out.errors.push(err(
+                path,
+                &format!("Too long: may not be more than {max} bytes (got {chars})"),
+            ));
         }
         if let Some((src, re)) = &self.pattern
             && !re.is_match(s)
         {
-            out.errors.push(err(path, &format!("Invalid value: {}: should match '{src}'", short(value))));
+            out.errors.push(err(
+                path,
+                &format!("Invalid value: {}: should match '{src}'", short(value)),
+            ));
         }
         if self.format.as_deref() == Some("date-time") && s.parse::<jiff::Timestamp>().is_err() {
-            out.errors.push(err(path, &format!("Invalid value: {}: must be an RFC 3339 date-time", short(value))));
+            out.errors.push(err(
+                path,
+                &format!(
+                    "Invalid value: {}: must be an RFC 3339 date-time",
+                    short(value)
+                ),
+            ));
         }
     }
 
     fn check_number(&self, value: &Value, path: &str, out: &mut Validation, integer: bool) {
         let Some(n) = value.as_f64() else {
-            out.errors.push(type_err(path, value, if integer { "integer" } else { "number" }));
+            out.errors.push(type_err(
+                path,
+                value,
+                if integer { "integer" } else { "number" },
+            ));
             return;
         };
         if integer && !(value.is_i64() || value.is_u64()) {
@@ -281,20 +344,37 @@ impl Schema {
         if let Some(min) = self.minimum
             && n < min
         {
-            out.errors.push(err(path, &format!("Invalid value: {}: must be greater than or equal to {min}", short(value))));
+            out.errors.push(err(
+                path,
+                &format!(
+                    "Invalid value: {}: must be greater than or equal to {min}",
+                    short(value)
+                ),
+            ));
         }
         if let Some(max) = self.maximum
             && n > max
         {
-            out.errors.push(err(path, &format!("Invalid value: {}: must be less than or equal to {max}", short(value))));
+            out.errors.push(err(
+                path,
+                &format!(
+                    "Invalid value: {}: must be less than or equal to {max}",
+                    short(value)
+                ),
+            ));
         }
         for rule in &self.rules {
-            let Rule::Modulo { modulus, remainder, message } = rule;
+            let Rule::Modulo {
+                modulus,
+                remainder,
+                message,
+            } = rule;
             if let Some(i) = value.as_i64()
                 && *modulus != 0
                 && i % modulus != *remainder
             {
-                out.errors.push(err(path, &format!("Invalid value: {i}: {message}")));
+                out.errors
+                    .push(err(path, &format!("Invalid value: {i}: {message}")));
             }
         }
     }
@@ -306,9 +386,23 @@ impl Schema {
         let supported: Vec<String> = self.enum_values.iter().map(Value::to_string).collect();
         out.errors.push(err(
             path,
-            &format!("Unsupported value: {}: supported values: {}", short(value), supported.join(", ")),
+            &format!(
+                "Unsupported value: {}: supported values: {}",
+                short(value),
+                supported.join(", ")
+            ),
         ));
     }
+}
+
+/// The one CEL shape the CRDs use: `self % N == M`.
+fn modulo_rule() -> Result<&'static Regex, String> {
+    static RE: OnceLock<Result<Regex, String>> = OnceLock::new();
+    RE.get_or_init(|| {
+        Regex::new(r"^\s*self\s*%\s*(\d+)\s*==\s*(\d+)\s*$").map_err(|e| e.to_string())
+    })
+    .as_ref()
+    .map_err(Clone::clone)
 }
 
 /// The compiled schema of one served kind/version.
@@ -334,7 +428,11 @@ impl KindSchema {
                     sub.check(child, &mut path, &mut out);
                 }
             }
-            let known: Vec<String> = map.keys().filter(|k| !self.root.properties.contains_key(*k)).cloned().collect();
+            let known: Vec<String> = map
+                .keys()
+                .filter(|k| !self.root.properties.contains_key(*k))
+                .cloned()
+                .collect();
             for k in known {
                 out.unknown_fields.push(k.clone());
                 map.remove(&k);
@@ -344,36 +442,63 @@ impl KindSchema {
     }
 }
 
-static SCHEMAS: OnceLock<Result<HashMap<(Kind, &'static str), KindSchema>, String>> = OnceLock::new();
+type SchemaTable = HashMap<(Kind, &'static str), KindSchema>;
+
+static SCHEMAS: OnceLock<Result<SchemaTable, String>> = OnceLock::new();
 
 /// The schema the API server would apply to `kind` at `version`, or why there is none.
 pub fn schema_for(kind: Kind, version: &str) -> Result<&'static KindSchema, String> {
-    let all = SCHEMAS.get_or_init(load_all).as_ref().map_err(Clone::clone)?;
+    let all = SCHEMAS
+        .get_or_init(load_all)
+        .as_ref()
+        .map_err(Clone::clone)?;
     let key = kind.versions().iter().copied().find(|v| *v == version);
     key.and_then(|v| all.get(&(kind, v))).ok_or_else(|| {
-        format!("{}/{version} is not served; {} serves {}", super::kind::GROUP, kind.name(), kind.versions().join(", "))
+        format!(
+            "{}/{version} is not served; {} serves {}",
+            super::kind::GROUP,
+            kind.name(),
+            kind.versions().join(", ")
+        )
     })
 }
 
-fn load_all() -> Result<HashMap<(Kind, &'static str), KindSchema>, String> {
+fn load_all() -> Result<SchemaTable, String> {
     let mut map = HashMap::new();
     for (file, text) in EMBEDDED {
         let doc: Value = serde_json::from_str(text).map_err(|e| format!("{file}: {e}"))?;
         let kind_name = doc.get("kind").and_then(Value::as_str).unwrap_or_default();
-        let version = doc.get("version").and_then(Value::as_str).unwrap_or_default();
+        let version = doc
+            .get("version")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
         let kind: Kind = kind_name.parse()?;
         let Some(v) = kind.versions().iter().copied().find(|v| *v == version) else {
-            return Err(format!("{file}: {kind_name} {version} is not in Kind::versions"));
+            return Err(format!(
+                "{file}: {kind_name} {version} is not in Kind::versions"
+            ));
         };
-        let root = Schema::compile(doc.get("schema").unwrap_or(&Value::Null)).map_err(|e| format!("{file}: {e}"))?;
-        map.insert((kind, v), KindSchema { version: v.to_string(), root });
+        let root = Schema::compile(doc.get("schema").unwrap_or(&Value::Null))
+            .map_err(|e| format!("{file}: {e}"))?;
+        map.insert(
+            (kind, v),
+            KindSchema {
+                version: v.to_string(),
+                root,
+            },
+        );
     }
     Ok(map)
 }
 
 fn str_list(v: Option<&Value>) -> Vec<String> {
     v.and_then(Value::as_array)
-        .map(|a| a.iter().filter_map(Value::as_str).map(str::to_string).collect())
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_string)
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -391,7 +516,10 @@ fn join(path: &str, key: &str) -> String {
 }
 
 fn err(path: &str, reason: &str) -> FieldError {
-    FieldError { path: path.to_string(), reason: reason.to_string() }
+    FieldError {
+        path: path.to_string(),
+        reason: reason.to_string(),
+    }
 }
 
 fn type_err(path: &str, value: &Value, expected: &str) -> FieldError {
@@ -404,13 +532,20 @@ fn type_err(path: &str, value: &Value, expected: &str) -> FieldError {
         Value::Array(_) => "array",
         Value::Object(_) => "object",
     };
-    err(path, &format!("Invalid value: \"{got}\": must be of type {expected}"))
+    err(
+        path,
+        &format!("Invalid value: \"{got}\": must be of type {expected}"),
+    )
 }
 
 /// A value shortened for an error message.
 fn short(value: &Value) -> String {
     let text = value.to_string();
-    if text.chars().count() > 80 { format!("{}…", text.chars().take(77).collect::<String>()) } else { text }
+    if text.chars().count() > 80 {
+        format!("{}…", text.chars().take(77).collect::<String>())
+    } else {
+        text
+    }
 }
 
 #[cfg(test)]
@@ -431,9 +566,17 @@ mod tests {
         let s = schema_for(Kind::KubernetesCluster, "v1alpha1").expect("schema");
         let mut obj = serde_json::json!({"spec": {"data": {}, "topology": {"controlplane": {"replicas": 2}}}});
         let v = s.validate(&mut obj);
-        let e = v.errors.iter().find(|e| e.path == "spec.topology.controlplane.replicas").expect("replica error");
+        let e = v
+            .errors
+            .iter()
+            .find(|e| e.path == "spec.topology.controlplane.replicas")
+            .expect("replica error");
         assert!(e.reason.contains("odd number"), "{e}");
-        assert!(v.errors.iter().any(|e| e.path == "spec.data.clusterId" && e.reason == "Required value"));
+        assert!(
+            v.errors
+                .iter()
+                .any(|e| e.path == "spec.data.clusterId" && e.reason == "Required value")
+        );
     }
 
     #[test]

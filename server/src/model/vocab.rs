@@ -126,10 +126,18 @@ pub struct Condition {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
     /// When the status last changed, as written (some kinds use free strings).
-    #[serde(rename = "lastTransitionTime", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "lastTransitionTime",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub last_transition_time: Option<String>,
     /// The generation the condition was computed from.
-    #[serde(rename = "observedGeneration", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "observedGeneration",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub observed_generation: Option<i64>,
 }
 

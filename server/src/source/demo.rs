@@ -71,12 +71,24 @@ pub struct FleetSpec {
 impl FleetSpec {
     /// The dashboard demo: a dozen clusters, every pipeline stage present.
     pub fn demo() -> Self {
-        FleetSpec { clusters: 14, workers_per_pool: 2, control_planes: 1, seed: 7, ready_percent: 30 }
+        FleetSpec {
+            clusters: 14,
+            workers_per_pool: 2,
+            control_planes: 1,
+            seed: 7,
+            ready_percent: 30,
+        }
     }
 
     /// The benchmark fleet: `clusters` Ready clusters × 20 machines (3 control planes, pools of 9 and 8).
     pub fn large(clusters: usize) -> Self {
-        FleetSpec { clusters, workers_per_pool: 8, control_planes: 3, seed: 42, ready_percent: 100 }
+        FleetSpec {
+            clusters,
+            workers_per_pool: 8,
+            control_planes: 3,
+            seed: 42,
+            ready_percent: 100,
+        }
     }
 }
 
@@ -98,7 +110,9 @@ impl Rng {
 
     fn suffix(&mut self) -> String {
         const ALPHA: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789";
-        (0..4).map(|_| ALPHA[self.below(ALPHA.len() as u64) as usize] as char).collect()
+        (0..4)
+            .map(|_| ALPHA[self.below(ALPHA.len() as u64) as usize] as char)
+            .collect()
     }
 }
 
@@ -109,7 +123,11 @@ pub fn fleet(spec: &FleetSpec) -> Vec<Resource> {
     let mut out: Vec<Value> = Vec::new();
     platform(&mut out);
     let mut rng = Rng(spec.seed);
-    let others: Vec<DemoStage> = DemoStage::ALL.iter().copied().filter(|s| *s != DemoStage::Ready).collect();
+    let others: Vec<DemoStage> = DemoStage::ALL
+        .iter()
+        .copied()
+        .filter(|s| *s != DemoStage::Ready)
+        .collect();
     for i in 0..spec.clusters {
         // The first clusters walk through every stage so a small demo shows each one.
         let stage = if i < others.len() && spec.ready_percent < 100 {
@@ -126,7 +144,12 @@ pub fn fleet(spec: &FleetSpec) -> Vec<Resource> {
 
 fn to_resource(mut v: Value) -> Option<Resource> {
     let kind: Kind = v.get("kind")?.as_str()?.parse().ok()?;
-    let version = v.get("apiVersion")?.as_str()?.rsplit('/').next()?.to_string();
+    let version = v
+        .get("apiVersion")?
+        .as_str()?
+        .rsplit('/')
+        .next()?
+        .to_string();
     if let Some(m) = v.as_object_mut() {
         m.remove("apiVersion");
         m.remove("kind");
@@ -175,7 +198,13 @@ fn platform(out: &mut Vec<Value>) {
         if name == "gpu" {
             spec["gpu"] = json!({"cores": 1024, "manufacturer": "nvidia"});
         }
-        out.push(obj("MachineClass", "v1alpha1", json!({"name": name}), spec, None));
+        out.push(obj(
+            "MachineClass",
+            "v1alpha1",
+            json!({"name": name}),
+            spec,
+            None,
+        ));
     }
     out.push(obj(
         "KubevirtConfig",
@@ -234,7 +263,7 @@ fn tenant(out: &mut Vec<Value>, spec: &FleetSpec, i: usize, stage: DemoStage, rn
     let (o2, o3) = ((i / 250) % 250, i % 250);
     let prefix = format!("10.{o2}.{o3}.0/24");
     let net = |host: usize| format!("10.{o2}.{o3}.{}", 10 + host);
-    let static_ip = i % 3 == 0;
+    let static_ip = i.is_multiple_of(3);
     let provider = if i % 5 == 4 { "proxmox" } else { "kubevirt" };
 
     // NetworkNamespace
@@ -250,11 +279,13 @@ fn tenant(out: &mut Vec<Value>, spec: &FleetSpec, i: usize, stage: DemoStage, rn
         DemoStage::NetworkError => Some(json!({"phase": "Error", "status": "InvalidSpec",
             "message": "NAM rejected the request: VLAN 2105 is already assigned to another supervisor",
             "conditions": [condition("Ready", false, "Error", "NAM rejected the request: VLAN already assigned")]})),
-        _ => Some(json!({"phase": "Ready", "status": "Synced", "message": "NetworkNamespace provisioned",
+        _ => Some(
+            json!({"phase": "Ready", "status": "Synced", "message": "NetworkNamespace provisioned",
             "datacenterIdentifier": "test-south-az1", "supervisorIdentifier": "test-viti", "namespaceId": format!("ns-{i:05}"),
             "ipv4Prefix": prefix, "ipv4EgressIp": format!("10.{o2}.{o3}.1"), "vlanId": vlan, "created": T0,
             "associatedKubernetesClusterIds": [cluster_id],
-            "conditions": [condition("Ready", true, "Synced", "NetworkNamespace provisioned")]})),
+            "conditions": [condition("Ready", true, "Synced", "NetworkNamespace provisioned")]}),
+        ),
     };
     out.push(obj(
         "NetworkNamespace",
@@ -268,7 +299,15 @@ fn tenant(out: &mut Vec<Value>, spec: &FleetSpec, i: usize, stage: DemoStage, rn
     // The first pool gets one extra worker: 3 + 9 + 8 = 20 machines per cluster in the large fleet.
     let pools = [
         ("wp", "medium", spec.workers_per_pool + 1),
-        ("wp2", if i % 4 == 0 { "large" } else { "medium" }, spec.workers_per_pool),
+        (
+            "wp2",
+            if i.is_multiple_of(4) {
+                "large"
+            } else {
+                "medium"
+            },
+            spec.workers_per_pool,
+        ),
     ];
     let pool_json: Vec<Value> = pools
         .iter()
@@ -279,27 +318,51 @@ fn tenant(out: &mut Vec<Value>, spec: &FleetSpec, i: usize, stage: DemoStage, rn
                    "storage": [{"class": "standard", "path": "/var/lib/vitistack/kubevirt", "size": "20Gi"}]})
         })
         .collect();
-    let cp_class = if spec.control_planes > 1 { "large" } else { "small" };
+    let cp_class = if spec.control_planes > 1 {
+        "large"
+    } else {
+        "small"
+    };
     let kc_phase = match stage {
-        DemoStage::NetworkPending | DemoStage::NetworkError | DemoStage::MachinesMissing => "Pending",
-        DemoStage::IpsPending | DemoStage::MachinesProvisioning | DemoStage::MachineFailed => "ControlPlaneIPsPending",
+        DemoStage::NetworkPending | DemoStage::NetworkError | DemoStage::MachinesMissing => {
+            "Pending"
+        }
+        DemoStage::IpsPending | DemoStage::MachinesProvisioning | DemoStage::MachineFailed => {
+            "ControlPlaneIPsPending"
+        }
         DemoStage::VipPending => "ConfigGenerated",
         DemoStage::Bootstrapping => "Bootstrapping",
         DemoStage::WaitingForNodes => "WaitingForNodes",
         DemoStage::Ready => "Ready",
     };
     let total_workers: usize = pools.iter().map(|p| p.2).sum();
-    let cp_names: Vec<String> = (0..spec.control_planes).map(|k| format!("{cluster_id}-ctp{k}")).collect();
-    let mut kc_conditions = vec![condition("Valid", true, "ValidationSucceeded", "spec is valid")];
+    let cp_names: Vec<String> = (0..spec.control_planes)
+        .map(|k| format!("{cluster_id}-ctp{k}"))
+        .collect();
+    let mut kc_conditions = vec![condition(
+        "Valid",
+        true,
+        "ValidationSucceeded",
+        "spec is valid",
+    )];
     let nn_ready = stage.at_least(DemoStage::MachinesMissing);
     kc_conditions.push(condition(
         "NetworkNamespaceReady",
         nn_ready,
         if nn_ready { "Ready" } else { "NotReady" },
-        if nn_ready { "NetworkNamespace is Ready" } else { "waiting for NetworkNamespace" },
+        if nn_ready {
+            "NetworkNamespace is Ready"
+        } else {
+            "waiting for NetworkNamespace"
+        },
     ));
     if stage == DemoStage::MachineFailed {
-        kc_conditions.push(condition("MachinesHealthy", false, "MachineProvisioningFailed", "DataVolume import failed"));
+        kc_conditions.push(condition(
+            "MachinesHealthy",
+            false,
+            "MachineProvisioningFailed",
+            "DataVolume import failed",
+        ));
     }
     let kc_status = json!({
         "phase": kc_phase,
@@ -313,7 +376,7 @@ fn tenant(out: &mut Vec<Value>, spec: &FleetSpec, i: usize, stage: DemoStage, rn
         "v1alpha1",
         json!({"name": cluster_id, "namespace": ns, "labels": {"vitistack.io/clusterid": cluster_id}}),
         json!({"data": {"clusterUid": format!("00000000-0000-4000-8000-{:012}", i), "clusterId": cluster_id,
-                        "provider": "talos", "environment": if i % 2 == 0 { "dev" } else { "prod" },
+                        "provider": "talos", "environment": if i.is_multiple_of(2) { "dev" } else { "prod" },
                         "datacenter": "test-south-az1", "region": "south", "zone": "az1",
                         "project": format!("project-{}", i % 6), "workspace": format!("workspace-{}", i % 6),
                         "workorder": format!("wo-{i:05}"), "networkNamespaceName": nn_name},
@@ -329,26 +392,42 @@ fn tenant(out: &mut Vec<Value>, spec: &FleetSpec, i: usize, stage: DemoStage, rn
         return;
     }
     // Machines and their NetworkConfigurations
-    let mut machines: Vec<(String, &str, Option<&str>, &str)> =
-        cp_names.iter().map(|n| (n.clone(), "control-plane", None, cp_class)).collect();
+    let mut machines: Vec<(String, &str, Option<&str>, &str)> = cp_names
+        .iter()
+        .map(|n| (n.clone(), "control-plane", None, cp_class))
+        .collect();
     let mut w = 0;
     for (pool, class, replicas) in &pools {
         for _ in 0..*replicas {
-            machines.push((format!("{cluster_id}-wrk{w}"), "worker", Some(*pool), *class));
+            machines.push((
+                format!("{cluster_id}-wrk{w}"),
+                "worker",
+                Some(*pool),
+                *class,
+            ));
             w += 1;
         }
     }
     let mut cp_ips = Vec::new();
     for (k, (name, role, pool, class)) in machines.iter().enumerate() {
-        let mac = format!("02:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", (i >> 8) & 0xff, i & 0xff, k, rng.below(256), rng.below(256));
+        let mac = format!(
+            "02:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
+            (i >> 8) & 0xff,
+            i & 0xff,
+            k,
+            rng.below(256),
+            rng.below(256)
+        );
         let ip = net(k);
         if *role == "control-plane" {
             cp_ips.push(ip.clone());
         }
         let has_ip = stage.at_least(DemoStage::MachinesProvisioning);
         let failed = stage == DemoStage::MachineFailed && k == machines.len() - 1;
-        let running = stage.at_least(DemoStage::VipPending) || (stage == DemoStage::MachineFailed && !failed);
-        let mut labels = json!({"vitistack.io/clusterid": cluster_id, "vitistack.io/node-role": role});
+        let running =
+            stage.at_least(DemoStage::VipPending) || (stage == DemoStage::MachineFailed && !failed);
+        let mut labels =
+            json!({"vitistack.io/clusterid": cluster_id, "vitistack.io/node-role": role});
         let mut annotations = json!({"vitistack.io/kubevirt-config": "kubevirt-provider"});
         if provider == "proxmox" {
             annotations = json!({});
@@ -395,12 +474,16 @@ fn tenant(out: &mut Vec<Value>, spec: &FleetSpec, i: usize, stage: DemoStage, rn
             } else {
                 iface["dhcpReserved"] = json!(true);
             }
-            Some(json!({"phase": "Ready", "status": "Success", "message": "All 1 interfaces allocated",
+            Some(
+                json!({"phase": "Ready", "status": "Success", "message": "All 1 interfaces allocated",
                         "networkInterfaces": [iface.clone()],
-                        "conditions": [condition("Ready", true, "Configured", "interfaces configured")]}))
+                        "conditions": [condition("Ready", true, "Configured", "interfaces configured")]}),
+            )
         } else {
-            Some(json!({"phase": "Reconciling", "status": "InProgress", "message": "waiting for a DHCP lease",
-                        "conditions": [condition("Ready", false, "Reconciling", "waiting for a DHCP lease")]}))
+            Some(
+                json!({"phase": "Reconciling", "status": "InProgress", "message": "waiting for a DHCP lease",
+                        "conditions": [condition("Ready", false, "Reconciling", "waiting for a DHCP lease")]}),
+            )
         };
         let short: String = name.chars().take(32).collect();
         out.push(obj(
@@ -435,7 +518,7 @@ fn tenant(out: &mut Vec<Value>, spec: &FleetSpec, i: usize, stage: DemoStage, rn
                "poolMembers": cp_ips}),
         Some(vip_status),
     ));
-    if stage == DemoStage::Ready && i % 4 == 0 {
+    if stage == DemoStage::Ready && i.is_multiple_of(4) {
         out.push(obj(
             "EtcdBackup",
             "v1alpha1",
@@ -454,12 +537,22 @@ fn tenant(out: &mut Vec<Value>, spec: &FleetSpec, i: usize, stage: DemoStage, rn
     }
 }
 
-fn kc_state(cluster_id: &str, cp_names: &[String], cp_class: &str, replicas: usize, stage: DemoStage) -> Value {
+fn kc_state(
+    cluster_id: &str,
+    cp_names: &[String],
+    cp_class: &str,
+    replicas: usize,
+    stage: DemoStage,
+) -> Value {
     let res = || {
         let u = json!({"capacity": "0", "used": "0", "percentage": 0});
         json!({"cpu": u, "memory": u, "gpu": u, "disk": u})
     };
-    let cp_status = if stage == DemoStage::Ready { "Running" } else { "Pending" };
+    let cp_status = if stage == DemoStage::Ready {
+        "Running"
+    } else {
+        "Pending"
+    };
     json!({
         "cluster": {"externalId": cluster_id, "resources": res(), "price": {"monthly": 0, "yearly": 0},
                     "controlplane": {"status": cp_status, "message": "", "scale": replicas, "machineClass": cp_class,
@@ -483,15 +576,30 @@ mod tests {
             let mut v = r.to_value();
             let s = schema_for(r.kind(), r.version()).expect("schema");
             let result = s.validate(&mut v);
-            assert!(result.errors.is_empty(), "{} {}: {:?}", r.kind(), r.name(), result.errors);
-            assert!(result.unknown_fields.is_empty(), "{} {}: {:?}", r.kind(), r.name(), result.unknown_fields);
+            assert!(
+                result.errors.is_empty(),
+                "{} {}: {:?}",
+                r.kind(),
+                r.name(),
+                result.errors
+            );
+            assert!(
+                result.unknown_fields.is_empty(),
+                "{} {}: {:?}",
+                r.kind(),
+                r.name(),
+                result.unknown_fields
+            );
         }
     }
 
     #[test]
     fn the_large_fleet_has_twenty_machines_per_cluster() {
         let objects = fleet(&FleetSpec::large(50));
-        let clusters = objects.iter().filter(|r| r.kind() == Kind::KubernetesCluster).count();
+        let clusters = objects
+            .iter()
+            .filter(|r| r.kind() == Kind::KubernetesCluster)
+            .count();
         assert_eq!(clusters, 50);
         let machines = objects.iter().filter(|r| r.kind() == Kind::Machine).count();
         assert_eq!(machines, 50 * 20);

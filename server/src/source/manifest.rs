@@ -32,7 +32,11 @@ impl fmt::Display for ManifestError {
         if let Some(o) = &self.object {
             write!(f, " ({o})")?;
         }
-        if self.path.is_empty() { write!(f, ": {}", self.reason) } else { write!(f, ": {}: {}", self.path, self.reason) }
+        if self.path.is_empty() {
+            write!(f, ": {}", self.reason)
+        } else {
+            write!(f, ": {}: {}", self.path, self.reason)
+        }
     }
 }
 
@@ -49,7 +53,11 @@ pub struct ManifestNote {
 
 impl fmt::Display for ManifestNote {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} document {}: {}", self.file, self.document, self.message)
+        write!(
+            f,
+            "{} document {}: {}",
+            self.file, self.document, self.message
+        )
     }
 }
 
@@ -75,12 +83,21 @@ impl FileReport {
 
 /// Parse and validate manifest text. `file` only names it in messages.
 pub fn parse_str(file: &str, text: &str) -> FileReport {
-    let mut report = FileReport { file: file.to_string(), ..Default::default() };
+    let mut report = FileReport {
+        file: file.to_string(),
+        ..Default::default()
+    };
     for (index, doc) in serde_yaml::Deserializer::from_str(text).enumerate() {
         let value = match serde_yaml::Value::deserialize(doc) {
             Ok(v) => v,
             Err(e) => {
-                report.errors.push(doc_error(file, index, None, "", format!("not valid YAML: {e}")));
+                report.errors.push(doc_error(
+                    file,
+                    index,
+                    None,
+                    "",
+                    format!("not valid YAML: {e}"),
+                ));
                 break;
             }
         };
@@ -89,7 +106,13 @@ pub fn parse_str(file: &str, text: &str) -> FileReport {
         }
         match serde_json::to_value(&value) {
             Ok(json) => read_document(&mut report, index, json),
-            Err(e) => report.errors.push(doc_error(file, index, None, "", format!("cannot be read as JSON: {e}"))),
+            Err(e) => report.errors.push(doc_error(
+                file,
+                index,
+                None,
+                "",
+                format!("cannot be read as JSON: {e}"),
+            )),
         }
     }
     if !report.errors.is_empty() {
@@ -105,7 +128,13 @@ pub fn parse_file(path: &Path) -> FileReport {
         Ok(text) => parse_str(&name, &text),
         Err(e) => FileReport {
             file: name.clone(),
-            errors: vec![doc_error(&name, 0, None, "", format!("cannot read the file: {e}"))],
+            errors: vec![doc_error(
+                &name,
+                0,
+                None,
+                "",
+                format!("cannot read the file: {e}"),
+            )],
             ..Default::default()
         },
     }
@@ -116,7 +145,9 @@ pub fn expand_paths(paths: &[PathBuf]) -> std::io::Result<Vec<PathBuf>> {
     let mut out = Vec::new();
     for p in paths {
         if p.is_dir() {
-            let mut entries: Vec<PathBuf> = std::fs::read_dir(p)?.filter_map(|e| e.ok().map(|e| e.path())).collect();
+            let mut entries: Vec<PathBuf> = std::fs::read_dir(p)?
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .collect();
             entries.sort();
             let (dirs, files): (Vec<_>, Vec<_>) = entries.into_iter().partition(|e| e.is_dir());
             out.extend(files.into_iter().filter(|f| is_manifest(f)));
@@ -124,14 +155,20 @@ pub fn expand_paths(paths: &[PathBuf]) -> std::io::Result<Vec<PathBuf>> {
         } else if p.exists() {
             out.push(p.clone());
         } else {
-            return Err(std::io::Error::new(std::io::ErrorKind::NotFound, format!("{} does not exist", p.display())));
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                format!("{} does not exist", p.display()),
+            ));
         }
     }
     Ok(out)
 }
 
 fn is_manifest(p: &Path) -> bool {
-    matches!(p.extension().and_then(|e| e.to_str()), Some("yaml" | "yml" | "json"))
+    matches!(
+        p.extension().and_then(|e| e.to_str()),
+        Some("yaml" | "yml" | "json")
+    )
 }
 
 fn read_document(report: &mut FileReport, index: usize, mut json: Value) {
@@ -151,19 +188,39 @@ fn read_document(report: &mut FileReport, index: usize, mut json: Value) {
         ));
         return;
     };
-    let api_version = map.get("apiVersion").and_then(Value::as_str).unwrap_or_default().to_string();
-    let kind_name = map.get("kind").and_then(Value::as_str).unwrap_or_default().to_string();
+    let api_version = map
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
+    let kind_name = map
+        .get("kind")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
     for (field, v) in [("apiVersion", &api_version), ("kind", &kind_name)] {
         if v.is_empty() {
-            report.errors.push(doc_error(&file, index, None, field, "Required value".into()));
+            report.errors.push(doc_error(
+                &file,
+                index,
+                None,
+                field,
+                "Required value".into(),
+            ));
         }
     }
     if api_version.is_empty() || kind_name.is_empty() {
         return;
     }
-    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version.as_str()));
+    let (group, version) = api_version
+        .rsplit_once('/')
+        .unwrap_or(("", api_version.as_str()));
     if group != GROUP {
-        let what = if kind_name == "Secret" { "Secret (its contents are never read)" } else { kind_name.as_str() };
+        let what = if kind_name == "Secret" {
+            "Secret (its contents are never read)"
+        } else {
+            kind_name.as_str()
+        };
         report.notes.push(ManifestNote {
             file,
             document: index,
@@ -183,25 +240,38 @@ fn read_document(report: &mut FileReport, index: usize, mut json: Value) {
             index,
             None,
             "kind",
-            format!("Unsupported value: \"{kind_name}\"{hint}: {GROUP} serves {}", known.join(", ")),
+            format!(
+                "Unsupported value: \"{kind_name}\"{hint}: {GROUP} serves {}",
+                known.join(", ")
+            ),
         ));
         return;
     };
     let schema = match schema_for(kind, version) {
         Ok(s) => s,
         Err(e) => {
-            report.errors.push(doc_error(&file, index, None, "apiVersion", e));
+            report
+                .errors
+                .push(doc_error(&file, index, None, "apiVersion", e));
             return;
         }
     };
     let meta_errors = check_metadata(kind, &mut json, &mut report.notes, &file, index);
     let object = describe(kind, &json);
     for (path, reason) in meta_errors {
-        report.errors.push(doc_error(&file, index, Some(object.clone()), &path, reason));
+        report
+            .errors
+            .push(doc_error(&file, index, Some(object.clone()), &path, reason));
     }
     let validation = schema.validate(&mut json);
     for e in validation.errors {
-        report.errors.push(doc_error(&file, index, Some(object.clone()), &e.path, e.reason));
+        report.errors.push(doc_error(
+            &file,
+            index,
+            Some(object.clone()),
+            &e.path,
+            e.reason,
+        ));
     }
     if !validation.unknown_fields.is_empty() {
         report.notes.push(ManifestNote {
@@ -225,7 +295,13 @@ fn read_document(report: &mut FileReport, index: usize, mut json: Value) {
     }
     match Resource::from_value(kind, version, json) {
         Ok(r) => report.objects.push(r),
-        Err(e) => report.errors.push(doc_error(&file, index, Some(object), "", format!("cannot be decoded: {e}"))),
+        Err(e) => report.errors.push(doc_error(
+            &file,
+            index,
+            Some(object),
+            "",
+            format!("cannot be decoded: {e}"),
+        )),
     }
 }
 
@@ -238,17 +314,27 @@ fn check_metadata(
     index: usize,
 ) -> Vec<(String, String)> {
     let mut errors = Vec::new();
-    let Some(obj) = json.as_object_mut() else { return errors };
-    let meta = obj.entry("metadata").or_insert_with(|| Value::Object(Default::default()));
+    let Some(obj) = json.as_object_mut() else {
+        return errors;
+    };
+    let meta = obj
+        .entry("metadata")
+        .or_insert_with(|| Value::Object(Default::default()));
     let Some(meta) = meta.as_object_mut() else {
         errors.push(("metadata".into(), "Invalid value: must be an object".into()));
         return errors;
     };
     match meta.get("name").and_then(Value::as_str) {
-        None | Some("") => errors.push(("metadata.name".into(), "Required value: name is required".into())),
+        None | Some("") => errors.push((
+            "metadata.name".into(),
+            "Required value: name is required".into(),
+        )),
         Some(name) => {
             if let Some(reason) = dns_subdomain_problem(name) {
-                errors.push(("metadata.name".into(), format!("Invalid value: \"{name}\": {reason}")));
+                errors.push((
+                    "metadata.name".into(),
+                    format!("Invalid value: \"{name}\": {reason}"),
+                ));
             }
         }
     }
@@ -259,7 +345,10 @@ fn check_metadata(
             }
             Some(ns) => {
                 if let Some(reason) = dns_label_problem(ns) {
-                    errors.push(("metadata.namespace".into(), format!("Invalid value: \"{ns}\": {reason}")));
+                    errors.push((
+                        "metadata.namespace".into(),
+                        format!("Invalid value: \"{ns}\": {reason}"),
+                    ));
                 }
             }
         }
@@ -267,14 +356,23 @@ fn check_metadata(
         notes.push(ManifestNote {
             file: file.to_string(),
             document: index,
-            message: format!("{} is cluster-scoped: metadata.namespace {ns} ignored", kind.name()),
+            message: format!(
+                "{} is cluster-scoped: metadata.namespace {ns} ignored",
+                kind.name()
+            ),
         });
     }
-    for (field, v) in [("labels", meta.get("labels")), ("annotations", meta.get("annotations"))] {
+    for (field, v) in [
+        ("labels", meta.get("labels")),
+        ("annotations", meta.get("annotations")),
+    ] {
         if let Some(Value::Object(m)) = v {
             for (k, val) in m {
                 if !val.is_string() {
-                    errors.push((format!("metadata.{field}.{k}"), "Invalid value: must be a string".into()));
+                    errors.push((
+                        format!("metadata.{field}.{k}"),
+                        "Invalid value: must be a string".into(),
+                    ));
                 }
             }
         }
@@ -292,7 +390,9 @@ fn dns_subdomain_problem(name: &str) -> Option<&'static str> {
     }
     let ok = name.split('.').all(|part| {
         !part.is_empty()
-            && part.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+            && part
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
             && !part.starts_with('-')
             && !part.ends_with('-')
     });
@@ -311,15 +411,33 @@ fn dns_label_problem(name: &str) -> Option<&'static str> {
 
 fn describe(kind: Kind, json: &Value) -> String {
     let meta = json.get("metadata");
-    let name = meta.and_then(|m| m.get("name")).and_then(Value::as_str).unwrap_or("<unnamed>");
-    match meta.and_then(|m| m.get("namespace")).and_then(Value::as_str) {
+    let name = meta
+        .and_then(|m| m.get("name"))
+        .and_then(Value::as_str)
+        .unwrap_or("<unnamed>");
+    match meta
+        .and_then(|m| m.get("namespace"))
+        .and_then(Value::as_str)
+    {
         Some(ns) if kind.namespaced() => format!("{} {ns}/{name}", kind.name()),
         _ => format!("{} {name}", kind.name()),
     }
 }
 
-fn doc_error(file: &str, document: usize, object: Option<String>, path: &str, reason: String) -> ManifestError {
-    ManifestError { file: file.to_string(), document, object, path: path.to_string(), reason }
+fn doc_error(
+    file: &str,
+    document: usize,
+    object: Option<String>,
+    path: &str,
+    reason: String,
+) -> ManifestError {
+    ManifestError {
+        file: file.to_string(),
+        document,
+        object,
+        path: path.to_string(),
+        reason,
+    }
 }
 
 #[cfg(test)]
@@ -333,21 +451,40 @@ mod tests {
         assert!(r.objects.is_empty());
         assert_eq!(r.errors.len(), 1);
         let e = &r.errors[0];
-        assert_eq!((e.document, e.path.as_str(), e.reason.as_str()), (1, "spec.provider", "Required value"));
-        assert_eq!(e.to_string(), "two.yaml document 1 (Machine default/bad): spec.provider: Required value");
+        assert_eq!(
+            (e.document, e.path.as_str(), e.reason.as_str()),
+            (1, "spec.provider", "Required value")
+        );
+        assert_eq!(
+            e.to_string(),
+            "two.yaml document 1 (Machine default/bad): spec.provider: Required value"
+        );
     }
 
     #[test]
     fn names_and_kinds_are_checked() {
-        let r = parse_str("n.yaml", "apiVersion: vitistack.io/v1alpha1\nkind: Datacenter\nmetadata: {name: x}\n");
-        assert!(r.errors[0].reason.contains("renamed Vitistack"), "{}", r.errors[0]);
-        let r = parse_str("n.yaml", "apiVersion: vitistack.io/v1alpha1\nkind: KubevirtConfig\nmetadata: {name: Bad_Name}\nspec: {name: a, secretNamespace: b, kubeconfigSecretRef: c}\n");
+        let r = parse_str(
+            "n.yaml",
+            "apiVersion: vitistack.io/v1alpha1\nkind: Datacenter\nmetadata: {name: x}\n",
+        );
+        assert!(
+            r.errors[0].reason.contains("renamed Vitistack"),
+            "{}",
+            r.errors[0]
+        );
+        let r = parse_str(
+            "n.yaml",
+            "apiVersion: vitistack.io/v1alpha1\nkind: KubevirtConfig\nmetadata: {name: Bad_Name}\nspec: {name: a, secretNamespace: b, kubeconfigSecretRef: c}\n",
+        );
         assert_eq!(r.errors[0].path, "metadata.name");
     }
 
     #[test]
     fn core_kinds_are_skipped_not_refused() {
-        let r = parse_str("cm.yaml", "apiVersion: v1\nkind: Secret\nmetadata: {name: s}\ndata: {token: c2VjcmV0}\n");
+        let r = parse_str(
+            "cm.yaml",
+            "apiVersion: v1\nkind: Secret\nmetadata: {name: s}\ndata: {token: c2VjcmV0}\n",
+        );
         assert!(r.accepted() && r.objects.is_empty());
         assert!(r.notes[0].message.contains("never read"));
     }

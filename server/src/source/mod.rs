@@ -56,5 +56,7 @@ pub fn import_paths(store: &Store, paths: &[PathBuf]) -> std::io::Result<ImportS
 
 /// Load the generated demo fleet into the store.
 pub fn load_demo(store: &Store, spec: &demo::FleetSpec) -> usize {
-    store.apply(demo::fleet(spec).into_iter().map(Op::Upsert).collect()).len()
+    store
+        .apply(demo::fleet(spec).into_iter().map(Op::Upsert).collect())
+        .len()
 }

@@ -1,7 +1,9 @@
 //! Secondary indexes: one per relationship in the domain (labels, name references, spec references).
 //! Each object yields the index entries it belongs to; the store keeps them in step on every write.
 
-use crate::model::{ANNOTATION_KUBEVIRT_CONFIG, Kind, LABEL_CLUSTER_ID, LABEL_SOURCE_MACHINE, Resource};
+use crate::model::{
+    ANNOTATION_KUBEVIRT_CONFIG, Kind, LABEL_CLUSTER_ID, LABEL_SOURCE_MACHINE, Resource,
+};
 
 /// The relationships the store indexes. Values are `namespace/value` for namespaced kinds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -67,7 +69,14 @@ pub fn index_entries(r: &Resource) -> Vec<(Idx, String)> {
     let mut out = Vec::new();
     let mut add = |idx: Idx, value: &str, namespaced: bool| {
         if !value.is_empty() {
-            out.push((idx, if namespaced { scoped(ns, value) } else { value.to_string() }));
+            out.push((
+                idx,
+                if namespaced {
+                    scoped(ns, value)
+                } else {
+                    value.to_string()
+                },
+            ));
         }
     };
     match r {
@@ -78,7 +87,12 @@ pub fn index_entries(r: &Resource) -> Vec<(Idx, String)> {
             if let Some(c) = &m.spec.machine_class {
                 add(Idx::MachineByClass, c, false);
             }
-            if let Some(nn) = m.spec.network.as_ref().and_then(|n| n.network_namespace_name.as_deref()) {
+            if let Some(nn) = m
+                .spec
+                .network
+                .as_ref()
+                .and_then(|n| n.network_namespace_name.as_deref())
+            {
                 add(Idx::MachineByNetworkNamespace, nn, true);
             }
             add(Idx::MachineByProvider, &m.spec.provider, false);
@@ -88,10 +102,21 @@ pub fn index_entries(r: &Resource) -> Vec<(Idx, String)> {
         }
         Resource::KubernetesCluster(kc) => {
             add(Idx::ClusterById, &kc.spec.data.cluster_id, true);
-            add(Idx::ClusterByNetworkNamespace, &kc.spec.data.network_namespace_name, true);
+            add(
+                Idx::ClusterByNetworkNamespace,
+                &kc.spec.data.network_namespace_name,
+                true,
+            );
             add(Idx::ClusterByProvider, &kc.spec.data.provider, false);
             let mut classes = vec![kc.spec.topology.controlplane.machine_class.clone()];
-            classes.extend(kc.spec.topology.workers.node_pools.iter().map(|p| p.machine_class.clone()));
+            classes.extend(
+                kc.spec
+                    .topology
+                    .workers
+                    .node_pools
+                    .iter()
+                    .map(|p| p.machine_class.clone()),
+            );
             classes.sort();
             classes.dedup();
             for c in classes {
@@ -111,11 +136,23 @@ pub fn index_entries(r: &Resource) -> Vec<(Idx, String)> {
         }
         Resource::ControlPlaneVirtualSharedIp(v) => {
             add(Idx::VipByCluster, &v.spec.cluster_identifier, true);
-            add(Idx::VipByNetworkNamespace, &v.spec.network_namespace_identifier, true);
+            add(
+                Idx::VipByNetworkNamespace,
+                &v.spec.network_namespace_identifier,
+                true,
+            );
         }
         Resource::IpAllocation(a) => {
-            add(Idx::AllocationByConfig, &a.spec.network_configuration_name, true);
-            add(Idx::AllocationByNetworkNamespace, &a.spec.network_namespace_name, true);
+            add(
+                Idx::AllocationByConfig,
+                &a.spec.network_configuration_name,
+                true,
+            );
+            add(
+                Idx::AllocationByNetworkNamespace,
+                &a.spec.network_namespace_name,
+                true,
+            );
         }
         Resource::EtcdBackup(b) => add(Idx::BackupByCluster, &b.spec.cluster_name, true),
         Resource::ClusterStorage(s) => {

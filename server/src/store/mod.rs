@@ -29,7 +29,11 @@ pub struct Key {
 impl Key {
     /// Build a key.
     pub fn new(kind: Kind, namespace: &str, name: &str) -> Self {
-        Key { kind, namespace: namespace.to_string(), name: name.to_string() }
+        Key {
+            kind,
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+        }
     }
 
     /// The key of an object.
@@ -74,6 +78,7 @@ pub struct Change {
 
 /// A write to the store.
 #[derive(Clone, Debug)]
+#[allow(clippy::large_enum_variant)]
 pub enum Op {
     /// Create or replace an object.
     Upsert(Resource),
@@ -114,14 +119,24 @@ impl Snapshot {
     /// Every object of a kind, ordered by namespace then name.
     pub fn list(&self, kind: Kind) -> impl Iterator<Item = &Arc<Resource>> + '_ {
         let start = Key::new(kind, "", "");
-        self.objects.range(start..).take_while(move |(k, _)| k.kind == kind).map(|(_, v)| v)
+        self.objects
+            .range(start..)
+            .take_while(move |(k, _)| k.kind == kind)
+            .map(|(_, v)| v)
     }
 
     /// Every object of a kind in one namespace, ordered by name.
-    pub fn list_in(&self, kind: Kind, namespace: &str) -> impl Iterator<Item = &Arc<Resource>> + '_ {
+    pub fn list_in(
+        &self,
+        kind: Kind,
+        namespace: &str,
+    ) -> impl Iterator<Item = &Arc<Resource>> + '_ {
         let start = Key::new(kind, namespace, "");
         let ns = namespace.to_string();
-        self.objects.range(start..).take_while(move |(k, _)| k.kind == kind && k.namespace == ns).map(|(_, v)| v)
+        self.objects
+            .range(start..)
+            .take_while(move |(k, _)| k.kind == kind && k.namespace == ns)
+            .map(|(_, v)| v)
     }
 
     /// Number of objects of a kind.
@@ -197,7 +212,11 @@ impl Store {
     /// An empty store.
     pub fn new() -> Self {
         let (changes, _) = broadcast::channel(CHANGE_BUFFER);
-        Store { current: ArcSwap::from_pointee(Snapshot::default()), writer: Mutex::new(()), changes }
+        Store {
+            current: ArcSwap::from_pointee(Snapshot::default()),
+            writer: Mutex::new(()),
+            changes,
+        }
     }
 
     /// The current snapshot; it never changes under the caller.
@@ -234,11 +253,22 @@ impl Store {
                     snap.reindex(&key, &r);
                     let object = Arc::new(r);
                     snap.objects.insert(key, object.clone());
-                    let change = if previous.is_some() { ChangeType::Modified } else { ChangeType::Added };
-                    out.push(Arc::new(Change { seq: snap.seq, change, object, previous }));
+                    let change = if previous.is_some() {
+                        ChangeType::Modified
+                    } else {
+                        ChangeType::Added
+                    };
+                    out.push(Arc::new(Change {
+                        seq: snap.seq,
+                        change,
+                        object,
+                        previous,
+                    }));
                 }
                 Op::Delete(key) => {
-                    let Some(prev) = snap.objects.remove(&key) else { continue };
+                    let Some(prev) = snap.objects.remove(&key) else {
+                        continue;
+                    };
                     snap.seq += 1;
                     snap.unindex(&key, &prev);
                     out.push(Arc::new(Change {
@@ -284,9 +314,16 @@ fn stamp(r: &mut Resource, previous: Option<&Resource>, seq: u64) {
     if let Some(p) = previous {
         let pm = p.meta();
         meta.uid = meta.uid.take().or_else(|| pm.uid.clone());
-        meta.creation_timestamp = meta.creation_timestamp.take().or_else(|| pm.creation_timestamp.clone());
+        meta.creation_timestamp = meta
+            .creation_timestamp
+            .take()
+            .or_else(|| pm.creation_timestamp.clone());
         let gen_before = pm.generation.unwrap_or(1);
-        meta.generation = Some(if spec_changed { gen_before + 1 } else { gen_before });
+        meta.generation = Some(if spec_changed {
+            gen_before + 1
+        } else {
+            gen_before
+        });
     } else {
         meta.generation = Some(meta.generation.unwrap_or(1));
     }

@@ -5,8 +5,18 @@ fn machine(ns: &str, name: &str, cluster: &str, class: &str) -> Resource {
     let mut m = Machine::default();
     m.metadata.name = Some(name.into());
     m.metadata.namespace = Some(ns.into());
-    m.metadata.labels = Some([(crate::model::LABEL_CLUSTER_ID.to_string(), cluster.to_string())].into());
-    m.spec = MachineSpec { provider: "kubevirt".into(), machine_class: Some(class.into()), ..Default::default() };
+    m.metadata.labels = Some(
+        [(
+            crate::model::LABEL_CLUSTER_ID.to_string(),
+            cluster.to_string(),
+        )]
+        .into(),
+    );
+    m.spec = MachineSpec {
+        provider: "kubevirt".into(),
+        machine_class: Some(class.into()),
+        ..Default::default()
+    };
     Resource::Machine(m)
 }
 
@@ -14,10 +24,19 @@ fn machine(ns: &str, name: &str, cluster: &str, class: &str) -> Resource {
 fn writes_get_sequence_numbers_and_reach_the_change_stream_in_order() {
     let store = Store::new();
     let mut rx = store.subscribe();
-    let changes = store.apply(vec![Op::Upsert(machine("t", "a-ctp0", "a", "small")), Op::Upsert(machine("t", "a-wrk0", "a", "small"))]);
-    assert_eq!(changes.iter().map(|c| c.seq).collect::<Vec<_>>(), vec![1, 2]);
+    let changes = store.apply(vec![
+        Op::Upsert(machine("t", "a-ctp0", "a", "small")),
+        Op::Upsert(machine("t", "a-wrk0", "a", "small")),
+    ]);
+    assert_eq!(
+        changes.iter().map(|c| c.seq).collect::<Vec<_>>(),
+        vec![1, 2]
+    );
     let first = rx.try_recv().expect("first change");
-    assert_eq!((first.seq, first.change, first.object.name()), (1, ChangeType::Added, "a-ctp0"));
+    assert_eq!(
+        (first.seq, first.change, first.object.name()),
+        (1, ChangeType::Added, "a-ctp0")
+    );
     assert_eq!(rx.try_recv().expect("second").seq, 2);
     assert_eq!(store.snapshot().seq(), 2);
 }
@@ -26,27 +45,55 @@ fn writes_get_sequence_numbers_and_reach_the_change_stream_in_order() {
 fn unchanged_upserts_produce_no_change() {
     let store = Store::new();
     store.apply(vec![Op::Upsert(machine("t", "m", "a", "small"))]);
-    assert!(store.apply(vec![Op::Upsert(machine("t", "m", "a", "small"))]).is_empty());
+    assert!(
+        store
+            .apply(vec![Op::Upsert(machine("t", "m", "a", "small"))])
+            .is_empty()
+    );
     assert_eq!(store.snapshot().seq(), 1);
 }
 
 #[test]
 fn indexes_follow_label_changes_and_deletions() {
     let store = Store::new();
-    store.apply(vec![Op::Upsert(machine("t", "m1", "a", "small")), Op::Upsert(machine("t", "m2", "a", "large"))]);
+    store.apply(vec![
+        Op::Upsert(machine("t", "m1", "a", "small")),
+        Op::Upsert(machine("t", "m2", "a", "large")),
+    ]);
     let snap = store.snapshot();
     assert_eq!(snap.lookup(Idx::MachineByCluster, "t/a").count(), 2);
     // Relabel m2 into cluster b: the old snapshot is untouched, the new one moved it.
     let c = store.apply(vec![Op::Upsert(machine("t", "m2", "b", "large"))]);
     assert_eq!(c[0].change, ChangeType::Modified);
-    assert_eq!(snap.lookup(Idx::MachineByCluster, "t/a").count(), 2, "old snapshot must not change");
+    assert_eq!(
+        snap.lookup(Idx::MachineByCluster, "t/a").count(),
+        2,
+        "old snapshot must not change"
+    );
     let now = store.snapshot();
-    assert_eq!(now.lookup(Idx::MachineByCluster, "t/a").map(|m| m.name()).collect::<Vec<_>>(), vec!["m1"]);
+    assert_eq!(
+        now.lookup(Idx::MachineByCluster, "t/a")
+            .map(|m| m.name())
+            .collect::<Vec<_>>(),
+        vec!["m1"]
+    );
     assert_eq!(now.lookup(Idx::MachineByCluster, "t/b").count(), 1);
     let d = store.apply(vec![Op::Delete(Key::new(Kind::Machine, "t", "m1"))]);
     assert_eq!(d[0].change, ChangeType::Deleted);
-    assert_eq!(store.snapshot().lookup(Idx::MachineByCluster, "t/a").count(), 0);
-    assert_eq!(store.snapshot().lookup(Idx::MachineByClass, "small").count(), 0);
+    assert_eq!(
+        store
+            .snapshot()
+            .lookup(Idx::MachineByCluster, "t/a")
+            .count(),
+        0
+    );
+    assert_eq!(
+        store
+            .snapshot()
+            .lookup(Idx::MachineByClass, "small")
+            .count(),
+        0
+    );
 }
 
 #[test]
@@ -58,6 +105,10 @@ fn server_fields_are_stamped_and_uid_survives_updates() {
     assert_eq!(a[0].object.meta().resource_version.as_deref(), Some("1"));
     let b = store.apply(vec![Op::Upsert(machine("t", "m", "a", "large"))]);
     assert_eq!(b[0].object.uid(), uid);
-    assert_eq!(b[0].object.meta().generation, Some(2), "a spec change bumps generation");
+    assert_eq!(
+        b[0].object.meta().generation,
+        Some(2),
+        "a spec change bumps generation"
+    );
     assert!(store.snapshot().by_uid(&uid).is_some());
 }

@@ -67,10 +67,16 @@ pub async fn spawn(args: &[&str]) -> TestApp {
     let mut argv = vec!["test", "--log-json", "false"];
     argv.extend_from_slice(args);
     let cfg = Args::try_parse_from(argv).expect("args").cfg;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
     let running = vitistack::app::start(&cfg, listener).await.expect("start");
     let base = format!("http://{}", running.addr);
-    TestApp { base, client: reqwest::Client::new(), running }
+    TestApp {
+        base,
+        client: reqwest::Client::new(),
+        running,
+    }
 }
 
 /// A server with the demo fleet and every upstream fixture.

@@ -4,7 +4,8 @@ use serde_json::{Value, json};
 
 use super::{spawn, spawn_full};
 
-const READY_CLUSTER: &str = r#"{ clusters(first: 1, filter: {phase: ["Ready"]}) { nodes { name namespace clusterId } } }"#;
+const READY_CLUSTER: &str =
+    r#"{ clusters(first: 1, filter: {phase: ["Ready"]}) { nodes { name namespace clusterId } } }"#;
 
 async fn a_ready_cluster(app: &super::TestApp) -> (String, String, String) {
     let d = app.data(READY_CLUSTER, json!({})).await;
@@ -39,20 +40,60 @@ async fn cluster_relationships_resolve_both_ways() {
     let total = c["machines"]["totalCount"].as_i64().expect("count");
     assert_eq!(total, c["desiredMachines"].as_i64().expect("desired"));
     assert_eq!(c["cp"]["totalCount"], c["controlPlane"]["replicas"]);
-    assert!(c["cp"]["nodes"].as_array().expect("cp").iter().all(|m| m["role"] == "CONTROL_PLANE"));
-    let wp = c["nodePools"].as_array().expect("pools").iter().find(|p| p["name"] == "wp").expect("wp").clone();
+    assert!(
+        c["cp"]["nodes"]
+            .as_array()
+            .expect("cp")
+            .iter()
+            .all(|m| m["role"] == "CONTROL_PLANE")
+    );
+    let wp = c["nodePools"]
+        .as_array()
+        .expect("pools")
+        .iter()
+        .find(|p| p["name"] == "wp")
+        .expect("wp")
+        .clone();
     assert_eq!(c["wp"]["totalCount"], wp["replicas"]);
-    assert!(wp["machines"].as_array().expect("m").iter().all(|m| m["nodePool"] == "wp"));
+    assert!(
+        wp["machines"]
+            .as_array()
+            .expect("m")
+            .iter()
+            .all(|m| m["nodePool"] == "wp")
+    );
     for m in c["machines"]["nodes"].as_array().expect("machines") {
-        assert_eq!(m["cluster"]["name"], name.as_str(), "machine.cluster points back");
-        assert_eq!(m["networkConfiguration"]["machine"]["name"], m["name"], "NC ↔ Machine by name");
-        assert!(!m["networkConfiguration"]["interfaces"][0]["ipv4Addresses"].as_array().expect("ips").is_empty());
+        assert_eq!(
+            m["cluster"]["name"],
+            name.as_str(),
+            "machine.cluster points back"
+        );
+        assert_eq!(
+            m["networkConfiguration"]["machine"]["name"], m["name"],
+            "NC ↔ Machine by name"
+        );
+        assert!(
+            !m["networkConfiguration"]["interfaces"][0]["ipv4Addresses"]
+                .as_array()
+                .expect("ips")
+                .is_empty()
+        );
         assert!(m["machineClass"]["cpu"]["vcpus"].as_i64().expect("vcpus") >= 1);
     }
     let nn = &c["networkNamespace"];
     assert_eq!(nn["ready"], true);
-    assert!(nn["clusters"].as_array().expect("clusters").iter().any(|x| x["name"] == name.as_str()));
-    assert_eq!(nn["allocatedIps"].as_array().expect("ips").len() as i64, total, "one IP per machine");
+    assert!(
+        nn["clusters"]
+            .as_array()
+            .expect("clusters")
+            .iter()
+            .any(|x| x["name"] == name.as_str())
+    );
+    assert_eq!(
+        nn["allocatedIps"].as_array().expect("ips").len() as i64,
+        total,
+        "one IP per machine"
+    );
     let vip = &c["controlPlaneVip"];
     assert_eq!(vip["cluster"]["name"], name.as_str());
     assert_eq!(vip["loadBalancerIps"].as_array().expect("vip").len(), 1);
@@ -71,47 +112,116 @@ async fn datacenter_resolves_declared_providers() {
     let dc = &d["datacenter"];
     assert_eq!(dc["name"], "vitistack");
     assert_eq!(d["vitistackName"], "vitistack");
-    let kv = dc["machineProviders"].as_array().expect("mps").iter().find(|p| p["name"] == "kubevirt-provider").expect("kubevirt").clone();
+    let kv = dc["machineProviders"]
+        .as_array()
+        .expect("mps")
+        .iter()
+        .find(|p| p["name"] == "kubevirt-provider")
+        .expect("kubevirt")
+        .clone();
     assert_eq!(kv["provider"]["providerType"], "kubevirt");
-    assert!(kv["provider"]["machines"]["totalCount"].as_i64().expect("n") > 0);
-    assert!(dc["kubernetesProviders"][0]["provider"]["clusters"]["totalCount"].as_i64().expect("n") > 0);
+    assert!(
+        kv["provider"]["machines"]["totalCount"]
+            .as_i64()
+            .expect("n")
+            > 0
+    );
+    assert!(
+        dc["kubernetesProviders"][0]["provider"]["clusters"]["totalCount"]
+            .as_i64()
+            .expect("n")
+            > 0
+    );
 }
 
 #[tokio::test]
 async fn filters_select_by_namespace_phase_labels_and_search() {
     let app = spawn_full().await;
     let q = r#"query($f: Filter) { machines(filter: $f, first: 500) { totalCount nodes { namespace phase role labels { key value } name } } }"#;
-    let all = app.data(q, json!({"f": null})).await["machines"]["totalCount"].as_i64().expect("n");
+    let all = app.data(q, json!({"f": null})).await["machines"]["totalCount"]
+        .as_i64()
+        .expect("n");
     let by_ns = app.data(q, json!({"f": {"namespace": "team-3"}})).await;
-    assert!(by_ns["machines"]["nodes"].as_array().expect("n").iter().all(|m| m["namespace"] == "team-3"));
+    assert!(
+        by_ns["machines"]["nodes"]
+            .as_array()
+            .expect("n")
+            .iter()
+            .all(|m| m["namespace"] == "team-3")
+    );
     let failed = app.data(q, json!({"f": {"phase": ["failed"]}})).await;
     let failed_n = failed["machines"]["totalCount"].as_i64().expect("n");
     assert!(failed_n >= 1 && failed_n < all);
-    assert!(failed["machines"]["nodes"].as_array().expect("n").iter().all(|m| m["phase"] == "Failed"));
-    let workers = app.data(q, json!({"f": {"labelSelector": "vitistack.io/node-role in (worker)"}})).await;
-    assert!(workers["machines"]["nodes"].as_array().expect("n").iter().all(|m| m["role"] == "WORKER"));
+    assert!(
+        failed["machines"]["nodes"]
+            .as_array()
+            .expect("n")
+            .iter()
+            .all(|m| m["phase"] == "Failed")
+    );
+    let workers = app
+        .data(
+            q,
+            json!({"f": {"labelSelector": "vitistack.io/node-role in (worker)"}}),
+        )
+        .await;
+    assert!(
+        workers["machines"]["nodes"]
+            .as_array()
+            .expect("n")
+            .iter()
+            .all(|m| m["role"] == "WORKER")
+    );
     let cps = app.data(q, json!({"f": {"labelSelector": "vitistack.io/node-role!=worker,vitistack.io/clusterid"}})).await;
-    let labelled = app.data(q, json!({"f": {"labelSelector": "vitistack.io/clusterid"}})).await;
-    let unlabelled = app.data(q, json!({"f": {"labelSelector": "!vitistack.io/clusterid"}})).await;
-    assert!(unlabelled["machines"]["totalCount"].as_i64().expect("u") > 0, "upstream example Machines have no cluster label");
+    let labelled = app
+        .data(q, json!({"f": {"labelSelector": "vitistack.io/clusterid"}}))
+        .await;
+    let unlabelled = app
+        .data(
+            q,
+            json!({"f": {"labelSelector": "!vitistack.io/clusterid"}}),
+        )
+        .await;
+    assert!(
+        unlabelled["machines"]["totalCount"].as_i64().expect("u") > 0,
+        "upstream example Machines have no cluster label"
+    );
     assert_eq!(
-        workers["machines"]["totalCount"].as_i64().expect("w") + cps["machines"]["totalCount"].as_i64().expect("c"),
+        workers["machines"]["totalCount"].as_i64().expect("w")
+            + cps["machines"]["totalCount"].as_i64().expect("c"),
         labelled["machines"]["totalCount"].as_i64().expect("l"),
         "workers + control planes = every cluster machine"
     );
     assert_eq!(
-        labelled["machines"]["totalCount"].as_i64().expect("l") + unlabelled["machines"]["totalCount"].as_i64().expect("u"),
+        labelled["machines"]["totalCount"].as_i64().expect("l")
+            + unlabelled["machines"]["totalCount"].as_i64().expect("u"),
         all
     );
     let search = app.data(q, json!({"f": {"search": "DEMO-001"}})).await;
-    assert!(search["machines"]["nodes"].as_array().expect("n").iter().all(|m| m["name"].as_str().expect("s").contains("demo-001")));
-    let bad = app.error(q, json!({"f": {"labelSelector": "role in worker"}})).await;
+    assert!(
+        search["machines"]["nodes"]
+            .as_array()
+            .expect("n")
+            .iter()
+            .all(|m| m["name"].as_str().expect("s").contains("demo-001"))
+    );
+    let bad = app
+        .error(q, json!({"f": {"labelSelector": "role in worker"}}))
+        .await;
     assert_eq!(bad["extensions"]["code"], "BAD_LABEL_SELECTOR");
-    assert!(bad["message"].as_str().expect("m").contains("value set"), "{bad}");
+    assert!(
+        bad["message"].as_str().expect("m").contains("value set"),
+        "{bad}"
+    );
 }
 
 fn names(v: &Value) -> Vec<String> {
-    v["edges"].as_array().expect("edges").iter().map(|e| e["node"]["name"].as_str().expect("name").to_string()).collect()
+    v["edges"]
+        .as_array()
+        .expect("edges")
+        .iter()
+        .map(|e| e["node"]["name"].as_str().expect("name").to_string())
+        .collect()
 }
 
 #[tokio::test]
@@ -119,7 +229,10 @@ async fn pagination_walks_every_page_without_gaps_or_duplicates() {
     let app = spawn_full().await;
     let q = r#"query($after: String, $sort: Sort) { machines(first: 7, after: $after, sort: $sort) {
         totalCount pageInfo { hasNextPage hasPreviousPage endCursor startCursor } edges { cursor node { name createdAt } } } }"#;
-    for sort in [json!({"field": "NAME", "direction": "ASC"}), json!({"field": "NAME", "direction": "DESC"})] {
+    for sort in [
+        json!({"field": "NAME", "direction": "ASC"}),
+        json!({"field": "NAME", "direction": "DESC"}),
+    ] {
         let (mut after, mut seen, mut pages) = (Value::Null, Vec::<String>::new(), 0);
         let total = loop {
             let d = app.data(q, json!({"after": after, "sort": sort})).await;
@@ -156,35 +269,79 @@ async fn pagination_edges_and_errors() {
     assert!(d["machines"]["pageInfo"]["endCursor"].is_null());
     // `last` returns the final page.
     let d = app.data(r#"{ machineClasses(last: 2) { pageInfo { hasNextPage hasPreviousPage } edges { node { name } } } }"#, json!({})).await;
-    assert_eq!(names(&d["machineClasses"]), vec!["small".to_string(), "xlarge".to_string()]);
+    assert_eq!(
+        names(&d["machineClasses"]),
+        vec!["small".to_string(), "xlarge".to_string()]
+    );
     assert_eq!(d["machineClasses"]["pageInfo"]["hasNextPage"], false);
     assert_eq!(d["machineClasses"]["pageInfo"]["hasPreviousPage"], true);
     // Above the maximum page size: the limit and its value are in the message.
-    let e = app.error("{ machines(first: 100000) { totalCount } }", json!({})).await;
+    let e = app
+        .error("{ machines(first: 100000) { totalCount } }", json!({}))
+        .await;
     assert_eq!(e["extensions"]["code"], "PAGE_SIZE_LIMIT");
-    assert!(e["message"].as_str().expect("m").contains("100000") && e["message"].as_str().expect("m").contains("500"), "{e}");
-    let e = app.error("{ machines(first: -1) { totalCount } }", json!({})).await;
+    assert!(
+        e["message"].as_str().expect("m").contains("100000")
+            && e["message"].as_str().expect("m").contains("500"),
+        "{e}"
+    );
+    let e = app
+        .error("{ machines(first: -1) { totalCount } }", json!({}))
+        .await;
     assert_eq!(e["extensions"]["code"], "BAD_PAGE_SIZE");
     // A cursor that is not ours, and one made for another sort order.
-    let e = app.error(r#"{ machines(after: "bm9wZQ") { totalCount } }"#, json!({})).await;
+    let e = app
+        .error(r#"{ machines(after: "bm9wZQ") { totalCount } }"#, json!({}))
+        .await;
     assert_eq!(e["extensions"]["code"], "BAD_CURSOR");
     assert!(e["message"].as_str().expect("m").contains("after"), "{e}");
-    let d = app.data(r#"{ machines(first: 1, sort: {field: CREATED}) { pageInfo { endCursor } } }"#, json!({})).await;
+    let d = app
+        .data(
+            r#"{ machines(first: 1, sort: {field: CREATED}) { pageInfo { endCursor } } }"#,
+            json!({}),
+        )
+        .await;
     let cursor = d["machines"]["pageInfo"]["endCursor"].clone();
-    let e = app.error("query($c: String) { machines(after: $c) { totalCount } }", json!({"c": cursor})).await;
-    assert!(e["message"].as_str().expect("m").contains("sorting by created"), "{e}");
+    let e = app
+        .error(
+            "query($c: String) { machines(after: $c) { totalCount } }",
+            json!({"c": cursor}),
+        )
+        .await;
+    assert!(
+        e["message"]
+            .as_str()
+            .expect("m")
+            .contains("sorting by created"),
+        "{e}"
+    );
 }
 
 #[tokio::test]
 async fn sorting_by_phase_and_namespace() {
     let app = spawn_full().await;
-    let d = app.data(r#"{ clusters(first: 500, sort: {field: PHASE, direction: ASC}) { nodes { phase } } }"#, json!({})).await;
-    let phases: Vec<String> = d["clusters"]["nodes"].as_array().expect("n").iter().map(|c| c["phase"].as_str().unwrap_or("").to_string()).collect();
+    let d = app
+        .data(
+            r#"{ clusters(first: 500, sort: {field: PHASE, direction: ASC}) { nodes { phase } } }"#,
+            json!({}),
+        )
+        .await;
+    let phases: Vec<String> = d["clusters"]["nodes"]
+        .as_array()
+        .expect("n")
+        .iter()
+        .map(|c| c["phase"].as_str().unwrap_or("").to_string())
+        .collect();
     let mut sorted = phases.clone();
     sorted.sort();
     assert_eq!(phases, sorted);
     let d = app.data(r#"{ networkNamespaces(first: 500, sort: {field: NAMESPACE, direction: DESC}) { nodes { namespace } } }"#, json!({})).await;
-    let ns: Vec<String> = d["networkNamespaces"]["nodes"].as_array().expect("n").iter().map(|c| c["namespace"].as_str().unwrap_or("").to_string()).collect();
+    let ns: Vec<String> = d["networkNamespaces"]["nodes"]
+        .as_array()
+        .expect("n")
+        .iter()
+        .map(|c| c["namespace"].as_str().unwrap_or("").to_string())
+        .collect();
     let mut sorted = ns.clone();
     sorted.sort();
     sorted.reverse();
@@ -195,16 +352,34 @@ async fn sorting_by_phase_and_namespace() {
 async fn global_ids_round_trip_and_bad_ids_are_refused() {
     let app = spawn_full().await;
     let d = app.data("{ machines(first: 2) { nodes { id name } } machineClasses(first: 1) { nodes { id name } } }", json!({})).await;
-    let ids: Vec<Value> = d["machines"]["nodes"].as_array().expect("m").iter().chain(d["machineClasses"]["nodes"].as_array().expect("c")).map(|n| n["id"].clone()).collect();
-    let r = app.data("query($ids: [ID!]!) { nodes(ids: $ids) { id name kind } }", json!({"ids": ids})).await;
+    let ids: Vec<Value> = d["machines"]["nodes"]
+        .as_array()
+        .expect("m")
+        .iter()
+        .chain(d["machineClasses"]["nodes"].as_array().expect("c"))
+        .map(|n| n["id"].clone())
+        .collect();
+    let r = app
+        .data(
+            "query($ids: [ID!]!) { nodes(ids: $ids) { id name kind } }",
+            json!({"ids": ids}),
+        )
+        .await;
     let got = r["nodes"].as_array().expect("nodes");
     assert_eq!(got.len(), 3);
     assert_eq!(got[0]["name"], d["machines"]["nodes"][0]["name"]);
     assert_eq!(got[0]["kind"], "Machine");
     assert_eq!(got[2]["kind"], "MachineClass");
-    let one = app.data("query($id: ID!) { node(id: $id) { ... on Machine { name provider } } }", json!({"id": ids[0]})).await;
+    let one = app
+        .data(
+            "query($id: ID!) { node(id: $id) { ... on Machine { name provider } } }",
+            json!({"id": ids[0]}),
+        )
+        .await;
     assert_eq!(one["node"]["name"], d["machines"]["nodes"][0]["name"]);
-    let e = app.error(r#"{ node(id: "not-an-id!") { id } }"#, json!({})).await;
+    let e = app
+        .error(r#"{ node(id: "not-an-id!") { id } }"#, json!({}))
+        .await;
     assert_eq!(e["extensions"]["code"], "BAD_ID");
 }
 
@@ -218,12 +393,28 @@ async fn credentials_never_leave_the_server() {
     )
     .expect("write");
     let app = spawn(&[dir.to_str().expect("path")]).await;
-    let body = app.query("{ proxmoxConfigs { nodes { hasToken endpoint raw annotations { value } } } }", json!({})).await;
+    let body = app
+        .query(
+            "{ proxmoxConfigs { nodes { hasToken endpoint raw annotations { value } } } }",
+            json!({}),
+        )
+        .await;
     let text = body.to_string();
     assert!(!text.contains("s3cr3t"), "{text}");
     assert_eq!(body["data"]["proxmoxConfigs"]["nodes"][0]["hasToken"], true);
-    assert_eq!(body["data"]["proxmoxConfigs"]["nodes"][0]["endpoint"], "https://pve.example");
-    let metrics = app.client.get(format!("{}/metrics", app.base)).send().await.expect("m").text().await.expect("t");
+    assert_eq!(
+        body["data"]["proxmoxConfigs"]["nodes"][0]["endpoint"],
+        "https://pve.example"
+    );
+    let metrics = app
+        .client
+        .get(format!("{}/metrics", app.base))
+        .send()
+        .await
+        .expect("m")
+        .text()
+        .await
+        .expect("t");
     assert!(!metrics.contains("s3cr3t"));
     let _ = std::fs::remove_dir_all(dir);
 }
@@ -243,18 +434,36 @@ async fn summaries_count_what_the_lists_hold() {
         .await;
     let i = &d["infrastructure"];
     assert_eq!(i["machines"]["total"], d["machines"]["totalCount"]);
-    let by_phase: i64 = i["machines"]["byPhase"].as_array().expect("p").iter().map(|c| c["count"].as_i64().expect("c")).sum();
+    let by_phase: i64 = i["machines"]["byPhase"]
+        .as_array()
+        .expect("p")
+        .iter()
+        .map(|c| c["count"].as_i64().expect("c"))
+        .sum();
     assert_eq!(by_phase, i["machines"]["total"].as_i64().expect("t"));
-    assert!(i["machines"]["vcpus"].as_i64().expect("v") > 0 && i["machines"]["memoryBytes"].as_i64().expect("m") > 0);
-    assert_eq!(i["networks"]["configurations"], d["networkConfigurations"]["totalCount"]);
+    assert!(
+        i["machines"]["vcpus"].as_i64().expect("v") > 0
+            && i["machines"]["memoryBytes"].as_i64().expect("m") > 0
+    );
+    assert_eq!(
+        i["networks"]["configurations"],
+        d["networkConfigurations"]["totalCount"]
+    );
     assert!(i["networks"]["failedNamespaces"].as_i64().expect("f") >= 1);
     let s = &d["clusterSummary"];
     assert_eq!(s["total"], d["clusters"]["totalCount"]);
     assert_eq!(
-        s["ready"].as_i64().expect("r") + s["failed"].as_i64().expect("f") + s["inProgress"].as_i64().expect("p"),
+        s["ready"].as_i64().expect("r")
+            + s["failed"].as_i64().expect("f")
+            + s["inProgress"].as_i64().expect("p"),
         s["total"].as_i64().expect("t")
     );
-    let stages: i64 = s["byStage"].as_array().expect("s").iter().map(|c| c["count"].as_i64().expect("c")).sum();
+    let stages: i64 = s["byStage"]
+        .as_array()
+        .expect("s")
+        .iter()
+        .map(|c| c["count"].as_i64().expect("c"))
+        .sum();
     assert_eq!(stages, s["total"].as_i64().expect("t"));
 }
 
@@ -269,15 +478,23 @@ async fn health_ready_metrics_and_graphiql() {
     assert_eq!(r.status(), 200);
     app.data("{ sequence }", json!({})).await;
     let m = get("/metrics").await.expect("m").text().await.expect("t");
-    assert!(m.contains("vitistack_store_objects{kind=\"Machine\"}"), "{m}");
-    assert!(m.contains("vitistack_graphql_requests_total{outcome=\"ok\"}"), "{m}");
+    assert!(
+        m.contains("vitistack_store_objects{kind=\"Machine\"}"),
+        "{m}"
+    );
+    assert!(
+        m.contains("vitistack_graphql_requests_total{outcome=\"ok\"}"),
+        "{m}"
+    );
     let g = get("/graphql").await.expect("g").text().await.expect("t");
     assert!(g.to_lowercase().contains("graphiql"));
 }
 
 #[test]
 fn committed_schema_matches_the_code() {
-    let committed = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../schema.graphql")).expect("schema.graphql");
+    let committed =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../schema.graphql"))
+            .expect("schema.graphql");
     assert!(
         committed == vitistack::graphql::sdl(),
         "schema.graphql is out of date: run `cargo run -p vitistack-server -- schema > schema.graphql`"

@@ -4,8 +4,8 @@
 use async_graphql::{Context, Enum, SimpleObject};
 
 use super::{
-    Conn, MachineClassObj, MachineObj, NetworkConfigurationObj, NetworkNamespaceObj, Node, NodeRole, VipObj, connection,
-    many, node_type, one, snap, to_node,
+    Conn, MachineClassObj, MachineObj, NetworkConfigurationObj, NetworkNamespaceObj, Node,
+    NodeRole, VipObj, connection, many, node_type, one, snap, to_node,
 };
 use crate::domain::pipeline::{self, Stage, StepState};
 use crate::graphql::paging::{Filter, PageArgs, Sort};
@@ -40,7 +40,14 @@ pub struct ControlPlane {
 impl ControlPlane {
     /// The MachineClass.
     async fn machine_class(&self, ctx: &Context<'_>) -> Option<MachineClassObj> {
-        one(snap(ctx).get(crate::model::Kind::MachineClass, "", &self.machine_class_name), MachineClassObj::new)
+        one(
+            snap(ctx).get(
+                crate::model::Kind::MachineClass,
+                "",
+                &self.machine_class_name,
+            ),
+            MachineClassObj::new,
+        )
     }
 }
 
@@ -79,7 +86,14 @@ pub struct NodePool {
 impl NodePool {
     /// The MachineClass.
     async fn machine_class(&self, ctx: &Context<'_>) -> Option<MachineClassObj> {
-        one(snap(ctx).get(crate::model::Kind::MachineClass, "", &self.machine_class_name), MachineClassObj::new)
+        one(
+            snap(ctx).get(
+                crate::model::Kind::MachineClass,
+                "",
+                &self.machine_class_name,
+            ),
+            MachineClassObj::new,
+        )
     }
 
     /// Machines of this pool (annotation `vitistack.io/nodepool`).
@@ -94,13 +108,22 @@ impl NodePool {
     async fn ready_replicas(&self, ctx: &Context<'_>) -> usize {
         cluster_machines(ctx, &self.cluster)
             .iter()
-            .filter(|m| m.0.annotation(ANNOTATION_NODE_POOL) == Some(self.name.as_str()) && m.0.phase() == Some("Running"))
+            .filter(|m| {
+                m.0.annotation(ANNOTATION_NODE_POOL) == Some(self.name.as_str())
+                    && m.0.phase() == Some("Running")
+            })
             .count()
     }
 }
 
 fn cluster_machines(ctx: &Context<'_>, c: &ClusterObj) -> Vec<MachineObj> {
-    many(snap(ctx).lookup(Idx::MachineByCluster, &scoped(c.0.namespace(), &c.kc().spec.data.cluster_id)), MachineObj::new)
+    many(
+        snap(ctx).lookup(
+            Idx::MachineByCluster,
+            &scoped(c.0.namespace(), &c.kc().spec.data.cluster_id),
+        ),
+        MachineObj::new,
+    )
 }
 
 /// An API endpoint of the cluster.
@@ -226,7 +249,13 @@ pub fn diagnose(snapshot: &crate::store::Snapshot, c: &ClusterObj) -> Diagnosis 
         ready: p.ready(),
         stage: p.stage.into(),
         failed: p.failed(),
-        summary: p.summary(&c.0.meta().namespace.as_deref().map(|ns| format!("KubernetesCluster {ns}/{}", c.0.name())).unwrap_or_default()),
+        summary: p.summary(
+            &c.0.meta()
+                .namespace
+                .as_deref()
+                .map(|ns| format!("KubernetesCluster {ns}/{}", c.0.name()))
+                .unwrap_or_default(),
+        ),
         blockers: p
             .blockers
             .into_iter()

@@ -2,11 +2,14 @@
 
 use async_graphql::{Context, SimpleObject};
 
-use super::{ClusterObj, Conn, NetworkConfigurationObj, NetworkNamespaceObj, connection, many, node_type, one, snap};
+use super::{
+    ClusterObj, Conn, NetworkConfigurationObj, NetworkNamespaceObj, connection, many, node_type,
+    one, snap,
+};
 use crate::graphql::paging::{Filter, PageArgs, Sort};
 use crate::model::{
-    ANNOTATION_KUBEVIRT_CONFIG, ANNOTATION_NODE_POOL, Kind, LABEL_CLUSTER_ID, LABEL_NODE_ROLE, Machine, MachineClass,
-    MachineProvider, Resource,
+    ANNOTATION_KUBEVIRT_CONFIG, ANNOTATION_NODE_POOL, Kind, LABEL_CLUSTER_ID, LABEL_NODE_ROLE,
+    Machine, MachineClass, MachineProvider, Resource,
 };
 use crate::store::{Idx, scoped};
 
@@ -26,7 +29,12 @@ pub struct CpuTopology {
 impl CpuTopology {
     fn new(cores: i64, sockets: i64, threads: i64) -> Self {
         let (cores, sockets, threads) = (cores.max(1), sockets.max(1), threads.max(1));
-        CpuTopology { cores, sockets, threads, vcpus: cores * sockets * threads }
+        CpuTopology {
+            cores,
+            sockets,
+            threads,
+            vcpus: cores * sockets * threads,
+        }
     }
 }
 
@@ -117,13 +125,31 @@ impl MachineObj {
         let m = self.m();
         let class_cpu = class.map(|c| &c.spec.cpu);
         let cpu = m.spec.cpu.as_ref();
-        let cores = cpu.and_then(|c| c.cores).or(class_cpu.map(|c| c.cores)).unwrap_or(1);
-        let sockets = cpu.and_then(|c| c.sockets).or(class_cpu.and_then(|c| c.sockets)).unwrap_or(1);
-        let threads = cpu.and_then(|c| c.threads_per_core).or(class_cpu.and_then(|c| c.threads)).unwrap_or(1);
+        let cores = cpu
+            .and_then(|c| c.cores)
+            .or(class_cpu.map(|c| c.cores))
+            .unwrap_or(1);
+        let sockets = cpu
+            .and_then(|c| c.sockets)
+            .or(class_cpu.and_then(|c| c.sockets))
+            .unwrap_or(1);
+        let threads = cpu
+            .and_then(|c| c.threads_per_core)
+            .or(class_cpu.and_then(|c| c.threads))
+            .unwrap_or(1);
         MachineResources {
             vcpus: CpuTopology::new(cores, sockets, threads).vcpus,
-            memory_bytes: m.spec.memory.or_else(|| class.and_then(|c| c.spec.memory.quantity.bytes())),
-            disk_gb: m.spec.disks.iter().flatten().filter_map(|d| d.size_gb).sum(),
+            memory_bytes: m
+                .spec
+                .memory
+                .or_else(|| class.and_then(|c| c.spec.memory.quantity.bytes())),
+            disk_gb: m
+                .spec
+                .disks
+                .iter()
+                .flatten()
+                .filter_map(|d| d.size_gb)
+                .sum(),
         }
     }
 

@@ -5,7 +5,6 @@ use async_graphql::{Context, SimpleObject};
 use super::{KubernetesProviderObj, MachineProviderObj, node_type, one, snap};
 use crate::model::{Kind, Resource, Vitistack};
 
-
 /// A MachineProvider the Vitistack declares in its spec (by name).
 #[derive(SimpleObject, Clone)]
 pub struct MachineProviderRef {

@@ -45,10 +45,15 @@ pub fn connection<T: async_graphql::OutputType>(
     page: PageArgs,
     wrap: impl Fn(Arc<Resource>) -> Option<T>,
 ) -> async_graphql::Result<Conn<T>> {
-    let max = ctx.data_opt::<Limits>().map(|l| l.max_page_size).unwrap_or(500);
+    let max = ctx
+        .data_opt::<Limits>()
+        .map(|l| l.max_page_size)
+        .unwrap_or(500);
     paging::apply_filter(&mut items, filter)?;
     items.retain(|r| wrap(r.clone()).is_some());
-    paging::paginate(items, sort, page, max, |r| wrap(r).expect("kind checked above"))
+    paging::paginate(items, sort, page, max, |r| {
+        wrap(r).expect("kind checked above")
+    })
 }
 
 /// Opaque global id of an object: base64url of `["Kind","namespace","name"]`.
@@ -59,12 +64,16 @@ pub fn global_id(r: &Resource) -> async_graphql::ID {
 
 /// Decode a global id into a key, or say why it is not one.
 pub fn decode_id(id: &str) -> Result<Key, String> {
-    let bytes = URL_SAFE_NO_PAD.decode(id).map_err(|_| format!("`{id}` is not a global id of this server"))?;
-    let parts: Vec<String> =
-        serde_json::from_slice(&bytes).map_err(|_| format!("`{id}` is not a global id of this server"))?;
+    let bytes = URL_SAFE_NO_PAD
+        .decode(id)
+        .map_err(|_| format!("`{id}` is not a global id of this server"))?;
+    let parts: Vec<String> = serde_json::from_slice(&bytes)
+        .map_err(|_| format!("`{id}` is not a global id of this server"))?;
     match parts.as_slice() {
         [kind, ns, name] => {
-            let kind: Kind = kind.parse().map_err(|_| format!("`{id}` names an unknown kind"))?;
+            let kind: Kind = kind
+                .parse()
+                .map_err(|_| format!("`{id}` names an unknown kind"))?;
             Ok(Key::new(kind, ns, name))
         }
         _ => Err(format!("`{id}` is not a global id of this server")),
@@ -110,7 +119,15 @@ impl From<&Condition> for ConditionGql {
 }
 
 fn pairs(map: Option<&std::collections::BTreeMap<String, String>>) -> Vec<KeyValue> {
-    map.map(|m| m.iter().map(|(k, v)| KeyValue { key: k.clone(), value: v.clone() }).collect()).unwrap_or_default()
+    map.map(|m| {
+        m.iter()
+            .map(|(k, v)| KeyValue {
+                key: k.clone(),
+                value: v.clone(),
+            })
+            .collect()
+    })
+    .unwrap_or_default()
 }
 
 /// Wrap any object in its GraphQL type.
@@ -137,11 +154,19 @@ pub fn to_node(r: Arc<Resource>) -> Node {
 /// Any object with a global id.
 #[derive(Interface)]
 #[graphql(
-    field(name = "id", ty = "async_graphql::ID", desc = "Opaque global id; pass it to `node`."),
+    field(
+        name = "id",
+        ty = "async_graphql::ID",
+        desc = "Opaque global id; pass it to `node`."
+    ),
     field(name = "name", ty = "String", desc = "`metadata.name`."),
     field(name = "kind", ty = "String", desc = "The Kubernetes kind.")
 )]
-#[allow(missing_docs, clippy::large_enum_variant)]
+#[allow(
+    missing_docs,
+    clippy::large_enum_variant,
+    clippy::duplicated_attributes
+)]
 pub enum Node {
     Machine(MachineObj),
     MachineClass(MachineClassObj),
@@ -253,7 +278,10 @@ pub fn one<T>(r: Option<&Arc<Resource>>, wrap: impl Fn(Arc<Resource>) -> Option<
 }
 
 /// Resolve a relationship to a list.
-pub fn many<'a, T>(items: impl Iterator<Item = &'a Arc<Resource>>, wrap: impl Fn(Arc<Resource>) -> Option<T>) -> Vec<T> {
+pub fn many<'a, T>(
+    items: impl Iterator<Item = &'a Arc<Resource>>,
+    wrap: impl Fn(Arc<Resource>) -> Option<T>,
+) -> Vec<T> {
     items.cloned().filter_map(wrap).collect()
 }
 

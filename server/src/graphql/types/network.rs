@@ -40,7 +40,11 @@ pub struct AllocatedIp {
 }
 
 impl NetworkNamespaceObj {
-    fn status_field<T>(&self, v1: impl Fn(&crate::model::NetworkNamespaceStatus) -> Option<T>, v2: impl Fn(&crate::model::NetworkNamespaceV2Status) -> Option<T>) -> Option<T> {
+    fn status_field<T>(
+        &self,
+        v1: impl Fn(&crate::model::NetworkNamespaceStatus) -> Option<T>,
+        v2: impl Fn(&crate::model::NetworkNamespaceV2Status) -> Option<T>,
+    ) -> Option<T> {
         match &*self.0 {
             Resource::NetworkNamespace(n) => n.status.as_ref().and_then(v1),
             Resource::NetworkNamespaceV2(n) => n.status.as_ref().and_then(v2),
@@ -158,7 +162,13 @@ node_type! {
 }
 
 fn status_ipv4(c: &NetworkConfiguration) -> Vec<String> {
-    c.status.as_ref().and_then(|s| s.network_interfaces.as_ref()).into_iter().flatten().flat_map(|i| i.ipv4_addresses.clone().unwrap_or_default()).collect()
+    c.status
+        .as_ref()
+        .and_then(|s| s.network_interfaces.as_ref())
+        .into_iter()
+        .flatten()
+        .flat_map(|i| i.ipv4_addresses.clone().unwrap_or_default())
+        .collect()
 }
 
 /// A NIC's IP request and result.

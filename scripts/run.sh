@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Build and start vitistack on the embedded default (no cluster) with the generated demo fleet.
+# Extra arguments go to `vitistack serve` (e.g. manifest files or directories to load).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/tmp/vitistack-target}"
+command -v cargo >/dev/null || { echo "cargo is required (https://rustup.rs)"; exit 1; }
+cargo build --release --locked -p vitistack-server
+export PORT="${PORT:-9991}" DEVELOPMENT="${DEVELOPMENT:-true}" LOG_JSON_LOGGING="${LOG_JSON_LOGGING:-false}"
+echo "vitistack: open http://localhost:${PORT}/graphql"
+exec "$CARGO_TARGET_DIR/release/vitistack" serve --demo "$@"

@@ -22,5 +22,6 @@ for _ in $(seq 1 100); do curl -sf "http://127.0.0.1:$PORT/ready" >/dev/null && 
 curl -sf "http://127.0.0.1:$PORT/ready"; echo
 echo "RSS after load: $(grep VmRSS /proc/$PID/status)"
 curl -s "http://127.0.0.1:$PORT/graphql" -H 'content-type: application/json' -d "$BODY" | python3 -c 'import json,sys; d=json.load(sys.stdin); print("clusters in page:", len(d["data"]["clusters"]["nodes"]), "machines in page:", sum(c["machines"]["totalCount"] for c in d["data"]["clusters"]["nodes"]), "of", d["data"]["clusters"]["totalCount"], "clusters")'
-wrk -t2 -c"$CONNS" -d"${DURATION}s" --latency -s "$LUA" "http://127.0.0.1:$PORT/graphql"
+THREADS=$(( CONNS < 2 ? CONNS : 2 ))
+wrk -t"$THREADS" -c"$CONNS" -d"${DURATION}s" --latency -s "$LUA" "http://127.0.0.1:$PORT/graphql"
 echo "RSS after run: $(grep -E 'VmRSS|VmHWM' /proc/$PID/status | tr '\n' ' ')"

@@ -477,3 +477,146 @@ fn done(mut steps: Vec<Step>, blockers: Vec<Blocker>) -> Pipeline {
         blockers,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Kind, Resource};
+    use crate::source::{demo::FleetSpec, load_demo};
+    use crate::store::{Op, Store};
+
+    /// A store with the demo fleet and one Ready cluster to break.
+    fn ready_cluster() -> (Store, Arc<Resource>) {
+        let store = Store::new();
+        load_demo(&store, &FleetSpec::demo());
+        let kc = store
+            .snapshot()
+            .list(Kind::KubernetesCluster)
+            .find(|c| c.phase() == Some("Ready"))
+            .cloned()
+            .expect("a Ready cluster");
+        (store, kc)
+    }
+
+    fn eval(store: &Store, kc: &Resource) -> Pipeline {
+        let snap = store.snapshot();
+        let Some(Resource::KubernetesCluster(k)) = snap.get_key(&Key::of(kc)).map(|r| r.as_ref())
+        else {
+            panic!("cluster gone")
+        };
+        evaluate(&snap, k)
+    }
+
+    fn edit(store: &Store, key: &Key, f: impl FnOnce(&mut Resource)) {
+        let mut r = store
+            .snapshot()
+            .get_key(key)
+            .map(|r| (**r).clone())
+            .expect("object");
+        f(&mut r);
+        store.apply(vec![Op::Upsert(r)]);
+    }
+
+    #[test]
+    fn a_ready_cluster_has_every_step_done() {
+        let (store, kc) = ready_cluster();
+        let p = eval(&store, &kc);
+        assert!(p.ready());
+        assert!(p.steps.iter().all(|s| s.state == StepState::Done));
+        assert_eq!(p.steps.len(), Stage::ALL.len());
+    }
+
+    #[test]
+    fn a_vip_that_is_ready_without_an_address_still_blocks() {
+        let (store, kc) = ready_cluster();
+        let Resource::KubernetesCluster(k) = kc.as_ref() else {
+            unreachable!()
+        };
+        let vip = Key::new(
+            Kind::ControlPlaneVirtualSharedIp,
+            kc.namespace(),
+            &k.spec.data.cluster_id,
+        );
+        edit(&store, &vip, |r| {
+            if let Resource::ControlPlaneVirtualSharedIp(v) = r {
+                v.status.as_mut().expect("status").load_balancer_ips = Some(vec![]);
+            }
+        });
+        let p = eval(&store, &kc);
+        assert_eq!(p.stage, Stage::VipReady);
+        assert!(
+            p.blockers[0]
+                .reason
+                .ends_with("is Ready but has no loadBalancerIps"),
+            "{}",
+            p.blockers[0].reason
+        );
+    }
+
+    #[test]
+    fn a_deleted_network_configuration_is_named() {
+        let (store, kc) = ready_cluster();
+        let Resource::KubernetesCluster(k) = kc.as_ref() else {
+            unreachable!()
+        };
+        let machine = store
+            .snapshot()
+            .lookup(
+                Idx::MachineByCluster,
+                &scoped(kc.namespace(), &k.spec.data.cluster_id),
+            )
+            .next()
+            .cloned()
+            .expect("machine");
+        store.apply(vec![Op::Delete(Key::new(
+            Kind::NetworkConfiguration,
+            machine.namespace(),
+            machine.name(),
+        ))]);
+        let p = eval(&store, &kc);
+        assert_eq!(p.stage, Stage::IpsAllocated);
+        assert!(p.blockers[0].object.is_none());
+        assert!(
+            p.blockers[0].reason.contains("does not exist"),
+            "{}",
+            p.blockers[0].reason
+        );
+    }
+
+    #[test]
+    fn a_failed_cluster_phase_is_terminal() {
+        let (store, kc) = ready_cluster();
+        edit(&store, &Key::of(&kc), |r| {
+            if let Resource::KubernetesCluster(k) = r {
+                k.status.as_mut().expect("status").phase = crate::model::ClusterPhase::Failed;
+            }
+        });
+        let p = eval(&store, &kc);
+        assert_eq!(p.stage, Stage::Talos);
+        assert!(p.failed());
+        assert_eq!(
+            p.steps
+                .iter()
+                .find(|s| s.stage == Stage::Talos)
+                .map(|s| s.state),
+            Some(StepState::Failed)
+        );
+    }
+
+    #[test]
+    fn scaling_up_blocks_on_missing_machines() {
+        let (store, kc) = ready_cluster();
+        edit(&store, &Key::of(&kc), |r| {
+            if let Resource::KubernetesCluster(k) = r {
+                k.spec.topology.workers.node_pools[0].replicas += 2;
+            }
+        });
+        let p = eval(&store, &kc);
+        assert_eq!(p.stage, Stage::MachinesCreated);
+        assert!(
+            p.blockers[0].reason.contains("has not created 2 yet"),
+            "{}",
+            p.blockers[0].reason
+        );
+    }
+}

@@ -82,11 +82,14 @@ pub struct PageArgs {
     pub last: Option<i32>,
 }
 
-/// A cursor: the position of an item in one sort order. Opaque to clients (base64url of JSON).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Cursor {
-    field: String,
-    key: SortKey,
+/// A cursor: the position of an item in one sort order. Opaque to clients (base64url of JSON
+/// `["c1", field, sort value, namespace, name]`). Edges hold the item and encode only when asked.
+#[derive(Clone, Debug)]
+pub enum Cursor {
+    /// A cursor for an item of a page (encoded lazily).
+    Item(SortField, Arc<Resource>),
+    /// A cursor decoded from a client.
+    Decoded { field: String, key: SortKey },
 }
 
 /// (sort value, namespace, name).
@@ -102,7 +105,7 @@ impl CursorType for Cursor {
         let parts: Vec<String> = serde_json::from_slice(&bytes)
             .map_err(|_| "not a cursor of this server".to_string())?;
         match parts.as_slice() {
-            [v, field, value, ns, name] if v == "c1" => Ok(Cursor {
+            [v, field, value, ns, name] if v == "c1" => Ok(Cursor::Decoded {
                 field: field.clone(),
                 key: (value.clone(), ns.clone(), name.clone()),
             }),
@@ -111,7 +114,17 @@ impl CursorType for Cursor {
     }
 
     fn encode_cursor(&self) -> String {
-        let parts = ["c1", &self.field, &self.key.0, &self.key.1, &self.key.2];
+        let (field, key) = match self {
+            Cursor::Item(f, r) => {
+                let (v, ns, name) = sort_value(r, *f);
+                (
+                    field_name(*f).to_string(),
+                    (v.into_owned(), ns.to_string(), name.to_string()),
+                )
+            }
+            Cursor::Decoded { field, key } => (field.clone(), key.clone()),
+        };
+        let parts = ["c1", &field, &key.0, &key.1, &key.2];
         URL_SAFE_NO_PAD.encode(serde_json::to_vec(&parts).unwrap_or_default())
     }
 }
@@ -125,14 +138,17 @@ fn field_name(f: SortField) -> &'static str {
     }
 }
 
-fn sort_key(r: &Resource, f: SortField) -> SortKey {
+/// The sort key of an item, borrowing where it can.
+fn sort_value(r: &Resource, f: SortField) -> (std::borrow::Cow<'_, str>, &str, &str) {
     let value = match f {
-        SortField::Name => r.name().to_string(),
-        SortField::Namespace => r.namespace().to_string(),
-        SortField::Created => r.created().map(|t| t.to_string()).unwrap_or_default(),
-        SortField::Phase => r.phase().unwrap_or_default().to_string(),
+        SortField::Name => std::borrow::Cow::Borrowed(r.name()),
+        SortField::Namespace => std::borrow::Cow::Borrowed(r.namespace()),
+        SortField::Created => {
+            std::borrow::Cow::Owned(r.created().map(|t| t.to_string()).unwrap_or_default())
+        }
+        SortField::Phase => std::borrow::Cow::Borrowed(r.phase().unwrap_or_default()),
     };
-    (value, r.namespace().to_string(), r.name().to_string())
+    (value, r.namespace(), r.name())
 }
 
 /// A GraphQL error with a machine-readable code.
@@ -171,7 +187,7 @@ pub fn apply_filter(
 
 /// Sort, then cut one page, building a Relay connection. `max_page` bounds `first`/`last`.
 pub fn paginate<T, F>(
-    mut items: Vec<Arc<Resource>>,
+    items: Vec<Arc<Resource>>,
     sort: Option<Sort>,
     page: PageArgs,
     max_page: usize,
@@ -201,19 +217,19 @@ where
             }
         }
     }
-    let mut keyed: Vec<(SortKey, Arc<Resource>)> = items
-        .drain(..)
-        .map(|r| (sort_key(&r, sort.field), r))
+    let desc = sort.direction == SortDirection::Desc;
+    let directed = |o: Ordering| if desc { o.reverse() } else { o };
+    // Creation times are formatted once per item; the other fields are borrowed.
+    let mut keyed: Vec<(std::borrow::Cow<'_, str>, &Arc<Resource>)> = items
+        .iter()
+        .map(|r| (sort_value(r, sort.field).0, r))
         .collect();
-    let order = |a: &SortKey, b: &SortKey| -> Ordering {
-        let o = a.cmp(b);
-        if sort.direction == SortDirection::Desc {
-            o.reverse()
-        } else {
-            o
-        }
-    };
-    keyed.sort_by(|a, b| order(&a.0, &b.0));
+    keyed.sort_by(|a, b| {
+        directed(
+            a.0.cmp(&b.0)
+                .then_with(|| (a.1.namespace(), a.1.name()).cmp(&(b.1.namespace(), b.1.name()))),
+        )
+    });
     let total = keyed.len();
     let decode = |arg: &str, raw: &Option<String>| -> async_graphql::Result<Option<SortKey>> {
         let Some(raw) = raw else { return Ok(None) };
@@ -223,24 +239,37 @@ where
                 format!("`{arg}` cursor `{raw}` is invalid: {e}"),
             )
         })?;
-        if c.field != field {
+        let Cursor::Decoded {
+            field: made_for,
+            key,
+        } = c
+        else {
+            return Ok(None);
+        };
+        if made_for != field {
             return Err(bad_input(
                 "BAD_CURSOR",
                 format!(
-                    "`{arg}` cursor was made for sorting by {}, this query sorts by {field}",
-                    c.field
+                    "`{arg}` cursor was made for sorting by {made_for}, this query sorts by {field}"
                 ),
             ));
         }
-        Ok(Some(c.key))
+        Ok(Some(key))
     };
     let after = decode("after", &page.after)?;
     let before = decode("before", &page.before)?;
+    let position = |x: &(std::borrow::Cow<'_, str>, &Arc<Resource>), k: &SortKey| {
+        directed((x.0.as_ref(), x.1.namespace(), x.1.name()).cmp(&(
+            k.0.as_str(),
+            k.1.as_str(),
+            k.2.as_str(),
+        )))
+    };
     let mut start = after
-        .map(|k| keyed.partition_point(|(x, _)| order(x, &k) != Ordering::Greater))
+        .map(|k| keyed.partition_point(|x| position(x, &k) != Ordering::Greater))
         .unwrap_or(0);
     let mut end = before
-        .map(|k| keyed.partition_point(|(x, _)| order(x, &k) == Ordering::Less))
+        .map(|k| keyed.partition_point(|x| position(x, &k) == Ordering::Less))
         .unwrap_or(total);
     end = end.max(start);
     match (page.first, page.last) {
@@ -257,14 +286,10 @@ where
         end < total,
         ConnectionFields { total_count: total },
     );
-    conn.edges.extend(keyed.drain(start..end).map(|(key, r)| {
-        Edge::new(
-            Cursor {
-                field: field.to_string(),
-                key,
-            },
-            wrap(r),
-        )
-    }));
+    conn.edges.extend(
+        keyed[start..end]
+            .iter()
+            .map(|(_, r)| Edge::new(Cursor::Item(sort.field, Arc::clone(r)), wrap(Arc::clone(r)))),
+    );
     Ok(conn)
 }

@@ -180,7 +180,7 @@ pub fn infrastructure_summary(s: &Snapshot) -> InfrastructureSummary {
                 _ => None,
             };
             let class = class.and_then(|c| match c.as_ref() {
-                Resource::MachineClass(mc) => Some(mc),
+                Resource::MachineClass(mc) => Some(&**mc),
                 _ => None,
             });
             let r = obj.effective_resources(class);

@@ -17,7 +17,7 @@ pub struct ClusterStorageClass {
     #[serde(default)]
     pub spec: ClusterStorageClassSpec,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub status: Option<ClusterStorageClassStatus>,
+    pub status: Option<Box<ClusterStorageClassStatus>>,
 }
 
 /// `vitistack.io/v1alpha1` `ClusterStorage` (Namespaced-scoped).
@@ -28,7 +28,7 @@ pub struct ClusterStorage {
     #[serde(default)]
     pub spec: ClusterStorageSpec,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub status: Option<ClusterStorageStatus>,
+    pub status: Option<Box<ClusterStorageStatus>>,
 }
 
 /// `vitistack.io/v1alpha1` `ControlPlaneVirtualSharedIP` (Namespaced-scoped).
@@ -39,7 +39,7 @@ pub struct ControlPlaneVirtualSharedIp {
     #[serde(default)]
     pub spec: ControlPlaneVirtualSharedIpSpec,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub status: Option<ControlPlaneVirtualSharedIpStatus>,
+    pub status: Option<Box<ControlPlaneVirtualSharedIpStatus>>,
 }
 
 /// `vitistack.io/v1alpha1` `EtcdBackup` (Namespaced-scoped).
@@ -50,7 +50,7 @@ pub struct EtcdBackup {
     #[serde(default)]
     pub spec: EtcdBackupSpec,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub status: Option<EtcdBackupStatus>,
+    pub status: Option<Box<EtcdBackupStatus>>,
 }
 
 /// `vitistack.io/v1alpha1` `KubernetesCluster` (Namespaced-scoped).
@@ -61,7 +61,7 @@ pub struct KubernetesCluster {
     #[serde(default)]
     pub spec: KubernetesClusterSpec,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub status: Option<KubernetesClusterStatus>,
+    pub status: Option<Box<KubernetesClusterStatus>>,
 }
 
 /// `vitistack.io/v1alpha1` `KubernetesProvider` (Cluster-scoped).
@@ -72,7 +72,7 @@ pub struct KubernetesProvider {
     #[serde(default)]
     pub spec: KubernetesProviderSpec,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub status: Option<KubernetesProviderStatus>,
+    pub status: Option<Box<KubernetesProviderStatus>>,
 }
 
 /// `vitistack.io/v1alpha1` `KubevirtConfig` (Cluster-scoped).
@@ -83,7 +83,7 @@ pub struct KubevirtConfig {
     #[serde(default)]
     pub spec: KubevirtConfigSpec,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub status: Option<KubevirtConfigStatus>,
+    pub status: Option<Box<KubevirtConfigStatus>>,
 }
 
 /// `vitistack.io/v1alpha1` `MachineClass` (Cluster-scoped).
@@ -94,7 +94,7 @@ pub struct MachineClass {
     #[serde(default)]
     pub spec: MachineClassSpec,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub status: Option<MachineClassStatus>,
+    pub status: Option<Box<MachineClassStatus>>,
 }
 
 /// `vitistack.io/v1alpha1` `MachineProvider` (Cluster-scoped).
@@ -105,7 +105,7 @@ pub struct MachineProvider {
     #[serde(default)]
     pub spec: MachineProviderSpec,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub status: Option<MachineProviderStatus>,
+    pub status: Option<Box<MachineProviderStatus>>,
 }
 
 /// `vitistack.io/v1alpha1` `Machine` (Namespaced-scoped).
@@ -116,7 +116,7 @@ pub struct Machine {
     #[serde(default)]
     pub spec: MachineSpec,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub status: Option<MachineStatus>,
+    pub status: Option<Box<MachineStatus>>,
 }
 
 /// `vitistack.io/v1alpha1` `NetworkConfiguration` (Namespaced-scoped).
@@ -127,7 +127,7 @@ pub struct NetworkConfiguration {
     #[serde(default)]
     pub spec: NetworkConfigurationSpec,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub status: Option<NetworkConfigurationStatus>,
+    pub status: Option<Box<NetworkConfigurationStatus>>,
 }
 
 /// `vitistack.io/v1alpha1` `NetworkNamespace` (Namespaced-scoped).
@@ -138,7 +138,7 @@ pub struct NetworkNamespace {
     #[serde(default)]
     pub spec: NetworkNamespaceSpec,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub status: Option<NetworkNamespaceStatus>,
+    pub status: Option<Box<NetworkNamespaceStatus>>,
 }
 
 /// `vitistack.io/v1alpha2` `NetworkNamespace` (Namespaced-scoped).
@@ -149,7 +149,7 @@ pub struct NetworkNamespaceV2 {
     #[serde(default)]
     pub spec: NetworkNamespaceV2Spec,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub status: Option<NetworkNamespaceV2Status>,
+    pub status: Option<Box<NetworkNamespaceV2Status>>,
 }
 
 /// `vitistack.io/v1alpha1` `ProxmoxConfig` (Cluster-scoped).
@@ -160,7 +160,7 @@ pub struct ProxmoxConfig {
     #[serde(default)]
     pub spec: ProxmoxConfigSpec,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub status: Option<ProxmoxConfigStatus>,
+    pub status: Option<Box<ProxmoxConfigStatus>>,
 }
 
 /// `vitistack.io/v1alpha1` `Vitistack` (Cluster-scoped).
@@ -171,7 +171,7 @@ pub struct Vitistack {
     #[serde(default)]
     pub spec: VitistackSpec,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub status: Option<VitistackStatus>,
+    pub status: Option<Box<VitistackStatus>>,
 }
 
 /// `vitistack.io/v1alpha2` `IPAllocation` (Namespaced-scoped).
@@ -182,7 +182,7 @@ pub struct IpAllocation {
     #[serde(default)]
     pub spec: IpAllocationSpec,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub status: Option<IpAllocationStatus>,
+    pub status: Option<Box<IpAllocationStatus>>,
 }
 
 /// `ClusterStorageClass` `spec` (generated from the CRD schema).
@@ -254,7 +254,7 @@ pub struct ClusterStorageStatus {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub guest_resource: Option<ClusterStorageStatusGuestResource>,
+    pub guest_resource: Option<Box<ClusterStorageStatusGuestResource>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -262,7 +262,7 @@ pub struct ClusterStorageStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<ProviderPhase>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub secret: Option<ClusterStorageStatusSecret>,
+    pub secret: Option<Box<ClusterStorageStatusSecret>>,
 }
 
 /// `ControlPlaneVirtualSharedIp` `spec` (generated from the CRD schema).
@@ -966,17 +966,17 @@ pub struct KubernetesProviderSpecAddons {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub ingress_controller: Option<KubernetesProviderSpecAddonsIngressController>,
+    pub ingress_controller: Option<Box<KubernetesProviderSpecAddonsIngressController>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub monitoring: Option<KubernetesProviderSpecAddonsMonitoring>,
+    pub monitoring: Option<Box<KubernetesProviderSpecAddonsMonitoring>>,
     #[serde(
         rename = "serviceMesh",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub service_mesh: Option<KubernetesProviderSpecAddonsServiceMesh>,
+    pub service_mesh: Option<Box<KubernetesProviderSpecAddonsServiceMesh>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub storage: Option<KubernetesProviderSpecAddonsStorage>,
+    pub storage: Option<Box<KubernetesProviderSpecAddonsStorage>>,
 }
 
 /// `KubernetesProvider` `spec.authentication.ldap.bindPasswordRef` (generated from the CRD schema).
@@ -1002,7 +1002,7 @@ pub struct KubernetesProviderSpecAuthenticationLdap {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub bind_password_ref: Option<KubernetesProviderSpecAuthenticationLdapBindPasswordRef>,
+    pub bind_password_ref: Option<Box<KubernetesProviderSpecAuthenticationLdapBindPasswordRef>>,
     #[serde(rename = "groupSearchBase", default)]
     pub group_search_base: String,
     #[serde(rename = "serverURL", default)]
@@ -1034,7 +1034,7 @@ pub struct KubernetesProviderSpecAuthenticationOidc {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub client_secret_ref: Option<KubernetesProviderSpecAuthenticationOidcClientSecretRef>,
+    pub client_secret_ref: Option<Box<KubernetesProviderSpecAuthenticationOidcClientSecretRef>>,
     #[serde(
         rename = "groupsClaim",
         default,
@@ -1089,16 +1089,17 @@ pub struct KubernetesProviderSpecAuthenticationServiceAccount {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub signing_key_ref: Option<KubernetesProviderSpecAuthenticationServiceAccountSigningKeyRef>,
+    pub signing_key_ref:
+        Option<Box<KubernetesProviderSpecAuthenticationServiceAccountSigningKeyRef>>,
 }
 
 /// `KubernetesProvider` `spec.authentication` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct KubernetesProviderSpecAuthentication {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ldap: Option<KubernetesProviderSpecAuthenticationLdap>,
+    pub ldap: Option<Box<KubernetesProviderSpecAuthenticationLdap>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub oidc: Option<KubernetesProviderSpecAuthenticationOidc>,
+    pub oidc: Option<Box<KubernetesProviderSpecAuthenticationOidc>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub providers: Option<Vec<KubernetesProviderSpecAuthenticationProviders>>,
     #[serde(
@@ -1106,7 +1107,7 @@ pub struct KubernetesProviderSpecAuthentication {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub service_account: Option<KubernetesProviderSpecAuthenticationServiceAccount>,
+    pub service_account: Option<Box<KubernetesProviderSpecAuthenticationServiceAccount>>,
 }
 
 /// `KubernetesProvider` `spec.backup` (generated from the CRD schema).
@@ -1234,7 +1235,7 @@ pub struct KubernetesProviderSpecClusterEtcd {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct KubernetesProviderSpecCluster {
     #[serde(rename = "apiServer", default, skip_serializing_if = "Option::is_none")]
-    pub api_server: Option<KubernetesProviderSpecClusterApiServer>,
+    pub api_server: Option<Box<KubernetesProviderSpecClusterApiServer>>,
     #[serde(
         rename = "apiServerExtraArgs",
         default,
@@ -1246,7 +1247,7 @@ pub struct KubernetesProviderSpecCluster {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub control_plane: Option<KubernetesProviderSpecClusterControlPlane>,
+    pub control_plane: Option<Box<KubernetesProviderSpecClusterControlPlane>>,
     #[serde(
         rename = "controllerManagerExtraArgs",
         default,
@@ -1254,11 +1255,11 @@ pub struct KubernetesProviderSpecCluster {
     )]
     pub controller_manager_extra_args: Option<BTreeMap<String, String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub dns: Option<KubernetesProviderSpecClusterDns>,
+    pub dns: Option<Box<KubernetesProviderSpecClusterDns>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub endpoint: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub etcd: Option<KubernetesProviderSpecClusterEtcd>,
+    pub etcd: Option<Box<KubernetesProviderSpecClusterEtcd>>,
     #[serde(
         rename = "featureGates",
         default,
@@ -1309,7 +1310,7 @@ pub struct KubernetesProviderSpecNetwork {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub load_balancer: Option<KubernetesProviderSpecNetworkLoadBalancer>,
+    pub load_balancer: Option<Box<KubernetesProviderSpecNetworkLoadBalancer>>,
     #[serde(
         rename = "networkPolicy",
         default,
@@ -1434,15 +1435,15 @@ pub struct KubernetesProviderSpecNodePoolsNodeConfigSecurity {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct KubernetesProviderSpecNodePoolsNodeConfig {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub disk: Option<KubernetesProviderSpecNodePoolsNodeConfigDisk>,
+    pub disk: Option<Box<KubernetesProviderSpecNodePoolsNodeConfigDisk>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub kubelet: Option<KubernetesProviderSpecNodePoolsNodeConfigKubelet>,
+    pub kubelet: Option<Box<KubernetesProviderSpecNodePoolsNodeConfigKubelet>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub network: Option<KubernetesProviderSpecNodePoolsNodeConfigNetwork>,
+    pub network: Option<Box<KubernetesProviderSpecNodePoolsNodeConfigNetwork>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub os: Option<KubernetesProviderSpecNodePoolsNodeConfigOs>,
+    pub os: Option<Box<KubernetesProviderSpecNodePoolsNodeConfigOs>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub security: Option<KubernetesProviderSpecNodePoolsNodeConfigSecurity>,
+    pub security: Option<Box<KubernetesProviderSpecNodePoolsNodeConfigSecurity>>,
 }
 
 /// `KubernetesProvider` `spec.nodePools[].taints[]` (generated from the CRD schema).
@@ -1464,7 +1465,7 @@ pub struct KubernetesProviderSpecNodePools {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub auto_scaling: Option<KubernetesProviderSpecNodePoolsAutoScaling>,
+    pub auto_scaling: Option<Box<KubernetesProviderSpecNodePoolsAutoScaling>>,
     #[serde(rename = "desiredNodes", default)]
     pub desired_nodes: i64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -1482,7 +1483,7 @@ pub struct KubernetesProviderSpecNodePools {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub node_config: Option<KubernetesProviderSpecNodePoolsNodeConfig>,
+    pub node_config: Option<Box<KubernetesProviderSpecNodePoolsNodeConfig>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub taints: Option<Vec<KubernetesProviderSpecNodePoolsTaints>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -1544,11 +1545,11 @@ pub struct KubernetesProviderSpecObservabilityTracing {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct KubernetesProviderSpecObservability {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub logging: Option<KubernetesProviderSpecObservabilityLogging>,
+    pub logging: Option<Box<KubernetesProviderSpecObservabilityLogging>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub metrics: Option<KubernetesProviderSpecObservabilityMetrics>,
+    pub metrics: Option<Box<KubernetesProviderSpecObservabilityMetrics>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tracing: Option<KubernetesProviderSpecObservabilityTracing>,
+    pub tracing: Option<Box<KubernetesProviderSpecObservabilityTracing>>,
 }
 
 /// `KubernetesProvider` `spec.security.runtimeSecurity` (generated from the CRD schema).
@@ -1596,18 +1597,18 @@ pub struct KubernetesProviderSpecSecurity {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub runtime_security: Option<KubernetesProviderSpecSecurityRuntimeSecurity>,
+    pub runtime_security: Option<Box<KubernetesProviderSpecSecurityRuntimeSecurity>>,
 }
 
 /// `KubernetesProvider` `spec` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct KubernetesProviderSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub addons: Option<KubernetesProviderSpecAddons>,
+    pub addons: Option<Box<KubernetesProviderSpecAddons>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub authentication: Option<KubernetesProviderSpecAuthentication>,
+    pub authentication: Option<Box<KubernetesProviderSpecAuthentication>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub backup: Option<KubernetesProviderSpecBackup>,
+    pub backup: Option<Box<KubernetesProviderSpecBackup>>,
     #[serde(default)]
     pub cluster: KubernetesProviderSpecCluster,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -1625,19 +1626,19 @@ pub struct KubernetesProviderSpec {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub machine_provider_ref: Option<KubernetesProviderSpecMachineProviderRef>,
+    pub machine_provider_ref: Option<Box<KubernetesProviderSpecMachineProviderRef>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub network: Option<KubernetesProviderSpecNetwork>,
+    pub network: Option<Box<KubernetesProviderSpecNetwork>>,
     #[serde(rename = "nodePools", default, skip_serializing_if = "Option::is_none")]
     pub node_pools: Option<Vec<KubernetesProviderSpecNodePools>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub observability: Option<KubernetesProviderSpecObservability>,
+    pub observability: Option<Box<KubernetesProviderSpecObservability>>,
     #[serde(rename = "providerType", default)]
     pub provider_type: String,
     #[serde(rename = "region", default)]
     pub region: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub security: Option<KubernetesProviderSpecSecurity>,
+    pub security: Option<Box<KubernetesProviderSpecSecurity>>,
     #[serde(default)]
     pub version: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -1802,7 +1803,7 @@ pub struct KubernetesProviderStatusNodePools {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub auto_scaling: Option<KubernetesProviderStatusNodePoolsAutoScaling>,
+    pub auto_scaling: Option<Box<KubernetesProviderStatusNodePoolsAutoScaling>>,
     #[serde(rename = "currentNodes", default)]
     pub current_nodes: i64,
     #[serde(rename = "desiredNodes", default)]
@@ -1897,15 +1898,15 @@ pub struct KubernetesProviderStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub addons: Option<Vec<KubernetesProviderStatusAddons>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub capacity: Option<KubernetesProviderStatusCapacity>,
+    pub capacity: Option<Box<KubernetesProviderStatusCapacity>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cluster: Option<KubernetesProviderStatusCluster>,
+    pub cluster: Option<Box<KubernetesProviderStatusCluster>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub conditions: Option<Vec<Condition>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub endpoints: Option<KubernetesProviderStatusEndpoints>,
+    pub endpoints: Option<Box<KubernetesProviderStatusEndpoints>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub health: Option<KubernetesProviderStatusHealth>,
+    pub health: Option<Box<KubernetesProviderStatusHealth>>,
     #[serde(
         rename = "lastUpdated",
         default,
@@ -1927,9 +1928,9 @@ pub struct KubernetesProviderStatus {
     )]
     pub ready_node_count: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub security: Option<KubernetesProviderStatusSecurity>,
+    pub security: Option<Box<KubernetesProviderStatusSecurity>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub version: Option<KubernetesProviderStatusVersion>,
+    pub version: Option<Box<KubernetesProviderStatusVersion>>,
 }
 
 /// `KubevirtConfig` `spec` (generated from the CRD schema).
@@ -2017,7 +2018,7 @@ pub struct MachineClassSpec {
     #[serde(default)]
     pub enabled: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub gpu: Option<MachineClassSpecGpu>,
+    pub gpu: Option<Box<MachineClassSpecGpu>>,
     #[serde(rename = "machineProviders", default)]
     pub machine_providers: Vec<String>,
     #[serde(default)]
@@ -2071,7 +2072,7 @@ pub struct MachineProviderSpecAuthenticationServiceAccount {
     #[serde(rename = "accountID", default)]
     pub account_id: String,
     #[serde(rename = "keyRef", default, skip_serializing_if = "Option::is_none")]
-    pub key_ref: Option<MachineProviderSpecAuthenticationServiceAccountKeyRef>,
+    pub key_ref: Option<Box<MachineProviderSpecAuthenticationServiceAccountKeyRef>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scopes: Option<Vec<String>>,
 }
@@ -2084,7 +2085,7 @@ pub struct MachineProviderSpecAuthentication {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub credentials_ref: Option<MachineProviderSpecAuthenticationCredentialsRef>,
+    pub credentials_ref: Option<Box<MachineProviderSpecAuthenticationCredentialsRef>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parameters: Option<BTreeMap<String, String>>,
     #[serde(
@@ -2092,7 +2093,7 @@ pub struct MachineProviderSpecAuthentication {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub service_account: Option<MachineProviderSpecAuthenticationServiceAccount>,
+    pub service_account: Option<Box<MachineProviderSpecAuthenticationServiceAccount>>,
     #[serde(rename = "type", default)]
     pub r#type: String,
 }
@@ -2156,7 +2157,7 @@ pub struct MachineProviderSpecCapabilitiesMachineClassesSpec {
     #[serde(default)]
     pub enabled: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub gpu: Option<MachineProviderSpecCapabilitiesMachineClassesSpecGpu>,
+    pub gpu: Option<Box<MachineProviderSpecCapabilitiesMachineClassesSpecGpu>>,
     #[serde(rename = "machineProviders", default)]
     pub machine_providers: Vec<String>,
     #[serde(default)]
@@ -2192,9 +2193,9 @@ pub struct MachineProviderSpecCapabilitiesMachineClasses {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metadata: Option<serde_json::Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub spec: Option<MachineProviderSpecCapabilitiesMachineClassesSpec>,
+    pub spec: Option<Box<MachineProviderSpecCapabilitiesMachineClassesSpec>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub status: Option<MachineProviderSpecCapabilitiesMachineClassesStatus>,
+    pub status: Option<Box<MachineProviderSpecCapabilitiesMachineClassesStatus>>,
 }
 
 /// `MachineProvider` `spec.capabilities.operatingSystems[]` (generated from the CRD schema).
@@ -2252,7 +2253,7 @@ pub struct MachineProviderSpecCapabilitiesStorageTypes {
     )]
     pub encryption_supported: Option<bool>,
     #[serde(rename = "iopsRange", default, skip_serializing_if = "Option::is_none")]
-    pub iops_range: Option<MachineProviderSpecCapabilitiesStorageTypesIopsRange>,
+    pub iops_range: Option<Box<MachineProviderSpecCapabilitiesStorageTypesIopsRange>>,
     #[serde(default)]
     pub name: String,
     #[serde(
@@ -2260,7 +2261,7 @@ pub struct MachineProviderSpecCapabilitiesStorageTypes {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub throughput_range: Option<MachineProviderSpecCapabilitiesStorageTypesThroughputRange>,
+    pub throughput_range: Option<Box<MachineProviderSpecCapabilitiesStorageTypesThroughputRange>>,
 }
 
 /// `MachineProvider` `spec.capabilities` (generated from the CRD schema).
@@ -2499,9 +2500,9 @@ pub struct MachineProviderSpec {
     #[serde(default)]
     pub authentication: MachineProviderSpecAuthentication,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub capabilities: Option<MachineProviderSpecCapabilities>,
+    pub capabilities: Option<Box<MachineProviderSpecCapabilities>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub compute: Option<MachineProviderSpecCompute>,
+    pub compute: Option<Box<MachineProviderSpecCompute>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config: Option<BTreeMap<String, String>>,
     #[serde(
@@ -2513,15 +2514,15 @@ pub struct MachineProviderSpec {
     #[serde(rename = "displayName", default)]
     pub display_name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub endpoint: Option<MachineProviderSpecEndpoint>,
+    pub endpoint: Option<Box<MachineProviderSpecEndpoint>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub network: Option<MachineProviderSpecNetwork>,
+    pub network: Option<Box<MachineProviderSpecNetwork>>,
     #[serde(rename = "providerType", default)]
     pub provider_type: String,
     #[serde(rename = "region", default)]
     pub region: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub storage: Option<MachineProviderSpecStorage>,
+    pub storage: Option<Box<MachineProviderSpecStorage>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub zones: Option<Vec<String>>,
 }
@@ -2586,7 +2587,7 @@ pub struct MachineProviderStatusAvailableResources {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub images: Option<Vec<MachineProviderStatusAvailableResourcesImages>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub limits: Option<MachineProviderStatusAvailableResourcesLimits>,
+    pub limits: Option<Box<MachineProviderStatusAvailableResourcesLimits>>,
     #[serde(
         rename = "machineClasses",
         default,
@@ -2703,11 +2704,11 @@ pub struct MachineProviderStatus {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub available_resources: Option<MachineProviderStatusAvailableResources>,
+    pub available_resources: Option<Box<MachineProviderStatusAvailableResources>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub conditions: Option<Vec<Condition>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub health: Option<MachineProviderStatusHealth>,
+    pub health: Option<Box<MachineProviderStatusHealth>>,
     #[serde(
         rename = "lastVerified",
         default,
@@ -2725,7 +2726,7 @@ pub struct MachineProviderStatus {
     )]
     pub provider_status: Option<BTreeMap<String, String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub quota: Option<MachineProviderStatusQuota>,
+    pub quota: Option<Box<MachineProviderStatusQuota>>,
 }
 
 /// `Machine` `spec.backup` (generated from the CRD schema).
@@ -2799,13 +2800,13 @@ pub struct MachineSpecCloudInit {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub network_data_config_map_ref: Option<MachineSpecCloudInitNetworkDataConfigMapRef>,
+    pub network_data_config_map_ref: Option<Box<MachineSpecCloudInitNetworkDataConfigMapRef>>,
     #[serde(
         rename = "networkDataSecretRef",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub network_data_secret_ref: Option<MachineSpecCloudInitNetworkDataSecretRef>,
+    pub network_data_secret_ref: Option<Box<MachineSpecCloudInitNetworkDataSecretRef>>,
     #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
     pub r#type: Option<String>,
     #[serde(rename = "userData", default, skip_serializing_if = "Option::is_none")]
@@ -2821,13 +2822,13 @@ pub struct MachineSpecCloudInit {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub user_data_config_map_ref: Option<MachineSpecCloudInitUserDataConfigMapRef>,
+    pub user_data_config_map_ref: Option<Box<MachineSpecCloudInitUserDataConfigMapRef>>,
     #[serde(
         rename = "userDataSecretRef",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub user_data_secret_ref: Option<MachineSpecCloudInitUserDataSecretRef>,
+    pub user_data_secret_ref: Option<Box<MachineSpecCloudInitUserDataSecretRef>>,
 }
 
 /// `Machine` `spec.cpu` (generated from the CRD schema).
@@ -2956,7 +2957,7 @@ pub struct MachineSpecProviderConfig {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub credentials_ref: Option<MachineSpecProviderConfigCredentialsRef>,
+    pub credentials_ref: Option<Box<MachineSpecProviderConfigCredentialsRef>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
     #[serde(rename = "region", default, skip_serializing_if = "Option::is_none")]
@@ -2969,11 +2970,11 @@ pub struct MachineSpecProviderConfig {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct MachineSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub backup: Option<MachineSpecBackup>,
+    pub backup: Option<Box<MachineSpecBackup>>,
     #[serde(rename = "cloudInit", default, skip_serializing_if = "Option::is_none")]
-    pub cloud_init: Option<MachineSpecCloudInit>,
+    pub cloud_init: Option<Box<MachineSpecCloudInit>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cpu: Option<MachineSpecCpu>,
+    pub cpu: Option<Box<MachineSpecCpu>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub disks: Option<Vec<MachineSpecDisks>>,
     #[serde(
@@ -2995,9 +2996,9 @@ pub struct MachineSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub network: Option<MachineSpecNetwork>,
+    pub network: Option<Box<MachineSpecNetwork>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub os: Option<MachineSpecOs>,
+    pub os: Option<Box<MachineSpecOs>>,
     #[serde(default)]
     pub provider: String,
     #[serde(
@@ -3005,7 +3006,7 @@ pub struct MachineSpec {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub provider_config: Option<MachineSpecProviderConfig>,
+    pub provider_config: Option<Box<MachineSpecProviderConfig>>,
     #[serde(
         rename = "securityGroups",
         default,
@@ -3487,11 +3488,11 @@ pub struct NetworkNamespaceSpecIpAllocationStatic {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct NetworkNamespaceSpecIpAllocation {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub dhcp: Option<NetworkNamespaceSpecIpAllocationDhcp>,
+    pub dhcp: Option<Box<NetworkNamespaceSpecIpAllocationDhcp>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub provider: Option<String>,
     #[serde(rename = "static", default, skip_serializing_if = "Option::is_none")]
-    pub r#static: Option<NetworkNamespaceSpecIpAllocationStatic>,
+    pub r#static: Option<Box<NetworkNamespaceSpecIpAllocationStatic>>,
     #[serde(rename = "type", default)]
     pub r#type: String,
 }
@@ -3506,7 +3507,7 @@ pub struct NetworkNamespaceSpec {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub ip_allocation: Option<NetworkNamespaceSpecIpAllocation>,
+    pub ip_allocation: Option<Box<NetworkNamespaceSpecIpAllocation>>,
     #[serde(rename = "supervisorIdentifier", default)]
     pub supervisor_identifier: String,
 }
@@ -3577,7 +3578,7 @@ pub struct NetworkNamespaceStatus {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub ip_allocation_status: Option<NetworkNamespaceStatusIpAllocationStatus>,
+    pub ip_allocation_status: Option<Box<NetworkNamespaceStatusIpAllocationStatus>>,
     #[serde(
         rename = "ipv4EgressIp",
         default,
@@ -3682,11 +3683,11 @@ pub struct NetworkNamespaceV2SpecIpAllocationStatic {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct NetworkNamespaceV2SpecIpAllocation {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub dhcp: Option<NetworkNamespaceV2SpecIpAllocationDhcp>,
+    pub dhcp: Option<Box<NetworkNamespaceV2SpecIpAllocationDhcp>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub provider: Option<String>,
     #[serde(rename = "static", default, skip_serializing_if = "Option::is_none")]
-    pub r#static: Option<NetworkNamespaceV2SpecIpAllocationStatic>,
+    pub r#static: Option<Box<NetworkNamespaceV2SpecIpAllocationStatic>>,
     #[serde(rename = "type", default)]
     pub r#type: String,
 }
@@ -3712,7 +3713,7 @@ pub struct NetworkNamespaceV2SpecNetworkProvisioningManual {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct NetworkNamespaceV2SpecNetworkProvisioning {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub manual: Option<NetworkNamespaceV2SpecNetworkProvisioningManual>,
+    pub manual: Option<Box<NetworkNamespaceV2SpecNetworkProvisioningManual>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nam: Option<serde_json::Value>,
     #[serde(default)]
@@ -3729,13 +3730,13 @@ pub struct NetworkNamespaceV2Spec {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub ip_allocation: Option<NetworkNamespaceV2SpecIpAllocation>,
+    pub ip_allocation: Option<Box<NetworkNamespaceV2SpecIpAllocation>>,
     #[serde(
         rename = "networkProvisioning",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub network_provisioning: Option<NetworkNamespaceV2SpecNetworkProvisioning>,
+    pub network_provisioning: Option<Box<NetworkNamespaceV2SpecNetworkProvisioning>>,
     #[serde(rename = "supervisorIdentifier", default)]
     pub supervisor_identifier: String,
 }
@@ -3791,7 +3792,7 @@ pub struct NetworkNamespaceV2Status {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub ip_allocation_summary: Option<NetworkNamespaceV2StatusIpAllocationSummary>,
+    pub ip_allocation_summary: Option<Box<NetworkNamespaceV2StatusIpAllocationSummary>>,
     #[serde(
         rename = "ipv4EgressIp",
         default,
@@ -3943,7 +3944,7 @@ pub struct VitistackSpecBackup {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub disaster_recovery: Option<VitistackSpecBackupDisasterRecovery>,
+    pub disaster_recovery: Option<Box<VitistackSpecBackupDisasterRecovery>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub enabled: Option<bool>,
     #[serde(
@@ -3951,7 +3952,7 @@ pub struct VitistackSpecBackup {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub retention_policy: Option<VitistackSpecBackupRetentionPolicy>,
+    pub retention_policy: Option<Box<VitistackSpecBackupRetentionPolicy>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub schedule: Option<String>,
 }
@@ -3988,7 +3989,7 @@ pub struct VitistackSpecLocation {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub city: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub coordinates: Option<VitistackSpecLocationCoordinates>,
+    pub coordinates: Option<Box<VitistackSpecLocationCoordinates>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub country: Option<String>,
 }
@@ -4147,9 +4148,9 @@ pub struct VitistackSpecNetworkingVpcs {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct VitistackSpecNetworking {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub dns: Option<VitistackSpecNetworkingDns>,
+    pub dns: Option<Box<VitistackSpecNetworkingDns>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub firewall: Option<VitistackSpecNetworkingFirewall>,
+    pub firewall: Option<Box<VitistackSpecNetworkingFirewall>>,
     #[serde(
         rename = "ipAllocation",
         default,
@@ -4266,13 +4267,13 @@ pub struct VitistackSpecSecurity {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub access_control: Option<VitistackSpecSecurityAccessControl>,
+    pub access_control: Option<Box<VitistackSpecSecurityAccessControl>>,
     #[serde(
         rename = "auditLogging",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub audit_logging: Option<VitistackSpecSecurityAuditLogging>,
+    pub audit_logging: Option<Box<VitistackSpecSecurityAuditLogging>>,
     #[serde(
         rename = "complianceFrameworks",
         default,
@@ -4280,14 +4281,14 @@ pub struct VitistackSpecSecurity {
     )]
     pub compliance_frameworks: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub encryption: Option<VitistackSpecSecurityEncryption>,
+    pub encryption: Option<Box<VitistackSpecSecurityEncryption>>,
 }
 
 /// `Vitistack` `spec` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct VitistackSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub backup: Option<VitistackSpecBackup>,
+    pub backup: Option<Box<VitistackSpecBackup>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
     #[serde(rename = "displayName", default)]
@@ -4301,7 +4302,7 @@ pub struct VitistackSpec {
     )]
     pub kubernetes_providers: Option<Vec<VitistackSpecKubernetesProviders>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub location: Option<VitistackSpecLocation>,
+    pub location: Option<Box<VitistackSpecLocation>>,
     #[serde(
         rename = "machineProviders",
         default,
@@ -4309,9 +4310,9 @@ pub struct VitistackSpec {
     )]
     pub machine_providers: Option<Vec<VitistackSpecMachineProviders>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub monitoring: Option<VitistackSpecMonitoring>,
+    pub monitoring: Option<Box<VitistackSpecMonitoring>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub networking: Option<VitistackSpecNetworking>,
+    pub networking: Option<Box<VitistackSpecNetworking>>,
     #[serde(rename = "region", default)]
     pub region: String,
     #[serde(
@@ -4319,9 +4320,9 @@ pub struct VitistackSpec {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub resource_quotas: Option<VitistackSpecResourceQuotas>,
+    pub resource_quotas: Option<Box<VitistackSpecResourceQuotas>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub security: Option<VitistackSpecSecurity>,
+    pub security: Option<Box<VitistackSpecSecurity>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tags: Option<BTreeMap<String, String>>,
     #[serde(default)]
@@ -4405,7 +4406,7 @@ pub struct VitistackStatusLocation {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub city: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub coordinates: Option<VitistackStatusLocationCoordinates>,
+    pub coordinates: Option<Box<VitistackStatusLocationCoordinates>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub country: Option<String>,
 }
@@ -4565,7 +4566,7 @@ pub struct VitistackStatus {
     )]
     pub last_reconcile_time: Option<Time>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub location: Option<VitistackStatusLocation>,
+    pub location: Option<Box<VitistackStatusLocation>>,
     #[serde(
         rename = "machineClasses",
         default,
@@ -4605,7 +4606,7 @@ pub struct VitistackStatus {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub resource_usage: Option<VitistackStatusResourceUsage>,
+    pub resource_usage: Option<Box<VitistackStatusResourceUsage>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub zone: Option<String>,
 }

@@ -31,13 +31,12 @@ pub const LABEL_PURPOSE: &str = "vitistack.io/purpose";
 
 macro_rules! resources {
     ($($variant:ident($ty:ident) => $kind:ident, $version:literal;)*) => {
-        /// One object of a watched kind, typed. Held behind `Arc` in the store, so variant sizes do not matter.
+        /// One object of a watched kind, typed. Variants are boxed so each object takes only its own size.
         #[derive(Clone, Debug, PartialEq)]
-        #[allow(clippy::large_enum_variant)]
         pub enum Resource {
             $(
                 #[doc = concat!("`", stringify!($kind), "` ", $version)]
-                $variant($ty),
+                $variant(Box<$ty>),
             )*
         }
 
@@ -66,7 +65,7 @@ macro_rules! resources {
             pub fn from_value(kind: Kind, version: &str, value: Value) -> Result<Self, serde_json::Error> {
                 $(
                     if kind == Kind::$kind && version == $version {
-                        return Ok(Resource::$variant(serde_json::from_value(value)?));
+                        return Ok(Resource::$variant(Box::new(serde_json::from_value(value)?)));
                     }
                 )*
                 Err(serde::de::Error::custom(format!("{} {version} is not served", kind.name())))

@@ -120,8 +120,13 @@ const T0: &str = "2026-11-01T08:00:00Z";
 
 /// Generate the fleet's objects (validated shapes; see the tests).
 pub fn fleet(spec: &FleetSpec) -> Vec<Resource> {
+    let mut objects = Vec::new();
     let mut out: Vec<Value> = Vec::new();
     platform(&mut out);
+    // Decode cluster by cluster so the JSON scaffolding never piles up (it would stay in the
+    // allocator's free lists and inflate the server's resident memory).
+    let mut flush = |out: &mut Vec<Value>| objects.extend(out.drain(..).filter_map(to_resource));
+    flush(&mut out);
     let mut rng = Rng(spec.seed);
     let others: Vec<DemoStage> = DemoStage::ALL
         .iter()
@@ -138,8 +143,9 @@ pub fn fleet(spec: &FleetSpec) -> Vec<Resource> {
             others[rng.below(others.len() as u64) as usize]
         };
         tenant(&mut out, spec, i, stage, &mut rng);
+        flush(&mut out);
     }
-    out.into_iter().filter_map(to_resource).collect()
+    objects
 }
 
 fn to_resource(mut v: Value) -> Option<Resource> {

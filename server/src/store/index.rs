@@ -1,9 +1,7 @@
 //! Secondary indexes: one per relationship in the domain (labels, name references, spec references).
 //! Each object yields the index entries it belongs to; the store keeps them in step on every write.
 
-use crate::model::{
-    ANNOTATION_KUBEVIRT_CONFIG, Kind, LABEL_CLUSTER_ID, LABEL_SOURCE_MACHINE, Resource,
-};
+use crate::model::{ANNOTATION_KUBEVIRT_CONFIG, LABEL_CLUSTER_ID, Resource};
 
 /// The relationships the store indexes. Values are `namespace/value` for namespaced kinds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -30,8 +28,6 @@ pub enum Idx {
     ConfigByNetworkNamespace,
     /// NetworkConfiguration by label `vitistack.io/clusterid` (VIP configurations).
     ConfigByCluster,
-    /// NetworkConfiguration by label `vitistack.io/source-machine` (ns/machine).
-    ConfigBySourceMachine,
     /// ControlPlaneVirtualSharedIP by `spec.clusterIdentifier` (ns/clusterId).
     VipByCluster,
     /// ControlPlaneVirtualSharedIP by `spec.networkNamespaceIdentifier` (ns/nn).
@@ -54,8 +50,6 @@ pub enum Idx {
     KubernetesProviderByType,
     /// KubernetesProvider by `spec.machineProviderRef.name`.
     KubernetesProviderByMachineProvider,
-    /// Any object by kind and label `key=value` (`Kind/key=value`), for label selectors.
-    Label,
 }
 
 /// `namespace/value`, the shape of index values for namespaced relationships.
@@ -130,9 +124,6 @@ pub fn index_entries(r: &Resource) -> Vec<(Idx, String)> {
             if let Some(c) = r.label(LABEL_CLUSTER_ID) {
                 add(Idx::ConfigByCluster, c, true);
             }
-            if let Some(m) = r.label(LABEL_SOURCE_MACHINE) {
-                add(Idx::ConfigBySourceMachine, m, true);
-            }
         }
         Resource::ControlPlaneVirtualSharedIp(v) => {
             add(Idx::VipByCluster, &v.spec.cluster_identifier, true);
@@ -173,15 +164,5 @@ pub fn index_entries(r: &Resource) -> Vec<(Idx, String)> {
         }
         _ => {}
     }
-    if let Some(labels) = &r.meta().labels {
-        for (k, v) in labels {
-            out.push((Idx::Label, label_key(r.kind(), k, v)));
-        }
-    }
     out
-}
-
-/// The `Idx::Label` value for a kind and a label pair.
-pub fn label_key(kind: Kind, key: &str, value: &str) -> String {
-    format!("{}/{key}={value}", kind.name())
 }

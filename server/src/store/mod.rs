@@ -11,7 +11,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time as MetaTime;
 use parking_lot::Mutex;
 use tokio::sync::broadcast;
 
-pub use index::{Idx, index_entries, label_key, scoped};
+pub use index::{Idx, index_entries, scoped};
 
 use crate::model::{Kind, Resource};
 
@@ -78,7 +78,6 @@ pub struct Change {
 
 /// A write to the store.
 #[derive(Clone, Debug)]
-#[allow(clippy::large_enum_variant)]
 pub enum Op {
     /// Create or replace an object.
     Upsert(Resource),
@@ -92,7 +91,79 @@ pub struct Snapshot {
     seq: u64,
     objects: OrdMap<Key, Arc<Resource>>,
     by_uid: HashMap<String, Key>,
-    index: HashMap<(Idx, String), OrdSet<Key>>,
+    index: HashMap<(Idx, String), Members>,
+}
+
+/// Largest index set kept as a sorted slice; bigger sets become a B-tree.
+const SMALL_SET: usize = 32;
+
+/// The keys behind one index value. Most relationships hold a handful of objects: a sorted slice
+/// costs a few words each, where a B-tree node would cost a kilobyte.
+#[derive(Clone, Debug)]
+enum Members {
+    Small(Arc<[Key]>),
+    Large(OrdSet<Key>),
+}
+
+impl Default for Members {
+    fn default() -> Self {
+        Members::Small(Arc::new([]))
+    }
+}
+
+impl Members {
+    fn insert(&mut self, key: Key) {
+        match self {
+            Members::Small(keys) => {
+                let Err(pos) = keys.binary_search(&key) else {
+                    return;
+                };
+                if keys.len() < SMALL_SET {
+                    let mut next = Vec::with_capacity(keys.len() + 1);
+                    next.extend_from_slice(&keys[..pos]);
+                    next.push(key);
+                    next.extend_from_slice(&keys[pos..]);
+                    *keys = next.into();
+                } else {
+                    let mut set: OrdSet<Key> = keys.iter().cloned().collect();
+                    set.insert(key);
+                    *self = Members::Large(set);
+                }
+            }
+            Members::Large(set) => {
+                set.insert(key);
+            }
+        }
+    }
+
+    /// Remove a key; true when the set is now empty.
+    fn remove(&mut self, key: &Key) -> bool {
+        match self {
+            Members::Small(keys) => {
+                if let Ok(pos) = keys.binary_search(key) {
+                    let mut next = keys.to_vec();
+                    next.remove(pos);
+                    *keys = next.into();
+                }
+                keys.is_empty()
+            }
+            Members::Large(set) => {
+                set.remove(key);
+                set.is_empty()
+            }
+        }
+    }
+
+    fn iter(&self) -> impl Iterator<Item = &Key> {
+        let (small, large) = match self {
+            Members::Small(keys) => (Some(keys.iter()), None),
+            Members::Large(set) => (None, Some(set.iter())),
+        };
+        small
+            .into_iter()
+            .flatten()
+            .chain(large.into_iter().flatten())
+    }
 }
 
 impl Snapshot {
@@ -149,7 +220,7 @@ impl Snapshot {
         self.index
             .get(&(idx, value.to_string()))
             .into_iter()
-            .flat_map(|set| set.iter())
+            .flat_map(Members::iter)
             .filter_map(|k| self.objects.get(k))
     }
 
@@ -170,11 +241,10 @@ impl Snapshot {
 
     fn unindex(&mut self, key: &Key, r: &Resource) {
         for entry in index_entries(r) {
-            if let Some(set) = self.index.get_mut(&entry) {
-                set.remove(key);
-                if set.is_empty() {
-                    self.index.remove(&entry);
-                }
+            if let Some(set) = self.index.get_mut(&entry)
+                && set.remove(key)
+            {
+                self.index.remove(&entry);
             }
         }
         if !r.uid().is_empty() {

@@ -17,7 +17,7 @@ fn machine(ns: &str, name: &str, cluster: &str, class: &str) -> Resource {
         machine_class: Some(class.into()),
         ..Default::default()
     };
-    Resource::Machine(m)
+    Resource::Machine(Box::new(m))
 }
 
 #[test]

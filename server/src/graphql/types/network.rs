@@ -46,8 +46,8 @@ impl NetworkNamespaceObj {
         v2: impl Fn(&crate::model::NetworkNamespaceV2Status) -> Option<T>,
     ) -> Option<T> {
         match &*self.0 {
-            Resource::NetworkNamespace(n) => n.status.as_ref().and_then(v1),
-            Resource::NetworkNamespaceV2(n) => n.status.as_ref().and_then(v2),
+            Resource::NetworkNamespace(n) => n.status.as_deref().and_then(v1),
+            Resource::NetworkNamespaceV2(n) => n.status.as_deref().and_then(v2),
             _ => None,
         }
     }

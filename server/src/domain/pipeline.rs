@@ -9,8 +9,9 @@ use crate::model::{
 };
 use crate::store::{Idx, Key, Snapshot, scoped};
 
-/// The pipeline stages, in order.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+/// The pipeline stages, in order (exposed in GraphQL as `PipelineStage`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, async_graphql::Enum)]
+#[graphql(name = "PipelineStage")]
 pub enum Stage {
     /// The NetworkNamespace must exist and be Ready.
     Network,
@@ -41,8 +42,9 @@ impl Stage {
     ];
 }
 
-/// State of one stage.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// State of one stage (exposed in GraphQL as `PipelineStepState`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, async_graphql::Enum)]
+#[graphql(name = "PipelineStepState")]
 pub enum StepState {
     /// Finished.
     Done,

@@ -140,7 +140,7 @@ pub fn cluster_summary(s: &Snapshot) -> ClusterSummary {
             } else if p.failed() {
                 failed += 1;
             }
-            stages.push(stage_name(PipelineStage::from(p.stage)));
+            stages.push(stage_name(p.stage));
         }
     }
     ClusterSummary {

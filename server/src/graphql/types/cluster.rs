@@ -1,13 +1,16 @@
 //! Tenant clusters and what hangs off them: KubernetesCluster with its pipeline and diagnosis,
 //! KubernetesProvider, EtcdBackup, ClusterStorage, ClusterStorageClass.
 
-use async_graphql::{Context, Enum, SimpleObject};
+use async_graphql::{Context, SimpleObject};
 
 use super::{
     Conn, MachineClassObj, MachineObj, NetworkConfigurationObj, NetworkNamespaceObj, Node,
     NodeRole, VipObj, connection, many, node_type, one, snap, to_node,
 };
 use crate::domain::pipeline::{self, Stage, StepState};
+
+/// The pipeline stage enum, as GraphQL names it.
+pub type PipelineStage = Stage;
 use crate::graphql::paging::{Filter, PageArgs, Sort};
 use crate::model::{ANNOTATION_NODE_POOL, KubernetesCluster, LABEL_NODE_ROLE, Resource};
 use crate::store::{Idx, scoped};
@@ -135,59 +138,13 @@ pub struct Endpoint {
     pub address: String,
 }
 
-/// A pipeline stage as exposed in GraphQL.
-#[derive(Enum, Copy, Clone, Debug, PartialEq, Eq)]
-pub enum PipelineStage {
-    /// NetworkNamespace Ready.
-    Network,
-    /// Every Machine created.
-    MachinesCreated,
-    /// Every NetworkConfiguration has an IPv4 address.
-    IpsAllocated,
-    /// Every Machine Running.
-    MachinesRunning,
-    /// Control-plane VIP Ready with an address.
-    VipReady,
-    /// talos-operator configuring and bootstrapping.
-    Talos,
-    /// Ready.
-    Ready,
-}
-
-impl From<Stage> for PipelineStage {
-    fn from(s: Stage) -> Self {
-        match s {
-            Stage::Network => PipelineStage::Network,
-            Stage::MachinesCreated => PipelineStage::MachinesCreated,
-            Stage::IpsAllocated => PipelineStage::IpsAllocated,
-            Stage::MachinesRunning => PipelineStage::MachinesRunning,
-            Stage::VipReady => PipelineStage::VipReady,
-            Stage::Talos => PipelineStage::Talos,
-            Stage::Ready => PipelineStage::Ready,
-        }
-    }
-}
-
-/// State of a stage.
-#[derive(Enum, Copy, Clone, Debug, PartialEq, Eq)]
-pub enum PipelineStepState {
-    /// Finished.
-    Done,
-    /// Current, progressing.
-    InProgress,
-    /// Current, failed (terminal until something changes).
-    Failed,
-    /// Not reached yet.
-    NotStarted,
-}
-
 /// One stage of the pipeline.
 #[derive(SimpleObject, Clone, Debug)]
 pub struct PipelineStep {
     /// The stage.
     pub stage: PipelineStage,
     /// Its state.
-    pub state: PipelineStepState,
+    pub state: StepState,
     /// What was seen.
     pub detail: String,
 }
@@ -247,7 +204,7 @@ pub fn diagnose(snapshot: &crate::store::Snapshot, c: &ClusterObj) -> Diagnosis 
     let p = pipeline::evaluate(snapshot, c.kc());
     Diagnosis {
         ready: p.ready(),
-        stage: p.stage.into(),
+        stage: p.stage,
         failed: p.failed(),
         summary: p.summary(
             &c.0.meta()
@@ -371,17 +328,8 @@ node_type! {
         async fn pipeline(&self, ctx: &Context<'_>) -> Pipeline {
             let p = pipeline::evaluate(snap(ctx), self.kc());
             Pipeline {
-                stage: p.stage.into(),
-                steps: p.steps.into_iter().map(|s| PipelineStep {
-                    stage: s.stage.into(),
-                    state: match s.state {
-                        StepState::Done => PipelineStepState::Done,
-                        StepState::InProgress => PipelineStepState::InProgress,
-                        StepState::Failed => PipelineStepState::Failed,
-                        StepState::NotStarted => PipelineStepState::NotStarted,
-                    },
-                    detail: s.detail,
-                }).collect(),
+                stage: p.stage,
+                steps: p.steps.into_iter().map(|s| PipelineStep { stage: s.stage, state: s.state, detail: s.detail }).collect(),
             }
         }
         /// Why the cluster is not Ready: the blocking objects and the reasons in plain words.

@@ -500,3 +500,94 @@ fn committed_schema_matches_the_code() {
         "schema.graphql is out of date: run `cargo run -p vitistack-server -- schema > schema.graphql`"
     );
 }
+
+#[tokio::test]
+async fn the_remaining_relationships_resolve_both_ways() {
+    let dir = std::env::temp_dir().join(format!("vitistack-ipa-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    // An IPAllocation (v1alpha2) for the kea fixture's NetworkConfiguration on the v1alpha2 static namespace.
+    std::fs::write(
+        dir.join("ipa.yaml"),
+        "apiVersion: vitistack.io/v1alpha2\nkind: IPAllocation\nmetadata:\n  name: test-networkconfiguration-testeth1\n  namespace: default\nspec:\n  networkNamespaceName: test-static-networknamespace\n  networkConfigurationName: test-networkconfiguration\n  interfaceName: testeth1\nstatus:\n  phase: Allocated\n  address: 10.0.1.10\n  gateway: 10.0.1.1\n  prefix: 24\n",
+    )
+    .expect("write");
+    let upstream = super::shared().join("fixtures/upstream");
+    let app = spawn(&[
+        "--demo",
+        upstream.to_str().expect("path"),
+        dir.to_str().expect("path"),
+    ])
+    .await;
+    let d = app
+        .data(
+            r#"{ ipAllocations { nodes { address networkConfiguration { name ipAllocations { name } } networkNamespace { name ipAllocations { name } } } }
+                 machineClass(name: "medium") { machines(first: 1) { totalCount nodes { machineClassName } } clusters { name } }
+                 kubevirtConfigs(filter: {search: "kubevirt-provider"}) { nodes { kubeconfigSecretName machines(first: 1) { totalCount } machineProvider { name kubevirtConfig { name } } } }
+                 machineProviders(filter: {search: "kubevirt-provider"}) { nodes { kubernetesProviders { name machineProvider { name } } } }
+                 etcdBackups(first: 1) { nodes { cluster { name etcdBackups { name } } } }
+                 clusterStorages(first: 1) { nodes { name cluster { name clusterStorages { name } } storageClass { name clusterStorages { name } } } }
+                 clusters(first: 1, filter: {phase: ["Ready"]}) { nodes { networkNamespace { name
+                     networkConfigurations(first: 100) { totalCount nodes { networkNamespace { name } } } machines(first: 1) { totalCount } } } }
+                 networkConfigurations(first: 1, filter: {search: "ctp0"}) { nodes { name cluster { name } machine { name } } } }"#,
+            json!({}),
+        )
+        .await;
+    let ipa = &d["ipAllocations"]["nodes"][0];
+    assert_eq!(ipa["address"], "10.0.1.10");
+    assert_eq!(
+        ipa["networkConfiguration"]["ipAllocations"][0]["name"],
+        "test-networkconfiguration-testeth1"
+    );
+    assert_eq!(
+        ipa["networkNamespace"]["name"],
+        "test-static-networknamespace"
+    );
+    assert_eq!(
+        ipa["networkNamespace"]["ipAllocations"][0]["name"],
+        "test-networkconfiguration-testeth1"
+    );
+    let mc = &d["machineClass"];
+    assert!(mc["machines"]["totalCount"].as_i64().expect("n") > 0);
+    assert_eq!(mc["machines"]["nodes"][0]["machineClassName"], "medium");
+    assert!(!mc["clusters"].as_array().expect("c").is_empty());
+    let kvc = &d["kubevirtConfigs"]["nodes"][0];
+    assert_eq!(kvc["kubeconfigSecretName"], "kubevirt-provider");
+    assert!(kvc["machines"]["totalCount"].as_i64().expect("n") > 0);
+    assert_eq!(
+        kvc["machineProvider"]["kubevirtConfig"]["name"],
+        "kubevirt-provider"
+    );
+    let kp = &d["machineProviders"]["nodes"][0]["kubernetesProviders"][0];
+    assert_eq!(kp["machineProvider"]["name"], "kubevirt-provider");
+    let eb = &d["etcdBackups"]["nodes"][0]["cluster"];
+    assert!(!eb["etcdBackups"].as_array().expect("b").is_empty());
+    let cs = &d["clusterStorages"]["nodes"][0];
+    assert_eq!(cs["cluster"]["clusterStorages"][0]["name"], cs["name"]);
+    assert_eq!(cs["storageClass"]["clusterStorages"][0]["name"], cs["name"]);
+    let nn = &d["clusters"]["nodes"][0]["networkNamespace"];
+    let ncs = nn["networkConfigurations"]["nodes"]
+        .as_array()
+        .expect("ncs");
+    assert!(!ncs.is_empty());
+    assert_eq!(
+        ncs.len() as i64,
+        nn["machines"]["totalCount"].as_i64().expect("m"),
+        "one NC per machine on the namespace"
+    );
+    assert!(
+        ncs.iter()
+            .all(|nc| nc["networkNamespace"]["name"] == nn["name"])
+    );
+    let nc = &d["networkConfigurations"]["nodes"][0];
+    assert_eq!(
+        nc["machine"]["name"], nc["name"],
+        "NC and Machine share the name"
+    );
+    assert!(
+        nc["cluster"]["name"]
+            .as_str()
+            .expect("cluster")
+            .starts_with("t-demo-")
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}

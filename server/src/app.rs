@@ -52,6 +52,7 @@ pub async fn start(cfg: &ServeConfig, listener: TcpListener) -> anyhow::Result<R
         schema,
         ready: ready.clone(),
         metrics,
+        max_depth: cfg.max_query_depth,
     };
     let addr = listener.local_addr()?;
     let task = tokio::spawn(async move {

@@ -34,13 +34,15 @@ pub struct AppState {
     pub ready: Arc<AtomicBool>,
     /// Prometheus metrics.
     pub metrics: Arc<Metrics>,
+    /// The depth limit the schema enforces (for error messages).
+    pub max_depth: usize,
 }
 
 /// The router with every route.
 pub fn router(state: AppState) -> Router {
     Router::new()
         .route("/", get(index))
-        .route("/graphql", get(graphiql).post(graphql))
+        .route("/graphql", get(graphql_get).post(graphql))
         .route("/health", get(health))
         .route("/health/live", get(health))
         .route("/ready", get(ready))
@@ -55,20 +57,47 @@ async fn index() -> Html<&'static str> {
     Html(include_str!("../../../web/index.html"))
 }
 
-async fn graphiql() -> Html<String> {
-    Html(
-        GraphiQLSource::build()
+/// GET with a `query` parameter executes it (GraphQL over HTTP); a bare GET opens GraphiQL.
+async fn graphql_get(State(app): State<AppState>, uri: axum::http::Uri) -> Response {
+    let Some(query) = uri
+        .query()
+        .filter(|q| q.split('&').any(|p| p.starts_with("query=")))
+    else {
+        let page = GraphiQLSource::build()
             .endpoint("/graphql")
             .title("vitistack GraphQL")
-            .finish(),
-    )
+            .finish();
+        return Html(page).into_response();
+    };
+    match async_graphql::http::parse_query_string(query) {
+        Ok(req) => execute(&app, req).await.into_response(),
+        Err(e) => {
+            let body = json!({"errors": [{"message": format!("bad GraphQL GET request: {e}")}]});
+            (StatusCode::BAD_REQUEST, axum::Json(body)).into_response()
+        }
+    }
 }
 
 async fn graphql(State(app): State<AppState>, req: GraphQLRequest) -> GraphQLResponse {
+    execute(&app, req.into_inner()).await
+}
+
+async fn execute(app: &AppState, request: async_graphql::Request) -> GraphQLResponse {
     let started = Instant::now();
     // One snapshot per request: every field of the answer reads the same version of the graph.
-    let request = req.into_inner().data(app.store.snapshot());
-    let response = app.schema.execute(request).await;
+    let mut response = app.schema.execute(request.data(app.store.snapshot())).await;
+    for e in &mut response.errors {
+        // async-graphql's wording names neither the limit nor its value.
+        if e.message == "Query is nested too deep." {
+            e.message = format!(
+                "the query is nested deeper than the limit of {} levels (MAX_QUERY_DEPTH)",
+                app.max_depth
+            );
+            e.extensions
+                .get_or_insert_with(Default::default)
+                .set("code", "DEPTH_LIMIT");
+        }
+    }
     app.metrics
         .observe_graphql(started.elapsed(), response.errors.is_empty());
     response.into()

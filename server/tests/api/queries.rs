@@ -591,3 +591,48 @@ async fn the_remaining_relationships_resolve_both_ways() {
     );
     let _ = std::fs::remove_dir_all(dir);
 }
+
+#[tokio::test]
+async fn get_queries_depth_and_body_limits() {
+    let app = spawn(&["--demo"]).await;
+    // GraphQL over HTTP GET.
+    let r = app
+        .client
+        .get(format!("{}/graphql", app.base))
+        .query(&[("query", "{ clusters(first: 1) { totalCount } }")])
+        .send()
+        .await
+        .expect("get");
+    assert_eq!(r.status(), 200);
+    let body: Value = r.json().await.expect("json");
+    assert!(
+        body["data"]["clusters"]["totalCount"].as_i64().expect("n") > 0,
+        "{body}"
+    );
+    // Too deep: refused before execution, with the limit in the message.
+    // 21 levels against the default MAX_QUERY_DEPTH of 16.
+    let hop = "machines(first: 1) { nodes { cluster { ";
+    let deep = format!("{{ {} name {} }}", hop.repeat(7), "} } }".repeat(7));
+    let e = app.error(&deep, json!({})).await;
+    assert_eq!(e["extensions"]["code"], "DEPTH_LIMIT", "{e}");
+    assert!(
+        e["message"]
+            .as_str()
+            .expect("m")
+            .contains("limit of 16 levels"),
+        "{e}"
+    );
+    // A body above the limit is refused with 413 and nothing is executed.
+    let huge = "x".repeat(vitistack::http::MAX_BODY_BYTES + 1);
+    let r = app
+        .client
+        .post(format!("{}/graphql", app.base))
+        .header("content-type", "application/json")
+        .body(format!(
+            "{{\"query\": \"{{ sequence }}\", \"pad\": \"{huge}\"}}"
+        ))
+        .send()
+        .await
+        .expect("post");
+    assert_eq!(r.status(), 413);
+}

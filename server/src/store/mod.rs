@@ -6,7 +6,7 @@ mod index;
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
-use imbl::{HashMap, OrdMap, OrdSet};
+use imbl::{GenericHashMap, OrdMap, OrdSet};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time as MetaTime;
 use parking_lot::Mutex;
 use tokio::sync::broadcast;
@@ -85,13 +85,21 @@ pub enum Op {
     Delete(Key),
 }
 
+/// A persistent hash map with a fast, non-cryptographic hasher (keys are not attacker-chosen
+/// hash-flooding material: they are object names already admitted by validation).
+type FastMap<K, V> =
+    GenericHashMap<K, V, rustc_hash::FxBuildHasher, imbl::shared_ptr::DefaultSharedPtr>;
+
 /// A consistent view of the graph at one sequence number.
 #[derive(Clone, Default)]
 pub struct Snapshot {
     seq: u64,
+    /// Ordered, for listing a kind or a namespace.
     objects: OrdMap<Key, Arc<Resource>>,
-    by_uid: HashMap<String, Key>,
-    index: HashMap<(Idx, String), Members>,
+    /// The same objects hashed, for point lookups (relationships resolve through these).
+    by_key: FastMap<Key, Arc<Resource>>,
+    by_uid: FastMap<String, Key>,
+    index: FastMap<(Idx, String), Members>,
 }
 
 /// Largest index set kept as a sorted slice; bigger sets become a B-tree.
@@ -174,17 +182,17 @@ impl Snapshot {
 
     /// Look an object up by identity.
     pub fn get(&self, kind: Kind, namespace: &str, name: &str) -> Option<&Arc<Resource>> {
-        self.objects.get(&Key::new(kind, namespace, name))
+        self.by_key.get(&Key::new(kind, namespace, name))
     }
 
     /// Look an object up by key.
     pub fn get_key(&self, key: &Key) -> Option<&Arc<Resource>> {
-        self.objects.get(key)
+        self.by_key.get(key)
     }
 
     /// Look an object up by `metadata.uid`.
     pub fn by_uid(&self, uid: &str) -> Option<&Arc<Resource>> {
-        self.by_uid.get(uid).and_then(|k| self.objects.get(k))
+        self.by_uid.get(uid).and_then(|k| self.by_key.get(k))
     }
 
     /// Every object of a kind, ordered by namespace then name.
@@ -221,7 +229,7 @@ impl Snapshot {
             .get(&(idx, value.to_string()))
             .into_iter()
             .flat_map(Members::iter)
-            .filter_map(|k| self.objects.get(k))
+            .filter_map(|k| self.by_key.get(k))
     }
 
     /// The first object found through a secondary index.
@@ -322,6 +330,7 @@ impl Store {
                     }
                     snap.reindex(&key, &r);
                     let object = Arc::new(r);
+                    snap.by_key.insert(key.clone(), object.clone());
                     snap.objects.insert(key, object.clone());
                     let change = if previous.is_some() {
                         ChangeType::Modified
@@ -339,6 +348,7 @@ impl Store {
                     let Some(prev) = snap.objects.remove(&key) else {
                         continue;
                     };
+                    snap.by_key.remove(&key);
                     snap.seq += 1;
                     snap.unindex(&key, &prev);
                     out.push(Arc::new(Change {

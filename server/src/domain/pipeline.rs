@@ -154,6 +154,11 @@ fn ready_state(r: &Resource) -> (bool, Option<String>, bool) {
 pub fn evaluate(snap: &Snapshot, kc: &KubernetesCluster) -> Pipeline {
     let ns = kc.metadata.namespace.as_deref().unwrap_or_default();
     let cluster_id = &kc.spec.data.cluster_id;
+    let kc_key = Key::new(
+        crate::model::Kind::KubernetesCluster,
+        ns,
+        kc.metadata.name.as_deref().unwrap_or_default(),
+    );
     let mut steps: Vec<Step> = Vec::new();
     let mut blockers: Vec<Blocker> = Vec::new();
 
@@ -215,8 +220,8 @@ pub fn evaluate(snap: &Snapshot, kc: &KubernetesCluster) -> Pipeline {
     if cp_have < cp_expected || workers_have < workers_expected {
         let missing = expected.saturating_sub(machines.len()).max(1);
         blockers.push(Blocker {
-            key: Key::new(crate::model::Kind::KubernetesCluster, ns, kc.metadata.name.as_deref().unwrap_or_default()),
-            object: snap.get(crate::model::Kind::KubernetesCluster, ns, kc.metadata.name.as_deref().unwrap_or_default()).cloned(),
+            key: kc_key.clone(),
+            object: snap.get_key(&kc_key).cloned(),
             reason: format!(
                 "{} of {expected} Machines exist ({cp_have}/{cp_expected} control planes, {workers_have}/{workers_expected} workers); talos-operator has not created {missing} yet",
                 machines.len()
@@ -382,11 +387,6 @@ pub fn evaluate(snap: &Snapshot, kc: &KubernetesCluster) -> Pipeline {
     }
 
     // 6. Talos phases → 7. Ready
-    let kc_key = Key::new(
-        crate::model::Kind::KubernetesCluster,
-        ns,
-        kc.metadata.name.as_deref().unwrap_or_default(),
-    );
     let status = kc.status.as_ref();
     let phase = status.map(|s| s.phase.clone()).unwrap_or_default();
     if phase != ClusterPhase::Ready {

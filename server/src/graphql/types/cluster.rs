@@ -43,15 +43,16 @@ pub struct ControlPlane {
 impl ControlPlane {
     /// The MachineClass.
     async fn machine_class(&self, ctx: &Context<'_>) -> Option<MachineClassObj> {
-        one(
-            snap(ctx).get(
-                crate::model::Kind::MachineClass,
-                "",
-                &self.machine_class_name,
-            ),
-            MachineClassObj::new,
-        )
+        class_named(ctx, &self.machine_class_name)
     }
+}
+
+/// The MachineClass with this name (cluster-scoped).
+fn class_named(ctx: &Context<'_>, name: &str) -> Option<MachineClassObj> {
+    one(
+        snap(ctx).get(crate::model::Kind::MachineClass, "", name),
+        MachineClassObj::new,
+    )
 }
 
 /// Autoscaling bounds of a node pool.
@@ -89,14 +90,7 @@ pub struct NodePool {
 impl NodePool {
     /// The MachineClass.
     async fn machine_class(&self, ctx: &Context<'_>) -> Option<MachineClassObj> {
-        one(
-            snap(ctx).get(
-                crate::model::Kind::MachineClass,
-                "",
-                &self.machine_class_name,
-            ),
-            MachineClassObj::new,
-        )
+        class_named(ctx, &self.machine_class_name)
     }
 
     /// Machines of this pool (annotation `vitistack.io/nodepool`).

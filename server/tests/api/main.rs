@@ -4,6 +4,7 @@
 mod diagnosis;
 mod fixtures;
 mod queries;
+mod robustness;
 
 use std::path::PathBuf;
 

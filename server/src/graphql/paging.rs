@@ -195,7 +195,7 @@ pub fn paginate<T, F>(
 ) -> async_graphql::Result<Connection<Cursor, T, ConnectionFields>>
 where
     T: OutputType,
-    F: Fn(Arc<Resource>) -> T,
+    F: Fn(Arc<Resource>) -> Option<T>,
 {
     let sort = sort.unwrap_or_default();
     let field = field_name(sort.field);
@@ -286,10 +286,12 @@ where
         end < total,
         ConnectionFields { total_count: total },
     );
-    conn.edges.extend(
-        keyed[start..end]
-            .iter()
-            .map(|(_, r)| Edge::new(Cursor::Item(sort.field, Arc::clone(r)), wrap(Arc::clone(r)))),
-    );
+    conn.edges
+        .extend(keyed[start..end].iter().filter_map(|(_, r)| {
+            Some(Edge::new(
+                Cursor::Item(sort.field, Arc::clone(r)),
+                wrap(Arc::clone(r))?,
+            ))
+        }));
     Ok(conn)
 }

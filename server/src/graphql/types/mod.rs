@@ -51,9 +51,8 @@ pub fn connection<T: async_graphql::OutputType>(
         .unwrap_or(500);
     paging::apply_filter(&mut items, filter)?;
     items.retain(|r| wrap(r.clone()).is_some());
-    paging::paginate(items, sort, page, max, |r| {
-        wrap(r).expect("kind checked above")
-    })
+    // Items of another kind are dropped first so that totalCount and the pages agree.
+    paging::paginate(items, sort, page, max, wrap)
 }
 
 /// Opaque global id of an object: base64url of `["Kind","namespace","name"]`.

@@ -26,4 +26,9 @@ cargo fmt --all -- --check
 echo "== cargo clippy"
 cargo clippy --all-targets --locked -- -D warnings
 echo "== cargo test"
-cargo test --workspace --locked
+log=$(mktemp)
+cargo test --workspace --locked 2>&1 | tee "$log"
+# One closing line for the whole run (cargo's last line is the doc-test binary's).
+awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
+     END { printf "tests: %d passed, %d failed\n", p, f }' "$log"
+rm -f "$log"

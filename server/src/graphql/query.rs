@@ -1,6 +1,7 @@
 //! The Query root: lookups, one connection per kind, the datacenter, and summaries.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use async_graphql::{Context, ID, Object, SimpleObject};
 
@@ -171,19 +172,7 @@ pub fn infrastructure_summary(s: &Snapshot) -> InfrastructureSummary {
     let (mut vcpus, mut memory, mut disk) = (0i64, 0i64, 0i64);
     for m in &machines {
         if let Some(obj) = MachineObj::new((*m).clone()) {
-            let class = match m.as_ref() {
-                Resource::Machine(mm) => mm
-                    .spec
-                    .machine_class
-                    .as_deref()
-                    .and_then(|c| s.get(Kind::MachineClass, "", c)),
-                _ => None,
-            };
-            let class = class.and_then(|c| match c.as_ref() {
-                Resource::MachineClass(mc) => Some(&**mc),
-                _ => None,
-            });
-            let r = obj.effective_resources(class);
+            let r = obj.resources_in(s);
             vcpus += r.vcpus;
             memory += r.memory_bytes.unwrap_or(0);
             disk += r.disk_gb;
@@ -270,6 +259,29 @@ pub fn infrastructure_summary(s: &Snapshot) -> InfrastructureSummary {
         },
         clusters: cluster_summary(s),
     }
+}
+
+/// The Vitistack singleton: the one named by config (VITISTACKCRDNAME), else the first.
+fn datacenter_of<'a>(ctx: &Context<'a>) -> Option<&'a Arc<Resource>> {
+    let s = snap(ctx);
+    let wanted = ctx
+        .data_opt::<DatacenterName>()
+        .map(|d| d.0.as_str())
+        .unwrap_or("vitistack");
+    s.get(Kind::Vitistack, "", wanted)
+        .or_else(|| s.list(Kind::Vitistack).next())
+}
+
+/// An object by `metadata.uid`, else a cluster-scoped object of `kind` by name.
+fn by_uid_or_name(
+    s: &Snapshot,
+    kind: Kind,
+    uid: Option<String>,
+    name: Option<String>,
+) -> Option<&Arc<Resource>> {
+    uid.as_deref()
+        .and_then(|u| s.by_uid(u))
+        .or_else(|| name.as_deref().and_then(|n| s.get(kind, "", n)))
 }
 
 /// Which Vitistack is "the" datacenter: the one named by config, else the only/first one.
@@ -385,28 +397,12 @@ impl Query {
 
     /// The Vitistack singleton: the zone this management cluster runs, with its providers.
     async fn datacenter(&self, ctx: &Context<'_>) -> Option<VitistackObj> {
-        let s = snap(ctx);
-        let wanted = ctx
-            .data_opt::<DatacenterName>()
-            .map(|d| d.0.as_str())
-            .unwrap_or("vitistack");
-        one(
-            s.get(Kind::Vitistack, "", wanted)
-                .or_else(|| s.list(Kind::Vitistack).next()),
-            VitistackObj::new,
-        )
+        one(datacenter_of(ctx), VitistackObj::new)
     }
 
     /// Name of the Vitistack (parity with the old `/v1/vitistack/name`).
     async fn vitistack_name(&self, ctx: &Context<'_>) -> Option<String> {
-        let s = snap(ctx);
-        let wanted = ctx
-            .data_opt::<DatacenterName>()
-            .map(|d| d.0.as_str())
-            .unwrap_or("vitistack");
-        s.get(Kind::Vitistack, "", wanted)
-            .or_else(|| s.list(Kind::Vitistack).next())
-            .map(|v| v.name().to_string())
+        datacenter_of(ctx).map(|v| v.name().to_string())
     }
 
     /// Server version (parity with the old `/v1/info/version`).
@@ -485,12 +481,10 @@ impl Query {
         uid: Option<String>,
         name: Option<String>,
     ) -> Option<MachineProviderObj> {
-        let s = snap(ctx);
-        let r = uid.as_deref().and_then(|u| s.by_uid(u)).or_else(|| {
-            name.as_deref()
-                .and_then(|n| s.get(Kind::MachineProvider, "", n))
-        });
-        one(r, MachineProviderObj::new)
+        one(
+            by_uid_or_name(snap(ctx), Kind::MachineProvider, uid, name),
+            MachineProviderObj::new,
+        )
     }
 
     /// A KubernetesProvider by uid or name (parity with the old `/v1/kubernetesproviders/{uid}`).
@@ -500,12 +494,10 @@ impl Query {
         uid: Option<String>,
         name: Option<String>,
     ) -> Option<KubernetesProviderObj> {
-        let s = snap(ctx);
-        let r = uid.as_deref().and_then(|u| s.by_uid(u)).or_else(|| {
-            name.as_deref()
-                .and_then(|n| s.get(Kind::KubernetesProvider, "", n))
-        });
-        one(r, KubernetesProviderObj::new)
+        one(
+            by_uid_or_name(snap(ctx), Kind::KubernetesProvider, uid, name),
+            KubernetesProviderObj::new,
+        )
     }
 
     /// Machines, networks, storage and clusters in numbers.

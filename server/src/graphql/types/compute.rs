@@ -11,7 +11,7 @@ use crate::model::{
     ANNOTATION_KUBEVIRT_CONFIG, ANNOTATION_NODE_POOL, Kind, LABEL_CLUSTER_ID, LABEL_NODE_ROLE,
     Machine, MachineClass, MachineProvider, Resource,
 };
-use crate::store::{Idx, scoped};
+use crate::store::{Idx, Snapshot, scoped};
 
 /// CPU topology.
 #[derive(SimpleObject, Clone, Debug, Default)]
@@ -153,12 +153,15 @@ impl MachineObj {
         }
     }
 
-    fn class<'a>(&self, ctx: &Context<'a>) -> Option<&'a MachineClass> {
-        let class = self.m().spec.machine_class.as_deref()?;
-        match snap(ctx).get(Kind::MachineClass, "", class)?.as_ref() {
-            Resource::MachineClass(c) => Some(c),
-            _ => None,
-        }
+    /// Effective resources, with the MachineClass looked up in `snapshot`.
+    pub fn resources_in(&self, snapshot: &Snapshot) -> MachineResources {
+        let class = self.m().spec.machine_class.as_deref().and_then(|name| {
+            match snapshot.get(Kind::MachineClass, "", name)?.as_ref() {
+                Resource::MachineClass(c) => Some(&**c),
+                _ => None,
+            }
+        });
+        self.effective_resources(class)
     }
 }
 
@@ -214,7 +217,7 @@ node_type! {
         /// `spec.memory` override in bytes.
         async fn memory_bytes(&self) -> Option<i64> { self.m().spec.memory }
         /// Effective vCPUs, memory and disk: spec overrides, else the MachineClass.
-        async fn resources(&self, ctx: &Context<'_>) -> MachineResources { self.effective_resources(self.class(ctx)) }
+        async fn resources(&self, ctx: &Context<'_>) -> MachineResources { self.resources_in(snap(ctx)) }
         /// `spec.disks`.
         async fn disks(&self) -> Vec<MachineDisk> {
             self.m().spec.disks.iter().flatten().map(|d| MachineDisk {

@@ -27,8 +27,23 @@ echo "== cargo clippy"
 cargo clippy --all-targets --locked -- -D warnings
 echo "== cargo test"
 log=$(mktemp)
-cargo test --workspace --locked 2>&1 | tee "$log"
-# One closing line for the whole run (cargo's last line is the doc-test binary's).
+trap 'rm -f "$log"' EXIT
+status=0
+cargo test --workspace --locked 2>&1 | tee "$log" || status=1
+
+echo "== Helm chart (real Helm engine via helm-python-sdk, kubernetes-validate)"
+venv="${VITISTACK_VENV:-/var/tmp/vitistack-venv}"
+if ! "$venv/bin/python" -c 'import helm_python, kubernetes_validate, yaml' 2>/dev/null; then
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install --quiet helm-python-sdk kubernetes-validate pyyaml
+fi
+cargo build --locked -q -p vitistack-server
+VITISTACK_BIN="$CARGO_TARGET_DIR/debug/vitistack" "$venv/bin/python" -m unittest -v e2e/chart/test_chart.py 2>&1 | tee -a "$log" || status=1
+
+# One closing line for the whole run: cargo's "test result:" lines and unittest's "Ran N tests" / "FAILED (...)".
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
+     /^Ran [0-9]+ tests? in/ { ran = $2 }
+     /^FAILED \(/ { n = 0; s = $0; while (match(s, /(failures|errors)=[0-9]+/)) { split(substr(s, RSTART, RLENGTH), kv, "="); n += kv[2]; s = substr(s, RSTART + RLENGTH) } uf += n }
+     /^(OK|FAILED)/ && ran { p += ran - (/^FAILED/ ? uf : 0); f += (/^FAILED/ ? uf : 0); ran = 0; uf = 0 }
      END { printf "tests: %d passed, %d failed\n", p, f }' "$log"
-rm -f "$log"
+exit "$status"

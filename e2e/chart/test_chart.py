@@ -1,0 +1,210 @@
+"""The Helm chart, rendered by the real Helm engine (helm-python-sdk wraps Helm's Go library).
+
+Checks what an operator installing the chart would notice: it lints, every manifest is valid for the
+Kubernetes API, the environment it sets is what the server reads, the probes answer on the real server
+started with that environment, RBAC reads exactly the watched kinds, the database password stays in a
+Secret, and bad values are refused with the field that is wrong.
+
+Run by scripts/test.sh with VITISTACK_BIN pointing at the built server binary.
+"""
+
+import glob
+import json
+import os
+import re
+import socket
+import subprocess
+import tempfile
+import time
+import unittest
+import urllib.request
+
+import helm_python
+import kubernetes_validate
+import yaml
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
+CHART = os.path.join(ROOT, "charts", "vitistack-graphql")
+SHARED_CRDS = os.path.normpath(os.path.join(ROOT, "..", "shared", "crds"))
+KUBE_VERSION = "1.33"
+
+
+def render(values=None):
+    chart = helm_python.Chart.load(CHART)
+    out = chart.render(values or {}, name="rel", namespace="infra")
+    docs = []
+    for path, text in sorted(out.items()):
+        if path.endswith("NOTES.txt"):
+            continue
+        for doc in yaml.safe_load_all(text):
+            if doc:
+                docs.append(doc)
+    return docs
+
+
+def by_kind(docs, kind):
+    return [d for d in docs if d["kind"] == kind]
+
+
+def container(docs):
+    (deploy,) = by_kind(docs, "Deployment")
+    (c,) = deploy["spec"]["template"]["spec"]["containers"]
+    return deploy, c
+
+
+def server_env_names():
+    """Environment variables `vitistack serve --help` documents."""
+    help_text = subprocess.run(
+        [os.environ["VITISTACK_BIN"], "serve", "--help"], capture_output=True, text=True, check=True
+    ).stdout
+    return set(re.findall(r"\[env: ([A-Z_]+)=", help_text))
+
+
+class ChartTest(unittest.TestCase):
+    def test_lints_without_errors(self):
+        result = helm_python.lint(CHART)
+        self.assertEqual(result["errors"], [], result)
+        errors = [m for m in result["messages"] if m["severity"] >= 3]
+        self.assertEqual(errors, [], result)
+
+    def test_default_render_is_valid_kubernetes(self):
+        docs = render()
+        kinds = sorted(d["kind"] for d in docs)
+        self.assertEqual(
+            kinds, ["ClusterRole", "ClusterRoleBinding", "Deployment", "Service", "ServiceAccount"]
+        )
+        for d in docs:
+            kubernetes_validate.validate(d, KUBE_VERSION, strict=True)
+
+    def test_every_option_renders_valid_kubernetes(self):
+        docs = render(
+            {
+                "persistence": {"enabled": True, "storageClass": "fast"},
+                "ingress": {"enabled": True, "className": "nginx", "tls": [{"hosts": ["v.example"], "secretName": "t"}]},
+                "metrics": {"serviceMonitor": {"enabled": True, "labels": {"release": "prom"}}},
+                "config": {"extraEnv": [{"name": "RUST_BACKTRACE", "value": "1"}]},
+            }
+        )
+        kinds = {d["kind"] for d in docs}
+        self.assertTrue({"PersistentVolumeClaim", "Ingress", "ServiceMonitor"} <= kinds, kinds)
+        for d in docs:
+            if d["kind"] != "ServiceMonitor":  # a CRD of prometheus-operator, not in the core schemas
+                kubernetes_validate.validate(d, KUBE_VERSION, strict=True)
+        deploy, _ = container(docs)
+        (pvc,) = by_kind(docs, "PersistentVolumeClaim")
+        volumes = deploy["spec"]["template"]["spec"]["volumes"]
+        self.assertEqual(volumes[0]["persistentVolumeClaim"]["claimName"], pvc["metadata"]["name"])
+        self.assertEqual(pvc["spec"]["storageClassName"], "fast")
+
+    def test_environment_is_what_the_server_reads(self):
+        _, c = container(render())
+        names = {e["name"] for e in c["env"]}
+        unknown = names - server_env_names()
+        self.assertEqual(unknown, set(), "the chart sets variables the server does not read")
+        env = {e["name"]: e.get("value") for e in c["env"]}
+        self.assertEqual(env["PORT"], str(c["ports"][0]["containerPort"]))
+        self.assertTrue(env["DATABASE_URL"].startswith("sqlite:"))
+
+    def test_probes_answer_on_the_real_server_started_with_the_charts_environment(self):
+        _, c = container(render())
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        env = {e["name"]: e["value"] for e in c["env"] if "value" in e}
+        with tempfile.TemporaryDirectory() as tmp:
+            env.update(
+                PORT=str(port),
+                BIND_ADDRESS="127.0.0.1",
+                DATABASE_URL=f"sqlite://{tmp}/vitistack.db",
+                PATH=os.environ.get("PATH", ""),
+            )
+            proc = subprocess.Popen(
+                [os.environ["VITISTACK_BIN"], *c["args"]],
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                cwd=tmp,
+            )
+            try:
+                probes = [c[p]["httpGet"]["path"] for p in ("startupProbe", "livenessProbe", "readinessProbe")]
+                deadline = time.time() + 30
+                while True:
+                    try:
+                        with urllib.request.urlopen(f"http://127.0.0.1:{port}{probes[0]}", timeout=2) as r:
+                            if r.status == 200:
+                                break
+                    except OSError:
+                        if proc.poll() is not None or time.time() > deadline:
+                            self.fail(f"server did not start: {proc.stderr.read().decode()[-2000:]}")
+                        time.sleep(0.1)
+                for path in probes:
+                    with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as r:
+                        self.assertEqual(r.status, 200, path)
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+                    self.assertIn(b"# TYPE", r.read())
+            finally:
+                proc.terminate()
+                proc.wait(timeout=10)
+                proc.stderr.close()
+
+    def test_rbac_reads_every_watched_kind_and_writes_nothing(self):
+        docs = render()
+        (role,) = by_kind(docs, "ClusterRole")
+        (binding,) = by_kind(docs, "ClusterRoleBinding")
+        (sa,) = by_kind(docs, "ServiceAccount")
+        self.assertEqual(binding["subjects"][0]["name"], sa["metadata"]["name"])
+        self.assertEqual(binding["subjects"][0]["namespace"], "infra")
+        for rule in role["rules"]:
+            self.assertEqual(sorted(rule["verbs"]), ["get", "list", "watch"], rule)
+        granted = {(g, r) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"]}
+        if os.path.isdir(SHARED_CRDS):
+            for path in glob.glob(os.path.join(SHARED_CRDS, "**", "*.yaml"), recursive=True):
+                with open(path) as f:
+                    for crd in yaml.safe_load_all(f):
+                        if crd and crd.get("kind") == "CustomResourceDefinition":
+                            plural = crd["spec"]["names"]["plural"]
+                            self.assertIn((crd["spec"]["group"], plural), granted, path)
+        for needed in [("kubevirt.io", "virtualmachines"), ("kubevirt.io", "virtualmachineinstances"), ("", "nodes")]:
+            self.assertIn(needed, granted)
+
+    def test_database_password_stays_in_a_secret(self):
+        url = "postgres://vitistack:s3cr3t-pw@db.infra:5432/vitistack"
+        docs = render({"database": {"url": url}})
+        (secret,) = by_kind(docs, "Secret")
+        self.assertEqual(secret["stringData"]["DATABASE_URL"], url)
+        deploy, c = container(docs)
+        self.assertNotIn("s3cr3t-pw", json.dumps(deploy))
+        (db,) = [e for e in c["env"] if e["name"] == "DATABASE_URL"]
+        self.assertEqual(db["valueFrom"]["secretKeyRef"], {"name": secret["metadata"]["name"], "key": "DATABASE_URL"})
+        # PostgreSQL: no single-writer file, so rolling updates are fine.
+        self.assertNotIn("strategy", deploy["spec"])
+        for d in docs:
+            kubernetes_validate.validate(d, KUBE_VERSION, strict=True)
+
+    def test_existing_secret_is_referenced_not_created(self):
+        docs = render({"database": {"existingSecret": "pg-app", "existingSecretKey": "uri"}})
+        self.assertEqual(by_kind(docs, "Secret"), [])
+        _, c = container(docs)
+        (db,) = [e for e in c["env"] if e["name"] == "DATABASE_URL"]
+        self.assertEqual(db["valueFrom"]["secretKeyRef"], {"name": "pg-app", "key": "uri"})
+
+    def test_bad_values_are_refused_naming_the_field(self):
+        cases = [
+            ({"service": {"port": "http"}}, "/service/port"),
+            ({"service": {"port": 70000}}, "/service/port"),
+            ({"database": {"url": "mysql://db/x"}}, "/database/url"),
+            ({"config": {"maxPageSize": 0}}, "/config/maxPageSize"),
+            ({"config": {"logJson": "yes"}}, "/config/logJson"),
+            ({"image": {"pullPolicy": "Sometimes"}}, "/image/pullPolicy"),
+            ({"replicas": 2}, "replicas"),
+        ]
+        for values, field in cases:
+            with self.subTest(values=values):
+                with self.assertRaises(helm_python.HelmValuesError) as ctx:
+                    render(values)
+                self.assertIn(field, str(ctx.exception))
+
+
+if __name__ == "__main__":
+    unittest.main()

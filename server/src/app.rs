@@ -3,10 +3,14 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use tokio::net::TcpListener;
+use tokio::sync::watch;
 
-use crate::config::ServeConfig;
+use crate::config::{ServeConfig, redact_url};
+use crate::db::objects::{self, DbHealth, Start, WriterSettings};
+use crate::db::{Db, Engine};
 use crate::graphql::{SchemaSettings, build_schema};
 use crate::http::{AppState, Metrics, router};
 use crate::source::{self, ImportSummary, demo::FleetSpec};
@@ -20,19 +24,96 @@ pub struct Running {
     pub store: Arc<Store>,
     /// What start-up loading did.
     pub import: ImportSummary,
+    /// Objects read back from the database at start-up.
+    pub restored: usize,
+    /// The database's state.
+    pub db_health: Arc<DbHealth>,
     task: tokio::task::JoinHandle<std::io::Result<()>>,
+    stop: watch::Sender<bool>,
+    writer: tokio::task::JoinHandle<Option<Db>>,
 }
 
 impl Running {
-    /// Wait for the server to stop.
+    /// Serve until SIGINT/SIGTERM, then write what is pending and return.
     pub async fn wait(self) -> anyhow::Result<()> {
-        self.task.await??;
+        let Running {
+            task, stop, writer, ..
+        } = self;
+        let served = task.await;
+        finish(stop, writer).await;
+        served??;
         Ok(())
     }
 
-    /// Stop serving.
+    /// Stop serving, write what is pending to the database and close it.
+    pub async fn stop(self) -> anyhow::Result<()> {
+        let Running {
+            task, stop, writer, ..
+        } = self;
+        let _ = stop.send(true);
+        let served = task.await;
+        finish(stop, writer).await;
+        served??;
+        Ok(())
+    }
+
+    /// Stop at once, without waiting for pending writes (tests simulating a crash).
     pub fn abort(&self) {
         self.task.abort();
+        self.writer.abort();
+    }
+}
+
+async fn finish(stop: watch::Sender<bool>, writer: tokio::task::JoinHandle<Option<Db>>) {
+    let _ = stop.send(true);
+    if let Ok(Some(db)) = writer.await {
+        db.close().await;
+    }
+}
+
+/// Connect to the database and read back the embedded source's objects. A database that does
+/// not answer does not stop the server: it is retried in the background.
+async fn open_database(cfg: &ServeConfig, store: &Store, health: &DbHealth) -> (Start, usize) {
+    let url = &cfg.db.database_url;
+    let pool = cfg.db.pool();
+    let limit = pool.acquire_timeout + Duration::from_secs(1);
+    let opened = match tokio::time::timeout(limit, Db::open(url, &pool)).await {
+        Ok(r) => r,
+        Err(_) => Err(crate::db::DbError::Connect {
+            url: redact_url(url),
+            source: sqlx::Error::PoolTimedOut,
+        }),
+    };
+    match opened {
+        Ok(db) => {
+            health.ok();
+            let restored = match objects::load(&db).await {
+                Ok((stored, skipped)) => {
+                    for s in &skipped {
+                        tracing::warn!(kind = %s.kind, reason = %s.reason, "stored object skipped");
+                    }
+                    store.restore(stored)
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "reading stored objects failed");
+                    health.failed(&e);
+                    0
+                }
+            };
+            tracing::info!(engine = db.engine().name(), database = %redact_url(url), restored, "database ready");
+            (Start::Connected(db), restored)
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "database unreachable; serving without it and retrying in the background");
+            health.failed(&e);
+            (
+                Start::Retry {
+                    url: url.clone(),
+                    pool,
+                },
+                0,
+            )
+        }
     }
 }
 
@@ -42,6 +123,24 @@ pub async fn start(cfg: &ServeConfig, listener: TcpListener) -> anyhow::Result<R
     let store = Arc::new(Store::new());
     let ready = Arc::new(AtomicBool::new(false));
     let metrics = Arc::new(Metrics::new()?);
+    let engine = Engine::of(&cfg.db.database_url)?;
+    let db_health = Arc::new(DbHealth::new(engine, &cfg.db.database_url));
+    let (stop, stop_rx) = watch::channel(false);
+
+    // The database first: objects kept from an earlier run come back before anything new.
+    let (db_start, restored) = open_database(cfg, &store, &db_health).await;
+    let writer = objects::spawn_writer(
+        db_start,
+        store.clone(),
+        store.subscribe(),
+        db_health.clone(),
+        stop_rx.clone(),
+        WriterSettings {
+            flush_interval: Duration::from_millis(cfg.db_flush_interval_ms.max(1)),
+            batch_size: cfg.db_batch_size.max(1),
+        },
+    );
+
     let schema = build_schema(&SchemaSettings {
         max_page_size: cfg.max_page_size,
         max_depth: cfg.max_query_depth,
@@ -53,15 +152,27 @@ pub async fn start(cfg: &ServeConfig, listener: TcpListener) -> anyhow::Result<R
         ready: ready.clone(),
         metrics,
         max_depth: cfg.max_query_depth,
+        db_health: db_health.clone(),
     };
     let addr = listener.local_addr()?;
+    let mut http_stop = stop_rx;
     let task = tokio::spawn(async move {
         axum::serve(listener, router(state))
-            .with_graceful_shutdown(shutdown())
+            .with_graceful_shutdown(async move {
+                tokio::select! {
+                    _ = shutdown() => {},
+                    _ = http_stop.wait_for(|s| *s) => {},
+                }
+            })
             .await
     });
 
-    if cfg.demo {
+    if cfg.demo && restored > 0 {
+        tracing::info!(
+            restored,
+            "demo fleet not loaded: the database already holds objects from an earlier run"
+        );
+    } else if cfg.demo {
         let spec = if cfg.demo_clusters == 0 {
             FleetSpec::demo()
         } else {
@@ -74,18 +185,7 @@ pub async fn start(cfg: &ServeConfig, listener: TcpListener) -> anyhow::Result<R
         ImportSummary::default()
     } else {
         let summary = source::import_paths(&store, &cfg.manifests)?;
-        for e in summary.errors() {
-            tracing::warn!(file = %e.file, document = e.document, path = %e.path, reason = %e.reason, "manifest refused");
-        }
-        for n in summary.notes() {
-            tracing::info!(file = %n.file, document = n.document, "{}", n.message);
-        }
-        tracing::info!(
-            files = summary.files.len(),
-            refused = summary.refused_files(),
-            changed = summary.changed,
-            "manifests loaded"
-        );
+        log_import(&summary);
         summary
     };
     ready.store(true, Ordering::Release);
@@ -93,8 +193,28 @@ pub async fn start(cfg: &ServeConfig, listener: TcpListener) -> anyhow::Result<R
         addr,
         store,
         import,
+        restored,
+        db_health,
         task,
+        stop,
+        writer,
     })
+}
+
+/// Log what an import refused and noted.
+pub fn log_import(summary: &ImportSummary) {
+    for e in summary.errors() {
+        tracing::warn!(file = %e.file, document = e.document, path = %e.path, reason = %e.reason, "manifest refused");
+    }
+    for n in summary.notes() {
+        tracing::info!(file = %n.file, document = n.document, "{}", n.message);
+    }
+    tracing::info!(
+        files = summary.files.len(),
+        refused = summary.refused_files(),
+        changed = summary.changed,
+        "manifests loaded"
+    );
 }
 
 /// Start from configuration: bind, load, serve until SIGINT/SIGTERM.
@@ -103,7 +223,7 @@ pub async fn serve(cfg: ServeConfig) -> anyhow::Result<()> {
     let listener = TcpListener::bind(addr)
         .await
         .map_err(|e| anyhow::anyhow!("cannot listen on {addr} (set PORT or BIND_ADDRESS): {e}"))?;
-    tracing::info!(source = "embedded", database = %crate::config::redact_url(&cfg.database_url), "source: embedded store (no cluster configured)");
+    tracing::info!(source = "embedded", database = %redact_url(&cfg.db.database_url), "source: embedded store (no cluster configured)");
     let running = start(&cfg, listener).await?;
     tracing::info!(addr = %running.addr, "serving GraphQL at http://{}/graphql", running.addr);
     running.wait().await

@@ -28,10 +28,17 @@ pub struct ServeConfig {
     #[arg(long, env = "LOG_JSON_LOGGING", default_value_t = true, action = clap::ArgAction::Set)]
     pub log_json: bool,
 
-    /// Database for history and embedded-mode persistence: `sqlite://FILE` or `postgres://…`.
-    /// Read and checked now; the history store that uses it is not built yet.
-    #[arg(long, env = "DATABASE_URL", default_value = "sqlite://vitistack.db")]
-    pub database_url: String,
+    /// The database.
+    #[command(flatten)]
+    pub db: DbConfig,
+
+    /// Write pending objects at most this many milliseconds after the first change.
+    #[arg(long, env = "DB_FLUSH_INTERVAL_MS", default_value_t = 200)]
+    pub db_flush_interval_ms: u64,
+
+    /// Write at once when this many objects are pending.
+    #[arg(long, env = "DB_BATCH_SIZE", default_value_t = 1000)]
+    pub db_batch_size: usize,
 
     /// Name of the Vitistack singleton (the old operator's VITISTACKCRDNAME).
     #[arg(long, env = "VITISTACKCRDNAME", default_value = "vitistack")]
@@ -58,6 +65,52 @@ pub struct ServeConfig {
     pub manifests: Vec<PathBuf>,
 }
 
+/// Database settings, shared by `serve`, `migrate` and `import`.
+#[derive(Args, Clone, Debug)]
+pub struct DbConfig {
+    /// Database for history and embedded-mode objects: `sqlite://FILE` (created if missing) or
+    /// `postgres://USER:PASSWORD@HOST:PORT/DB`.
+    #[arg(long, env = "DATABASE_URL", default_value = "sqlite://vitistack.db")]
+    pub database_url: String,
+
+    /// Largest number of open database connections.
+    #[arg(long, env = "DB_MAX_OPEN_CONNS", default_value_t = 10)]
+    pub db_max_open_conns: u32,
+
+    /// Database connections kept open when idle.
+    #[arg(long, env = "DB_MAX_IDLE_CONNS", default_value_t = 2)]
+    pub db_max_idle_conns: u32,
+
+    /// Close database connections older than this many seconds.
+    #[arg(long, env = "DB_CONN_MAX_LIFETIME_SECONDS", default_value_t = 1800)]
+    pub db_conn_max_lifetime_seconds: u64,
+
+    /// Give up connecting (or waiting for a free connection) after this many seconds.
+    #[arg(long, env = "DB_CONNECT_TIMEOUT_SECONDS", default_value_t = 5)]
+    pub db_connect_timeout_seconds: u64,
+}
+
+impl DbConfig {
+    /// Pool settings.
+    pub fn pool(&self) -> crate::db::PoolSettings {
+        crate::db::PoolSettings {
+            max_open: self.db_max_open_conns,
+            min_idle: self.db_max_idle_conns,
+            max_lifetime: std::time::Duration::from_secs(self.db_conn_max_lifetime_seconds),
+            acquire_timeout: std::time::Duration::from_secs(self.db_connect_timeout_seconds.max(1)),
+        }
+    }
+
+    /// Check the URL; the error names the variable and what it accepts.
+    pub fn validate(&self) -> Result<(), String> {
+        crate::db::Engine::of(&self.database_url).map_err(|e| e.to_string())?;
+        if self.db_max_open_conns == 0 {
+            return Err("DB_MAX_OPEN_CONNS must be at least 1".into());
+        }
+        Ok(())
+    }
+}
+
 impl ServeConfig {
     /// The socket address to listen on.
     pub fn listen_addr(&self) -> SocketAddr {
@@ -71,15 +124,7 @@ impl ServeConfig {
 
     /// Check settings that clap cannot; the error names the variable and what it accepts.
     pub fn validate(&self) -> Result<(), String> {
-        if !(self.database_url.starts_with("sqlite:")
-            || self.database_url.starts_with("postgres://")
-            || self.database_url.starts_with("postgresql://"))
-        {
-            return Err(format!(
-                "DATABASE_URL `{}` must start with sqlite: or postgres://",
-                redact_url(&self.database_url)
-            ));
-        }
+        self.db.validate()?;
         if self.max_page_size == 0 {
             return Err("MAX_PAGE_SIZE must be at least 1".into());
         }

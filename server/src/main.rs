@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use vitistack::config::ServeConfig;
+use vitistack::config::{DbConfig, ServeConfig};
 use vitistack::source::manifest;
 
 // mimalloc halves the time of allocation-heavy GraphQL responses compared with glibc malloc
@@ -26,18 +26,28 @@ enum Command {
     Serve(ServeConfig),
     /// Print the GraphQL schema (SDL); `schema.graphql` is this output.
     Schema,
-    /// Validate manifests and report what would be loaded; exit 1 when any file is refused.
-    /// Objects are kept by `serve PATH...` (the database that keeps them across restarts comes later).
+    /// Validate manifests and store every accepted file's objects in the database, each file
+    /// atomically; a running embedded server picks them up at its next start. Exit 1 when any
+    /// file is refused (refused files store nothing).
     Import {
         /// Files or directories (multi-document YAML or JSON).
         #[arg(required = true)]
         paths: Vec<PathBuf>,
+        /// The database.
+        #[command(flatten)]
+        db: DbConfig,
     },
-    /// Same as `import`, for CI: validate manifests only.
+    /// Validate manifests only (for CI): report what would be loaded; exit 1 when a file is refused.
     Check {
         /// Files or directories.
         #[arg(required = true)]
         paths: Vec<PathBuf>,
+    },
+    /// Create or update the database schema (also done at every start of `serve`).
+    Migrate {
+        /// The database.
+        #[command(flatten)]
+        db: DbConfig,
     },
 }
 
@@ -109,7 +119,14 @@ fn main() -> ExitCode {
             print!("{}", vitistack::graphql::sdl());
             ExitCode::SUCCESS
         }
-        Some(Command::Import { paths }) | Some(Command::Check { paths }) => check(&paths),
+        Some(Command::Check { paths }) => check(&paths),
+        Some(Command::Import { paths, db }) => {
+            let checked = check(&paths);
+            block_on(import(paths, db))
+                .unwrap_or(ExitCode::FAILURE)
+                .max_failure(checked)
+        }
+        Some(Command::Migrate { db }) => block_on(migrate(db)).unwrap_or(ExitCode::FAILURE),
         Some(Command::Serve(cfg)) => run(cfg),
         None => {
             // `vitistack` alone serves with settings from the environment.
@@ -127,19 +144,102 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(cfg: ServeConfig) -> ExitCode {
-    init_logging(&cfg.log_level, cfg.log_json);
-    let rt = match tokio::runtime::Builder::new_multi_thread()
+/// Run a future on a fresh runtime; None (after saying why) when the runtime cannot start.
+fn block_on<T>(f: impl std::future::Future<Output = T>) -> Option<T> {
+    match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
     {
-        Ok(rt) => rt,
+        Ok(rt) => Some(rt.block_on(f)),
         Err(e) => {
             eprintln!("error: cannot start the runtime: {e}");
-            return ExitCode::FAILURE;
+            None
         }
+    }
+}
+
+trait MaxFailure {
+    fn max_failure(self, other: ExitCode) -> ExitCode;
+}
+
+impl MaxFailure for ExitCode {
+    /// Failure if either failed.
+    fn max_failure(self, other: ExitCode) -> ExitCode {
+        if self == ExitCode::SUCCESS {
+            other
+        } else {
+            self
+        }
+    }
+}
+
+async fn open_db(db: &DbConfig) -> Result<vitistack::db::Db, ExitCode> {
+    if let Err(e) = db.validate() {
+        eprintln!("error: {e}");
+        return Err(ExitCode::from(2));
+    }
+    vitistack::db::Db::open(&db.database_url, &db.pool())
+        .await
+        .map_err(|e| {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        })
+}
+
+async fn migrate(db: DbConfig) -> ExitCode {
+    let pool = match open_db(&db).await {
+        Ok(p) => p,
+        Err(code) => return code,
     };
-    match rt.block_on(vitistack::app::serve(cfg)) {
+    let versions = pool.migrate().await;
+    pool.close().await;
+    match versions {
+        Ok(v) => {
+            println!(
+                "{} schema is at migration {} ({} applied)",
+                vitistack::config::redact_url(&db.database_url),
+                v.last().copied().unwrap_or(0),
+                v.len()
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn import(paths: Vec<PathBuf>, db: DbConfig) -> ExitCode {
+    let pool = match open_db(&db).await {
+        Ok(p) => p,
+        Err(code) => return code,
+    };
+    let result = vitistack::db::objects::import(&pool, &paths).await;
+    pool.close().await;
+    match result {
+        Ok(summary) => {
+            println!(
+                "stored in {}: {} objects created or changed, {} unchanged",
+                vitistack::config::redact_url(&db.database_url),
+                summary.changed,
+                summary.unchanged
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cfg: ServeConfig) -> ExitCode {
+    init_logging(&cfg.log_level, cfg.log_json);
+    let Some(result) = block_on(vitistack::app::serve(cfg)) else {
+        return ExitCode::FAILURE;
+    };
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             tracing::error!("{e:#}");

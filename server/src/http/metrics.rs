@@ -7,6 +7,7 @@ use prometheus::{
     TextEncoder,
 };
 
+use crate::db::objects::DbHealth;
 use crate::model::Kind;
 use crate::store::Snapshot;
 
@@ -17,6 +18,9 @@ pub struct Metrics {
     sequence: IntGauge,
     requests: IntCounterVec,
     duration: HistogramVec,
+    db_up: IntGauge,
+    db_pending: IntGauge,
+    db_failures: prometheus::IntCounter,
 }
 
 impl Metrics {
@@ -48,6 +52,21 @@ impl Metrics {
             ]),
             &["outcome"],
         )?;
+        let db_up = IntGauge::new(
+            "vitistack_database_up",
+            "1 when the last database operation succeeded",
+        )?;
+        let db_pending = IntGauge::new(
+            "vitistack_database_pending_writes",
+            "Objects waiting to be written to the database",
+        )?;
+        let db_failures = prometheus::IntCounter::new(
+            "vitistack_database_failures_total",
+            "Failed database connects and writes since start",
+        )?;
+        registry.register(Box::new(db_up.clone()))?;
+        registry.register(Box::new(db_pending.clone()))?;
+        registry.register(Box::new(db_failures.clone()))?;
         registry.register(Box::new(objects.clone()))?;
         registry.register(Box::new(sequence.clone()))?;
         registry.register(Box::new(requests.clone()))?;
@@ -58,6 +77,9 @@ impl Metrics {
             sequence,
             requests,
             duration,
+            db_up,
+            db_pending,
+            db_failures,
         })
     }
 
@@ -71,7 +93,12 @@ impl Metrics {
     }
 
     /// The text exposition, with store gauges read from the snapshot.
-    pub fn render(&self, snap: &Snapshot) -> String {
+    pub fn render(&self, snap: &Snapshot, db: &DbHealth) -> String {
+        self.db_up.set(i64::from(db.is_up()));
+        self.db_pending.set(db.pending() as i64);
+        let failures = db.failures();
+        self.db_failures
+            .inc_by(failures.saturating_sub(self.db_failures.get()));
         for kind in Kind::ALL {
             self.objects
                 .with_label_values(&[kind.name()])

@@ -17,6 +17,7 @@ use serde_json::json;
 
 pub use metrics::Metrics;
 
+use crate::db::objects::DbHealth;
 use crate::graphql::AppSchema;
 use crate::store::Store;
 
@@ -36,6 +37,8 @@ pub struct AppState {
     pub metrics: Arc<Metrics>,
     /// The depth limit the schema enforces (for error messages).
     pub max_depth: usize,
+    /// The database's state.
+    pub db_health: Arc<DbHealth>,
 }
 
 /// The router with every route.
@@ -45,6 +48,7 @@ pub fn router(state: AppState) -> Router {
         .route("/graphql", get(graphql_get).post(graphql))
         .route("/health", get(health))
         .route("/health/live", get(health))
+        .route("/health/database", get(health_database))
         .route("/ready", get(ready))
         .route("/metrics", get(metrics))
         .layer(tower_http::limit::RequestBodyLimitLayer::new(
@@ -107,6 +111,18 @@ async fn health() -> Response {
     (StatusCode::OK, axum::Json(json!({"status": "ok"}))).into_response()
 }
 
+/// The database's truth: 200 when the last attempt to use it worked, 503 (with the error,
+/// password-free) when it did not. The live API does not depend on it, so `/ready` ignores it.
+async fn health_database(State(app): State<AppState>) -> Response {
+    let report = app.db_health.report();
+    let code = if app.db_health.is_up() {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    (code, axum::Json(report)).into_response()
+}
+
 async fn ready(State(app): State<AppState>) -> Response {
     if app.ready.load(Ordering::Acquire) {
         (
@@ -124,7 +140,7 @@ async fn ready(State(app): State<AppState>) -> Response {
 }
 
 async fn metrics(State(app): State<AppState>) -> Response {
-    let body = app.metrics.render(&app.store.snapshot());
+    let body = app.metrics.render(&app.store.snapshot(), &app.db_health);
     (
         [(
             header::CONTENT_TYPE,

@@ -307,6 +307,38 @@ impl Store {
         self.changes.subscribe()
     }
 
+    /// Put back objects saved earlier (the embedded source's database), keeping their uid,
+    /// creation time and resourceVersion, and continue the sequence after the highest
+    /// resourceVersion seen. Objects already present are left alone. No change is published:
+    /// these objects are not new, they were recorded when they first changed.
+    pub fn restore(&self, objects: Vec<Resource>) -> usize {
+        let _guard = self.writer.lock();
+        let mut snap = (*self.current.load_full()).clone();
+        let mut restored = 0;
+        for r in objects {
+            let key = Key::of(&r);
+            if snap.objects.contains_key(&key) {
+                continue;
+            }
+            let rv = r
+                .meta()
+                .resource_version
+                .as_deref()
+                .and_then(|v| v.parse::<u64>().ok())
+                .unwrap_or(0);
+            snap.seq = snap.seq.max(rv);
+            snap.reindex(&key, &r);
+            let object = Arc::new(r);
+            snap.by_key.insert(key.clone(), object.clone());
+            snap.objects.insert(key, object);
+            restored += 1;
+        }
+        if restored > 0 {
+            self.current.store(Arc::new(snap));
+        }
+        restored
+    }
+
     /// Apply writes atomically: readers see all of them or none. Returns the changes made
     /// (writes that change nothing produce no change and no sequence number).
     pub fn apply(&self, ops: Vec<Op>) -> Vec<Arc<Change>> {
@@ -411,7 +443,11 @@ fn stamp(r: &mut Resource, previous: Option<&Resource>, seq: u64) {
         meta.uid = Some(uuid::Uuid::new_v4().to_string());
     }
     if meta.creation_timestamp.is_none() {
-        meta.creation_timestamp = Some(MetaTime(jiff::Timestamp::now()));
+        // Whole seconds, as the API server stores it (and as it reads back after a restart).
+        let now = jiff::Timestamp::now().as_second();
+        meta.creation_timestamp = Some(MetaTime(
+            jiff::Timestamp::from_second(now).unwrap_or_else(|_| jiff::Timestamp::now()),
+        ));
     }
     meta.resource_version = Some(seq.to_string());
 }

@@ -112,3 +112,21 @@ fn server_fields_are_stamped_and_uid_survives_updates() {
     );
     assert!(store.snapshot().by_uid(&uid).is_some());
 }
+
+#[test]
+fn restore_keeps_identity_and_continues_the_sequence() {
+    let store = Store::new();
+    let mut m = machine("default", "m1", "c1", "small");
+    m.meta_mut().uid = Some("uid-1".into());
+    m.meta_mut().resource_version = Some("41".into());
+    let mut rx = store.subscribe();
+    assert_eq!(store.restore(vec![m]), 1);
+    assert!(rx.try_recv().is_err(), "restoring publishes no change");
+    let snap = store.snapshot();
+    assert_eq!(snap.seq(), 41);
+    let got = snap.get(Kind::Machine, "default", "m1").unwrap();
+    assert_eq!(got.uid(), "uid-1");
+    // The next write continues after the restored sequence.
+    let changes = store.apply(vec![Op::Upsert(machine("default", "m2", "c1", "small"))]);
+    assert_eq!(changes[0].seq, 42);
+}

@@ -122,7 +122,7 @@ fn a_refused_file_changes_nothing_in_the_store() {
 #[tokio::test]
 async fn fixtures_are_served_with_their_relationships() {
     let app = spawn(&[shared().join("fixtures/upstream").to_str().expect("path")]).await;
-    assert_eq!(app.running.import.refused_files(), 0);
+    assert_eq!(app.running().import.refused_files(), 0);
     // Two KCs point at the v1alpha2 static NN; the v1alpha2 NN answers with its provisioning provider.
     let d = app
         .data(

@@ -3,6 +3,7 @@
 
 mod diagnosis;
 mod fixtures;
+mod persistence;
 mod queries;
 mod robustness;
 
@@ -27,10 +28,35 @@ struct Args {
 pub struct TestApp {
     pub base: String,
     pub client: reqwest::Client,
-    pub running: vitistack::app::Running,
+    running: Option<vitistack::app::Running>,
+    /// The SQLite file made for this server when the test gave no database.
+    sqlite: Option<TempSqlite>,
 }
 
 impl TestApp {
+    /// The running server.
+    pub fn running(&self) -> &vitistack::app::Running {
+        self.running.as_ref().expect("running")
+    }
+
+    /// Stop gracefully: pending database writes are flushed.
+    pub async fn stop(mut self) {
+        if let Some(r) = self.running.take() {
+            r.stop().await.expect("clean stop");
+        }
+    }
+
+    /// GET a path; returns status and body text.
+    pub async fn get(&self, path: &str) -> (u16, String) {
+        let res = self
+            .client
+            .get(format!("{}{path}", self.base))
+            .send()
+            .await
+            .expect("request");
+        (res.status().as_u16(), res.text().await.expect("body"))
+    }
+
     /// POST a query; returns the whole response body.
     pub async fn query(&self, query: &str, variables: Value) -> Value {
         let res = self
@@ -59,14 +85,48 @@ impl TestApp {
 
 impl Drop for TestApp {
     fn drop(&mut self) {
-        self.running.abort();
+        if let Some(r) = &self.running {
+            r.abort();
+        }
+        drop(self.sqlite.take());
+    }
+}
+
+/// A SQLite file in the temp directory, removed (with its WAL files) when dropped.
+pub struct TempSqlite(pub PathBuf);
+
+impl Default for TempSqlite {
+    fn default() -> Self {
+        TempSqlite(std::env::temp_dir().join(format!("vitistack-test-{}.db", uuid::Uuid::new_v4())))
+    }
+}
+
+impl TempSqlite {
+    pub fn url(&self) -> String {
+        format!("sqlite://{}", self.0.display())
+    }
+}
+
+impl Drop for TempSqlite {
+    fn drop(&mut self) {
+        for suffix in ["", "-wal", "-shm"] {
+            let _ = std::fs::remove_file(format!("{}{suffix}", self.0.display()));
+        }
     }
 }
 
 /// Start a server with extra arguments (as on the command line), on 127.0.0.1 and a random port.
+/// Without `--database-url` it gets a SQLite file of its own.
 pub async fn spawn(args: &[&str]) -> TestApp {
-    let mut argv = vec!["test", "--log-json", "false"];
-    argv.extend_from_slice(args);
+    let mut argv: Vec<String> = vec!["test".into(), "--log-json".into(), "false".into()];
+    let sqlite = if args.contains(&"--database-url") {
+        None
+    } else {
+        let db = TempSqlite::default();
+        argv.extend(["--database-url".into(), db.url()]);
+        Some(db)
+    };
+    argv.extend(args.iter().map(|a| a.to_string()));
     let cfg = Args::try_parse_from(argv).expect("args").cfg;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
@@ -76,7 +136,8 @@ pub async fn spawn(args: &[&str]) -> TestApp {
     TestApp {
         base,
         client: reqwest::Client::new(),
-        running,
+        running: Some(running),
+        sqlite,
     }
 }
 

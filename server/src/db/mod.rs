@@ -1,0 +1,221 @@
+//! The database: SQLite by default (a file, zero set-up), PostgreSQL for production.
+//!
+//! Both engines run the same numbered migrations from `migrations/<engine>/` (embedded in the
+//! binary). The live graph never depends on the database: it is written from the change stream
+//! and read back only at start-up.
+
+pub mod objects;
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use sqlx::migrate::Migrator;
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions};
+
+use crate::config::redact_url;
+
+static SQLITE_MIGRATIONS: Migrator = sqlx::migrate!("../migrations/sqlite");
+static POSTGRES_MIGRATIONS: Migrator = sqlx::migrate!("../migrations/postgres");
+
+/// Connection pool settings (the names follow Go's `database/sql` settings the old operator's
+/// design used: max open connections, idle connections, connection lifetime).
+#[derive(Clone, Debug)]
+pub struct PoolSettings {
+    /// Largest number of open connections (`DB_MAX_OPEN_CONNS`).
+    pub max_open: u32,
+    /// Connections kept open when idle (`DB_MAX_IDLE_CONNS`).
+    pub min_idle: u32,
+    /// Close connections older than this (`DB_CONN_MAX_LIFETIME_SECONDS`).
+    pub max_lifetime: Duration,
+    /// Give up waiting for a connection after this long (`DB_CONNECT_TIMEOUT_SECONDS`).
+    pub acquire_timeout: Duration,
+}
+
+impl Default for PoolSettings {
+    fn default() -> Self {
+        PoolSettings {
+            max_open: 10,
+            min_idle: 2,
+            max_lifetime: Duration::from_secs(30 * 60),
+            acquire_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+/// A failure talking to the database, with the (password-free) URL it concerned.
+#[derive(Debug, thiserror::Error)]
+pub enum DbError {
+    /// The URL is neither `sqlite:` nor `postgres://`.
+    #[error("DATABASE_URL `{0}` must start with sqlite: or postgres://")]
+    Scheme(String),
+    /// Could not connect.
+    #[error("cannot connect to {url}: {source}")]
+    Connect {
+        /// The URL, password blanked.
+        url: String,
+        /// Why.
+        source: sqlx::Error,
+    },
+    /// A migration failed.
+    #[error("migrating {url} failed: {source}")]
+    Migrate {
+        /// The URL, password blanked.
+        url: String,
+        /// Why.
+        source: sqlx::migrate::MigrateError,
+    },
+    /// A statement failed.
+    #[error("database error: {0}")]
+    Query(#[from] sqlx::Error),
+}
+
+/// Which engine a URL names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Engine {
+    /// A SQLite file.
+    Sqlite,
+    /// A PostgreSQL server.
+    Postgres,
+}
+
+impl Engine {
+    /// The engine of a `DATABASE_URL`.
+    pub fn of(url: &str) -> Result<Engine, DbError> {
+        if url.starts_with("sqlite:") {
+            Ok(Engine::Sqlite)
+        } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            Ok(Engine::Postgres)
+        } else {
+            Err(DbError::Scheme(redact_url(url)))
+        }
+    }
+
+    /// `sqlite` or `postgres`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Engine::Sqlite => "sqlite",
+            Engine::Postgres => "postgres",
+        }
+    }
+}
+
+/// A connection pool to either engine.
+#[derive(Clone, Debug)]
+pub enum Db {
+    /// SQLite.
+    Sqlite(SqlitePool),
+    /// PostgreSQL.
+    Postgres(PgPool),
+}
+
+/// Run the same code against whichever pool `db` holds (the statements are engine-neutral or
+/// chosen per engine by the caller).
+macro_rules! with_pool {
+    ($db:expr, $pool:ident => $body:expr) => {
+        match $db {
+            $crate::db::Db::Sqlite($pool) => $body,
+            $crate::db::Db::Postgres($pool) => $body,
+        }
+    };
+}
+pub(crate) use with_pool;
+
+impl Db {
+    /// Connect (creating the SQLite file if needed). Does not migrate.
+    pub async fn connect(url: &str, settings: &PoolSettings) -> Result<Db, DbError> {
+        let connect_err = |source| DbError::Connect {
+            url: redact_url(url),
+            source,
+        };
+        match Engine::of(url)? {
+            Engine::Sqlite => {
+                let opts = SqliteConnectOptions::from_str(url)
+                    .map_err(connect_err)?
+                    .create_if_missing(true)
+                    .journal_mode(SqliteJournalMode::Wal)
+                    .busy_timeout(settings.acquire_timeout);
+                let pool = SqlitePoolOptions::new()
+                    .max_connections(settings.max_open.max(1))
+                    .min_connections(settings.min_idle.min(settings.max_open))
+                    .max_lifetime(settings.max_lifetime)
+                    .acquire_timeout(settings.acquire_timeout)
+                    .connect_with(opts)
+                    .await
+                    .map_err(connect_err)?;
+                Ok(Db::Sqlite(pool))
+            }
+            Engine::Postgres => {
+                let opts = PgConnectOptions::from_str(url).map_err(connect_err)?;
+                // One direct connection first: a pool only says "timed out", this says why.
+                let first = tokio::time::timeout(
+                    settings.acquire_timeout,
+                    <sqlx::PgConnection as sqlx::Connection>::connect_with(&opts),
+                )
+                .await
+                .map_err(|_| connect_err(sqlx::Error::PoolTimedOut))?;
+                let conn = first.map_err(connect_err)?;
+                let _ = sqlx::Connection::close(conn).await;
+                let pool = PgPoolOptions::new()
+                    .max_connections(settings.max_open.max(1))
+                    .min_connections(settings.min_idle.min(settings.max_open))
+                    .max_lifetime(settings.max_lifetime)
+                    .acquire_timeout(settings.acquire_timeout)
+                    .connect_with(opts)
+                    .await
+                    .map_err(connect_err)?;
+                Ok(Db::Postgres(pool))
+            }
+        }
+    }
+
+    /// Connect and bring the schema up to date.
+    pub async fn open(url: &str, settings: &PoolSettings) -> Result<Db, DbError> {
+        let db = Db::connect(url, settings).await?;
+        db.migrate().await.map_err(|e| match e {
+            DbError::Migrate { source, .. } => DbError::Migrate {
+                url: redact_url(url),
+                source,
+            },
+            other => other,
+        })?;
+        Ok(db)
+    }
+
+    /// Apply pending migrations; returns the versions now applied.
+    pub async fn migrate(&self) -> Result<Vec<i64>, DbError> {
+        let migrate_err = |source| DbError::Migrate {
+            url: String::new(),
+            source,
+        };
+        match self {
+            Db::Sqlite(p) => SQLITE_MIGRATIONS.run(p).await.map_err(migrate_err)?,
+            Db::Postgres(p) => POSTGRES_MIGRATIONS.run(p).await.map_err(migrate_err)?,
+        }
+        let versions: Vec<i64> = with_pool!(self, p => {
+            sqlx::query_scalar("SELECT version FROM _sqlx_migrations WHERE success ORDER BY version")
+                .fetch_all(p)
+                .await?
+        });
+        Ok(versions)
+    }
+
+    /// The engine behind the pool.
+    pub fn engine(&self) -> Engine {
+        match self {
+            Db::Sqlite(_) => Engine::Sqlite,
+            Db::Postgres(_) => Engine::Postgres,
+        }
+    }
+
+    /// A round trip to the server.
+    pub async fn ping(&self) -> Result<(), DbError> {
+        with_pool!(self, p => { sqlx::query("SELECT 1").execute(p).await?; });
+        Ok(())
+    }
+
+    /// Close every connection.
+    pub async fn close(&self) {
+        with_pool!(self, p => p.close().await)
+    }
+}

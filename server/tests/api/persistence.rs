@@ -1,0 +1,447 @@
+//! Embedded-mode persistence, on SQLite and on the machine's PostgreSQL (each test gets a
+//! database of its own): objects survive a restart, deletions too, the demo seeds only an empty
+//! database, `vitistack import` stores what a server then serves, and a database that is away
+//! at start-up neither stops the API nor loses the objects once it returns.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use vitistack::db::{Db, PoolSettings, objects};
+use vitistack::model::Kind;
+use vitistack::store::{Key, Op};
+
+use crate::{TempSqlite, TestApp, shared, spawn};
+
+/// Where the PostgreSQL tests create their databases.
+fn postgres_admin_url() -> String {
+    std::env::var("VITISTACK_TEST_POSTGRES")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into())
+}
+
+/// A database of the test's own.
+pub enum TestDb {
+    Sqlite(TempSqlite),
+    Postgres { name: String },
+}
+
+impl TestDb {
+    pub fn sqlite() -> TestDb {
+        TestDb::Sqlite(TempSqlite::default())
+    }
+
+    /// A fresh PostgreSQL database; fails the test when the server is not running.
+    pub async fn postgres() -> TestDb {
+        use sqlx::Connection;
+        let name = format!("vitistack_test_{}", uuid::Uuid::new_v4().simple());
+        let mut admin = sqlx::PgConnection::connect(&postgres_admin_url())
+            .await
+            .expect("PostgreSQL on 127.0.0.1:5432 (scripts/test.sh starts it)");
+        // The name is ours (a uuid), not input.
+        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
+            .execute(&mut admin)
+            .await
+            .expect("create test database");
+        TestDb::Postgres { name }
+    }
+
+    /// Host and port of the PostgreSQL server.
+    fn postgres_server() -> String {
+        let url = postgres_admin_url();
+        let after = url.split('@').nth(1).unwrap_or("127.0.0.1:5432/postgres");
+        after
+            .split('/')
+            .next()
+            .unwrap_or("127.0.0.1:5432")
+            .to_string()
+    }
+
+    pub fn url(&self) -> String {
+        match self {
+            TestDb::Sqlite(f) => f.url(),
+            TestDb::Postgres { name } => {
+                format!("postgres://postgres@{}/{name}", TestDb::postgres_server())
+            }
+        }
+    }
+
+    /// The same database reached through `addr` (a proxy) instead.
+    fn url_via(&self, addr: std::net::SocketAddr) -> String {
+        match self {
+            TestDb::Sqlite(f) => f.url(),
+            TestDb::Postgres { name } => format!("postgres://postgres@{addr}/{name}"),
+        }
+    }
+
+    /// Every stored object's key and uid, read straight from the database.
+    pub async fn stored(&self) -> Vec<(Key, String)> {
+        stored_at(&self.url()).await
+    }
+}
+
+/// A test's PostgreSQL database is dropped even when the test panics (on a thread of its own:
+/// `Drop` cannot await).
+impl Drop for TestDb {
+    fn drop(&mut self) {
+        let TestDb::Postgres { name } = self else {
+            return;
+        };
+        let name = name.clone();
+        let dropped = std::thread::spawn(move || {
+            use sqlx::Connection;
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .ok()?;
+            rt.block_on(async {
+                let mut admin = sqlx::PgConnection::connect(&postgres_admin_url())
+                    .await
+                    .ok()?;
+                sqlx::query(sqlx::AssertSqlSafe(format!(
+                    "DROP DATABASE IF EXISTS {name} WITH (FORCE)"
+                )))
+                .execute(&mut admin)
+                .await
+                .ok()
+            })
+        });
+        let _ = dropped.join();
+    }
+}
+
+/// Every object stored in the database at `url`, key and uid, sorted.
+async fn stored_at(url: &str) -> Vec<(Key, String)> {
+    let db = Db::open(url, &PoolSettings::default()).await.expect("open");
+    let (objects, skipped) = objects::load(&db).await.expect("load");
+    db.close().await;
+    assert!(skipped.is_empty(), "rows that do not decode: {skipped:?}");
+    let mut keys: Vec<_> = objects
+        .iter()
+        .map(|r| (Key::of(r), r.uid().to_string()))
+        .collect();
+    keys.sort();
+    keys
+}
+
+/// Generate one test per engine from an `async fn(TestDb)`.
+macro_rules! on_both_engines {
+    ($($case:ident),* $(,)?) => {
+        mod sqlite {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $case() {
+                    let db = super::TestDb::sqlite();
+                    super::$case(&db).await;
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $case() {
+                    let db = super::TestDb::postgres().await;
+                    super::$case(&db).await;
+                }
+            )*
+        }
+    };
+}
+
+on_both_engines!(
+    objects_survive_a_restart_with_their_identity,
+    deletions_survive_a_restart_and_the_demo_seeds_only_an_empty_database,
+    import_command_stores_what_the_server_then_serves,
+    database_health_and_metrics_tell_the_truth,
+    a_database_away_at_start_up_gets_every_object_when_it_returns,
+);
+
+const CLUSTERS: &str = "{ sequence clusters(first: 500) { totalCount nodes { namespace name uid createdAt resourceVersion } } }";
+
+async fn start(db: &TestDb, extra: &[&str]) -> TestApp {
+    let url = db.url();
+    let mut args = vec!["--database-url", url.as_str()];
+    args.extend_from_slice(extra);
+    spawn(&args).await
+}
+
+async fn objects_survive_a_restart_with_their_identity(db: &TestDb) {
+    let upstream = shared().join("fixtures/upstream");
+    let first = start(db, &["--demo", upstream.to_str().expect("utf-8")]).await;
+    let before = first.data(CLUSTERS, json!({})).await;
+    let objects_before = first.running().store.snapshot().len();
+    first.stop().await;
+    assert_eq!(
+        db.stored().await.len(),
+        objects_before,
+        "every object written on stop"
+    );
+
+    // No demo, no manifests: everything comes from the database.
+    let second = start(db, &[]).await;
+    assert_eq!(second.running().restored, objects_before);
+    let after = second.data(CLUSTERS, json!({})).await;
+    assert_eq!(
+        after["clusters"], before["clusters"],
+        "same clusters with the same uid, creation time and resourceVersion"
+    );
+    assert_eq!(after["sequence"], before["sequence"]);
+    assert!(before["clusters"]["totalCount"].as_i64().unwrap_or(0) >= 14);
+
+    // New writes continue the sequence instead of reusing resourceVersions.
+    let seq_before = before["sequence"].as_u64().expect("sequence");
+    let store = &second.running().store;
+    let mut m = store
+        .snapshot()
+        .list(Kind::Machine)
+        .next()
+        .map(|r| (**r).clone())
+        .expect("a machine");
+    m.meta_mut()
+        .labels
+        .get_or_insert_with(Default::default)
+        .insert("touched".into(), "yes".into());
+    let change = store.apply(vec![Op::Upsert(m)]);
+    assert_eq!(change[0].seq, seq_before + 1);
+    second.stop().await;
+}
+
+async fn deletions_survive_a_restart_and_the_demo_seeds_only_an_empty_database(db: &TestDb) {
+    let first = start(db, &["--demo"]).await;
+    let snap = first.running().store.snapshot();
+    let victim = snap
+        .list(Kind::KubernetesCluster)
+        .next()
+        .map(|r| Key::of(r))
+        .expect("a cluster");
+    let total = snap.len();
+    first
+        .running()
+        .store
+        .apply(vec![Op::Delete(victim.clone())]);
+    first.stop().await;
+
+    // --demo again: the database is not empty, so the deleted cluster stays deleted.
+    let second = start(db, &["--demo"]).await;
+    let snap = second.running().store.snapshot();
+    assert_eq!(snap.len(), total - 1);
+    assert!(snap.get_key(&victim).is_none(), "{victim} came back");
+    let stored = db.stored().await;
+    assert!(stored.iter().all(|(k, _)| k != &victim));
+    second.stop().await;
+}
+
+async fn import_command_stores_what_the_server_then_serves(db: &TestDb) {
+    let bin = env!("CARGO_BIN_EXE_vitistack");
+    let run = |args: Vec<String>| {
+        let out = std::process::Command::new(bin)
+            .args(&args)
+            .output()
+            .expect("run vitistack");
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned()
+                + &String::from_utf8_lossy(&out.stderr),
+        )
+    };
+    let url = db.url();
+    let (code, out) = run(vec!["migrate".into(), "--database-url".into(), url.clone()]);
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains("schema is at migration 1"), "{out}");
+
+    // Refused files store nothing, and the command says so with exit 1.
+    let invalid = shared().join("fixtures/invalid");
+    let (code, out) = run(vec![
+        "import".into(),
+        "--database-url".into(),
+        url.clone(),
+        invalid.display().to_string(),
+    ]);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains("7 files refused"), "{out}");
+    assert!(db.stored().await.is_empty());
+
+    let upstream = shared().join("fixtures/upstream");
+    let (code, out) = run(vec![
+        "import".into(),
+        "--database-url".into(),
+        url.clone(),
+        upstream.display().to_string(),
+    ]);
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains("objects created or changed"), "{out}");
+    let stored = db.stored().await;
+    assert!(stored.len() >= 30, "{} stored", stored.len());
+
+    // Importing the same files again changes nothing.
+    let (_, out) = run(vec![
+        "import".into(),
+        "--database-url".into(),
+        url.clone(),
+        upstream.display().to_string(),
+    ]);
+    assert!(out.contains(": 0 objects created or changed"), "{out}");
+    assert_eq!(db.stored().await, stored, "same objects, same uids");
+
+    // A server started on that database serves the imported objects, with their uids.
+    let app = start(db, &[]).await;
+    let data = app
+        .data(
+            "{ clusters(first: 100) { nodes { namespace name uid } } }",
+            json!({}),
+        )
+        .await;
+    let served: Vec<(String, String)> = data["clusters"]["nodes"]
+        .as_array()
+        .expect("nodes")
+        .iter()
+        .map(|n| {
+            (
+                n["name"].as_str().unwrap_or_default().to_string(),
+                n["uid"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect();
+    let stored_clusters: Vec<(String, String)> = stored
+        .iter()
+        .filter(|(k, _)| k.kind == Kind::KubernetesCluster)
+        .map(|(k, uid)| (k.name.clone(), uid.clone()))
+        .collect();
+    assert!(!served.is_empty());
+    let mut served_sorted = served.clone();
+    served_sorted.sort();
+    let mut stored_sorted = stored_clusters;
+    stored_sorted.sort();
+    assert_eq!(served_sorted, stored_sorted);
+    app.stop().await;
+}
+
+async fn database_health_and_metrics_tell_the_truth(db: &TestDb) {
+    let app = start(db, &["--demo"]).await;
+    let (code, body) = app.get("/health/database").await;
+    assert_eq!(code, 200, "{body}");
+    let health: Value = serde_json::from_str(&body).expect("json");
+    assert_eq!(health["status"], "up");
+    let engine = if matches!(db, TestDb::Sqlite(_)) {
+        "sqlite"
+    } else {
+        "postgres"
+    };
+    assert_eq!(health["engine"], engine);
+    let (_, metrics) = app.get("/metrics").await;
+    assert!(metrics.contains("vitistack_database_up 1"), "{metrics}");
+    app.stop().await;
+}
+
+/// A TCP proxy to the PostgreSQL server that refuses connections until switched on.
+struct Proxy {
+    addr: std::net::SocketAddr,
+    on: Arc<AtomicBool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Proxy {
+    async fn start(upstream: String) -> Proxy {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let on = Arc::new(AtomicBool::new(false));
+        let flag = on.clone();
+        let task = tokio::spawn(async move {
+            while let Ok((mut client, _)) = listener.accept().await {
+                if !flag.load(Ordering::Acquire) {
+                    drop(client);
+                    continue;
+                }
+                let upstream = upstream.clone();
+                tokio::spawn(async move {
+                    if let Ok(mut server) = tokio::net::TcpStream::connect(upstream).await {
+                        let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
+                    }
+                });
+            }
+        });
+        Proxy { addr, on, task }
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+async fn a_database_away_at_start_up_gets_every_object_when_it_returns(db: &TestDb) {
+    // Something stored earlier, which must be merged in when the database returns.
+    let earlier = start(db, &["--demo"]).await;
+    let earlier_count = earlier.running().store.snapshot().len();
+    earlier.stop().await;
+    let upstream = shared().join("fixtures/upstream");
+
+    // SQLite is a file: "away" is a path that cannot be opened; PostgreSQL: a proxy refusing.
+    let proxy = Proxy::start(TestDb::postgres_server()).await;
+    let blocked_dir =
+        std::env::temp_dir().join(format!("vitistack-missing-{}", uuid::Uuid::new_v4()));
+    let away_url = match db {
+        TestDb::Sqlite(_) => format!("sqlite://{}/x.db", blocked_dir.display()),
+        TestDb::Postgres { .. } => db.url_via(proxy.addr),
+    };
+    let app = spawn(&[
+        "--database-url",
+        &away_url,
+        "--db-connect-timeout-seconds",
+        "1",
+        upstream.to_str().expect("utf-8"),
+    ])
+    .await;
+    let (code, body) = app.get("/health/database").await;
+    assert_eq!(code, 503, "{body}");
+    assert!(body.contains("\"status\":\"down\""), "{body}");
+    assert!(!body.contains("password"), "{body}");
+    // The live API works without the database.
+    let (code, _) = app.get("/ready").await;
+    assert_eq!(code, 200);
+    let data = app.data("{ clusters { totalCount } }", json!({})).await;
+    assert!(data["clusters"]["totalCount"].as_i64().unwrap_or(0) > 0);
+    let (_, metrics) = app.get("/metrics").await;
+    assert!(metrics.contains("vitistack_database_up 0"), "{metrics}");
+
+    // The database returns: PostgreSQL's proxy lets connections through; for SQLite the
+    // directory appears, holding the file the earlier server wrote.
+    match db {
+        TestDb::Sqlite(file) => {
+            std::fs::create_dir_all(&blocked_dir).expect("mkdir");
+            for suffix in ["", "-wal", "-shm"] {
+                let from = format!("{}{suffix}", file.0.display());
+                if std::path::Path::new(&from).exists() {
+                    std::fs::copy(&from, format!("{}/x.db{suffix}", blocked_dir.display()))
+                        .expect("copy");
+                }
+            }
+        }
+        TestDb::Postgres { .. } => proxy.on.store(true, Ordering::Release),
+    }
+    let mut healthy = false;
+    for _ in 0..150 {
+        let (code, body) = app.get("/health/database").await;
+        let report: Value = serde_json::from_str(&body).expect("json");
+        if code == 200 && report["pending_writes"] == 0 && report["written"].as_u64() > Some(0) {
+            healthy = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(healthy, "database never reported up again");
+    // The objects stored earlier were merged into the live graph, and the table now holds
+    // everything the server serves.
+    let serving = app.running().store.snapshot().len();
+    assert!(serving >= earlier_count, "{serving} < {earlier_count}");
+    app.stop().await;
+    let stored = match db {
+        TestDb::Sqlite(_) => stored_at(&away_url).await,
+        TestDb::Postgres { .. } => db.stored().await,
+    };
+    assert_eq!(stored.len(), serving);
+    let _ = std::fs::remove_dir_all(&blocked_dir);
+}

@@ -5,7 +5,6 @@ use std::sync::Arc;
 
 use crate::model::{
     ClusterPhase, ConditionStatus, KubernetesCluster, LABEL_NODE_ROLE, MachinePhase, Resource,
-    condition,
 };
 use crate::store::{Idx, Key, Snapshot, scoped};
 
@@ -121,33 +120,10 @@ fn who(key: &Key) -> String {
     key.to_string()
 }
 
-/// Readiness from a `Ready` condition, falling back to the phase when there are no conditions.
+/// Readiness as (ready, what to say, terminal).
 fn ready_state(r: &Resource) -> (bool, Option<String>, bool) {
-    if let Some(c) = condition(r.conditions(), "Ready") {
-        let ok = c.status == ConditionStatus::True;
-        let reason = c.reason.clone().unwrap_or_default();
-        let message = c.message.clone().unwrap_or_default();
-        let terminal = !ok && reason == "Error";
-        let text = format!(
-            "has Ready={}: {reason}{}",
-            c.status,
-            if message.is_empty() {
-                String::new()
-            } else {
-                format!(" {message}")
-            }
-        );
-        return (ok, Some(text), terminal);
-    }
-    match r.phase() {
-        Some("Ready") => (true, None, false),
-        Some("") | None => (false, Some("has no status yet".into()), false),
-        Some(p) => (
-            false,
-            Some(format!("is in phase {p}")),
-            p == "Error" || p == "Failed",
-        ),
-    }
+    let r = r.readiness();
+    (r.ready, r.detail, r.failed)
 }
 
 /// Evaluate the pipeline of a cluster against a snapshot.

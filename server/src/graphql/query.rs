@@ -179,14 +179,6 @@ pub fn infrastructure_summary(s: &Snapshot) -> InfrastructureSummary {
         }
     }
     let nns: Vec<_> = s.list(Kind::NetworkNamespace).collect();
-    let ready_of = |r: &Resource| {
-        crate::model::condition(r.conditions(), "Ready").map(|c| {
-            (
-                c.status.as_str() == "True",
-                c.reason.as_deref() == Some("Error"),
-            )
-        })
-    };
     let ncs: Vec<_> = s.list(Kind::NetworkConfiguration).collect();
     let allocated = ncs
         .iter()
@@ -227,14 +219,8 @@ pub fn infrastructure_summary(s: &Snapshot) -> InfrastructureSummary {
         },
         networks: NetworkSummary {
             namespaces: nns.len(),
-            ready_namespaces: nns
-                .iter()
-                .filter(|n| ready_of(n).is_some_and(|r| r.0))
-                .count(),
-            failed_namespaces: nns
-                .iter()
-                .filter(|n| ready_of(n).is_some_and(|r| !r.0 && r.1))
-                .count(),
+            ready_namespaces: nns.iter().filter(|n| n.readiness().ready).count(),
+            failed_namespaces: nns.iter().filter(|n| n.readiness().failed).count(),
             configurations: ncs.len(),
             allocated_ips: allocated,
             vips: vips.len(),

@@ -14,6 +14,18 @@ pub use quantity::{IntOrString, Quantity};
 pub use vocab::*;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+/// How ready an object is (see [`Resource::readiness`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Readiness {
+    /// Ready.
+    pub ready: bool,
+    /// Not ready and not expected to become so without a change (condition reason `Error`,
+    /// phase `Error`/`Failed`).
+    pub failed: bool,
+    /// What to tell a person ("has Ready=False: Error VLAN already assigned"), when not plain.
+    pub detail: Option<String>,
+}
 use serde_json::Value;
 
 /// Label on Machines, CPVIPs and Secrets naming the cluster (`KubernetesCluster.spec.data.clusterId`).
@@ -191,8 +203,78 @@ impl Resource {
         }
     }
 
+    /// Readiness, read the same way everywhere (pipeline, diagnosis, summaries, `ready` fields):
+    /// the `Ready` condition when the object has one (what the operators set and wait for),
+    /// otherwise the phase (`Ready` is ready; `Error`/`Failed` are failures).
+    pub fn readiness(&self) -> Readiness {
+        if let Some(c) = condition(self.conditions(), "Ready") {
+            let ready = c.status == ConditionStatus::True;
+            let reason = c.reason.clone().unwrap_or_default();
+            let message = c.message.clone().unwrap_or_default();
+            let failed = !ready && reason == "Error";
+            let sep = if message.is_empty() { "" } else { " " };
+            return Readiness {
+                ready,
+                failed,
+                detail: Some(format!("has Ready={}: {reason}{sep}{message}", c.status)),
+            };
+        }
+        match self.phase() {
+            Some("Ready") => Readiness {
+                ready: true,
+                failed: false,
+                detail: None,
+            },
+            Some("") | None => Readiness {
+                ready: false,
+                failed: false,
+                detail: Some("has no status yet".into()),
+            },
+            Some(p) => Readiness {
+                ready: false,
+                failed: p == "Error" || p == "Failed",
+                detail: Some(format!("is in phase {p}")),
+            },
+        }
+    }
+
     /// The creation time, if the server or the manifest set one.
     pub fn created(&self) -> Option<Time> {
         self.meta().creation_timestamp.as_ref().map(|t| t.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn nn(status: Value) -> Resource {
+        let v = json!({"metadata": {"name": "n", "namespace": "d"},
+            "spec": {"datacenterIdentifier": "dc", "supervisorIdentifier": "s", "clusterIdentifier": "c"},
+            "status": status});
+        Resource::from_value(Kind::NetworkNamespace, "v1alpha1", v).unwrap()
+    }
+
+    #[test]
+    fn readiness_prefers_the_ready_condition_and_falls_back_to_the_phase() {
+        // The condition wins over a phase that says otherwise.
+        let r = nn(
+            json!({"phase": "Ready", "conditions": [{"type": "Ready", "status": "False",
+            "reason": "Error", "message": "VLAN taken", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}),
+        );
+        let got = r.readiness();
+        assert!(!got.ready && got.failed);
+        assert_eq!(
+            got.detail.as_deref(),
+            Some("has Ready=False: Error VLAN taken")
+        );
+        // No conditions: the phase decides.
+        assert!(nn(json!({"phase": "Ready"})).readiness().ready);
+        let failed = nn(json!({"phase": "Failed"})).readiness();
+        assert!(!failed.ready && failed.failed);
+        assert_eq!(failed.detail.as_deref(), Some("is in phase Failed"));
+        let fresh = nn(json!({})).readiness();
+        assert!(!fresh.ready && !fresh.failed);
     }
 }

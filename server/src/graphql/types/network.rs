@@ -92,9 +92,10 @@ node_type! {
             }
             Some(p)
         }
-        /// Ready: condition Ready=True (what talos-operator waits for).
+        /// Ready: condition Ready=True (what talos-operator waits for), or phase Ready when the
+        /// object has no conditions.
         async fn ready(&self) -> bool {
-            crate::model::condition(self.0.conditions(), "Ready").is_some_and(|c| c.status == crate::model::ConditionStatus::True)
+            self.0.readiness().ready
         }
         /// `status.status` (Synced, InvalidSpec, …).
         async fn status_text(&self) -> Option<String> { self.status_field(|s| s.status.clone(), |s| s.status.clone()) }

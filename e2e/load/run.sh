@@ -15,9 +15,11 @@ import sys
 body = sys.argv[2].replace("\\", "\\\\").replace('"', '\\"')
 open(sys.argv[1], "w").write(f'wrk.method = "POST"\nwrk.headers["Content-Type"] = "application/json"\nwrk.body = "{body}"\n')
 PY
-PORT=$PORT BIND_ADDRESS=127.0.0.1 LOG_LEVEL=warn "$CARGO_TARGET_DIR/release/vitistack" serve --demo --demo-clusters 500 &
+DBDIR=$(mktemp -d)  # a fresh database, so the generated fleet is loaded (not an earlier run's objects)
+DATABASE_URL="sqlite://$DBDIR/load.db" PORT=$PORT BIND_ADDRESS=127.0.0.1 LOG_LEVEL=warn \
+  "$CARGO_TARGET_DIR/release/vitistack" serve --demo --demo-clusters 500 &
 PID=$!
-trap 'kill $PID 2>/dev/null; rm -f "$LUA"' EXIT
+trap 'kill $PID 2>/dev/null; rm -f "$LUA"; rm -rf "$DBDIR"' EXIT
 for _ in $(seq 1 100); do curl -sf "http://127.0.0.1:$PORT/ready" >/dev/null && break; sleep 0.1; done
 curl -sf "http://127.0.0.1:$PORT/ready"; echo
 echo "RSS after load: $(grep VmRSS /proc/$PID/status)"

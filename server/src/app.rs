@@ -8,11 +8,13 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
+use crate::config::SourceMode;
 use crate::config::{ServeConfig, redact_url};
 use crate::db::objects::{self, DbHealth, Start, WriterSettings};
 use crate::db::{Db, Engine};
 use crate::graphql::{SchemaSettings, build_schema};
 use crate::http::{AppState, Metrics, router};
+use crate::source::kube::{KubeSource, SourceStatus};
 use crate::source::{self, ImportSummary, demo::FleetSpec};
 use crate::store::Store;
 
@@ -28,17 +30,25 @@ pub struct Running {
     pub restored: usize,
     /// The database's state.
     pub db_health: Arc<DbHealth>,
+    /// Where objects come from, and how current each kind is.
+    pub source: Arc<SourceStatus>,
     task: tokio::task::JoinHandle<std::io::Result<()>>,
     stop: watch::Sender<bool>,
     writer: tokio::task::JoinHandle<Option<Db>>,
+    _kube: Option<KubeSource>,
 }
 
 impl Running {
     /// Serve until SIGINT/SIGTERM, then write what is pending and return.
     pub async fn wait(self) -> anyhow::Result<()> {
         let Running {
-            task, stop, writer, ..
+            task,
+            stop,
+            writer,
+            _kube,
+            ..
         } = self;
+        drop(_kube);
         let served = task.await;
         finish(stop, writer).await;
         served??;
@@ -48,8 +58,13 @@ impl Running {
     /// Stop serving, write what is pending to the database and close it.
     pub async fn stop(self) -> anyhow::Result<()> {
         let Running {
-            task, stop, writer, ..
+            task,
+            stop,
+            writer,
+            _kube,
+            ..
         } = self;
+        drop(_kube);
         let _ = stop.send(true);
         let served = task.await;
         finish(stop, writer).await;
@@ -71,9 +86,13 @@ async fn finish(stop: watch::Sender<bool>, writer: tokio::task::JoinHandle<Optio
     }
 }
 
-/// Connect to the database and read back the embedded source's objects. A database that does
+/// Connect to the database and (embedded source) read back its objects. A database that does
 /// not answer does not stop the server: it is retried in the background.
-async fn open_database(cfg: &ServeConfig, store: &Store, health: &DbHealth) -> (Start, usize) {
+async fn open_database(
+    cfg: &ServeConfig,
+    store: Option<&Store>,
+    health: &DbHealth,
+) -> (Start, usize) {
     let url = &cfg.db.database_url;
     let pool = cfg.db.pool();
     let limit = pool.acquire_timeout + Duration::from_secs(1);
@@ -87,19 +106,20 @@ async fn open_database(cfg: &ServeConfig, store: &Store, health: &DbHealth) -> (
     match opened {
         Ok(db) => {
             health.ok();
-            let restored = match objects::load(&db).await {
-                Ok((stored, skipped)) => {
+            let restored = match store {
+                None => Ok(0),
+                Some(store) => objects::load(&db).await.map(|(stored, skipped)| {
                     for s in &skipped {
                         tracing::warn!(kind = %s.kind, reason = %s.reason, "stored object skipped");
                     }
                     store.restore(stored)
-                }
-                Err(e) => {
-                    tracing::warn!(error = %e, "reading stored objects failed");
-                    health.failed(&e);
-                    0
-                }
+                }),
             };
+            let restored = restored.unwrap_or_else(|e| {
+                tracing::warn!(error = %e, "reading stored objects failed");
+                health.failed(&e);
+                0
+            });
             tracing::info!(engine = db.engine().name(), database = %redact_url(url), restored, "database ready");
             (Start::Connected(db), restored)
         }
@@ -127,12 +147,31 @@ pub async fn start(cfg: &ServeConfig, listener: TcpListener) -> anyhow::Result<R
     let db_health = Arc::new(DbHealth::new(engine, &cfg.db.database_url));
     let (stop, stop_rx) = watch::channel(false);
 
+    let (mode, why) = cfg.resolve_source();
+    let embedded = mode != SourceMode::Kube;
+    tracing::info!(
+        source = if embedded { "embedded" } else { "kube" },
+        reason = why,
+        database = %redact_url(&cfg.db.database_url),
+        "source: {}",
+        if embedded { "embedded store" } else { "Kubernetes watches" }
+    );
+
     // The database first: objects kept from an earlier run come back before anything new.
-    let (db_start, restored) = open_database(cfg, &store, &db_health).await;
+    // With the kube source the cluster is the truth: nothing is restored or written back.
+    let (db_start, restored) =
+        open_database(cfg, embedded.then_some(store.as_ref()), &db_health).await;
+    let writer_rx = if embedded {
+        store.subscribe()
+    } else {
+        // A stream that never delivers: the writer only keeps the connection for closing.
+        let (_tx, rx) = tokio::sync::broadcast::channel(1);
+        rx
+    };
     let writer = objects::spawn_writer(
         db_start,
         store.clone(),
-        store.subscribe(),
+        writer_rx,
         db_health.clone(),
         stop_rx.clone(),
         WriterSettings {
@@ -141,10 +180,25 @@ pub async fn start(cfg: &ServeConfig, listener: TcpListener) -> anyhow::Result<R
         },
     );
 
+    let kube = if embedded {
+        None
+    } else {
+        let settings = cfg.kube_settings();
+        let client = source::kube::client(&settings)
+            .await
+            .map_err(anyhow::Error::msg)?;
+        Some(source::kube::start(client, store.clone(), &settings))
+    };
+    let source_status = match &kube {
+        Some(k) => k.status.clone(),
+        None => Arc::new(SourceStatus::embedded()),
+    };
+
     let schema = build_schema(&SchemaSettings {
         max_page_size: cfg.max_page_size,
         max_depth: cfg.max_query_depth,
         vitistack_name: cfg.vitistack_name.clone(),
+        source: source_status.clone(),
     });
     let state = AppState {
         store: store.clone(),
@@ -153,6 +207,7 @@ pub async fn start(cfg: &ServeConfig, listener: TcpListener) -> anyhow::Result<R
         metrics,
         max_depth: cfg.max_query_depth,
         db_health: db_health.clone(),
+        source: source_status.clone(),
     };
     let addr = listener.local_addr()?;
     let mut http_stop = stop_rx;
@@ -167,7 +222,11 @@ pub async fn start(cfg: &ServeConfig, listener: TcpListener) -> anyhow::Result<R
             .await
     });
 
-    if cfg.demo && restored > 0 {
+    if !embedded {
+        if cfg.demo || !cfg.manifests.is_empty() {
+            tracing::warn!("demo and manifest files are ignored with the kube source");
+        }
+    } else if cfg.demo && restored > 0 {
         tracing::info!(
             restored,
             "demo fleet not loaded: the database already holds objects from an earlier run"
@@ -181,7 +240,7 @@ pub async fn start(cfg: &ServeConfig, listener: TcpListener) -> anyhow::Result<R
         let n = source::load_demo(&store, &spec);
         tracing::info!(objects = n, clusters = spec.clusters, "demo fleet loaded");
     }
-    let import = if cfg.manifests.is_empty() {
+    let import = if cfg.manifests.is_empty() || !embedded {
         ImportSummary::default()
     } else {
         let summary = source::import_paths(&store, &cfg.manifests)?;
@@ -195,9 +254,11 @@ pub async fn start(cfg: &ServeConfig, listener: TcpListener) -> anyhow::Result<R
         import,
         restored,
         db_health,
+        source: source_status,
         task,
         stop,
         writer,
+        _kube: kube,
     })
 }
 
@@ -223,7 +284,6 @@ pub async fn serve(cfg: ServeConfig) -> anyhow::Result<()> {
     let listener = TcpListener::bind(addr)
         .await
         .map_err(|e| anyhow::anyhow!("cannot listen on {addr} (set PORT or BIND_ADDRESS): {e}"))?;
-    tracing::info!(source = "embedded", database = %redact_url(&cfg.db.database_url), "source: embedded store (no cluster configured)");
     let running = start(&cfg, listener).await?;
     tracing::info!(addr = %running.addr, "serving GraphQL at http://{}/graphql", running.addr);
     running.wait().await

@@ -60,9 +60,54 @@ pub struct ServeConfig {
     #[arg(long, env = "MAX_QUERY_DEPTH", default_value_t = 16)]
     pub max_query_depth: usize,
 
+    /// Where objects come from: `kube` (watch a cluster), `embedded` (files, demo, database), or
+    /// `auto`: kube when KUBECONFIG, KUBE_CONTEXT or an in-cluster service account is present
+    /// (and no demo was asked for), embedded otherwise.
+    #[arg(long, env = "SOURCE", value_enum, default_value_t = SourceMode::Auto)]
+    pub source: SourceMode,
+
+    /// Kubeconfig file(s), `:`-separated as for kubectl. Unset: in-cluster, then ~/.kube/config.
+    #[arg(long, env = "KUBECONFIG")]
+    pub kubeconfig: Option<String>,
+
+    /// Kubeconfig context to use (default: the current context).
+    #[arg(long, env = "KUBE_CONTEXT")]
+    pub kube_context: Option<String>,
+
+    /// Namespaces to watch namespaced kinds in, comma-separated (default: all namespaces).
+    #[arg(long, env = "WATCH_NAMESPACES", value_delimiter = ',')]
+    pub watch_namespaces: Vec<String>,
+
+    /// Server-side watch timeout; a watch silent for this plus 5 s is restarted.
+    #[arg(long, env = "WATCH_TIMEOUT_SECONDS", default_value_t = 290)]
+    pub watch_timeout_seconds: u64,
+
+    /// First retry delay after a watch error (doubles with jitter up to the maximum).
+    #[arg(long, env = "WATCH_BACKOFF_MIN_MS", default_value_t = 500)]
+    pub watch_backoff_min_ms: u64,
+
+    /// Longest retry delay after a watch error.
+    #[arg(long, env = "WATCH_BACKOFF_MAX_SECONDS", default_value_t = 30)]
+    pub watch_backoff_max_seconds: u64,
+
+    /// Retry delay for a kind whose CRD is not installed.
+    #[arg(long, env = "ABSENT_KIND_RETRY_SECONDS", default_value_t = 60)]
+    pub absent_kind_retry_seconds: u64,
+
     /// Manifest files or directories to load at start-up (multi-document YAML or JSON).
     #[arg(env = "MANIFESTS", value_delimiter = ',')]
     pub manifests: Vec<PathBuf>,
+}
+
+/// Which source feeds the store.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SourceMode {
+    /// Kube when a cluster is configured, embedded otherwise.
+    Auto,
+    /// Files, the demo fleet and the database.
+    Embedded,
+    /// Watches on a Kubernetes API server.
+    Kube,
 }
 
 /// Database settings, shared by `serve`, `migrate` and `import`.
@@ -112,6 +157,47 @@ impl DbConfig {
 }
 
 impl ServeConfig {
+    /// The source to use, and why (for the start-up message).
+    pub fn resolve_source(&self) -> (SourceMode, &'static str) {
+        match self.source {
+            SourceMode::Kube => (SourceMode::Kube, "SOURCE=kube"),
+            SourceMode::Embedded => (SourceMode::Embedded, "SOURCE=embedded"),
+            SourceMode::Auto if self.demo => (SourceMode::Embedded, "demo requested"),
+            SourceMode::Auto if self.kubeconfig.is_some() => {
+                (SourceMode::Kube, "KUBECONFIG is set")
+            }
+            SourceMode::Auto if self.kube_context.is_some() => {
+                (SourceMode::Kube, "KUBE_CONTEXT is set")
+            }
+            SourceMode::Auto if std::env::var_os("KUBERNETES_SERVICE_HOST").is_some() => {
+                (SourceMode::Kube, "running in a cluster")
+            }
+            SourceMode::Auto => (
+                SourceMode::Embedded,
+                "no cluster configured (set KUBECONFIG or SOURCE=kube to watch one)",
+            ),
+        }
+    }
+
+    /// Watch settings.
+    pub fn kube_settings(&self) -> crate::source::kube::KubeSettings {
+        use std::time::Duration;
+        crate::source::kube::KubeSettings {
+            kubeconfig: self.kubeconfig.clone(),
+            context: self.kube_context.clone(),
+            namespaces: self
+                .watch_namespaces
+                .iter()
+                .map(|n| n.trim().to_string())
+                .filter(|n| !n.is_empty())
+                .collect(),
+            watch_timeout: Duration::from_secs(self.watch_timeout_seconds.max(1)),
+            min_backoff: Duration::from_millis(self.watch_backoff_min_ms.max(10)),
+            max_backoff: Duration::from_secs(self.watch_backoff_max_seconds.max(1)),
+            absent_retry: Duration::from_secs(self.absent_kind_retry_seconds.max(1)),
+        }
+    }
+
     /// The socket address to listen on.
     pub fn listen_addr(&self) -> SocketAddr {
         let ip = self.bind_address.unwrap_or(if self.development {

@@ -23,7 +23,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Serve GraphQL, health and metrics (the default). Settings come from flags or the environment.
-    Serve(ServeConfig),
+    Serve(Box<ServeConfig>),
     /// Print the GraphQL schema (SDL); `schema.graphql` is this output.
     Schema,
     /// Validate manifests and store every accepted file's objects in the database, each file
@@ -127,13 +127,13 @@ fn main() -> ExitCode {
                 .max_failure(checked)
         }
         Some(Command::Migrate { db }) => block_on(migrate(db)).unwrap_or(ExitCode::FAILURE),
-        Some(Command::Serve(cfg)) => run(cfg),
+        Some(Command::Serve(cfg)) => run(*cfg),
         None => {
             // `vitistack` alone serves with settings from the environment.
             match Cli::try_parse_from(["vitistack", "serve"]) {
                 Ok(Cli {
                     command: Some(Command::Serve(cfg)),
-                }) => run(cfg),
+                }) => run(*cfg),
                 Ok(_) => ExitCode::FAILURE,
                 Err(e) => {
                     eprintln!("{e}");

@@ -22,6 +22,8 @@ pub struct SchemaSettings {
     pub max_depth: usize,
     /// Name of the Vitistack singleton.
     pub vitistack_name: String,
+    /// Where the store's objects come from (served as `sources`).
+    pub source: std::sync::Arc<crate::source::kube::SourceStatus>,
 }
 
 impl Default for SchemaSettings {
@@ -30,6 +32,7 @@ impl Default for SchemaSettings {
             max_page_size: 500,
             max_depth: 16,
             vitistack_name: "vitistack".into(),
+            source: std::sync::Arc::new(crate::source::kube::SourceStatus::embedded()),
         }
     }
 }
@@ -41,6 +44,7 @@ pub fn build_schema(settings: &SchemaSettings) -> AppSchema {
             max_page_size: settings.max_page_size,
         })
         .data(DatacenterName(settings.vitistack_name.clone()))
+        .data(settings.source.clone())
         .limit_depth(settings.max_depth)
         .finish()
 }

@@ -9,6 +9,7 @@ use prometheus::{
 
 use crate::db::objects::DbHealth;
 use crate::model::Kind;
+use crate::source::kube::OperatorsReport;
 use crate::store::Snapshot;
 
 /// The server's metrics.
@@ -21,6 +22,9 @@ pub struct Metrics {
     db_up: IntGauge,
     db_pending: IntGauge,
     db_failures: prometheus::IntCounter,
+    kind_served: IntGaugeVec,
+    kind_synced: IntGaugeVec,
+    kind_stale: prometheus::GaugeVec,
 }
 
 impl Metrics {
@@ -64,6 +68,30 @@ impl Metrics {
             "vitistack_database_failures_total",
             "Failed database connects and writes since start",
         )?;
+        let kind_served = IntGaugeVec::new(
+            Opts::new(
+                "vitistack_source_kind_served",
+                "1 when the API server serves the kind, 0 when its CRD is not installed",
+            ),
+            &["kind"],
+        )?;
+        let kind_synced = IntGaugeVec::new(
+            Opts::new(
+                "vitistack_source_kind_synced",
+                "1 once the kind has been listed in full",
+            ),
+            &["kind"],
+        )?;
+        let kind_stale = prometheus::GaugeVec::new(
+            Opts::new(
+                "vitistack_source_kind_stale_seconds",
+                "0 while the kind's watch is healthy, else seconds since it started failing",
+            ),
+            &["kind"],
+        )?;
+        registry.register(Box::new(kind_served.clone()))?;
+        registry.register(Box::new(kind_synced.clone()))?;
+        registry.register(Box::new(kind_stale.clone()))?;
         registry.register(Box::new(db_up.clone()))?;
         registry.register(Box::new(db_pending.clone()))?;
         registry.register(Box::new(db_failures.clone()))?;
@@ -80,6 +108,9 @@ impl Metrics {
             db_up,
             db_pending,
             db_failures,
+            kind_served,
+            kind_synced,
+            kind_stale,
         })
     }
 
@@ -93,7 +124,20 @@ impl Metrics {
     }
 
     /// The text exposition, with store gauges read from the snapshot.
-    pub fn render(&self, snap: &Snapshot, db: &DbHealth) -> String {
+    pub fn render(&self, snap: &Snapshot, db: &DbHealth, source: &OperatorsReport) -> String {
+        for k in &source.kinds {
+            if let Some(served) = k.served {
+                self.kind_served
+                    .with_label_values(&[k.name])
+                    .set(i64::from(served));
+            }
+            self.kind_synced
+                .with_label_values(&[k.name])
+                .set(i64::from(k.synced));
+            if let Some(stale) = k.stale_seconds {
+                self.kind_stale.with_label_values(&[k.name]).set(stale);
+            }
+        }
         self.db_up.set(i64::from(db.is_up()));
         self.db_pending.set(db.pending() as i64);
         let failures = db.failures();

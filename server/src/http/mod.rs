@@ -19,6 +19,7 @@ pub use metrics::Metrics;
 
 use crate::db::objects::DbHealth;
 use crate::graphql::AppSchema;
+use crate::source::kube::SourceStatus;
 use crate::store::Store;
 
 /// Largest request body accepted on `/graphql` (bytes).
@@ -39,6 +40,8 @@ pub struct AppState {
     pub max_depth: usize,
     /// The database's state.
     pub db_health: Arc<DbHealth>,
+    /// Where objects come from, and how current each kind is.
+    pub source: Arc<SourceStatus>,
 }
 
 /// The router with every route.
@@ -49,6 +52,7 @@ pub fn router(state: AppState) -> Router {
         .route("/health", get(health))
         .route("/health/live", get(health))
         .route("/health/database", get(health_database))
+        .route("/health/operators", get(health_operators))
         .route("/ready", get(ready))
         .route("/metrics", get(metrics))
         .layer(tower_http::limit::RequestBodyLimitLayer::new(
@@ -123,8 +127,20 @@ async fn health_database(State(app): State<AppState>) -> Response {
     (code, axum::Json(report)).into_response()
 }
 
+/// Every watched kind: served, synced, objects, last sync, staleness, error. 503 until every
+/// served kind has synced once.
+async fn health_operators(State(app): State<AppState>) -> Response {
+    let report = app.source.report(&app.store.snapshot());
+    let code = if report.ready {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    (code, axum::Json(report)).into_response()
+}
+
 async fn ready(State(app): State<AppState>) -> Response {
-    if app.ready.load(Ordering::Acquire) {
+    if app.ready.load(Ordering::Acquire) && app.source.ready() {
         (
             StatusCode::OK,
             axum::Json(json!({"status": "ready", "sequence": app.store.snapshot().seq()})),
@@ -140,7 +156,10 @@ async fn ready(State(app): State<AppState>) -> Response {
 }
 
 async fn metrics(State(app): State<AppState>) -> Response {
-    let body = app.metrics.render(&app.store.snapshot(), &app.db_health);
+    let snap = app.store.snapshot();
+    let body = app
+        .metrics
+        .render(&snap, &app.db_health, &app.source.report(&snap));
     (
         [(
             header::CONTENT_TYPE,

@@ -1,6 +1,7 @@
 //! Where objects come from: manifest files (the embedded source) and the generated demo fleet.
 
 pub mod demo;
+pub mod kube;
 pub mod manifest;
 
 use std::path::PathBuf;

@@ -79,8 +79,12 @@ pub struct Change {
 /// A write to the store.
 #[derive(Clone, Debug)]
 pub enum Op {
-    /// Create or replace an object.
+    /// Create or replace an object; the store stamps uid, creation time, resourceVersion and
+    /// generation as an API server would (the embedded source).
     Upsert(Resource),
+    /// Create or replace an object exactly as given, metadata included (the object comes from an
+    /// API server that already stamped it).
+    Mirror(Resource),
     /// Remove an object if present.
     Delete(Key),
 }
@@ -347,16 +351,29 @@ impl Store {
         let mut out = Vec::new();
         for op in ops {
             match op {
-                Op::Upsert(mut r) => {
+                Op::Upsert(_) | Op::Mirror(_) => {
+                    let (mut r, mirror) = match op {
+                        Op::Upsert(r) => (r, false),
+                        Op::Mirror(r) => (r, true),
+                        Op::Delete(_) => continue,
+                    };
                     let key = Key::of(&r);
                     let previous = snap.objects.get(&key).cloned();
                     if let Some(prev) = &previous
-                        && same_content(prev, &r)
+                        && (if mirror {
+                            **prev == r
+                        } else {
+                            same_content(prev, &r)
+                        })
                     {
                         continue;
                     }
                     snap.seq += 1;
-                    stamp(&mut r, previous.as_deref(), snap.seq);
+                    if mirror {
+                        r.meta_mut().managed_fields = None;
+                    } else {
+                        stamp(&mut r, previous.as_deref(), snap.seq);
+                    }
                     if let Some(prev) = &previous {
                         snap.unindex(&key, prev);
                     }

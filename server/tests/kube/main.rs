@@ -1,0 +1,471 @@
+//! The kube source against the Kubernetes API test server (`tests/support/kube_api.rs`): the real
+//! server, configured through a kubeconfig like a user would, watching over HTTP.
+
+#[path = "../support/kube_api.rs"]
+mod kube_api;
+
+use std::time::Duration;
+
+use clap::Parser;
+use kube_api::{KubeApi, ResourceDef};
+use serde_json::{Value, json};
+use vitistack::config::ServeConfig;
+use vitistack::store::ChangeType;
+
+#[derive(Parser)]
+struct Args {
+    #[command(flatten)]
+    cfg: ServeConfig,
+}
+
+/// Every vitistack.io resource the server watches, installed.
+fn vitistack_resources() -> Vec<ResourceDef> {
+    vitistack::source::kube::watched_kinds()
+        .into_iter()
+        .map(|(k, version)| ResourceDef {
+            group: "vitistack.io",
+            version,
+            plural: k.plural(),
+            kind: k.name(),
+            namespaced: k.namespaced(),
+            served: true,
+        })
+        .collect()
+}
+
+struct Harness {
+    api: KubeApi,
+    app: Option<vitistack::app::Running>,
+    base: String,
+    client: reqwest::Client,
+    dir: std::path::PathBuf,
+}
+
+impl Drop for Harness {
+    fn drop(&mut self) {
+        if let Some(app) = &self.app {
+            app.abort();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+impl Harness {
+    /// The API server with `setup` applied, then our server watching it.
+    async fn start(setup: impl FnOnce(&KubeApi)) -> Harness {
+        let api = KubeApi::start(&vitistack_resources(), Duration::from_millis(200)).await;
+        setup(&api);
+        let mut h = Harness::unstarted(api);
+        h.launch(&[]).await;
+        h
+    }
+
+    fn unstarted(api: KubeApi) -> Harness {
+        let dir = std::env::temp_dir().join(format!("vitistack-kube-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        api.write_kubeconfig(&dir.join("kubeconfig"));
+        Harness {
+            api,
+            app: None,
+            base: String::new(),
+            client: reqwest::Client::new(),
+            dir,
+        }
+    }
+
+    async fn launch(&mut self, extra: &[&str]) {
+        let kubeconfig = self.dir.join("kubeconfig");
+        let db = format!("sqlite://{}/v.db", self.dir.display());
+        let mut argv = vec![
+            "test",
+            "--log-json",
+            "false",
+            "--database-url",
+            &db,
+            "--kubeconfig",
+            kubeconfig.to_str().expect("utf-8"),
+            "--kube-context",
+            "test",
+            "--watch-timeout-seconds",
+            "2",
+            "--watch-backoff-min-ms",
+            "100",
+            "--watch-backoff-max-seconds",
+            "1",
+            "--absent-kind-retry-seconds",
+            "1",
+        ];
+        argv.extend_from_slice(extra);
+        let cfg = Args::try_parse_from(argv).expect("args").cfg;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let app = vitistack::app::start(&cfg, listener).await.expect("start");
+        self.base = format!("http://{}", app.addr);
+        self.app = Some(app);
+    }
+
+    fn store(&self) -> &vitistack::store::Store {
+        &self.app.as_ref().expect("started").store
+    }
+
+    async fn get(&self, path: &str) -> (u16, Value) {
+        let res = self
+            .client
+            .get(format!("{}{path}", self.base))
+            .send()
+            .await
+            .expect("request");
+        let code = res.status().as_u16();
+        (code, res.json().await.unwrap_or(Value::Null))
+    }
+
+    async fn data(&self, query: &str) -> Value {
+        let res = self
+            .client
+            .post(format!("{}/graphql", self.base))
+            .json(&json!({ "query": query }))
+            .send()
+            .await
+            .expect("request");
+        let body: Value = res.json().await.expect("json");
+        assert!(body.get("errors").is_none(), "{body}");
+        body["data"].clone()
+    }
+
+    /// Wait until `/ready` answers 200.
+    async fn ready(&self) {
+        for _ in 0..200 {
+            if self.get("/ready").await.0 == 200 {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("never ready: {:?}", self.get("/health/operators").await);
+    }
+
+    /// Wait until `cond` holds for the store.
+    async fn until(&self, what: &str, secs: u64, cond: impl Fn(&vitistack::store::Store) -> bool) {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
+        while tokio::time::Instant::now() < deadline {
+            if cond(self.store()) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        panic!("timed out waiting for {what}");
+    }
+}
+
+fn machine(ns: &str, name: &str, cluster: &str) -> Value {
+    json!({"metadata": {"name": name, "namespace": ns, "labels": {"vitistack.io/clusterid": cluster}},
+        "spec": {"provider": "kubevirt", "machineClass": "small"}})
+}
+
+fn machine_count(store: &vitistack::store::Store) -> usize {
+    store.snapshot().count(vitistack::model::Kind::Machine)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn initial_sync_then_every_change_in_order() {
+    let h = Harness::start(|api| {
+        for i in 0..3 {
+            api.apply("machines", machine("team-a", &format!("m{i}"), "c1"));
+        }
+    })
+    .await;
+    h.ready().await;
+    let data = h
+        .data("{ machines(first: 10) { totalCount nodes { name uid resourceVersion raw } } sources { mode kinds { name served synced objects lastSyncedAt staleSeconds } } }")
+        .await;
+    assert_eq!(data["machines"]["totalCount"], 3);
+    let first = &data["machines"]["nodes"][0];
+    assert_eq!(
+        first["uid"], "00000000-0000-4000-8000-000000000001",
+        "uid from the API server"
+    );
+    assert_eq!(
+        first["resourceVersion"], "1001",
+        "resourceVersion from the API server"
+    );
+    assert!(
+        first["raw"]["metadata"].get("managedFields").is_none(),
+        "managedFields dropped"
+    );
+    assert_eq!(data["sources"]["mode"], "kube");
+    let machines = data["sources"]["kinds"]
+        .as_array()
+        .expect("kinds")
+        .iter()
+        .find(|k| k["name"] == "Machine")
+        .cloned()
+        .expect("Machine kind");
+    assert_eq!(machines["served"], true);
+    assert_eq!(machines["synced"], true);
+    assert_eq!(machines["objects"], 3);
+    assert!(machines["lastSyncedAt"].is_string());
+    assert_eq!(machines["staleSeconds"], 0.0);
+
+    let mut rx = h.store().subscribe();
+    h.api.apply("machines", machine("team-a", "m3", "c1"));
+    let mut changed = machine("team-a", "m0", "c1");
+    changed["metadata"]["labels"]["extra"] = json!("yes");
+    h.api.apply("machines", changed);
+    h.api.delete("machines", "team-a", "m1");
+    let mut seen = Vec::new();
+    while seen.len() < 3 {
+        let c = tokio::time::timeout(Duration::from_secs(10), rx.recv())
+            .await
+            .expect("change in time")
+            .expect("change");
+        seen.push((c.seq, c.change, c.object.name().to_string()));
+    }
+    assert_eq!(
+        seen.iter()
+            .map(|(_, t, n)| (*t, n.as_str()))
+            .collect::<Vec<_>>(),
+        vec![
+            (ChangeType::Added, "m3"),
+            (ChangeType::Modified, "m0"),
+            (ChangeType::Deleted, "m1"),
+        ]
+    );
+    assert!(
+        seen.windows(2).all(|w| w[0].0 < w[1].0),
+        "sequence increases"
+    );
+    assert_eq!(machine_count(h.store()), 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gone_410_relists_and_deletes_what_vanished() {
+    let h = Harness::start(|api| {
+        for i in 0..3 {
+            api.apply("machines", machine("team-a", &format!("m{i}"), "c1"));
+        }
+    })
+    .await;
+    h.ready().await;
+    let lists_before = h
+        .api
+        .requests("machines")
+        .iter()
+        .filter(|r| !r.watch)
+        .count();
+    // m1 disappears and the history is compacted: the watch cannot resume (410) and only a
+    // relist can tell that m1 is gone.
+    h.api.apply("machines", machine("team-a", "m9", "c1"));
+    h.until("m9 through the watch", 10, |s| machine_count(s) == 4)
+        .await;
+    // After the client's last version: m1 goes, and the history that would tell is compacted.
+    h.api.delete_silently("machines", "team-a", "m1");
+    h.api.compact();
+    h.api.drop_watches();
+    h.until("m1 deleted after the relist", 15, |s| {
+        let snap = s.snapshot();
+        snap.get(vitistack::model::Kind::Machine, "team-a", "m1")
+            .is_none()
+            && snap
+                .get(vitistack::model::Kind::Machine, "team-a", "m9")
+                .is_some()
+    })
+    .await;
+    let lists_after = h
+        .api
+        .requests("machines")
+        .iter()
+        .filter(|r| !r.watch)
+        .count();
+    assert!(lists_after > lists_before, "a relist happened");
+    assert_eq!(machine_count(h.store()), 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropped_connection_resumes_from_the_last_version_without_relisting() {
+    let h = Harness::start(|api| {
+        api.apply("machines", machine("team-a", "m0", "c1"));
+    })
+    .await;
+    h.ready().await;
+    // Let a bookmark or two arrive, then cut the connection.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let lists_before = h
+        .api
+        .requests("machines")
+        .iter()
+        .filter(|r| !r.watch)
+        .count();
+    let watches_before = h
+        .api
+        .requests("machines")
+        .iter()
+        .filter(|r| r.watch)
+        .count();
+    h.api.drop_watches();
+    h.api.apply("machines", machine("team-a", "m1", "c1"));
+    h.until("m1 after the reconnect", 10, |s| machine_count(s) == 2)
+        .await;
+    let requests = h.api.requests("machines");
+    let lists_after = requests.iter().filter(|r| !r.watch).count();
+    let watches: Vec<_> = requests.iter().filter(|r| r.watch).collect();
+    assert_eq!(lists_after, lists_before, "resumed, not relisted");
+    assert!(watches.len() > watches_before);
+    let resumed_at: u64 = watches[watches_before]
+        .resource_version
+        .as_deref()
+        .and_then(|v| v.parse().ok())
+        .expect("watch resumed with a resourceVersion");
+    assert!(
+        resumed_at >= 1001,
+        "resumed from a version it had seen: {resumed_at}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hung_watch_is_detected_and_restarted() {
+    let h = Harness::start(|api| {
+        api.apply("machines", machine("team-a", "m0", "c1"));
+    })
+    .await;
+    h.ready().await;
+    h.api.hang(true);
+    // Any open watch now goes silent; this change is not sent on it.
+    h.api.apply("machines", machine("team-a", "m1", "c1"));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(machine_count(h.store()), 1, "not delivered while hung");
+    let watches_before = h
+        .api
+        .requests("machines")
+        .iter()
+        .filter(|r| r.watch)
+        .count();
+    h.api.hang(false);
+    // The silent stream is noticed (timeout 2 s + 5 s margin) and replaced.
+    h.until("m1 after the restart", 20, |s| machine_count(s) == 2)
+        .await;
+    let watches_after = h
+        .api
+        .requests("machines")
+        .iter()
+        .filter(|r| r.watch)
+        .count();
+    assert!(watches_after > watches_before, "a new watch was opened");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn absent_resource_is_reported_and_retried_slowly_then_picked_up() {
+    let h = Harness::start(|api| {
+        api.set_served("etcdbackups", false);
+        api.apply("machines", machine("team-a", "m0", "c1"));
+    })
+    .await;
+    // Ready does not wait for a kind that is not installed.
+    h.ready().await;
+    let (code, body) = h.get("/health/operators").await;
+    assert_eq!(code, 200, "{body}");
+    let etcd = body["kinds"]
+        .as_array()
+        .expect("kinds")
+        .iter()
+        .find(|k| k["name"] == "EtcdBackup")
+        .cloned()
+        .expect("EtcdBackup listed");
+    assert_eq!(etcd["served"], false, "{etcd}");
+    assert!(
+        etcd["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("not served"),
+        "{etcd}"
+    );
+    let data = h.data("{ sources { kinds { name served error } } }").await;
+    assert!(
+        data["sources"]["kinds"]
+            .as_array()
+            .expect("kinds")
+            .iter()
+            .any(|k| k["name"] == "EtcdBackup" && k["served"] == false)
+    );
+    let (_, metrics) = {
+        let res = h
+            .client
+            .get(format!("{}/metrics", h.base))
+            .send()
+            .await
+            .expect("metrics");
+        (res.status(), res.text().await.expect("text"))
+    };
+    assert!(
+        metrics.contains("vitistack_source_kind_served{kind=\"EtcdBackup\"} 0"),
+        "{metrics}"
+    );
+
+    // Retried slowly (1 s ± 25 % here), not in a tight loop.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let tries = h.api.requests("etcdbackups");
+    assert!(
+        (2..=6).contains(&tries.len()),
+        "{} tries in about 3 s",
+        tries.len()
+    );
+    for w in tries.windows(2) {
+        assert!(
+            w[1].at - w[0].at >= Duration::from_millis(700),
+            "retries too close: {:?}",
+            w[1].at - w[0].at
+        );
+    }
+
+    // Installing it later is picked up without a restart.
+    h.api.set_served("etcdbackups", true);
+    h.api.apply(
+        "etcdbackups",
+        json!({"metadata": {"name": "b1", "namespace": "team-a"}, "spec": {"clusterName": "c1"}}),
+    );
+    h.until("the EtcdBackup", 10, |s| {
+        s.snapshot().count(vitistack::model::Kind::EtcdBackup) == 1
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn not_ready_until_every_served_kind_has_synced() {
+    let api = KubeApi::start(&vitistack_resources(), Duration::from_millis(200)).await;
+    api.apply("machines", machine("team-a", "m0", "c1"));
+    api.hold_lists(true);
+    let mut h = Harness::unstarted(api);
+    h.launch(&[]).await;
+    let (code, body) = h.get("/ready").await;
+    assert_eq!(code, 503, "{body}");
+    let (code, body) = h.get("/health/operators").await;
+    assert_eq!(code, 503, "{body}");
+    h.api.hold_lists(false);
+    h.ready().await;
+    assert_eq!(machine_count(h.store()), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn namespace_scoping_watches_only_the_named_namespaces() {
+    let api = KubeApi::start(&vitistack_resources(), Duration::from_millis(200)).await;
+    api.apply("machines", machine("team-a", "a0", "c1"));
+    api.apply("machines", machine("team-b", "b0", "c2"));
+    api.apply("machines", machine("team-c", "c0", "c3"));
+    let mut h = Harness::unstarted(api);
+    h.launch(&["--watch-namespaces", "team-a,team-b"]).await;
+    h.ready().await;
+    let snap = h.store().snapshot();
+    let names: Vec<_> = snap
+        .list(vitistack::model::Kind::Machine)
+        .map(|m| m.name().to_string())
+        .collect();
+    assert_eq!(names, vec!["a0", "b0"]);
+    // Cluster-scoped kinds are still watched cluster-wide.
+    h.api.apply(
+        "machineclasses",
+        json!({"metadata": {"name": "small"}, "spec": {"cpu": {"cores": 2}, "memory": {"quantity": "4Gi"}}}),
+    );
+    h.until("the MachineClass", 10, |s| {
+        s.snapshot().count(vitistack::model::Kind::MachineClass) == 1
+    })
+    .await;
+}

@@ -1,0 +1,590 @@
+//! A Kubernetes API test server, for tests and benchmarks only.
+//!
+//! It is a test double for kube-apiserver, which cannot be installed on the machines these tests
+//! run on. It speaks the part of the HTTP protocol list/watch clients (kube-rs's watcher) rely on,
+//! and tries to be faithful there rather than broad:
+//!
+//! - `GET /api/v1/{plural}`, `/apis/{group}/{version}/{plural}` and the `namespaces/{ns}/` forms:
+//!   a `…List` with `metadata.resourceVersion`, paged by `limit`/`continue`;
+//! - `?watch=true&resourceVersion=N`: a chunked stream of `{"type","object"}` lines replaying every
+//!   change after N, then live changes; `BOOKMARK` events when `allowWatchBookmarks=true`; the stream
+//!   ends after `timeoutSeconds`;
+//! - a `resourceVersion` older than the retained history gets `410 Gone` (an `ERROR` event with a
+//!   `Status` of code 410 on watches, HTTP 410 on lists), as after etcd compaction;
+//! - resources not installed answer `404 NotFound` with a `Status` body;
+//! - resourceVersions are one cluster-wide counter, as in etcd.
+//!
+//! Test controls (in process): apply/delete objects, compact history, drop every open watch
+//! connection, hang watches (connection open, nothing sent, not even bookmarks), install or remove
+//! a resource, and a log of the requests received.
+//!
+//! Not implemented: label/field selectors, create/update/patch over HTTP, discovery, auth.
+
+#![allow(dead_code)]
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use axum::body::{Body, Bytes};
+use axum::extract::{Query, State};
+use axum::http::{StatusCode, Uri, header};
+use axum::response::{IntoResponse, Response};
+use parking_lot::Mutex;
+use serde_json::{Value, json};
+use tokio::sync::{broadcast, mpsc, watch};
+
+/// A resource the server knows.
+#[derive(Clone, Debug)]
+pub struct ResourceDef {
+    pub group: &'static str,
+    pub version: &'static str,
+    pub plural: &'static str,
+    pub kind: &'static str,
+    pub namespaced: bool,
+    /// False: answers 404 as if the CRD were not installed.
+    pub served: bool,
+}
+
+impl ResourceDef {
+    fn id(&self) -> String {
+        format!("{}/{}/{}", self.group, self.version, self.plural)
+    }
+
+    fn api_version(&self) -> String {
+        if self.group.is_empty() {
+            self.version.to_string()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+struct Ev {
+    rv: u64,
+    resource: String,
+    namespace: String,
+    typ: &'static str,
+    object: Value,
+}
+
+struct ResourceState {
+    def: ResourceDef,
+    objects: BTreeMap<(String, String), Value>,
+}
+
+struct Inner {
+    rv: u64,
+    resources: HashMap<String, ResourceState>,
+    /// Every change after `compacted_to`, oldest first.
+    history: VecDeque<Ev>,
+    compacted_to: u64,
+    uid_counter: u64,
+}
+
+/// One request the server received.
+#[derive(Clone, Debug)]
+pub struct Request {
+    pub resource: String,
+    pub watch: bool,
+    pub resource_version: Option<String>,
+    pub at: Instant,
+}
+
+struct Shared {
+    inner: Mutex<Inner>,
+    events: broadcast::Sender<Ev>,
+    drop_gen: watch::Sender<u64>,
+    hang: AtomicBool,
+    hold_lists: watch::Sender<bool>,
+    bookmark_every: Duration,
+    requests: Mutex<Vec<Request>>,
+}
+
+/// The running test server.
+pub struct KubeApi {
+    pub addr: SocketAddr,
+    shared: Arc<Shared>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for KubeApi {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl KubeApi {
+    /// Serve these resources on a random local port.
+    pub async fn start(defs: &[ResourceDef], bookmark_every: Duration) -> KubeApi {
+        let resources = defs
+            .iter()
+            .map(|d| {
+                (
+                    d.id(),
+                    ResourceState {
+                        def: d.clone(),
+                        objects: BTreeMap::new(),
+                    },
+                )
+            })
+            .collect();
+        let (events, _) = broadcast::channel(1 << 16);
+        let shared = Arc::new(Shared {
+            inner: Mutex::new(Inner {
+                rv: 1000,
+                resources,
+                history: VecDeque::new(),
+                compacted_to: 1000,
+                uid_counter: 0,
+            }),
+            events,
+            drop_gen: watch::channel(0).0,
+            hang: AtomicBool::new(false),
+            hold_lists: watch::channel(false).0,
+            bookmark_every,
+            requests: Mutex::new(Vec::new()),
+        });
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind test API server");
+        let addr = listener.local_addr().expect("addr");
+        let app = axum::Router::new()
+            .fallback(handle)
+            .with_state(shared.clone());
+        let task = tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        KubeApi { addr, shared, task }
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// A kubeconfig file with a context `test` pointing at this server; the current context is
+    /// `elsewhere` (nothing listens there), so a client must honour the context it is given.
+    pub fn write_kubeconfig(&self, path: &std::path::Path) {
+        let text = format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: test\n  cluster:\n    server: {}\n\
+             - name: elsewhere\n  cluster:\n    server: http://127.0.0.1:1\n\
+             users:\n- name: test\n  user:\n    token: test-token\n\
+             contexts:\n- name: test\n  context:\n    cluster: test\n    user: test\n\
+             - name: elsewhere\n  context:\n    cluster: elsewhere\n    user: test\n\
+             current-context: elsewhere\n",
+            self.url()
+        );
+        std::fs::write(path, text).expect("write kubeconfig");
+    }
+
+    /// Create or replace an object; returns its new resourceVersion.
+    pub fn apply(&self, plural: &str, mut object: Value) -> u64 {
+        let mut inner = self.shared.inner.lock();
+        let id = inner
+            .resources
+            .keys()
+            .find(|k| k.ends_with(&format!("/{plural}")))
+            .cloned()
+            .unwrap_or_else(|| panic!("unknown resource {plural}"));
+        inner.rv += 1;
+        inner.uid_counter += 1;
+        let rv = inner.rv;
+        let uid_n = inner.uid_counter;
+        let state = inner.resources.get_mut(&id).expect("resource");
+        let def = state.def.clone();
+        let ns = object["metadata"]["namespace"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let name = object["metadata"]["name"]
+            .as_str()
+            .expect("metadata.name")
+            .to_string();
+        let key = (ns.clone(), name);
+        let previous = state.objects.get(&key);
+        let uid = previous
+            .and_then(|p| p["metadata"]["uid"].as_str().map(String::from))
+            .unwrap_or_else(|| format!("00000000-0000-4000-8000-{uid_n:012}"));
+        let typ = if previous.is_some() {
+            "MODIFIED"
+        } else {
+            "ADDED"
+        };
+        object["apiVersion"] = json!(def.api_version());
+        object["kind"] = json!(def.kind);
+        let meta = &mut object["metadata"];
+        meta["resourceVersion"] = json!(rv.to_string());
+        meta["uid"] = json!(uid);
+        if meta.get("creationTimestamp").is_none() {
+            meta["creationTimestamp"] = json!("2026-11-01T00:00:00Z");
+        }
+        meta["managedFields"] = json!([{"manager": "kubectl", "operation": "Apply",
+            "apiVersion": def.api_version(), "time": "2026-11-01T00:00:00Z", "fieldsType": "FieldsV1",
+            "fieldsV1": {"f:spec": {}}}]);
+        state.objects.insert(key, object.clone());
+        let ev = Ev {
+            rv,
+            resource: id,
+            namespace: ns,
+            typ,
+            object,
+        };
+        inner.history.push_back(ev.clone());
+        let _ = self.shared.events.send(ev);
+        rv
+    }
+
+    /// Delete an object; returns the resourceVersion of the deletion.
+    pub fn delete(&self, plural: &str, namespace: &str, name: &str) -> Option<u64> {
+        let mut inner = self.shared.inner.lock();
+        let id = inner
+            .resources
+            .keys()
+            .find(|k| k.ends_with(&format!("/{plural}")))
+            .cloned()?;
+        let mut object = inner
+            .resources
+            .get_mut(&id)?
+            .objects
+            .remove(&(namespace.to_string(), name.to_string()))?;
+        inner.rv += 1;
+        let rv = inner.rv;
+        object["metadata"]["resourceVersion"] = json!(rv.to_string());
+        let ev = Ev {
+            rv,
+            resource: id,
+            namespace: namespace.to_string(),
+            typ: "DELETED",
+            object,
+        };
+        inner.history.push_back(ev.clone());
+        let _ = self.shared.events.send(ev);
+        Some(rv)
+    }
+
+    /// Delete an object without telling open watches (as if the deletion happened while the
+    /// client was away and history was compacted): only a relist can reveal it.
+    pub fn delete_silently(&self, plural: &str, namespace: &str, name: &str) {
+        let mut inner = self.shared.inner.lock();
+        let id = inner
+            .resources
+            .keys()
+            .find(|k| k.ends_with(&format!("/{plural}")))
+            .cloned();
+        if let Some(id) = id
+            && let Some(state) = inner.resources.get_mut(&id)
+        {
+            state
+                .objects
+                .remove(&(namespace.to_string(), name.to_string()));
+        }
+        inner.rv += 1;
+    }
+
+    /// Forget all history: any resourceVersion older than now gets 410 Gone.
+    pub fn compact(&self) {
+        let mut inner = self.shared.inner.lock();
+        inner.history.clear();
+        inner.compacted_to = inner.rv;
+    }
+
+    /// Cut every open watch connection mid-stream.
+    pub fn drop_watches(&self) {
+        self.shared.drop_gen.send_modify(|g| *g += 1);
+    }
+
+    /// While on, watch streams go silent (and stay silent): connection open, nothing sent.
+    pub fn hang(&self, on: bool) {
+        self.shared.hang.store(on, Ordering::SeqCst);
+    }
+
+    /// While on, list requests wait (as a slow API server would).
+    pub fn hold_lists(&self, on: bool) {
+        self.shared.hold_lists.send_replace(on);
+    }
+
+    /// Install or remove a resource (404 when removed).
+    pub fn set_served(&self, plural: &str, served: bool) {
+        let mut inner = self.shared.inner.lock();
+        for state in inner.resources.values_mut() {
+            if state.def.plural == plural {
+                state.def.served = served;
+            }
+        }
+    }
+
+    /// Requests received for a resource (by plural), oldest first.
+    pub fn requests(&self, plural: &str) -> Vec<Request> {
+        self.shared
+            .requests
+            .lock()
+            .iter()
+            .filter(|r| r.resource.ends_with(&format!("/{plural}")))
+            .cloned()
+            .collect()
+    }
+
+    /// The current resourceVersion.
+    pub fn resource_version(&self) -> u64 {
+        self.shared.inner.lock().rv
+    }
+}
+
+fn status(code: u16, reason: &str, message: String) -> Response {
+    let body = json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+        "message": message, "reason": reason, "code": code});
+    (
+        StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+        [(header::CONTENT_TYPE, "application/json")],
+        body.to_string(),
+    )
+        .into_response()
+}
+
+/// (resource id, namespace) from a request path.
+fn route(path: &str) -> Option<(String, Option<String>)> {
+    let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
+    let (group, version, rest) = match parts.as_slice() {
+        ["api", v, rest @ ..] => ("", *v, rest),
+        ["apis", g, v, rest @ ..] => (*g, *v, rest),
+        _ => return None,
+    };
+    match rest {
+        [plural] => Some((format!("{group}/{version}/{plural}"), None)),
+        ["namespaces", ns, plural] => {
+            Some((format!("{group}/{version}/{plural}"), Some(ns.to_string())))
+        }
+        _ => None,
+    }
+}
+
+async fn handle(
+    State(shared): State<Arc<Shared>>,
+    uri: Uri,
+    Query(q): Query<HashMap<String, String>>,
+) -> Response {
+    let Some((id, namespace)) = route(uri.path()) else {
+        return status(
+            404,
+            "NotFound",
+            "the server could not find the requested resource".into(),
+        );
+    };
+    let watching = matches!(q.get("watch").map(String::as_str), Some("true" | "1"));
+    shared.requests.lock().push(Request {
+        resource: id.clone(),
+        watch: watching,
+        resource_version: q.get("resourceVersion").cloned(),
+        at: Instant::now(),
+    });
+    let served = shared
+        .inner
+        .lock()
+        .resources
+        .get(&id)
+        .is_some_and(|s| s.def.served);
+    if !served {
+        return status(
+            404,
+            "NotFound",
+            "the server could not find the requested resource".into(),
+        );
+    }
+    if watching {
+        watch_response(shared, id, namespace, &q)
+    } else {
+        let mut held = shared.hold_lists.subscribe();
+        let _ = held.wait_for(|on| !*on).await;
+        list_response(&shared, &id, namespace.as_deref(), &q)
+    }
+}
+
+fn list_response(
+    shared: &Shared,
+    id: &str,
+    namespace: Option<&str>,
+    q: &HashMap<String, String>,
+) -> Response {
+    let inner = shared.inner.lock();
+    let Some(state) = inner.resources.get(id) else {
+        return status(404, "NotFound", "not found".into());
+    };
+    // continue = "<rv of the first page>:<offset>"
+    let (list_rv, offset) = match q.get("continue").filter(|c| !c.is_empty()) {
+        Some(token) => {
+            let Some((rv, off)) = token.split_once(':') else {
+                return status(400, "BadRequest", format!("invalid continue token {token}"));
+            };
+            let (Ok(rv), Ok(off)) = (rv.parse::<u64>(), off.parse::<usize>()) else {
+                return status(400, "BadRequest", format!("invalid continue token {token}"));
+            };
+            if rv < inner.compacted_to {
+                return status(
+                    410,
+                    "Expired",
+                    "The provided continue parameter is too old to display a consistent list result."
+                        .into(),
+                );
+            }
+            (rv, off)
+        }
+        None => (inner.rv, 0),
+    };
+    let limit = q
+        .get("limit")
+        .and_then(|l| l.parse::<usize>().ok())
+        .filter(|l| *l > 0)
+        .unwrap_or(usize::MAX);
+    let matching = state
+        .objects
+        .iter()
+        .filter(|((ns, _), _)| namespace.is_none_or(|want| want == ns));
+    let items: Vec<&Value> = matching
+        .skip(offset)
+        .take(limit.saturating_add(1))
+        .map(|(_, v)| v)
+        .collect();
+    let more = items.len() > limit;
+    let items: Vec<&Value> = items.into_iter().take(limit).collect();
+    let mut metadata = json!({"resourceVersion": list_rv.to_string()});
+    if more {
+        metadata["continue"] = json!(format!("{list_rv}:{}", offset + items.len()));
+        metadata["remainingItemCount"] = json!(0);
+    }
+    let body = json!({"kind": format!("{}List", state.def.kind), "apiVersion": state.def.api_version(),
+        "metadata": metadata, "items": items});
+    (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "application/json")],
+        body.to_string(),
+    )
+        .into_response()
+}
+
+fn line(typ: &str, object: &Value) -> Bytes {
+    let mut s = json!({"type": typ, "object": object}).to_string();
+    s.push('\n');
+    Bytes::from(s)
+}
+
+fn watch_response(
+    shared: Arc<Shared>,
+    id: String,
+    namespace: Option<String>,
+    q: &HashMap<String, String>,
+) -> Response {
+    let since: u64 = q
+        .get("resourceVersion")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    let bookmarks = q.get("allowWatchBookmarks").map(String::as_str) == Some("true");
+    let timeout = q
+        .get("timeoutSeconds")
+        .and_then(|t| t.parse::<u64>().ok())
+        .map(Duration::from_secs);
+    let (tx, rx) = mpsc::channel::<Result<Bytes, std::io::Error>>(256);
+
+    // Under the lock: the replay and the live subscription join without a gap.
+    let (replay, mut live, kind, api_version, gone) = {
+        let inner = shared.inner.lock();
+        let def = inner.resources.get(&id).map(|s| s.def.clone());
+        let (kind, api_version) = def
+            .map(|d| (d.kind.to_string(), d.api_version()))
+            .unwrap_or_default();
+        let since = if since == 0 { inner.rv } else { since };
+        let gone = (since < inner.compacted_to).then_some((since, inner.compacted_to));
+        let replay: Vec<Ev> = inner
+            .history
+            .iter()
+            .filter(|e| e.rv > since && e.resource == id)
+            .filter(|e| namespace.as_ref().is_none_or(|ns| ns == &e.namespace))
+            .cloned()
+            .collect();
+        (replay, shared.events.subscribe(), kind, api_version, gone)
+    };
+    let mut drop_rx = shared.drop_gen.subscribe();
+    tokio::spawn(async move {
+        if let Some((asked, oldest)) = gone {
+            let err = json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                "message": format!("too old resource version: {asked} ({oldest})"), "reason": "Expired", "code": 410});
+            let _ = tx.send(Ok(line("ERROR", &err))).await;
+            return;
+        }
+        let mut last_rv = since;
+        let mut seen_rv = since;
+        for ev in replay {
+            last_rv = ev.rv;
+            if tx.send(Ok(line(ev.typ, &ev.object))).await.is_err() {
+                return;
+            }
+        }
+        let deadline = timeout.map(|t| tokio::time::Instant::now() + t);
+        let mut tick = tokio::time::interval(shared.bookmark_every);
+        tick.tick().await;
+        loop {
+            if shared.hang.load(Ordering::SeqCst) {
+                // Silent for good: the client has to notice and reconnect.
+                tokio::select! {
+                    _ = drop_rx.changed() => {
+                        let _ = tx.send(Err(std::io::Error::other("connection dropped"))).await;
+                    }
+                    _ = tx.closed() => {}
+                }
+                return;
+            }
+            let until_deadline = deadline
+                .unwrap_or_else(|| tokio::time::Instant::now() + Duration::from_secs(24 * 3600));
+            tokio::select! {
+                ev = live.recv() => match ev {
+                    Ok(ev) => {
+                        // Everything up to here has been seen (the channel is ordered), so a
+                        // bookmark may name this version.
+                        seen_rv = seen_rv.max(ev.rv);
+                        if ev.resource != id
+                            || ev.rv <= last_rv
+                            || namespace.as_ref().is_some_and(|ns| ns != &ev.namespace)
+                            || shared.hang.load(Ordering::SeqCst)
+                        {
+                            continue;
+                        }
+                        last_rv = ev.rv;
+                        if tx.send(Ok(line(ev.typ, &ev.object))).await.is_err() {
+                            return;
+                        }
+                    }
+                    Err(_) => {
+                        let err = json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                            "message": "watch fell behind", "reason": "Expired", "code": 410});
+                        let _ = tx.send(Ok(line("ERROR", &err))).await;
+                        return;
+                    }
+                },
+                _ = tick.tick(), if bookmarks => {
+                    let rv = seen_rv.max(last_rv);
+                    let bm = json!({"kind": kind, "apiVersion": api_version,
+                        "metadata": {"resourceVersion": rv.to_string()}});
+                    if tx.send(Ok(line("BOOKMARK", &bm))).await.is_err() {
+                        return;
+                    }
+                }
+                _ = tokio::time::sleep_until(until_deadline) => return,
+                _ = drop_rx.changed() => {
+                    let _ = tx.send(Err(std::io::Error::other("connection dropped"))).await;
+                    return;
+                }
+                _ = tx.closed() => return,
+            }
+        }
+    });
+    let stream = futures::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|item| (item, rx))
+    });
+    Response::builder()
+        .status(StatusCode::OK)
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from_stream(stream))
+        .unwrap_or_else(|_| status(500, "InternalError", "response".into()))
+}

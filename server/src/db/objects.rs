@@ -94,7 +94,7 @@ pub async fn load(db: &Db) -> Result<(Vec<Resource>, Vec<SkippedRow>), DbError> 
 
 /// The row values of an object.
 fn row(r: &Resource) -> (String, String, i64, String) {
-    let api_version = format!("{}/{}", crate::model::kind::GROUP, r.version());
+    let api_version = r.kind().api_version(r.version());
     let rv = r
         .meta()
         .resource_version

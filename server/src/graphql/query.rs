@@ -303,6 +303,12 @@ macro_rules! list_fields {
 }
 
 list_fields! {
+    /// Hosts: Kubernetes Nodes running KubeVirt (control-plane nodes included).
+    hosts, Kind::Node, HostObj;
+    /// KubeVirt VirtualMachines, running or stopped.
+    virtual_machines, Kind::VirtualMachine, VirtualMachineObj;
+    /// KubeVirt VirtualMachineInstances.
+    virtual_machine_instances, Kind::VirtualMachineInstance, VirtualMachineInstanceObj;
     /// Machines.
     machines, Kind::Machine, MachineObj;
     /// KubernetesClusters.
@@ -499,6 +505,15 @@ impl Query {
     /// Sequence number of the last change in the snapshot this query read.
     async fn sequence(&self, ctx: &Context<'_>) -> u64 {
         snap(ctx).seq()
+    }
+
+    /// Hosts and VMs in numbers: usage against limits, and how many hosts can fail.
+    async fn host_capacity(&self, ctx: &Context<'_>) -> HostCapacity {
+        let o = ctx
+            .data_opt::<crate::domain::hosts::Overcommit>()
+            .copied()
+            .unwrap_or_default();
+        host_capacity(snap(ctx), o)
     }
 
     /// Where the data comes from and how current each kind is: show staleness instead of

@@ -6,9 +6,13 @@ use std::str::FromStr;
 /// The API group of every Viti Stack kind.
 pub const GROUP: &str = "vitistack.io";
 
+/// The API group of KubeVirt's kinds.
+pub const KUBEVIRT_GROUP: &str = "kubevirt.io";
+
 macro_rules! kinds {
-    ($($variant:ident => $name:literal, $plural:literal, $short:literal, $namespaced:literal, [$($version:literal),+];)*) => {
-        /// A `vitistack.io` kind.
+    ($($variant:ident => $name:literal, $group:expr, $plural:literal, $short:literal, $namespaced:literal, [$($version:literal),+];)*) => {
+        /// A kind the graph holds: the `vitistack.io` kinds, plus KubeVirt's VMs and VMIs and core
+        /// Nodes (the hosts they run on).
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
         pub enum Kind {
             $(#[doc = $name] $variant,)*
@@ -21,6 +25,25 @@ macro_rules! kinds {
             /// The `kind:` string.
             pub fn name(self) -> &'static str {
                 match self { $(Kind::$variant => $name,)* }
+            }
+
+            /// The API group (`vitistack.io`, `kubevirt.io`, or empty for core).
+            pub fn group(self) -> &'static str {
+                match self { $(Kind::$variant => $group,)* }
+            }
+
+            /// `group/version` for a version of this kind (`v1` for core).
+            pub fn api_version(self, version: &str) -> String {
+                if self.group().is_empty() {
+                    version.to_string()
+                } else {
+                    format!("{}/{version}", self.group())
+                }
+            }
+
+            /// True for the `vitistack.io` kinds (defined by the CRDs in this product's model).
+            pub fn is_vitistack(self) -> bool {
+                self.group() == GROUP
             }
 
             /// The plural resource name (`machines`).
@@ -47,21 +70,24 @@ macro_rules! kinds {
 }
 
 kinds! {
-    Vitistack => "Vitistack", "vitistacks", "vs", false, ["v1alpha1"];
-    MachineProvider => "MachineProvider", "machineproviders", "mp", false, ["v1alpha1"];
-    KubernetesProvider => "KubernetesProvider", "kubernetesproviders", "kp", false, ["v1alpha1"];
-    MachineClass => "MachineClass", "machineclasses", "mc", false, ["v1alpha1"];
-    KubevirtConfig => "KubevirtConfig", "kubevirtconfigs", "kvc", false, ["v1alpha1"];
-    ProxmoxConfig => "ProxmoxConfig", "proxmoxconfigs", "pxc", false, ["v1alpha1"];
-    ClusterStorageClass => "ClusterStorageClass", "clusterstorageclasses", "csc", false, ["v1alpha1"];
-    NetworkNamespace => "NetworkNamespace", "networknamespaces", "nn", true, ["v1alpha1", "v1alpha2"];
-    KubernetesCluster => "KubernetesCluster", "kubernetesclusters", "kc", true, ["v1alpha1"];
-    ControlPlaneVirtualSharedIp => "ControlPlaneVirtualSharedIP", "controlplanevirtualsharedips", "lb", true, ["v1alpha1"];
-    Machine => "Machine", "machines", "m", true, ["v1alpha1"];
-    NetworkConfiguration => "NetworkConfiguration", "networkconfigurations", "nc", true, ["v1alpha1"];
-    IpAllocation => "IPAllocation", "ipallocations", "ipa", true, ["v1alpha2"];
-    EtcdBackup => "EtcdBackup", "etcdbackups", "eb", true, ["v1alpha1"];
-    ClusterStorage => "ClusterStorage", "clusterstorages", "cls", true, ["v1alpha1"];
+    Vitistack => "Vitistack", GROUP, "vitistacks", "vs", false, ["v1alpha1"];
+    MachineProvider => "MachineProvider", GROUP, "machineproviders", "mp", false, ["v1alpha1"];
+    KubernetesProvider => "KubernetesProvider", GROUP, "kubernetesproviders", "kp", false, ["v1alpha1"];
+    MachineClass => "MachineClass", GROUP, "machineclasses", "mc", false, ["v1alpha1"];
+    KubevirtConfig => "KubevirtConfig", GROUP, "kubevirtconfigs", "kvc", false, ["v1alpha1"];
+    ProxmoxConfig => "ProxmoxConfig", GROUP, "proxmoxconfigs", "pxc", false, ["v1alpha1"];
+    ClusterStorageClass => "ClusterStorageClass", GROUP, "clusterstorageclasses", "csc", false, ["v1alpha1"];
+    NetworkNamespace => "NetworkNamespace", GROUP, "networknamespaces", "nn", true, ["v1alpha1", "v1alpha2"];
+    KubernetesCluster => "KubernetesCluster", GROUP, "kubernetesclusters", "kc", true, ["v1alpha1"];
+    ControlPlaneVirtualSharedIp => "ControlPlaneVirtualSharedIP", GROUP, "controlplanevirtualsharedips", "lb", true, ["v1alpha1"];
+    Machine => "Machine", GROUP, "machines", "m", true, ["v1alpha1"];
+    NetworkConfiguration => "NetworkConfiguration", GROUP, "networkconfigurations", "nc", true, ["v1alpha1"];
+    IpAllocation => "IPAllocation", GROUP, "ipallocations", "ipa", true, ["v1alpha2"];
+    EtcdBackup => "EtcdBackup", GROUP, "etcdbackups", "eb", true, ["v1alpha1"];
+    ClusterStorage => "ClusterStorage", GROUP, "clusterstorages", "cls", true, ["v1alpha1"];
+    Node => "Node", "", "nodes", "no", false, ["v1"];
+    VirtualMachine => "VirtualMachine", KUBEVIRT_GROUP, "virtualmachines", "vm", true, ["v1"];
+    VirtualMachineInstance => "VirtualMachineInstance", KUBEVIRT_GROUP, "virtualmachineinstances", "vmi", true, ["v1"];
 }
 
 impl fmt::Display for Kind {

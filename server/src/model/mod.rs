@@ -3,6 +3,7 @@
 
 mod generated;
 pub mod kind;
+pub mod kubevirt;
 pub mod quantity;
 pub mod redact;
 pub mod schema;
@@ -10,10 +11,13 @@ pub mod vocab;
 
 pub use generated::*;
 pub use kind::Kind;
+pub use kubevirt::{Node, VirtualMachine, VirtualMachineInstance};
 pub use quantity::{IntOrString, Quantity};
 pub use vocab::*;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+use serde_json::Value;
 
 /// How ready an object is (see [`Resource::readiness`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -26,7 +30,6 @@ pub struct Readiness {
     /// What to tell a person ("has Ready=False: Error VLAN already assigned"), when not plain.
     pub detail: Option<String>,
 }
-use serde_json::Value;
 
 /// Label on Machines, CPVIPs and Secrets naming the cluster (`KubernetesCluster.spec.data.clusterId`).
 pub const LABEL_CLUSTER_ID: &str = "vitistack.io/clusterid";
@@ -89,7 +92,7 @@ macro_rules! resources {
                     $(Resource::$variant(o) => serde_json::to_value(o).unwrap_or(Value::Null),)*
                 };
                 if let Value::Object(map) = &mut v {
-                    map.insert("apiVersion".into(), Value::String(format!("{}/{}", kind::GROUP, self.version())));
+                    map.insert("apiVersion".into(), Value::String(self.kind().api_version(self.version())));
                     map.insert("kind".into(), Value::String(self.kind().name().into()));
                 }
                 redact::redact_value(self.kind(), &mut v);
@@ -116,6 +119,9 @@ resources! {
     EtcdBackup(EtcdBackup) => EtcdBackup, "v1alpha1";
     ClusterStorage(ClusterStorage) => ClusterStorage, "v1alpha1";
     IpAllocation(IpAllocation) => IpAllocation, "v1alpha2";
+    Node(Node) => Node, "v1";
+    VirtualMachine(VirtualMachine) => VirtualMachine, "v1";
+    VirtualMachineInstance(VirtualMachineInstance) => VirtualMachineInstance, "v1";
 }
 
 impl Resource {
@@ -183,6 +189,9 @@ impl Resource {
             Resource::IpAllocation(o) => {
                 o.status.as_ref()?.phase.as_ref().map(NetworkPhase::as_str)
             }
+            Resource::Node(_) => None,
+            Resource::VirtualMachine(o) => o.status.as_ref()?.printable_status.as_deref(),
+            Resource::VirtualMachineInstance(o) => o.status.as_ref()?.phase.as_deref(),
         }
     }
 

@@ -554,7 +554,7 @@ mod tests {
 
     #[test]
     fn every_embedded_schema_compiles() {
-        for kind in Kind::ALL {
+        for kind in Kind::ALL.iter().filter(|k| k.is_vitistack()) {
             for v in kind.versions() {
                 assert!(schema_for(*kind, v).is_ok(), "{kind} {v}");
             }

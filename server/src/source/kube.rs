@@ -20,7 +20,7 @@ use kube::{Api, Client};
 use parking_lot::Mutex;
 use serde_json::Value;
 
-use crate::model::{Kind, Resource, kind::GROUP, redact};
+use crate::model::{Kind, Resource, redact};
 use crate::store::{Key, Op, Store};
 
 /// How to reach the cluster and what to watch.
@@ -151,7 +151,7 @@ impl SourceStatus {
                     k.name(),
                     KindStatus {
                         name: k.name(),
-                        api_version: format!("{GROUP}/{}", k.versions()[0]),
+                        api_version: k.api_version(k.versions()[0]),
                         plural: k.plural(),
                         served: Some(true),
                         synced: true,
@@ -174,7 +174,7 @@ impl SourceStatus {
                     k.name(),
                     KindStatus {
                         name: k.name(),
-                        api_version: format!("{GROUP}/{version}"),
+                        api_version: k.api_version(version),
                         plural: k.plural(),
                         ..Default::default()
                     },
@@ -218,7 +218,7 @@ impl SourceStatus {
 }
 
 /// The version of each kind the source watches: the first version the CRD serves (the one the
-/// operators write), except kinds that only exist in a later version.
+/// operators write); `kubevirt.io/v1` VMs and VMIs; core `v1` Nodes.
 pub fn watched_kinds() -> Vec<(Kind, &'static str)> {
     Kind::ALL.iter().map(|k| (*k, k.versions()[0])).collect()
 }
@@ -272,6 +272,12 @@ pub fn to_resource(kind: Kind, version: &str, obj: DynamicObject) -> Result<Reso
         map.remove("kind");
         if let Some(meta) = map.get_mut("metadata").and_then(Value::as_object_mut) {
             meta.remove("managedFields");
+        }
+        // A node's image list is large and unused.
+        if kind == Kind::Node
+            && let Some(status) = map.get_mut("status").and_then(Value::as_object_mut)
+        {
+            status.remove("images");
         }
     }
     redact::redact_value(kind, &mut value);
@@ -328,9 +334,9 @@ async fn watch_kind(
     namespace: Option<String>,
 ) {
     let ar = ApiResource {
-        group: GROUP.into(),
+        group: kind.group().into(),
         version: version.into(),
-        api_version: format!("{GROUP}/{version}"),
+        api_version: kind.api_version(version),
         kind: kind.name().into(),
         plural: kind.plural().into(),
     };

@@ -228,13 +228,17 @@ fn read_document(report: &mut FileReport, index: usize, mut json: Value) {
         });
         return;
     }
-    let Ok(kind) = kind_name.parse::<Kind>() else {
+    let Some(kind) = kind_name.parse::<Kind>().ok().filter(|k| k.is_vitistack()) else {
         let hint = match kind_name.as_str() {
             "Datacenter" => " (Datacenter was renamed Vitistack)",
             "LoadBalancer" => " (LoadBalancer was renamed ControlPlaneVirtualSharedIP)",
             _ => "",
         };
-        let known: Vec<&str> = Kind::ALL.iter().map(|k| k.name()).collect();
+        let known: Vec<&str> = Kind::ALL
+            .iter()
+            .filter(|k| k.is_vitistack())
+            .map(|k| k.name())
+            .collect();
         report.errors.push(doc_error(
             &file,
             index,

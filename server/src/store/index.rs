@@ -1,7 +1,7 @@
 //! Secondary indexes: one per relationship in the domain (labels, name references, spec references).
 //! Each object yields the index entries it belongs to; the store keeps them in step on every write.
 
-use crate::model::{ANNOTATION_KUBEVIRT_CONFIG, LABEL_CLUSTER_ID, Resource};
+use crate::model::{ANNOTATION_KUBEVIRT_CONFIG, LABEL_CLUSTER_ID, LABEL_SOURCE_MACHINE, Resource};
 
 /// The relationships the store indexes. Values are `namespace/value` for namespaced kinds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -50,6 +50,10 @@ pub enum Idx {
     KubernetesProviderByType,
     /// KubernetesProvider by `spec.machineProviderRef.name`.
     KubernetesProviderByMachineProvider,
+    /// VirtualMachineInstance by `status.nodeName` (the host it runs on).
+    VmiByNode,
+    /// VirtualMachine and VirtualMachineInstance by label `vitistack.io/source-machine` (ns/machine).
+    VirtualByMachine,
 }
 
 /// `namespace/value`, the shape of index values for namespaced relationships.
@@ -160,6 +164,19 @@ pub fn index_entries(r: &Resource) -> Vec<(Idx, String)> {
             add(Idx::KubernetesProviderByType, &p.spec.provider_type, false);
             if let Some(mp) = &p.spec.machine_provider_ref {
                 add(Idx::KubernetesProviderByMachineProvider, &mp.name, false);
+            }
+        }
+        Resource::VirtualMachineInstance(vmi) => {
+            if let Some(node) = crate::domain::hosts::vmi_node(vmi) {
+                add(Idx::VmiByNode, node, false);
+            }
+            if let Some(m) = r.label(LABEL_SOURCE_MACHINE) {
+                add(Idx::VirtualByMachine, m, true);
+            }
+        }
+        Resource::VirtualMachine(_) => {
+            if let Some(m) = r.label(LABEL_SOURCE_MACHINE) {
+                add(Idx::VirtualByMachine, m, true);
             }
         }
         _ => {}

@@ -18,12 +18,12 @@ struct Args {
     cfg: ServeConfig,
 }
 
-/// Every vitistack.io resource the server watches, installed.
+/// Every resource the server watches (vitistack.io, kubevirt.io, core nodes), installed.
 fn vitistack_resources() -> Vec<ResourceDef> {
     vitistack::source::kube::watched_kinds()
         .into_iter()
         .map(|(k, version)| ResourceDef {
-            group: "vitistack.io",
+            group: k.group(),
             version,
             plural: k.plural(),
             kind: k.name(),
@@ -468,4 +468,115 @@ async fn namespace_scoping_watches_only_the_named_namespaces() {
         s.snapshot().count(vitistack::model::Kind::MachineClass) == 1
     })
     .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hosts_and_vms_from_nodes_and_kubevirt_with_allocation() {
+    let h = Harness::start(|api| {
+        for (name, role) in [("cp1", "control-plane"), ("w1", "worker"), ("w2", "worker")] {
+            api.apply(
+                "nodes",
+                json!({"metadata": {"name": name, "labels": {format!("node-role.kubernetes.io/{role}"): ""}},
+                    "status": {"capacity": {"cpu": "16", "memory": "64Gi"}, "allocatable": {"cpu": "16", "memory": "64Gi"},
+                        "conditions": [{"type": "Ready", "status": "True"}],
+                        "images": [{"names": ["registry/huge:1"], "sizeBytes": 123}]}}),
+            );
+        }
+        api.apply(
+            "machines",
+            json!({"metadata": {"name": "prod-w0", "namespace": "t", "labels": {"vitistack.io/clusterid": "prod"}},
+                "spec": {"provider": "kubevirt"}}),
+        );
+        api.apply(
+            "virtualmachines",
+            json!({"metadata": {"name": "prod-w0", "namespace": "t", "labels": {"vitistack.io/source-machine": "prod-w0"}},
+                "spec": {"runStrategy": "Always", "template": {"spec": {"domain": {"cpu": {"sockets": 1, "cores": 4, "threads": 2},
+                    "memory": {"guest": "16Gi"}}}}}, "status": {"printableStatus": "Running"}}),
+        );
+        api.apply(
+            "virtualmachineinstances",
+            json!({"metadata": {"name": "prod-w0", "namespace": "t", "labels": {"vitistack.io/source-machine": "prod-w0"}},
+                "spec": {"domain": {"cpu": {"sockets": 1, "cores": 4, "threads": 2}, "memory": {"guest": "16Gi"}}},
+                "status": {"phase": "Running", "nodeName": "w1", "interfaces": [{"name": "default", "ipAddresses": ["10.0.0.7"]}]}}),
+        );
+        api.apply(
+            "virtualmachines",
+            json!({"metadata": {"name": "idle", "namespace": "t"}, "spec": {"runStrategy": "Halted"},
+                "status": {"printableStatus": "Stopped"}}),
+        );
+    })
+    .await;
+    h.ready().await;
+    let data = h
+        .data(
+            "{ hosts(first: 10) { nodes { name roles readiness acceptsVms raw
+                 allocation { vcpusUsed vcpusLimit memoryUsedBytes cpuPercent vms }
+                 vms { name vcpus memoryBytes ipAddresses membership { clusterId source } vm { runStrategy } } } }
+               virtualMachines { nodes { name running } }
+               hostCapacity { hosts usableHosts activeVms stoppedVms vcpusUsed vcpusLimit hostsThatCanFail } }",
+        )
+        .await;
+    let hosts = data["hosts"]["nodes"].as_array().expect("hosts");
+    let names: Vec<&str> = hosts.iter().filter_map(|h| h["name"].as_str()).collect();
+    assert_eq!(
+        names,
+        vec!["cp1", "w1", "w2"],
+        "control-plane hosts are listed"
+    );
+    let w1 = &hosts[1];
+    assert_eq!(w1["readiness"], "READY");
+    assert!(
+        w1["raw"]["status"].get("images").is_none(),
+        "node images dropped"
+    );
+    assert_eq!(w1["allocation"]["vms"], 1);
+    assert_eq!(w1["allocation"]["vcpusUsed"], 8.0, "1 × 4 × 2");
+    assert_eq!(w1["allocation"]["vcpusLimit"], 48.0, "16 allocatable × 3");
+    assert_eq!(
+        w1["allocation"]["memoryUsedBytes"],
+        16.0 * 1024.0 * 1024.0 * 1024.0
+    );
+    let vm = &w1["vms"][0];
+    assert_eq!(vm["ipAddresses"], json!(["10.0.0.7"]));
+    assert_eq!(
+        vm["membership"],
+        json!({"clusterId": "prod", "source": "SOURCE_MACHINE"})
+    );
+    assert_eq!(vm["vm"]["runStrategy"], "Always");
+    let vms = data["virtualMachines"]["nodes"].as_array().expect("vms");
+    assert_eq!(vms.len(), 2, "the stopped VM is listed");
+    assert!(
+        vms.iter()
+            .any(|v| v["name"] == "idle" && v["running"] == false)
+    );
+    let cap = &data["hostCapacity"];
+    assert_eq!(cap["hosts"], 3);
+    assert_eq!(cap["activeVms"], 1);
+    assert_eq!(cap["stoppedVms"], 1);
+    assert_eq!(cap["hostsThatCanFail"], 2, "{cap}");
+
+    // The VMI moves (live migration): the allocation follows through the watch.
+    h.api.apply(
+        "virtualmachineinstances",
+        json!({"metadata": {"name": "prod-w0", "namespace": "t", "labels": {"vitistack.io/source-machine": "prod-w0"}},
+            "spec": {"domain": {"cpu": {"sockets": 1, "cores": 4, "threads": 2}, "memory": {"guest": "16Gi"}}},
+            "status": {"phase": "Running", "nodeName": "w2"}}),
+    );
+    h.until("the VMI on w2", 10, |s| {
+        s.snapshot()
+            .lookup(vitistack::store::Idx::VmiByNode, "w2")
+            .count()
+            == 1
+    })
+    .await;
+    let data = h
+        .data("{ hosts { nodes { name allocation { vms } } } }")
+        .await;
+    let per_host: Vec<i64> = data["hosts"]["nodes"]
+        .as_array()
+        .expect("hosts")
+        .iter()
+        .map(|h| h["allocation"]["vms"].as_i64().unwrap_or(-1))
+        .collect();
+    assert_eq!(per_host, vec![0, 0, 1]);
 }

@@ -4,6 +4,7 @@
 mod cluster;
 mod compute;
 mod datacenter;
+mod hosts;
 mod network;
 
 use std::sync::Arc;
@@ -15,6 +16,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 pub use cluster::*;
 pub use compute::*;
 pub use datacenter::*;
+pub use hosts::*;
 pub use network::*;
 
 use super::paging::{self, ConnectionFields, Cursor, Filter, PageArgs, Sort};
@@ -147,6 +149,9 @@ pub fn to_node(r: Arc<Resource>) -> Node {
         Kind::ControlPlaneVirtualSharedIp => Node::ControlPlaneVirtualSharedIp(VipObj(r)),
         Kind::IpAllocation => Node::IpAllocation(IpAllocationObj(r)),
         Kind::Vitistack => Node::Vitistack(VitistackObj(r)),
+        Kind::Node => Node::Host(HostObj(r)),
+        Kind::VirtualMachine => Node::VirtualMachine(VirtualMachineObj(r)),
+        Kind::VirtualMachineInstance => Node::VirtualMachineInstance(VirtualMachineInstanceObj(r)),
     }
 }
 
@@ -182,6 +187,9 @@ pub enum Node {
     ControlPlaneVirtualSharedIp(VipObj),
     IpAllocation(IpAllocationObj),
     Vitistack(VitistackObj),
+    Host(HostObj),
+    VirtualMachine(VirtualMachineObj),
+    VirtualMachineInstance(VirtualMachineInstanceObj),
 }
 
 /// Declare a GraphQL type for a kind: the wrapper, its constructor, the common fields, and `$body`.
@@ -215,9 +223,9 @@ macro_rules! node_type {
                 Ok(self.0.kind().name().to_string())
             }
 
-            /// `vitistack.io/<version>` the object was read as.
+            /// `group/version` the object was read as (`vitistack.io/v1alpha1`, `kubevirt.io/v1`, `v1`).
             async fn api_version(&self) -> String {
-                format!("{}/{}", crate::model::kind::GROUP, self.0.version())
+                self.0.kind().api_version(self.0.version())
             }
 
             /// `metadata.namespace`; null for cluster-scoped kinds.

@@ -1,0 +1,169 @@
+//! KubeVirt's `VirtualMachine` and `VirtualMachineInstance` (kubevirt.io/v1), reduced to what the
+//! graph uses: identity, run state, CPU topology, memory, placement and addresses. Unknown fields
+//! are ignored (these objects come from the API server, not from this product's files).
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use serde::{Deserialize, Serialize};
+
+use super::Quantity;
+
+/// `spec.domain.cpu`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CpuTopology {
+    /// Sockets (default 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sockets: Option<i64>,
+    /// Cores per socket (default 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cores: Option<i64>,
+    /// Threads per core (default 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub threads: Option<i64>,
+}
+
+/// `spec.domain.memory`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GuestMemory {
+    /// Memory the guest sees.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub guest: Option<Quantity>,
+}
+
+/// `spec.domain.resources`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DomainResources {
+    /// Requests (`cpu`, `memory`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requests: Option<BTreeMap<String, Quantity>>,
+    /// Limits (`cpu`, `memory`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<BTreeMap<String, Quantity>>,
+}
+
+/// `spec.domain`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Domain {
+    /// CPU topology.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<CpuTopology>,
+    /// Guest memory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<GuestMemory>,
+    /// Resource requests and limits of the virt-launcher pod.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<DomainResources>,
+}
+
+/// A VMI spec (also the VM's `spec.template.spec`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct VmiSpec {
+    /// The virtual hardware.
+    #[serde(default)]
+    pub domain: Domain,
+}
+
+/// `spec.template` of a VM.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct VmiTemplate {
+    /// Labels the VMI gets.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<ObjectMeta>,
+    /// The VMI spec.
+    #[serde(default)]
+    pub spec: VmiSpec,
+}
+
+/// `VirtualMachine.spec`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct VirtualMachineSpec {
+    /// Deprecated on/off switch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub running: Option<bool>,
+    /// `Always`, `Halted`, `Manual`, `RerunOnFailure`, `Once`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_strategy: Option<String>,
+    /// The VMI it starts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub template: Option<VmiTemplate>,
+}
+
+/// `VirtualMachine.status`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct VirtualMachineStatus {
+    /// `Running`, `Stopped`, `Starting`, `Provisioning`, `ErrorUnschedulable`, …
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub printable_status: Option<String>,
+    /// The VMI is ready.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ready: Option<bool>,
+}
+
+/// A KubeVirt VirtualMachine: exists whether or not it runs.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct VirtualMachine {
+    /// Standard object metadata.
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    /// Desired state.
+    #[serde(default)]
+    pub spec: VirtualMachineSpec,
+    /// Observed state.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<Box<VirtualMachineStatus>>,
+}
+
+/// One network interface of a running VMI.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct VmiInterface {
+    /// Interface name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Every address reported by the guest agent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ip_addresses: Option<Vec<String>>,
+}
+
+/// `VirtualMachineInstance.status`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct VmiStatus {
+    /// `Pending`, `Scheduling`, `Scheduled`, `Running`, `Succeeded`, `Failed`, `Unknown`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<String>,
+    /// The node it runs on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_name: Option<String>,
+    /// Interfaces and their addresses.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interfaces: Option<Vec<VmiInterface>>,
+}
+
+/// A running (or starting) KubeVirt VirtualMachineInstance.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct VirtualMachineInstance {
+    /// Standard object metadata.
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    /// The virtual hardware.
+    #[serde(default)]
+    pub spec: VmiSpec,
+    /// Observed state.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<Box<VmiStatus>>,
+}
+
+/// The core Node type (with `status.images` dropped at ingest: it is large and unused).
+pub type Node = k8s_openapi::api::core::v1::Node;

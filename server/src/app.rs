@@ -199,6 +199,10 @@ pub async fn start(cfg: &ServeConfig, listener: TcpListener) -> anyhow::Result<R
         max_depth: cfg.max_query_depth,
         vitistack_name: cfg.vitistack_name.clone(),
         source: source_status.clone(),
+        overcommit: crate::domain::hosts::Overcommit {
+            cpu: cfg.cpu_overcommit,
+            memory: cfg.memory_overcommit,
+        },
     });
     let state = AppState {
         store: store.clone(),

@@ -94,6 +94,14 @@ pub struct ServeConfig {
     #[arg(long, env = "ABSENT_KIND_RETRY_SECONDS", default_value_t = 60)]
     pub absent_kind_retry_seconds: u64,
 
+    /// vCPUs that may be promised per allocatable host core (the old status page's fixed 3).
+    #[arg(long, env = "CPU_OVERCOMMIT", default_value_t = 3.0)]
+    pub cpu_overcommit: f64,
+
+    /// Guest memory that may be promised per allocatable host byte (1 = no overcommit).
+    #[arg(long, env = "MEMORY_OVERCOMMIT", default_value_t = 1.0)]
+    pub memory_overcommit: f64,
+
     /// Manifest files or directories to load at start-up (multi-document YAML or JSON).
     #[arg(env = "MANIFESTS", value_delimiter = ',')]
     pub manifests: Vec<PathBuf>,
@@ -211,6 +219,14 @@ impl ServeConfig {
     /// Check settings that clap cannot; the error names the variable and what it accepts.
     pub fn validate(&self) -> Result<(), String> {
         self.db.validate()?;
+        for (name, v) in [
+            ("CPU_OVERCOMMIT", self.cpu_overcommit),
+            ("MEMORY_OVERCOMMIT", self.memory_overcommit),
+        ] {
+            if !(v.is_finite() && v > 0.0) {
+                return Err(format!("{name} must be a number above 0, not {v}"));
+            }
+        }
         if self.max_page_size == 0 {
             return Err("MAX_PAGE_SIZE must be at least 1".into());
         }

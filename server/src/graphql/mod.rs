@@ -24,6 +24,8 @@ pub struct SchemaSettings {
     pub vitistack_name: String,
     /// Where the store's objects come from (served as `sources`).
     pub source: std::sync::Arc<crate::source::kube::SourceStatus>,
+    /// Overcommit factors for host allocation.
+    pub overcommit: crate::domain::hosts::Overcommit,
 }
 
 impl Default for SchemaSettings {
@@ -33,6 +35,7 @@ impl Default for SchemaSettings {
             max_depth: 16,
             vitistack_name: "vitistack".into(),
             source: std::sync::Arc::new(crate::source::kube::SourceStatus::embedded()),
+            overcommit: Default::default(),
         }
     }
 }
@@ -45,6 +48,7 @@ pub fn build_schema(settings: &SchemaSettings) -> AppSchema {
         })
         .data(DatacenterName(settings.vitistack_name.clone()))
         .data(settings.source.clone())
+        .data(settings.overcommit)
         .limit_depth(settings.max_depth)
         .finish()
 }

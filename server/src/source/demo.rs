@@ -66,6 +66,8 @@ pub struct FleetSpec {
     pub seed: u64,
     /// Share of clusters that are Ready, in percent; the rest spread over the other stages.
     pub ready_percent: u64,
+    /// Also generate hosts (Nodes) and the KubeVirt VMs/VMIs of kubevirt Machines.
+    pub hosts: bool,
 }
 
 impl FleetSpec {
@@ -77,6 +79,7 @@ impl FleetSpec {
             control_planes: 1,
             seed: 7,
             ready_percent: 30,
+            hosts: true,
         }
     }
 
@@ -88,6 +91,7 @@ impl FleetSpec {
             control_planes: 3,
             seed: 42,
             ready_percent: 100,
+            hosts: false,
         }
     }
 }
@@ -123,6 +127,9 @@ pub fn fleet(spec: &FleetSpec) -> Vec<Resource> {
     let mut objects = Vec::new();
     let mut out: Vec<Value> = Vec::new();
     platform(&mut out);
+    if spec.hosts {
+        hosts(&mut out);
+    }
     // Decode cluster by cluster so the JSON scaffolding never piles up (it would stay in the
     // allocator's free lists and inflate the server's resident memory).
     let mut flush = |out: &mut Vec<Value>| objects.extend(out.drain(..).filter_map(to_resource));
@@ -146,6 +153,88 @@ pub fn fleet(spec: &FleetSpec) -> Vec<Resource> {
         flush(&mut out);
     }
     objects
+}
+
+/// Names of the demo's worker hosts that accept VMs.
+const VM_HOSTS: [&str; 4] = ["kv-node-01", "kv-node-02", "kv-node-03", "kv-node-04"];
+
+/// The KubeVirt hosts: a tainted control plane, four workers, one cordoned, one NotReady with
+/// memory pressure.
+fn hosts(out: &mut Vec<Value>) {
+    let node = |name: &str, role: &str, cpu: &str, mem: &str, ready: &str, extra: Value| {
+        let mut n = json!({"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "labels": {format!("node-role.kubernetes.io/{role}"): "",
+                "kubernetes.io/hostname": name, "topology.kubernetes.io/zone": "az1"}},
+            "spec": {},
+            "status": {"capacity": {"cpu": cpu, "memory": mem, "pods": "110"},
+                       "allocatable": {"cpu": format!("{}m", cpu.parse::<i64>().unwrap_or(0) * 1000 - 500), "memory": mem, "pods": "110"},
+                       "conditions": [{"type": "Ready", "status": ready, "reason": if ready == "True" { "KubeletReady" } else { "NodeStatusUnknown" },
+                                       "message": if ready == "True" { "kubelet is posting ready status" } else { "Kubelet stopped posting node status." }},
+                                      {"type": "MemoryPressure", "status": "False"}, {"type": "DiskPressure", "status": "False"}],
+                       "nodeInfo": {"kubeletVersion": "v1.33.4", "osImage": "Talos (v1.11.5)", "architecture": "amd64"}}});
+        if let (Some(dst), Some(src)) = (n.as_object_mut(), extra.as_object()) {
+            for (k, v) in src {
+                if let (Some(Value::Object(a)), Value::Object(b)) = (dst.get_mut(k), v) {
+                    a.extend(b.clone());
+                }
+            }
+        }
+        n
+    };
+    out.push(node("kv-cp-01", "control-plane", "16", "64Gi", "True",
+        json!({"spec": {"taints": [{"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}]}})));
+    for name in VM_HOSTS {
+        out.push(node(name, "worker", "64", "256Gi", "True", json!({})));
+    }
+    out.push(node(
+        "kv-node-05",
+        "worker",
+        "64",
+        "256Gi",
+        "True",
+        json!({"spec": {"unschedulable": true}}),
+    ));
+    let mut sick = node("kv-node-06", "worker", "32", "128Gi", "Unknown", json!({}));
+    sick["status"]["conditions"][1]["status"] = json!("True");
+    out.push(sick);
+}
+
+/// The VM (and, when it runs, the VMI) kubevirt-operator makes for a Machine.
+fn kubevirt_vm(
+    out: &mut Vec<Value>,
+    ns: &str,
+    name: &str,
+    class: &str,
+    state: &str,
+    host: usize,
+    ip: &str,
+) {
+    let (cores, mem) = match class {
+        "small" => (2, "4Gi"),
+        "large" => (8, "16Gi"),
+        "xlarge" => (16, "32Gi"),
+        "largememory" => (8, "64Gi"),
+        _ => (4, "8Gi"),
+    };
+    let labels = json!({"vitistack.io/source-machine": name, "vitistack.io/managed-by": "kubevirt-operator"});
+    let domain = json!({"cpu": {"sockets": 1, "cores": cores, "threads": 1}, "memory": {"guest": mem},
+                        "resources": {"requests": {"memory": mem}}});
+    out.push(
+        json!({"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
+        "metadata": {"name": name, "namespace": ns, "labels": labels},
+        "spec": {"runStrategy": if state == "Stopped" { "Halted" } else { "Always" },
+                 "template": {"metadata": {"labels": labels}, "spec": {"domain": domain}}},
+        "status": {"printableStatus": state, "ready": state == "Running"}}),
+    );
+    if state == "Running" {
+        out.push(
+            json!({"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
+            "metadata": {"name": name, "namespace": ns, "labels": labels},
+            "spec": {"domain": domain},
+            "status": {"phase": "Running", "nodeName": VM_HOSTS[host % VM_HOSTS.len()],
+                       "interfaces": [{"name": "default", "ipAddresses": [ip]}]}}),
+        );
+    }
 }
 
 fn to_resource(mut v: Value) -> Option<Resource> {
@@ -467,6 +556,16 @@ fn tenant(out: &mut Vec<Value>, spec: &FleetSpec, i: usize, stage: DemoStage, rn
                    "tags": {"cluster": cluster_id, "role": role, "nodepool": pool.unwrap_or("")}}),
             Some(m_status),
         ));
+        if spec.hosts && provider == "kubevirt" {
+            let state = if failed {
+                "ErrorUnschedulable"
+            } else if running {
+                "Running"
+            } else {
+                "Provisioning"
+            };
+            kubevirt_vm(out, &ns, name, class, state, i * 7 + k, &ip);
+        }
         let iface_name = format!("vlan{vlan}");
         let mut iface = json!({"name": iface_name, "macAddress": mac, "vlan": vlan.to_string()});
         let nc_status = if has_ip {
@@ -576,9 +675,10 @@ mod tests {
 
     #[test]
     fn every_generated_object_passes_its_crd_schema() {
+        // (Nodes, VMs and VMIs have no CRD here; the next test checks they decode fully.)
         let objects = fleet(&FleetSpec::demo());
         assert!(objects.len() > 100, "{}", objects.len());
-        for r in &objects {
+        for r in objects.iter().filter(|r| r.kind().is_vitistack()) {
             let mut v = r.to_value();
             let s = schema_for(r.kind(), r.version()).expect("schema");
             let result = s.validate(&mut v);
@@ -596,6 +696,36 @@ mod tests {
                 r.name(),
                 result.unknown_fields
             );
+        }
+    }
+
+    #[test]
+    fn demo_hosts_carry_the_running_kubevirt_machines() {
+        let objects = fleet(&FleetSpec::demo());
+        let count = |k: Kind| objects.iter().filter(|r| r.kind() == k).count();
+        assert_eq!(count(Kind::Node), 7);
+        // Every running kubevirt Machine has a VM and a VMI; other kubevirt Machines a VM only.
+        let kubevirt_machines: Vec<&Resource> = objects
+            .iter()
+            .filter(|r| matches!(r, Resource::Machine(m) if m.spec.provider == "kubevirt"))
+            .collect();
+        let running = kubevirt_machines
+            .iter()
+            .filter(|m| m.phase() == Some("Running"))
+            .count();
+        assert_eq!(count(Kind::VirtualMachine), kubevirt_machines.len());
+        assert_eq!(count(Kind::VirtualMachineInstance), running);
+        assert!(running > 10, "{running}");
+        // Every VMI sits on a worker host that accepts VMs.
+        for r in objects
+            .iter()
+            .filter(|r| r.kind() == Kind::VirtualMachineInstance)
+        {
+            let Resource::VirtualMachineInstance(i) = r else {
+                unreachable!()
+            };
+            let node = crate::domain::hosts::vmi_node(i).unwrap_or_default();
+            assert!(VM_HOSTS.contains(&node), "{node}");
         }
     }
 

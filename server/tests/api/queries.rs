@@ -636,3 +636,59 @@ async fn get_queries_depth_and_body_limits() {
         .expect("post");
     assert_eq!(r.status(), 413);
 }
+
+#[tokio::test]
+async fn demo_hosts_capacity_follows_the_overcommit_setting() {
+    let q = "{ hostCapacity { hosts readyHosts usableHosts activeVms stoppedVms vcpusLimit memoryLimitBytes memoryUsedBytes cpuOvercommit hostsThatCanFail redundancyLimit }
+               hosts { nodes { name readiness acceptsVms unschedulable pressures blockingTaints } } }";
+    let app = spawn(&["--demo"]).await;
+    let d = app.data(q, json!({})).await;
+    let cap = &d["hostCapacity"];
+    assert_eq!(cap["hosts"], 7);
+    assert_eq!(cap["readyHosts"], 6, "kv-node-06 is Unknown");
+    assert_eq!(
+        cap["usableHosts"], 4,
+        "tainted control plane, cordoned and Unknown hosts excluded"
+    );
+    // 4 hosts × 63.5 allocatable cores × 3.
+    assert_eq!(cap["vcpusLimit"], 762.0);
+    assert_eq!(
+        cap["memoryLimitBytes"],
+        4.0 * 256.0 * 1024.0 * 1024.0 * 1024.0
+    );
+    assert!(cap["activeVms"].as_i64().unwrap_or(0) > 10, "{cap}");
+    assert!(cap["stoppedVms"].as_i64().unwrap_or(0) > 0, "{cap}");
+    // The active VMs need more memory than one host has (256 GiB) and less than two: with the
+    // three largest usable hosts gone they no longer fit, so two can fail.
+    let used = cap["memoryUsedBytes"].as_f64().unwrap_or(0.0) / (1024.0 * 1024.0 * 1024.0);
+    assert!(used > 256.0 && used < 512.0, "{used} GiB");
+    assert_eq!(cap["hostsThatCanFail"], 2, "{cap}");
+    assert!(
+        cap["redundancyLimit"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("without kv-node-0"),
+        "{cap}"
+    );
+    let hosts = d["hosts"]["nodes"].as_array().expect("hosts");
+    let sick = hosts
+        .iter()
+        .find(|h| h["name"] == "kv-node-06")
+        .expect("kv-node-06");
+    assert_eq!(sick["readiness"], "UNKNOWN");
+    assert_eq!(sick["pressures"], json!(["MemoryPressure"]));
+    let cp = hosts
+        .iter()
+        .find(|h| h["name"] == "kv-cp-01")
+        .expect("kv-cp-01");
+    assert_eq!(cp["acceptsVms"], false);
+    assert_eq!(
+        cp["blockingTaints"],
+        json!(["node-role.kubernetes.io/control-plane:NoSchedule"])
+    );
+
+    let app = spawn(&["--demo", "--cpu-overcommit", "4"]).await;
+    let d = app.data(q, json!({})).await;
+    assert_eq!(d["hostCapacity"]["vcpusLimit"], 1016.0);
+    assert_eq!(d["hostCapacity"]["cpuOvercommit"], 4.0);
+}

@@ -17,6 +17,7 @@ import subprocess
 import tempfile
 import time
 import unittest
+import urllib.error
 import urllib.request
 
 import helm_python
@@ -104,19 +105,35 @@ class ChartTest(unittest.TestCase):
         self.assertEqual(unknown, set(), "the chart sets variables the server does not read")
         env = {e["name"]: e.get("value") for e in c["env"]}
         self.assertEqual(env["PORT"], str(c["ports"][0]["containerPort"]))
+        self.assertEqual(env["SOURCE"], "kube")
+        self.assertNotIn("WATCH_NAMESPACES", env, "all namespaces by default")
+        _, c = container(render({"config": {"watchNamespaces": ["team-a", "team-b"], "cpuOvercommit": 4}}))
+        env = {e["name"]: e.get("value") for e in c["env"]}
+        self.assertEqual(env["WATCH_NAMESPACES"], "team-a,team-b")
+        self.assertEqual(env["CPU_OVERCOMMIT"], "4")
         self.assertTrue(env["DATABASE_URL"].startswith("sqlite:"))
 
-    def test_probes_answer_on_the_real_server_started_with_the_charts_environment(self):
+    def test_probes_on_the_real_server_started_with_the_charts_environment(self):
         _, c = container(render())
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
         env = {e["name"]: e["value"] for e in c["env"] if "value" in e}
         with tempfile.TemporaryDirectory() as tmp:
+            # The chart runs the kube source; here its cluster is one that does not answer, so
+            # the server must still start and be live, and report not-ready (never crash).
+            kubeconfig = os.path.join(tmp, "kubeconfig")
+            with open(kubeconfig, "w") as f:
+                f.write(
+                    "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: http://127.0.0.1:1\n"
+                    "users:\n- name: u\n  user: {}\ncontexts:\n- name: x\n  context:\n    cluster: c\n    user: u\n"
+                    "current-context: x\n"
+                )
             env.update(
                 PORT=str(port),
                 BIND_ADDRESS="127.0.0.1",
                 DATABASE_URL=f"sqlite://{tmp}/vitistack.db",
+                KUBECONFIG=kubeconfig,
                 PATH=os.environ.get("PATH", ""),
             )
             proc = subprocess.Popen(
@@ -138,9 +155,18 @@ class ChartTest(unittest.TestCase):
                         if proc.poll() is not None or time.time() > deadline:
                             self.fail(f"server did not start: {proc.stderr.read().decode()[-2000:]}")
                         time.sleep(0.1)
-                for path in probes:
+                startup, liveness, readiness = probes
+                for path in (startup, liveness):
                     with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as r:
                         self.assertEqual(r.status, 200, path)
+                with self.assertRaises(urllib.error.HTTPError) as ctx:
+                    urllib.request.urlopen(f"http://127.0.0.1:{port}{readiness}", timeout=5)
+                self.assertEqual(ctx.exception.code, 503, "not ready while the cluster does not answer")
+                with self.assertRaises(urllib.error.HTTPError) as ctx:
+                    urllib.request.urlopen(f"http://127.0.0.1:{port}/health/operators", timeout=5)
+                report = json.loads(ctx.exception.read())
+                self.assertEqual(report["mode"], "kube")
+                self.assertFalse(report["ready"])
                 with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
                     self.assertIn(b"# TYPE", r.read())
             finally:
@@ -198,6 +224,8 @@ class ChartTest(unittest.TestCase):
             ({"config": {"logJson": "yes"}}, "/config/logJson"),
             ({"image": {"pullPolicy": "Sometimes"}}, "/image/pullPolicy"),
             ({"replicas": 2}, "replicas"),
+            ({"config": {"cpuOvercommit": 0}}, "/config/cpuOvercommit"),
+            ({"config": {"watchNamespaces": ["Bad_NS"]}}, "/config/watchNamespaces/0"),
         ]
         for values, field in cases:
             with self.subTest(values=values):

@@ -41,22 +41,15 @@ pub struct Running {
 impl Running {
     /// Serve until SIGINT/SIGTERM, then write what is pending and return.
     pub async fn wait(self) -> anyhow::Result<()> {
-        let Running {
-            task,
-            stop,
-            writer,
-            _kube,
-            ..
-        } = self;
-        drop(_kube);
-        let served = task.await;
-        finish(stop, writer).await;
-        served??;
-        Ok(())
+        self.shut_down(false).await
     }
 
     /// Stop serving, write what is pending to the database and close it.
     pub async fn stop(self) -> anyhow::Result<()> {
+        self.shut_down(true).await
+    }
+
+    async fn shut_down(self, now: bool) -> anyhow::Result<()> {
         let Running {
             task,
             stop,
@@ -64,9 +57,12 @@ impl Running {
             _kube,
             ..
         } = self;
-        drop(_kube);
-        let _ = stop.send(true);
+        if now {
+            let _ = stop.send(true);
+        }
         let served = task.await;
+        // The watchers run until the server has stopped serving.
+        drop(_kube);
         finish(stop, writer).await;
         served??;
         Ok(())

@@ -518,62 +518,8 @@ impl Query {
 
     /// Where the data comes from and how current each kind is: show staleness instead of
     /// pretending to be live.
-    async fn sources(&self, ctx: &Context<'_>) -> Sources {
-        let status = ctx.data_unchecked::<Arc<crate::source::kube::SourceStatus>>();
-        let report = status.report(snap(ctx));
-        Sources {
-            mode: report.mode.to_string(),
-            ready: report.ready,
-            kinds: report
-                .kinds
-                .into_iter()
-                .map(|k| SourceKind {
-                    name: k.name.to_string(),
-                    api_version: k.api_version,
-                    served: k.served,
-                    synced: k.synced,
-                    objects: k.objects,
-                    last_synced_at: k.last_synced_at,
-                    last_event_at: k.last_event_at,
-                    stale_seconds: k.stale_seconds,
-                    error: k.error,
-                })
-                .collect(),
-        }
+    async fn sources(&self, ctx: &Context<'_>) -> crate::source::kube::OperatorsReport {
+        ctx.data_unchecked::<Arc<crate::source::kube::SourceStatus>>()
+            .report(snap(ctx))
     }
-}
-
-/// The source feeding the graph.
-#[derive(async_graphql::SimpleObject)]
-pub struct Sources {
-    /// `embedded` (files, demo, database) or `kube` (watches on a cluster).
-    pub mode: String,
-    /// True when every served kind has synced at least once.
-    pub ready: bool,
-    /// One entry per kind.
-    pub kinds: Vec<SourceKind>,
-}
-
-/// How current one kind is.
-#[derive(async_graphql::SimpleObject)]
-pub struct SourceKind {
-    /// Kind name.
-    pub name: String,
-    /// `group/version` watched.
-    pub api_version: String,
-    /// False when the API server does not serve it (CRD not installed); null before it answered.
-    pub served: Option<bool>,
-    /// Listed at least once.
-    pub synced: bool,
-    /// Objects of this kind in the graph.
-    pub objects: usize,
-    /// When the last full list was applied (RFC 3339).
-    pub last_synced_at: Option<String>,
-    /// When the last watch event was applied (RFC 3339).
-    pub last_event_at: Option<String>,
-    /// 0 while the watch is healthy; seconds since it started failing otherwise; null before
-    /// the first sync.
-    pub stale_seconds: Option<f64>,
-    /// The last error while failing.
-    pub error: Option<String>,
 }

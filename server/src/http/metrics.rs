@@ -128,14 +128,16 @@ impl Metrics {
         for k in &source.kinds {
             if let Some(served) = k.served {
                 self.kind_served
-                    .with_label_values(&[k.name])
+                    .with_label_values(&[k.name.as_str()])
                     .set(i64::from(served));
             }
             self.kind_synced
-                .with_label_values(&[k.name])
+                .with_label_values(&[k.name.as_str()])
                 .set(i64::from(k.synced));
             if let Some(stale) = k.stale_seconds {
-                self.kind_stale.with_label_values(&[k.name]).set(stale);
+                self.kind_stale
+                    .with_label_values(&[k.name.as_str()])
+                    .set(stale);
             }
         }
         self.db_up.set(i64::from(db.is_up()));

@@ -465,25 +465,28 @@ fn replace_kind(
     store.apply(ops).len()
 }
 
-/// `/health/operators` body: the source and every kind's state.
-#[derive(Debug, serde::Serialize)]
+/// Where the data comes from and how current each kind is (`/health/operators`, GraphQL
+/// `sources`).
+#[derive(Debug, serde::Serialize, async_graphql::SimpleObject)]
+#[graphql(name = "Sources")]
 pub struct OperatorsReport {
-    /// `embedded` or `kube`.
-    pub mode: &'static str,
+    /// `embedded` (files, demo, database) or `kube` (watches on a cluster).
+    pub mode: String,
     /// True when every served kind has synced once.
     pub ready: bool,
     /// One entry per kind.
     pub kinds: Vec<KindReport>,
 }
 
-/// One kind in `/health/operators`.
-#[derive(Debug, serde::Serialize)]
+/// How current one kind is.
+#[derive(Debug, serde::Serialize, async_graphql::SimpleObject)]
+#[graphql(name = "SourceKind")]
 pub struct KindReport {
     /// Kind name.
-    pub name: &'static str,
-    /// `group/version`.
+    pub name: String,
+    /// `group/version` watched.
     pub api_version: String,
-    /// False when not installed; null before the first answer.
+    /// False when the API server does not serve it (CRD not installed); null before it answered.
     pub served: Option<bool>,
     /// Listed at least once.
     pub synced: bool,
@@ -504,13 +507,13 @@ impl SourceStatus {
     pub fn report(&self, snap: &crate::store::Snapshot) -> OperatorsReport {
         let now = jiff::Timestamp::now();
         OperatorsReport {
-            mode: self.mode,
+            mode: self.mode.to_string(),
             ready: self.ready(),
             kinds: self
                 .kinds(snap)
                 .into_iter()
                 .map(|k| KindReport {
-                    name: k.name,
+                    name: k.name.to_string(),
                     stale_seconds: Some(k.stale_seconds(now)).filter(|s| s.is_finite()),
                     api_version: k.api_version,
                     served: k.served,

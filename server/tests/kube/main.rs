@@ -7,7 +7,7 @@ mod kube_api;
 use std::time::Duration;
 
 use clap::Parser;
-use kube_api::{KubeApi, ResourceDef};
+use kube_api::KubeApi;
 use serde_json::{Value, json};
 use vitistack::config::ServeConfig;
 use vitistack::store::ChangeType;
@@ -16,21 +16,6 @@ use vitistack::store::ChangeType;
 struct Args {
     #[command(flatten)]
     cfg: ServeConfig,
-}
-
-/// Every resource the server watches (vitistack.io, kubevirt.io, core nodes), installed.
-fn vitistack_resources() -> Vec<ResourceDef> {
-    vitistack::source::kube::watched_kinds()
-        .into_iter()
-        .map(|(k, version)| ResourceDef {
-            group: k.group(),
-            version,
-            plural: k.plural(),
-            kind: k.name(),
-            namespaced: k.namespaced(),
-            served: true,
-        })
-        .collect()
 }
 
 struct Harness {
@@ -53,7 +38,7 @@ impl Drop for Harness {
 impl Harness {
     /// The API server with `setup` applied, then our server watching it.
     async fn start(setup: impl FnOnce(&KubeApi)) -> Harness {
-        let api = KubeApi::start(&vitistack_resources(), Duration::from_millis(200)).await;
+        let api = KubeApi::start(&kube_api::watched_resources(), Duration::from_millis(200)).await;
         setup(&api);
         let mut h = Harness::unstarted(api);
         h.launch(&[]).await;
@@ -287,8 +272,13 @@ async fn dropped_connection_resumes_from_the_last_version_without_relisting() {
     })
     .await;
     h.ready().await;
-    // Let a bookmark or two arrive, then cut the connection.
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Another kind changes: the Machine watch hears nothing of it except, through bookmarks,
+    // that the cluster's resourceVersion moved on.
+    let other_rv = h.api.apply(
+        "machineclasses",
+        json!({"metadata": {"name": "small"}, "spec": {"cpu": {"cores": 2}, "memory": {"quantity": "4Gi"}}}),
+    );
+    tokio::time::sleep(Duration::from_millis(600)).await;
     let lists_before = h
         .api
         .requests("machines")
@@ -316,8 +306,12 @@ async fn dropped_connection_resumes_from_the_last_version_without_relisting() {
         .and_then(|v| v.parse().ok())
         .expect("watch resumed with a resourceVersion");
     assert!(
-        resumed_at >= 1001,
-        "resumed from a version it had seen: {resumed_at}"
+        watches.iter().all(|w| w.bookmarks),
+        "every watch asks for bookmarks"
+    );
+    assert!(
+        resumed_at >= other_rv,
+        "resumed from the bookmarked version {other_rv}, not an older one: {resumed_at}"
     );
 }
 
@@ -430,7 +424,7 @@ async fn absent_resource_is_reported_and_retried_slowly_then_picked_up() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn not_ready_until_every_served_kind_has_synced() {
-    let api = KubeApi::start(&vitistack_resources(), Duration::from_millis(200)).await;
+    let api = KubeApi::start(&kube_api::watched_resources(), Duration::from_millis(200)).await;
     api.apply("machines", machine("team-a", "m0", "c1"));
     api.hold_lists(true);
     let mut h = Harness::unstarted(api);
@@ -446,7 +440,7 @@ async fn not_ready_until_every_served_kind_has_synced() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn namespace_scoping_watches_only_the_named_namespaces() {
-    let api = KubeApi::start(&vitistack_resources(), Duration::from_millis(200)).await;
+    let api = KubeApi::start(&kube_api::watched_resources(), Duration::from_millis(200)).await;
     api.apply("machines", machine("team-a", "a0", "c1"));
     api.apply("machines", machine("team-b", "b0", "c2"));
     api.apply("machines", machine("team-c", "c0", "c3"));
@@ -579,4 +573,76 @@ async fn hosts_and_vms_from_nodes_and_kubevirt_with_allocation() {
         .map(|h| h["allocation"]["vms"].as_i64().unwrap_or(-1))
         .collect();
     assert_eq!(per_host, vec![0, 0, 1]);
+}
+
+/// The binary as a user runs it: `KUBECONFIG` and `KUBE_CONTEXT` in the environment pick the kube
+/// source (and it says so), it becomes ready and follows changes until it is stopped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_binary_picks_the_kube_source_from_kubeconfig_and_follows_changes() {
+    let api = KubeApi::start(&kube_api::watched_resources(), Duration::from_millis(200)).await;
+    api.apply("machines", machine("team-a", "m0", "c1"));
+    let h = Harness::unstarted(api);
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("port")
+        .port();
+    let log = h.dir.join("log");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_vitistack"))
+        .env("KUBECONFIG", h.dir.join("kubeconfig"))
+        .env("KUBE_CONTEXT", "test")
+        .env("PORT", port.to_string())
+        .env("BIND_ADDRESS", "127.0.0.1")
+        .env("DATABASE_URL", format!("sqlite://{}/v.db", h.dir.display()))
+        .env("LOG_JSON_LOGGING", "false")
+        .stdout(std::fs::File::create(&log).expect("log"))
+        .spawn()
+        .expect("start the binary");
+    let client = reqwest::Client::new();
+    let base = format!("http://127.0.0.1:{port}");
+    let count = || async {
+        let body: Value = client
+            .post(format!("{base}/graphql"))
+            .json(&json!({"query": "{ machines { totalCount } sources { mode } }"}))
+            .send()
+            .await
+            .ok()?
+            .json()
+            .await
+            .ok()?;
+        Some((
+            body["data"]["machines"]["totalCount"].as_i64()?,
+            body["data"]["sources"]["mode"].as_str()?.to_string(),
+        ))
+    };
+    let mut seen = None;
+    for _ in 0..200 {
+        if let Ok(r) = client.get(format!("{base}/ready")).send().await
+            && r.status().is_success()
+        {
+            seen = count().await;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(seen, Some((1, "kube".to_string())));
+    h.api.apply("machines", machine("team-a", "m1", "c1"));
+    let mut followed = false;
+    for _ in 0..200 {
+        if count().await.map(|c| c.0) == Some(2) {
+            followed = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(
+        followed,
+        "the running binary did not follow the change: {text}"
+    );
+    assert!(
+        text.contains("source: Kubernetes watches") && text.contains("KUBECONFIG is set"),
+        "{text}"
+    );
 }

@@ -62,6 +62,21 @@ impl ResourceDef {
     }
 }
 
+/// Every resource the vitistack server watches (vitistack.io, kubevirt.io, core nodes), installed.
+pub fn watched_resources() -> Vec<ResourceDef> {
+    vitistack::source::kube::watched_kinds()
+        .into_iter()
+        .map(|(k, version)| ResourceDef {
+            group: k.group(),
+            version,
+            plural: k.plural(),
+            kind: k.name(),
+            namespaced: k.namespaced(),
+            served: true,
+        })
+        .collect()
+}
+
 #[derive(Clone, Debug)]
 struct Ev {
     rv: u64,
@@ -91,6 +106,8 @@ pub struct Request {
     pub resource: String,
     pub watch: bool,
     pub resource_version: Option<String>,
+    /// `allowWatchBookmarks=true` was asked.
+    pub bookmarks: bool,
     pub at: Instant,
 }
 
@@ -378,6 +395,7 @@ async fn handle(
         resource: id.clone(),
         watch: watching,
         resource_version: q.get("resourceVersion").cloned(),
+        bookmarks: q.get("allowWatchBookmarks").map(String::as_str) == Some("true"),
         at: Instant::now(),
     });
     let served = shared
@@ -488,7 +506,9 @@ fn watch_response(
     let (tx, rx) = mpsc::channel::<Result<Bytes, std::io::Error>>(256);
 
     // Under the lock: the replay and the live subscription join without a gap.
-    let (replay, mut live, kind, api_version, gone) = {
+    // `current`: every change up to it is either in the replay or was for another resource, so
+    // bookmarks may name it.
+    let (replay, mut live, kind, api_version, gone, current) = {
         let inner = shared.inner.lock();
         let def = inner.resources.get(&id).map(|s| s.def.clone());
         let (kind, api_version) = def
@@ -503,7 +523,14 @@ fn watch_response(
             .filter(|e| namespace.as_ref().is_none_or(|ns| ns == &e.namespace))
             .cloned()
             .collect();
-        (replay, shared.events.subscribe(), kind, api_version, gone)
+        (
+            replay,
+            shared.events.subscribe(),
+            kind,
+            api_version,
+            gone,
+            inner.rv,
+        )
     };
     let mut drop_rx = shared.drop_gen.subscribe();
     tokio::spawn(async move {
@@ -514,8 +541,11 @@ fn watch_response(
             return;
         }
         let mut last_rv = since;
-        let mut seen_rv = since;
+        let mut seen_rv = since.max(current);
         for ev in replay {
+            if shared.hang.load(Ordering::SeqCst) {
+                break;
+            }
             last_rv = ev.rv;
             if tx.send(Ok(line(ev.typ, &ev.object))).await.is_err() {
                 return;

@@ -333,99 +333,127 @@ async fn watch_kind(
     version: &'static str,
     namespace: Option<String>,
 ) {
-    let ar = ApiResource {
-        group: kind.group().into(),
-        version: version.into(),
-        api_version: kind.api_version(version),
-        kind: kind.name().into(),
-        plural: kind.plural().into(),
-    };
-    let api: Api<DynamicObject> = match &namespace {
-        Some(ns) => Api::namespaced_with(client, ns, &ar),
-        None => Api::all_with(client, &ar),
-    };
+    // Kinds served in several versions (NetworkNamespace) fall back to the next version when
+    // one is not served, and come back round to the first.
+    let versions = kind.versions();
+    let mut vi = versions.iter().position(|v| *v == version).unwrap_or(0);
+    let mut absent_versions = 0;
     let timeout = settings
         .watch_timeout
         .as_secs()
         .clamp(1, u64::from(u32::MAX)) as u32;
-    let config = watcher::Config::default().timeout(timeout);
-    let mut stream = watcher::watcher(api, config).boxed();
     let mut backoff = Backoff::new(settings.min_backoff, settings.max_backoff);
-    let mut listing: Option<Vec<Resource>> = None;
     let scope = namespace.as_deref();
-    while let Some(event) = stream.next().await {
-        let now = jiff::Timestamp::now();
-        match event {
-            Ok(watcher::Event::Init) => listing = Some(Vec::new()),
-            Ok(watcher::Event::InitApply(obj)) => match to_resource(kind, version, obj) {
-                Ok(r) => listing.get_or_insert_with(Vec::new).push(r),
-                Err(e) => undecodable(&status, kind, &e),
-            },
-            Ok(watcher::Event::InitDone) => {
-                let listed = listing.take().unwrap_or_default();
-                let changed = replace_kind(&store, kind, scope, listed);
-                backoff.reset();
-                status.update(kind, |k| {
-                    k.served = Some(true);
-                    k.synced = true;
-                    k.lists += 1;
-                    k.last_synced_at = Some(now);
-                    k.failing_since = None;
-                    k.error = None;
-                });
-                tracing::info!(
-                    kind = kind.name(),
-                    namespace = scope.unwrap_or("*"),
-                    changed,
-                    "listed"
-                );
-            }
-            Ok(watcher::Event::Apply(obj)) => match to_resource(kind, version, obj) {
-                Ok(r) => {
-                    store.apply(vec![Op::Mirror(r)]);
+    'versions: loop {
+        let version = versions[vi];
+        let ar = ApiResource {
+            group: kind.group().into(),
+            version: version.into(),
+            api_version: kind.api_version(version),
+            kind: kind.name().into(),
+            plural: kind.plural().into(),
+        };
+        status.update(kind, |k| k.api_version = ar.api_version.clone());
+        let api: Api<DynamicObject> = match &namespace {
+            Some(ns) => Api::namespaced_with(client.clone(), ns, &ar),
+            None => Api::all_with(client.clone(), &ar),
+        };
+        let config = watcher::Config::default().timeout(timeout);
+        let mut stream = watcher::watcher(api, config).boxed();
+        let mut listing: Option<Vec<Resource>> = None;
+        while let Some(event) = stream.next().await {
+            let now = jiff::Timestamp::now();
+            match event {
+                Ok(watcher::Event::Init) => listing = Some(Vec::new()),
+                Ok(watcher::Event::InitApply(obj)) => match to_resource(kind, version, obj) {
+                    Ok(r) => listing.get_or_insert_with(Vec::new).push(r),
+                    Err(e) => undecodable(&status, kind, &e),
+                },
+                Ok(watcher::Event::InitDone) => {
+                    let listed = listing.take().unwrap_or_default();
+                    let changed = replace_kind(&store, kind, scope, listed);
+                    backoff.reset();
+                    absent_versions = 0;
+                    status.update(kind, |k| {
+                        k.served = Some(true);
+                        k.synced = true;
+                        k.lists += 1;
+                        k.last_synced_at = Some(now);
+                        k.failing_since = None;
+                        k.error = None;
+                    });
+                    tracing::info!(
+                        kind = kind.name(),
+                        namespace = scope.unwrap_or("*"),
+                        changed,
+                        "listed"
+                    );
+                }
+                Ok(watcher::Event::Apply(obj)) => match to_resource(kind, version, obj) {
+                    Ok(r) => {
+                        store.apply(vec![Op::Mirror(r)]);
+                        healthy(&status, kind, now);
+                    }
+                    Err(e) => undecodable(&status, kind, &e),
+                },
+                Ok(watcher::Event::Delete(obj)) => {
+                    let ns = obj.metadata.namespace.clone().unwrap_or_default();
+                    let name = obj.metadata.name.clone().unwrap_or_default();
+                    store.apply(vec![Op::Delete(Key::new(kind, &ns, &name))]);
                     healthy(&status, kind, now);
                 }
-                Err(e) => undecodable(&status, kind, &e),
-            },
-            Ok(watcher::Event::Delete(obj)) => {
-                let ns = obj.metadata.namespace.clone().unwrap_or_default();
-                let name = obj.metadata.name.clone().unwrap_or_default();
-                store.apply(vec![Op::Delete(Key::new(kind, &ns, &name))]);
-                healthy(&status, kind, now);
-            }
-            Err(e) => {
-                let absent = is_not_found(&e);
-                let delay = if absent {
-                    // Not installed: say so and look again now and then.
-                    settings
-                        .absent_retry
-                        .mul_f64(0.75 + rand::random_range(0.0..=0.5))
-                } else {
-                    backoff.delay()
-                };
-                status.update(kind, |k| {
-                    k.errors += 1;
-                    k.error = Some(if absent {
-                        format!(
-                            "{} is not served by the API server (CRD not installed?)",
-                            ar.api_version
-                        )
+                Err(e) => {
+                    let absent = is_not_found(&e);
+                    let delay = if absent {
+                        // Not installed: say so and look again now and then.
+                        settings
+                            .absent_retry
+                            .mul_f64(0.75 + rand::random_range(0.0..=0.5))
                     } else {
-                        e.to_string()
+                        backoff.delay()
+                    };
+                    status.update(kind, |k| {
+                        k.errors += 1;
+                        k.error = Some(if absent {
+                            format!(
+                                "{} is not served by the API server (CRD not installed?)",
+                                ar.api_version
+                            )
+                        } else {
+                            e.to_string()
+                        });
+                        if absent {
+                            k.served = Some(false);
+                        }
+                        k.failing_since.get_or_insert(now);
                     });
-                    if absent {
-                        k.served = Some(false);
+                    if absent && versions.len() > 1 {
+                        vi = (vi + 1) % versions.len();
+                        absent_versions += 1;
+                        if absent_versions < versions.len() {
+                            tracing::info!(
+                                kind = kind.name(),
+                                "{} not served; trying {}",
+                                ar.api_version,
+                                versions[vi]
+                            );
+                            continue 'versions;
+                        }
+                        absent_versions = 0;
                     }
-                    k.failing_since.get_or_insert(now);
-                });
-                if absent {
-                    tracing::warn!(kind = kind.name(), retry_in = ?delay, "resource not served; retrying");
-                } else {
-                    tracing::warn!(kind = kind.name(), error = %e, retry_in = ?delay, "watch failed; retrying");
+                    if absent {
+                        tracing::warn!(kind = kind.name(), retry_in = ?delay, "resource not served; retrying");
+                    } else {
+                        tracing::warn!(kind = kind.name(), error = %e, retry_in = ?delay, "watch failed; retrying");
+                    }
+                    tokio::time::sleep(delay).await;
+                    if absent && versions.len() > 1 {
+                        continue 'versions;
+                    }
                 }
-                tokio::time::sleep(delay).await;
             }
         }
+        return;
     }
 }
 

@@ -646,3 +646,46 @@ async fn the_binary_picks_the_kube_source_from_kubeconfig_and_follows_changes() 
         "{text}"
     );
 }
+
+/// NetworkNamespace is served in two versions: when the first (v1alpha1) is not installed the
+/// watcher falls back to v1alpha2 instead of reporting the kind absent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kind_whose_first_version_is_not_served_is_watched_in_the_next() {
+    let defs: Vec<_> = kube_api::watched_resources()
+        .into_iter()
+        .map(|mut d| {
+            if d.plural == "networknamespaces" {
+                d.version = "v1alpha2";
+            }
+            d
+        })
+        .collect();
+    let api = KubeApi::start(&defs, Duration::from_millis(200)).await;
+    api.apply(
+        "networknamespaces",
+        json!({"metadata": {"name": "net-a", "namespace": "team-a"},
+            "spec": {"datacenterIdentifier": "dc1", "supervisorIdentifier": "svr1",
+                "networkProvisioning": {"provider": "manual", "manual": {"ipv4CIDR": "10.0.1.0/24", "ipv4Gateway": "10.0.1.1", "vlanId": 100}}}}),
+    );
+    let mut h = Harness::unstarted(api);
+    h.launch(&[]).await;
+    h.ready().await;
+    let data = h
+        .data("{ networkNamespaces { nodes { name apiVersion } } sources { kinds { name apiVersion served synced } } }")
+        .await;
+    assert_eq!(
+        data["networkNamespaces"]["nodes"],
+        json!([{"name": "net-a", "apiVersion": "vitistack.io/v1alpha2"}])
+    );
+    let nn = data["sources"]["kinds"]
+        .as_array()
+        .expect("kinds")
+        .iter()
+        .find(|k| k["name"] == "NetworkNamespace")
+        .cloned()
+        .expect("NetworkNamespace");
+    assert_eq!(
+        nn,
+        json!({"name": "NetworkNamespace", "apiVersion": "vitistack.io/v1alpha2", "served": true, "synced": true})
+    );
+}

@@ -199,6 +199,7 @@ pub async fn start(cfg: &ServeConfig, listener: TcpListener) -> anyhow::Result<R
             cpu: cfg.cpu_overcommit,
             memory: cfg.memory_overcommit,
         },
+        store: store.clone(),
     });
     let state = AppState {
         store: store.clone(),

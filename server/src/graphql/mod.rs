@@ -3,15 +3,16 @@
 pub mod paging;
 pub mod query;
 pub mod selector;
+pub mod subscription;
 pub mod types;
 
-use async_graphql::{EmptyMutation, EmptySubscription, Schema};
+use async_graphql::{EmptyMutation, Schema};
 
 pub use query::{DatacenterName, QueryRoot};
 pub use types::Limits;
 
 /// The schema type served at `/graphql`.
-pub type AppSchema = Schema<QueryRoot, EmptyMutation, EmptySubscription>;
+pub type AppSchema = Schema<QueryRoot, EmptyMutation, subscription::SubscriptionRoot>;
 
 /// Settings that shape the schema.
 #[derive(Clone, Debug)]
@@ -26,6 +27,8 @@ pub struct SchemaSettings {
     pub source: std::sync::Arc<crate::source::kube::SourceStatus>,
     /// Overcommit factors for host allocation.
     pub overcommit: crate::domain::hosts::Overcommit,
+    /// The live store (subscriptions read its change stream).
+    pub store: std::sync::Arc<crate::store::Store>,
 }
 
 impl Default for SchemaSettings {
@@ -36,21 +39,27 @@ impl Default for SchemaSettings {
             vitistack_name: "vitistack".into(),
             source: std::sync::Arc::new(crate::source::kube::SourceStatus::embedded()),
             overcommit: Default::default(),
+            store: Default::default(),
         }
     }
 }
 
 /// Build the schema. The store snapshot is added per request (see `http`).
 pub fn build_schema(settings: &SchemaSettings) -> AppSchema {
-    Schema::build(QueryRoot::default(), EmptyMutation, EmptySubscription)
-        .data(Limits {
-            max_page_size: settings.max_page_size,
-        })
-        .data(DatacenterName(settings.vitistack_name.clone()))
-        .data(settings.source.clone())
-        .data(settings.overcommit)
-        .limit_depth(settings.max_depth)
-        .finish()
+    Schema::build(
+        QueryRoot::default(),
+        EmptyMutation,
+        subscription::SubscriptionRoot,
+    )
+    .data(Limits {
+        max_page_size: settings.max_page_size,
+    })
+    .data(DatacenterName(settings.vitistack_name.clone()))
+    .data(settings.source.clone())
+    .data(settings.overcommit)
+    .data(settings.store.clone())
+    .limit_depth(settings.max_depth)
+    .finish()
 }
 
 /// The SDL of the schema, as committed in `schema.graphql`.

@@ -248,7 +248,7 @@ pub fn infrastructure_summary(s: &Snapshot) -> InfrastructureSummary {
 }
 
 /// The Vitistack singleton: the one named by config (VITISTACKCRDNAME), else the first.
-fn datacenter_of<'a>(ctx: &Context<'a>) -> Option<&'a Arc<Resource>> {
+fn datacenter_of(ctx: &Context<'_>) -> Option<Arc<Resource>> {
     let s = snap(ctx);
     let wanted = ctx
         .data_opt::<DatacenterName>()
@@ -256,6 +256,7 @@ fn datacenter_of<'a>(ctx: &Context<'a>) -> Option<&'a Arc<Resource>> {
         .unwrap_or("vitistack");
     s.get(Kind::Vitistack, "", wanted)
         .or_else(|| s.list(Kind::Vitistack).next())
+        .cloned()
 }
 
 /// An object by `metadata.uid`, else a cluster-scoped object of `kind` by name.
@@ -389,7 +390,7 @@ impl Query {
 
     /// The Vitistack singleton: the zone this management cluster runs, with its providers.
     async fn datacenter(&self, ctx: &Context<'_>) -> Option<VitistackObj> {
-        one(datacenter_of(ctx), VitistackObj::new)
+        datacenter_of(ctx).and_then(VitistackObj::new)
     }
 
     /// Name of the Vitistack (parity with the old `/v1/vitistack/name`).
@@ -474,7 +475,7 @@ impl Query {
         name: Option<String>,
     ) -> Option<MachineProviderObj> {
         one(
-            by_uid_or_name(snap(ctx), Kind::MachineProvider, uid, name),
+            by_uid_or_name(&snap(ctx), Kind::MachineProvider, uid, name),
             MachineProviderObj::new,
         )
     }
@@ -487,19 +488,19 @@ impl Query {
         name: Option<String>,
     ) -> Option<KubernetesProviderObj> {
         one(
-            by_uid_or_name(snap(ctx), Kind::KubernetesProvider, uid, name),
+            by_uid_or_name(&snap(ctx), Kind::KubernetesProvider, uid, name),
             KubernetesProviderObj::new,
         )
     }
 
     /// Machines, networks, storage and clusters in numbers.
     async fn infrastructure(&self, ctx: &Context<'_>) -> InfrastructureSummary {
-        infrastructure_summary(snap(ctx))
+        infrastructure_summary(&snap(ctx))
     }
 
     /// Clusters in numbers: total, Ready, failed, by phase and by pipeline stage.
     async fn cluster_summary(&self, ctx: &Context<'_>) -> ClusterSummary {
-        cluster_summary(snap(ctx))
+        cluster_summary(&snap(ctx))
     }
 
     /// Sequence number of the last change in the snapshot this query read.
@@ -513,13 +514,13 @@ impl Query {
             .data_opt::<crate::domain::hosts::Overcommit>()
             .copied()
             .unwrap_or_default();
-        host_capacity(snap(ctx), o)
+        host_capacity(&snap(ctx), o)
     }
 
     /// Where the data comes from and how current each kind is: show staleness instead of
     /// pretending to be live.
     async fn sources(&self, ctx: &Context<'_>) -> crate::source::kube::OperatorsReport {
         ctx.data_unchecked::<Arc<crate::source::kube::SourceStatus>>()
-            .report(snap(ctx))
+            .report(&snap(ctx))
     }
 }

@@ -49,6 +49,10 @@ pub fn router(state: AppState) -> Router {
     Router::new()
         .route("/", get(index))
         .route("/graphql", get(graphql_get).post(graphql))
+        .route_service(
+            "/graphql/ws",
+            async_graphql_axum::GraphQLSubscription::new(state.schema.clone()),
+        )
         .route("/health", get(health))
         .route("/health/live", get(health))
         .route("/health/database", get(health_database))
@@ -73,6 +77,7 @@ async fn graphql_get(State(app): State<AppState>, uri: axum::http::Uri) -> Respo
     else {
         let page = GraphiQLSource::build()
             .endpoint("/graphql")
+            .subscription_endpoint("/graphql/ws")
             .title("vitistack GraphQL")
             .finish();
         return Html(page).into_response();

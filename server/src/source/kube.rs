@@ -412,25 +412,11 @@ async fn watch_kind(
                     } else {
                         backoff.delay()
                     };
-                    status.update(kind, |k| {
-                        k.errors += 1;
-                        k.error = Some(if absent {
-                            format!(
-                                "{} is not served by the API server (CRD not installed?)",
-                                ar.api_version
-                            )
-                        } else {
-                            e.to_string()
-                        });
-                        if absent {
-                            k.served = Some(false);
-                        }
-                        k.failing_since.get_or_insert(now);
-                    });
                     if absent && versions.len() > 1 {
                         vi = (vi + 1) % versions.len();
                         absent_versions += 1;
                         if absent_versions < versions.len() {
+                            // Not absent yet: another version may be served.
                             tracing::info!(
                                 kind = kind.name(),
                                 "{} not served; trying {}",
@@ -441,6 +427,25 @@ async fn watch_kind(
                         }
                         absent_versions = 0;
                     }
+                    status.update(kind, |k| {
+                        k.errors += 1;
+                        k.error = Some(if absent {
+                            format!(
+                                "{} is not served by the API server (CRD not installed?)",
+                                versions
+                                    .iter()
+                                    .map(|v| kind.api_version(v))
+                                    .collect::<Vec<_>>()
+                                    .join(", ")
+                            )
+                        } else {
+                            e.to_string()
+                        });
+                        if absent {
+                            k.served = Some(false);
+                        }
+                        k.failing_since.get_or_insert(now);
+                    });
                     if absent {
                         tracing::warn!(kind = kind.name(), retry_in = ?delay, "resource not served; retrying");
                     } else {

@@ -284,6 +284,16 @@ pub struct Store {
     changes: broadcast::Sender<Arc<Change>>,
 }
 
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let snap = self.snapshot();
+        f.debug_struct("Store")
+            .field("seq", &snap.seq())
+            .field("objects", &snap.len())
+            .finish()
+    }
+}
+
 impl Default for Store {
     fn default() -> Self {
         Store::new()

@@ -6,6 +6,7 @@ mod fixtures;
 mod persistence;
 mod queries;
 mod robustness;
+mod subscriptions;
 
 use std::path::PathBuf;
 

@@ -320,7 +320,7 @@ node_type! {
         }
         /// Where the cluster is in the operators' pipeline.
         async fn pipeline(&self, ctx: &Context<'_>) -> Pipeline {
-            let p = pipeline::evaluate(snap(ctx), self.kc());
+            let p = pipeline::evaluate(&snap(ctx), self.kc());
             Pipeline {
                 stage: p.stage,
                 steps: p.steps.into_iter().map(|s| PipelineStep { stage: s.stage, state: s.state, detail: s.detail }).collect(),
@@ -328,7 +328,7 @@ node_type! {
         }
         /// Why the cluster is not Ready: the blocking objects and the reasons in plain words.
         async fn diagnosis(&self, ctx: &Context<'_>) -> Diagnosis {
-            diagnose(snap(ctx), self)
+            diagnose(&snap(ctx), self)
         }
     }
 }

@@ -217,7 +217,7 @@ node_type! {
         /// `spec.memory` override in bytes.
         async fn memory_bytes(&self) -> Option<i64> { self.m().spec.memory }
         /// Effective vCPUs, memory and disk: spec overrides, else the MachineClass.
-        async fn resources(&self, ctx: &Context<'_>) -> MachineResources { self.resources_in(snap(ctx)) }
+        async fn resources(&self, ctx: &Context<'_>) -> MachineResources { self.resources_in(&snap(ctx)) }
         /// `spec.disks`.
         async fn disks(&self) -> Vec<MachineDisk> {
             self.m().spec.disks.iter().flatten().map(|d| MachineDisk {

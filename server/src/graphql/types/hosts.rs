@@ -79,7 +79,7 @@ impl VmMembership {
 }
 
 fn membership(ctx: &Context<'_>, r: &Resource) -> Option<VmMembership> {
-    hosts::cluster_of(snap(ctx), r).map(|(cluster_id, source)| VmMembership {
+    hosts::cluster_of(&snap(ctx), r).map(|(cluster_id, source)| VmMembership {
         cluster_id,
         source,
         namespace: r.namespace().to_string(),
@@ -116,7 +116,7 @@ node_type! {
         /// How full it is.
         async fn allocation(&self, ctx: &Context<'_>) -> HostAllocation {
             match &*self.0 {
-                Resource::Node(n) => hosts::allocation(snap(ctx), n, overcommit(ctx)).into(),
+                Resource::Node(n) => hosts::allocation(&snap(ctx), n, overcommit(ctx)).into(),
                 _ => hosts::Allocation::default().into(),
             }
         }
@@ -221,7 +221,8 @@ impl VirtualMachineInstanceObj {
         let Resource::VirtualMachineInstance(i) = &*self.0 else {
             return hosts::Demand::default();
         };
-        let vm = match snap(ctx)
+        let s = snap(ctx);
+        let vm = match s
             .get(Kind::VirtualMachine, self.0.namespace(), self.0.name())
             .map(|r| r.as_ref())
         {

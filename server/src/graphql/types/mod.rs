@@ -24,8 +24,12 @@ use crate::model::{Condition, Kind, Resource};
 use crate::store::{Key, Snapshot};
 
 /// The snapshot a request reads (set once per request, so the whole answer is consistent).
-pub fn snap<'a>(ctx: &Context<'a>) -> &'a Arc<Snapshot> {
-    ctx.data_unchecked::<Arc<Snapshot>>()
+pub fn snap(ctx: &Context<'_>) -> Arc<Snapshot> {
+    match ctx.data_opt::<Arc<Snapshot>>() {
+        Some(s) => s.clone(),
+        // Subscriptions have no per-request snapshot: their events read the live graph.
+        None => ctx.data_unchecked::<Arc<crate::store::Store>>().snapshot(),
+    }
 }
 
 /// Query limits shared by every resolver.
@@ -156,7 +160,7 @@ pub fn to_node(r: Arc<Resource>) -> Node {
 }
 
 /// Any object with a global id.
-#[derive(Interface)]
+#[derive(Interface, Clone)]
 #[graphql(
     field(
         name = "id",

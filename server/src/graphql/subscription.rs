@@ -1,0 +1,219 @@
+//! Subscriptions backed by the store's change stream (one stream in process, fanned out).
+//!
+//! Snapshot-then-stream: the subscription listens to the change stream *before* reading the
+//! snapshot, sends the snapshot's matching objects, a `SYNCED` marker carrying the snapshot's
+//! sequence number, then every later change with a greater sequence number: no gap and no
+//! duplicate across the boundary. A subscriber that falls further behind than the change stream
+//! holds gets `RESYNC` followed by a fresh snapshot (and `SYNCED`), never unbounded memory.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use async_graphql::{Context, Enum, SimpleObject, Subscription};
+use futures::Stream;
+use tokio::sync::broadcast;
+
+use super::paging::bad_input;
+use super::selector::{self, Selector};
+use super::types::{Node, to_node};
+use crate::model::{Kind, Resource};
+use crate::store::{Change, ChangeType, Snapshot, Store};
+
+/// What an event says.
+#[derive(Enum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ResourceEventType {
+    /// The object appeared (or is part of the initial snapshot).
+    Added,
+    /// The object changed.
+    Modified,
+    /// The object went away; `object` is its last state.
+    Deleted,
+    /// The snapshot is complete; later events are changes after `sequence`.
+    Synced,
+    /// The subscriber fell behind and missed changes: drop what you hold; a fresh snapshot
+    /// (then `SYNCED`) follows.
+    Resync,
+}
+
+/// One event of `resourceChanged`.
+#[derive(SimpleObject, Clone)]
+pub struct ResourceEvent {
+    /// What happened.
+    #[graphql(name = "type")]
+    pub type_: ResourceEventType,
+    /// The store's sequence number of the change (of the snapshot, for snapshot items and
+    /// `SYNCED`).
+    pub sequence: u64,
+    /// The kind, namespace and name (null for `SYNCED`/`RESYNC`).
+    pub kind: Option<String>,
+    /// Namespace (empty for cluster-scoped kinds).
+    pub namespace: Option<String>,
+    /// Name.
+    pub name: Option<String>,
+    /// The object (its last state for `DELETED`).
+    pub object: Option<Node>,
+}
+
+impl ResourceEvent {
+    fn marker(type_: ResourceEventType, sequence: u64) -> Self {
+        ResourceEvent {
+            type_,
+            sequence,
+            kind: None,
+            namespace: None,
+            name: None,
+            object: None,
+        }
+    }
+
+    fn of(type_: ResourceEventType, sequence: u64, r: &Arc<Resource>) -> Self {
+        ResourceEvent {
+            type_,
+            sequence,
+            kind: Some(r.kind().name().to_string()),
+            namespace: Some(r.namespace().to_string()),
+            name: Some(r.name().to_string()),
+            object: Some(to_node(r.clone())),
+        }
+    }
+}
+
+/// Which objects a subscription wants.
+#[derive(Clone, Default)]
+struct Interest {
+    kinds: Option<Vec<Kind>>,
+    namespace: Option<String>,
+    selector: Option<Selector>,
+}
+
+impl Interest {
+    fn matches(&self, r: &Resource) -> bool {
+        self.kinds.as_ref().is_none_or(|ks| ks.contains(&r.kind()))
+            && self.namespace.as_ref().is_none_or(|ns| ns == r.namespace())
+            && self
+                .selector
+                .as_ref()
+                .is_none_or(|s| s.matches(r.meta().labels.as_ref()))
+    }
+
+    fn snapshot(&self, snap: &Snapshot) -> VecDeque<ResourceEvent> {
+        let kinds: Vec<Kind> = self.kinds.clone().unwrap_or_else(|| Kind::ALL.to_vec());
+        let mut out = VecDeque::new();
+        for k in kinds {
+            let items: Box<dyn Iterator<Item = &Arc<Resource>>> = match &self.namespace {
+                Some(ns) => Box::new(snap.list_in(k, ns)),
+                None => Box::new(snap.list(k)),
+            };
+            for r in items.filter(|r| self.matches(r)) {
+                out.push_back(ResourceEvent::of(ResourceEventType::Added, snap.seq(), r));
+            }
+        }
+        out.push_back(ResourceEvent::marker(ResourceEventType::Synced, snap.seq()));
+        out
+    }
+}
+
+struct State {
+    store: Arc<Store>,
+    rx: broadcast::Receiver<Arc<Change>>,
+    interest: Interest,
+    /// Changes up to here are already reflected (the snapshot's sequence).
+    after: u64,
+    pending: VecDeque<ResourceEvent>,
+}
+
+/// Snapshot (optional) then every matching change, with RESYNC on overflow.
+fn changes(
+    store: Arc<Store>,
+    interest: Interest,
+    snapshot: bool,
+) -> impl Stream<Item = ResourceEvent> {
+    // Listen first, then read: nothing between the two can be missed.
+    let rx = store.subscribe();
+    let snap = store.snapshot();
+    let pending = if snapshot {
+        interest.snapshot(&snap)
+    } else {
+        VecDeque::new()
+    };
+    let state = State {
+        after: snap.seq(),
+        store,
+        rx,
+        interest,
+        pending,
+    };
+    futures::stream::unfold(state, |mut st| async move {
+        loop {
+            if let Some(ev) = st.pending.pop_front() {
+                return Some((ev, st));
+            }
+            match st.rx.recv().await {
+                Ok(c) => {
+                    if c.seq <= st.after || !st.interest.matches(&c.object) {
+                        continue;
+                    }
+                    let t = match c.change {
+                        ChangeType::Added => ResourceEventType::Added,
+                        ChangeType::Modified => ResourceEventType::Modified,
+                        ChangeType::Deleted => ResourceEventType::Deleted,
+                    };
+                    return Some((ResourceEvent::of(t, c.seq, &c.object), st));
+                }
+                Err(broadcast::error::RecvError::Lagged(_)) => {
+                    st.rx = st.store.subscribe();
+                    let snap = st.store.snapshot();
+                    st.after = snap.seq();
+                    st.pending = st.interest.snapshot(&snap);
+                    return Some((
+                        ResourceEvent::marker(ResourceEventType::Resync, snap.seq()),
+                        st,
+                    ));
+                }
+                Err(broadcast::error::RecvError::Closed) => return None,
+            }
+        }
+    })
+}
+
+/// The Subscription root.
+#[derive(Default)]
+pub struct SubscriptionRoot;
+
+#[Subscription]
+impl SubscriptionRoot {
+    /// Changes to objects of the given kinds (all when omitted), in one namespace and/or
+    /// matching a label selector. With `snapshot: true` the current matching objects come first
+    /// (as ADDED), then `SYNCED`, then every later change; no gap and no duplicate.
+    async fn resource_changed(
+        &self,
+        ctx: &Context<'_>,
+        kinds: Option<Vec<String>>,
+        namespace: Option<String>,
+        label_selector: Option<String>,
+        #[graphql(default = false)] snapshot: bool,
+    ) -> async_graphql::Result<impl Stream<Item = ResourceEvent> + use<>> {
+        let kinds = kinds
+            .map(|ks| {
+                ks.iter()
+                    .map(|k| k.parse::<Kind>())
+                    .collect::<Result<Vec<_>, _>>()
+            })
+            .transpose()
+            .map_err(|e| bad_input("BAD_KIND", e))?;
+        let selector = label_selector
+            .map(|s| selector::parse(&s).map_err(|e| format!("labelSelector `{s}`: {e}")))
+            .transpose()
+            .map_err(|e| bad_input("BAD_LABEL_SELECTOR", e))?;
+        let store = ctx.data_unchecked::<Arc<Store>>().clone();
+        Ok(changes(
+            store,
+            Interest {
+                kinds,
+                namespace,
+                selector,
+            },
+            snapshot,
+        ))
+    }
+}

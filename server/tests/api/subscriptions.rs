@@ -1,0 +1,284 @@
+//! `resourceChanged` over `/graphql/ws` (graphql-transport-ws), driven from this test with
+//! tokio-tungstenite: snapshot then stream, filters, and consistency while the graph churns.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use futures::{SinkExt, StreamExt};
+use serde_json::{Value, json};
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use vitistack::model::{Kind, Resource};
+use vitistack::store::{Key, Op};
+
+use super::{TestApp, spawn};
+
+type Ws =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+async fn connect(app: &TestApp) -> Ws {
+    let url = format!("{}/graphql/ws", app.base.replacen("http", "ws", 1));
+    let mut req = url.into_client_request().expect("request");
+    req.headers_mut().insert(
+        "Sec-WebSocket-Protocol",
+        "graphql-transport-ws".parse().expect("header"),
+    );
+    let (mut ws, resp) = tokio_tungstenite::connect_async(req)
+        .await
+        .expect("connect");
+    assert_eq!(
+        resp.headers()
+            .get("sec-websocket-protocol")
+            .and_then(|v| v.to_str().ok()),
+        Some("graphql-transport-ws")
+    );
+    send(&mut ws, json!({"type": "connection_init"})).await;
+    assert_eq!(next(&mut ws).await["type"], "connection_ack");
+    ws
+}
+
+async fn send(ws: &mut Ws, v: Value) {
+    ws.send(Message::Text(v.to_string().into()))
+        .await
+        .expect("send");
+}
+
+/// The next protocol message (pings answered).
+async fn next(ws: &mut Ws) -> Value {
+    loop {
+        let msg = tokio::time::timeout(Duration::from_secs(10), ws.next())
+            .await
+            .expect("a message in time")
+            .expect("open")
+            .expect("frame");
+        if let Message::Text(t) = msg {
+            let v: Value = serde_json::from_str(&t).expect("json");
+            if v["type"] == "ping" {
+                send(ws, json!({"type": "pong"})).await;
+                continue;
+            }
+            return v;
+        }
+    }
+}
+
+/// The next event of subscription `id`.
+async fn event(ws: &mut Ws, id: &str) -> Value {
+    let v = next(ws).await;
+    assert_eq!(v["id"], id, "{v}");
+    assert_eq!(v["type"], "next", "{v}");
+    v["payload"]["data"]["resourceChanged"].clone()
+}
+
+const SUB: &str = "subscription($kinds: [String!], $ns: String, $sel: String, $snap: Boolean!) {
+  resourceChanged(kinds: $kinds, namespace: $ns, labelSelector: $sel, snapshot: $snap) {
+    type sequence kind namespace name object { id ... on Machine { phase } } } }";
+
+fn machine(ns: &str, name: &str, phase: &str) -> Resource {
+    Resource::from_value(
+        Kind::Machine,
+        "v1alpha1",
+        json!({"metadata": {"name": name, "namespace": ns, "labels": {"vitistack.io/clusterid": "sub-test"}},
+               "spec": {"provider": "kubevirt"}, "status": {"phase": phase}}),
+    )
+    .expect("machine")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn snapshot_then_changes_filtered_with_sequence_numbers() {
+    let app = spawn(&["--demo"]).await;
+    let store = app.running().store.clone();
+    let expected: Vec<String> = store
+        .snapshot()
+        .list_in(Kind::Machine, "team-0")
+        .map(|m| m.name().to_string())
+        .collect();
+    assert!(!expected.is_empty());
+    let mut ws = connect(&app).await;
+    send(
+        &mut ws,
+        json!({"id": "1", "type": "subscribe", "payload": {"query": SUB,
+            "variables": {"kinds": ["Machine"], "ns": "team-0", "snap": true}}}),
+    )
+    .await;
+    let mut snapshot = Vec::new();
+    let synced_at = loop {
+        let e = event(&mut ws, "1").await;
+        match e["type"].as_str() {
+            Some("ADDED") => snapshot.push(e["name"].as_str().unwrap_or_default().to_string()),
+            Some("SYNCED") => break e["sequence"].as_u64().expect("sequence"),
+            other => panic!("unexpected {other:?}: {e}"),
+        }
+    };
+    assert_eq!(
+        snapshot, expected,
+        "the snapshot is the current matching objects"
+    );
+    assert_eq!(synced_at, store.snapshot().seq());
+
+    // Changes: one in the namespace, one elsewhere (filtered out), one of another kind.
+    store.apply(vec![Op::Upsert(machine("team-1", "elsewhere", "Pending"))]);
+    store.apply(vec![Op::Upsert(machine("team-0", "new-one", "Pending"))]);
+    store.apply(vec![Op::Upsert(machine("team-0", "new-one", "Running"))]);
+    store.apply(vec![Op::Delete(Key::new(
+        Kind::Machine,
+        "team-0",
+        "new-one",
+    ))]);
+    let added = event(&mut ws, "1").await;
+    let modified = event(&mut ws, "1").await;
+    let deleted = event(&mut ws, "1").await;
+    assert_eq!(
+        (
+            added["type"].as_str(),
+            added["name"].as_str(),
+            added["object"]["phase"].as_str()
+        ),
+        (Some("ADDED"), Some("new-one"), Some("Pending"))
+    );
+    assert_eq!(
+        (
+            modified["type"].as_str(),
+            modified["object"]["phase"].as_str()
+        ),
+        (Some("MODIFIED"), Some("Running"))
+    );
+    assert_eq!(deleted["type"], "DELETED");
+    let seqs: Vec<u64> = [&added, &modified, &deleted]
+        .iter()
+        .filter_map(|e| e["sequence"].as_u64())
+        .collect();
+    assert!(
+        seqs[0] > synced_at + 1,
+        "the team-1 change was filtered out, not renumbered"
+    );
+    assert!(seqs.windows(2).all(|w| w[0] + 1 == w[1]));
+
+    // A bad selector is refused with a clear error, and the socket stays usable.
+    send(
+        &mut ws,
+        json!({"id": "2", "type": "subscribe", "payload": {"query": SUB,
+            "variables": {"sel": "a in (", "snap": false}}}),
+    )
+    .await;
+    // An execution error (not a validation error): `next` with the error, then `complete`.
+    let err = next(&mut ws).await;
+    assert_eq!(
+        (err["type"].as_str(), err["id"].as_str()),
+        (Some("next"), Some("2")),
+        "{err}"
+    );
+    let e = &err["payload"]["errors"][0];
+    assert_eq!(e["extensions"]["code"], "BAD_LABEL_SELECTOR", "{err}");
+    assert_eq!(e["message"], "labelSelector `a in (`: missing `)`", "{err}");
+    let done = next(&mut ws).await;
+    assert_eq!(
+        (done["type"].as_str(), done["id"].as_str()),
+        (Some("complete"), Some("2")),
+        "{done}"
+    );
+    // The first subscription still delivers.
+    store.apply(vec![Op::Upsert(machine(
+        "team-0",
+        "after-error",
+        "Pending",
+    ))]);
+    assert_eq!(event(&mut ws, "1").await["name"], "after-error");
+    send(&mut ws, json!({"id": "1", "type": "complete"})).await;
+}
+
+/// While the graph changes as fast as it can, a subscriber that asks for the snapshot and then
+/// applies every event ends with exactly the graph's objects: no gap, no duplicate.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn snapshot_and_stream_agree_with_the_graph_during_churn() {
+    let app = spawn(&[]).await;
+    let store = app.running().store.clone();
+    for i in 0..50 {
+        store.apply(vec![Op::Upsert(machine(
+            "churn",
+            &format!("m{i}"),
+            "Pending",
+        ))]);
+    }
+    let writer = {
+        let store = store.clone();
+        tokio::spawn(async move {
+            for round in 0..400u32 {
+                let i = round % 60;
+                let op = if round % 7 == 3 {
+                    Op::Delete(Key::new(Kind::Machine, "churn", &format!("m{i}")))
+                } else {
+                    let phase = if round % 2 == 0 { "Running" } else { "Pending" };
+                    Op::Upsert(machine("churn", &format!("m{i}"), phase))
+                };
+                store.apply(vec![op]);
+                if round % 20 == 0 {
+                    tokio::task::yield_now().await;
+                }
+            }
+        })
+    };
+    let mut ws = connect(&app).await;
+    send(
+        &mut ws,
+        json!({"id": "c", "type": "subscribe", "payload": {"query": SUB,
+            "variables": {"kinds": ["Machine"], "ns": "churn", "snap": true}}}),
+    )
+    .await;
+    let mut mine: BTreeMap<String, String> = BTreeMap::new();
+    let mut last_seq = 0u64;
+    let mut synced = false;
+    writer.await.expect("writer");
+    let final_seq = store.snapshot().seq();
+    while !(synced && last_seq >= final_seq) {
+        let e = event(&mut ws, "c").await;
+        let seq = e["sequence"].as_u64().expect("sequence");
+        let name = e["name"].as_str().unwrap_or_default().to_string();
+        match e["type"].as_str() {
+            Some("ADDED") if !synced => {
+                assert!(
+                    mine.insert(
+                        name,
+                        e["object"]["phase"].as_str().unwrap_or_default().into()
+                    )
+                    .is_none()
+                );
+            }
+            Some("SYNCED") => {
+                synced = true;
+                last_seq = seq;
+            }
+            Some("ADDED" | "MODIFIED") => {
+                assert!(
+                    seq > last_seq,
+                    "duplicate or out of order: {seq} after {last_seq}"
+                );
+                last_seq = seq;
+                mine.insert(
+                    name,
+                    e["object"]["phase"].as_str().unwrap_or_default().into(),
+                );
+            }
+            Some("DELETED") => {
+                assert!(
+                    seq > last_seq,
+                    "duplicate or out of order: {seq} after {last_seq}"
+                );
+                last_seq = seq;
+                assert!(mine.remove(&name).is_some(), "deleted {name} it never had");
+            }
+            other => panic!("unexpected {other:?}: {e}"),
+        }
+    }
+    let truth: BTreeMap<String, String> = store
+        .snapshot()
+        .list_in(Kind::Machine, "churn")
+        .map(|m| {
+            (
+                m.name().to_string(),
+                m.phase().unwrap_or_default().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(mine, truth);
+}

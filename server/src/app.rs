@@ -200,6 +200,7 @@ pub async fn start(cfg: &ServeConfig, listener: TcpListener) -> anyhow::Result<R
             memory: cfg.memory_overcommit,
         },
         store: store.clone(),
+        subscription_metrics: Some(metrics.subscriptions.clone()),
     });
     let state = AppState {
         store: store.clone(),

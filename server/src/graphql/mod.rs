@@ -29,6 +29,8 @@ pub struct SchemaSettings {
     pub overcommit: crate::domain::hosts::Overcommit,
     /// The live store (subscriptions read its change stream).
     pub store: std::sync::Arc<crate::store::Store>,
+    /// Subscription metrics, when served.
+    pub subscription_metrics: Option<subscription::SubscriptionMetrics>,
 }
 
 impl Default for SchemaSettings {
@@ -40,13 +42,14 @@ impl Default for SchemaSettings {
             source: std::sync::Arc::new(crate::source::kube::SourceStatus::embedded()),
             overcommit: Default::default(),
             store: Default::default(),
+            subscription_metrics: None,
         }
     }
 }
 
 /// Build the schema. The store snapshot is added per request (see `http`).
 pub fn build_schema(settings: &SchemaSettings) -> AppSchema {
-    Schema::build(
+    let mut builder = Schema::build(
         QueryRoot::default(),
         EmptyMutation,
         subscription::SubscriptionRoot,
@@ -58,8 +61,11 @@ pub fn build_schema(settings: &SchemaSettings) -> AppSchema {
     .data(settings.source.clone())
     .data(settings.overcommit)
     .data(settings.store.clone())
-    .limit_depth(settings.max_depth)
-    .finish()
+    .limit_depth(settings.max_depth);
+    if let Some(m) = &settings.subscription_metrics {
+        builder = builder.data(m.clone());
+    }
+    builder.finish()
 }
 
 /// The SDL of the schema, as committed in `schema.graphql`.

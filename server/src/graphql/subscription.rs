@@ -78,6 +78,79 @@ impl ResourceEvent {
     }
 }
 
+/// Subscription metrics (registered by `http::Metrics`; absent when printing the SDL).
+#[derive(Clone, Debug)]
+pub struct SubscriptionMetrics {
+    /// Active subscriptions by field.
+    pub active: prometheus::IntGaugeVec,
+    /// Events delivered by field.
+    pub events: prometheus::IntCounterVec,
+    /// RESYNCs sent by field.
+    pub resyncs: prometheus::IntCounterVec,
+}
+
+impl SubscriptionMetrics {
+    /// Create (not yet registered).
+    pub fn new() -> Result<Self, prometheus::Error> {
+        use prometheus::Opts;
+        Ok(SubscriptionMetrics {
+            active: prometheus::IntGaugeVec::new(
+                Opts::new(
+                    "vitistack_subscriptions_active",
+                    "Active GraphQL subscriptions by field",
+                ),
+                &["field"],
+            )?,
+            events: prometheus::IntCounterVec::new(
+                Opts::new(
+                    "vitistack_subscription_events_total",
+                    "Subscription events delivered by field",
+                ),
+                &["field"],
+            )?,
+            resyncs: prometheus::IntCounterVec::new(
+                Opts::new(
+                    "vitistack_subscription_resyncs_total",
+                    "RESYNC events sent to subscribers that fell behind, by field",
+                ),
+                &["field"],
+            )?,
+        })
+    }
+}
+
+/// Counts one active subscription while it lives (also when the socket drops without `complete`).
+struct Active {
+    metrics: Option<SubscriptionMetrics>,
+    field: &'static str,
+}
+
+impl Active {
+    fn new(metrics: Option<SubscriptionMetrics>, field: &'static str) -> Self {
+        if let Some(m) = &metrics {
+            m.active.with_label_values(&[field]).inc();
+        }
+        Active { metrics, field }
+    }
+
+    fn event(&self, resync: bool) {
+        if let Some(m) = &self.metrics {
+            m.events.with_label_values(&[self.field]).inc();
+            if resync {
+                m.resyncs.with_label_values(&[self.field]).inc();
+            }
+        }
+    }
+}
+
+impl Drop for Active {
+    fn drop(&mut self) {
+        if let Some(m) = &self.metrics {
+            m.active.with_label_values(&[self.field]).dec();
+        }
+    }
+}
+
 /// Which objects a subscription wants.
 #[derive(Clone, Default)]
 struct Interest {
@@ -120,6 +193,7 @@ struct State {
     /// Changes up to here are already reflected (the snapshot's sequence).
     after: u64,
     pending: VecDeque<ResourceEvent>,
+    active: Active,
 }
 
 /// Snapshot (optional) then every matching change, with RESYNC on overflow.
@@ -127,6 +201,7 @@ fn changes(
     store: Arc<Store>,
     interest: Interest,
     snapshot: bool,
+    active: Active,
 ) -> impl Stream<Item = ResourceEvent> {
     // Listen first, then read: nothing between the two can be missed.
     let rx = store.subscribe();
@@ -142,10 +217,12 @@ fn changes(
         rx,
         interest,
         pending,
+        active,
     };
     futures::stream::unfold(state, |mut st| async move {
         loop {
             if let Some(ev) = st.pending.pop_front() {
+                st.active.event(false);
                 return Some((ev, st));
             }
             match st.rx.recv().await {
@@ -158,6 +235,7 @@ fn changes(
                         ChangeType::Modified => ResourceEventType::Modified,
                         ChangeType::Deleted => ResourceEventType::Deleted,
                     };
+                    st.active.event(false);
                     return Some((ResourceEvent::of(t, c.seq, &c.object), st));
                 }
                 Err(broadcast::error::RecvError::Lagged(_)) => {
@@ -165,6 +243,7 @@ fn changes(
                     let snap = st.store.snapshot();
                     st.after = snap.seq();
                     st.pending = st.interest.snapshot(&snap);
+                    st.active.event(true);
                     return Some((
                         ResourceEvent::marker(ResourceEventType::Resync, snap.seq()),
                         st,
@@ -206,6 +285,10 @@ impl SubscriptionRoot {
             .transpose()
             .map_err(|e| bad_input("BAD_LABEL_SELECTOR", e))?;
         let store = ctx.data_unchecked::<Arc<Store>>().clone();
+        let active = Active::new(
+            ctx.data_opt::<SubscriptionMetrics>().cloned(),
+            "resourceChanged",
+        );
         Ok(changes(
             store,
             Interest {
@@ -214,6 +297,7 @@ impl SubscriptionRoot {
                 selector,
             },
             snapshot,
+            active,
         ))
     }
 }

@@ -25,6 +25,10 @@ pub struct Metrics {
     kind_served: IntGaugeVec,
     kind_synced: IntGaugeVec,
     kind_stale: prometheus::GaugeVec,
+    /// Open GraphQL WebSockets.
+    pub ws_open: IntGauge,
+    /// Subscription gauges and counters (handed to the schema).
+    pub subscriptions: crate::graphql::subscription::SubscriptionMetrics,
 }
 
 impl Metrics {
@@ -89,6 +93,12 @@ impl Metrics {
             ),
             &["kind"],
         )?;
+        let ws_open = IntGauge::new("vitistack_websockets_open", "Open GraphQL WebSockets")?;
+        let subscriptions = crate::graphql::subscription::SubscriptionMetrics::new()?;
+        registry.register(Box::new(ws_open.clone()))?;
+        registry.register(Box::new(subscriptions.active.clone()))?;
+        registry.register(Box::new(subscriptions.events.clone()))?;
+        registry.register(Box::new(subscriptions.resyncs.clone()))?;
         registry.register(Box::new(kind_served.clone()))?;
         registry.register(Box::new(kind_synced.clone()))?;
         registry.register(Box::new(kind_stale.clone()))?;
@@ -111,6 +121,8 @@ impl Metrics {
             kind_served,
             kind_synced,
             kind_stale,
+            ws_open,
+            subscriptions,
         })
     }
 

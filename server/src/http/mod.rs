@@ -49,10 +49,7 @@ pub fn router(state: AppState) -> Router {
     Router::new()
         .route("/", get(index))
         .route("/graphql", get(graphql_get).post(graphql))
-        .route_service(
-            "/graphql/ws",
-            async_graphql_axum::GraphQLSubscription::new(state.schema.clone()),
-        )
+        .route("/graphql/ws", get(graphql_ws))
         .route("/health", get(health))
         .route("/health/live", get(health))
         .route("/health/database", get(health_database))
@@ -88,6 +85,40 @@ async fn graphql_get(State(app): State<AppState>, uri: axum::http::Uri) -> Respo
             let body = json!({"errors": [{"message": format!("bad GraphQL GET request: {e}")}]});
             (StatusCode::BAD_REQUEST, axum::Json(body)).into_response()
         }
+    }
+}
+
+/// GraphQL over WebSocket: `graphql-transport-ws` and the legacy `graphql-ws` subprotocol.
+async fn graphql_ws(
+    State(app): State<AppState>,
+    protocol: async_graphql_axum::GraphQLProtocol,
+    upgrade: axum::extract::WebSocketUpgrade,
+) -> Response {
+    let schema = app.schema.clone();
+    let metrics = app.metrics.clone();
+    upgrade
+        .protocols(async_graphql::http::ALL_WEBSOCKET_PROTOCOLS)
+        .on_upgrade(move |socket| async move {
+            let _open = OpenSocket::new(metrics);
+            async_graphql_axum::GraphQLWebSocket::new(socket, schema, protocol)
+                .serve()
+                .await;
+        })
+}
+
+/// Counts an open socket until it is dropped, however the connection ends.
+struct OpenSocket(Arc<Metrics>);
+
+impl OpenSocket {
+    fn new(m: Arc<Metrics>) -> Self {
+        m.ws_open.inc();
+        OpenSocket(m)
+    }
+}
+
+impl Drop for OpenSocket {
+    fn drop(&mut self) {
+        self.0.ws_open.dec();
     }
 }
 

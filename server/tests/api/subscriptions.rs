@@ -282,3 +282,166 @@ async fn snapshot_and_stream_agree_with_the_graph_during_churn() {
         .collect();
     assert_eq!(mine, truth);
 }
+
+fn gauge(metrics: &str, name: &str) -> i64 {
+    metrics
+        .lines()
+        .find(|l| l.starts_with(name))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+/// A client that vanishes without `complete` leaves nothing behind: the socket and
+/// subscription gauges return to where they were.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gauges_return_to_baseline_when_a_socket_drops_without_complete() {
+    let app = spawn(&["--demo"]).await;
+    let (_, before) = app.get("/metrics").await;
+    assert_eq!(gauge(&before, "vitistack_websockets_open"), 0);
+    let mut sockets = Vec::new();
+    for i in 0..3 {
+        let mut ws = connect(&app).await;
+        send(
+            &mut ws,
+            json!({"id": format!("s{i}"), "type": "subscribe", "payload": {"query": SUB,
+                "variables": {"kinds": ["Machine"], "ns": "gauges", "snap": true}}}),
+        )
+        .await;
+        // SYNCED: the subscription is listening.
+        assert_eq!(event(&mut ws, &format!("s{i}")).await["type"], "SYNCED");
+        sockets.push(ws);
+    }
+    // Deliver one event to each so the subscriptions are surely running.
+    app.running()
+        .store
+        .apply(vec![Op::Upsert(machine("gauges", "g0", "Pending"))]);
+    for (i, ws) in sockets.iter_mut().enumerate() {
+        assert_eq!(event(ws, &format!("s{i}")).await["name"], "g0");
+    }
+    let (_, during) = app.get("/metrics").await;
+    assert_eq!(gauge(&during, "vitistack_websockets_open"), 3, "{during}");
+    assert_eq!(
+        gauge(
+            &during,
+            "vitistack_subscriptions_active{field=\"resourceChanged\"}"
+        ),
+        3
+    );
+    assert!(
+        gauge(
+            &during,
+            "vitistack_subscription_events_total{field=\"resourceChanged\"}"
+        ) >= 3
+    );
+    // Drop the TCP connections without a close frame or `complete`.
+    drop(sockets);
+    let mut after = String::new();
+    for _ in 0..100 {
+        after = app.get("/metrics").await.1;
+        if gauge(&after, "vitistack_websockets_open") == 0
+            && gauge(
+                &after,
+                "vitistack_subscriptions_active{field=\"resourceChanged\"}",
+            ) == 0
+        {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("gauges did not return to baseline: {after}");
+}
+
+/// A reader that stops reading while the graph changes more than the change stream holds gets
+/// RESYNC, then a fresh snapshot and SYNCED, and ends with the graph's state; memory stays
+/// bounded and other subscribers are not held up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_reader_gets_resync_then_a_fresh_snapshot() {
+    let app = spawn(&[]).await;
+    let store = app.running().store.clone();
+    let mut slow = connect(&app).await;
+    // Whole objects in every event (~1.5 KB each), so the socket buffers fill well before the
+    // change stream overflows.
+    let big = SUB.replace("... on Machine { phase }", "... on Machine { phase raw }");
+    send(
+        &mut slow,
+        json!({"id": "slow", "type": "subscribe", "payload": {"query": big,
+            "variables": {"kinds": ["Machine"], "ns": "busy", "snap": true}}}),
+    )
+    .await;
+    assert_eq!(event(&mut slow, "slow").await["type"], "SYNCED");
+    let mut fast = connect(&app).await;
+    send(
+        &mut fast,
+        json!({"id": "fast", "type": "subscribe", "payload": {"query": SUB,
+            "variables": {"kinds": ["Machine"], "ns": "quiet", "snap": true}}}),
+    )
+    .await;
+    assert_eq!(event(&mut fast, "fast").await["type"], "SYNCED");
+    // Twice what the change stream holds (65,536), while `slow` reads nothing (socket buffers
+    // absorb a few thousand events before the server stops reading the stream for it).
+    let rounds = vitistack::store::CHANGE_BUFFER * 2;
+    let mut batch = Vec::with_capacity(1000);
+    for r in 0..rounds {
+        let phase = if (r / 100) % 2 == 0 {
+            "Running"
+        } else {
+            "Pending"
+        };
+        batch.push(Op::Upsert(machine("busy", &format!("b{}", r % 100), phase)));
+        if batch.len() == 1000 {
+            store.apply(std::mem::take(&mut batch));
+        }
+    }
+    store.apply(batch);
+    // The other subscriber is not held up by the stalled one.
+    store.apply(vec![Op::Upsert(machine("quiet", "q0", "Pending"))]);
+    assert_eq!(event(&mut fast, "fast").await["name"], "q0");
+
+    // Now read: buffered events, then RESYNC, a snapshot, SYNCED.
+    let mut resynced = false;
+    let mut state: BTreeMap<String, String> = BTreeMap::new();
+    let mut seen = 0usize;
+    loop {
+        let e = event(&mut slow, "slow").await;
+        seen += 1;
+        match e["type"].as_str() {
+            Some("RESYNC") => {
+                resynced = true;
+                state.clear();
+            }
+            Some("ADDED" | "MODIFIED") => {
+                state.insert(
+                    e["name"].as_str().unwrap_or_default().into(),
+                    e["object"]["phase"].as_str().unwrap_or_default().into(),
+                );
+            }
+            Some("SYNCED") if resynced => break,
+            other => panic!("unexpected {other:?} after {seen} events: {e}"),
+        }
+    }
+    assert!(resynced);
+    assert!(
+        seen < rounds,
+        "{seen} events: the stalled reader did not get every change"
+    );
+    let truth: BTreeMap<String, String> = store
+        .snapshot()
+        .list_in(Kind::Machine, "busy")
+        .map(|m| {
+            (
+                m.name().to_string(),
+                m.phase().unwrap_or_default().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(state, truth);
+    let (_, metrics) = app.get("/metrics").await;
+    assert!(
+        gauge(
+            &metrics,
+            "vitistack_subscription_resyncs_total{field=\"resourceChanged\"}"
+        ) >= 1,
+        "{metrics}"
+    );
+}

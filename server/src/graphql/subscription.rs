@@ -10,7 +10,7 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 
 use async_graphql::{Context, Enum, SimpleObject, Subscription};
-use futures::Stream;
+use futures::{Stream, StreamExt};
 use tokio::sync::broadcast;
 
 use super::paging::bad_input;
@@ -255,6 +255,43 @@ fn changes(
     })
 }
 
+/// One event of `clusterChanged`: the cluster as it is now, and the change that triggered it.
+#[derive(SimpleObject, Clone)]
+pub struct ClusterEvent {
+    /// Sequence number of the triggering change (of the snapshot for the first event).
+    pub sequence: u64,
+    /// The cluster now (its pipeline, diagnosis, machines, … resolve against the live graph);
+    /// null once it is deleted.
+    pub cluster: Option<super::types::ClusterObj>,
+    /// What changed: the cluster itself or a related object (null for the first event).
+    pub changed: Option<ResourceEvent>,
+}
+
+/// True when `r` is the cluster `(ns, name, id, nn)` or one of its objects.
+fn related(r: &Resource, ns: &str, name: &str, cluster_id: &str, nn: &str) -> bool {
+    if r.namespace() != ns {
+        return false;
+    }
+    match r.kind() {
+        Kind::KubernetesCluster => r.name() == name,
+        Kind::NetworkNamespace => r.name() == nn,
+        Kind::ControlPlaneVirtualSharedIp => {
+            r.name() == cluster_id || r.label(crate::model::LABEL_CLUSTER_ID) == Some(cluster_id)
+        }
+        Kind::Machine | Kind::NetworkConfiguration | Kind::ClusterStorage | Kind::EtcdBackup => {
+            r.label(crate::model::LABEL_CLUSTER_ID) == Some(cluster_id)
+                || r.label(crate::model::LABEL_SOURCE_MACHINE)
+                    .is_some_and(|m| m.starts_with(cluster_id))
+                || match r {
+                    Resource::EtcdBackup(b) => b.spec.cluster_name == name,
+                    Resource::ClusterStorage(c) => c.spec.cluster_id == cluster_id,
+                    _ => false,
+                }
+        }
+        _ => false,
+    }
+}
+
 /// The Subscription root.
 #[derive(Default)]
 pub struct SubscriptionRoot;
@@ -299,5 +336,105 @@ impl SubscriptionRoot {
             snapshot,
             active,
         ))
+    }
+
+    /// A cluster and everything that decides its state: sent first as it is now, then again
+    /// whenever the cluster, its NetworkNamespace, Machines, NetworkConfigurations, VIP, storage
+    /// or backups change (pipeline and diagnosis included). `id` is the cluster's global id.
+    async fn cluster_changed(
+        &self,
+        ctx: &Context<'_>,
+        id: async_graphql::ID,
+    ) -> async_graphql::Result<impl Stream<Item = ClusterEvent> + use<>> {
+        let key = super::types::decode_id(&id).map_err(|e| bad_input("BAD_ID", e))?;
+        if key.kind != Kind::KubernetesCluster {
+            return Err(bad_input(
+                "BAD_ID",
+                format!("{id:?} is a {}, not a KubernetesCluster", key.kind),
+            ));
+        }
+        let store = ctx.data_unchecked::<Arc<Store>>().clone();
+        let active = Active::new(
+            ctx.data_opt::<SubscriptionMetrics>().cloned(),
+            "clusterChanged",
+        );
+        let rx = store.subscribe();
+        let snap = store.snapshot();
+        let current = snap.get_key(&key).cloned();
+        let Some(Resource::KubernetesCluster(kc)) = current.as_deref() else {
+            return Err(bad_input(
+                "NOT_FOUND",
+                format!("no KubernetesCluster {key}"),
+            ));
+        };
+        let (ns, name) = (key.namespace.clone(), key.name.clone());
+        let cluster_id = kc.spec.data.cluster_id.clone();
+        let nn = kc.spec.data.network_namespace_name.clone();
+        let first = ClusterEvent {
+            sequence: snap.seq(),
+            cluster: current.clone().and_then(super::types::ClusterObj::new),
+            changed: None,
+        };
+        let after = snap.seq();
+        active.event(false);
+        let first = futures::stream::once(async move { first });
+        Ok(first.chain(futures::stream::unfold(
+            (rx, store, active, after),
+            move |(mut rx, store, active, after)| {
+                let (ns, name, cluster_id, nn, key) = (
+                    ns.clone(),
+                    name.clone(),
+                    cluster_id.clone(),
+                    nn.clone(),
+                    key.clone(),
+                );
+                async move {
+                    loop {
+                        match rx.recv().await {
+                            Ok(c)
+                                if c.seq > after
+                                    && related(&c.object, &ns, &name, &cluster_id, &nn) =>
+                            {
+                                let t = match c.change {
+                                    ChangeType::Added => ResourceEventType::Added,
+                                    ChangeType::Modified => ResourceEventType::Modified,
+                                    ChangeType::Deleted => ResourceEventType::Deleted,
+                                };
+                                active.event(false);
+                                let ev = ClusterEvent {
+                                    sequence: c.seq,
+                                    cluster: store
+                                        .snapshot()
+                                        .get_key(&key)
+                                        .cloned()
+                                        .and_then(super::types::ClusterObj::new),
+                                    changed: Some(ResourceEvent::of(t, c.seq, &c.object)),
+                                };
+                                return Some((ev, (rx, store, active, after)));
+                            }
+                            Ok(_) => continue,
+                            Err(broadcast::error::RecvError::Lagged(_)) => {
+                                // Missed some changes: send the cluster as it is now.
+                                active.event(true);
+                                let snap = store.snapshot();
+                                let ev = ClusterEvent {
+                                    sequence: snap.seq(),
+                                    cluster: snap
+                                        .get_key(&key)
+                                        .cloned()
+                                        .and_then(super::types::ClusterObj::new),
+                                    changed: Some(ResourceEvent::marker(
+                                        ResourceEventType::Resync,
+                                        snap.seq(),
+                                    )),
+                                };
+                                return Some((ev, (rx, store, active, snap.seq())));
+                            }
+                            Err(broadcast::error::RecvError::Closed) => return None,
+                        }
+                    }
+                }
+            },
+        )))
     }
 }

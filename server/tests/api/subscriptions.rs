@@ -445,3 +445,112 @@ async fn a_paused_reader_gets_resync_then_a_fresh_snapshot() {
         "{metrics}"
     );
 }
+
+/// `clusterChanged` follows one cluster through the pipeline: its state first, then a new state
+/// each time one of its own objects changes, nothing for other clusters' objects, null once
+/// deleted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_changed_follows_one_cluster_through_the_pipeline() {
+    let app = spawn(&["--demo"]).await;
+    let store = app.running().store.clone();
+    let data = app
+        .data(
+            "{ clusters(first: 50) { nodes { id name namespace clusterId diagnosis { stage } } } }",
+            json!({}),
+        )
+        .await;
+    let nodes = data["clusters"]["nodes"].as_array().expect("clusters");
+    let target = nodes
+        .iter()
+        .find(|c| c["diagnosis"]["stage"] == "MACHINES_RUNNING")
+        .expect("a demo cluster waiting for its machines")
+        .clone();
+    let other = nodes
+        .iter()
+        .find(|c| c["name"] != target["name"] && c["diagnosis"]["stage"] == "READY")
+        .expect("another cluster")
+        .clone();
+    let mut ws = connect(&app).await;
+    send(
+        &mut ws,
+        json!({"id": "k", "type": "subscribe", "payload": {"query":
+            "subscription($id: ID!) { clusterChanged(id: $id) { sequence changed { type kind name }
+               cluster { name diagnosis { stage summary } } } }",
+            "variables": {"id": target["id"]}}}),
+    )
+    .await;
+    let first = next(&mut ws).await["payload"]["data"]["clusterChanged"].clone();
+    assert_eq!(first["changed"], Value::Null);
+    assert_eq!(first["cluster"]["diagnosis"]["stage"], "MACHINES_RUNNING");
+
+    let machines_of = |ns: &str, id: &str| -> Vec<Resource> {
+        store
+            .snapshot()
+            .lookup(
+                vitistack::store::Idx::MachineByCluster,
+                &vitistack::store::scoped(ns, id),
+            )
+            .map(|m| (**m).clone())
+            .collect()
+    };
+    let running = |m: &Resource| {
+        let mut v = m.to_value();
+        v["status"]["phase"] = json!("Running");
+        let o = v.as_object_mut().expect("object");
+        o.remove("apiVersion");
+        o.remove("kind");
+        Resource::from_value(Kind::Machine, "v1alpha1", v).expect("machine")
+    };
+    // Another cluster's machine changes: not this subscription's business.
+    let theirs = machines_of(
+        other["namespace"].as_str().unwrap_or_default(),
+        other["clusterId"].as_str().unwrap_or_default(),
+    );
+    let mut touched = theirs[0].clone();
+    touched
+        .meta_mut()
+        .labels
+        .get_or_insert_with(Default::default)
+        .insert("touched".into(), "yes".into());
+    let unrelated = store.apply(vec![Op::Upsert(touched)])[0].seq;
+    // This cluster's machines start one by one.
+    let ours = machines_of(
+        target["namespace"].as_str().unwrap_or_default(),
+        target["clusterId"].as_str().unwrap_or_default(),
+    );
+    assert!(ours.len() >= 2);
+    for m in &ours {
+        store.apply(vec![Op::Upsert(running(m))]);
+    }
+    let mut last = Value::Null;
+    for m in &ours {
+        let e = event_of(&mut ws, "k", "clusterChanged").await;
+        assert!(e["sequence"].as_u64() > Some(unrelated), "{e}");
+        assert_eq!(e["changed"]["kind"], "Machine");
+        assert_eq!(e["changed"]["name"], m.name());
+        last = e;
+    }
+    assert_ne!(
+        last["cluster"]["diagnosis"]["stage"], "MACHINES_RUNNING",
+        "every machine runs: the cluster moved on: {last}"
+    );
+    // Deleted: the cluster is null.
+    store.apply(vec![Op::Delete(Key::new(
+        Kind::KubernetesCluster,
+        target["namespace"].as_str().unwrap_or_default(),
+        target["name"].as_str().unwrap_or_default(),
+    ))]);
+    let gone = event_of(&mut ws, "k", "clusterChanged").await;
+    assert_eq!(gone["changed"]["type"], "DELETED");
+    assert_eq!(gone["cluster"], Value::Null);
+}
+
+async fn event_of(ws: &mut Ws, id: &str, field: &str) -> Value {
+    let v = next(ws).await;
+    assert_eq!(
+        (v["id"].as_str(), v["type"].as_str()),
+        (Some(id), Some("next")),
+        "{v}"
+    );
+    v["payload"]["data"][field].clone()
+}

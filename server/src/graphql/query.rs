@@ -24,7 +24,7 @@ pub struct VersionInfo {
 }
 
 /// A count for one value.
-#[derive(SimpleObject, Clone, Debug)]
+#[derive(SimpleObject, Clone, Debug, PartialEq)]
 pub struct Count {
     /// The value (a phase, provider, stage…); `""` when absent.
     pub value: String,
@@ -46,7 +46,7 @@ fn counts<'a>(values: impl Iterator<Item = &'a str>) -> Vec<Count> {
 }
 
 /// Machines in numbers.
-#[derive(SimpleObject)]
+#[derive(SimpleObject, Clone, Debug, PartialEq)]
 pub struct MachineSummary {
     /// All Machines.
     pub total: usize,
@@ -65,7 +65,7 @@ pub struct MachineSummary {
 }
 
 /// Networks in numbers.
-#[derive(SimpleObject)]
+#[derive(SimpleObject, Clone, Debug, PartialEq)]
 pub struct NetworkSummary {
     /// NetworkNamespaces.
     pub namespaces: usize,
@@ -84,7 +84,7 @@ pub struct NetworkSummary {
 }
 
 /// Storage in numbers.
-#[derive(SimpleObject)]
+#[derive(SimpleObject, Clone, Debug, PartialEq)]
 pub struct StorageSummary {
     /// Disk requested by Machines, in GB.
     pub machine_disk_gb: i64,
@@ -99,7 +99,7 @@ pub struct StorageSummary {
 }
 
 /// Clusters in numbers.
-#[derive(SimpleObject)]
+#[derive(SimpleObject, Clone, Debug, PartialEq)]
 pub struct ClusterSummary {
     /// All KubernetesClusters.
     pub total: usize,
@@ -116,7 +116,7 @@ pub struct ClusterSummary {
 }
 
 /// The whole infrastructure in numbers (the old `/infrastructure` response, typed).
-#[derive(SimpleObject)]
+#[derive(SimpleObject, Clone, Debug, PartialEq)]
 pub struct InfrastructureSummary {
     /// Machines.
     pub machines: MachineSummary,

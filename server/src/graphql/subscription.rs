@@ -292,6 +292,54 @@ fn related(r: &Resource, ns: &str, name: &str, cluster_id: &str, nn: &str) -> bo
     }
 }
 
+/// An aggregate of the graph, sent first as it is, then again after changes settle (`debounce`)
+/// and only when its value changed.
+fn aggregate<T, F>(
+    store: Arc<Store>,
+    debounce: std::time::Duration,
+    active: Active,
+    compute: F,
+) -> impl Stream<Item = T>
+where
+    T: PartialEq + Clone + Send + 'static,
+    F: Fn(&Snapshot) -> T + Send + 'static,
+{
+    let rx = store.subscribe();
+    let first = compute(&store.snapshot());
+    active.event(false);
+    let state = (rx, store, active, compute, first.clone());
+    futures::stream::once(async move { first }).chain(futures::stream::unfold(
+        state,
+        move |(mut rx, store, active, compute, last)| async move {
+            loop {
+                // Wait for a change, then let the burst settle.
+                match rx.recv().await {
+                    Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => {}
+                    Err(broadcast::error::RecvError::Closed) => return None,
+                }
+                tokio::time::sleep(debounce).await;
+                // Drain what arrived meanwhile: one recomputation covers it all.
+                while let Ok(_) | Err(broadcast::error::TryRecvError::Lagged(_)) = rx.try_recv() {}
+                let now = compute(&store.snapshot());
+                if now != last {
+                    active.event(false);
+                    return Some((now.clone(), (rx, store, active, compute, now)));
+                }
+            }
+        },
+    ))
+}
+
+fn debounce_of(ms: u32) -> async_graphql::Result<std::time::Duration> {
+    if !(10..=60_000).contains(&ms) {
+        return Err(bad_input(
+            "BAD_DEBOUNCE",
+            format!("debounceMs must be between 10 and 60000, not {ms}"),
+        ));
+    }
+    Ok(std::time::Duration::from_millis(u64::from(ms)))
+}
+
 /// The Subscription root.
 #[derive(Default)]
 pub struct SubscriptionRoot;
@@ -336,6 +384,50 @@ impl SubscriptionRoot {
             snapshot,
             active,
         ))
+    }
+
+    /// The `infrastructure` summary: sent first, then after each burst of changes settles
+    /// (`debounceMs`, default 250) and only when a number changed.
+    async fn infrastructure_summary(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(default = 250)] debounce_ms: u32,
+    ) -> async_graphql::Result<impl Stream<Item = super::query::InfrastructureSummary> + use<>>
+    {
+        let debounce = debounce_of(debounce_ms)?;
+        let store = ctx.data_unchecked::<Arc<Store>>().clone();
+        let active = Active::new(
+            ctx.data_opt::<SubscriptionMetrics>().cloned(),
+            "infrastructureSummary",
+        );
+        Ok(aggregate(
+            store,
+            debounce,
+            active,
+            super::query::infrastructure_summary,
+        ))
+    }
+
+    /// `hostCapacity` (hosts, usage against limits, how many hosts can fail): sent first, then
+    /// after each burst of changes settles and only when it changed.
+    async fn hosts_changed(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(default = 250)] debounce_ms: u32,
+    ) -> async_graphql::Result<impl Stream<Item = super::types::HostCapacity> + use<>> {
+        let debounce = debounce_of(debounce_ms)?;
+        let store = ctx.data_unchecked::<Arc<Store>>().clone();
+        let o = ctx
+            .data_opt::<crate::domain::hosts::Overcommit>()
+            .copied()
+            .unwrap_or_default();
+        let active = Active::new(
+            ctx.data_opt::<SubscriptionMetrics>().cloned(),
+            "hostsChanged",
+        );
+        Ok(aggregate(store, debounce, active, move |s| {
+            super::types::host_capacity(s, o)
+        }))
     }
 
     /// A cluster and everything that decides its state: sent first as it is now, then again

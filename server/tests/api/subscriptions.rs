@@ -554,3 +554,79 @@ async fn event_of(ws: &mut Ws, id: &str, field: &str) -> Value {
     );
     v["payload"]["data"][field].clone()
 }
+
+/// Aggregates come once per burst of changes and only when a number changed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn aggregates_are_debounced_and_sent_only_when_they_change() {
+    let app = spawn(&["--demo"]).await;
+    let store = app.running().store.clone();
+    let mut ws = connect(&app).await;
+    send(
+        &mut ws,
+        json!({"id": "i", "type": "subscribe", "payload": {"query":
+            "subscription { infrastructureSummary(debounceMs: 100) { machines { total } } }"}}),
+    )
+    .await;
+    send(
+        &mut ws,
+        json!({"id": "h", "type": "subscribe", "payload": {"query":
+            "subscription { hostsChanged(debounceMs: 100) { activeVms vcpusUsed } }"}}),
+    )
+    .await;
+    let mut firsts = BTreeMap::new();
+    for _ in 0..2 {
+        let v = next(&mut ws).await;
+        firsts.insert(
+            v["id"].as_str().unwrap_or_default().to_string(),
+            v["payload"]["data"].clone(),
+        );
+    }
+    let total = firsts["i"]["infrastructureSummary"]["machines"]["total"]
+        .as_i64()
+        .expect("total");
+    let vms = firsts["h"]["hostsChanged"]["activeVms"]
+        .as_i64()
+        .expect("vms");
+
+    // A change that moves no number: nothing is sent. Then a burst of five new machines: one
+    // event, with all five counted.
+    let mut m = store
+        .snapshot()
+        .list(Kind::Machine)
+        .next()
+        .map(|r| (**r).clone())
+        .expect("machine");
+    m.meta_mut()
+        .labels
+        .get_or_insert_with(Default::default)
+        .insert("cosmetic".into(), "yes".into());
+    store.apply(vec![Op::Upsert(m)]);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    for i in 0..5 {
+        store.apply(vec![Op::Upsert(machine(
+            "burst",
+            &format!("b{i}"),
+            "Pending",
+        ))]);
+    }
+    let e = event_of(&mut ws, "i", "infrastructureSummary").await;
+    assert_eq!(e["machines"]["total"].as_i64(), Some(total + 5), "{e}");
+
+    // A new running VM instance: hostsChanged reports it.
+    store.apply(vec![Op::Mirror(
+        Resource::from_value(
+            Kind::VirtualMachineInstance,
+            "v1",
+            json!({"metadata": {"name": "extra", "namespace": "burst"},
+                "spec": {"domain": {"cpu": {"cores": 2}}},
+                "status": {"phase": "Running", "nodeName": "kv-node-01"}}),
+        )
+        .expect("vmi"),
+    )]);
+    let h = event_of(&mut ws, "h", "hostsChanged").await;
+    assert_eq!(h["activeVms"].as_i64(), Some(vms + 1), "{h}");
+    // Machines did not change with the VMI: no infrastructure event is waiting before the next.
+    store.apply(vec![Op::Delete(Key::new(Kind::Machine, "burst", "b0"))]);
+    let e = event_of(&mut ws, "i", "infrastructureSummary").await;
+    assert_eq!(e["machines"]["total"].as_i64(), Some(total + 4), "{e}");
+}

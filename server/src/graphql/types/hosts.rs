@@ -234,7 +234,7 @@ impl VirtualMachineInstanceObj {
 }
 
 /// The fleet's capacity in one answer: what the dashboard's overview tiles show.
-#[derive(SimpleObject, Clone, Debug)]
+#[derive(SimpleObject, Clone, Debug, PartialEq)]
 pub struct HostCapacity {
     /// Hosts in the graph.
     pub hosts: usize,

@@ -111,9 +111,32 @@ fn row(r: &Resource) -> (String, String, i64, String) {
 
 /// Write the latest state of some objects (None = deleted) in one transaction.
 pub async fn write(db: &Db, batch: &BTreeMap<Key, Option<Arc<Resource>>>) -> Result<(), DbError> {
+    write_in_tx(db, batch, false).await
+}
+
+/// Replace the whole table with the store's current objects, in one transaction.
+pub async fn rewrite_all(db: &Db, store: &Store) -> Result<usize, DbError> {
+    let snap = store.snapshot();
+    let all: BTreeMap<Key, Option<Arc<Resource>>> = Kind::ALL
+        .iter()
+        .flat_map(|k| snap.list(*k))
+        .map(|r| (Key::of(r), Some(r.clone())))
+        .collect();
+    write_in_tx(db, &all, true).await?;
+    Ok(all.len())
+}
+
+async fn write_in_tx(
+    db: &Db,
+    batch: &BTreeMap<Key, Option<Arc<Resource>>>,
+    replace_all: bool,
+) -> Result<(), DbError> {
     let s = sql(db.engine());
     with_pool!(db, p => {
         let mut tx = p.begin().await?;
+        if replace_all {
+            sqlx::query(s.delete_all).execute(&mut *tx).await?;
+        }
         for (key, object) in batch {
             match object {
                 Some(r) => {
@@ -142,33 +165,6 @@ pub async fn write(db: &Db, batch: &BTreeMap<Key, Option<Arc<Resource>>>) -> Res
         tx.commit().await?;
     });
     Ok(())
-}
-
-/// Replace the whole table with the store's current objects, in one transaction.
-pub async fn rewrite_all(db: &Db, store: &Store) -> Result<usize, DbError> {
-    let snap = store.snapshot();
-    let s = sql(db.engine());
-    with_pool!(db, p => {
-        let mut tx = p.begin().await?;
-        sqlx::query(s.delete_all).execute(&mut *tx).await?;
-        for kind in Kind::ALL {
-            for r in snap.list(*kind) {
-                let (api_version, uid, rv, body) = row(r);
-                sqlx::query(s.upsert)
-                    .bind(kind.name())
-                    .bind(r.namespace())
-                    .bind(r.name())
-                    .bind(api_version)
-                    .bind(uid)
-                    .bind(rv)
-                    .bind(body)
-                    .execute(&mut *tx)
-                    .await?;
-            }
-        }
-        tx.commit().await?;
-    });
-    Ok(snap.len())
 }
 
 /// What `/health/database` and `/metrics` report about the database.

@@ -147,18 +147,20 @@ fn machine(ns: &str, name: &str, cluster: &str) -> Value {
         "spec": {"provider": "kubevirt", "machineClass": "small"}})
 }
 
+/// m0, m1, m2 in team-a, cluster c1.
+fn three_machines(api: &KubeApi) {
+    for i in 0..3 {
+        api.apply("machines", machine("team-a", &format!("m{i}"), "c1"));
+    }
+}
+
 fn machine_count(store: &vitistack::store::Store) -> usize {
     store.snapshot().count(vitistack::model::Kind::Machine)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn initial_sync_then_every_change_in_order() {
-    let h = Harness::start(|api| {
-        for i in 0..3 {
-            api.apply("machines", machine("team-a", &format!("m{i}"), "c1"));
-        }
-    })
-    .await;
+    let h = Harness::start(three_machines).await;
     h.ready().await;
     let data = h
         .data("{ machines(first: 10) { totalCount nodes { name uid resourceVersion raw } } sources { mode kinds { name served synced objects lastSyncedAt staleSeconds } } }")
@@ -224,12 +226,7 @@ async fn initial_sync_then_every_change_in_order() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gone_410_relists_and_deletes_what_vanished() {
-    let h = Harness::start(|api| {
-        for i in 0..3 {
-            api.apply("machines", machine("team-a", &format!("m{i}"), "c1"));
-        }
-    })
-    .await;
+    let h = Harness::start(three_machines).await;
     h.ready().await;
     let lists_before = h
         .api

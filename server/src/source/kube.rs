@@ -119,6 +119,8 @@ pub struct KindStatus {
     pub errors: u64,
     /// Objects the model could not read (reported, skipped).
     pub undecodable: u64,
+    /// Watch scopes (namespaces) of this kind not listed yet; synced once it reaches 0.
+    pub unsynced_scopes: usize,
 }
 
 impl KindStatus {
@@ -166,7 +168,7 @@ impl SourceStatus {
         }
     }
 
-    fn kube(kinds: &[(Kind, &'static str)]) -> Self {
+    fn kube(kinds: &[(Kind, &'static str)], scopes: impl Fn(Kind) -> usize) -> Self {
         let kinds = kinds
             .iter()
             .map(|(k, version)| {
@@ -176,6 +178,7 @@ impl SourceStatus {
                         name: k.name(),
                         api_version: k.api_version(version),
                         plural: k.plural(),
+                        unsynced_scopes: scopes(*k),
                         ..Default::default()
                     },
                 )
@@ -241,14 +244,17 @@ impl Drop for KubeSource {
 /// Start one watcher per kind (per namespace for namespaced kinds when scoped).
 pub fn start(client: Client, store: Arc<Store>, settings: &KubeSettings) -> KubeSource {
     let kinds = watched_kinds();
-    let status = Arc::new(SourceStatus::kube(&kinds));
-    let mut tasks = Vec::new();
-    for (kind, version) in kinds {
-        let scopes: Vec<Option<String>> = if kind.namespaced() && !settings.namespaces.is_empty() {
+    let scopes_of = |kind: Kind| -> Vec<Option<String>> {
+        if kind.namespaced() && !settings.namespaces.is_empty() {
             settings.namespaces.iter().cloned().map(Some).collect()
         } else {
             vec![None]
-        };
+        }
+    };
+    let status = Arc::new(SourceStatus::kube(&kinds, |k| scopes_of(k).len()));
+    let mut tasks = Vec::new();
+    for (kind, version) in kinds {
+        let scopes = scopes_of(kind);
         for scope in scopes {
             tasks.push(tokio::spawn(watch_kind(
                 client.clone(),
@@ -338,6 +344,7 @@ async fn watch_kind(
     let versions = kind.versions();
     let mut vi = versions.iter().position(|v| *v == version).unwrap_or(0);
     let mut absent_versions = 0;
+    let mut listed_once = false;
     let timeout = settings
         .watch_timeout
         .as_secs()
@@ -374,9 +381,15 @@ async fn watch_kind(
                     let changed = replace_kind(&store, kind, scope, listed);
                     backoff.reset();
                     absent_versions = 0;
+                    let first_sync = !listed_once;
+                    listed_once = true;
                     status.update(kind, |k| {
                         k.served = Some(true);
-                        k.synced = true;
+                        if first_sync {
+                            k.unsynced_scopes = k.unsynced_scopes.saturating_sub(1);
+                        }
+                        // Synced once every namespace scope of the kind has been listed.
+                        k.synced = k.unsynced_scopes == 0;
                         k.lists += 1;
                         k.last_synced_at = Some(now);
                         k.failing_since = None;

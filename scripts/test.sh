@@ -37,7 +37,8 @@ if ! "$venv/bin/python" -c 'import helm_python, kubernetes_validate, yaml' 2>/de
   python3 -m venv "$venv"
   "$venv/bin/pip" install --quiet helm-python-sdk kubernetes-validate pyyaml
 fi
-cargo build --locked -q -p vitistack-server
+# `cargo test` above built the binary (for the integration tests); a separate `cargo build` would
+# rebuild the crate with different dev-dependency features.
 VITISTACK_BIN="$CARGO_TARGET_DIR/debug/vitistack" "$venv/bin/python" -m unittest -v e2e/chart/test_chart.py 2>&1 | tee -a "$log" || status=1
 
 # One closing line for the whole run: cargo's "test result:" lines and unittest's "Ran N tests" / "FAILED (...)".

@@ -34,7 +34,10 @@ pub struct Running {
     pub source: Arc<SourceStatus>,
     task: tokio::task::JoinHandle<std::io::Result<()>>,
     stop: watch::Sender<bool>,
-    writer: tokio::task::JoinHandle<Option<Db>>,
+    /// Embedded source: the task writing objects to the database (it owns the connection).
+    writer: Option<tokio::task::JoinHandle<Option<Db>>>,
+    /// Kube source: the connection, held for closing (nothing is written yet).
+    db: Option<Db>,
     _kube: Option<KubeSource>,
 }
 
@@ -54,6 +57,7 @@ impl Running {
             task,
             stop,
             writer,
+            db,
             _kube,
             ..
         } = self;
@@ -63,7 +67,14 @@ impl Running {
         let served = task.await;
         // The watchers run until the server has stopped serving.
         drop(_kube);
-        finish(stop, writer).await;
+        let _ = stop.send(true);
+        let db = match writer {
+            Some(w) => w.await.ok().flatten(),
+            None => db,
+        };
+        if let Some(db) = db {
+            db.close().await;
+        }
         served??;
         Ok(())
     }
@@ -71,14 +82,9 @@ impl Running {
     /// Stop at once, without waiting for pending writes (tests simulating a crash).
     pub fn abort(&self) {
         self.task.abort();
-        self.writer.abort();
-    }
-}
-
-async fn finish(stop: watch::Sender<bool>, writer: tokio::task::JoinHandle<Option<Db>>) {
-    let _ = stop.send(true);
-    if let Ok(Some(db)) = writer.await {
-        db.close().await;
+        if let Some(w) = &self.writer {
+            w.abort();
+        }
     }
 }
 
@@ -104,12 +110,9 @@ async fn open_database(
             health.ok();
             let restored = match store {
                 None => Ok(0),
-                Some(store) => objects::load(&db).await.map(|(stored, skipped)| {
-                    for s in &skipped {
-                        tracing::warn!(kind = %s.kind, reason = %s.reason, "stored object skipped");
-                    }
-                    store.restore(stored)
-                }),
+                Some(store) => objects::load_logged(&db)
+                    .await
+                    .map(|stored| store.restore(stored)),
             };
             let restored = restored.unwrap_or_else(|e| {
                 tracing::warn!(error = %e, "reading stored objects failed");
@@ -157,24 +160,27 @@ pub async fn start(cfg: &ServeConfig, listener: TcpListener) -> anyhow::Result<R
     // With the kube source the cluster is the truth: nothing is restored or written back.
     let (db_start, restored) =
         open_database(cfg, embedded.then_some(store.as_ref()), &db_health).await;
-    let writer_rx = if embedded {
-        store.subscribe()
+    let (writer, db) = if embedded {
+        let writer = objects::spawn_writer(
+            db_start,
+            store.clone(),
+            store.subscribe(),
+            db_health.clone(),
+            stop_rx.clone(),
+            WriterSettings {
+                flush_interval: Duration::from_millis(cfg.db_flush_interval_ms.max(1)),
+                batch_size: cfg.db_batch_size.max(1),
+            },
+        );
+        (Some(writer), None)
     } else {
-        // A stream that never delivers: the writer only keeps the connection for closing.
-        let (_tx, rx) = tokio::sync::broadcast::channel(1);
-        rx
+        // No object writer: its retry path would merge stored embedded objects into the
+        // cluster's graph. The connection is kept for closing (and for history, later).
+        match db_start {
+            Start::Connected(db) => (None, Some(db)),
+            Start::Retry { .. } => (None, None),
+        }
     };
-    let writer = objects::spawn_writer(
-        db_start,
-        store.clone(),
-        writer_rx,
-        db_health.clone(),
-        stop_rx.clone(),
-        WriterSettings {
-            flush_interval: Duration::from_millis(cfg.db_flush_interval_ms.max(1)),
-            batch_size: cfg.db_batch_size.max(1),
-        },
-    );
 
     let kube = if embedded {
         None
@@ -260,6 +266,7 @@ pub async fn start(cfg: &ServeConfig, listener: TcpListener) -> anyhow::Result<R
         task,
         stop,
         writer,
+        db,
         _kube: kube,
     })
 }

@@ -92,6 +92,15 @@ pub async fn load(db: &Db) -> Result<(Vec<Resource>, Vec<SkippedRow>), DbError> 
     Ok((objects, skipped))
 }
 
+/// Every stored object; rows that no longer decode are logged and left out.
+pub async fn load_logged(db: &Db) -> Result<Vec<Resource>, DbError> {
+    let (objects, skipped) = load(db).await?;
+    for s in &skipped {
+        tracing::warn!(kind = %s.kind, reason = %s.reason, "stored object skipped");
+    }
+    Ok(objects)
+}
+
 /// The row values of an object.
 fn row(r: &Resource) -> (String, String, i64, String) {
     let api_version = r.kind().api_version(r.version());
@@ -440,11 +449,8 @@ async fn run_writer(
 /// The database came back after start-up: objects it holds that the store does not are added
 /// (as changes, so live clients see them); the table is then rewritten from the store.
 async fn merge(db: &Db, store: &Store) {
-    match load(db).await {
-        Ok((objects, skipped)) => {
-            for s in &skipped {
-                tracing::warn!(kind = %s.kind, reason = %s.reason, "stored object skipped");
-            }
+    match load_logged(db).await {
+        Ok(objects) => {
             let snap = store.snapshot();
             let missing: Vec<Op> = objects
                 .into_iter()

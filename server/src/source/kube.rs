@@ -91,18 +91,14 @@ pub async fn client(settings: &KubeSettings) -> Result<Client, String> {
 }
 
 /// The state of one watched kind, for `/health/operators`, GraphQL `sources` and `/metrics`.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct KindStatus {
-    /// Kind name.
-    pub name: &'static str,
+    /// The kind.
+    pub kind: Kind,
     /// `group/version` watched.
     pub api_version: String,
-    /// Plural resource.
-    pub plural: &'static str,
     /// None until the first answer; false when the resource is not installed (404).
     pub served: Option<bool>,
-    /// True once a full list has been applied (stays true across relists).
-    pub synced: bool,
     /// Objects of this kind in the store.
     pub objects: usize,
     /// When the last full list was applied.
@@ -113,23 +109,37 @@ pub struct KindStatus {
     pub failing_since: Option<jiff::Timestamp>,
     /// The last error, while failing.
     pub error: Option<String>,
-    /// Lists done (first sync and every relist).
-    pub lists: u64,
-    /// Errors seen.
-    pub errors: u64,
-    /// Objects the model could not read (reported, skipped).
-    pub undecodable: u64,
-    /// Watch scopes (namespaces) of this kind not listed yet; synced once it reaches 0.
+    /// Watch scopes (namespaces) of this kind not listed yet.
     pub unsynced_scopes: usize,
 }
 
 impl KindStatus {
+    fn new(kind: Kind, version: &str, unsynced_scopes: usize) -> Self {
+        KindStatus {
+            kind,
+            api_version: kind.api_version(version),
+            served: None,
+            objects: 0,
+            last_synced_at: None,
+            last_event_at: None,
+            failing_since: None,
+            error: None,
+            unsynced_scopes,
+        }
+    }
+
+    /// True once every watched namespace of the kind has been listed in full (stays true
+    /// across relists).
+    pub fn synced(&self) -> bool {
+        self.unsynced_scopes == 0
+    }
+
     /// Seconds the data of this kind may be behind the cluster: 0 while the watch is healthy,
     /// else the time since it started failing.
     pub fn stale_seconds(&self, now: jiff::Timestamp) -> f64 {
         match self.failing_since {
             Some(t) => (now - t).total(jiff::Unit::Second).unwrap_or(0.0).max(0.0),
-            None if self.synced => 0.0,
+            None if self.synced() => 0.0,
             None => f64::NAN,
         }
     }
@@ -152,12 +162,8 @@ impl SourceStatus {
                 (
                     k.name(),
                     KindStatus {
-                        name: k.name(),
-                        api_version: k.api_version(k.versions()[0]),
-                        plural: k.plural(),
                         served: Some(true),
-                        synced: true,
-                        ..Default::default()
+                        ..KindStatus::new(*k, k.versions()[0], 0)
                     },
                 )
             })
@@ -171,18 +177,7 @@ impl SourceStatus {
     fn kube(kinds: &[(Kind, &'static str)], scopes: impl Fn(Kind) -> usize) -> Self {
         let kinds = kinds
             .iter()
-            .map(|(k, version)| {
-                (
-                    k.name(),
-                    KindStatus {
-                        name: k.name(),
-                        api_version: k.api_version(version),
-                        plural: k.plural(),
-                        unsynced_scopes: scopes(*k),
-                        ..Default::default()
-                    },
-                )
-            })
+            .map(|(k, version)| (k.name(), KindStatus::new(*k, version, scopes(*k))))
             .collect();
         SourceStatus {
             mode: "kube",
@@ -197,9 +192,7 @@ impl SourceStatus {
             .values()
             .cloned()
             .map(|mut k| {
-                if let Ok(kind) = k.name.parse::<Kind>() {
-                    k.objects = snap.count(kind);
-                }
+                k.objects = snap.count(k.kind);
                 k
             })
             .collect()
@@ -210,7 +203,7 @@ impl SourceStatus {
         self.kinds
             .lock()
             .values()
-            .all(|k| k.synced || k.served == Some(false))
+            .all(|k| k.synced() || k.served == Some(false))
     }
 
     fn update(&self, kind: Kind, f: impl FnOnce(&mut KindStatus)) {
@@ -374,7 +367,7 @@ async fn watch_kind(
                 Ok(watcher::Event::Init) => listing = Some(Vec::new()),
                 Ok(watcher::Event::InitApply(obj)) => match to_resource(kind, version, obj) {
                     Ok(r) => listing.get_or_insert_with(Vec::new).push(r),
-                    Err(e) => undecodable(&status, kind, &e),
+                    Err(e) => undecodable(kind, &e),
                 },
                 Ok(watcher::Event::InitDone) => {
                     let listed = listing.take().unwrap_or_default();
@@ -388,9 +381,6 @@ async fn watch_kind(
                         if first_sync {
                             k.unsynced_scopes = k.unsynced_scopes.saturating_sub(1);
                         }
-                        // Synced once every namespace scope of the kind has been listed.
-                        k.synced = k.unsynced_scopes == 0;
-                        k.lists += 1;
                         k.last_synced_at = Some(now);
                         k.failing_since = None;
                         k.error = None;
@@ -407,7 +397,7 @@ async fn watch_kind(
                         store.apply(vec![Op::Mirror(r)]);
                         healthy(&status, kind, now);
                     }
-                    Err(e) => undecodable(&status, kind, &e),
+                    Err(e) => undecodable(kind, &e),
                 },
                 Ok(watcher::Event::Delete(obj)) => {
                     let ns = obj.metadata.namespace.clone().unwrap_or_default();
@@ -441,7 +431,6 @@ async fn watch_kind(
                         absent_versions = 0;
                     }
                     status.update(kind, |k| {
-                        k.errors += 1;
                         k.error = Some(if absent {
                             format!(
                                 "{} is not served by the API server (CRD not installed?)",
@@ -483,9 +472,8 @@ fn healthy(status: &SourceStatus, kind: Kind, now: jiff::Timestamp) {
     });
 }
 
-fn undecodable(status: &SourceStatus, kind: Kind, e: &str) {
+fn undecodable(kind: Kind, e: &str) {
     tracing::warn!(kind = kind.name(), error = %e, "object skipped: the model cannot read it");
-    status.update(kind, |k| k.undecodable += 1);
 }
 
 /// Make the store's objects of `kind` (in `namespace`, or all) exactly `listed`, atomically:
@@ -559,11 +547,11 @@ impl SourceStatus {
                 .kinds(snap)
                 .into_iter()
                 .map(|k| KindReport {
-                    name: k.name.to_string(),
+                    name: k.kind.name().to_string(),
                     stale_seconds: Some(k.stale_seconds(now)).filter(|s| s.is_finite()),
+                    synced: k.synced(),
                     api_version: k.api_version,
                     served: k.served,
-                    synced: k.synced,
                     objects: k.objects,
                     last_synced_at: k.last_synced_at.map(|t| t.to_string()),
                     last_event_at: k.last_event_at.map(|t| t.to_string()),

@@ -24,11 +24,14 @@ use crate::model::{Condition, Kind, Resource};
 use crate::store::{Key, Snapshot};
 
 /// The snapshot a request reads (set once per request, so the whole answer is consistent).
-pub fn snap(ctx: &Context<'_>) -> Arc<Snapshot> {
+pub fn snap<'a>(ctx: &Context<'a>) -> std::borrow::Cow<'a, Arc<Snapshot>> {
     match ctx.data_opt::<Arc<Snapshot>>() {
-        Some(s) => s.clone(),
+        // Queries: borrowed, no reference count touched per resolver.
+        Some(s) => std::borrow::Cow::Borrowed(s),
         // Subscriptions have no per-request snapshot: their events read the live graph.
-        None => ctx.data_unchecked::<Arc<crate::store::Store>>().snapshot(),
+        None => {
+            std::borrow::Cow::Owned(ctx.data_unchecked::<Arc<crate::store::Store>>().snapshot())
+        }
     }
 }
 

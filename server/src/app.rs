@@ -208,7 +208,13 @@ pub async fn start(cfg: &ServeConfig, listener: TcpListener) -> anyhow::Result<R
         store: store.clone(),
         subscription_metrics: Some(metrics.subscriptions.clone()),
     });
+    let cache = Arc::new(crate::http::cache::ResponseCache::new(
+        cfg.response_cache_mb.saturating_mul(1024 * 1024),
+        metrics.cache_hits.clone(),
+        metrics.cache_misses.clone(),
+    ));
     let state = AppState {
+        cache,
         store: store.clone(),
         schema,
         ready: ready.clone(),

@@ -60,6 +60,11 @@ pub struct ServeConfig {
     #[arg(long, env = "MAX_QUERY_DEPTH", default_value_t = 16)]
     pub max_query_depth: usize,
 
+    /// Memory kept for answers to repeated queries on an unchanged graph, in MiB (0 = off).
+    /// Answers are exact: the cache is dropped whenever the graph changes.
+    #[arg(long, env = "RESPONSE_CACHE_MB", default_value_t = 32)]
+    pub response_cache_mb: usize,
+
     /// Where objects come from: `kube` (watch a cluster), `embedded` (files, demo, database), or
     /// `auto`: kube when KUBECONFIG, KUBE_CONTEXT or an in-cluster service account is present
     /// (and no demo was asked for), embedded otherwise.

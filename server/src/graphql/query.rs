@@ -520,6 +520,8 @@ impl Query {
     /// Where the data comes from and how current each kind is: show staleness instead of
     /// pretending to be live.
     async fn sources(&self, ctx: &Context<'_>) -> crate::source::kube::OperatorsReport {
+        // Staleness depends on the clock and the watches, not only on the snapshot.
+        crate::http::cache::mark_volatile(ctx);
         ctx.data_unchecked::<Arc<crate::source::kube::SourceStatus>>()
             .report(&snap(ctx))
     }

@@ -27,6 +27,10 @@ pub struct Metrics {
     kind_stale: prometheus::GaugeVec,
     /// Open GraphQL WebSockets.
     pub ws_open: IntGauge,
+    /// Queries answered from the response cache.
+    pub cache_hits: prometheus::IntCounter,
+    /// Queries executed (cache miss, uncacheable, or cache off).
+    pub cache_misses: prometheus::IntCounter,
     /// Subscription gauges and counters (handed to the schema).
     pub subscriptions: crate::graphql::subscription::SubscriptionMetrics,
 }
@@ -93,6 +97,16 @@ impl Metrics {
             ),
             &["kind"],
         )?;
+        let cache_hits = prometheus::IntCounter::new(
+            "vitistack_graphql_cache_hits_total",
+            "GraphQL queries answered from the response cache (same query on an unchanged graph)",
+        )?;
+        let cache_misses = prometheus::IntCounter::new(
+            "vitistack_graphql_cache_misses_total",
+            "GraphQL operations executed instead of answered from the response cache",
+        )?;
+        registry.register(Box::new(cache_hits.clone()))?;
+        registry.register(Box::new(cache_misses.clone()))?;
         let ws_open = IntGauge::new("vitistack_websockets_open", "Open GraphQL WebSockets")?;
         let subscriptions = crate::graphql::subscription::SubscriptionMetrics::new()?;
         registry.register(Box::new(ws_open.clone()))?;
@@ -122,6 +136,8 @@ impl Metrics {
             kind_synced,
             kind_stale,
             ws_open,
+            cache_hits,
+            cache_misses,
             subscriptions,
         })
     }

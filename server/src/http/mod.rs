@@ -1,5 +1,6 @@
 //! The HTTP surface: GraphQL (POST, and GraphiQL on GET), health, readiness, metrics, and the page.
 
+pub mod cache;
 mod metrics;
 
 use std::sync::Arc;
@@ -7,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use async_graphql::http::GraphiQLSource;
-use async_graphql_axum::{GraphQLRequest, GraphQLResponse};
+use async_graphql_axum::GraphQLRequest;
 use axum::Router;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
@@ -42,6 +43,8 @@ pub struct AppState {
     pub db_health: Arc<DbHealth>,
     /// Where objects come from, and how current each kind is.
     pub source: Arc<SourceStatus>,
+    /// Answers to repeated queries on an unchanged graph.
+    pub cache: Arc<cache::ResponseCache>,
 }
 
 /// The router with every route.
@@ -80,7 +83,7 @@ async fn graphql_get(State(app): State<AppState>, uri: axum::http::Uri) -> Respo
         return Html(page).into_response();
     };
     match async_graphql::http::parse_query_string(query) {
-        Ok(req) => execute(&app, req).await.into_response(),
+        Ok(req) => execute(&app, req).await,
         Err(e) => {
             let body = json!({"errors": [{"message": format!("bad GraphQL GET request: {e}")}]});
             (StatusCode::BAD_REQUEST, axum::Json(body)).into_response()
@@ -122,29 +125,69 @@ impl Drop for OpenSocket {
     }
 }
 
-async fn graphql(State(app): State<AppState>, req: GraphQLRequest) -> GraphQLResponse {
+async fn graphql(State(app): State<AppState>, req: GraphQLRequest) -> Response {
     execute(&app, req.into_inner()).await
 }
 
-async fn execute(app: &AppState, request: async_graphql::Request) -> GraphQLResponse {
+async fn execute(app: &AppState, mut request: async_graphql::Request) -> Response {
     let started = Instant::now();
     // One snapshot per request: every field of the answer reads the same version of the graph.
-    let mut response = app.schema.execute(request.data(app.store.snapshot())).await;
+    let snapshot = app.store.snapshot();
+    let seq = snapshot.seq();
+    let key = cache::Key::of(&request);
+    let (answer, _) = app
+        .cache
+        .get_or_execute(seq, key, || async move {
+            // Only queries are kept; a document that does not parse is answered with its errors.
+            let is_query = request.parsed_query().is_ok_and(only_queries);
+            let volatile = cache::Volatile::default();
+            let request = request.data(snapshot).data(volatile.clone());
+            let mut response = app.schema.execute(request).await;
+            rewrite_limit_errors(&mut response, app.max_depth);
+            let ok = response.errors.is_empty();
+            app.metrics.observe_graphql(started.elapsed(), ok);
+            cache::Answer {
+                body: serde_json::to_vec(&response)
+                    .map(bytes::Bytes::from)
+                    .unwrap_or_else(|e| {
+                        bytes::Bytes::from(
+                            json!({"errors": [{"message": format!("answer not serializable: {e}")}]})
+                                .to_string(),
+                        )
+                    }),
+                cacheable: ok && is_query && !volatile.is_marked(),
+            }
+        })
+        .await;
+    (
+        [(header::CONTENT_TYPE, "application/graphql-response+json")],
+        answer.body,
+    )
+        .into_response()
+}
+
+fn only_queries(doc: &async_graphql::parser::types::ExecutableDocument) -> bool {
+    use async_graphql::parser::types::{DocumentOperations, OperationType};
+    match &doc.operations {
+        DocumentOperations::Single(op) => op.node.ty == OperationType::Query,
+        DocumentOperations::Multiple(ops) => {
+            ops.values().all(|op| op.node.ty == OperationType::Query)
+        }
+    }
+}
+
+/// async-graphql's wording names neither the limit nor its value.
+fn rewrite_limit_errors(response: &mut async_graphql::Response, max_depth: usize) {
     for e in &mut response.errors {
-        // async-graphql's wording names neither the limit nor its value.
         if e.message == "Query is nested too deep." {
             e.message = format!(
-                "the query is nested deeper than the limit of {} levels (MAX_QUERY_DEPTH)",
-                app.max_depth
+                "the query is nested deeper than the limit of {max_depth} levels (MAX_QUERY_DEPTH)"
             );
             e.extensions
                 .get_or_insert_with(Default::default)
                 .set("code", "DEPTH_LIMIT");
         }
     }
-    app.metrics
-        .observe_graphql(started.elapsed(), response.errors.is_empty());
-    response.into()
 }
 
 async fn health() -> Response {

@@ -215,6 +215,7 @@ pub async fn start(cfg: &ServeConfig, listener: TcpListener) -> anyhow::Result<R
     ));
     let state = AppState {
         cache,
+        gate: Arc::new(crate::http::ws::Gate::new(cfg.stream_settings())),
         store: store.clone(),
         schema,
         ready: ready.clone(),
@@ -226,14 +227,17 @@ pub async fn start(cfg: &ServeConfig, listener: TcpListener) -> anyhow::Result<R
     let addr = listener.local_addr()?;
     let mut http_stop = stop_rx;
     let task = tokio::spawn(async move {
-        axum::serve(listener, router(state))
-            .with_graceful_shutdown(async move {
-                tokio::select! {
-                    _ = shutdown() => {},
-                    _ = http_stop.wait_for(|s| *s) => {},
-                }
-            })
-            .await
+        axum::serve(
+            listener,
+            router(state).into_make_service_with_connect_info::<std::net::SocketAddr>(),
+        )
+        .with_graceful_shutdown(async move {
+            tokio::select! {
+                _ = shutdown() => {},
+                _ = http_stop.wait_for(|s| *s) => {},
+            }
+        })
+        .await
     });
 
     if !embedded {

@@ -60,6 +60,30 @@ pub struct ServeConfig {
     #[arg(long, env = "MAX_QUERY_DEPTH", default_value_t = 16)]
     pub max_query_depth: usize,
 
+    /// Seconds a WebSocket client has to send `connection_init` (then closed with 4408).
+    #[arg(long, env = "WS_INIT_TIMEOUT_SECONDS", default_value_t = 3)]
+    pub ws_init_timeout_seconds: u64,
+
+    /// Seconds between server keep-alives on WebSockets (`ping` / `ka`) and SSE streams.
+    #[arg(long, env = "STREAM_KEEPALIVE_SECONDS", default_value_t = 12)]
+    pub stream_keepalive_seconds: u64,
+
+    /// Operations (subscriptions) running at once on one WebSocket.
+    #[arg(long, env = "STREAM_MAX_OPERATIONS_PER_SOCKET", default_value_t = 100)]
+    pub stream_max_operations_per_socket: usize,
+
+    /// Open WebSockets and SSE streams per client address.
+    #[arg(
+        long,
+        env = "STREAM_MAX_CONNECTIONS_PER_CLIENT",
+        default_value_t = 1000
+    )]
+    pub stream_max_connections_per_client: usize,
+
+    /// Open WebSockets and SSE streams in total.
+    #[arg(long, env = "STREAM_MAX_CONNECTIONS", default_value_t = 20000)]
+    pub stream_max_connections: usize,
+
     /// Memory kept for answers to repeated queries on an unchanged graph, in MiB (0 = off).
     /// Answers are exact: the cache is dropped whenever the graph changes.
     #[arg(long, env = "RESPONSE_CACHE_MB", default_value_t = 32)]
@@ -235,7 +259,43 @@ impl ServeConfig {
         if self.max_page_size == 0 {
             return Err("MAX_PAGE_SIZE must be at least 1".into());
         }
+        for (name, v) in [
+            (
+                "WS_INIT_TIMEOUT_SECONDS",
+                self.ws_init_timeout_seconds as usize,
+            ),
+            (
+                "STREAM_KEEPALIVE_SECONDS",
+                self.stream_keepalive_seconds as usize,
+            ),
+            (
+                "STREAM_MAX_OPERATIONS_PER_SOCKET",
+                self.stream_max_operations_per_socket,
+            ),
+            (
+                "STREAM_MAX_CONNECTIONS_PER_CLIENT",
+                self.stream_max_connections_per_client,
+            ),
+            ("STREAM_MAX_CONNECTIONS", self.stream_max_connections),
+        ] {
+            if v == 0 {
+                return Err(format!("{name} must be at least 1"));
+            }
+        }
         Ok(())
+    }
+}
+
+impl ServeConfig {
+    /// The streaming limits and timers.
+    pub fn stream_settings(&self) -> crate::http::ws::StreamSettings {
+        crate::http::ws::StreamSettings {
+            init_timeout: std::time::Duration::from_secs(self.ws_init_timeout_seconds),
+            keepalive: std::time::Duration::from_secs(self.stream_keepalive_seconds),
+            max_operations_per_socket: self.stream_max_operations_per_socket,
+            max_per_client: self.stream_max_connections_per_client,
+            max_total: self.stream_max_connections,
+        }
     }
 }
 

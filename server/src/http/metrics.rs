@@ -27,6 +27,10 @@ pub struct Metrics {
     kind_stale: prometheus::GaugeVec,
     /// Open GraphQL WebSockets.
     pub ws_open: IntGauge,
+    /// WebSocket closes by code (`client` when the client closed or vanished).
+    pub ws_closes: IntCounterVec,
+    /// Open GraphQL SSE streams.
+    pub sse_open: IntGauge,
     /// Queries answered from the response cache.
     pub cache_hits: prometheus::IntCounter,
     /// Queries executed (cache miss, uncacheable, or cache off).
@@ -108,6 +112,16 @@ impl Metrics {
         registry.register(Box::new(cache_hits.clone()))?;
         registry.register(Box::new(cache_misses.clone()))?;
         let ws_open = IntGauge::new("vitistack_websockets_open", "Open GraphQL WebSockets")?;
+        let ws_closes = IntCounterVec::new(
+            Opts::new(
+                "vitistack_websocket_closes_total",
+                "GraphQL WebSockets closed, by close code the server sent (`client`: closed by the client)",
+            ),
+            &["code"],
+        )?;
+        let sse_open = IntGauge::new("vitistack_sse_streams_open", "Open GraphQL SSE streams")?;
+        registry.register(Box::new(ws_closes.clone()))?;
+        registry.register(Box::new(sse_open.clone()))?;
         let subscriptions = crate::graphql::subscription::SubscriptionMetrics::new()?;
         registry.register(Box::new(ws_open.clone()))?;
         registry.register(Box::new(subscriptions.active.clone()))?;
@@ -136,10 +150,18 @@ impl Metrics {
             kind_synced,
             kind_stale,
             ws_open,
+            ws_closes,
+            sse_open,
             cache_hits,
             cache_misses,
             subscriptions,
         })
+    }
+
+    /// Count a closed WebSocket: the code the server sent, or None when the client ended it.
+    pub fn ws_closed(&self, code: Option<u16>) {
+        let label = code.map_or_else(|| "client".to_string(), |c| c.to_string());
+        self.ws_closes.with_label_values(&[label.as_str()]).inc();
     }
 
     /// Count one GraphQL operation.

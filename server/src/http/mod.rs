@@ -2,6 +2,7 @@
 
 pub mod cache;
 mod metrics;
+pub mod ws;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -10,11 +11,13 @@ use std::time::Instant;
 use async_graphql::http::GraphiQLSource;
 use async_graphql_axum::GraphQLRequest;
 use axum::Router;
-use axum::extract::State;
+use axum::extract::{ConnectInfo, State};
 use axum::http::{StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
+use futures::StreamExt;
 use serde_json::json;
+use std::net::SocketAddr;
 
 pub use metrics::Metrics;
 
@@ -45,6 +48,8 @@ pub struct AppState {
     pub source: Arc<SourceStatus>,
     /// Answers to repeated queries on an unchanged graph.
     pub cache: Arc<cache::ResponseCache>,
+    /// Admits WebSockets and SSE streams under the caps.
+    pub gate: Arc<ws::Gate>,
 }
 
 /// The router with every route.
@@ -53,6 +58,10 @@ pub fn router(state: AppState) -> Router {
         .route("/", get(index))
         .route("/graphql", get(graphql_get).post(graphql))
         .route("/graphql/ws", get(graphql_ws))
+        .route(
+            "/graphql/stream",
+            get(graphql_sse_get).post(graphql_sse_post),
+        )
         .route("/health", get(health))
         .route("/health/live", get(health))
         .route("/health/database", get(health_database))
@@ -94,26 +103,89 @@ async fn graphql_get(State(app): State<AppState>, uri: axum::http::Uri) -> Respo
 /// GraphQL over WebSocket: `graphql-transport-ws` and the legacy `graphql-ws` subprotocol.
 async fn graphql_ws(
     State(app): State<AppState>,
-    protocol: async_graphql_axum::GraphQLProtocol,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
     upgrade: axum::extract::WebSocketUpgrade,
 ) -> Response {
-    let schema = app.schema.clone();
-    let metrics = app.metrics.clone();
     upgrade
-        .protocols(async_graphql::http::ALL_WEBSOCKET_PROTOCOLS)
-        .on_upgrade(move |socket| async move {
-            let _open = OpenSocket::new(metrics);
-            async_graphql_axum::GraphQLWebSocket::new(socket, schema, protocol)
-                .serve()
-                .await;
+        .protocols(ws::PROTOCOLS)
+        .on_upgrade(move |socket| ws::serve(socket, app, peer.ip()))
+}
+
+/// GraphQL over SSE (GET with `query`, `variables`, `operationName` parameters).
+async fn graphql_sse_get(
+    State(app): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    uri: axum::http::Uri,
+) -> Response {
+    match async_graphql::http::parse_query_string(uri.query().unwrap_or_default()) {
+        Ok(req) => sse(app, peer.ip(), req),
+        Err(e) => {
+            let body = json!({"errors": [{"message": format!("bad GraphQL SSE request: {e}")}]});
+            (StatusCode::BAD_REQUEST, axum::Json(body)).into_response()
+        }
+    }
+}
+
+/// GraphQL over SSE (POST with a JSON body, as on `/graphql`).
+async fn graphql_sse_post(
+    State(app): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    req: GraphQLRequest,
+) -> Response {
+    sse(app, peer.ip(), req.into_inner())
+}
+
+/// One operation as an event stream: `next` events (each a GraphQL response), then `complete`.
+/// Same semantics as a WebSocket operation; counts against the same connection caps.
+fn sse(app: AppState, client: std::net::IpAddr, request: async_graphql::Request) -> Response {
+    use axum::response::sse::{Event, KeepAlive, Sse};
+    let admission = match app.gate.admit(client) {
+        Ok(a) => a,
+        Err(reason) => {
+            let body = json!({"errors": [{"message": reason, "extensions": {"code": "CONNECTION_LIMIT"}}]});
+            return (StatusCode::TOO_MANY_REQUESTS, axum::Json(body)).into_response();
+        }
+    };
+    let open = SseOpen::new(app.metrics.clone());
+    let keepalive = app.gate.settings.keepalive;
+    let events = ws::execute_stream(&app, request)
+        .map(|response| {
+            let data = serde_json::to_string(&response).unwrap_or_else(|e| {
+                json!({"errors": [{"message": format!("event not serializable: {e}")}]}).to_string()
+            });
+            Ok::<_, std::convert::Infallible>(Event::default().event("next").data(data))
         })
+        .chain(futures::stream::once(async move {
+            // Held until the stream ends or the client goes away.
+            drop((admission, open));
+            Ok(Event::default().event("complete").data(""))
+        }));
+    Sse::new(events)
+        .keep_alive(KeepAlive::new().interval(keepalive))
+        .into_response()
+}
+
+/// Counts an open SSE stream until it is dropped.
+struct SseOpen(Arc<Metrics>);
+
+impl SseOpen {
+    fn new(m: Arc<Metrics>) -> Self {
+        m.sse_open.inc();
+        SseOpen(m)
+    }
+}
+
+impl Drop for SseOpen {
+    fn drop(&mut self) {
+        self.0.sse_open.dec();
+    }
 }
 
 /// Counts an open socket until it is dropped, however the connection ends.
-struct OpenSocket(Arc<Metrics>);
+pub(crate) struct OpenSocket(Arc<Metrics>);
 
 impl OpenSocket {
-    fn new(m: Arc<Metrics>) -> Self {
+    pub(crate) fn new(m: Arc<Metrics>) -> Self {
         m.ws_open.inc();
         OpenSocket(m)
     }
@@ -125,7 +197,20 @@ impl Drop for OpenSocket {
     }
 }
 
-async fn graphql(State(app): State<AppState>, req: GraphQLRequest) -> Response {
+/// POST: a JSON answer, or an SSE stream when the client accepts only `text/event-stream`.
+async fn graphql(
+    State(app): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: axum::http::HeaderMap,
+    req: GraphQLRequest,
+) -> Response {
+    let wants_sse = headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|a| a.contains("text/event-stream") && !a.contains("json"));
+    if wants_sse {
+        return sse(app, peer.ip(), req.into_inner());
+    }
     execute(&app, req.into_inner()).await
 }
 

@@ -5,6 +5,7 @@ mod cache;
 mod diagnosis;
 mod fixtures;
 mod persistence;
+mod protocol;
 mod queries;
 mod robustness;
 mod subscriptions;

@@ -1,0 +1,448 @@
+//! GraphQL over WebSocket: our own protocol layer over async-graphql's executor.
+//!
+//! Speaks `graphql-transport-ws` (the graphql-ws library's protocol) and the legacy `graphql-ws`
+//! subprotocol (subscriptions-transport-ws). async-graphql's built-in layer differs from the
+//! transport-ws spec where it matters to clients: invalid messages close with 1002 (spec: 4400),
+//! a subscribe before the acknowledgement closes with 1011 (spec: 4401), a reused operation id
+//! silently replaces the running one (spec: 4409), and there is no initialisation timeout (spec:
+//! 4408) and no server ping. This layer enforces the spec's codes, pings, and our caps:
+//! operations per socket, sockets per client and sockets in total (shared with SSE streams).
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use async_graphql::parser::types::{DocumentOperations, ExecutableDocument, OperationType};
+use axum::extract::ws::{CloseFrame, Message, WebSocket};
+use futures::stream::{AbortHandle, Abortable, BoxStream, SelectAll};
+use futures::{SinkExt, StreamExt};
+use parking_lot::Mutex;
+use serde_json::{Value, json};
+
+use super::AppState;
+
+/// Limits and timers of streaming connections (WebSocket and SSE).
+#[derive(Clone, Debug)]
+pub struct StreamSettings {
+    /// Time a WebSocket client has to send `connection_init` (close 4408 after).
+    pub init_timeout: Duration,
+    /// Interval of server keep-alives (`ping`, `ka`, SSE comments).
+    pub keepalive: Duration,
+    /// Operations running at once on one socket.
+    pub max_operations_per_socket: usize,
+    /// Open sockets and SSE streams per client address.
+    pub max_per_client: usize,
+    /// Open sockets and SSE streams in total.
+    pub max_total: usize,
+}
+
+impl Default for StreamSettings {
+    fn default() -> Self {
+        StreamSettings {
+            init_timeout: Duration::from_secs(3),
+            keepalive: Duration::from_secs(12),
+            max_operations_per_socket: 100,
+            max_per_client: 1_000,
+            max_total: 20_000,
+        }
+    }
+}
+
+/// Admits streaming connections under the caps. Until authentication exists, a client (the
+/// principal the per-client cap counts) is the peer's IP address.
+pub struct Gate {
+    /// The limits.
+    pub settings: StreamSettings,
+    total: AtomicUsize,
+    per_client: Mutex<HashMap<IpAddr, usize>>,
+}
+
+/// One admitted connection; releases its place when dropped.
+pub struct Admission {
+    gate: Arc<Gate>,
+    client: IpAddr,
+}
+
+impl Gate {
+    /// A gate with these limits.
+    pub fn new(settings: StreamSettings) -> Self {
+        Gate {
+            settings,
+            total: AtomicUsize::new(0),
+            per_client: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Take a place for `client`, or say which limit refuses it.
+    pub fn admit(self: &Arc<Self>, client: IpAddr) -> Result<Admission, String> {
+        let mut per = self.per_client.lock();
+        let total = self.total.load(Ordering::Acquire);
+        if total >= self.settings.max_total {
+            return Err(format!(
+                "server has {total} streaming connections open, the limit (STREAM_MAX_CONNECTIONS) is {}",
+                self.settings.max_total
+            ));
+        }
+        let mine = per.entry(client).or_insert(0);
+        if *mine >= self.settings.max_per_client {
+            return Err(format!(
+                "{client} has {mine} streaming connections open, the limit per client (STREAM_MAX_CONNECTIONS_PER_CLIENT) is {}",
+                self.settings.max_per_client
+            ));
+        }
+        *mine += 1;
+        self.total.fetch_add(1, Ordering::AcqRel);
+        Ok(Admission {
+            gate: self.clone(),
+            client,
+        })
+    }
+
+    /// Connections open now.
+    pub fn open(&self) -> usize {
+        self.total.load(Ordering::Acquire)
+    }
+}
+
+impl Drop for Admission {
+    fn drop(&mut self) {
+        let mut per = self.gate.per_client.lock();
+        if let Some(n) = per.get_mut(&self.client) {
+            *n -= 1;
+            if *n == 0 {
+                per.remove(&self.client);
+            }
+        }
+        self.gate.total.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// The type of the operation a document would run (None when it names no runnable operation).
+pub fn operation_type(doc: &ExecutableDocument, name: Option<&str>) -> Option<OperationType> {
+    match (&doc.operations, name) {
+        (DocumentOperations::Single(op), _) => Some(op.node.ty),
+        (DocumentOperations::Multiple(ops), Some(n)) => ops.get(n).map(|op| op.node.ty),
+        (DocumentOperations::Multiple(ops), None) if ops.len() == 1 => {
+            ops.values().next().map(|op| op.node.ty)
+        }
+        _ => None,
+    }
+}
+
+/// Execute `request` as a stream: queries read one snapshot for the whole answer; subscriptions
+/// read the live store as their events happen.
+pub fn execute_stream(
+    app: &AppState,
+    mut request: async_graphql::Request,
+) -> BoxStream<'static, async_graphql::Response> {
+    let name = request.operation_name.clone();
+    let ty = request
+        .parsed_query()
+        .ok()
+        .and_then(|d| operation_type(d, name.as_deref()));
+    if ty != Some(OperationType::Subscription) {
+        request = request.data(app.store.snapshot());
+    }
+    app.schema.execute_stream(request)
+}
+
+/// Which subprotocol the socket speaks.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Protocol {
+    /// `graphql-transport-ws`.
+    Transport,
+    /// `graphql-ws` (subscriptions-transport-ws, legacy).
+    Legacy,
+}
+
+/// The subprotocols offered, in order of preference.
+pub const PROTOCOLS: [&str; 2] = ["graphql-transport-ws", "graphql-ws"];
+
+/// A close the server initiates.
+struct Close {
+    code: u16,
+    reason: String,
+}
+
+impl Close {
+    fn new(code: u16, reason: impl Into<String>) -> Self {
+        Close {
+            code,
+            reason: reason.into(),
+        }
+    }
+}
+
+type Item = (String, Option<async_graphql::Response>);
+
+struct Operation {
+    abort: AbortHandle,
+    /// Something was sent for it already (so errors are data, not a refusal).
+    started: bool,
+}
+
+struct Conn {
+    app: AppState,
+    protocol: Protocol,
+    acked: bool,
+    operations: HashMap<String, Operation>,
+    streams: SelectAll<BoxStream<'static, Item>>,
+    /// Messages to send before reading on.
+    out: Vec<String>,
+}
+
+/// Serve one upgraded socket until either side closes it.
+pub async fn serve(socket: WebSocket, app: AppState, client: IpAddr) {
+    let protocol = match socket.protocol().and_then(|p| p.to_str().ok()) {
+        Some("graphql-transport-ws") => Protocol::Transport,
+        Some("graphql-ws") => Protocol::Legacy,
+        _ => {
+            let reason = "Subprotocol not acceptable: offer graphql-transport-ws or graphql-ws";
+            close(socket, &app, Close::new(4406, reason)).await;
+            return;
+        }
+    };
+    let _admission = match app.gate.admit(client) {
+        Ok(a) => a,
+        Err(reason) => {
+            // 1013 "try again later": the standard code for a server at capacity.
+            close(socket, &app, Close::new(1013, reason)).await;
+            return;
+        }
+    };
+    let _open = super::OpenSocket::new(app.metrics.clone());
+    let mut conn = Conn {
+        app: app.clone(),
+        protocol,
+        acked: false,
+        operations: HashMap::new(),
+        streams: SelectAll::new(),
+        out: Vec::new(),
+    };
+    let ended = conn.run(socket).await;
+    app.metrics.ws_closed(ended);
+}
+
+async fn close(mut socket: WebSocket, app: &AppState, c: Close) {
+    app.metrics.ws_closed(Some(c.code));
+    let _ = socket.send(close_message(&c)).await;
+}
+
+fn close_message(c: &Close) -> Message {
+    // A close reason is at most 123 bytes.
+    let mut reason = c.reason.clone();
+    while reason.len() > 123 {
+        reason.pop();
+    }
+    Message::Close(Some(CloseFrame {
+        code: c.code,
+        reason: reason.into(),
+    }))
+}
+
+impl Conn {
+    /// Returns the close code the server sent, or None when the client went away.
+    async fn run(&mut self, socket: WebSocket) -> Option<u16> {
+        let settings = self.app.gate.settings.clone();
+        let (mut sink, mut incoming) = socket.split();
+        let init_deadline = tokio::time::sleep(settings.init_timeout);
+        tokio::pin!(init_deadline);
+        let mut keepalive = tokio::time::interval_at(
+            tokio::time::Instant::now() + settings.keepalive,
+            settings.keepalive,
+        );
+        keepalive.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            let step: Result<(), Close> = tokio::select! {
+                msg = incoming.next() => match msg {
+                    Some(Ok(Message::Text(text))) => self.receive(text.as_str()),
+                    Some(Ok(Message::Binary(_))) => Err(Close::new(4400, "Binary messages are not part of the protocol")),
+                    Some(Ok(Message::Ping(_) | Message::Pong(_))) => Ok(()),
+                    Some(Ok(Message::Close(_))) | Some(Err(_)) | None => return None,
+                },
+                Some((id, item)) = self.streams.next(), if !self.streams.is_empty() => {
+                    self.deliver(id, item);
+                    Ok(())
+                }
+                _ = &mut init_deadline, if !self.acked => {
+                    Err(Close::new(4408, "Connection initialisation timeout"))
+                }
+                _ = keepalive.tick() => {
+                    match self.protocol {
+                        Protocol::Transport => self.out.push(r#"{"type":"ping"}"#.into()),
+                        Protocol::Legacy if self.acked => self.out.push(r#"{"type":"ka"}"#.into()),
+                        Protocol::Legacy => {}
+                    }
+                    Ok(())
+                }
+            };
+            for text in self.out.drain(..) {
+                if sink.send(Message::Text(text.into())).await.is_err() {
+                    return None;
+                }
+            }
+            if let Err(c) = step {
+                let _ = sink.send(close_message(&c)).await;
+                let _ = sink.close().await;
+                return Some(c.code);
+            }
+        }
+    }
+
+    fn receive(&mut self, text: &str) -> Result<(), Close> {
+        let msg: Value = serde_json::from_str(text)
+            .map_err(|e| Close::new(4400, format!("Invalid message received: not JSON ({e})")))?;
+        let Some(ty) = msg.get("type").and_then(Value::as_str) else {
+            return Err(Close::new(4400, "Invalid message received: no `type`"));
+        };
+        let id = || -> Result<String, Close> {
+            match msg.get("id").and_then(Value::as_str) {
+                Some(id) if !id.is_empty() => Ok(id.to_string()),
+                _ => Err(Close::new(
+                    4400,
+                    format!("Invalid message received: `{ty}` needs a non-empty string `id`"),
+                )),
+            }
+        };
+        match (self.protocol, ty) {
+            (_, "connection_init") => {
+                if self.acked {
+                    return Err(Close::new(4429, "Too many initialisation requests"));
+                }
+                self.acked = true;
+                self.out.push(r#"{"type":"connection_ack"}"#.into());
+                if self.protocol == Protocol::Legacy {
+                    self.out.push(r#"{"type":"ka"}"#.into());
+                }
+                Ok(())
+            }
+            (Protocol::Transport, "ping") => {
+                self.out.push(r#"{"type":"pong"}"#.into());
+                Ok(())
+            }
+            (Protocol::Transport, "pong") => Ok(()),
+            (Protocol::Transport, "subscribe") | (Protocol::Legacy, "start") => {
+                let id = id()?;
+                let payload = msg.get("payload").cloned().unwrap_or(Value::Null);
+                self.start(id, payload)
+            }
+            (Protocol::Transport, "complete") | (Protocol::Legacy, "stop") => {
+                let id = id()?;
+                if let Some(op) = self.operations.remove(&id) {
+                    op.abort.abort();
+                    if self.protocol == Protocol::Legacy {
+                        self.out
+                            .push(json!({"type": "complete", "id": id}).to_string());
+                    }
+                }
+                Ok(())
+            }
+            (Protocol::Legacy, "connection_terminate") => {
+                Err(Close::new(1000, "Connection terminated by the client"))
+            }
+            _ => Err(Close::new(
+                4400,
+                format!("Invalid message received: unknown type `{ty}`"),
+            )),
+        }
+    }
+
+    fn start(&mut self, id: String, payload: Value) -> Result<(), Close> {
+        if !self.acked {
+            return Err(Close::new(4401, "Unauthorized"));
+        }
+        if self.operations.contains_key(&id) {
+            return Err(Close::new(
+                4409,
+                format!("Subscriber for {id} already exists"),
+            ));
+        }
+        let request: async_graphql::Request = serde_json::from_value(payload).map_err(|e| {
+            Close::new(
+                4400,
+                format!("Invalid message received: bad payload for {id} ({e})"),
+            )
+        })?;
+        let max = self.app.gate.settings.max_operations_per_socket;
+        if self.operations.len() >= max {
+            let message = format!(
+                "this socket already runs {} operations, the limit (STREAM_MAX_OPERATIONS_PER_SOCKET) is {max}; complete one first or open another socket",
+                self.operations.len()
+            );
+            self.refuse(&id, &message, "OPERATION_LIMIT");
+            return Ok(());
+        }
+        let stream = execute_stream(&self.app, request);
+        let (abort, registration) = AbortHandle::new_pair();
+        let end_id = id.clone();
+        let item_id = id.clone();
+        let items = stream
+            .map(move |r| (item_id.clone(), Some(r)))
+            .chain(futures::stream::once(async move { (end_id, None) }));
+        self.streams
+            .push(Abortable::new(items, registration).boxed());
+        self.operations.insert(
+            id,
+            Operation {
+                abort,
+                started: false,
+            },
+        );
+        Ok(())
+    }
+
+    /// Refuse one operation with an `error` message; the socket stays open.
+    fn refuse(&mut self, id: &str, message: &str, code: &str) {
+        let errors = json!([{"message": message, "extensions": {"code": code}}]);
+        let payload = match self.protocol {
+            Protocol::Transport => errors,
+            Protocol::Legacy => json!({"message": message, "errors": errors}),
+        };
+        self.out
+            .push(json!({"type": "error", "id": id, "payload": payload}).to_string());
+    }
+
+    fn deliver(&mut self, id: String, item: Option<async_graphql::Response>) {
+        let Some(response) = item else {
+            if self.operations.remove(&id).is_some() {
+                self.out
+                    .push(json!({"type": "complete", "id": id}).to_string());
+            }
+            return;
+        };
+        let Some(op) = self.operations.get_mut(&id) else {
+            return; // completed by the client meanwhile
+        };
+        // A document refused before it ran (parse or validation errors, which carry no field
+        // path): transport-ws says `error`, and the operation is over. Errors of a resolver
+        // (with a path, e.g. bad arguments of a subscription field) are a result: `next`, as
+        // the graphql-ws reference server does.
+        let refused = !op.started
+            && response.data == async_graphql::Value::Null
+            && response.is_err()
+            && response.errors.iter().all(|e| e.path.is_empty());
+        if refused && self.protocol == Protocol::Transport {
+            if let Some(op) = self.operations.remove(&id) {
+                op.abort.abort();
+            }
+            let errors = serde_json::to_value(&response.errors).unwrap_or(Value::Null);
+            self.out
+                .push(json!({"type": "error", "id": id, "payload": errors}).to_string());
+            return;
+        }
+        op.started = true;
+        let ty = match self.protocol {
+            Protocol::Transport => "next",
+            Protocol::Legacy => "data",
+        };
+        let payload = serde_json::to_string(&response).unwrap_or_else(|e| {
+            json!({"errors": [{"message": format!("event not serializable: {e}")}]}).to_string()
+        });
+        let id = serde_json::to_string(&id).unwrap_or_default();
+        self.out.push(format!(
+            r#"{{"type":"{ty}","id":{id},"payload":{payload}}}"#
+        ));
+    }
+}

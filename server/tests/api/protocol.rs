@@ -1,0 +1,483 @@
+//! The streaming transports' rules, from a raw client: graphql-transport-ws close codes, keep-alive,
+//! the caps (operations per socket, connections per client and in total), the legacy graphql-ws
+//! subprotocol, and GraphQL over SSE.
+
+use std::time::Duration;
+
+use futures::{SinkExt, StreamExt};
+use serde_json::{Value, json};
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use vitistack::model::{Kind, Resource};
+use vitistack::store::Op;
+
+use super::{TestApp, spawn};
+
+type Ws =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+async fn open(app: &TestApp, protocol: Option<&str>) -> Ws {
+    let url = format!("{}/graphql/ws", app.base.replacen("http", "ws", 1));
+    let mut req = url.into_client_request().expect("request");
+    if let Some(p) = protocol {
+        req.headers_mut()
+            .insert("Sec-WebSocket-Protocol", p.parse().expect("header"));
+    }
+    tokio_tungstenite::connect_async(req)
+        .await
+        .expect("connect")
+        .0
+}
+
+async fn send(ws: &mut Ws, v: Value) {
+    ws.send(Message::Text(v.to_string().into()))
+        .await
+        .expect("send");
+}
+
+/// The next text message, or the close frame as `{"close": code, "reason": …}`.
+async fn recv(ws: &mut Ws) -> Value {
+    loop {
+        let msg = tokio::time::timeout(Duration::from_secs(10), ws.next())
+            .await
+            .expect("a message in time");
+        match msg {
+            Some(Ok(Message::Text(t))) => return serde_json::from_str(&t).expect("json"),
+            Some(Ok(Message::Close(Some(f)))) => {
+                return json!({"close": u16::from(f.code), "reason": f.reason.as_str()});
+            }
+            Some(Ok(Message::Close(None))) | None | Some(Err(_)) => {
+                return json!({"close": null});
+            }
+            Some(Ok(_)) => continue,
+        }
+    }
+}
+
+async fn acked(app: &TestApp) -> Ws {
+    let mut ws = open(app, Some("graphql-transport-ws")).await;
+    send(&mut ws, json!({"type": "connection_init"})).await;
+    assert_eq!(recv(&mut ws).await["type"], "connection_ack");
+    ws
+}
+
+fn counter(metrics: &str, name: &str) -> u64 {
+    metrics
+        .lines()
+        .find(|l| l.starts_with(name))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+const SUB: &str =
+    "subscription { resourceChanged(kinds: [\"Machine\"], namespace: \"proto\") { type name } }";
+
+fn subscribe(id: &str) -> Value {
+    json!({"id": id, "type": "subscribe", "payload": {"query": SUB}})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn graphql_transport_ws_close_codes() {
+    let app = spawn(&["--ws-init-timeout-seconds", "1"]).await;
+    let expect_close = |v: Value, code: u16, reason: &str| {
+        assert_eq!(v["close"], code, "{v}");
+        assert!(
+            v["reason"].as_str().is_some_and(|r| r.contains(reason)),
+            "{v} should say {reason:?}"
+        );
+    };
+
+    // 4408: no connection_init in time.
+    let mut ws = open(&app, Some("graphql-transport-ws")).await;
+    expect_close(
+        recv(&mut ws).await,
+        4408,
+        "Connection initialisation timeout",
+    );
+
+    // 4429: a second connection_init.
+    let mut ws = acked(&app).await;
+    send(&mut ws, json!({"type": "connection_init"})).await;
+    expect_close(
+        recv(&mut ws).await,
+        4429,
+        "Too many initialisation requests",
+    );
+
+    // 4401: subscribe before the acknowledgement.
+    let mut ws = open(&app, Some("graphql-transport-ws")).await;
+    send(&mut ws, subscribe("1")).await;
+    expect_close(recv(&mut ws).await, 4401, "Unauthorized");
+
+    // 4400: not JSON, an unknown type, a subscribe without id, a binary frame.
+    for (bad, reason) in [
+        (Message::Text("{not json".into()), "not JSON"),
+        (
+            Message::Text(json!({"type": "start", "id": "1"}).to_string().into()),
+            "unknown type `start`",
+        ),
+        (
+            Message::Text(json!({"type": "subscribe"}).to_string().into()),
+            "needs a non-empty string `id`",
+        ),
+        (Message::Binary(vec![1, 2, 3].into()), "Binary"),
+    ] {
+        let mut ws = acked(&app).await;
+        ws.send(bad).await.expect("send");
+        expect_close(recv(&mut ws).await, 4400, reason);
+    }
+
+    // 4409: an id that is still running.
+    let mut ws = acked(&app).await;
+    send(&mut ws, subscribe("dup")).await;
+    send(&mut ws, subscribe("dup")).await;
+    expect_close(
+        recv(&mut ws).await,
+        4409,
+        "Subscriber for dup already exists",
+    );
+
+    // An id may be reused once its operation is complete.
+    let mut ws = acked(&app).await;
+    send(&mut ws, subscribe("again")).await;
+    send(&mut ws, json!({"id": "again", "type": "complete"})).await;
+    send(&mut ws, subscribe("again")).await;
+    let m = Resource::from_value(
+        Kind::Machine,
+        "v1alpha1",
+        json!({"metadata": {"name": "m1", "namespace": "proto"}, "spec": {}}),
+    )
+    .expect("machine");
+    // Let the server read the three messages before the change happens.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    app.running().store.apply(vec![Op::Upsert(m)]);
+    let v = recv(&mut ws).await;
+    assert_eq!(
+        (v["type"].as_str(), v["id"].as_str()),
+        (Some("next"), Some("again")),
+        "{v}"
+    );
+
+    // 4406: no subprotocol the server speaks.
+    let mut ws = open(&app, None).await;
+    expect_close(recv(&mut ws).await, 4406, "Subprotocol not acceptable");
+
+    // A document that does not validate is refused with `error` (the socket stays open).
+    let mut ws = acked(&app).await;
+    send(
+        &mut ws,
+        json!({"id": "v", "type": "subscribe", "payload": {"query": "subscription { nope }"}}),
+    )
+    .await;
+    let v = recv(&mut ws).await;
+    assert_eq!(
+        (v["type"].as_str(), v["id"].as_str()),
+        (Some("error"), Some("v")),
+        "{v}"
+    );
+    assert!(
+        v["payload"][0]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("nope")),
+        "{v}"
+    );
+    send(&mut ws, json!({"type": "ping"})).await;
+    assert_eq!(recv(&mut ws).await["type"], "pong");
+
+    let metrics = app.get("/metrics").await.1;
+    for (code, n) in [
+        ("4408", 1),
+        ("4429", 1),
+        ("4401", 1),
+        ("4400", 4),
+        ("4409", 1),
+        ("4406", 1),
+    ] {
+        assert_eq!(
+            counter(
+                &metrics,
+                &format!("vitistack_websocket_closes_total{{code=\"{code}\"}}")
+            ),
+            n,
+            "closes with {code}: {metrics}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_server_pings_and_answers_pings() {
+    let app = spawn(&["--stream-keepalive-seconds", "1"]).await;
+    let mut ws = acked(&app).await;
+    send(&mut ws, json!({"type": "ping", "payload": {"t": 1}})).await;
+    assert_eq!(recv(&mut ws).await["type"], "pong");
+    // Nothing else is happening: the next message is the server's ping, within ~1 s.
+    let started = std::time::Instant::now();
+    assert_eq!(recv(&mut ws).await["type"], "ping");
+    assert!(started.elapsed() < Duration::from_secs(5));
+    send(&mut ws, json!({"type": "pong"})).await;
+    assert_eq!(recv(&mut ws).await["type"], "ping", "pings keep coming");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn caps_refuse_with_the_limit_named() {
+    let app = spawn(&[
+        "--stream-max-operations-per-socket",
+        "2",
+        "--stream-max-connections-per-client",
+        "2",
+    ])
+    .await;
+    let mut ws = acked(&app).await;
+    send(&mut ws, subscribe("a")).await;
+    send(&mut ws, subscribe("b")).await;
+    send(&mut ws, subscribe("c")).await;
+    let v = recv(&mut ws).await;
+    assert_eq!(
+        (v["type"].as_str(), v["id"].as_str()),
+        (Some("error"), Some("c")),
+        "{v}"
+    );
+    assert_eq!(v["payload"][0]["extensions"]["code"], "OPERATION_LIMIT");
+    assert!(
+        v["payload"][0]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("limit (STREAM_MAX_OPERATIONS_PER_SOCKET) is 2")),
+        "{v}"
+    );
+    // Completing one makes room.
+    send(&mut ws, json!({"id": "a", "type": "complete"})).await;
+    send(&mut ws, subscribe("c")).await;
+    send(&mut ws, json!({"type": "ping"})).await;
+    assert_eq!(
+        recv(&mut ws).await["type"],
+        "pong",
+        "c was accepted silently"
+    );
+
+    // Per client: the third connection is closed with 1013 and the limit; SSE is refused with 429.
+    let _second = acked(&app).await;
+    let mut third = open(&app, Some("graphql-transport-ws")).await;
+    let v = recv(&mut third).await;
+    assert_eq!(v["close"], 1013, "{v}");
+    assert!(
+        v["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("(STREAM_MAX_CONNECTIONS_PER_CLIENT) is 2")),
+        "{v}"
+    );
+    let res = app
+        .client
+        .post(format!("{}/graphql/stream", app.base))
+        .json(&json!({"query": SUB}))
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(res.status().as_u16(), 429);
+    let body: Value = res.json().await.expect("json");
+    assert_eq!(body["errors"][0]["extensions"]["code"], "CONNECTION_LIMIT");
+
+    // Closing a socket frees its place.
+    drop(ws);
+    let mut admitted = None;
+    for _ in 0..50 {
+        let mut ws = open(&app, Some("graphql-transport-ws")).await;
+        send(&mut ws, json!({"type": "connection_init"})).await;
+        if recv(&mut ws).await["type"] == "connection_ack" {
+            admitted = Some(ws);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(admitted.is_some(), "a place was freed");
+
+    // In total.
+    let total = spawn(&["--stream-max-connections", "1"]).await;
+    let _one = acked(&total).await;
+    let mut two = open(&total, Some("graphql-transport-ws")).await;
+    let v = recv(&mut two).await;
+    assert_eq!(v["close"], 1013, "{v}");
+    assert!(
+        v["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("limit (STREAM_MAX_CONNECTIONS) is 1")),
+        "{v}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn legacy_graphql_ws_subprotocol() {
+    let app = spawn(&[]).await;
+    let mut ws = open(&app, Some("graphql-ws")).await;
+    send(&mut ws, json!({"type": "connection_init", "payload": {}})).await;
+    assert_eq!(recv(&mut ws).await["type"], "connection_ack");
+    assert_eq!(recv(&mut ws).await["type"], "ka");
+    send(
+        &mut ws,
+        json!({"id": "1", "type": "start", "payload": {"query": SUB}}),
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let m = Resource::from_value(
+        Kind::Machine,
+        "v1alpha1",
+        json!({"metadata": {"name": "legacy", "namespace": "proto"}, "spec": {}}),
+    )
+    .expect("machine");
+    app.running().store.apply(vec![Op::Upsert(m)]);
+    let v = recv(&mut ws).await;
+    assert_eq!(
+        (v["type"].as_str(), v["id"].as_str()),
+        (Some("data"), Some("1")),
+        "{v}"
+    );
+    assert_eq!(v["payload"]["data"]["resourceChanged"]["name"], "legacy");
+    send(&mut ws, json!({"id": "1", "type": "stop"})).await;
+    let v = recv(&mut ws).await;
+    assert_eq!(
+        (v["type"].as_str(), v["id"].as_str()),
+        (Some("complete"), Some("1")),
+        "{v}"
+    );
+    // A query runs once: data, then complete.
+    send(
+        &mut ws,
+        json!({"id": "q", "type": "start", "payload": {"query": "{ sequence }"}}),
+    )
+    .await;
+    let v = recv(&mut ws).await;
+    assert_eq!(v["type"], "data", "{v}");
+    assert!(v["payload"]["data"]["sequence"].as_u64().is_some(), "{v}");
+    assert_eq!(recv(&mut ws).await["type"], "complete");
+    send(&mut ws, json!({"type": "connection_terminate"})).await;
+    assert_eq!(recv(&mut ws).await["close"], 1000);
+}
+
+/// Reads SSE events (`event:` name and `data:` JSON) from a streaming response.
+struct SseReader {
+    res: reqwest::Response,
+    buf: String,
+}
+
+impl SseReader {
+    async fn next(&mut self) -> (String, Value) {
+        loop {
+            if let Some(end) = self.buf.find("\n\n") {
+                let block: String = self.buf.drain(..end + 2).collect();
+                let mut event = String::new();
+                let mut data = String::new();
+                for line in block.lines() {
+                    if let Some(v) = line.strip_prefix("event:") {
+                        event = v.trim().to_string();
+                    } else if let Some(v) = line.strip_prefix("data:") {
+                        data.push_str(v.trim_start());
+                    }
+                }
+                if event.is_empty() {
+                    continue; // a keep-alive comment
+                }
+                let value = if data.is_empty() {
+                    Value::Null
+                } else {
+                    serde_json::from_str(&data).expect("json data")
+                };
+                return (event, value);
+            }
+            let chunk = tokio::time::timeout(Duration::from_secs(10), self.res.chunk())
+                .await
+                .expect("an event in time")
+                .expect("body")
+                .expect("stream open");
+            self.buf
+                .push_str(std::str::from_utf8(&chunk).expect("utf-8"));
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn graphql_over_sse() {
+    // Keep-alives every second: a write is how a vanished client is noticed.
+    let app = spawn(&["--stream-keepalive-seconds", "1"]).await;
+    let sub = "subscription { resourceChanged(kinds: [\"Machine\"], namespace: \"sse\", snapshot: true) { type sequence name } }";
+    let res = app
+        .client
+        .post(format!("{}/graphql/stream", app.base))
+        .json(&json!({"query": sub}))
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(res.status().as_u16(), 200);
+    assert!(
+        res.headers()["content-type"]
+            .to_str()
+            .is_ok_and(|c| c.starts_with("text/event-stream"))
+    );
+    let mut sse = SseReader {
+        res,
+        buf: String::new(),
+    };
+    let (event, synced) = sse.next().await;
+    assert_eq!(event, "next");
+    assert_eq!(synced["data"]["resourceChanged"]["type"], "SYNCED");
+    let gauge = counter(&app.get("/metrics").await.1, "vitistack_sse_streams_open");
+    assert_eq!(gauge, 1);
+    let m = Resource::from_value(
+        Kind::Machine,
+        "v1alpha1",
+        json!({"metadata": {"name": "over-sse", "namespace": "sse"}, "spec": {}}),
+    )
+    .expect("machine");
+    let seq = app.running().store.apply(vec![Op::Upsert(m)])[0].seq;
+    let (event, added) = sse.next().await;
+    assert_eq!(event, "next");
+    assert_eq!(added["data"]["resourceChanged"]["name"], "over-sse");
+    assert_eq!(added["data"]["resourceChanged"]["sequence"], seq);
+    drop(sse);
+
+    // A query: one `next`, then `complete`; also via `Accept: text/event-stream` on /graphql,
+    // and as GET with parameters.
+    let res = app
+        .client
+        .post(format!("{}/graphql", app.base))
+        .header("accept", "text/event-stream")
+        .json(&json!({"query": "{ sequence }"}))
+        .send()
+        .await
+        .expect("request");
+    let mut sse = SseReader {
+        res,
+        buf: String::new(),
+    };
+    let (event, v) = sse.next().await;
+    assert_eq!(
+        (event.as_str(), v["data"]["sequence"].as_u64()),
+        ("next", Some(seq))
+    );
+    assert_eq!(sse.next().await.0, "complete");
+    let res = app
+        .client
+        .get(format!(
+            "{}/graphql/stream?query=%7B%20sequence%20%7D",
+            app.base
+        ))
+        .send()
+        .await
+        .expect("request");
+    let mut sse = SseReader {
+        res,
+        buf: String::new(),
+    };
+    assert_eq!(sse.next().await.1["data"]["sequence"], seq);
+    assert_eq!(sse.next().await.0, "complete");
+
+    // The stream's gauge returns to zero once the client has gone.
+    let mut open = 1;
+    for _ in 0..100 {
+        open = counter(&app.get("/metrics").await.1, "vitistack_sse_streams_open");
+        if open == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(open, 0);
+}

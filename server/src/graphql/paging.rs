@@ -156,32 +156,69 @@ pub fn bad_input(code: &'static str, message: String) -> async_graphql::Error {
     async_graphql::Error::new(message).extend_with(|_, e| e.set("code", code))
 }
 
+/// A filter ready to test objects (the label selector parsed once).
+#[derive(Clone, Default)]
+pub struct CompiledFilter {
+    namespace: Option<String>,
+    phases: Option<Vec<String>>,
+    selector: Option<super::selector::Selector>,
+    search: Option<String>,
+}
+
+impl CompiledFilter {
+    /// Compile. Fails on an unreadable label selector.
+    pub fn new(f: &Filter) -> async_graphql::Result<Self> {
+        let selector = f
+            .label_selector
+            .as_ref()
+            .map(|sel| {
+                super::selector::parse(sel).map_err(|e| {
+                    bad_input("BAD_LABEL_SELECTOR", format!("labelSelector `{sel}`: {e}"))
+                })
+            })
+            .transpose()?;
+        Ok(CompiledFilter {
+            namespace: f.namespace.clone(),
+            phases: f
+                .phase
+                .as_ref()
+                .map(|ps| ps.iter().map(|p| p.to_ascii_lowercase()).collect()),
+            selector,
+            search: f.search.as_ref().map(|q| q.to_lowercase()),
+        })
+    }
+
+    /// The namespace it is limited to, if any.
+    pub fn namespace(&self) -> Option<&str> {
+        self.namespace.as_deref()
+    }
+
+    /// True when `r` passes every part of the filter.
+    pub fn matches(&self, r: &Resource) -> bool {
+        self.namespace.as_ref().is_none_or(|ns| ns == r.namespace())
+            && self.phases.as_ref().is_none_or(|wanted| {
+                wanted.contains(&r.phase().unwrap_or_default().to_ascii_lowercase())
+            })
+            && self
+                .selector
+                .as_ref()
+                .is_none_or(|s| s.matches(r.meta().labels.as_ref()))
+            && self.search.as_ref().is_none_or(|q| {
+                format!("{}/{}", r.namespace(), r.name())
+                    .to_lowercase()
+                    .contains(q.as_str())
+            })
+    }
+}
+
 /// Apply a filter. Fails on an unreadable label selector.
 pub fn apply_filter(
     items: &mut Vec<Arc<Resource>>,
     filter: Option<&Filter>,
 ) -> async_graphql::Result<()> {
     let Some(f) = filter else { return Ok(()) };
-    if let Some(ns) = &f.namespace {
-        items.retain(|r| r.namespace() == ns);
-    }
-    if let Some(phases) = &f.phase {
-        let wanted: Vec<String> = phases.iter().map(|p| p.to_ascii_lowercase()).collect();
-        items.retain(|r| wanted.contains(&r.phase().unwrap_or_default().to_ascii_lowercase()));
-    }
-    if let Some(sel) = &f.label_selector {
-        let selector = super::selector::parse(sel)
-            .map_err(|e| bad_input("BAD_LABEL_SELECTOR", format!("labelSelector `{sel}`: {e}")))?;
-        items.retain(|r| selector.matches(r.meta().labels.as_ref()));
-    }
-    if let Some(q) = &f.search {
-        let q = q.to_lowercase();
-        items.retain(|r| {
-            format!("{}/{}", r.namespace(), r.name())
-                .to_lowercase()
-                .contains(&q)
-        });
-    }
+    let f = CompiledFilter::new(f)?;
+    items.retain(|r| f.matches(r));
     Ok(())
 }
 

@@ -13,8 +13,7 @@ use async_graphql::{Context, Enum, SimpleObject, Subscription};
 use futures::{Stream, StreamExt};
 use tokio::sync::broadcast;
 
-use super::paging::bad_input;
-use super::selector::{self, Selector};
+use super::paging::{CompiledFilter, Filter, bad_input};
 use super::types::{Node, to_node};
 use crate::model::{Kind, Resource};
 use crate::store::{Change, ChangeType, Snapshot, Store};
@@ -22,11 +21,12 @@ use crate::store::{Change, ChangeType, Snapshot, Store};
 /// What an event says.
 #[derive(Enum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ResourceEventType {
-    /// The object appeared (or is part of the initial snapshot).
+    /// The object appeared, or started matching the subscription's filter (or is part of the
+    /// initial snapshot).
     Added,
-    /// The object changed.
+    /// The object changed and still matches.
     Modified,
-    /// The object went away; `object` is its last state.
+    /// The object went away, or stopped matching the filter; `object` is its last state.
     Deleted,
     /// The snapshot is complete; later events are changes after `sequence`.
     Synced,
@@ -155,25 +155,37 @@ impl Drop for Active {
 #[derive(Clone, Default)]
 struct Interest {
     kinds: Option<Vec<Kind>>,
-    namespace: Option<String>,
-    selector: Option<Selector>,
+    filter: CompiledFilter,
 }
 
 impl Interest {
     fn matches(&self, r: &Resource) -> bool {
-        self.kinds.as_ref().is_none_or(|ks| ks.contains(&r.kind()))
-            && self.namespace.as_ref().is_none_or(|ns| ns == r.namespace())
-            && self
-                .selector
-                .as_ref()
-                .is_none_or(|s| s.matches(r.meta().labels.as_ref()))
+        self.kinds.as_ref().is_none_or(|ks| ks.contains(&r.kind())) && self.filter.matches(r)
+    }
+
+    /// What a change means to a subscriber holding the matching objects: an object that starts
+    /// matching is ADDED, one that stops matching is DELETED, others are as they happened.
+    fn event_type(&self, c: &Change) -> Option<ResourceEventType> {
+        let now = self.matches(&c.object);
+        let was = c.previous.as_ref().is_some_and(|p| self.matches(p));
+        match (c.change, was, now) {
+            (ChangeType::Deleted, _, true) | (ChangeType::Deleted, true, _) => {
+                Some(ResourceEventType::Deleted)
+            }
+            (ChangeType::Added, _, true) | (ChangeType::Modified, false, true) => {
+                Some(ResourceEventType::Added)
+            }
+            (ChangeType::Modified, true, true) => Some(ResourceEventType::Modified),
+            (ChangeType::Modified, true, false) => Some(ResourceEventType::Deleted),
+            _ => None,
+        }
     }
 
     fn snapshot(&self, snap: &Snapshot) -> VecDeque<ResourceEvent> {
         let kinds: Vec<Kind> = self.kinds.clone().unwrap_or_else(|| Kind::ALL.to_vec());
         let mut out = VecDeque::new();
         for k in kinds {
-            let items: Box<dyn Iterator<Item = &Arc<Resource>>> = match &self.namespace {
+            let items: Box<dyn Iterator<Item = &Arc<Resource>>> = match self.filter.namespace() {
                 Some(ns) => Box::new(snap.list_in(k, ns)),
                 None => Box::new(snap.list(k)),
             };
@@ -227,13 +239,11 @@ fn changes(
             }
             match st.rx.recv().await {
                 Ok(c) => {
-                    if c.seq <= st.after || !st.interest.matches(&c.object) {
+                    if c.seq <= st.after {
                         continue;
                     }
-                    let t = match c.change {
-                        ChangeType::Added => ResourceEventType::Added,
-                        ChangeType::Modified => ResourceEventType::Modified,
-                        ChangeType::Deleted => ResourceEventType::Deleted,
+                    let Some(t) = st.interest.event_type(&c) else {
+                        continue;
                     };
                     st.active.event(false);
                     return Some((ResourceEvent::of(t, c.seq, &c.object), st));
@@ -365,21 +375,50 @@ impl SubscriptionRoot {
             })
             .transpose()
             .map_err(|e| bad_input("BAD_KIND", e))?;
-        let selector = label_selector
-            .map(|s| selector::parse(&s).map_err(|e| format!("labelSelector `{s}`: {e}")))
-            .transpose()
-            .map_err(|e| bad_input("BAD_LABEL_SELECTOR", e))?;
+        let filter = CompiledFilter::new(&Filter {
+            namespace,
+            label_selector,
+            ..Default::default()
+        })?;
         let store = ctx.data_unchecked::<Arc<Store>>().clone();
         let active = Active::new(
             ctx.data_opt::<SubscriptionMetrics>().cloned(),
             "resourceChanged",
         );
+        Ok(changes(store, Interest { kinds, filter }, snapshot, active))
+    }
+
+    /// Changes to Machines passing `filter` (namespace, phases, label selector, name search),
+    /// kept as a live view: a Machine that starts passing the filter (e.g. its phase became one
+    /// asked for) arrives as ADDED, one that stops passing as DELETED. With `snapshot: true` the
+    /// matching Machines come first, then `SYNCED`, then every later change; no gap and no
+    /// duplicate. `clusterId` limits it to one cluster's Machines (`vitistack.io/clusterid`).
+    async fn machine_changed(
+        &self,
+        ctx: &Context<'_>,
+        filter: Option<Filter>,
+        cluster_id: Option<String>,
+        #[graphql(default = false)] snapshot: bool,
+    ) -> async_graphql::Result<impl Stream<Item = ResourceEvent> + use<>> {
+        let mut filter = filter.unwrap_or_default();
+        if let Some(id) = cluster_id {
+            let by_cluster = format!("{}={id}", crate::model::LABEL_CLUSTER_ID);
+            filter.label_selector = Some(match filter.label_selector.take() {
+                Some(sel) if !sel.trim().is_empty() => format!("{sel},{by_cluster}"),
+                _ => by_cluster,
+            });
+        }
+        let filter = CompiledFilter::new(&filter)?;
+        let store = ctx.data_unchecked::<Arc<Store>>().clone();
+        let active = Active::new(
+            ctx.data_opt::<SubscriptionMetrics>().cloned(),
+            "machineChanged",
+        );
         Ok(changes(
             store,
             Interest {
-                kinds,
-                namespace,
-                selector,
+                kinds: Some(vec![Kind::Machine]),
+                filter,
             },
             snapshot,
             active,

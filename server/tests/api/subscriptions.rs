@@ -630,3 +630,70 @@ async fn aggregates_are_debounced_and_sent_only_when_they_change() {
     let e = event_of(&mut ws, "i", "infrastructureSummary").await;
     assert_eq!(e["machines"]["total"].as_i64(), Some(total + 4), "{e}");
 }
+
+/// `machineChanged` is a live view of the filter: a Machine entering it (its phase became one
+/// asked for) arrives as ADDED, one leaving it as DELETED, others not at all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn machine_changed_keeps_a_live_view_of_its_filter() {
+    let app = spawn(&[]).await;
+    let store = app.running().store.clone();
+    let labelled = |name: &str, cluster: &str, phase: &str| {
+        Resource::from_value(
+            Kind::Machine,
+            "v1alpha1",
+            json!({"metadata": {"name": name, "namespace": "view",
+                                "labels": {"vitistack.io/clusterid": cluster}},
+                   "spec": {"provider": "kubevirt"}, "status": {"phase": phase}}),
+        )
+        .expect("machine")
+    };
+    store.apply(vec![
+        Op::Upsert(labelled("a", "c1", "Running")),
+        Op::Upsert(labelled("b", "c1", "Pending")),
+        Op::Upsert(labelled("other", "c2", "Running")),
+    ]);
+    let mut ws = connect(&app).await;
+    send(
+        &mut ws,
+        json!({"id": "m", "type": "subscribe", "payload": {"query":
+            "subscription($f: Filter) { machineChanged(filter: $f, clusterId: \"c1\", snapshot: true) { type sequence name object { ... on Machine { phase } } } }",
+            "variables": {"f": {"phase": ["running"]}}}}),
+    )
+    .await;
+    let ev = |v: Value| v["payload"]["data"]["machineChanged"].clone();
+    let first = ev(next(&mut ws).await);
+    assert_eq!(
+        (first["type"].as_str(), first["name"].as_str()),
+        (Some("ADDED"), Some("a"))
+    );
+    assert_eq!(ev(next(&mut ws).await)["type"], "SYNCED");
+
+    store.apply(vec![Op::Upsert(labelled("other", "c2", "Failed"))]); // other cluster
+    store.apply(vec![Op::Upsert(labelled("b", "c1", "Running"))]); // enters
+    store.apply(vec![Op::Upsert(labelled("a", "c1", "Failed"))]); // leaves
+    store.apply(vec![Op::Upsert(labelled("a", "c1", "Deleting"))]); // still out
+    store.apply(vec![Op::Delete(Key::new(Kind::Machine, "view", "b"))]); // gone
+    let mut seen = Vec::new();
+    for _ in 0..3 {
+        let e = ev(next(&mut ws).await);
+        seen.push(format!(
+            "{} {}",
+            e["type"].as_str().unwrap_or("?"),
+            e["name"].as_str().unwrap_or("?")
+        ));
+    }
+    assert_eq!(seen, ["ADDED b", "DELETED a", "DELETED b"]);
+
+    // A bad selector in the filter is refused with its reason.
+    send(
+        &mut ws,
+        json!({"id": "bad", "type": "subscribe", "payload": {"query":
+            "subscription { machineChanged(filter: {labelSelector: \"a in (\"}) { type } }"}}),
+    )
+    .await;
+    let v = next(&mut ws).await;
+    assert_eq!(
+        v["payload"]["errors"][0]["extensions"]["code"], "BAD_LABEL_SELECTOR",
+        "{v}"
+    );
+}

@@ -7,5 +7,7 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/tmp/vitistack-target}"
 command -v cargo >/dev/null || { echo "cargo is required (https://rustup.rs)"; exit 1; }
 cargo build --release --locked -p vitistack-server
 export PORT="${PORT:-9991}" DEVELOPMENT="${DEVELOPMENT:-true}" LOG_JSON_LOGGING="${LOG_JSON_LOGGING:-false}"
+# The demo is live: the simulator plays the operators' pipeline (SIMULATE=false turns it off).
+export SIMULATE="${SIMULATE:-true}"
 echo "vitistack: open http://localhost:${PORT}/graphql"
 exec "$CARGO_TARGET_DIR/release/vitistack" serve --demo "$@"

@@ -39,6 +39,7 @@ pub struct Running {
     /// Kube source: the connection, held for closing (nothing is written yet).
     db: Option<Db>,
     _kube: Option<KubeSource>,
+    simulator: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl Running {
@@ -59,12 +60,16 @@ impl Running {
             writer,
             db,
             _kube,
+            simulator,
             ..
         } = self;
         if now {
             let _ = stop.send(true);
         }
         let served = task.await;
+        if let Some(sim) = simulator {
+            sim.abort();
+        }
         // The watchers run until the server has stopped serving.
         drop(_kube);
         let _ = stop.send(true);
@@ -84,6 +89,9 @@ impl Running {
         self.task.abort();
         if let Some(w) = &self.writer {
             w.abort();
+        }
+        if let Some(s) = &self.simulator {
+            s.abort();
         }
     }
 }
@@ -250,14 +258,36 @@ pub async fn start(cfg: &ServeConfig, listener: TcpListener) -> anyhow::Result<R
             "demo fleet not loaded: the database already holds objects from an earlier run"
         );
     } else if cfg.demo {
-        let spec = if cfg.demo_clusters == 0 {
-            FleetSpec::demo()
-        } else {
-            FleetSpec::large(cfg.demo_clusters)
-        };
-        let n = source::load_demo(&store, &spec);
-        tracing::info!(objects = n, clusters = spec.clusters, "demo fleet loaded");
+        let n = source::load_demo(&store, &demo_spec(cfg));
+        tracing::info!(
+            objects = n,
+            clusters = demo_spec(cfg).clusters,
+            "demo fleet loaded"
+        );
     }
+    let simulator = if !cfg.simulate {
+        None
+    } else if !embedded || !cfg.demo {
+        tracing::warn!("SIMULATE needs the embedded source with --demo: not simulating");
+        None
+    } else {
+        if restored > 0 {
+            tracing::warn!(
+                "simulator: the database holds objects from an earlier run; the demo's clusters \
+                 are reset to their generated state, clusters an earlier simulation created stay as stored"
+            );
+        }
+        let settings = source::simulator::SimulatorSettings {
+            steps_per_second: cfg.simulate_steps_per_second,
+            seed: 11,
+        };
+        Some(source::simulator::start(
+            store.clone(),
+            &demo_spec(cfg),
+            &settings,
+            restored > 0,
+        ))
+    };
     let import = if cfg.manifests.is_empty() || !embedded {
         ImportSummary::default()
     } else {
@@ -278,7 +308,16 @@ pub async fn start(cfg: &ServeConfig, listener: TcpListener) -> anyhow::Result<R
         writer,
         db,
         _kube: kube,
+        simulator,
     })
+}
+
+fn demo_spec(cfg: &ServeConfig) -> FleetSpec {
+    if cfg.demo_clusters == 0 {
+        FleetSpec::demo()
+    } else {
+        FleetSpec::large(cfg.demo_clusters)
+    }
 }
 
 /// Log what an import refused and noted.

@@ -48,6 +48,15 @@ pub struct ServeConfig {
     #[arg(long, env = "DEMO", default_value_t = false)]
     pub demo: bool,
 
+    /// Play the operators' pipeline on the demo fleet (clusters move through the stages, are
+    /// scaled, deleted and created), so subscriptions and the dashboard are live. Needs `--demo`.
+    #[arg(long, env = "SIMULATE", default_value_t = false, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
+    pub simulate: bool,
+
+    /// Simulator steps per second (each changes one cluster's objects).
+    #[arg(long, env = "SIMULATE_STEPS_PER_SECOND", default_value_t = 2.0)]
+    pub simulate_steps_per_second: f64,
+
     /// Number of clusters in the demo fleet (0 = the small dashboard demo).
     #[arg(long, env = "DEMO_CLUSTERS", default_value_t = 0)]
     pub demo_clusters: usize,
@@ -249,6 +258,7 @@ impl ServeConfig {
     pub fn validate(&self) -> Result<(), String> {
         self.db.validate()?;
         for (name, v) in [
+            ("SIMULATE_STEPS_PER_SECOND", self.simulate_steps_per_second),
             ("CPU_OVERCOMMIT", self.cpu_overcommit),
             ("MEMORY_OVERCOMMIT", self.memory_overcommit),
         ] {

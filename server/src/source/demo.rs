@@ -97,10 +97,11 @@ impl FleetSpec {
 }
 
 /// A small deterministic generator (SplitMix64): demo data must not depend on a crate's RNG changes.
-struct Rng(u64);
+#[derive(Clone)]
+pub(crate) struct Rng(pub(crate) u64);
 
 impl Rng {
-    fn next(&mut self) -> u64 {
+    pub(crate) fn next(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -108,7 +109,7 @@ impl Rng {
         z ^ (z >> 31)
     }
 
-    fn below(&mut self, n: u64) -> u64 {
+    pub(crate) fn below(&mut self, n: u64) -> u64 {
         self.next() % n.max(1)
     }
 
@@ -134,25 +135,75 @@ pub fn fleet(spec: &FleetSpec) -> Vec<Resource> {
     // allocator's free lists and inflate the server's resident memory).
     let mut flush = |out: &mut Vec<Value>| objects.extend(out.drain(..).filter_map(to_resource));
     flush(&mut out);
+    for (i, stage) in stages(spec).into_iter().enumerate() {
+        tenant(&mut out, spec, i, stage, &mut tenant_rng(spec, i));
+        flush(&mut out);
+    }
+    objects
+}
+
+/// The stage each of the fleet's clusters is generated at.
+pub fn stages(spec: &FleetSpec) -> Vec<DemoStage> {
     let mut rng = Rng(spec.seed);
     let others: Vec<DemoStage> = DemoStage::ALL
         .iter()
         .copied()
         .filter(|s| *s != DemoStage::Ready)
         .collect();
-    for i in 0..spec.clusters {
-        // The first clusters walk through every stage so a small demo shows each one.
-        let stage = if i < others.len() && spec.ready_percent < 100 {
-            others[i]
-        } else if rng.below(100) < spec.ready_percent {
-            DemoStage::Ready
-        } else {
-            others[rng.below(others.len() as u64) as usize]
-        };
-        tenant(&mut out, spec, i, stage, &mut rng);
-        flush(&mut out);
-    }
-    objects
+    (0..spec.clusters)
+        .map(|i| {
+            // The first clusters walk through every stage so a small demo shows each one.
+            if i < others.len() && spec.ready_percent < 100 {
+                others[i]
+            } else if rng.below(100) < spec.ready_percent {
+                DemoStage::Ready
+            } else {
+                others[rng.below(others.len() as u64) as usize]
+            }
+        })
+        .collect()
+}
+
+/// Each cluster draws its names from its own generator, so it can be generated again at
+/// another stage (the simulator) with the same names.
+fn tenant_rng(spec: &FleetSpec, i: usize) -> Rng {
+    Rng(spec.seed ^ (i as u64 + 1).wrapping_mul(0xA24B_AED4_963E_E407))
+}
+
+/// One cluster's objects (NetworkNamespace, KubernetesCluster, Machines, NetworkConfigurations,
+/// VIP, VMs, …) as the operators would have written them at `stage`, with `workers_per_pool`
+/// workers in its second pool (the first has one more). Keyed by (kind, namespace, name).
+pub fn tenant_objects(
+    spec: &FleetSpec,
+    i: usize,
+    stage: DemoStage,
+    workers_per_pool: usize,
+) -> Vec<(crate::store::Key, Value)> {
+    let mut out = Vec::new();
+    let spec = FleetSpec {
+        workers_per_pool,
+        ..spec.clone()
+    };
+    tenant(&mut out, &spec, i, stage, &mut tenant_rng(&spec, i));
+    out.into_iter()
+        .filter_map(|v| {
+            let kind: Kind = v.get("kind")?.as_str()?.parse().ok()?;
+            let meta = v.get("metadata")?;
+            let key = crate::store::Key::new(
+                kind,
+                meta.get("namespace")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default(),
+                meta.get("name")?.as_str()?,
+            );
+            Some((key, v))
+        })
+        .collect()
+}
+
+/// Decode a generated object.
+pub fn decode(v: Value) -> Option<Resource> {
+    to_resource(v)
 }
 
 /// Names of the demo's worker hosts that accept VMs.

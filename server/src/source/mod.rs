@@ -3,6 +3,7 @@
 pub mod demo;
 pub mod kube;
 pub mod manifest;
+pub mod simulator;
 
 use std::path::PathBuf;
 

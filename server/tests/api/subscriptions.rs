@@ -697,3 +697,54 @@ async fn machine_changed_keeps_a_live_view_of_its_filter() {
         "{v}"
     );
 }
+
+/// `--simulate` plays the pipeline on the demo: events flow without anyone touching the store,
+/// and clusters reach Ready. Without it the demo stands still (tests rely on that).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_simulator_makes_the_demo_live_and_is_off_by_default() {
+    let still = spawn(&["--demo"]).await;
+    let q = "{ sequence clusters(first: 100) { nodes { pipeline { stage } } } }";
+    let before = still.data(q, json!({})).await["sequence"].clone();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(still.data(q, json!({})).await["sequence"], before);
+
+    let app = spawn(&["--demo", "--simulate", "--simulate-steps-per-second", "40"]).await;
+    let ready = |d: &Value| {
+        d["clusters"]["nodes"].as_array().map_or(0, |cs| {
+            cs.iter()
+                .filter(|c| c["pipeline"]["stage"] == "READY")
+                .count()
+        })
+    };
+    let first = app.data(q, json!({})).await;
+    let mut ws = connect(&app).await;
+    send(
+        &mut ws,
+        json!({"id": "1", "type": "subscribe", "payload": {"query": SUB,
+            "variables": {"kinds": ["Machine", "NetworkConfiguration", "KubernetesCluster"], "snap": false}}}),
+    )
+    .await;
+    let mut types = std::collections::BTreeSet::new();
+    for _ in 0..30 {
+        let e = event(&mut ws, "1").await;
+        types.insert(e["type"].as_str().unwrap_or_default().to_string());
+    }
+    assert!(
+        types.contains("MODIFIED") && types.contains("ADDED"),
+        "{types:?}"
+    );
+    let mut later = app.data(q, json!({})).await;
+    for _ in 0..50 {
+        if ready(&later) > ready(&first) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        later = app.data(q, json!({})).await;
+    }
+    assert!(
+        ready(&later) > ready(&first),
+        "{} → {} Ready",
+        ready(&first),
+        ready(&later)
+    );
+}

@@ -69,6 +69,11 @@ pub struct ServeConfig {
     #[arg(long, env = "MAX_QUERY_DEPTH", default_value_t = 16)]
     pub max_query_depth: usize,
 
+    /// Changes the change stream holds: a subscriber further behind than this (a slow reader)
+    /// gets RESYNC and a fresh snapshot. Also bounds the memory kept for slow subscribers.
+    #[arg(long, env = "CHANGE_BUFFER", default_value_t = vitistack_default_change_buffer())]
+    pub change_buffer: usize,
+
     /// Seconds a WebSocket client has to send `connection_init` (then closed with 4408).
     #[arg(long, env = "WS_INIT_TIMEOUT_SECONDS", default_value_t = 3)]
     pub ws_init_timeout_seconds: u64,
@@ -287,6 +292,7 @@ impl ServeConfig {
                 self.stream_max_connections_per_client,
             ),
             ("STREAM_MAX_CONNECTIONS", self.stream_max_connections),
+            ("CHANGE_BUFFER", self.change_buffer),
         ] {
             if v == 0 {
                 return Err(format!("{name} must be at least 1"));
@@ -294,6 +300,10 @@ impl ServeConfig {
         }
         Ok(())
     }
+}
+
+fn vitistack_default_change_buffer() -> usize {
+    crate::store::CHANGE_BUFFER
 }
 
 impl ServeConfig {

@@ -274,8 +274,10 @@ impl Snapshot {
     }
 }
 
-/// Capacity of the change stream; a receiver further behind than this is told it lagged.
-pub const CHANGE_BUFFER: usize = 65_536;
+/// Default capacity of the change stream; a receiver further behind than this is told it lagged
+/// (subscriptions then send RESYNC). The ring keeps its changes' objects alive, so it is also a
+/// bound on memory held for slow subscribers.
+pub const CHANGE_BUFFER: usize = 4_096;
 
 /// The store: the current snapshot plus the change stream. Writers are serialized.
 pub struct Store {
@@ -303,7 +305,12 @@ impl Default for Store {
 impl Store {
     /// An empty store.
     pub fn new() -> Self {
-        let (changes, _) = broadcast::channel(CHANGE_BUFFER);
+        Store::with_change_buffer(CHANGE_BUFFER)
+    }
+
+    /// An empty store whose change stream holds `capacity` changes (at least 1).
+    pub fn with_change_buffer(capacity: usize) -> Self {
+        let (changes, _) = broadcast::channel(capacity.max(1));
         Store {
             current: ArcSwap::from_pointee(Snapshot::default()),
             writer: Mutex::new(()),

@@ -357,7 +357,7 @@ async fn gauges_return_to_baseline_when_a_socket_drops_without_complete() {
 /// bounded and other subscribers are not held up.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_paused_reader_gets_resync_then_a_fresh_snapshot() {
-    let app = spawn(&[]).await;
+    let app = spawn(&["--change-buffer", "2048"]).await;
     let store = app.running().store.clone();
     let mut slow = connect(&app).await;
     // Whole objects in every event (~1.5 KB each), so the socket buffers fill well before the
@@ -378,9 +378,9 @@ async fn a_paused_reader_gets_resync_then_a_fresh_snapshot() {
     )
     .await;
     assert_eq!(event(&mut fast, "fast").await["type"], "SYNCED");
-    // Twice what the change stream holds (65,536), while `slow` reads nothing (socket buffers
-    // absorb a few thousand events before the server stops reading the stream for it).
-    let rounds = vitistack::store::CHANGE_BUFFER * 2;
+    // Eight times what the change stream holds (2,048), while `slow` reads nothing (socket
+    // buffers absorb a few thousand events before the server stops reading the stream for it).
+    let rounds = 2048 * 8;
     let mut batch = Vec::with_capacity(1000);
     for r in 0..rounds {
         let phase = if (r / 100) % 2 == 0 {
@@ -394,12 +394,15 @@ async fn a_paused_reader_gets_resync_then_a_fresh_snapshot() {
         }
     }
     store.apply(batch);
+    let busy_done = store.snapshot().seq();
     // The other subscriber is not held up by the stalled one.
     store.apply(vec![Op::Upsert(machine("quiet", "q0", "Pending"))]);
     assert_eq!(event(&mut fast, "fast").await["name"], "q0");
 
-    // Now read: buffered events, then RESYNC, a snapshot, SYNCED.
+    // Now read: buffered events, RESYNC, a snapshot, SYNCED, and any changes after it, up to
+    // the last change.
     let mut resynced = false;
+    let mut in_snapshot = false;
     let mut state: BTreeMap<String, String> = BTreeMap::new();
     let mut seen = 0usize;
     loop {
@@ -408,6 +411,7 @@ async fn a_paused_reader_gets_resync_then_a_fresh_snapshot() {
         match e["type"].as_str() {
             Some("RESYNC") => {
                 resynced = true;
+                in_snapshot = true;
                 state.clear();
             }
             Some("ADDED" | "MODIFIED") => {
@@ -416,8 +420,11 @@ async fn a_paused_reader_gets_resync_then_a_fresh_snapshot() {
                     e["object"]["phase"].as_str().unwrap_or_default().into(),
                 );
             }
-            Some("SYNCED") if resynced => break,
+            Some("SYNCED") if resynced => in_snapshot = false,
             other => panic!("unexpected {other:?} after {seen} events: {e}"),
+        }
+        if resynced && !in_snapshot && e["sequence"].as_u64().is_some_and(|s| s >= busy_done) {
+            break;
         }
     }
     assert!(resynced);

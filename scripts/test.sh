@@ -41,8 +41,17 @@ fi
 # rebuild the crate with different dev-dependency features.
 VITISTACK_BIN="$CARGO_TARGET_DIR/debug/vitistack" "$venv/bin/python" -m unittest -v e2e/chart/test_chart.py 2>&1 | tee -a "$log" || status=1
 
-# One closing line for the whole run: cargo's "test result:" lines and unittest's "Ran N tests" / "FAILED (...)".
+echo "== subscriptions through the reference clients (graphql-ws, ws, graphql-sse on Node)"
+command -v npm >/dev/null || { apt-get update -qq && apt-get install -y -qq nodejs npm >/dev/null; }
+(cd e2e/ws && npm ci --no-audit --no-fund --loglevel=error) || status=1
+(cd e2e/ws && VITISTACK_BIN="$CARGO_TARGET_DIR/debug/vitistack" node --test --test-reporter=tap) 2>&1 \
+  | grep -vE '^#? ?[0-9T:.-]+Z +(WARN|INFO)' | tee -a "$log" || status=1
+
+# One closing line for the whole run: cargo's "test result:" lines, node's TAP "# pass/# fail" and
+# unittest's "Ran N tests" / "FAILED (...)".
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
+     /^# pass [0-9]+$/ { p += $3 }
+     /^# fail [0-9]+$/ { f += $3 }
      /^Ran [0-9]+ tests? in/ { ran = $2 }
      /^FAILED \(/ { n = 0; s = $0; while (match(s, /(failures|errors)=[0-9]+/)) { split(substr(s, RSTART, RLENGTH), kv, "="); n += kv[2]; s = substr(s, RSTART + RLENGTH) } uf += n }
      /^(OK|FAILED)/ && ran { p += ran - (/^FAILED/ ? uf : 0); f += (/^FAILED/ ? uf : 0); ran = 0; uf = 0 }

@@ -404,27 +404,52 @@ async fn run_writer(
                 }
             }
         }
-        let result = match &db {
-            None => Err(None),
-            Some(d) if rewrite => rewrite_all(d, &store).await.map_err(Some),
-            Some(d) => write(d, &pending)
-                .await
-                .map(|()| pending.len())
-                .map_err(Some),
+        // Write what is pending while the change stream keeps being read: a slow database must
+        // not make the writer fall behind the ring (that would force a full rewrite).
+        let batch = std::mem::take(&mut pending);
+        let was_rewrite = std::mem::take(&mut rewrite);
+        let result = {
+            let work = async {
+                match &db {
+                    None => Err(None),
+                    Some(d) if was_rewrite => rewrite_all(d, &store).await.map_err(Some),
+                    Some(d) => write(d, &batch).await.map(|()| batch.len()).map_err(Some),
+                }
+            };
+            tokio::pin!(work);
+            let mut open = stop_deadline.is_none();
+            loop {
+                tokio::select! {
+                    r = &mut work => break r,
+                    c = rx.recv(), if open => match c {
+                        Ok(c) => note(&mut pending, &c),
+                        Err(broadcast::error::RecvError::Lagged(missed)) => {
+                            tracing::warn!(missed, "object writer fell behind the change stream; rewriting the objects table");
+                            pending.clear();
+                            rewrite = true;
+                        }
+                        Err(broadcast::error::RecvError::Closed) => open = false,
+                    },
+                }
+            }
         };
         match result {
             Ok(n) => {
                 health.wrote(n);
-                pending.clear();
-                rewrite = false;
-                due = None;
+                due = (!pending.is_empty() || rewrite)
+                    .then(|| Instant::now() + settings.flush_interval);
                 backoff = first_backoff;
             }
             Err(e) => {
                 if let Some(e) = e {
-                    tracing::warn!(error = %e, pending = pending.len(), "writing objects failed; retrying");
+                    tracing::warn!(error = %e, pending = batch.len() + pending.len(), "writing objects failed; retrying");
                     health.failed(&e);
                 }
+                // Newer states read meanwhile win over the batch's.
+                for (k, v) in batch {
+                    pending.entry(k).or_insert(v);
+                }
+                rewrite |= was_rewrite;
                 due = Some(Instant::now() + backoff);
                 backoff = (backoff * 2).min(MAX_BACKOFF);
             }

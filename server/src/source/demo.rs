@@ -152,10 +152,13 @@ pub fn stages(spec: &FleetSpec) -> Vec<DemoStage> {
         .collect();
     (0..spec.clusters)
         .map(|i| {
-            // The first clusters walk through every stage so a small demo shows each one.
+            // The first clusters walk through every stage (Ready last) so a small demo shows
+            // each one.
             if i < others.len() && spec.ready_percent < 100 {
                 others[i]
-            } else if rng.below(100) < spec.ready_percent {
+            } else if (i == others.len() && spec.ready_percent < 100)
+                || rng.below(100) < spec.ready_percent
+            {
                 DemoStage::Ready
             } else {
                 others[rng.below(others.len() as u64) as usize]
@@ -674,7 +677,7 @@ fn tenant(out: &mut Vec<Value>, spec: &FleetSpec, i: usize, stage: DemoStage, rn
                "poolMembers": cp_ips}),
         Some(vip_status),
     ));
-    if stage == DemoStage::Ready && i.is_multiple_of(4) {
+    if stage == DemoStage::Ready && i % 4 == 1 {
         out.push(obj(
             "EtcdBackup",
             "v1alpha1",

@@ -61,7 +61,7 @@ before(async () => {
     [
       'serve', '--demo', '--simulate', '--simulate-steps-per-second', '100',
       '--ws-init-timeout-seconds', '1', '--stream-keepalive-seconds', '1',
-      '--change-buffer', '256', '--database-url', `sqlite://${dbdir}/e2e.db`,
+      '--change-buffer', '256', '--subscription-buffer', '64', '--database-url', `sqlite://${dbdir}/e2e.db`,
     ],
     {
       env: { ...process.env, PORT: String(port), BIND_ADDRESS: '127.0.0.1', LOG_LEVEL: 'warn',
@@ -244,8 +244,8 @@ test('raw socket: a paused reader gets RESYNC, then a fresh snapshot; others are
   send(ws, { type: 'connection_init' });
   for (let i = 0; i < 100 && !events.includes('SYNCED'); i++) await sleep(50);
   assert.ok(events.includes('SYNCED'));
-  // Stop reading for a while: the simulator keeps changing the graph (100 steps/s), the change
-  // ring holds 256 changes.
+  // Stop reading for a while: the simulator keeps changing the graph (100 steps/s); a
+  // subscription queues 64 changes.
   ws._socket.pause();
   const t0 = Date.now();
   // Meanwhile another client is served promptly.

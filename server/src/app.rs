@@ -215,6 +215,10 @@ pub async fn start(cfg: &ServeConfig, listener: TcpListener) -> anyhow::Result<R
         },
         store: store.clone(),
         subscription_metrics: Some(metrics.subscriptions.clone()),
+        fanout: Some(crate::graphql::fanout::Fanout::start(
+            &store,
+            cfg.subscription_buffer,
+        )),
     });
     let cache = Arc::new(crate::http::cache::ResponseCache::new(
         cfg.response_cache_mb.saturating_mul(1024 * 1024),

@@ -74,6 +74,11 @@ pub struct ServeConfig {
     #[arg(long, env = "CHANGE_BUFFER", default_value_t = vitistack_default_change_buffer())]
     pub change_buffer: usize,
 
+    /// Changes queued per subscription for a slow reader; when it overflows the subscription
+    /// sends RESYNC and a fresh snapshot.
+    #[arg(long, env = "SUBSCRIPTION_BUFFER", default_value_t = 1024)]
+    pub subscription_buffer: usize,
+
     /// Seconds a WebSocket client has to send `connection_init` (then closed with 4408).
     #[arg(long, env = "WS_INIT_TIMEOUT_SECONDS", default_value_t = 3)]
     pub ws_init_timeout_seconds: u64,
@@ -293,6 +298,7 @@ impl ServeConfig {
             ),
             ("STREAM_MAX_CONNECTIONS", self.stream_max_connections),
             ("CHANGE_BUFFER", self.change_buffer),
+            ("SUBSCRIPTION_BUFFER", self.subscription_buffer),
         ] {
             if v == 0 {
                 return Err(format!("{name} must be at least 1"));

@@ -1,5 +1,6 @@
 //! The GraphQL API over the store: schema construction and per-request snapshot injection.
 
+pub mod fanout;
 pub mod paging;
 pub mod query;
 pub mod selector;
@@ -31,6 +32,8 @@ pub struct SchemaSettings {
     pub store: std::sync::Arc<crate::store::Store>,
     /// Subscription metrics, when served.
     pub subscription_metrics: Option<subscription::SubscriptionMetrics>,
+    /// The change fan-out subscriptions register with (None: subscriptions are refused).
+    pub fanout: Option<std::sync::Arc<fanout::Fanout>>,
 }
 
 impl Default for SchemaSettings {
@@ -43,6 +46,7 @@ impl Default for SchemaSettings {
             overcommit: Default::default(),
             store: Default::default(),
             subscription_metrics: None,
+            fanout: None,
         }
     }
 }
@@ -64,6 +68,9 @@ pub fn build_schema(settings: &SchemaSettings) -> AppSchema {
     .limit_depth(settings.max_depth);
     if let Some(m) = &settings.subscription_metrics {
         builder = builder.data(m.clone());
+    }
+    if let Some(f) = &settings.fanout {
+        builder = builder.data(f.clone());
     }
     builder.finish()
 }

@@ -13,6 +13,9 @@ use async_graphql::{Context, Enum, SimpleObject, Subscription};
 use futures::{Stream, StreamExt};
 use tokio::sync::broadcast;
 
+use std::sync::atomic::Ordering;
+
+use super::fanout::{Fanout, Subscriber};
 use super::paging::{CompiledFilter, Filter, bad_input};
 use super::types::{Node, to_node};
 use crate::model::{Kind, Resource};
@@ -200,23 +203,37 @@ impl Interest {
 
 struct State {
     store: Arc<Store>,
-    rx: broadcast::Receiver<Arc<Change>>,
-    interest: Interest,
+    sub: Subscriber,
+    interest: Arc<Interest>,
     /// Changes up to here are already reflected (the snapshot's sequence).
     after: u64,
     pending: VecDeque<ResourceEvent>,
     active: Active,
 }
 
+/// The fan-out a subscription registers with (served by the app; absent when printing the SDL).
+fn fanout(ctx: &Context<'_>) -> async_graphql::Result<Arc<Fanout>> {
+    ctx.data_opt::<Arc<Fanout>>()
+        .cloned()
+        .ok_or_else(|| async_graphql::Error::new("subscriptions are not served by this schema"))
+}
+
 /// Snapshot (optional) then every matching change, with RESYNC on overflow.
 fn changes(
     store: Arc<Store>,
+    fanout: &Fanout,
     interest: Interest,
     snapshot: bool,
     active: Active,
-) -> impl Stream<Item = ResourceEvent> {
-    // Listen first, then read: nothing between the two can be missed.
-    let rx = store.subscribe();
+) -> impl Stream<Item = ResourceEvent> + use<> {
+    let interest = Arc::new(interest);
+    let wants = interest.clone();
+    // Register first, then read: nothing between the two can be missed.
+    let sub = fanout.register(
+        interest.kinds.as_deref(),
+        interest.filter.namespace(),
+        move |c| wants.event_type(c).is_some(),
+    );
     let snap = store.snapshot();
     let pending = if snapshot {
         interest.snapshot(&snap)
@@ -226,7 +243,7 @@ fn changes(
     let state = State {
         after: snap.seq(),
         store,
-        rx,
+        sub,
         interest,
         pending,
         active,
@@ -237,8 +254,20 @@ fn changes(
                 st.active.event(false);
                 return Some((ev, st));
             }
-            match st.rx.recv().await {
-                Ok(c) => {
+            if st.sub.overflowed.swap(false, Ordering::AcqRel) {
+                // Changes were dropped for this subscriber: start over from a fresh snapshot.
+                while st.sub.rx.try_recv().is_ok() {}
+                let snap = st.store.snapshot();
+                st.after = snap.seq();
+                st.pending = st.interest.snapshot(&snap);
+                st.active.event(true);
+                return Some((
+                    ResourceEvent::marker(ResourceEventType::Resync, snap.seq()),
+                    st,
+                ));
+            }
+            match st.sub.rx.recv().await {
+                Some(Some(c)) => {
                     if c.seq <= st.after {
                         continue;
                     }
@@ -248,18 +277,8 @@ fn changes(
                     st.active.event(false);
                     return Some((ResourceEvent::of(t, c.seq, &c.object), st));
                 }
-                Err(broadcast::error::RecvError::Lagged(_)) => {
-                    st.rx = st.store.subscribe();
-                    let snap = st.store.snapshot();
-                    st.after = snap.seq();
-                    st.pending = st.interest.snapshot(&snap);
-                    st.active.event(true);
-                    return Some((
-                        ResourceEvent::marker(ResourceEventType::Resync, snap.seq()),
-                        st,
-                    ));
-                }
-                Err(broadcast::error::RecvError::Closed) => return None,
+                Some(None) => continue, // look at the overflow flag
+                None => return None,
             }
         }
     })
@@ -385,7 +404,14 @@ impl SubscriptionRoot {
             ctx.data_opt::<SubscriptionMetrics>().cloned(),
             "resourceChanged",
         );
-        Ok(changes(store, Interest { kinds, filter }, snapshot, active))
+        let fanout = fanout(ctx)?;
+        Ok(changes(
+            store,
+            &fanout,
+            Interest { kinds, filter },
+            snapshot,
+            active,
+        ))
     }
 
     /// Changes to Machines passing `filter` (namespace, phases, label selector, name search),
@@ -410,12 +436,14 @@ impl SubscriptionRoot {
         }
         let filter = CompiledFilter::new(&filter)?;
         let store = ctx.data_unchecked::<Arc<Store>>().clone();
+        let fanout = fanout(ctx)?;
         let active = Active::new(
             ctx.data_opt::<SubscriptionMetrics>().cloned(),
             "machineChanged",
         );
         Ok(changes(
             store,
+            &fanout,
             Interest {
                 kinds: Some(vec![Kind::Machine]),
                 filter,

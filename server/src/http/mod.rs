@@ -108,6 +108,9 @@ async fn graphql_ws(
 ) -> Response {
     upgrade
         .protocols(ws::PROTOCOLS)
+        // Small buffers: most sockets are idle subscribers (tungstenite's default is 128 KiB).
+        .read_buffer_size(4 * 1024)
+        .write_buffer_size(4 * 1024)
         .on_upgrade(move |socket| ws::serve(socket, app, peer.ip()))
 }
 

@@ -264,7 +264,13 @@ test('raw socket: a paused reader gets RESYNC, then a fresh snapshot; others are
 });
 
 test('raw socket: dropped without complete, the server releases everything', async () => {
-  const baseline = await metrics();
+  // Earlier tests' sockets are gone first (their close handshakes may still be running).
+  let baseline = await metrics();
+  for (let i = 0; i < 100 && gauge(baseline, 'vitistack_websockets_open') !== 0; i++) {
+    await sleep(50);
+    baseline = await metrics();
+  }
+  assert.equal(gauge(baseline, 'vitistack_websockets_open'), 0);
   const sockets = [];
   for (let i = 0; i < 5; i++) {
     const ws = new WebSocket(wsUrl, 'graphql-transport-ws');

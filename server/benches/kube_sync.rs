@@ -7,23 +7,16 @@
 
 #[path = "../tests/support/kube_api.rs"]
 mod kube_api;
+#[path = "support/proc.rs"]
+mod proc;
+
+use proc::status_kib;
 
 use std::time::{Duration, Instant};
 
 use kube_api::{KubeApi, ResourceDef};
 use vitistack::model::Kind;
 use vitistack::source::demo::{FleetSpec, fleet};
-
-fn status_kib(pid: u32, field: &str) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with(field))
-                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
-        })
-        .unwrap_or(0)
-}
 
 fn main() {
     if std::env::args().any(|a| a == "--list") {

@@ -251,6 +251,10 @@ fn changes(
     futures::stream::unfold(state, |mut st| async move {
         loop {
             if let Some(ev) = st.pending.pop_front() {
+                if st.pending.is_empty() {
+                    // Idle subscriptions keep no snapshot-sized buffer.
+                    st.pending = VecDeque::new();
+                }
                 st.active.event(false);
                 return Some((ev, st));
             }

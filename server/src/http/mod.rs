@@ -108,9 +108,10 @@ async fn graphql_ws(
 ) -> Response {
     upgrade
         .protocols(ws::PROTOCOLS)
-        // Small buffers: most sockets are idle subscribers (tungstenite's default is 128 KiB).
-        .read_buffer_size(4 * 1024)
-        .write_buffer_size(4 * 1024)
+        // Small buffers: most sockets are idle subscribers (tungstenite's default is 128 KiB;
+        // client messages are small, and every server message is flushed as it is sent).
+        .read_buffer_size(1024)
+        .write_buffer_size(0)
         .on_upgrade(move |socket| ws::serve(socket, app, peer.ip()))
 }
 
@@ -149,7 +150,7 @@ fn sse(app: AppState, client: std::net::IpAddr, request: async_graphql::Request)
             return (StatusCode::TOO_MANY_REQUESTS, axum::Json(body)).into_response();
         }
     };
-    let open = SseOpen::new(app.metrics.clone());
+    let open = Held::new(&app.metrics.sse_open);
     let keepalive = app.gate.settings.keepalive;
     let events = ws::execute_stream(&app, request)
         .map(|response| {
@@ -168,35 +169,19 @@ fn sse(app: AppState, client: std::net::IpAddr, request: async_graphql::Request)
         .into_response()
 }
 
-/// Counts an open SSE stream until it is dropped.
-struct SseOpen(Arc<Metrics>);
+/// Holds a gauge one higher while it lives (an open socket or stream), however it ends.
+pub(crate) struct Held(prometheus::IntGauge);
 
-impl SseOpen {
-    fn new(m: Arc<Metrics>) -> Self {
-        m.sse_open.inc();
-        SseOpen(m)
+impl Held {
+    pub(crate) fn new(gauge: &prometheus::IntGauge) -> Self {
+        gauge.inc();
+        Held(gauge.clone())
     }
 }
 
-impl Drop for SseOpen {
+impl Drop for Held {
     fn drop(&mut self) {
-        self.0.sse_open.dec();
-    }
-}
-
-/// Counts an open socket until it is dropped, however the connection ends.
-pub(crate) struct OpenSocket(Arc<Metrics>);
-
-impl OpenSocket {
-    pub(crate) fn new(m: Arc<Metrics>) -> Self {
-        m.ws_open.inc();
-        OpenSocket(m)
-    }
-}
-
-impl Drop for OpenSocket {
-    fn drop(&mut self) {
-        self.0.ws_open.dec();
+        self.0.dec();
     }
 }
 

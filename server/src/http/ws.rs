@@ -212,7 +212,7 @@ pub async fn serve(socket: WebSocket, app: AppState, client: IpAddr) {
             return;
         }
     };
-    let _open = super::OpenSocket::new(app.metrics.clone());
+    let _open = super::Held::new(&app.metrics.ws_open);
     let mut conn = Conn {
         app: app.clone(),
         protocol,

@@ -5,23 +5,14 @@ use serde_json::json;
 use vitistack::model::{Kind, Resource};
 use vitistack::store::Op;
 
-use crate::spawn;
-
-fn counter(metrics: &str, name: &str) -> u64 {
-    metrics
-        .lines()
-        .find(|l| l.starts_with(name))
-        .and_then(|l| l.rsplit(' ').next())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0)
-}
+use crate::{metric, spawn};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn repeated_queries_are_served_from_the_cache_and_never_stale() {
     let app = spawn(&["--demo"]).await;
     let store = app.running().store.clone();
     let q = "query($ns: String) { sequence machines(first: 3, filter: {namespace: $ns}) { totalCount nodes { name phase } } }";
-    let hits = |m: &str| counter(m, "vitistack_graphql_cache_hits_total");
+    let hits = |m: &str| metric(m, "vitistack_graphql_cache_hits_total");
 
     let first = app.query(q, json!({"ns": "cache-test"})).await;
     let hits_before = hits(&app.get("/metrics").await.1);

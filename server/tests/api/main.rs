@@ -144,6 +144,45 @@ pub async fn spawn(args: &[&str]) -> TestApp {
     }
 }
 
+/// The value of a metric line (`name` with its labels) in a `/metrics` text; 0 when absent.
+pub fn metric(metrics: &str, name: &str) -> i64 {
+    metrics
+        .lines()
+        .find(|l| l.starts_with(name))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+/// A WebSocket client connection.
+pub type Ws =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+/// Open `/graphql/ws`, offering `protocol` (none when None).
+pub async fn open_ws(app: &TestApp, protocol: Option<&str>) -> Ws {
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+    let url = format!("{}/graphql/ws", app.base.replacen("http", "ws", 1));
+    let mut req = url.into_client_request().expect("request");
+    if let Some(p) = protocol {
+        req.headers_mut()
+            .insert("Sec-WebSocket-Protocol", p.parse().expect("header"));
+    }
+    tokio_tungstenite::connect_async(req)
+        .await
+        .expect("connect")
+        .0
+}
+
+/// Send one JSON message.
+pub async fn send_json(ws: &mut Ws, v: Value) {
+    use futures::SinkExt;
+    ws.send(tokio_tungstenite::tungstenite::Message::Text(
+        v.to_string().into(),
+    ))
+    .await
+    .expect("send");
+}
+
 /// A server with the demo fleet and every upstream fixture.
 pub async fn spawn_full() -> TestApp {
     let upstream = shared().join("fixtures/upstream");

@@ -7,33 +7,10 @@ use std::time::Duration;
 use futures::{SinkExt, StreamExt};
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
-use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use vitistack::model::{Kind, Resource};
 use vitistack::store::Op;
 
-use super::{TestApp, spawn};
-
-type Ws =
-    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
-
-async fn open(app: &TestApp, protocol: Option<&str>) -> Ws {
-    let url = format!("{}/graphql/ws", app.base.replacen("http", "ws", 1));
-    let mut req = url.into_client_request().expect("request");
-    if let Some(p) = protocol {
-        req.headers_mut()
-            .insert("Sec-WebSocket-Protocol", p.parse().expect("header"));
-    }
-    tokio_tungstenite::connect_async(req)
-        .await
-        .expect("connect")
-        .0
-}
-
-async fn send(ws: &mut Ws, v: Value) {
-    ws.send(Message::Text(v.to_string().into()))
-        .await
-        .expect("send");
-}
+use super::{TestApp, Ws, metric as counter, open_ws as open, send_json as send, spawn};
 
 /// The next text message, or the close frame as `{"close": code, "reason": …}`.
 async fn recv(ws: &mut Ws) -> Value {
@@ -59,15 +36,6 @@ async fn acked(app: &TestApp) -> Ws {
     send(&mut ws, json!({"type": "connection_init"})).await;
     assert_eq!(recv(&mut ws).await["type"], "connection_ack");
     ws
-}
-
-fn counter(metrics: &str, name: &str) -> u64 {
-    metrics
-        .lines()
-        .find(|l| l.starts_with(name))
-        .and_then(|l| l.rsplit(' ').next())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0)
 }
 
 const SUB: &str =
@@ -360,6 +328,13 @@ struct SseReader {
 }
 
 impl SseReader {
+    fn new(res: reqwest::Response) -> Self {
+        SseReader {
+            res,
+            buf: String::new(),
+        }
+    }
+
     async fn next(&mut self) -> (String, Value) {
         loop {
             if let Some(end) = self.buf.find("\n\n") {
@@ -412,10 +387,7 @@ async fn graphql_over_sse() {
             .to_str()
             .is_ok_and(|c| c.starts_with("text/event-stream"))
     );
-    let mut sse = SseReader {
-        res,
-        buf: String::new(),
-    };
+    let mut sse = SseReader::new(res);
     let (event, synced) = sse.next().await;
     assert_eq!(event, "next");
     assert_eq!(synced["data"]["resourceChanged"]["type"], "SYNCED");
@@ -444,10 +416,7 @@ async fn graphql_over_sse() {
         .send()
         .await
         .expect("request");
-    let mut sse = SseReader {
-        res,
-        buf: String::new(),
-    };
+    let mut sse = SseReader::new(res);
     let (event, v) = sse.next().await;
     assert_eq!(
         (event.as_str(), v["data"]["sequence"].as_u64()),
@@ -463,10 +432,7 @@ async fn graphql_over_sse() {
         .send()
         .await
         .expect("request");
-    let mut sse = SseReader {
-        res,
-        buf: String::new(),
-    };
+    let mut sse = SseReader::new(res);
     assert_eq!(sse.next().await.1["data"]["sequence"], seq);
     assert_eq!(sse.next().await.0, "complete");
 

@@ -4,17 +4,14 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use futures::{SinkExt, StreamExt};
+use futures::StreamExt;
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use vitistack::model::{Kind, Resource};
 use vitistack::store::{Key, Op};
 
-use super::{TestApp, spawn};
-
-type Ws =
-    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+use super::{TestApp, Ws, metric as gauge, send_json as send, spawn};
 
 async fn connect(app: &TestApp) -> Ws {
     let url = format!("{}/graphql/ws", app.base.replacen("http", "ws", 1));
@@ -35,12 +32,6 @@ async fn connect(app: &TestApp) -> Ws {
     send(&mut ws, json!({"type": "connection_init"})).await;
     assert_eq!(next(&mut ws).await["type"], "connection_ack");
     ws
-}
-
-async fn send(ws: &mut Ws, v: Value) {
-    ws.send(Message::Text(v.to_string().into()))
-        .await
-        .expect("send");
 }
 
 /// The next protocol message (pings answered).
@@ -281,15 +272,6 @@ async fn snapshot_and_stream_agree_with_the_graph_during_churn() {
         })
         .collect();
     assert_eq!(mine, truth);
-}
-
-fn gauge(metrics: &str, name: &str) -> i64 {
-    metrics
-        .lines()
-        .find(|l| l.starts_with(name))
-        .and_then(|l| l.rsplit(' ').next())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0)
 }
 
 /// A client that vanishes without `complete` leaves nothing behind: the socket and

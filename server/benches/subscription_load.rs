@@ -1,0 +1,320 @@
+//! Subscription load: N WebSocket subscribers (graphql-transport-ws, tokio-tungstenite) on the
+//! release server, M changes per second applied at the source, and what the subscribers see:
+//! delivered events/s, change-to-client latency (p50/p99/max), and the server's resident memory
+//! per idle subscriber.
+//!
+//! The change source is the Kubernetes API test server (`tests/support/kube_api.rs`) in this
+//! process; the vitistack server runs as its own process (`SOURCE=kube`), so its memory is
+//! measured alone. A change is a Machine whose annotation `load.vitistack.io/applied-at` carries
+//! the time (µs since the epoch) it was applied at the API; a subscriber's latency is its arrival
+//! time minus that: watch → store → fan-out → socket → client, all on this machine's two cores.
+//!
+//! Subscribers are spread over namespaces (`machineChanged(filter: {namespace})`), as dashboards
+//! following one tenant each would be: every change reaches `N / NAMESPACES` subscribers.
+//!
+//! `cargo bench --bench subscription_load`; env: LOAD_SUBSCRIBERS (10000), LOAD_CHANGES_PER_SECOND
+//! (100), LOAD_SECONDS (20), LOAD_NAMESPACES (1000), LOAD_SUBSCRIBE (1; 0 = sockets only, to
+//! separate what a connection costs from what a subscription costs).
+
+#[path = "../tests/support/kube_api.rs"]
+mod kube_api;
+#[path = "support/proc.rs"]
+mod proc;
+
+use proc::status_kib;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use futures::{SinkExt, StreamExt};
+use kube_api::KubeApi;
+use parking_lot::Mutex;
+use serde_json::{Value, json};
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use vitistack::model::Kind;
+use vitistack::source::demo::{FleetSpec, fleet};
+
+const ANNOTATION: &str = "load.vitistack.io/applied-at";
+
+fn env(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn now_micros() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_micros() as u64)
+        .unwrap_or(0)
+}
+
+fn main() {
+    if std::env::args().any(|a| a == "--list") {
+        return;
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(run());
+}
+
+#[derive(Default)]
+struct Seen {
+    events: AtomicU64,
+    latencies: Mutex<Vec<u32>>,
+    synced: AtomicU64,
+    stopping: Arc<std::sync::atomic::AtomicBool>,
+}
+
+async fn subscriber(
+    url: String,
+    namespace: String,
+    seen: Arc<Seen>,
+    subscribe: bool,
+) -> Result<(), String> {
+    let mut req = url.into_client_request().map_err(|e| e.to_string())?;
+    req.headers_mut().insert(
+        "Sec-WebSocket-Protocol",
+        "graphql-transport-ws".parse().map_err(|_| "header")?,
+    );
+    let (mut ws, _) = tokio_tungstenite::connect_async(req)
+        .await
+        .map_err(|e| e.to_string())?;
+    let send = |v: Value| Message::Text(v.to_string().into());
+    ws.send(send(json!({"type": "connection_init"})))
+        .await
+        .map_err(|e| e.to_string())?;
+    let query =
+        "subscription($ns: String) { machineChanged(filter: {namespace: $ns}, snapshot: true) {
+        type sequence object { ... on Machine { annotations { key value } } } } }";
+    let mut subscribed = false;
+    while let Some(msg) = ws.next().await {
+        let Ok(Message::Text(text)) = msg else {
+            if msg.is_err() {
+                return Err("socket error".into());
+            }
+            continue;
+        };
+        let arrived = now_micros();
+        let v: Value = serde_json::from_str(&text).map_err(|e| e.to_string())?;
+        match v["type"].as_str() {
+            Some("connection_ack") if !subscribe => {
+                // Sockets only (LOAD_SUBSCRIBE=0): what a connection costs without an operation.
+                seen.synced.fetch_add(1, Ordering::Relaxed);
+            }
+            Some("connection_ack") if !subscribed => {
+                subscribed = true;
+                ws.send(send(json!({"id": "1", "type": "subscribe",
+                    "payload": {"query": query, "variables": {"ns": namespace}}})))
+                    .await
+                    .map_err(|e| e.to_string())?;
+            }
+            Some("ping") => {
+                let _ = ws.send(send(json!({"type": "pong"}))).await;
+            }
+            Some("next") => {
+                let ev = &v["payload"]["data"]["machineChanged"];
+                if ev["type"] == "SYNCED" {
+                    seen.synced.fetch_add(1, Ordering::Relaxed);
+                    continue;
+                }
+                if ev["type"] != "MODIFIED" {
+                    continue;
+                }
+                let applied = ev["object"]["annotations"]
+                    .as_array()
+                    .and_then(|a| a.iter().find(|kv| kv["key"] == ANNOTATION))
+                    .and_then(|kv| kv["value"].as_str()?.parse::<u64>().ok());
+                if let Some(t) = applied {
+                    seen.events.fetch_add(1, Ordering::Relaxed);
+                    let micros = arrived.saturating_sub(t).min(u64::from(u32::MAX));
+                    seen.latencies.lock().push(micros as u32);
+                }
+            }
+            Some("error") => return Err(format!("refused: {v}")),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+fn percentile(sorted: &[u32], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    f64::from(sorted[i]) / 1000.0
+}
+
+async fn run() {
+    let subscribers = env("LOAD_SUBSCRIBERS", 10_000) as usize;
+    let rate = env("LOAD_CHANGES_PER_SECOND", 100);
+    let seconds = env("LOAD_SECONDS", 20);
+    let namespaces = env("LOAD_NAMESPACES", 1_000) as usize;
+    let subscribe = env("LOAD_SUBSCRIBE", 1) != 0;
+    let machines_per_ns = 2usize;
+
+    let api = KubeApi::start(&kube_api::watched_resources(), Duration::from_secs(1)).await;
+    // A Machine from the demo generator as the template.
+    let template = fleet(&FleetSpec::large(1))
+        .into_iter()
+        .find(|r| r.kind() == Kind::Machine)
+        .map(|r| r.to_value())
+        .expect("a demo machine");
+    let machine = |ns: usize, m: usize, applied_at: u64| {
+        let mut v = template.clone();
+        v["metadata"] = json!({"name": format!("m-{m}"), "namespace": format!("load-{ns:04}"),
+            "labels": {"vitistack.io/clusterid": format!("load-{ns:04}")},
+            "annotations": {ANNOTATION: applied_at.to_string()}});
+        v
+    };
+    for ns in 0..namespaces {
+        for m in 0..machines_per_ns {
+            api.apply("machines", machine(ns, m, 0));
+        }
+    }
+
+    let dir = std::env::temp_dir().join(format!("vitistack-sub-load-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let kubeconfig = dir.join("kubeconfig");
+    api.write_kubeconfig(&kubeconfig);
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("port");
+        l.local_addr().expect("addr").port()
+    };
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_vitistack"))
+        .arg("serve")
+        .env("SOURCE", "kube")
+        .env("KUBECONFIG", &kubeconfig)
+        .env("KUBE_CONTEXT", "test")
+        .env("PORT", port.to_string())
+        .env("BIND_ADDRESS", "127.0.0.1")
+        .env("DATABASE_URL", format!("sqlite://{}/v.db", dir.display()))
+        .env("LOG_LEVEL", "warn")
+        .env("STREAM_MAX_CONNECTIONS", (subscribers + 100).to_string())
+        .env(
+            "STREAM_MAX_CONNECTIONS_PER_CLIENT",
+            (subscribers + 100).to_string(),
+        )
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("start vitistack");
+    let pid = child.id();
+    let http = reqwest::Client::new();
+    let started = Instant::now();
+    loop {
+        if let Ok(r) = http
+            .get(format!("http://127.0.0.1:{port}/ready"))
+            .send()
+            .await
+            && r.status().is_success()
+        {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(60), "not ready");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let rss_before = status_kib(pid, "VmRSS:");
+
+    // Open the subscribers, 200 connections at a time.
+    let seen = Arc::new(Seen::default());
+    let url = format!("ws://127.0.0.1:{port}/graphql/ws");
+    let opening = Instant::now();
+    let mut tasks = Vec::with_capacity(subscribers);
+    for i in 0..subscribers {
+        let (url, mine) = (url.clone(), seen.clone());
+        let ns = format!("load-{:04}", i % namespaces);
+        tasks.push(tokio::spawn(async move {
+            let stopping = mine.stopping.clone();
+            if let Err(e) = subscriber(url, ns, mine, subscribe).await
+                && !stopping.load(Ordering::Relaxed)
+            {
+                eprintln!("subscriber {i}: {e}");
+            }
+        }));
+        if i % 200 == 199 {
+            while (seen.synced.load(Ordering::Relaxed) as usize) < i + 1 - 200 {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        }
+    }
+    while (seen.synced.load(Ordering::Relaxed) as usize) < subscribers {
+        assert!(
+            opening.elapsed() < Duration::from_secs(300),
+            "subscribers did not all sync"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let open_time = opening.elapsed();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let rss_idle = status_kib(pid, "VmRSS:");
+
+    // M changes per second, spread evenly, to random namespaces.
+    let mut rng = 0x9E37_79B9_7F4A_7C15u64;
+    let total = rate * seconds;
+    let period = Duration::from_secs_f64(1.0 / rate as f64);
+    let mut tick = tokio::time::interval(period);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+    let load_start = Instant::now();
+    for _ in 0..total {
+        tick.tick().await;
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        let ns = (rng % namespaces as u64) as usize;
+        let m = ((rng >> 32) % machines_per_ns as u64) as usize;
+        api.apply("machines", machine(ns, m, now_micros()));
+    }
+    let applying = load_start.elapsed();
+    // Let the last events arrive.
+    let expected = total * (subscribers / namespaces) as u64;
+    let drain = Instant::now();
+    while seen.events.load(Ordering::Relaxed) < expected
+        && drain.elapsed() < Duration::from_secs(10)
+    {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let delivered = seen.events.load(Ordering::Relaxed);
+    let window = applying + drain.elapsed();
+    let rss_after = status_kib(pid, "VmRSS:");
+    let hwm = status_kib(pid, "VmHWM:");
+    let mut lat = std::mem::take(&mut *seen.latencies.lock());
+    lat.sort_unstable();
+
+    println!(
+        "subscribers: {subscribers} over {namespaces} namespaces (opened and synced in {open_time:.1?})"
+    );
+    println!("changes applied: {total} at {rate}/s in {applying:.1?}");
+    println!(
+        "events delivered: {delivered} of {expected} expected ({:.0} events/s)",
+        delivered as f64 / window.as_secs_f64()
+    );
+    println!(
+        "change-to-client latency: p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
+        percentile(&lat, 0.50),
+        percentile(&lat, 0.99),
+        percentile(&lat, 1.0)
+    );
+    println!(
+        "server RSS: {} MiB before subscribers, {} MiB with {subscribers} idle subscribers ({:.1} KiB each), {} MiB after the run (peak {} MiB)",
+        rss_before >> 10,
+        rss_idle >> 10,
+        (rss_idle.saturating_sub(rss_before)) as f64 / subscribers as f64,
+        rss_after >> 10,
+        hwm >> 10
+    );
+    seen.stopping.store(true, Ordering::Relaxed);
+    let _ = child.kill();
+    let _ = child.wait();
+    for t in tasks {
+        t.abort();
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -83,23 +83,8 @@ async fn run(target: usize) {
     std::fs::create_dir_all(&dir).expect("dir");
     let kubeconfig = dir.join("kubeconfig");
     api.write_kubeconfig(&kubeconfig);
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("port");
-        l.local_addr().expect("addr").port()
-    };
     let started = Instant::now();
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_vitistack"))
-        .arg("serve")
-        .env("SOURCE", "kube")
-        .env("KUBECONFIG", &kubeconfig)
-        .env("KUBE_CONTEXT", "test")
-        .env("PORT", port.to_string())
-        .env("BIND_ADDRESS", "127.0.0.1")
-        .env("DATABASE_URL", format!("sqlite://{}/v.db", dir.display()))
-        .env("LOG_LEVEL", "warn")
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .expect("start vitistack");
+    let (mut child, port) = proc::spawn_server(&dir, &[]);
     let pid = child.id();
     let client = reqwest::Client::new();
     let ready_url = format!("http://127.0.0.1:{port}/ready");

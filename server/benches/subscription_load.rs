@@ -184,27 +184,14 @@ async fn run() {
     std::fs::create_dir_all(&dir).expect("dir");
     let kubeconfig = dir.join("kubeconfig");
     api.write_kubeconfig(&kubeconfig);
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("port");
-        l.local_addr().expect("addr").port()
-    };
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_vitistack"))
-        .arg("serve")
-        .env("SOURCE", "kube")
-        .env("KUBECONFIG", &kubeconfig)
-        .env("KUBE_CONTEXT", "test")
-        .env("PORT", port.to_string())
-        .env("BIND_ADDRESS", "127.0.0.1")
-        .env("DATABASE_URL", format!("sqlite://{}/v.db", dir.display()))
-        .env("LOG_LEVEL", "warn")
-        .env("STREAM_MAX_CONNECTIONS", (subscribers + 100).to_string())
-        .env(
-            "STREAM_MAX_CONNECTIONS_PER_CLIENT",
-            (subscribers + 100).to_string(),
-        )
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .expect("start vitistack");
+    let limit = (subscribers + 100).to_string();
+    let (mut child, port) = proc::spawn_server(
+        &dir,
+        &[
+            ("STREAM_MAX_CONNECTIONS", limit.clone()),
+            ("STREAM_MAX_CONNECTIONS_PER_CLIENT", limit),
+        ],
+    );
     let pid = child.id();
     let http = reqwest::Client::new();
     let started = Instant::now();

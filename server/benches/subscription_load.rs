@@ -90,9 +90,11 @@ async fn subscriber(
     ws.send(send(json!({"type": "connection_init"})))
         .await
         .map_err(|e| e.to_string())?;
-    let query =
+    let default =
         "subscription($ns: String) { machineChanged(filter: {namespace: $ns}, snapshot: true) {
         type sequence object { ... on Machine { annotations { key value } } } } }";
+    // LOAD_QUERY: another subscription document (same variables), e.g. to see what a selection costs.
+    let query = std::env::var("LOAD_QUERY").unwrap_or_else(|_| default.to_string());
     let mut subscribed = false;
     while let Some(msg) = ws.next().await {
         let Ok(Message::Text(text)) = msg else {

@@ -25,7 +25,6 @@ use crate::store::{Change, ChangeType, Key, Op, Store};
 struct Sql {
     upsert: &'static str,
     delete: &'static str,
-    delete_all: &'static str,
     select: &'static str,
 }
 
@@ -36,7 +35,6 @@ const SQLITE: Sql = Sql {
              uid = excluded.uid, resource_version = excluded.resource_version, body = excluded.body, \
              updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')",
     delete: "DELETE FROM objects WHERE kind = ?1 AND namespace = ?2 AND name = ?3",
-    delete_all: "DELETE FROM objects",
     select: "SELECT kind, api_version, body FROM objects ORDER BY kind, namespace, name",
 };
 
@@ -47,7 +45,6 @@ const POSTGRES: Sql = Sql {
              uid = excluded.uid, resource_version = excluded.resource_version, body = excluded.body, \
              updated_at = now()",
     delete: "DELETE FROM objects WHERE kind = $1 AND namespace = $2 AND name = $3",
-    delete_all: "DELETE FROM objects",
     select: "SELECT kind, api_version, body::text FROM objects ORDER BY kind, namespace, name",
 };
 
@@ -120,32 +117,35 @@ fn row(r: &Resource) -> (String, String, i64, String) {
 
 /// Write the latest state of some objects (None = deleted) in one transaction.
 pub async fn write(db: &Db, batch: &BTreeMap<Key, Option<Arc<Resource>>>) -> Result<(), DbError> {
-    write_in_tx(db, batch, false).await
+    write_in_tx(db, batch).await
 }
 
 /// Replace the whole table with the store's current objects, in one transaction.
 pub async fn rewrite_all(db: &Db, store: &Store) -> Result<usize, DbError> {
     let snap = store.snapshot();
-    let all: BTreeMap<Key, Option<Arc<Resource>>> = Kind::ALL
+    let mut all: BTreeMap<Key, Option<Arc<Resource>>> = Kind::ALL
         .iter()
         .flat_map(|k| snap.list(*k))
         .map(|r| (Key::of(r), Some(r.clone())))
         .collect();
-    write_in_tx(db, &all, true).await?;
-    Ok(all.len())
+    // Stored objects the graph no longer has are deleted; rows this version cannot read (e.g.
+    // written by a newer one) are left as they are: a rewrite must not lose what it cannot see.
+    let (stored, _) = load(db).await?;
+    for r in stored {
+        let key = Key::of(&r);
+        if snap.get_key(&key).is_none() {
+            all.insert(key, None);
+        }
+    }
+    let n = all.len();
+    write_in_tx(db, &all).await?;
+    Ok(n)
 }
 
-async fn write_in_tx(
-    db: &Db,
-    batch: &BTreeMap<Key, Option<Arc<Resource>>>,
-    replace_all: bool,
-) -> Result<(), DbError> {
+async fn write_in_tx(db: &Db, batch: &BTreeMap<Key, Option<Arc<Resource>>>) -> Result<(), DbError> {
     let s = sql(db.engine());
     with_pool!(db, p => {
         let mut tx = p.begin().await?;
-        if replace_all {
-            sqlx::query(s.delete_all).execute(&mut *tx).await?;
-        }
         for (key, object) in batch {
             match object {
                 Some(r) => {
@@ -499,7 +499,7 @@ pub async fn import(
     paths: &[std::path::PathBuf],
 ) -> Result<crate::source::ImportSummary, anyhow::Error> {
     let store = Store::new();
-    let (stored, _skipped) = load(db).await?;
+    let stored = load_logged(db).await?;
     store.restore(stored);
     let before = store.snapshot();
     let mut rx = store.subscribe();
@@ -540,5 +540,60 @@ fn same_stored(before: Option<&Arc<Resource>>, after: Option<&Arc<Resource>>) ->
         (None, None) => true,
         (Some(a), Some(b)) => plain(a) == plain(b),
         _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_rewrite_keeps_rows_it_cannot_read_and_deletes_objects_that_are_gone() {
+        let path =
+            std::env::temp_dir().join(format!("vitistack-rewrite-{}.db", uuid::Uuid::new_v4()));
+        let url = format!("sqlite://{}", path.display());
+        let db = Db::open(&url, &crate::db::PoolSettings::default())
+            .await
+            .expect("open");
+        let machine = |name: &str| {
+            Resource::from_value(
+                Kind::Machine,
+                "v1alpha1",
+                serde_json::json!({"metadata": {"name": name, "namespace": "ns"}, "spec": {}}),
+            )
+            .expect("machine")
+        };
+        let store = Store::new();
+        store.apply(vec![
+            crate::store::Op::Upsert(machine("kept")),
+            crate::store::Op::Upsert(machine("gone")),
+        ]);
+        rewrite_all(&db, &store).await.expect("rewrite");
+        // A row from a newer version this one cannot decode.
+        let Db::Sqlite(pool) = &db else {
+            panic!("sqlite")
+        };
+        sqlx::query(
+            "INSERT INTO objects (kind, namespace, name, api_version, uid, resource_version, body) \
+             VALUES ('FutureKind', 'ns', 'f', 'vitistack.io/v9', 'u', 1, '{}')",
+        )
+        .execute(pool)
+        .await
+        .expect("insert");
+        store.apply(vec![crate::store::Op::Delete(Key::new(
+            Kind::Machine,
+            "ns",
+            "gone",
+        ))]);
+        rewrite_all(&db, &store).await.expect("rewrite");
+        let (objects, skipped) = load(&db).await.expect("load");
+        let names: Vec<&str> = objects.iter().map(|r| r.name()).collect();
+        assert_eq!(names, ["kept"]);
+        assert_eq!(skipped.len(), 1, "the unreadable row is still there");
+        assert_eq!(skipped[0].kind, "FutureKind");
+        db.close().await;
+        for suffix in ["", "-wal", "-shm"] {
+            let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+        }
     }
 }

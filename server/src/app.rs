@@ -12,7 +12,7 @@ use crate::config::SourceMode;
 use crate::config::{ServeConfig, redact_url};
 use crate::db::objects::{self, DbHealth, Start, WriterSettings};
 use crate::db::{Db, Engine};
-use crate::graphql::{SchemaSettings, build_schema};
+use crate::graphql::{SchemaSettings, build_event_schema, build_schema};
 use crate::http::{AppState, Metrics, router};
 use crate::source::kube::{KubeSource, SourceStatus};
 use crate::source::{self, ImportSummary, demo::FleetSpec};
@@ -204,7 +204,7 @@ pub async fn start(cfg: &ServeConfig, listener: TcpListener) -> anyhow::Result<R
         None => Arc::new(SourceStatus::embedded()),
     };
 
-    let schema = build_schema(&SchemaSettings {
+    let settings = SchemaSettings {
         max_page_size: cfg.max_page_size,
         max_depth: cfg.max_query_depth,
         vitistack_name: cfg.vitistack_name.clone(),
@@ -219,7 +219,9 @@ pub async fn start(cfg: &ServeConfig, listener: TcpListener) -> anyhow::Result<R
             &store,
             cfg.subscription_buffer,
         )),
-    });
+    };
+    let schema = build_schema(&settings);
+    let events = build_event_schema(&settings);
     let cache = Arc::new(crate::http::cache::ResponseCache::new(
         cfg.response_cache_mb.saturating_mul(1024 * 1024),
         metrics.cache_hits.clone(),
@@ -230,6 +232,7 @@ pub async fn start(cfg: &ServeConfig, listener: TcpListener) -> anyhow::Result<R
         gate: Arc::new(crate::http::ws::Gate::new(cfg.stream_settings())),
         store: store.clone(),
         schema,
+        events,
         ready: ready.clone(),
         metrics,
         max_depth: cfg.max_query_depth,

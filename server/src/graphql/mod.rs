@@ -1,5 +1,6 @@
 //! The GraphQL API over the store: schema construction and per-request snapshot injection.
 
+pub mod events;
 pub mod fanout;
 pub mod paging;
 pub mod query;
@@ -51,28 +52,53 @@ impl Default for SchemaSettings {
     }
 }
 
-/// Build the schema. The store snapshot is added per request (see `http`).
-pub fn build_schema(settings: &SchemaSettings) -> AppSchema {
-    let mut builder = Schema::build(
-        QueryRoot::default(),
-        EmptyMutation,
-        subscription::SubscriptionRoot,
-    )
-    .data(Limits {
-        max_page_size: settings.max_page_size,
-    })
-    .data(DatacenterName(settings.vitistack_name.clone()))
-    .data(settings.source.clone())
-    .data(settings.overcommit)
-    .data(settings.store.clone())
-    .limit_depth(settings.max_depth);
+/// The data every resolver may read, on either schema.
+fn with_data<Q, M, S>(
+    builder: async_graphql::SchemaBuilder<Q, M, S>,
+    settings: &SchemaSettings,
+) -> async_graphql::SchemaBuilder<Q, M, S> {
+    let mut builder = builder
+        .data(Limits {
+            max_page_size: settings.max_page_size,
+        })
+        .data(DatacenterName(settings.vitistack_name.clone()))
+        .data(settings.source.clone())
+        .data(settings.overcommit)
+        .data(settings.store.clone())
+        .limit_depth(settings.max_depth);
     if let Some(m) = &settings.subscription_metrics {
         builder = builder.data(m.clone());
     }
     if let Some(f) = &settings.fanout {
         builder = builder.data(f.clone());
     }
-    builder.finish()
+    builder
+}
+
+/// Build the schema. The store snapshot is added per request (see `http`).
+pub fn build_schema(settings: &SchemaSettings) -> AppSchema {
+    with_data(
+        Schema::build(
+            QueryRoot::default(),
+            EmptyMutation,
+            subscription::SubscriptionRoot,
+        ),
+        settings,
+    )
+    .finish()
+}
+
+/// Build the schema our subscription executor runs documents against (see [`events`]).
+pub fn build_event_schema(settings: &SchemaSettings) -> events::EventSchema {
+    with_data(
+        Schema::build(
+            events::EventRoot,
+            EmptyMutation,
+            async_graphql::EmptySubscription,
+        ),
+        settings,
+    )
+    .finish()
 }
 
 /// The SDL of the schema, as committed in `schema.graphql`.

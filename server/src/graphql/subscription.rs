@@ -373,23 +373,121 @@ fn debounce_of(ms: u32) -> async_graphql::Result<std::time::Duration> {
     Ok(std::time::Duration::from_millis(u64::from(ms)))
 }
 
-/// The Subscription root.
-#[derive(Default)]
-pub struct SubscriptionRoot;
+/// `clusterChanged`: the cluster now, then again on every change to it or its objects.
+fn cluster_changed(
+    ctx: &Context<'_>,
+    id: async_graphql::ID,
+) -> async_graphql::Result<impl Stream<Item = ClusterEvent> + use<>> {
+    let key = crate::graphql::types::decode_id(&id).map_err(|e| bad_input("BAD_ID", e))?;
+    if key.kind != Kind::KubernetesCluster {
+        return Err(bad_input(
+            "BAD_ID",
+            format!("{id:?} is a {}, not a KubernetesCluster", key.kind),
+        ));
+    }
+    let store = ctx.data_unchecked::<Arc<Store>>().clone();
+    let active = Active::new(
+        ctx.data_opt::<SubscriptionMetrics>().cloned(),
+        "clusterChanged",
+    );
+    let rx = store.subscribe();
+    let snap = store.snapshot();
+    let current = snap.get_key(&key).cloned();
+    let Some(Resource::KubernetesCluster(kc)) = current.as_deref() else {
+        return Err(bad_input(
+            "NOT_FOUND",
+            format!("no KubernetesCluster {key}"),
+        ));
+    };
+    let (ns, name) = (key.namespace.clone(), key.name.clone());
+    let cluster_id = kc.spec.data.cluster_id.clone();
+    let nn = kc.spec.data.network_namespace_name.clone();
+    let first = ClusterEvent {
+        sequence: snap.seq(),
+        cluster: current
+            .clone()
+            .and_then(crate::graphql::types::ClusterObj::new),
+        changed: None,
+    };
+    let after = snap.seq();
+    active.event(false);
+    let first = futures::stream::once(async move { first });
+    Ok(first.chain(futures::stream::unfold(
+        (rx, store, active, after),
+        move |(mut rx, store, active, after)| {
+            let (ns, name, cluster_id, nn, key) = (
+                ns.clone(),
+                name.clone(),
+                cluster_id.clone(),
+                nn.clone(),
+                key.clone(),
+            );
+            async move {
+                loop {
+                    match rx.recv().await {
+                        Ok(c)
+                            if c.seq > after
+                                && related(&c.object, &ns, &name, &cluster_id, &nn) =>
+                        {
+                            let t = match c.change {
+                                ChangeType::Added => ResourceEventType::Added,
+                                ChangeType::Modified => ResourceEventType::Modified,
+                                ChangeType::Deleted => ResourceEventType::Deleted,
+                            };
+                            active.event(false);
+                            let ev = ClusterEvent {
+                                sequence: c.seq,
+                                cluster: store
+                                    .snapshot()
+                                    .get_key(&key)
+                                    .cloned()
+                                    .and_then(crate::graphql::types::ClusterObj::new),
+                                changed: Some(ResourceEvent::of(t, c.seq, &c.object)),
+                            };
+                            return Some((ev, (rx, store, active, after)));
+                        }
+                        Ok(_) => continue,
+                        Err(broadcast::error::RecvError::Lagged(_)) => {
+                            // Missed some changes: send the cluster as it is now.
+                            active.event(true);
+                            let snap = store.snapshot();
+                            let ev = ClusterEvent {
+                                sequence: snap.seq(),
+                                cluster: snap
+                                    .get_key(&key)
+                                    .cloned()
+                                    .and_then(crate::graphql::types::ClusterObj::new),
+                                changed: Some(ResourceEvent::marker(
+                                    ResourceEventType::Resync,
+                                    snap.seq(),
+                                )),
+                            };
+                            return Some((ev, (rx, store, active, snap.seq())));
+                        }
+                        Err(broadcast::error::RecvError::Closed) => return None,
+                    }
+                }
+            }
+        },
+    )))
+}
 
-#[Subscription]
-impl SubscriptionRoot {
-    /// Changes to objects of the given kinds (all when omitted), in one namespace and/or
-    /// matching a label selector. With `snapshot: true` the current matching objects come first
-    /// (as ADDED), then `SYNCED`, then every later change; no gap and no duplicate.
-    async fn resource_changed(
-        &self,
+/// The streams behind the `Subscription` fields: one constructor per field, shared by the served
+/// `Subscription` type (its SDL and introspection) and by our executor (`super::events`), so the
+/// two cannot drift apart.
+pub(crate) mod open {
+    use super::*;
+    use futures::stream::BoxStream;
+
+    type Opened<T> = async_graphql::Result<BoxStream<'static, T>>;
+
+    pub(crate) fn resource_changed(
         ctx: &Context<'_>,
         kinds: Option<Vec<String>>,
         namespace: Option<String>,
         label_selector: Option<String>,
-        #[graphql(default = false)] snapshot: bool,
-    ) -> async_graphql::Result<impl Stream<Item = ResourceEvent> + use<>> {
+        snapshot: bool,
+    ) -> Opened<ResourceEvent> {
         let kinds = kinds
             .map(|ks| {
                 ks.iter()
@@ -409,27 +507,15 @@ impl SubscriptionRoot {
             "resourceChanged",
         );
         let fanout = fanout(ctx)?;
-        Ok(changes(
-            store,
-            &fanout,
-            Interest { kinds, filter },
-            snapshot,
-            active,
-        ))
+        Ok(changes(store, &fanout, Interest { kinds, filter }, snapshot, active).boxed())
     }
 
-    /// Changes to Machines passing `filter` (namespace, phases, label selector, name search),
-    /// kept as a live view: a Machine that starts passing the filter (e.g. its phase became one
-    /// asked for) arrives as ADDED, one that stops passing as DELETED. With `snapshot: true` the
-    /// matching Machines come first, then `SYNCED`, then every later change; no gap and no
-    /// duplicate. `clusterId` limits it to one cluster's Machines (`vitistack.io/clusterid`).
-    async fn machine_changed(
-        &self,
+    pub(crate) fn machine_changed(
         ctx: &Context<'_>,
         filter: Option<Filter>,
         cluster_id: Option<String>,
-        #[graphql(default = false)] snapshot: bool,
-    ) -> async_graphql::Result<impl Stream<Item = ResourceEvent> + use<>> {
+        snapshot: bool,
+    ) -> Opened<ResourceEvent> {
         let mut filter = filter.unwrap_or_default();
         if let Some(id) = cluster_id {
             let by_cluster = format!("{}={id}", crate::model::LABEL_CLUSTER_ID);
@@ -454,17 +540,14 @@ impl SubscriptionRoot {
             },
             snapshot,
             active,
-        ))
+        )
+        .boxed())
     }
 
-    /// The `infrastructure` summary: sent first, then after each burst of changes settles
-    /// (`debounceMs`, default 250) and only when a number changed.
-    async fn infrastructure_summary(
-        &self,
+    pub(crate) fn infrastructure_summary(
         ctx: &Context<'_>,
-        #[graphql(default = 250)] debounce_ms: u32,
-    ) -> async_graphql::Result<impl Stream<Item = super::query::InfrastructureSummary> + use<>>
-    {
+        debounce_ms: u32,
+    ) -> Opened<crate::graphql::query::InfrastructureSummary> {
         let debounce = debounce_of(debounce_ms)?;
         let store = ctx.data_unchecked::<Arc<Store>>().clone();
         let active = Active::new(
@@ -475,17 +558,15 @@ impl SubscriptionRoot {
             store,
             debounce,
             active,
-            super::query::infrastructure_summary,
-        ))
+            crate::graphql::query::infrastructure_summary,
+        )
+        .boxed())
     }
 
-    /// `hostCapacity` (hosts, usage against limits, how many hosts can fail): sent first, then
-    /// after each burst of changes settles and only when it changed.
-    async fn hosts_changed(
-        &self,
+    pub(crate) fn hosts_changed(
         ctx: &Context<'_>,
-        #[graphql(default = 250)] debounce_ms: u32,
-    ) -> async_graphql::Result<impl Stream<Item = super::types::HostCapacity> + use<>> {
+        debounce_ms: u32,
+    ) -> Opened<crate::graphql::types::HostCapacity> {
         let debounce = debounce_of(debounce_ms)?;
         let store = ctx.data_unchecked::<Arc<Store>>().clone();
         let o = ctx
@@ -497,8 +578,74 @@ impl SubscriptionRoot {
             "hostsChanged",
         );
         Ok(aggregate(store, debounce, active, move |s| {
-            super::types::host_capacity(s, o)
-        }))
+            crate::graphql::types::host_capacity(s, o)
+        })
+        .boxed())
+    }
+
+    pub(crate) fn cluster_changed(
+        ctx: &Context<'_>,
+        id: async_graphql::ID,
+    ) -> Opened<ClusterEvent> {
+        super::cluster_changed(ctx, id).map(StreamExt::boxed)
+    }
+}
+
+/// The Subscription root as served: its SDL, introspection and validation. Operations are run by
+/// our executor (`super::events`), which opens the same streams through [`open`].
+#[derive(Default)]
+pub struct SubscriptionRoot;
+
+#[Subscription(name = "Subscription")]
+impl SubscriptionRoot {
+    /// Changes to objects of the given kinds (all when omitted), in one namespace and/or
+    /// matching a label selector. With `snapshot: true` the current matching objects come first
+    /// (as ADDED), then `SYNCED`, then every later change; no gap and no duplicate.
+    async fn resource_changed(
+        &self,
+        ctx: &Context<'_>,
+        kinds: Option<Vec<String>>,
+        namespace: Option<String>,
+        label_selector: Option<String>,
+        #[graphql(default = false)] snapshot: bool,
+    ) -> async_graphql::Result<impl Stream<Item = ResourceEvent> + use<>> {
+        open::resource_changed(ctx, kinds, namespace, label_selector, snapshot)
+    }
+
+    /// Changes to Machines passing `filter` (namespace, phases, label selector, name search),
+    /// kept as a live view: a Machine that starts passing the filter (e.g. its phase became one
+    /// asked for) arrives as ADDED, one that stops passing as DELETED. With `snapshot: true` the
+    /// matching Machines come first, then `SYNCED`, then every later change; no gap and no
+    /// duplicate. `clusterId` limits it to one cluster's Machines (`vitistack.io/clusterid`).
+    async fn machine_changed(
+        &self,
+        ctx: &Context<'_>,
+        filter: Option<Filter>,
+        cluster_id: Option<String>,
+        #[graphql(default = false)] snapshot: bool,
+    ) -> async_graphql::Result<impl Stream<Item = ResourceEvent> + use<>> {
+        open::machine_changed(ctx, filter, cluster_id, snapshot)
+    }
+
+    /// The `infrastructure` summary: sent first, then after each burst of changes settles
+    /// (`debounceMs`, default 250) and only when a number changed.
+    async fn infrastructure_summary(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(default = 250)] debounce_ms: u32,
+    ) -> async_graphql::Result<impl Stream<Item = super::query::InfrastructureSummary> + use<>>
+    {
+        open::infrastructure_summary(ctx, debounce_ms)
+    }
+
+    /// `hostCapacity` (hosts, usage against limits, how many hosts can fail): sent first, then
+    /// after each burst of changes settles and only when it changed.
+    async fn hosts_changed(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(default = 250)] debounce_ms: u32,
+    ) -> async_graphql::Result<impl Stream<Item = super::types::HostCapacity> + use<>> {
+        open::hosts_changed(ctx, debounce_ms)
     }
 
     /// A cluster and everything that decides its state: sent first as it is now, then again
@@ -509,95 +656,6 @@ impl SubscriptionRoot {
         ctx: &Context<'_>,
         id: async_graphql::ID,
     ) -> async_graphql::Result<impl Stream<Item = ClusterEvent> + use<>> {
-        let key = super::types::decode_id(&id).map_err(|e| bad_input("BAD_ID", e))?;
-        if key.kind != Kind::KubernetesCluster {
-            return Err(bad_input(
-                "BAD_ID",
-                format!("{id:?} is a {}, not a KubernetesCluster", key.kind),
-            ));
-        }
-        let store = ctx.data_unchecked::<Arc<Store>>().clone();
-        let active = Active::new(
-            ctx.data_opt::<SubscriptionMetrics>().cloned(),
-            "clusterChanged",
-        );
-        let rx = store.subscribe();
-        let snap = store.snapshot();
-        let current = snap.get_key(&key).cloned();
-        let Some(Resource::KubernetesCluster(kc)) = current.as_deref() else {
-            return Err(bad_input(
-                "NOT_FOUND",
-                format!("no KubernetesCluster {key}"),
-            ));
-        };
-        let (ns, name) = (key.namespace.clone(), key.name.clone());
-        let cluster_id = kc.spec.data.cluster_id.clone();
-        let nn = kc.spec.data.network_namespace_name.clone();
-        let first = ClusterEvent {
-            sequence: snap.seq(),
-            cluster: current.clone().and_then(super::types::ClusterObj::new),
-            changed: None,
-        };
-        let after = snap.seq();
-        active.event(false);
-        let first = futures::stream::once(async move { first });
-        Ok(first.chain(futures::stream::unfold(
-            (rx, store, active, after),
-            move |(mut rx, store, active, after)| {
-                let (ns, name, cluster_id, nn, key) = (
-                    ns.clone(),
-                    name.clone(),
-                    cluster_id.clone(),
-                    nn.clone(),
-                    key.clone(),
-                );
-                async move {
-                    loop {
-                        match rx.recv().await {
-                            Ok(c)
-                                if c.seq > after
-                                    && related(&c.object, &ns, &name, &cluster_id, &nn) =>
-                            {
-                                let t = match c.change {
-                                    ChangeType::Added => ResourceEventType::Added,
-                                    ChangeType::Modified => ResourceEventType::Modified,
-                                    ChangeType::Deleted => ResourceEventType::Deleted,
-                                };
-                                active.event(false);
-                                let ev = ClusterEvent {
-                                    sequence: c.seq,
-                                    cluster: store
-                                        .snapshot()
-                                        .get_key(&key)
-                                        .cloned()
-                                        .and_then(super::types::ClusterObj::new),
-                                    changed: Some(ResourceEvent::of(t, c.seq, &c.object)),
-                                };
-                                return Some((ev, (rx, store, active, after)));
-                            }
-                            Ok(_) => continue,
-                            Err(broadcast::error::RecvError::Lagged(_)) => {
-                                // Missed some changes: send the cluster as it is now.
-                                active.event(true);
-                                let snap = store.snapshot();
-                                let ev = ClusterEvent {
-                                    sequence: snap.seq(),
-                                    cluster: snap
-                                        .get_key(&key)
-                                        .cloned()
-                                        .and_then(super::types::ClusterObj::new),
-                                    changed: Some(ResourceEvent::marker(
-                                        ResourceEventType::Resync,
-                                        snap.seq(),
-                                    )),
-                                };
-                                return Some((ev, (rx, store, active, snap.seq())));
-                            }
-                            Err(broadcast::error::RecvError::Closed) => return None,
-                        }
-                    }
-                }
-            },
-        )))
+        open::cluster_changed(ctx, id)
     }
 }

@@ -36,6 +36,8 @@ pub struct AppState {
     pub store: Arc<Store>,
     /// The GraphQL schema.
     pub schema: AppSchema,
+    /// The schema our subscription executor runs documents against.
+    pub events: crate::graphql::events::EventSchema,
     /// Set once every source has loaded.
     pub ready: Arc<AtomicBool>,
     /// Prometheus metrics.

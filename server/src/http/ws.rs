@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use async_graphql::parser::types::{DocumentOperations, ExecutableDocument, OperationType};
+use async_graphql::parser::types::{ExecutableDocument, OperationType};
 use axum::extract::ws::{CloseFrame, Message, WebSocket};
 use futures::stream::{AbortHandle, Abortable, BoxStream, SelectAll};
 use futures::{SinkExt, StreamExt};
@@ -121,31 +121,35 @@ impl Drop for Admission {
 
 /// The type of the operation a document would run (None when it names no runnable operation).
 pub fn operation_type(doc: &ExecutableDocument, name: Option<&str>) -> Option<OperationType> {
-    match (&doc.operations, name) {
-        (DocumentOperations::Single(op), _) => Some(op.node.ty),
-        (DocumentOperations::Multiple(ops), Some(n)) => ops.get(n).map(|op| op.node.ty),
-        (DocumentOperations::Multiple(ops), None) if ops.len() == 1 => {
-            ops.values().next().map(|op| op.node.ty)
-        }
-        _ => None,
-    }
+    crate::graphql::events::find_operation(doc, name).map(|op| op.node.ty)
 }
 
 /// Execute `request` as a stream: queries read one snapshot for the whole answer; subscriptions
-/// read the live store as their events happen.
+/// go to our executor (`graphql::events`) and read the live store as their events happen.
 pub fn execute_stream(
     app: &AppState,
     mut request: async_graphql::Request,
 ) -> BoxStream<'static, async_graphql::Response> {
     let name = request.operation_name.clone();
-    let ty = request
-        .parsed_query()
-        .ok()
-        .and_then(|d| operation_type(d, name.as_deref()));
-    if ty != Some(OperationType::Subscription) {
-        request = request.data(app.store.snapshot());
+    let query = request.query.clone();
+    let subscription = request.parsed_query().ok().and_then(|d| {
+        (operation_type(d, name.as_deref()) == Some(OperationType::Subscription))
+            .then(|| crate::graphql::events::as_query(&query, d, name.as_deref()))
+    });
+    match subscription {
+        Some(Some(prepared)) => crate::graphql::events::subscribe(
+            app.events.clone(),
+            app.store.clone(),
+            prepared,
+            std::mem::take(&mut request.variables),
+            name,
+        ),
+        // A subscription whose keyword could not be located: async-graphql's own executor.
+        Some(None) => app.schema.execute_stream(request),
+        None => app
+            .schema
+            .execute_stream(request.data(app.store.snapshot())),
     }
-    app.schema.execute_stream(request)
 }
 
 /// Which subprotocol the socket speaks.

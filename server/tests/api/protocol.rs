@@ -150,6 +150,44 @@ async fn graphql_transport_ws_close_codes() {
             .is_some_and(|m| m.contains("nope")),
         "{v}"
     );
+    // A subscription selects exactly one root field (GraphQL's "single root field" rule); the
+    // message keeps the client's own positions although the executor runs it as a query.
+    for (id, query, says) in [
+        (
+            "two",
+            "subscription Two { a: hostsChanged { hosts } b: hostsChanged { hosts } }",
+            "Subscription \"Two\" must select only one top level field.",
+        ),
+        (
+            "tn",
+            "subscription { __typename }",
+            "Anonymous Subscription must select only one top level field.",
+        ),
+        (
+            "pos",
+            "\n  subscription { hostsChanged { nope } }",
+            "Unknown field \"nope\" on type \"HostCapacity\".",
+        ),
+    ] {
+        send(
+            &mut ws,
+            json!({"id": id, "type": "subscribe", "payload": {"query": query}}),
+        )
+        .await;
+        let v = recv(&mut ws).await;
+        assert_eq!(
+            (v["type"].as_str(), v["id"].as_str()),
+            (Some("error"), Some(id)),
+            "{v}"
+        );
+        assert_eq!(v["payload"][0]["message"], says, "{v}");
+        if id == "pos" {
+            assert_eq!(
+                v["payload"][0]["locations"],
+                json!([{"line": 2, "column": 33}])
+            );
+        }
+    }
     send(&mut ws, json!({"type": "ping"})).await;
     assert_eq!(recv(&mut ws).await["type"], "pong");
 

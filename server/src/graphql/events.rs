@@ -1,0 +1,328 @@
+//! Our executor for subscriptions: validate once, hold only the change stream, render each event.
+//!
+//! async-graphql's `execute_stream` keeps, for the whole life of a subscription, one boxed async
+//! block sized for its largest await point (request preparation and validation) plus the query
+//! environment with the parsed operation: about 11 KiB per idle subscription. Here a subscription
+//! costs its document text, its variables and our event stream:
+//!
+//! 1. The subscription document is run once as a *query* against the event schema, whose root
+//!    type is also named `Subscription` and has the same fields and arguments (built from the same
+//!    constructors in [`super::subscription::open`]; a test compares the two). The keyword
+//!    `subscription` is replaced by `query` padded to the same length, so every position in an
+//!    error message is the one the client sent. Parsing, validation, limits and argument
+//!    coercion are async-graphql's own; the field's resolver opens the stream and hands it over.
+//! 2. Each event is rendered by running the same document again with the event attached: the
+//!    root field returns the event and async-graphql resolves the selection on it. The render
+//!    future is boxed and lives only while an event is being rendered.
+
+use std::sync::Arc;
+
+use async_graphql::Positioned;
+use async_graphql::parser::types::{
+    DocumentOperations, ExecutableDocument, OperationDefinition, OperationType,
+};
+use async_graphql::{
+    Context, EmptyMutation, EmptySubscription, ID, Object, Request, Response, Schema, ServerError,
+    Variables,
+};
+use futures::future::BoxFuture;
+use futures::stream::BoxStream;
+use futures::{FutureExt, StreamExt};
+use parking_lot::Mutex;
+
+use super::paging::Filter;
+use super::query::InfrastructureSummary;
+use super::subscription::{ClusterEvent, ResourceEvent, open};
+use super::types::HostCapacity;
+use crate::store::Store;
+
+/// The schema our executor runs subscription documents against.
+pub type EventSchema = Schema<EventRoot, EmptyMutation, EmptySubscription>;
+
+/// One event of any subscription field.
+#[derive(Clone)]
+pub enum Event {
+    /// `resourceChanged`, `machineChanged`.
+    Resource(ResourceEvent),
+    /// `clusterChanged`.
+    Cluster(ClusterEvent),
+    /// `infrastructureSummary`.
+    Infrastructure(InfrastructureSummary),
+    /// `hostsChanged`.
+    Hosts(HostCapacity),
+}
+
+/// Present while a subscription is opened: the root field's resolver leaves its stream here.
+#[derive(Default)]
+struct Opening(Mutex<Vec<BoxStream<'static, Event>>>);
+
+/// What the root field answers while opening (the document's result is not sent).
+const OPENED: &str = "\u{0}subscription opened";
+
+/// The root field: open the stream (first run) or return the event being rendered.
+fn field<T: Clone + Send + 'static>(
+    ctx: &Context<'_>,
+    pick: fn(&Event) -> Option<&T>,
+    wrap: fn(T) -> Event,
+    open: impl FnOnce() -> async_graphql::Result<BoxStream<'static, T>>,
+) -> async_graphql::Result<T> {
+    if let Some(ev) = ctx.data_opt::<Event>() {
+        return pick(ev)
+            .cloned()
+            .ok_or_else(|| async_graphql::Error::new("an event of another field"));
+    }
+    let Some(opening) = ctx.data_opt::<Arc<Opening>>() else {
+        return Err(async_graphql::Error::new("no subscription is being opened"));
+    };
+    let stream = open()?;
+    opening.0.lock().push(stream.map(wrap).boxed());
+    Err(async_graphql::Error::new(OPENED))
+}
+
+/// The event schema's root: the `Subscription` fields with the same arguments, as query fields.
+#[derive(Default)]
+pub struct EventRoot;
+
+#[Object(name = "Subscription")]
+impl EventRoot {
+    async fn resource_changed(
+        &self,
+        ctx: &Context<'_>,
+        kinds: Option<Vec<String>>,
+        namespace: Option<String>,
+        label_selector: Option<String>,
+        #[graphql(default = false)] snapshot: bool,
+    ) -> async_graphql::Result<ResourceEvent> {
+        field(ctx, pick_resource, Event::Resource, || {
+            open::resource_changed(ctx, kinds, namespace, label_selector, snapshot)
+        })
+    }
+
+    async fn machine_changed(
+        &self,
+        ctx: &Context<'_>,
+        filter: Option<Filter>,
+        cluster_id: Option<String>,
+        #[graphql(default = false)] snapshot: bool,
+    ) -> async_graphql::Result<ResourceEvent> {
+        field(ctx, pick_resource, Event::Resource, || {
+            open::machine_changed(ctx, filter, cluster_id, snapshot)
+        })
+    }
+
+    async fn infrastructure_summary(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(default = 250)] debounce_ms: u32,
+    ) -> async_graphql::Result<InfrastructureSummary> {
+        field(
+            ctx,
+            |e| match e {
+                Event::Infrastructure(x) => Some(x),
+                _ => None,
+            },
+            Event::Infrastructure,
+            || open::infrastructure_summary(ctx, debounce_ms),
+        )
+    }
+
+    async fn hosts_changed(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(default = 250)] debounce_ms: u32,
+    ) -> async_graphql::Result<HostCapacity> {
+        field(
+            ctx,
+            |e| match e {
+                Event::Hosts(x) => Some(x),
+                _ => None,
+            },
+            Event::Hosts,
+            || open::hosts_changed(ctx, debounce_ms),
+        )
+    }
+
+    async fn cluster_changed(
+        &self,
+        ctx: &Context<'_>,
+        id: ID,
+    ) -> async_graphql::Result<ClusterEvent> {
+        field(
+            ctx,
+            |e| match e {
+                Event::Cluster(x) => Some(x),
+                _ => None,
+            },
+            Event::Cluster,
+            || open::cluster_changed(ctx, id),
+        )
+    }
+}
+
+fn pick_resource(e: &Event) -> Option<&ResourceEvent> {
+    match e {
+        Event::Resource(x) => Some(x),
+        _ => None,
+    }
+}
+
+/// The operation a request runs (None when the document names no runnable operation).
+pub fn find_operation<'a>(
+    doc: &'a ExecutableDocument,
+    name: Option<&str>,
+) -> Option<&'a Positioned<OperationDefinition>> {
+    match (&doc.operations, name) {
+        (DocumentOperations::Single(op), _) => Some(op),
+        (DocumentOperations::Multiple(ops), Some(n)) => ops.get(n),
+        (DocumentOperations::Multiple(ops), None) if ops.len() == 1 => ops.values().next(),
+        _ => None,
+    }
+}
+
+/// A subscription document made ready for [`subscribe`].
+#[derive(Debug, PartialEq, Eq)]
+pub struct Prepared {
+    /// The document with the subscription's keyword turned into `query` (same length).
+    pub query: String,
+    /// What error messages call the operation (`Subscription "Name"` or `Anonymous Subscription`).
+    pub title: String,
+}
+
+/// The document with its subscription operation turned into a query of the same length, or None
+/// when the request does not run a subscription operation.
+pub fn as_query(text: &str, doc: &ExecutableDocument, name: Option<&str>) -> Option<Prepared> {
+    let op = find_operation(doc, name)?;
+    let title = match &doc.operations {
+        DocumentOperations::Multiple(ops) => ops
+            .iter()
+            .find(|(_, o)| std::ptr::eq(*o, op))
+            .map(|(n, _)| format!("Subscription \"{n}\"")),
+        DocumentOperations::Single(_) => None,
+    }
+    .unwrap_or_else(|| "Anonymous Subscription".into());
+    if op.node.ty != OperationType::Subscription {
+        return None;
+    }
+    // Positions are 1-based lines and columns counted in characters.
+    let line_start: usize = text
+        .split_inclusive('\n')
+        .take(op.pos.line.saturating_sub(1))
+        .map(str::len)
+        .sum();
+    let column = text
+        .get(line_start..)?
+        .char_indices()
+        .nth(op.pos.column.checked_sub(1)?)?;
+    let at = line_start + column.0;
+    const KEYWORD: &str = "subscription";
+    if !text.get(at..)?.starts_with(KEYWORD) {
+        return None;
+    }
+    let mut out = String::with_capacity(text.len());
+    out.push_str(&text[..at]);
+    out.push_str("query       ");
+    out.push_str(&text[at + KEYWORD.len()..]);
+    Some(Prepared { query: out, title })
+}
+
+/// Run a subscription prepared by [`as_query`]; `variables` and `operation` are the request's. The first item is an error response when the document is refused (the
+/// stream ends there); else one response per event.
+pub fn subscribe(
+    schema: EventSchema,
+    store: Arc<Store>,
+    prepared: Prepared,
+    variables: Variables,
+    operation: Option<String>,
+) -> BoxStream<'static, Response> {
+    let request = |query: &str, variables: &Variables, operation: &Option<String>| {
+        let mut r = Request::new(query).variables(variables.clone());
+        if let Some(op) = operation {
+            r = r.operation_name(op.clone());
+        }
+        r
+    };
+    let Prepared { query, title } = prepared;
+    // Boxed so that the preparation's state is freed as soon as it is done.
+    let opening: BoxFuture<'static, BoxStream<'static, Response>> = async move {
+        let slot = Arc::new(Opening::default());
+        let response = schema
+            .execute(request(&query, &variables, &operation).data(slot.clone()))
+            .await;
+        let mut streams = std::mem::take(&mut *slot.0.lock());
+        let errors: Vec<ServerError> = response
+            .errors
+            .into_iter()
+            .filter(|e| e.message != OPENED)
+            .collect();
+        if !errors.is_empty() {
+            return futures::stream::once(async move { Response::from_errors(errors) }).boxed();
+        }
+        if streams.len() != 1 {
+            let e = ServerError::new(
+                format!("{title} must select only one top level field."),
+                None,
+            );
+            return futures::stream::once(async move { Response::from_errors(vec![e]) }).boxed();
+        }
+        let events = streams.remove(0);
+        let render = move |event: Event| -> BoxFuture<'static, Response> {
+            let r = request(&query, &variables, &operation)
+                .data(event)
+                .data(store.snapshot());
+            let schema = schema.clone();
+            async move { schema.execute(r).await }.boxed()
+        };
+        events.then(render).boxed()
+    }
+    .boxed();
+    futures::stream::once(opening).flatten().boxed()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rewrite(text: &str, name: Option<&str>) -> Option<Prepared> {
+        let doc = async_graphql::parser::parse_query(text).ok()?;
+        as_query(text, &doc, name)
+    }
+
+    #[test]
+    fn the_subscription_keyword_becomes_query_at_the_same_positions() {
+        let text = "# a comment with ünïcode\n  subscription S($k: [String!]) { resourceChanged(kinds: $k) { type } }";
+        let Prepared { query: q, title } = rewrite(text, None).expect("rewritten");
+        assert_eq!(q.len(), text.len());
+        assert_eq!(title, "Subscription \"S\"");
+        assert!(q.contains("  query        S($k"), "{q}");
+        let two = "query A { datacenter { name } }\nsubscription B { hostsChanged { hosts } }";
+        assert_eq!(
+            rewrite(two, Some("B")),
+            Some(Prepared {
+                query: "query A { datacenter { name } }\nquery        B { hostsChanged { hosts } }"
+                    .into(),
+                title: "Subscription \"B\"".into()
+            })
+        );
+        assert_eq!(rewrite(two, Some("A")), None, "a query stays a query");
+        assert_eq!(rewrite(two, None), None, "two operations and no name");
+        assert_eq!(rewrite("{ datacenter { name } }", None), None);
+    }
+
+    /// The event schema's root is what the served `Subscription` type says, field for field:
+    /// names, argument names, types and defaults, and result types.
+    #[tokio::test]
+    async fn the_event_root_has_the_served_subscription_fields() {
+        let settings = crate::graphql::SchemaSettings::default();
+        let q = r#"{ __type(name: "Subscription") { fields { name
+            type { ...T } args { name defaultValue type { ...T } } } } }
+            fragment T on __Type { kind name ofType { kind name ofType { kind name ofType { kind name } } } }"#;
+        let served = crate::graphql::build_schema(&settings).execute(q).await;
+        let ours = crate::graphql::build_event_schema(&settings)
+            .execute(q)
+            .await;
+        assert!(served.errors.is_empty() && ours.errors.is_empty());
+        let fields = served.data.to_string();
+        assert!(fields.contains("clusterChanged"), "{fields}");
+        assert_eq!(fields, ours.data.to_string());
+    }
+}

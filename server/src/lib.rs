@@ -6,6 +6,7 @@ pub mod config;
 pub mod db;
 pub mod domain;
 pub mod graphql;
+pub mod history;
 pub mod http;
 pub mod model;
 pub mod source;

@@ -1,0 +1,260 @@
+//! History (issue 5, first step): what one change of the store becomes in the event log.
+//!
+//! Each change is one row: time, sequence, kind, namespace, name, uid, resourceVersion, change type,
+//! the old operator's event type name where one exists, phase before and after, and a JSON diff of
+//! `spec` and `status` with credentials blanked (never the credentials themselves, not even as
+//! "changed from X").
+
+use serde_json::{Map, Value};
+
+use crate::model::{Kind, Resource};
+use crate::store::{Change, ChangeType};
+
+/// One row of the event log.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EventRow {
+    /// When the change was applied (ms since the Unix epoch).
+    pub at_ms: i64,
+    /// The store's sequence number.
+    pub seq: u64,
+    /// Kind name.
+    pub kind: &'static str,
+    /// Namespace ("" for cluster-scoped kinds).
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// metadata.uid.
+    pub uid: String,
+    /// metadata.resourceVersion.
+    pub resource_version: String,
+    /// ADDED, MODIFIED or DELETED.
+    pub change: &'static str,
+    /// The old operator's event type (`infrastructure.machine.created`, …) or `<kind>.<change>`.
+    pub event_type: String,
+    /// Status phase before the change.
+    pub phase_before: Option<String>,
+    /// Status phase after the change (None for deletions).
+    pub phase_after: Option<String>,
+    /// `[{"path": "/spec/…", "before": …, "after": …}]`, credentials blanked.
+    pub diff: Value,
+}
+
+/// The old operator's event type names, where a change has one; else `<kind>.<change>`.
+pub fn event_type(kind: Kind, change: ChangeType) -> String {
+    let named = match (kind, change) {
+        (Kind::Machine, ChangeType::Added) => Some("infrastructure.machine.created"),
+        (Kind::Machine, ChangeType::Deleted) => Some("infrastructure.machine.deleted"),
+        (Kind::KubernetesCluster, _) => Some("infrastructure.cluster.updated"),
+        (Kind::NetworkConfiguration | Kind::NetworkNamespace, ChangeType::Modified) => {
+            Some("infrastructure.network.configured")
+        }
+        (
+            Kind::Vitistack
+            | Kind::MachineProvider
+            | Kind::KubernetesProvider
+            | Kind::ProxmoxConfig
+            | Kind::KubevirtConfig,
+            ChangeType::Modified,
+        ) => Some("infrastructure.operator.status"),
+        _ => None,
+    };
+    named.map_or_else(
+        || {
+            let c = match change {
+                ChangeType::Added => "created",
+                ChangeType::Modified => "updated",
+                ChangeType::Deleted => "deleted",
+            };
+            format!("{}.{c}", kind.name().to_ascii_lowercase())
+        },
+        str::to_string,
+    )
+}
+
+fn change_name(c: ChangeType) -> &'static str {
+    match c {
+        ChangeType::Added => "ADDED",
+        ChangeType::Modified => "MODIFIED",
+        ChangeType::Deleted => "DELETED",
+    }
+}
+
+/// `spec` and `status` of an object as JSON, credentials blanked.
+fn watched_parts(r: &Resource) -> Value {
+    let mut v = r.to_value();
+    crate::model::redact::redact_value(r.kind(), &mut v);
+    let mut out = Map::new();
+    for part in ["spec", "status"] {
+        if let Some(x) = v.get(part) {
+            out.insert(part.into(), x.clone());
+        }
+    }
+    Value::Object(out)
+}
+
+/// The differences between two JSON values as JSON-pointer paths (objects compared key by key,
+/// arrays and scalars as wholes).
+pub fn diff(before: &Value, after: &Value) -> Vec<Value> {
+    let mut out = Vec::new();
+    walk("", before, after, &mut out);
+    out
+}
+
+fn walk(path: &str, before: &Value, after: &Value, out: &mut Vec<Value>) {
+    match (before, after) {
+        (Value::Object(a), Value::Object(b)) => {
+            let mut keys: Vec<&String> = a.keys().chain(b.keys()).collect();
+            keys.sort();
+            keys.dedup();
+            for k in keys {
+                let p = format!("{path}/{}", k.replace('~', "~0").replace('/', "~1"));
+                walk(
+                    &p,
+                    a.get(k).unwrap_or(&Value::Null),
+                    b.get(k).unwrap_or(&Value::Null),
+                    out,
+                );
+            }
+        }
+        (a, b) if a != b => {
+            out.push(serde_json::json!({"path": path, "before": a, "after": b}));
+        }
+        _ => {}
+    }
+}
+
+/// The event-log row of a change, applied at `at_ms`.
+pub fn row_of(c: &Change, at_ms: i64) -> EventRow {
+    let object = &c.object;
+    let after = match c.change {
+        ChangeType::Deleted => Value::Null,
+        _ => watched_parts(object),
+    };
+    let before = c.previous.as_deref().map_or(Value::Null, watched_parts);
+    EventRow {
+        at_ms,
+        seq: c.seq,
+        kind: object.kind().name(),
+        namespace: object.namespace().to_string(),
+        name: object.name().to_string(),
+        uid: object.uid().to_string(),
+        resource_version: object.meta().resource_version.clone().unwrap_or_default(),
+        change: change_name(c.change),
+        event_type: event_type(object.kind(), c.change),
+        phase_before: c
+            .previous
+            .as_deref()
+            .and_then(Resource::phase)
+            .map(str::to_string),
+        phase_after: (c.change != ChangeType::Deleted)
+            .then(|| object.phase().map(str::to_string))
+            .flatten(),
+        diff: Value::Array(diff(&before, &after)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{Key, Op, Store};
+    use serde_json::json;
+
+    fn machine(name: &str, phase: &str, user_data: &str) -> Resource {
+        Resource::from_value(
+            Kind::Machine,
+            "v1alpha1",
+            json!({"metadata": {"name": name, "namespace": "ns"},
+                   "spec": {"provider": "kubevirt", "userData": user_data},
+                   "status": {"phase": phase}}),
+        )
+        .expect("machine")
+    }
+
+    #[test]
+    fn a_machine_s_life_as_event_rows_without_its_credentials() {
+        let store = Store::new();
+        let created = store.apply(vec![Op::Upsert(machine(
+            "m",
+            "Pending",
+            "password=hunter2",
+        ))]);
+        let r = row_of(&created[0], 1);
+        assert_eq!(r.event_type, "infrastructure.machine.created");
+        assert_eq!(
+            (
+                r.change,
+                r.phase_before.as_deref(),
+                r.phase_after.as_deref()
+            ),
+            ("ADDED", None, Some("Pending"))
+        );
+        assert!(!r.uid.is_empty() && !r.resource_version.is_empty());
+
+        let changed = store.apply(vec![Op::Upsert(machine(
+            "m",
+            "Running",
+            "password=swordfish",
+        ))]);
+        let r = row_of(&changed[0], 2);
+        assert_eq!(r.event_type, "machine.updated");
+        assert_eq!(
+            (r.phase_before.as_deref(), r.phase_after.as_deref()),
+            (Some("Pending"), Some("Running"))
+        );
+        // Only the phase changed as far as the log can tell: the credential is blanked on both sides.
+        assert_eq!(
+            r.diff,
+            json!([{"path": "/status/phase", "before": "Pending", "after": "Running"}])
+        );
+        let deleted = store.apply(vec![Op::Delete(Key::new(Kind::Machine, "ns", "m"))]);
+        let r = row_of(&deleted[0], 3);
+        assert_eq!(r.event_type, "infrastructure.machine.deleted");
+        assert_eq!(
+            (r.phase_before.as_deref(), r.phase_after.as_deref()),
+            (Some("Running"), None)
+        );
+        for row in [row_of(&created[0], 1), row_of(&changed[0], 2), r] {
+            let text = row.diff.to_string();
+            assert!(
+                !text.contains("hunter2") && !text.contains("swordfish"),
+                "{text}"
+            );
+        }
+    }
+
+    #[test]
+    fn old_operator_event_names() {
+        assert_eq!(
+            event_type(Kind::KubernetesCluster, ChangeType::Modified),
+            "infrastructure.cluster.updated"
+        );
+        assert_eq!(
+            event_type(Kind::NetworkNamespace, ChangeType::Modified),
+            "infrastructure.network.configured"
+        );
+        assert_eq!(
+            event_type(Kind::Vitistack, ChangeType::Modified),
+            "infrastructure.operator.status"
+        );
+        assert_eq!(
+            event_type(Kind::NetworkNamespace, ChangeType::Added),
+            "networknamespace.created"
+        );
+    }
+
+    #[test]
+    fn diff_paths_are_json_pointers() {
+        let d = diff(
+            &json!({"spec": {"a/b": 1, "same": [1, 2], "gone": true}}),
+            &json!({"spec": {"a/b": 2, "same": [1, 2], "new": "x"}}),
+        );
+        assert_eq!(
+            d,
+            vec![
+                json!({"path": "/spec/a~1b", "before": 1, "after": 2}),
+                json!({"path": "/spec/gone", "before": true, "after": null}),
+                json!({"path": "/spec/new", "before": null, "after": "x"}),
+            ]
+        );
+    }
+}

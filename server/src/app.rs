@@ -40,6 +40,9 @@ pub struct Running {
     db: Option<Db>,
     _kube: Option<KubeSource>,
     simulator: Option<tokio::task::JoinHandle<()>>,
+    history_writer: tokio::task::JoinHandle<()>,
+    /// The event log.
+    pub history: Arc<crate::history::History>,
 }
 
 impl Running {
@@ -61,6 +64,7 @@ impl Running {
             db,
             _kube,
             simulator,
+            history_writer,
             ..
         } = self;
         if now {
@@ -77,6 +81,7 @@ impl Running {
             Some(w) => w.await.ok().flatten(),
             None => db,
         };
+        let _ = history_writer.await;
         if let Some(db) = db {
             db.close().await;
         }
@@ -93,6 +98,7 @@ impl Running {
         if let Some(s) = &self.simulator {
             s.abort();
         }
+        self.history_writer.abort();
     }
 }
 
@@ -168,6 +174,13 @@ pub async fn start(cfg: &ServeConfig, listener: TcpListener) -> anyhow::Result<R
     // With the kube source the cluster is the truth: nothing is restored or written back.
     let (db_start, restored) =
         open_database(cfg, embedded.then_some(store.as_ref()), &db_health).await;
+    // The event log: its own writer on the change stream, its own connection when the database
+    // was away at start-up.
+    let history = Arc::new(crate::history::History::new(
+        cfg.history_settings(),
+        metrics.history.clone(),
+    ));
+    let history_start = db_start.clone();
     let (writer, db) = if embedded {
         let writer = objects::spawn_writer(
             db_start,
@@ -215,6 +228,7 @@ pub async fn start(cfg: &ServeConfig, listener: TcpListener) -> anyhow::Result<R
         },
         store: store.clone(),
         subscription_metrics: Some(metrics.subscriptions.clone()),
+        history: Some(history.clone()),
         fanout: Some(crate::graphql::fanout::Fanout::start(
             &store,
             cfg.subscription_buffer,
@@ -240,7 +254,7 @@ pub async fn start(cfg: &ServeConfig, listener: TcpListener) -> anyhow::Result<R
         source: source_status.clone(),
     };
     let addr = listener.local_addr()?;
-    let mut http_stop = stop_rx;
+    let mut http_stop = stop_rx.clone();
     let task = tokio::spawn(async move {
         axum::serve(
             listener,
@@ -272,6 +286,15 @@ pub async fn start(cfg: &ServeConfig, listener: TcpListener) -> anyhow::Result<R
             "demo fleet loaded"
         );
     }
+    // The event log starts after the state loaded at start-up (which is not news): with the
+    // simulator, imports and (kube) watches, every later change is an event.
+    let history_writer = crate::history::writer::spawn(
+        history_start,
+        history.clone(),
+        store.subscribe(),
+        db_health.clone(),
+        stop_rx.clone(),
+    );
     let simulator = if !cfg.simulate {
         None
     } else if !embedded || !cfg.demo {
@@ -316,6 +339,8 @@ pub async fn start(cfg: &ServeConfig, listener: TcpListener) -> anyhow::Result<R
         db,
         _kube: kube,
         simulator,
+        history_writer,
+        history,
     })
 }
 

@@ -40,6 +40,23 @@ pub struct ServeConfig {
     #[arg(long, env = "DB_BATCH_SIZE", default_value_t = 1000)]
     pub db_batch_size: usize,
 
+    /// History events held in memory while the database is away; past this they are dropped,
+    /// counted, and a gap marker is recorded.
+    #[arg(long, env = "HISTORY_BUFFER", default_value_t = 100_000)]
+    pub history_buffer: usize,
+
+    /// History events per database transaction.
+    #[arg(long, env = "HISTORY_BATCH_SIZE", default_value_t = 1000)]
+    pub history_batch_size: usize,
+
+    /// Write history events at most this many milliseconds after they happen.
+    #[arg(long, env = "HISTORY_FLUSH_INTERVAL_MS", default_value_t = 500)]
+    pub history_flush_interval_ms: u64,
+
+    /// Delete history events older than this many days.
+    #[arg(long, env = "HISTORY_RETENTION_DAYS", default_value_t = 30)]
+    pub history_retention_days: u64,
+
     /// Name of the Vitistack singleton (the old operator's VITISTACKCRDNAME).
     #[arg(long, env = "VITISTACKCRDNAME", default_value = "vitistack")]
     pub vitistack_name: String,
@@ -213,6 +230,18 @@ impl DbConfig {
 }
 
 impl ServeConfig {
+    /// How the history writer batches, bounds and expires events.
+    pub fn history_settings(&self) -> crate::history::writer::HistorySettings {
+        crate::history::writer::HistorySettings {
+            buffer: self.history_buffer,
+            batch_size: self.history_batch_size,
+            flush_interval: std::time::Duration::from_millis(self.history_flush_interval_ms),
+            retention: std::time::Duration::from_secs(
+                self.history_retention_days.saturating_mul(24 * 3600),
+            ),
+        }
+    }
+
     /// The source to use, and why (for the start-up message).
     pub fn resolve_source(&self) -> (SourceMode, &'static str) {
         match self.source {
@@ -299,6 +328,16 @@ impl ServeConfig {
             ("STREAM_MAX_CONNECTIONS", self.stream_max_connections),
             ("CHANGE_BUFFER", self.change_buffer),
             ("SUBSCRIPTION_BUFFER", self.subscription_buffer),
+            ("HISTORY_BUFFER", self.history_buffer),
+            ("HISTORY_BATCH_SIZE", self.history_batch_size),
+            (
+                "HISTORY_FLUSH_INTERVAL_MS",
+                self.history_flush_interval_ms as usize,
+            ),
+            (
+                "HISTORY_RETENTION_DAYS",
+                self.history_retention_days as usize,
+            ),
         ] {
             if v == 0 {
                 return Err(format!("{name} must be at least 1"));

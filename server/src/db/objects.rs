@@ -293,6 +293,7 @@ impl Default for WriterSettings {
 }
 
 /// Connection state the writer starts with.
+#[derive(Clone)]
 pub enum Start {
     /// Connected and restored at start-up; only changes from now on need writing.
     Connected(Db),

@@ -2,6 +2,7 @@
 
 pub mod events;
 pub mod fanout;
+pub mod history;
 pub mod paging;
 pub mod query;
 pub mod selector;
@@ -35,6 +36,8 @@ pub struct SchemaSettings {
     pub subscription_metrics: Option<subscription::SubscriptionMetrics>,
     /// The change fan-out subscriptions register with (None: subscriptions are refused).
     pub fanout: Option<std::sync::Arc<fanout::Fanout>>,
+    /// The event log (None: history fields say it is not kept).
+    pub history: Option<std::sync::Arc<crate::history::History>>,
 }
 
 impl Default for SchemaSettings {
@@ -48,6 +51,7 @@ impl Default for SchemaSettings {
             store: Default::default(),
             subscription_metrics: None,
             fanout: None,
+            history: None,
         }
     }
 }
@@ -71,6 +75,9 @@ fn with_data<Q, M, S>(
     }
     if let Some(f) = &settings.fanout {
         builder = builder.data(f.clone());
+    }
+    if let Some(h) = &settings.history {
+        builder = builder.data(h.clone()).data(history::loaders(h.clone()));
     }
     builder
 }

@@ -517,6 +517,29 @@ impl Query {
         host_capacity(&snap(ctx), o)
     }
 
+    /// The event log, newest first: every change of the graph with its type, phases before and
+    /// after and a diff (credentials blanked), filtered by object, kind, namespace, type and time.
+    async fn events(
+        &self,
+        ctx: &Context<'_>,
+        filter: Option<crate::graphql::history::EventFilter>,
+        first: Option<i32>,
+        after: Option<String>,
+    ) -> async_graphql::Result<
+        async_graphql::connection::Connection<String, crate::graphql::history::HistoryEvent>,
+    > {
+        crate::graphql::history::events(ctx, filter, first, after).await
+    }
+
+    /// Machines that went `Failed`, per UTC day for the last `days` days (every day listed).
+    async fn machine_failures_per_day(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(default = 30)] days: i32,
+    ) -> async_graphql::Result<Vec<crate::graphql::history::DayCount>> {
+        crate::graphql::history::failures_per_day(ctx, days).await
+    }
+
     /// Where the data comes from and how current each kind is: show staleness instead of
     /// pretending to be live.
     async fn sources(&self, ctx: &Context<'_>) -> crate::source::kube::OperatorsReport {

@@ -1,11 +1,19 @@
-//! History (issue 5, first step): what one change of the store becomes in the event log.
+//! History: the event log of every change of the graph, kept in the database.
 //!
 //! Each change is one row: time, sequence, kind, namespace, name, uid, resourceVersion, change type,
 //! the old operator's event type name where one exists, phase before and after, and a JSON diff of
 //! `spec` and `status` with credentials blanked (never the credentials themselves, not even as
 //! "changed from X").
 
+pub mod query;
+pub mod writer;
+
+use std::sync::Arc;
+
+use arc_swap::ArcSwapOption;
 use serde_json::{Map, Value};
+
+use crate::db::Db;
 
 use crate::model::{Kind, Resource};
 use crate::store::{Change, ChangeType};
@@ -37,6 +45,141 @@ pub struct EventRow {
     pub phase_after: Option<String>,
     /// `[{"path": "/spec/…", "before": …, "after": …}]`, credentials blanked.
     pub diff: Value,
+    /// For a gap marker: how many events were dropped.
+    pub dropped: Option<u64>,
+}
+
+/// The event type of a gap marker.
+pub const GAP: &str = "history.gap";
+
+impl EventRow {
+    /// A marker for `dropped` events lost from sequence `first_seq` on.
+    pub fn gap(first_seq: u64, dropped: u64, at_ms: i64) -> Self {
+        EventRow {
+            at_ms,
+            seq: first_seq,
+            kind: "",
+            namespace: String::new(),
+            name: String::new(),
+            uid: String::new(),
+            resource_version: format!("gap-{first_seq}-{at_ms}"),
+            change: "GAP",
+            event_type: GAP.into(),
+            phase_before: None,
+            phase_after: None,
+            diff: Value::Array(Vec::new()),
+            dropped: Some(dropped),
+        }
+    }
+}
+
+/// Milliseconds since the Unix epoch.
+pub fn now_ms() -> i64 {
+    jiff::Timestamp::now().as_millisecond()
+}
+
+/// History metrics (registered by `http::Metrics`).
+#[derive(Clone, Debug)]
+pub struct HistoryMetrics {
+    /// Events waiting to be written.
+    pub pending: prometheus::IntGauge,
+    /// Events written.
+    pub written: prometheus::IntCounter,
+    /// Events dropped because the buffer was full.
+    pub dropped: prometheus::IntCounter,
+    /// Gap markers recorded.
+    pub gaps: prometheus::IntCounter,
+    /// SQL statements run to answer history queries.
+    pub queries: prometheus::IntCounter,
+    /// Webhook deliveries by outcome (`delivered`, `retried`, `failed`).
+    pub webhooks: prometheus::IntCounterVec,
+}
+
+impl HistoryMetrics {
+    /// Create (not yet registered).
+    pub fn new() -> Result<Self, prometheus::Error> {
+        use prometheus::{IntCounter, IntGauge};
+        Ok(HistoryMetrics {
+            pending: IntGauge::new(
+                "vitistack_history_pending_events",
+                "History events waiting to be written to the database",
+            )?,
+            written: IntCounter::new(
+                "vitistack_history_events_written_total",
+                "History events written to the database",
+            )?,
+            dropped: IntCounter::new(
+                "vitistack_history_events_dropped_total",
+                "History events dropped because the buffer (HISTORY_BUFFER) was full",
+            )?,
+            gaps: IntCounter::new(
+                "vitistack_history_gaps_total",
+                "Gap markers recorded in the history where events were dropped",
+            )?,
+            queries: IntCounter::new(
+                "vitistack_history_queries_total",
+                "SQL statements run to answer history queries",
+            )?,
+            webhooks: prometheus::IntCounterVec::new(
+                prometheus::Opts::new(
+                    "vitistack_webhook_deliveries_total",
+                    "Webhook delivery attempts by outcome",
+                ),
+                &["outcome"],
+            )?,
+        })
+    }
+
+    /// Every metric, for registration.
+    pub fn collectors(&self) -> Vec<Box<dyn prometheus::core::Collector>> {
+        vec![
+            Box::new(self.pending.clone()),
+            Box::new(self.written.clone()),
+            Box::new(self.dropped.clone()),
+            Box::new(self.gaps.clone()),
+            Box::new(self.queries.clone()),
+            Box::new(self.webhooks.clone()),
+        ]
+    }
+}
+
+/// The event log's shared state: the database once reachable, settings and metrics.
+pub struct History {
+    db: ArcSwapOption<Db>,
+    /// Batching, bound and retention.
+    pub settings: writer::HistorySettings,
+    /// Metrics.
+    pub metrics: HistoryMetrics,
+}
+
+impl std::fmt::Debug for History {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("History")
+            .field("connected", &self.db().is_some())
+            .field("settings", &self.settings)
+            .finish()
+    }
+}
+
+impl History {
+    /// No database yet.
+    pub fn new(settings: writer::HistorySettings, metrics: HistoryMetrics) -> Self {
+        History {
+            db: ArcSwapOption::empty(),
+            settings,
+            metrics,
+        }
+    }
+
+    /// The database, when reachable.
+    pub fn db(&self) -> Option<Db> {
+        self.db.load_full().map(|d| (*d).clone())
+    }
+
+    /// Publish the connection.
+    pub fn connected(&self, db: Db) {
+        self.db.store(Some(Arc::new(db)));
+    }
 }
 
 /// The old operator's event type names, where a change has one; else `<kind>.<change>`.
@@ -150,6 +293,7 @@ pub fn row_of(c: &Change, at_ms: i64) -> EventRow {
             .then(|| object.phase().map(str::to_string))
             .flatten(),
         diff: Value::Array(diff(&before, &after)),
+        dropped: None,
     }
 }
 

@@ -37,6 +37,8 @@ pub struct Metrics {
     pub cache_misses: prometheus::IntCounter,
     /// Subscription gauges and counters (handed to the schema).
     pub subscriptions: crate::graphql::subscription::SubscriptionMetrics,
+    /// History writer, queries and webhooks.
+    pub history: crate::history::HistoryMetrics,
 }
 
 impl Metrics {
@@ -127,6 +129,10 @@ impl Metrics {
         registry.register(Box::new(subscriptions.active.clone()))?;
         registry.register(Box::new(subscriptions.events.clone()))?;
         registry.register(Box::new(subscriptions.resyncs.clone()))?;
+        let history = crate::history::HistoryMetrics::new()?;
+        for c in history.collectors() {
+            registry.register(c)?;
+        }
         registry.register(Box::new(kind_served.clone()))?;
         registry.register(Box::new(kind_synced.clone()))?;
         registry.register(Box::new(kind_stale.clone()))?;
@@ -155,6 +161,7 @@ impl Metrics {
             cache_hits,
             cache_misses,
             subscriptions,
+            history,
         })
     }
 

@@ -4,7 +4,9 @@
 mod cache;
 mod diagnosis;
 mod fixtures;
+#[macro_use]
 mod persistence;
+mod history;
 mod protocol;
 mod queries;
 mod robustness;

@@ -47,7 +47,7 @@ impl TestDb {
     }
 
     /// Host and port of the PostgreSQL server.
-    fn postgres_server() -> String {
+    pub fn postgres_server() -> String {
         let url = postgres_admin_url();
         let after = url.split('@').nth(1).unwrap_or("127.0.0.1:5432/postgres");
         after
@@ -67,7 +67,7 @@ impl TestDb {
     }
 
     /// The same database reached through `addr` (a proxy) instead.
-    fn url_via(&self, addr: std::net::SocketAddr) -> String {
+    pub fn url_via(&self, addr: std::net::SocketAddr) -> String {
         match self {
             TestDb::Sqlite(f) => f.url(),
             TestDb::Postgres { name } => format!("postgres://postgres@{addr}/{name}"),
@@ -124,7 +124,8 @@ async fn stored_at(url: &str) -> Vec<(Key, String)> {
     keys
 }
 
-/// Generate one test per engine from an `async fn(TestDb)`.
+/// Generate one test per engine from an `async fn(TestDb)` (the module invoking it imports
+/// `TestDb`).
 macro_rules! on_both_engines {
     ($($case:ident),* $(,)?) => {
         mod sqlite {
@@ -158,7 +159,7 @@ on_both_engines!(
 
 const CLUSTERS: &str = "{ sequence clusters(first: 500) { totalCount nodes { namespace name uid createdAt resourceVersion } } }";
 
-async fn start(db: &TestDb, extra: &[&str]) -> TestApp {
+pub async fn start(db: &TestDb, extra: &[&str]) -> TestApp {
     let url = db.url();
     let mut args = vec!["--database-url", url.as_str()];
     args.extend_from_slice(extra);
@@ -247,7 +248,7 @@ async fn import_command_stores_what_the_server_then_serves(db: &TestDb) {
     let url = db.url();
     let (code, out) = run(vec!["migrate".into(), "--database-url".into(), url.clone()]);
     assert_eq!(code, Some(0), "{out}");
-    assert!(out.contains("schema is at migration 1"), "{out}");
+    assert!(out.contains("schema is at migration 2"), "{out}");
 
     // Refused files store nothing, and the command says so with exit 1.
     let invalid = shared().join("fixtures/invalid");
@@ -333,21 +334,24 @@ async fn database_health_and_metrics_tell_the_truth(db: &TestDb) {
     app.stop().await;
 }
 
-/// A TCP proxy to the PostgreSQL server that refuses connections until switched on.
-struct Proxy {
-    addr: std::net::SocketAddr,
-    on: Arc<AtomicBool>,
+/// A TCP proxy to the PostgreSQL server that refuses connections until switched on, and can cut
+/// the connections it carries (the database "goes away" mid-stream).
+pub struct Proxy {
+    pub addr: std::net::SocketAddr,
+    pub on: Arc<AtomicBool>,
     task: tokio::task::JoinHandle<()>,
+    live: Arc<parking_lot::Mutex<Vec<tokio::task::JoinHandle<()>>>>,
 }
 
 impl Proxy {
-    async fn start(upstream: String) -> Proxy {
+    pub async fn start(upstream: String) -> Proxy {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind");
         let addr = listener.local_addr().expect("addr");
         let on = Arc::new(AtomicBool::new(false));
-        let flag = on.clone();
+        let live: Arc<parking_lot::Mutex<Vec<tokio::task::JoinHandle<()>>>> = Arc::default();
+        let (flag, conns) = (on.clone(), live.clone());
         let task = tokio::spawn(async move {
             while let Ok((mut client, _)) = listener.accept().await {
                 if !flag.load(Ordering::Acquire) {
@@ -355,20 +359,34 @@ impl Proxy {
                     continue;
                 }
                 let upstream = upstream.clone();
-                tokio::spawn(async move {
+                conns.lock().push(tokio::spawn(async move {
                     if let Ok(mut server) = tokio::net::TcpStream::connect(upstream).await {
                         let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
                     }
-                });
+                }));
             }
         });
-        Proxy { addr, on, task }
+        Proxy {
+            addr,
+            on,
+            task,
+            live,
+        }
+    }
+
+    /// Refuse new connections and drop every open one.
+    pub fn cut(&self) {
+        self.on.store(false, Ordering::Release);
+        for c in self.live.lock().drain(..) {
+            c.abort();
+        }
     }
 }
 
 impl Drop for Proxy {
     fn drop(&mut self) {
         self.task.abort();
+        self.cut();
     }
 }
 

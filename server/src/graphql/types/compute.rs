@@ -168,6 +168,18 @@ impl MachineObj {
 node_type! {
     /// `Machine`: one VM, created by talos-operator for a cluster, realised by a machine operator.
     MachineObj, "Machine", Machine; {
+        /// Its newest events, newest first (from the event log; `first` up to MAX_PAGE_SIZE).
+        async fn history(&self, ctx: &Context<'_>, #[graphql(default = 20)] first: i32) -> async_graphql::Result<Vec<crate::graphql::history::HistoryEvent>> {
+            crate::graphql::history::object_history(ctx, self.0.uid(), first).await
+        }
+        /// The phases it went through (Pending, Running, Failed, …), from the event log.
+        async fn phase_timeline(&self, ctx: &Context<'_>) -> async_graphql::Result<Vec<crate::graphql::history::PhaseSpan>> {
+            crate::graphql::history::object_timeline(ctx, self.0.uid()).await
+        }
+        /// Seconds from creation until it first ran (null while it never has).
+        async fn time_to_running_seconds(&self, ctx: &Context<'_>) -> async_graphql::Result<Option<f64>> {
+            crate::graphql::history::object_time_to(ctx, &self.0, "Running").await
+        }
         /// `spec.name` (the VM name; not always metadata.name).
         async fn spec_name(&self) -> Option<&str> { self.m().spec.name.as_deref() }
         /// `spec.provider`: which machine operator handles it (kubevirt, proxmox).

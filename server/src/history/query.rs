@@ -1,0 +1,203 @@
+//! Reading the event log: pages by filter (newest first, keyset on the row id), the recent events
+//! of many objects in one statement (for the DataLoader), phase changes, failures per day, and
+//! retention.
+
+use std::collections::HashMap;
+
+use serde_json::Value;
+
+use crate::db::{Db, DbError, with_pool};
+
+/// One stored event.
+#[derive(Clone, Debug, PartialEq, sqlx::FromRow)]
+pub struct StoredEvent {
+    /// Row id (increasing in write order).
+    pub id: i64,
+    /// ms since the Unix epoch.
+    pub at_ms: i64,
+    /// The store's sequence number.
+    pub seq: i64,
+    /// Kind name ("" for gap markers).
+    pub kind: String,
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// metadata.uid.
+    pub uid: String,
+    /// metadata.resourceVersion.
+    pub resource_version: String,
+    /// ADDED, MODIFIED, DELETED or GAP.
+    pub change: String,
+    /// `infrastructure.machine.created`, …
+    pub event_type: String,
+    /// Phase before.
+    pub phase_before: Option<String>,
+    /// Phase after.
+    pub phase_after: Option<String>,
+    /// JSON diff.
+    pub diff: sqlx::types::Json<Value>,
+    /// Events dropped (gap markers).
+    pub dropped: Option<i64>,
+}
+
+const COLUMNS: &str = "id, at_ms, seq, kind, namespace, name, uid, resource_version, change, \
+                       event_type, phase_before, phase_after, diff, dropped";
+
+/// What `events(filter)` selects; every part optional.
+#[derive(Clone, Debug, Default)]
+pub struct EventQuery {
+    /// One object by uid.
+    pub uid: Option<String>,
+    /// Kind name.
+    pub kind: Option<String>,
+    /// Namespace.
+    pub namespace: Option<String>,
+    /// Name.
+    pub name: Option<String>,
+    /// Event types (any of).
+    pub types: Vec<String>,
+    /// At or after (ms).
+    pub since_ms: Option<i64>,
+    /// Before (ms).
+    pub until_ms: Option<i64>,
+    /// Only rows with an id below this (the keyset cursor).
+    pub before_id: Option<i64>,
+}
+
+/// Up to `limit` events matching `q`, newest first.
+pub async fn page(db: &Db, q: &EventQuery, limit: usize) -> Result<Vec<StoredEvent>, DbError> {
+    let rows = with_pool!(db, p => {
+        let mut b = sqlx::QueryBuilder::new(format!("SELECT {COLUMNS} FROM events WHERE 1 = 1"));
+        if let Some(v) = &q.uid {
+            b.push(" AND uid = ").push_bind(v.clone());
+        }
+        if let Some(v) = &q.kind {
+            b.push(" AND kind = ").push_bind(v.clone());
+        }
+        if let Some(v) = &q.namespace {
+            b.push(" AND namespace = ").push_bind(v.clone());
+        }
+        if let Some(v) = &q.name {
+            b.push(" AND name = ").push_bind(v.clone());
+        }
+        if !q.types.is_empty() {
+            b.push(" AND event_type IN (");
+            let mut s = b.separated(", ");
+            for t in &q.types {
+                s.push_bind(t.clone());
+            }
+            b.push(")");
+        }
+        if let Some(v) = q.since_ms {
+            b.push(" AND at_ms >= ").push_bind(v);
+        }
+        if let Some(v) = q.until_ms {
+            b.push(" AND at_ms < ").push_bind(v);
+        }
+        if let Some(v) = q.before_id {
+            b.push(" AND id < ").push_bind(v);
+        }
+        b.push(" ORDER BY id DESC LIMIT ").push_bind(limit as i64);
+        b.build_query_as::<StoredEvent>().fetch_all(p).await?
+    });
+    Ok(rows)
+}
+
+/// The newest `per_object` events of each uid, newest first, in one statement.
+pub async fn recent_by_uid(
+    db: &Db,
+    uids: &[String],
+    per_object: usize,
+) -> Result<HashMap<String, Vec<StoredEvent>>, DbError> {
+    let mut out: HashMap<String, Vec<StoredEvent>> = HashMap::new();
+    if uids.is_empty() {
+        return Ok(out);
+    }
+    let rows: Vec<StoredEvent> = with_pool!(db, p => {
+        let mut b = sqlx::QueryBuilder::new(format!(
+            "SELECT {COLUMNS} FROM (SELECT {COLUMNS}, ROW_NUMBER() OVER \
+             (PARTITION BY uid ORDER BY id DESC) AS n FROM events WHERE uid IN ("
+        ));
+        let mut s = b.separated(", ");
+        for u in uids {
+            s.push_bind(u.clone());
+        }
+        b.push(")) ranked WHERE n <= ").push_bind(per_object as i64);
+        b.push(" ORDER BY uid, id DESC");
+        b.build_query_as::<StoredEvent>().fetch_all(p).await?
+    });
+    for r in rows {
+        out.entry(r.uid.clone()).or_default().push(r);
+    }
+    Ok(out)
+}
+
+/// Each uid's creation, deletion and phase changes, oldest first, in one statement.
+pub async fn phase_changes_by_uid(
+    db: &Db,
+    uids: &[String],
+) -> Result<HashMap<String, Vec<StoredEvent>>, DbError> {
+    let mut out: HashMap<String, Vec<StoredEvent>> = HashMap::new();
+    if uids.is_empty() {
+        return Ok(out);
+    }
+    let rows: Vec<StoredEvent> = with_pool!(db, p => {
+        let mut b = sqlx::QueryBuilder::new(format!(
+            "SELECT {COLUMNS} FROM events WHERE uid IN ("
+        ));
+        let mut s = b.separated(", ");
+        for u in uids {
+            s.push_bind(u.clone());
+        }
+        b.push(
+            ") AND (change <> 'MODIFIED' OR COALESCE(phase_before, '') <> COALESCE(phase_after, '')) \
+             ORDER BY uid, id",
+        );
+        b.build_query_as::<StoredEvent>().fetch_all(p).await?
+    });
+    for r in rows {
+        out.entry(r.uid.clone()).or_default().push(r);
+    }
+    Ok(out)
+}
+
+/// Objects of `kind` entering phase `phase`, per UTC day since `since_ms`: (day number since the
+/// epoch, count), oldest first.
+pub async fn entered_phase_per_day(
+    db: &Db,
+    kind: &str,
+    phase: &str,
+    since_ms: i64,
+) -> Result<Vec<(i64, i64)>, DbError> {
+    let rows: Vec<(i64, i64)> = with_pool!(db, p => {
+        let mut b = sqlx::QueryBuilder::new(
+            "SELECT at_ms / 86400000 AS day, COUNT(*) AS n FROM events WHERE kind = ",
+        );
+        b.push_bind(kind.to_string())
+            .push(" AND phase_after = ")
+            .push_bind(phase.to_string())
+            .push(" AND COALESCE(phase_before, '') <> ")
+            .push_bind(phase.to_string())
+            .push(" AND at_ms >= ")
+            .push_bind(since_ms)
+            .push(" GROUP BY at_ms / 86400000 ORDER BY day");
+        b.build_query_as::<(i64, i64)>().fetch_all(p).await?
+    });
+    Ok(rows)
+}
+
+/// Delete events older than `cutoff_ms`; returns how many.
+pub async fn delete_before(db: &Db, cutoff_ms: i64) -> Result<u64, DbError> {
+    let n = with_pool!(db, p => {
+        sqlx::query(match db.engine() {
+            crate::db::Engine::Sqlite => "DELETE FROM events WHERE at_ms < ?1",
+            crate::db::Engine::Postgres => "DELETE FROM events WHERE at_ms < $1",
+        })
+        .bind(cutoff_ms)
+        .execute(p)
+        .await?
+        .rows_affected()
+    });
+    Ok(n)
+}

@@ -1,0 +1,510 @@
+//! History on SQLite and on the machine's PostgreSQL (each test its own database): the event log
+//! of a Machine's life with the old operator's event names and no credentials, paging and
+//! filters, derived figures, the DataLoader (one statement for a page of 100 machines), the
+//! database going away mid-stream (nothing below the buffer bound lost), a full buffer (drops
+//! counted, gap marked), and retention.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use vitistack::db::{Db, PoolSettings};
+use vitistack::history::{EventRow, query, writer};
+use vitistack::model::{Kind, Resource};
+use vitistack::store::{Key, Op};
+
+use crate::persistence::{Proxy, TestDb, start};
+use crate::{TestApp, metric, spawn};
+
+on_both_engines!(
+    a_machine_s_life_in_the_event_log,
+    a_page_of_100_machines_reads_its_history_in_one_statement_per_loader,
+    no_event_is_lost_while_the_database_is_away,
+    a_full_buffer_drops_counts_and_marks_the_gap,
+    retention_deletes_only_old_events,
+);
+
+fn machine(name: &str, phase: &str, label: &str) -> Op {
+    Op::Upsert(
+        Resource::from_value(
+            Kind::Machine,
+            "v1alpha1",
+            json!({"metadata": {"name": name, "namespace": "hist", "labels": {"step": label}},
+                   "spec": {"provider": "kubevirt", "userData": "#cloud-config\npassword: hunter2"},
+                   "status": {"phase": phase}}),
+        )
+        .expect("machine"),
+    )
+}
+
+/// Poll `/metrics` until `name` reaches `at_least` (20 s at most); returns its value.
+async fn wait_metric(app: &TestApp, name: &str, at_least: i64) -> i64 {
+    let mut v = 0;
+    for _ in 0..200 {
+        v = metric(&app.get("/metrics").await.1, name);
+        if v >= at_least {
+            return v;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("{name} stayed at {v}, expected {at_least}");
+}
+
+const EVENTS: &str = "query($f: EventFilter, $first: Int, $after: String) {
+  events(filter: $f, first: $first, after: $after) {
+    pageInfo { hasNextPage endCursor }
+    edges { cursor node { id at sequence kind namespace name uid resourceVersion change type
+      phaseBefore phaseAfter diff dropped object { ... on Machine { name } } } } } }";
+
+async fn a_machine_s_life_in_the_event_log(db: &TestDb) {
+    let app = start(db, &["--history-flush-interval-ms", "20"]).await;
+    let store = &app.running().store;
+    store.apply(vec![machine("m1", "Pending", "a")]);
+    store.apply(vec![machine("m1", "Running", "b")]);
+    store.apply(vec![machine("m1", "Failed", "c")]);
+    wait_metric(&app, "vitistack_history_events_written_total", 3).await;
+
+    // Derived figures on the live Machine (through the loaders).
+    let data = app
+        .data(
+            r#"{ machines(filter: {namespace: "hist"}) { nodes { name
+                history(first: 2) { type phaseAfter }
+                phaseTimeline { phase since until seconds }
+                timeToRunningSeconds } }
+               machineFailuresPerDay(days: 2) { day count } }"#,
+            json!({}),
+        )
+        .await;
+    let m = &data["machines"]["nodes"][0];
+    assert_eq!(
+        m["history"],
+        json!([{"type": "machine.updated", "phaseAfter": "Failed"},
+               {"type": "machine.updated", "phaseAfter": "Running"}])
+    );
+    let phases: Vec<&str> = m["phaseTimeline"]
+        .as_array()
+        .expect("timeline")
+        .iter()
+        .filter_map(|s| s["phase"].as_str())
+        .collect();
+    assert_eq!(phases, ["Pending", "Running", "Failed"]);
+    assert!(m["phaseTimeline"][2]["until"].is_null(), "{m}");
+    assert!(
+        m["phaseTimeline"][0]["seconds"].as_f64() >= Some(0.0),
+        "{m}"
+    );
+    assert!(m["timeToRunningSeconds"].as_f64() >= Some(0.0), "{m}");
+    let days = data["machineFailuresPerDay"].as_array().expect("days");
+    assert_eq!(days.len(), 2);
+    assert_eq!(days[1]["count"], 1, "{days:?}");
+    let today = jiff::Timestamp::now().to_string();
+    assert_eq!(days[1]["day"].as_str(), today.get(..10));
+
+    store.apply(vec![Op::Delete(Key::new(Kind::Machine, "hist", "m1"))]);
+    wait_metric(&app, "vitistack_history_events_written_total", 4).await;
+    let body = app
+        .query(EVENTS, json!({"f": {"kind": "Machine", "name": "m1"}}))
+        .await;
+    let text = body.to_string();
+    assert!(
+        !text.contains("hunter2"),
+        "credentials left the server: {text}"
+    );
+    let nodes: Vec<&Value> = body["data"]["events"]["edges"]
+        .as_array()
+        .expect("edges")
+        .iter()
+        .map(|e| &e["node"])
+        .collect();
+    let seen: Vec<(&str, &str, Option<&str>, Option<&str>)> = nodes
+        .iter()
+        .map(|n| {
+            (
+                n["change"].as_str().unwrap_or("?"),
+                n["type"].as_str().unwrap_or("?"),
+                n["phaseBefore"].as_str(),
+                n["phaseAfter"].as_str(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            (
+                "DELETED",
+                "infrastructure.machine.deleted",
+                Some("Failed"),
+                None
+            ),
+            (
+                "MODIFIED",
+                "machine.updated",
+                Some("Running"),
+                Some("Failed")
+            ),
+            (
+                "MODIFIED",
+                "machine.updated",
+                Some("Pending"),
+                Some("Running")
+            ),
+            (
+                "ADDED",
+                "infrastructure.machine.created",
+                None,
+                Some("Pending")
+            ),
+        ],
+        "{text}"
+    );
+    assert_eq!(
+        nodes[1]["diff"],
+        json!([{"path": "/status/phase", "before": "Running", "after": "Failed"}]),
+        "labels are metadata, the diff is spec and status"
+    );
+    assert!(nodes[0]["object"].is_null(), "deleted: no object now");
+    let seqs: Vec<i64> = nodes
+        .iter()
+        .filter_map(|n| n["sequence"].as_i64())
+        .collect();
+    assert!(
+        seqs.windows(2).all(|w| w[0] > w[1]),
+        "newest first: {seqs:?}"
+    );
+    assert!(nodes.iter().all(|n| n["uid"] == nodes[0]["uid"]));
+
+    // Pages of 3 then the rest, no duplicate, no gap.
+    let page1 = app
+        .data(EVENTS, json!({"f": {"kind": "Machine"}, "first": 3}))
+        .await;
+    assert_eq!(page1["events"]["pageInfo"]["hasNextPage"], true);
+    let after = page1["events"]["pageInfo"]["endCursor"].clone();
+    let page2 = app
+        .data(
+            EVENTS,
+            json!({"f": {"kind": "Machine"}, "first": 3, "after": after}),
+        )
+        .await;
+    assert_eq!(page2["events"]["pageInfo"]["hasNextPage"], false);
+    let ids: Vec<Value> = [&page1, &page2]
+        .iter()
+        .flat_map(|p| p["events"]["edges"].as_array().cloned().unwrap_or_default())
+        .map(|e| e["node"]["id"].clone())
+        .collect();
+    assert_eq!(ids.len(), 4);
+    let mut unique = ids.clone();
+    unique.dedup();
+    assert_eq!(unique.len(), 4);
+
+    // Filters: by type, by time, and bad input named.
+    let created = app
+        .data(
+            EVENTS,
+            json!({"f": {"types": ["infrastructure.machine.created"]}}),
+        )
+        .await;
+    assert_eq!(created["events"]["edges"].as_array().map(Vec::len), Some(1));
+    let future = app
+        .data(EVENTS, json!({"f": {"since": "2999-01-01T00:00:00Z"}}))
+        .await;
+    assert_eq!(future["events"]["edges"], json!([]));
+    let e = app
+        .error(EVENTS, json!({"f": {"since": "yesterday"}}))
+        .await;
+    assert_eq!(e["extensions"]["code"], "BAD_TIME", "{e}");
+    let e = app.error(EVENTS, json!({"first": 0})).await;
+    assert_eq!(e["extensions"]["code"], "BAD_PAGE_SIZE", "{e}");
+    assert!(
+        e["message"].as_str().is_some_and(|m| m.contains("500")),
+        "{e}"
+    );
+    app.stop().await;
+}
+
+async fn a_page_of_100_machines_reads_its_history_in_one_statement_per_loader(db: &TestDb) {
+    let app = start(
+        db,
+        &[
+            "--demo",
+            "--demo-clusters",
+            "5",
+            "--history-flush-interval-ms",
+            "20",
+        ],
+    )
+    .await;
+    let store = &app.running().store;
+    let snap = store.snapshot();
+    let machines: Vec<Resource> = snap
+        .list(Kind::Machine)
+        .map(|m| {
+            let mut v = m.to_value();
+            v["metadata"]["labels"]["touched"] = json!("yes");
+            Resource::from_value(Kind::Machine, "v1alpha1", v).expect("machine")
+        })
+        .collect();
+    assert_eq!(machines.len(), 100);
+    store.apply(machines.into_iter().map(Op::Upsert).collect());
+    wait_metric(&app, "vitistack_history_events_written_total", 100).await;
+
+    let before = metric(
+        &app.get("/metrics").await.1,
+        "vitistack_history_queries_total",
+    );
+    let data = app
+        .data(
+            "{ machines(first: 100) { nodes { name history(first: 5) { type }
+                 phaseTimeline { phase } timeToRunningSeconds } } }",
+            json!({}),
+        )
+        .await;
+    let after = metric(
+        &app.get("/metrics").await.1,
+        "vitistack_history_queries_total",
+    );
+    let nodes = data["machines"]["nodes"].as_array().expect("nodes");
+    assert_eq!(nodes.len(), 100);
+    assert!(
+        nodes
+            .iter()
+            .all(|n| n["history"] == json!([{"type": "machine.updated"}])),
+        "every machine has its one event"
+    );
+    assert_eq!(
+        after - before,
+        2,
+        "one statement for the 100 histories, one for the 100 timelines (not one per machine)"
+    );
+    app.stop().await;
+}
+
+/// Count event rows (gap markers apart) and the events gap markers say were dropped.
+async fn stored_counts(url: &str) -> (i64, i64) {
+    let db = Db::open(url, &PoolSettings::default()).await.expect("open");
+    let q = "SELECT COUNT(*), 0 FROM events WHERE change <> 'GAP' UNION ALL \
+             SELECT COUNT(*), COALESCE(SUM(dropped), 0) FROM events WHERE change = 'GAP'";
+    let rows: Vec<(i64, i64)> = match &db {
+        Db::Sqlite(p) => sqlx::query_as(q).fetch_all(p).await.expect("count"),
+        Db::Postgres(p) => {
+            let q = q.replace("SUM(dropped)", "SUM(dropped)::BIGINT");
+            sqlx::query_as(sqlx::AssertSqlSafe(q))
+                .fetch_all(p)
+                .await
+                .expect("count")
+        }
+    };
+    db.close().await;
+    (rows[0].0, rows[1].1)
+}
+
+/// The database goes away: PostgreSQL's connections are cut at a proxy; SQLite is locked by
+/// another connection holding an exclusive transaction. Returns a guard that brings it back.
+enum Away {
+    Proxy(Proxy),
+    Lock(sqlx::SqliteConnection),
+}
+
+async fn server_with_a_database_that_can_go_away(
+    db: &TestDb,
+    extra: &[&str],
+) -> (TestApp, Option<Proxy>) {
+    let proxy = match db {
+        TestDb::Postgres { .. } => {
+            let p = Proxy::start(TestDb::postgres_server()).await;
+            p.on.store(true, std::sync::atomic::Ordering::Release);
+            Some(p)
+        }
+        TestDb::Sqlite(_) => None,
+    };
+    let url = match &proxy {
+        Some(p) => db.url_via(p.addr),
+        None => db.url(),
+    };
+    let mut args = vec![
+        "--database-url",
+        url.as_str(),
+        "--db-connect-timeout-seconds",
+        "1",
+        "--history-flush-interval-ms",
+        "20",
+    ];
+    args.extend_from_slice(extra);
+    (spawn(&args).await, proxy)
+}
+
+async fn go_away(db: &TestDb, proxy: Option<Proxy>) -> Away {
+    match proxy {
+        Some(p) => {
+            p.cut();
+            Away::Proxy(p)
+        }
+        None => {
+            use sqlx::Connection;
+            let mut c = sqlx::SqliteConnection::connect(&db.url())
+                .await
+                .expect("lock connection");
+            sqlx::query("BEGIN EXCLUSIVE")
+                .execute(&mut c)
+                .await
+                .expect("lock");
+            Away::Lock(c)
+        }
+    }
+}
+
+async fn come_back(away: Away) {
+    match away {
+        Away::Proxy(p) => {
+            p.on.store(true, std::sync::atomic::Ordering::Release);
+            // Keep the proxy running: the server reconnects through it.
+            std::mem::forget(p);
+        }
+        Away::Lock(mut c) => {
+            sqlx::query("ROLLBACK")
+                .execute(&mut c)
+                .await
+                .expect("unlock");
+        }
+    }
+}
+
+async fn apply_changes(app: &TestApp, from: usize, n: usize) {
+    let store = &app.running().store;
+    for i in from..from + n {
+        store.apply(vec![machine(
+            &format!("m{}", i % 7),
+            "Running",
+            &i.to_string(),
+        )]);
+    }
+}
+
+async fn wait_health(app: &TestApp, up: bool) {
+    for _ in 0..200 {
+        let (code, _) = app.get("/health/database").await;
+        if (code == 200) == up {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!(
+        "/health/database never said {}",
+        if up { "up" } else { "down" }
+    );
+}
+
+async fn no_event_is_lost_while_the_database_is_away(db: &TestDb) {
+    let (app, proxy) = server_with_a_database_that_can_go_away(db, &[]).await;
+    apply_changes(&app, 0, 50).await;
+    wait_metric(&app, "vitistack_history_events_written_total", 50).await;
+
+    let away = go_away(db, proxy).await;
+    apply_changes(&app, 50, 500).await;
+    wait_health(&app, false).await;
+    // The live API does not notice.
+    let data = app
+        .data(
+            "{ machines(filter: {namespace: \"hist\"}) { totalCount } }",
+            json!({}),
+        )
+        .await;
+    assert_eq!(data["machines"]["totalCount"], 7);
+    let metrics = app.get("/metrics").await.1;
+    assert!(
+        metric(&metrics, "vitistack_history_pending_events") > 0,
+        "{metrics}"
+    );
+    if let TestDb::Postgres { .. } = db {
+        // (A locked SQLite file in WAL mode still serves reads.)
+        let e = app.error(EVENTS, json!({})).await;
+        assert_eq!(e["extensions"]["code"], "DATABASE_UNAVAILABLE", "{e}");
+    }
+
+    come_back(away).await;
+    wait_metric(&app, "vitistack_history_events_written_total", 550).await;
+    wait_health(&app, true).await;
+    let metrics = app.get("/metrics").await.1;
+    assert_eq!(
+        metric(&metrics, "vitistack_history_events_dropped_total"),
+        0
+    );
+    assert_eq!(metric(&metrics, "vitistack_history_pending_events"), 0);
+    app.stop().await;
+    assert_eq!(
+        stored_counts(&db.url()).await,
+        (550, 0),
+        "every event, no gap"
+    );
+}
+
+async fn a_full_buffer_drops_counts_and_marks_the_gap(db: &TestDb) {
+    let (app, proxy) =
+        server_with_a_database_that_can_go_away(db, &["--history-buffer", "100"]).await;
+    apply_changes(&app, 0, 10).await;
+    wait_metric(&app, "vitistack_history_events_written_total", 10).await;
+    let away = go_away(db, proxy).await;
+    apply_changes(&app, 10, 300).await;
+    wait_metric(&app, "vitistack_history_events_dropped_total", 1).await;
+    come_back(away).await;
+    // Then a few more, which must be written after the gap marker.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    wait_health(&app, true).await;
+    apply_changes(&app, 310, 5).await;
+    let mut metrics = String::new();
+    for _ in 0..400 {
+        metrics = app.get("/metrics").await.1;
+        if metric(&metrics, "vitistack_history_pending_events") == 0
+            && metric(&metrics, "vitistack_history_gaps_total") >= 1
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        metric(&metrics, "vitistack_history_pending_events"),
+        0,
+        "{metrics}"
+    );
+    let dropped = metric(&metrics, "vitistack_history_events_dropped_total");
+    assert!(dropped >= 200, "{metrics}");
+    let gaps = app
+        .data(EVENTS, json!({"f": {"types": ["history.gap"]}}))
+        .await;
+    let marker = &gaps["events"]["edges"][0]["node"];
+    assert_eq!(marker["change"], "GAP", "{gaps}");
+    assert!(marker["dropped"].as_i64() >= Some(1), "{gaps}");
+    app.stop().await;
+    let (stored, marked) = stored_counts(&db.url()).await;
+    assert_eq!(marked, dropped, "the gap markers account for every drop");
+    assert_eq!(
+        stored + dropped,
+        315,
+        "each change is either in the log or counted as dropped"
+    );
+}
+
+async fn retention_deletes_only_old_events(db: &TestDb) {
+    let d = Db::open(&db.url(), &PoolSettings::default())
+        .await
+        .expect("open");
+    let now = vitistack::history::now_ms();
+    let row = |age_days: i64, rv: &str| {
+        let mut r = EventRow::gap(1, 1, now - age_days * 86_400_000);
+        r.resource_version = rv.into();
+        r
+    };
+    let rows = [row(40, "a"), row(31, "b"), row(29, "c"), row(0, "d")];
+    assert_eq!(writer::insert(&d, &rows).await.expect("insert"), 4);
+    assert_eq!(
+        writer::insert(&d, &rows).await.expect("again"),
+        0,
+        "a replayed event is stored once"
+    );
+    let cutoff = now - writer::HistorySettings::default().retention.as_millis() as i64;
+    assert_eq!(query::delete_before(&d, cutoff).await.expect("delete"), 2);
+    let left = query::page(&d, &query::EventQuery::default(), 10)
+        .await
+        .expect("page");
+    let rvs: Vec<&str> = left.iter().map(|e| e.resource_version.as_str()).collect();
+    assert_eq!(rvs, ["d", "c"]);
+    d.close().await;
+}

@@ -181,6 +181,11 @@ pub async fn start(cfg: &ServeConfig, listener: TcpListener) -> anyhow::Result<R
         metrics.history.clone(),
     ));
     let history_start = db_start.clone();
+    if let Some(hooks) =
+        crate::history::webhooks::Webhooks::start(&cfg.webhook_settings(), history.clone())
+    {
+        let _ = history.webhooks.set(hooks);
+    }
     let (writer, db) = if embedded {
         let writer = objects::spawn_writer(
             db_start,

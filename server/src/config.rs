@@ -57,6 +57,34 @@ pub struct ServeConfig {
     #[arg(long, env = "HISTORY_RETENTION_DAYS", default_value_t = 30)]
     pub history_retention_days: u64,
 
+    /// Webhook endpoints (comma-separated URLs) that receive the event types in WEBHOOK_EVENTS.
+    #[arg(long, env = "WEBHOOK_URLS", value_delimiter = ',')]
+    pub webhook_urls: Vec<String>,
+
+    /// Key of the HMAC-SHA256 signature sent in `X-Vitistack-Signature: sha256=<hex>`.
+    #[arg(long, env = "WEBHOOK_SECRET", hide_env_values = true)]
+    pub webhook_secret: Option<String>,
+
+    /// Event types sent to webhooks (comma-separated).
+    #[arg(long, env = "WEBHOOK_EVENTS", value_delimiter = ',', default_values_t = crate::history::webhooks::DEFAULT_EVENTS.map(String::from))]
+    pub webhook_events: Vec<String>,
+
+    /// Seconds one webhook attempt may take.
+    #[arg(long, env = "WEBHOOK_TIMEOUT_SECONDS", default_value_t = 5)]
+    pub webhook_timeout_seconds: u64,
+
+    /// Attempts per event before its delivery is marked failed.
+    #[arg(long, env = "WEBHOOK_MAX_ATTEMPTS", default_value_t = 6)]
+    pub webhook_max_attempts: u32,
+
+    /// Milliseconds before the first retry (doubling, at most a minute).
+    #[arg(long, env = "WEBHOOK_RETRY_MS", default_value_t = 1000)]
+    pub webhook_retry_ms: u64,
+
+    /// Events queued per webhook endpoint; past this they are dropped and counted.
+    #[arg(long, env = "WEBHOOK_QUEUE", default_value_t = 10_000)]
+    pub webhook_queue: usize,
+
     /// Name of the Vitistack singleton (the old operator's VITISTACKCRDNAME).
     #[arg(long, env = "VITISTACKCRDNAME", default_value = "vitistack")]
     pub vitistack_name: String,
@@ -188,7 +216,12 @@ pub enum SourceMode {
 pub struct DbConfig {
     /// Database for history and embedded-mode objects: `sqlite://FILE` (created if missing) or
     /// `postgres://USER:PASSWORD@HOST:PORT/DB`.
-    #[arg(long, env = "DATABASE_URL", default_value = "sqlite://vitistack.db")]
+    #[arg(
+        long,
+        env = "DATABASE_URL",
+        default_value = "sqlite://vitistack.db",
+        hide_env_values = true
+    )]
     pub database_url: String,
 
     /// Largest number of open database connections.
@@ -239,6 +272,24 @@ impl ServeConfig {
             retention: std::time::Duration::from_secs(
                 self.history_retention_days.saturating_mul(24 * 3600),
             ),
+        }
+    }
+
+    /// Webhook endpoints and delivery policy.
+    pub fn webhook_settings(&self) -> crate::history::webhooks::WebhookSettings {
+        crate::history::webhooks::WebhookSettings {
+            urls: self
+                .webhook_urls
+                .iter()
+                .filter(|u| !u.trim().is_empty())
+                .cloned()
+                .collect(),
+            secret: self.webhook_secret.clone().filter(|s| !s.is_empty()),
+            events: self.webhook_events.clone(),
+            timeout: std::time::Duration::from_secs(self.webhook_timeout_seconds.max(1)),
+            max_attempts: self.webhook_max_attempts.max(1),
+            first_retry: std::time::Duration::from_millis(self.webhook_retry_ms),
+            queue: self.webhook_queue.max(1),
         }
     }
 
@@ -296,6 +347,14 @@ impl ServeConfig {
     /// Check settings that clap cannot; the error names the variable and what it accepts.
     pub fn validate(&self) -> Result<(), String> {
         self.db.validate()?;
+        for u in self.webhook_urls.iter().filter(|u| !u.trim().is_empty()) {
+            if !(u.starts_with("http://") || u.starts_with("https://")) {
+                return Err(format!(
+                    "WEBHOOK_URLS: `{}` must start with http:// or https://",
+                    crate::config::redact_url(u)
+                ));
+            }
+        }
         for (name, v) in [
             ("SIMULATE_STEPS_PER_SECOND", self.simulate_steps_per_second),
             ("CPU_OVERCOMMIT", self.cpu_overcommit),

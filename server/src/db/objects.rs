@@ -187,6 +187,9 @@ pub struct DbHealth {
     pending: AtomicUsize,
     written: AtomicU64,
     failures: AtomicU64,
+    history_pending: AtomicUsize,
+    history_written: AtomicU64,
+    history_dropped: AtomicU64,
 }
 
 /// `/health/database` body.
@@ -208,6 +211,12 @@ pub struct DbHealthReport {
     pub last_write_at: Option<String>,
     /// The last error, while the database is down.
     pub error: Option<String>,
+    /// History events waiting to be written.
+    pub history_pending: usize,
+    /// History events written since start.
+    pub history_written: u64,
+    /// History events dropped since start because the buffer was full (marked as gaps).
+    pub history_dropped: u64,
 }
 
 impl DbHealth {
@@ -222,6 +231,9 @@ impl DbHealth {
             pending: AtomicUsize::new(0),
             written: AtomicU64::new(0),
             failures: AtomicU64::new(0),
+            history_pending: AtomicUsize::new(0),
+            history_written: AtomicU64::new(0),
+            history_dropped: AtomicU64::new(0),
         }
     }
 
@@ -253,6 +265,13 @@ impl DbHealth {
         *self.last_error.lock() = Some(e.to_string());
     }
 
+    /// The history writer's figures (pending now, written and dropped since start).
+    pub fn history(&self, pending: usize, written: u64, dropped: u64) {
+        self.history_pending.store(pending, Ordering::Relaxed);
+        self.history_written.store(written, Ordering::Relaxed);
+        self.history_dropped.store(dropped, Ordering::Relaxed);
+    }
+
     fn wrote(&self, n: usize) {
         self.written.fetch_add(n as u64, Ordering::Relaxed);
         *self.last_write.lock() = Some(jiff::Timestamp::now());
@@ -270,6 +289,9 @@ impl DbHealth {
             failures: self.failures(),
             last_write_at: self.last_write.lock().map(|t| t.to_string()),
             error: self.last_error.lock().clone(),
+            history_pending: self.history_pending.load(Ordering::Relaxed),
+            history_written: self.history_written.load(Ordering::Relaxed),
+            history_dropped: self.history_dropped.load(Ordering::Relaxed),
         }
     }
 }

@@ -39,6 +39,16 @@ use crate::store::Store;
 /// The schema our executor runs subscription documents against.
 pub type EventSchema = Schema<EventRoot, EmptyMutation, EmptySubscription>;
 
+/// The event schema twice: validating strictly (to open a subscription) and checking only the
+/// limits (to render each event of a document already validated).
+#[derive(Clone)]
+pub struct EventSchemas {
+    /// Strict validation.
+    pub open: EventSchema,
+    /// Limits only.
+    pub render: EventSchema,
+}
+
 /// One event of any subscription field.
 #[derive(Clone)]
 pub enum Event {
@@ -228,7 +238,7 @@ pub fn as_query(text: &str, doc: &ExecutableDocument, name: Option<&str>) -> Opt
 /// Run a subscription prepared by [`as_query`]; `variables` and `operation` are the request's. The first item is an error response when the document is refused (the
 /// stream ends there); else one response per event.
 pub fn subscribe(
-    schema: EventSchema,
+    schemas: EventSchemas,
     store: Arc<Store>,
     prepared: Prepared,
     variables: Variables,
@@ -245,7 +255,8 @@ pub fn subscribe(
     // Boxed so that the preparation's state is freed as soon as it is done.
     let opening: BoxFuture<'static, BoxStream<'static, Response>> = async move {
         let slot = Arc::new(Opening::default());
-        let response = schema
+        let response = schemas
+            .open
             .execute(request(&query, &variables, &operation).data(slot.clone()))
             .await;
         let mut streams = std::mem::take(&mut *slot.0.lock());
@@ -269,7 +280,7 @@ pub fn subscribe(
             let r = request(&query, &variables, &operation)
                 .data(event)
                 .data(store.snapshot());
-            let schema = schema.clone();
+            let schema = schemas.render.clone();
             async move { schema.execute(r).await }.boxed()
         };
         events.then(render).boxed()
@@ -318,6 +329,7 @@ mod tests {
             fragment T on __Type { kind name ofType { kind name ofType { kind name ofType { kind name } } } }"#;
         let served = crate::graphql::build_schema(&settings).execute(q).await;
         let ours = crate::graphql::build_event_schema(&settings)
+            .open
             .execute(q)
             .await;
         assert!(served.errors.is_empty() && ours.errors.is_empty());

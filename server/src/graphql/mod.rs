@@ -95,17 +95,26 @@ pub fn build_schema(settings: &SchemaSettings) -> AppSchema {
     .finish()
 }
 
-/// Build the schema our subscription executor runs documents against (see [`events`]).
-pub fn build_event_schema(settings: &SchemaSettings) -> events::EventSchema {
-    with_data(
-        Schema::build(
-            events::EventRoot,
-            EmptyMutation,
-            async_graphql::EmptySubscription,
-        ),
-        settings,
-    )
-    .finish()
+/// Build the schemas our subscription executor runs documents against (see [`events`]): one
+/// validating strictly (a subscription is opened once), one for rendering its events, which
+/// only checks the limits (the same document, already validated).
+pub fn build_event_schema(settings: &SchemaSettings) -> events::EventSchemas {
+    let build = |mode| {
+        with_data(
+            Schema::build(
+                events::EventRoot,
+                EmptyMutation,
+                async_graphql::EmptySubscription,
+            ),
+            settings,
+        )
+        .validation_mode(mode)
+        .finish()
+    };
+    events::EventSchemas {
+        open: build(async_graphql::ValidationMode::Strict),
+        render: build(async_graphql::ValidationMode::Fast),
+    }
 }
 
 /// The SDL of the schema, as committed in `schema.graphql`.

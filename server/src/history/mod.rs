@@ -6,6 +6,7 @@
 //! "changed from X").
 
 pub mod query;
+pub mod webhooks;
 pub mod writer;
 
 use std::sync::Arc;
@@ -150,6 +151,8 @@ pub struct History {
     pub settings: writer::HistorySettings,
     /// Metrics.
     pub metrics: HistoryMetrics,
+    /// Webhook endpoints fed with new events (set once, when configured).
+    pub webhooks: std::sync::OnceLock<Arc<webhooks::Webhooks>>,
 }
 
 impl std::fmt::Debug for History {
@@ -168,6 +171,7 @@ impl History {
             db: ArcSwapOption::empty(),
             settings,
             metrics,
+            webhooks: std::sync::OnceLock::new(),
         }
     }
 

@@ -229,6 +229,9 @@ impl Reader {
         q.in_flight -= n;
         match rows {
             Ok(rows) => {
+                if let Some(hooks) = q.history.webhooks.get() {
+                    rows.iter().for_each(|r| hooks.offer(r));
+                }
                 // Entries queued meanwhile are newer: they stay in `raw`, behind these rows.
                 q.rows.extend(rows);
             }
@@ -356,6 +359,7 @@ async fn run(
         match result {
             Ok(_) => {
                 history.metrics.written.inc_by(batch.len() as u64);
+                health.ok();
                 // Room again: a gap waiting for it is marked now, not at the next event.
                 q.mark_gap();
                 backoff = first_backoff;
@@ -392,6 +396,11 @@ async fn run(
             }
         }
         q.gauge();
+        health.history(
+            q.len(),
+            history.metrics.written.get(),
+            history.metrics.dropped.get(),
+        );
         if let Some(deadline) = stopping {
             if q.rows.is_empty() && q.raw.is_empty() {
                 return;

@@ -37,7 +37,7 @@ pub struct AppState {
     /// The GraphQL schema.
     pub schema: AppSchema,
     /// The schema our subscription executor runs documents against.
-    pub events: crate::graphql::events::EventSchema,
+    pub events: crate::graphql::events::EventSchemas,
     /// Set once every source has loaded.
     pub ready: Arc<AtomicBool>,
     /// Prometheus metrics.

@@ -21,6 +21,7 @@ on_both_engines!(
     no_event_is_lost_while_the_database_is_away,
     a_full_buffer_drops_counts_and_marks_the_gap,
     retention_deletes_only_old_events,
+    webhooks_are_signed_retried_recorded_and_isolated,
 );
 
 fn machine(name: &str, phase: &str, label: &str) -> Op {
@@ -507,4 +508,194 @@ async fn retention_deletes_only_old_events(db: &TestDb) {
     let rvs: Vec<&str> = left.iter().map(|e| e.resource_version.as_str()).collect();
     assert_eq!(rvs, ["d", "c"]);
     d.close().await;
+}
+
+/// An HTTP receiver recording what it is sent; it answers 500 to its first `fail_first` requests.
+struct Receiver {
+    url: String,
+    got: std::sync::Arc<parking_lot::Mutex<Vec<(axum::http::HeaderMap, String, u16)>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Receiver {
+    async fn start(fail_first: usize) -> Receiver {
+        use axum::http::StatusCode;
+        let got: std::sync::Arc<parking_lot::Mutex<Vec<(axum::http::HeaderMap, String, u16)>>> =
+            Default::default();
+        let log = got.clone();
+        let app = axum::Router::new().route(
+            "/hook",
+            axum::routing::post(move |headers: axum::http::HeaderMap, body: String| {
+                let log = log.clone();
+                async move {
+                    let mut log = log.lock();
+                    let status = if log.len() < fail_first {
+                        StatusCode::INTERNAL_SERVER_ERROR
+                    } else {
+                        StatusCode::NO_CONTENT
+                    };
+                    log.push((headers, body, status.as_u16()));
+                    status
+                }
+            }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let url = format!("http://{}/hook", listener.local_addr().expect("addr"));
+        let task = tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        Receiver { url, got, task }
+    }
+}
+
+impl Drop for Receiver {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Rows of `webhook_deliveries` for `endpoint`: (event type, state, attempts), oldest first.
+async fn deliveries(url: &str, endpoint: &str) -> Vec<(String, String, i32)> {
+    let db = Db::open(url, &PoolSettings::default()).await.expect("open");
+    let rows: Vec<(String, String, i32)> = match &db {
+        Db::Sqlite(p) => sqlx::query_as(
+            "SELECT event_type, state, attempts FROM webhook_deliveries WHERE endpoint = ?1 ORDER BY id",
+        )
+        .bind(endpoint)
+        .fetch_all(p)
+        .await
+        .expect("deliveries"),
+        Db::Postgres(p) => sqlx::query_as(
+            "SELECT event_type, state, attempts FROM webhook_deliveries WHERE endpoint = $1 ORDER BY id",
+        )
+        .bind(endpoint)
+        .fetch_all(p)
+        .await
+        .expect("deliveries"),
+    };
+    db.close().await;
+    rows
+}
+
+async fn webhooks_are_signed_retried_recorded_and_isolated(db: &TestDb) {
+    let good = Receiver::start(1).await;
+    // A receiver that accepts connections and never answers.
+    let hanging = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let hanging_url = format!("http://{}/hook", hanging.local_addr().expect("addr"));
+    let held = tokio::spawn(async move {
+        let mut open = Vec::new();
+        while let Ok((s, _)) = hanging.accept().await {
+            open.push(s);
+        }
+    });
+    let urls = format!("{hanging_url},{}", good.url);
+    let app = start(
+        db,
+        &[
+            "--webhook-urls",
+            &urls,
+            "--webhook-secret",
+            "s3cret-key",
+            "--webhook-timeout-seconds",
+            "60",
+            "--webhook-retry-ms",
+            "20",
+            "--history-flush-interval-ms",
+            "20",
+        ],
+    )
+    .await;
+    let store = &app.running().store;
+    store.apply(vec![machine("w1", "Pending", "a")]);
+    store.apply(vec![machine("w2", "Pending", "a")]);
+    store.apply(vec![machine("w1", "Running", "b")]); // machine.updated: not sent by default
+    store.apply(vec![Op::Delete(Key::new(Kind::Machine, "hist", "w1"))]);
+    let mut n = 0;
+    for _ in 0..200 {
+        n = good.got.lock().iter().filter(|g| g.2 == 204).count();
+        if n >= 3 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        n, 3,
+        "the good endpoint got every event while the other hangs"
+    );
+    let got = good.got.lock().clone();
+    assert_eq!(got.len(), 4, "one retry after the 500");
+    assert_eq!(got[0].1, got[1].1, "the retry resends the same event");
+    let mut seen = Vec::new();
+    for (headers, body, _) in &got[1..] {
+        let sig = headers
+            .get("x-vitistack-signature")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default();
+        assert_eq!(
+            sig,
+            vitistack::history::webhooks::signature("s3cret-key", body.as_bytes()),
+            "signed with the shared key"
+        );
+        assert!(
+            !body.contains("hunter2") && !body.contains("s3cret"),
+            "{body}"
+        );
+        let v: Value = serde_json::from_str(body).expect("json");
+        assert_eq!(
+            headers
+                .get("x-vitistack-event")
+                .and_then(|h| h.to_str().ok()),
+            v["type"].as_str()
+        );
+        seen.push(format!(
+            "{} {}",
+            v["type"].as_str().unwrap_or("?"),
+            v["name"].as_str().unwrap_or("?")
+        ));
+    }
+    assert_eq!(
+        seen,
+        [
+            "infrastructure.machine.created w1",
+            "infrastructure.machine.created w2",
+            "infrastructure.machine.deleted w1"
+        ]
+    );
+    let mut stored = Vec::new();
+    for _ in 0..100 {
+        stored = deliveries(&db.url(), &good.url).await;
+        if stored.iter().filter(|r| r.1 == "delivered").count() == 3 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let expected = [
+        ("infrastructure.machine.created", "delivered", 2),
+        ("infrastructure.machine.created", "delivered", 1),
+        ("infrastructure.machine.deleted", "delivered", 1),
+    ];
+    let stored: Vec<(&str, &str, i32)> = stored
+        .iter()
+        .map(|(t, s, a)| (t.as_str(), s.as_str(), *a))
+        .collect();
+    assert_eq!(stored, expected);
+    assert!(
+        deliveries(&db.url(), &hanging_url).await.is_empty(),
+        "the hanging endpoint is still on its first attempt"
+    );
+    let metrics = app.get("/metrics").await.1;
+    assert_eq!(
+        metric(
+            &metrics,
+            "vitistack_webhook_deliveries_total{outcome=\"delivered\"}"
+        ),
+        3,
+        "{metrics}"
+    );
+    assert!(!metrics.contains("s3cret"));
+    held.abort();
 }

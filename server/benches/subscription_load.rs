@@ -21,6 +21,9 @@ mod kube_api;
 #[path = "support/proc.rs"]
 mod proc;
 
+#[path = "support/runtime.rs"]
+mod runtime;
+
 use proc::status_kib;
 
 use std::sync::Arc;
@@ -53,15 +56,7 @@ fn now_micros() -> u64 {
 }
 
 fn main() {
-    if std::env::args().any(|a| a == "--list") {
-        return;
-    }
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime");
-    rt.block_on(run());
+    runtime::main(run);
 }
 
 #[derive(Default)]

@@ -226,12 +226,35 @@ impl Loader<String> for PhaseLoader {
     }
 }
 
+fn not_kept() -> async_graphql::Error {
+    async_graphql::Error::new("history is not kept by this server")
+        .extend_with(|_, e| e.set("code", UNAVAILABLE))
+}
+
 fn loaders_of<'a>(ctx: &Context<'a>) -> async_graphql::Result<&'a Loaders> {
     crate::http::cache::mark_volatile(ctx);
-    ctx.data_opt::<Loaders>().ok_or_else(|| {
-        async_graphql::Error::new("history is not kept by this server")
-            .extend_with(|_, e| e.set("code", UNAVAILABLE))
-    })
+    ctx.data_opt::<Loaders>().ok_or_else(not_kept)
+}
+
+fn history_of<'a>(ctx: &Context<'a>) -> async_graphql::Result<&'a Arc<History>> {
+    crate::http::cache::mark_volatile(ctx);
+    ctx.data_opt::<Arc<History>>().ok_or_else(not_kept)
+}
+
+/// `first` checked against MAX_PAGE_SIZE.
+fn page_size(ctx: &Context<'_>, first: i32) -> async_graphql::Result<usize> {
+    let max = ctx
+        .data_opt::<super::Limits>()
+        .map_or(500, |l| l.max_page_size);
+    usize::try_from(first)
+        .ok()
+        .filter(|n| (1..=max).contains(n))
+        .ok_or_else(|| {
+            bad_input(
+                "BAD_PAGE_SIZE",
+                format!("first must be between 1 and {max} (MAX_PAGE_SIZE), not {first}"),
+            )
+        })
 }
 
 fn unavailable(e: String) -> async_graphql::Error {
@@ -244,18 +267,7 @@ pub async fn object_history(
     uid: &str,
     first: i32,
 ) -> async_graphql::Result<Vec<HistoryEvent>> {
-    let max = ctx
-        .data_opt::<super::Limits>()
-        .map_or(500, |l| l.max_page_size);
-    let n = usize::try_from(first)
-        .ok()
-        .filter(|n| (1..=max).contains(n))
-        .ok_or_else(|| {
-            bad_input(
-                "BAD_PAGE_SIZE",
-                format!("first must be between 1 and {max} (MAX_PAGE_SIZE), not {first}"),
-            )
-        })?;
+    let n = page_size(ctx, first)?;
     let events = loaders_of(ctx)?
         .recent
         .load_one((uid.to_string(), n))
@@ -375,23 +387,11 @@ pub async fn events(
     after: Option<String>,
 ) -> async_graphql::Result<Connection<String, HistoryEvent>> {
     crate::http::cache::mark_volatile(ctx);
-    let history = ctx.data_opt::<Arc<History>>().ok_or_else(|| {
-        async_graphql::Error::new("history is not kept by this server")
-            .extend_with(|_, e| e.set("code", UNAVAILABLE))
-    })?;
-    let max = ctx
-        .data_opt::<super::Limits>()
-        .map_or(500, |l| l.max_page_size);
-    let first = first.unwrap_or(super::paging::DEFAULT_PAGE_SIZE as i32);
-    let limit = usize::try_from(first)
-        .ok()
-        .filter(|n| (1..=max).contains(n))
-        .ok_or_else(|| {
-            bad_input(
-                "BAD_PAGE_SIZE",
-                format!("first must be between 1 and {max} (MAX_PAGE_SIZE), not {first}"),
-            )
-        })?;
+    let history = history_of(ctx)?;
+    let limit = page_size(
+        ctx,
+        first.unwrap_or(super::paging::DEFAULT_PAGE_SIZE as i32),
+    )?;
     let f = filter.unwrap_or_default();
     let mut q = EventQuery {
         uid: f.uid.clone(),
@@ -436,10 +436,7 @@ pub async fn failures_per_day(
             format!("days must be between 1 and 366, not {days}"),
         ));
     }
-    let history = ctx.data_opt::<Arc<History>>().ok_or_else(|| {
-        async_graphql::Error::new("history is not kept by this server")
-            .extend_with(|_, e| e.set("code", UNAVAILABLE))
-    })?;
+    let history = history_of(ctx)?;
     let db = db_of(history).map_err(unavailable)?;
     const DAY_MS: i64 = 86_400_000;
     let today = crate::history::now_ms() / DAY_MS;

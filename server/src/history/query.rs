@@ -104,33 +104,48 @@ pub async fn page(db: &Db, q: &EventQuery, limit: usize) -> Result<Vec<StoredEve
     Ok(rows)
 }
 
+/// Rows grouped by uid, each group in the order of the rows.
+fn by_uid(rows: Vec<StoredEvent>) -> HashMap<String, Vec<StoredEvent>> {
+    let mut out: HashMap<String, Vec<StoredEvent>> = HashMap::new();
+    for r in rows {
+        out.entry(r.uid.clone()).or_default().push(r);
+    }
+    out
+}
+
+/// `(?, ?, …)` with the uids bound.
+fn push_uids<DB: sqlx::Database>(b: &mut sqlx::QueryBuilder<DB>, uids: &[String])
+where
+    String: for<'t> sqlx::Encode<'t, DB> + sqlx::Type<DB>,
+{
+    b.push("(");
+    let mut s = b.separated(", ");
+    for u in uids {
+        s.push_bind(u.clone());
+    }
+    b.push(")");
+}
+
 /// The newest `per_object` events of each uid, newest first, in one statement.
 pub async fn recent_by_uid(
     db: &Db,
     uids: &[String],
     per_object: usize,
 ) -> Result<HashMap<String, Vec<StoredEvent>>, DbError> {
-    let mut out: HashMap<String, Vec<StoredEvent>> = HashMap::new();
     if uids.is_empty() {
-        return Ok(out);
+        return Ok(HashMap::new());
     }
     let rows: Vec<StoredEvent> = with_pool!(db, p => {
         let mut b = sqlx::QueryBuilder::new(format!(
             "SELECT {COLUMNS} FROM (SELECT {COLUMNS}, ROW_NUMBER() OVER \
-             (PARTITION BY uid ORDER BY id DESC) AS n FROM events WHERE uid IN ("
+             (PARTITION BY uid ORDER BY id DESC) AS n FROM events WHERE uid IN "
         ));
-        let mut s = b.separated(", ");
-        for u in uids {
-            s.push_bind(u.clone());
-        }
-        b.push(")) ranked WHERE n <= ").push_bind(per_object as i64);
+        push_uids(&mut b, uids);
+        b.push(") ranked WHERE n <= ").push_bind(per_object as i64);
         b.push(" ORDER BY uid, id DESC");
         b.build_query_as::<StoredEvent>().fetch_all(p).await?
     });
-    for r in rows {
-        out.entry(r.uid.clone()).or_default().push(r);
-    }
-    Ok(out)
+    Ok(by_uid(rows))
 }
 
 /// Each uid's creation, deletion and phase changes, oldest first, in one statement.
@@ -138,28 +153,20 @@ pub async fn phase_changes_by_uid(
     db: &Db,
     uids: &[String],
 ) -> Result<HashMap<String, Vec<StoredEvent>>, DbError> {
-    let mut out: HashMap<String, Vec<StoredEvent>> = HashMap::new();
     if uids.is_empty() {
-        return Ok(out);
+        return Ok(HashMap::new());
     }
     let rows: Vec<StoredEvent> = with_pool!(db, p => {
-        let mut b = sqlx::QueryBuilder::new(format!(
-            "SELECT {COLUMNS} FROM events WHERE uid IN ("
-        ));
-        let mut s = b.separated(", ");
-        for u in uids {
-            s.push_bind(u.clone());
-        }
+        let mut b =
+            sqlx::QueryBuilder::new(format!("SELECT {COLUMNS} FROM events WHERE uid IN "));
+        push_uids(&mut b, uids);
         b.push(
-            ") AND (change <> 'MODIFIED' OR COALESCE(phase_before, '') <> COALESCE(phase_after, '')) \
+            " AND (change <> 'MODIFIED' OR COALESCE(phase_before, '') <> COALESCE(phase_after, '')) \
              ORDER BY uid, id",
         );
         b.build_query_as::<StoredEvent>().fetch_all(p).await?
     });
-    for r in rows {
-        out.entry(r.uid.clone()).or_default().push(r);
-    }
-    Ok(out)
+    Ok(by_uid(rows))
 }
 
 /// Objects of `kind` entering phase `phase`, per UTC day since `since_ms`: (day number since the

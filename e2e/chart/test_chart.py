@@ -59,7 +59,7 @@ def server_env_names():
     help_text = subprocess.run(
         [os.environ["VITISTACK_BIN"], "serve", "--help"], capture_output=True, text=True, check=True
     ).stdout
-    return set(re.findall(r"\[env: ([A-Z_]+)=", help_text))
+    return set(re.findall(r"\[env: ([A-Z_]+)[=\]]", help_text))
 
 
 class ChartTest(unittest.TestCase):
@@ -85,6 +85,7 @@ class ChartTest(unittest.TestCase):
                 "ingress": {"enabled": True, "className": "nginx", "tls": [{"hosts": ["v.example"], "secretName": "t"}]},
                 "metrics": {"serviceMonitor": {"enabled": True, "labels": {"release": "prom"}}},
                 "config": {"extraEnv": [{"name": "RUST_BACKTRACE", "value": "1"}]},
+                "webhooks": {"urls": ["https://hooks.example/a", "http://b.example/h"], "existingSecret": "hooks"},
             }
         )
         kinds = {d["kind"] for d in docs}
@@ -97,6 +98,19 @@ class ChartTest(unittest.TestCase):
         volumes = deploy["spec"]["template"]["spec"]["volumes"]
         self.assertEqual(volumes[0]["persistentVolumeClaim"]["claimName"], pvc["metadata"]["name"])
         self.assertEqual(pvc["spec"]["storageClassName"], "fast")
+        env = {e["name"]: e for e in deploy["spec"]["template"]["spec"]["containers"][0]["env"]}
+        self.assertEqual(env["WEBHOOK_URLS"]["value"], "https://hooks.example/a,http://b.example/h")
+        # The signing key is referenced from the Secret, never written into the manifest.
+        self.assertEqual(env["WEBHOOK_SECRET"]["valueFrom"]["secretKeyRef"], {"name": "hooks", "key": "WEBHOOK_SECRET"})
+
+    def test_help_never_prints_secret_values(self):
+        env = dict(os.environ, DATABASE_URL="postgres://u:pw-in-url@db/x", WEBHOOK_SECRET="hook-key-123")
+        out = subprocess.run(
+            [os.environ["VITISTACK_BIN"], "serve", "--help"], capture_output=True, text=True, check=True, env=env
+        ).stdout
+        self.assertIn("[env: DATABASE_URL]", out)
+        self.assertNotIn("pw-in-url", out)
+        self.assertNotIn("hook-key-123", out)
 
     def test_environment_is_what_the_server_reads(self):
         _, c = container(render())
@@ -226,6 +240,8 @@ class ChartTest(unittest.TestCase):
             ({"replicas": 2}, "replicas"),
             ({"config": {"cpuOvercommit": 0}}, "/config/cpuOvercommit"),
             ({"config": {"watchNamespaces": ["Bad_NS"]}}, "/config/watchNamespaces/0"),
+            ({"webhooks": {"urls": ["ftp://x"]}}, "/webhooks/urls/0"),
+            ({"history": {"retentionDays": 0}}, "/history/retentionDays"),
         ]
         for values, field in cases:
             with self.subTest(values=values):

@@ -3,7 +3,8 @@
 //!
 //! Two figures per engine:
 //! - **insert**: rows already made (Machine phase changes from the demo generator, with their
-//!   diffs) written by `history::writer::insert` in batches of `HISTORY_BATCH_SIZE` (1,000);
+//!   diffs) written by `history::writer::insert` in batches of `HISTORY_BATCH_SIZE` (5,000;
+//!   INGEST_BATCH to try others);
 //! - **end to end**: changes applied to a store as fast as it takes them, read from its change
 //!   stream by the real writer task (diffs computed, batched, written), timed until the last one
 //!   is in the database.
@@ -75,10 +76,24 @@ async fn bench(name: &str, url: &str, templates: &[serde_json::Value], n: usize)
     let db = Db::open(url, &pool).await.expect("open");
     let made = rows(templates, n).await;
     let started = Instant::now();
-    for chunk in made.chunks(1000) {
+    let mut in_insert = Duration::ZERO;
+    let batch: usize = std::env::var("INGEST_BATCH")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(HistorySettings::default().batch_size);
+    for chunk in made.chunks(batch) {
+        let t = Instant::now();
         writer::insert(&db, chunk).await.expect("insert");
+        in_insert += t.elapsed();
     }
     let took = started.elapsed();
+    let t = Instant::now();
+    let bytes: usize = made.chunks(batch).map(|c| writer::copy_text(c).len()).sum();
+    println!(
+        "{name}: (inside insert {in_insert:.2?}; formatting alone {:.2?} for {} MiB)",
+        t.elapsed(),
+        bytes >> 20
+    );
     assert_eq!(count(&db).await, n as i64, "every row stored");
     println!(
         "{name}: insert {n} events in {took:.2?}: {:.0} events/s",
@@ -88,10 +103,16 @@ async fn bench(name: &str, url: &str, templates: &[serde_json::Value], n: usize)
     // End to end: a fresh table, the real writer task on a store's change stream.
     match &db {
         Db::Sqlite(p) => {
-            sqlx::query("DELETE FROM events").execute(p).await.expect("clear");
+            sqlx::query("DELETE FROM events")
+                .execute(p)
+                .await
+                .expect("clear");
         }
         Db::Postgres(p) => {
-            sqlx::query("TRUNCATE events").execute(p).await.expect("clear");
+            sqlx::query("TRUNCATE events")
+                .execute(p)
+                .await
+                .expect("clear");
         }
     }
     let store = Arc::new(Store::with_change_buffer(n + 16));

@@ -180,12 +180,20 @@ pub async fn start(cfg: &ServeConfig, listener: TcpListener) -> anyhow::Result<R
         cfg.history_settings(),
         metrics.history.clone(),
     ));
-    let history_start = db_start.clone();
     if let Some(hooks) =
         crate::history::webhooks::Webhooks::start(&cfg.webhook_settings(), history.clone())
     {
         let _ = history.webhooks.set(hooks);
     }
+    // Every change from now on is an event, except state being loaded (a source's first list,
+    // the demo fleet), which is marked as such.
+    let history_writer = crate::history::writer::spawn(
+        db_start.clone(),
+        history.clone(),
+        store.subscribe(),
+        db_health.clone(),
+        stop_rx.clone(),
+    );
     let (writer, db) = if embedded {
         let writer = objects::spawn_writer(
             db_start,
@@ -291,15 +299,6 @@ pub async fn start(cfg: &ServeConfig, listener: TcpListener) -> anyhow::Result<R
             "demo fleet loaded"
         );
     }
-    // The event log starts after the state loaded at start-up (which is not news): with the
-    // simulator, imports and (kube) watches, every later change is an event.
-    let history_writer = crate::history::writer::spawn(
-        history_start,
-        history.clone(),
-        store.subscribe(),
-        db_health.clone(),
-        stop_rx.clone(),
-    );
     let simulator = if !cfg.simulate {
         None
     } else if !embedded || !cfg.demo {

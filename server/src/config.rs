@@ -46,7 +46,7 @@ pub struct ServeConfig {
     pub history_buffer: usize,
 
     /// History events per database transaction.
-    #[arg(long, env = "HISTORY_BATCH_SIZE", default_value_t = 1000)]
+    #[arg(long, env = "HISTORY_BATCH_SIZE", default_value_t = 5000)]
     pub history_batch_size: usize,
 
     /// Write history events at most this many milliseconds after they happen.

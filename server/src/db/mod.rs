@@ -11,7 +11,9 @@ use std::time::Duration;
 
 use sqlx::migrate::Migrator;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions};
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
+};
 
 use crate::config::redact_url;
 
@@ -134,6 +136,8 @@ impl Db {
                     .map_err(connect_err)?
                     .create_if_missing(true)
                     .journal_mode(SqliteJournalMode::Wal)
+                    // WAL with NORMAL: never corrupted; a power cut may lose the last commits.
+                    .synchronous(SqliteSynchronous::Normal)
                     .busy_timeout(settings.acquire_timeout);
                 let pool = SqlitePoolOptions::new()
                     .max_connections(settings.max_open.max(1))
@@ -157,6 +161,18 @@ impl Db {
                 let conn = first.map_err(connect_err)?;
                 let _ = sqlx::Connection::close(conn).await;
                 let pool = PgPoolOptions::new()
+                    .after_connect(|conn, _| {
+                        Box::pin(async move {
+                            // Where history batches are copied to (a temporary table per
+                            // connection; cheap, and gone with the connection).
+                            sqlx::Executor::execute(
+                                &mut *conn,
+                                crate::history::writer::POSTGRES_STAGING,
+                            )
+                            .await?;
+                            Ok(())
+                        })
+                    })
                     .max_connections(settings.max_open.max(1))
                     .min_connections(settings.min_idle.min(settings.max_open))
                     .max_lifetime(settings.max_lifetime)

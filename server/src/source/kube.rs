@@ -371,10 +371,11 @@ async fn watch_kind(
                 },
                 Ok(watcher::Event::InitDone) => {
                     let listed = listing.take().unwrap_or_default();
-                    let changed = replace_kind(&store, kind, scope, listed);
+                    let first_sync = !listed_once;
+                    // The first list is the cluster as it was; a relist's differences are news.
+                    let changed = replace_kind(&store, kind, scope, listed, first_sync);
                     backoff.reset();
                     absent_versions = 0;
-                    let first_sync = !listed_once;
                     listed_once = true;
                     status.update(kind, |k| {
                         k.served = Some(true);
@@ -483,6 +484,7 @@ fn replace_kind(
     kind: Kind,
     namespace: Option<&str>,
     listed: Vec<Resource>,
+    first: bool,
 ) -> usize {
     let snap = store.snapshot();
     let keep: HashSet<Key> = listed.iter().map(Key::of).collect();
@@ -496,7 +498,11 @@ fn replace_kind(
         .map(Op::Delete)
         .collect();
     ops.extend(listed.into_iter().map(Op::Mirror));
-    store.apply(ops).len()
+    if first {
+        store.apply_loaded(ops).len()
+    } else {
+        store.apply(ops).len()
+    }
 }
 
 /// Where the data comes from and how current each kind is (`/health/operators`, GraphQL

@@ -74,6 +74,9 @@ pub struct Change {
     pub object: Arc<Resource>,
     /// The object before the change, for modifications and deletions.
     pub previous: Option<Arc<Resource>>,
+    /// Part of loading state that already existed (a source's first list, the demo fleet), not
+    /// something that just happened: live views apply it, the event log leaves it out.
+    pub loaded: bool,
 }
 
 /// A write to the store.
@@ -363,6 +366,16 @@ impl Store {
     /// Apply writes atomically: readers see all of them or none. Returns the changes made
     /// (writes that change nothing produce no change and no sequence number).
     pub fn apply(&self, ops: Vec<Op>) -> Vec<Arc<Change>> {
+        self.apply_marked(ops, false)
+    }
+
+    /// [`Store::apply`] for state being loaded (a source's first list, the demo fleet): its
+    /// changes are marked `loaded`, so the event log does not record them as news.
+    pub fn apply_loaded(&self, ops: Vec<Op>) -> Vec<Arc<Change>> {
+        self.apply_marked(ops, true)
+    }
+
+    fn apply_marked(&self, ops: Vec<Op>, loaded: bool) -> Vec<Arc<Change>> {
         let _guard = self.writer.lock();
         let mut snap = (*self.current.load_full()).clone();
         let mut out = Vec::new();
@@ -408,6 +421,7 @@ impl Store {
                         change,
                         object,
                         previous,
+                        loaded,
                     }));
                 }
                 Op::Delete(key) => {
@@ -422,6 +436,7 @@ impl Store {
                         change: ChangeType::Deleted,
                         object: prev.clone(),
                         previous: Some(prev),
+                        loaded,
                     }));
                 }
             }

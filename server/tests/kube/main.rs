@@ -222,6 +222,25 @@ async fn initial_sync_then_every_change_in_order() {
         "sequence increases"
     );
     assert_eq!(machine_count(h.store()), 3);
+
+    // The event log has the three watch events, not the initial list (the cluster as it was).
+    let mut events = Value::Null;
+    for _ in 0..100 {
+        events = h
+            .data(r#"{ events(filter: {kind: "Machine"}) { nodes { type name } } }"#)
+            .await["events"]["nodes"]
+            .clone();
+        if events.as_array().map_or(0, Vec::len) >= 3 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        events,
+        json!([{"type": "infrastructure.machine.deleted", "name": "m1"},
+               {"type": "machine.updated", "name": "m0"},
+               {"type": "infrastructure.machine.created", "name": "m3"}])
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

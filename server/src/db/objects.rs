@@ -187,9 +187,6 @@ pub struct DbHealth {
     pending: AtomicUsize,
     written: AtomicU64,
     failures: AtomicU64,
-    history_pending: AtomicUsize,
-    history_written: AtomicU64,
-    history_dropped: AtomicU64,
 }
 
 /// `/health/database` body.
@@ -231,9 +228,6 @@ impl DbHealth {
             pending: AtomicUsize::new(0),
             written: AtomicU64::new(0),
             failures: AtomicU64::new(0),
-            history_pending: AtomicUsize::new(0),
-            history_written: AtomicU64::new(0),
-            history_dropped: AtomicU64::new(0),
         }
     }
 
@@ -265,21 +259,14 @@ impl DbHealth {
         *self.last_error.lock() = Some(e.to_string());
     }
 
-    /// The history writer's figures (pending now, written and dropped since start).
-    pub fn history(&self, pending: usize, written: u64, dropped: u64) {
-        self.history_pending.store(pending, Ordering::Relaxed);
-        self.history_written.store(written, Ordering::Relaxed);
-        self.history_dropped.store(dropped, Ordering::Relaxed);
-    }
-
     fn wrote(&self, n: usize) {
         self.written.fetch_add(n as u64, Ordering::Relaxed);
         *self.last_write.lock() = Some(jiff::Timestamp::now());
         self.ok();
     }
 
-    /// The report `/health/database` serves.
-    pub fn report(&self) -> DbHealthReport {
+    /// The report `/health/database` serves, with the history writer's figures from its metrics.
+    pub fn report(&self, history: &crate::history::HistoryMetrics) -> DbHealthReport {
         DbHealthReport {
             status: if self.is_up() { "up" } else { "down" },
             engine: self.engine.name(),
@@ -289,9 +276,9 @@ impl DbHealth {
             failures: self.failures(),
             last_write_at: self.last_write.lock().map(|t| t.to_string()),
             error: self.last_error.lock().clone(),
-            history_pending: self.history_pending.load(Ordering::Relaxed),
-            history_written: self.history_written.load(Ordering::Relaxed),
-            history_dropped: self.history_dropped.load(Ordering::Relaxed),
+            history_pending: usize::try_from(history.pending.get()).unwrap_or(0),
+            history_written: history.written.get(),
+            history_dropped: history.dropped.get(),
         }
     }
 }

@@ -202,6 +202,9 @@ pub struct Prepared {
 /// when the request does not run a subscription operation.
 pub fn as_query(text: &str, doc: &ExecutableDocument, name: Option<&str>) -> Option<Prepared> {
     let op = find_operation(doc, name)?;
+    if op.node.ty != OperationType::Subscription {
+        return None;
+    }
     let title = match &doc.operations {
         DocumentOperations::Multiple(ops) => ops
             .iter()
@@ -210,9 +213,6 @@ pub fn as_query(text: &str, doc: &ExecutableDocument, name: Option<&str>) -> Opt
         DocumentOperations::Single(_) => None,
     }
     .unwrap_or_else(|| "Anonymous Subscription".into());
-    if op.node.ty != OperationType::Subscription {
-        return None;
-    }
     // Positions are 1-based lines and columns counted in characters.
     let line_start: usize = text
         .split_inclusive('\n')
@@ -235,8 +235,9 @@ pub fn as_query(text: &str, doc: &ExecutableDocument, name: Option<&str>) -> Opt
     Some(Prepared { query: out, title })
 }
 
-/// Run a subscription prepared by [`as_query`]; `variables` and `operation` are the request's. The first item is an error response when the document is refused (the
-/// stream ends there); else one response per event.
+/// Run a subscription prepared by [`as_query`]; `variables` and `operation` are the request's.
+/// The first item is an error response when the document is refused (the stream ends there);
+/// else one response per event.
 pub fn subscribe(
     schemas: EventSchemas,
     store: Arc<Store>,

@@ -16,8 +16,8 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 
 use super::paging::bad_input;
 use super::types::{Node, snap, to_node};
-use crate::history::History;
 use crate::history::query::{self, EventQuery, StoredEvent};
+use crate::history::{History, rfc3339};
 
 /// One entry of the event log.
 #[derive(SimpleObject, Clone, Debug)]
@@ -72,12 +72,6 @@ impl HistoryEvent {
         }
         snap(ctx).by_uid(&self.uid).cloned().map(to_node)
     }
-}
-
-fn rfc3339(ms: i64) -> String {
-    jiff::Timestamp::from_millisecond(ms)
-        .map(|t| t.to_string())
-        .unwrap_or_default()
 }
 
 impl From<StoredEvent> for HistoryEvent {
@@ -243,9 +237,7 @@ fn history_of<'a>(ctx: &Context<'a>) -> async_graphql::Result<&'a Arc<History>> 
 
 /// `first` checked against MAX_PAGE_SIZE.
 fn page_size(ctx: &Context<'_>, first: i32) -> async_graphql::Result<usize> {
-    let max = ctx
-        .data_opt::<super::Limits>()
-        .map_or(500, |l| l.max_page_size);
+    let max = super::types::max_page_size(ctx);
     usize::try_from(first)
         .ok()
         .filter(|n| (1..=max).contains(n))
@@ -386,7 +378,6 @@ pub async fn events(
     first: Option<i32>,
     after: Option<String>,
 ) -> async_graphql::Result<Connection<String, HistoryEvent>> {
-    crate::http::cache::mark_volatile(ctx);
     let history = history_of(ctx)?;
     let limit = page_size(
         ctx,
@@ -429,7 +420,6 @@ pub async fn failures_per_day(
     ctx: &Context<'_>,
     days: i32,
 ) -> async_graphql::Result<Vec<DayCount>> {
-    crate::http::cache::mark_volatile(ctx);
     if !(1..=366).contains(&days) {
         return Err(bad_input(
             "BAD_DAYS",

@@ -79,6 +79,13 @@ pub fn now_ms() -> i64 {
     jiff::Timestamp::now().as_millisecond()
 }
 
+/// An event time (ms since the Unix epoch) as RFC 3339, the form GraphQL and webhooks send.
+pub fn rfc3339(ms: i64) -> String {
+    jiff::Timestamp::from_millisecond(ms)
+        .map(|t| t.to_string())
+        .unwrap_or_default()
+}
+
 /// History metrics (registered by `http::Metrics`).
 #[derive(Clone, Debug)]
 pub struct HistoryMetrics {

@@ -58,25 +58,11 @@ impl std::fmt::Debug for WebhookSettings {
     }
 }
 
-impl Default for WebhookSettings {
-    fn default() -> Self {
-        WebhookSettings {
-            urls: Vec::new(),
-            secret: None,
-            events: DEFAULT_EVENTS.iter().map(|s| s.to_string()).collect(),
-            timeout: Duration::from_secs(5),
-            max_attempts: 6,
-            first_retry: Duration::from_secs(1),
-            queue: 10_000,
-        }
-    }
-}
-
 /// The body sent for an event.
 pub fn payload(row: &EventRow) -> Value {
     json!({
         "type": row.event_type,
-        "time": jiff::Timestamp::from_millisecond(row.at_ms).map(|t| t.to_string()).unwrap_or_default(),
+        "time": super::rfc3339(row.at_ms),
         "sequence": row.seq,
         "kind": row.kind,
         "namespace": row.namespace,

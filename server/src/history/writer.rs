@@ -43,7 +43,7 @@ impl Default for HistorySettings {
     }
 }
 
-/// Rows per INSERT statement (13 parameters each; far below both engines' parameter limits).
+/// Rows per SQLite INSERT statement (13 parameters each; far below SQLite's parameter limit).
 const ROWS_PER_STATEMENT: usize = 500;
 
 /// Insert rows in one transaction; rows already stored (same uid, resourceVersion and change)
@@ -490,11 +490,6 @@ async fn run(
             }
         }
         q.gauge();
-        health.history(
-            q.len(),
-            history.metrics.written.get(),
-            history.metrics.dropped.get(),
-        );
         if let Some(deadline) = stopping {
             if q.rows.is_empty() && q.raw.is_empty() {
                 return;

@@ -272,7 +272,7 @@ async fn health() -> Response {
 /// The database's truth: 200 when the last attempt to use it worked, 503 (with the error,
 /// password-free) when it did not. The live API does not depend on it, so `/ready` ignores it.
 async fn health_database(State(app): State<AppState>) -> Response {
-    let report = app.db_health.report();
+    let report = app.db_health.report(&app.metrics.history);
     let code = if app.db_health.is_up() {
         StatusCode::OK
     } else {

@@ -42,6 +42,11 @@ pub struct Limits {
     pub max_page_size: usize,
 }
 
+/// The largest `first`/`last` (MAX_PAGE_SIZE; 500 in a schema built without limits).
+pub fn max_page_size(ctx: &Context<'_>) -> usize {
+    ctx.data_opt::<Limits>().map_or(500, |l| l.max_page_size)
+}
+
 /// A Relay connection of store objects.
 pub type Conn<T> = async_graphql::connection::Connection<Cursor, T, ConnectionFields>;
 
@@ -54,10 +59,7 @@ pub fn connection<T: async_graphql::OutputType>(
     page: PageArgs,
     wrap: impl Fn(Arc<Resource>) -> Option<T>,
 ) -> async_graphql::Result<Conn<T>> {
-    let max = ctx
-        .data_opt::<Limits>()
-        .map(|l| l.max_page_size)
-        .unwrap_or(500);
+    let max = max_page_size(ctx);
     paging::apply_filter(&mut items, filter)?;
     items.retain(|r| wrap(r.clone()).is_some());
     // Items of another kind are dropped first so that totalCount and the pages agree.

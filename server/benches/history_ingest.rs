@@ -19,7 +19,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use vitistack::db::objects::{DbHealth, Start};
+use vitistack::db::Start;
+use vitistack::db::health::DbHealth;
 use vitistack::db::{Db, Engine, PoolSettings};
 use vitistack::history::writer::{self, HistorySettings};
 use vitistack::history::{EventRow, History, HistoryMetrics, row_of};

@@ -351,7 +351,7 @@ impl ServeConfig {
             if !(u.starts_with("http://") || u.starts_with("https://")) {
                 return Err(format!(
                     "WEBHOOK_URLS: `{}` must start with http:// or https://",
-                    crate::config::redact_url(u)
+                    crate::history::webhooks::endpoint_label(u)
                 ));
             }
         }
@@ -420,33 +420,5 @@ impl ServeConfig {
             max_per_client: self.stream_max_connections_per_client,
             max_total: self.stream_max_connections,
         }
-    }
-}
-
-/// A database URL with its password blanked, for messages and logs.
-pub fn redact_url(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(s), Some(at)) if at > s => {
-            let cred = &url[s + 3..at];
-            match cred.split_once(':') {
-                Some((user, _)) => format!("{}{user}:***{}", &url[..s + 3], &url[at..]),
-                None => url.to_string(),
-            }
-        }
-        _ => url.to_string(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn database_passwords_are_blanked() {
-        assert_eq!(
-            redact_url("postgres://app:hunter2@db:5432/v"),
-            "postgres://app:***@db:5432/v"
-        );
-        assert_eq!(redact_url("sqlite://vitistack.db"), "sqlite://vitistack.db");
     }
 }

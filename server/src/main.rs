@@ -197,7 +197,7 @@ async fn migrate(db: DbConfig) -> ExitCode {
         Ok(v) => {
             println!(
                 "{} schema is at migration {} ({} applied)",
-                vitistack::config::redact_url(&db.database_url),
+                vitistack::db::redact_url(&db.database_url),
                 v.last().copied().unwrap_or(0),
                 v.len()
             );
@@ -215,13 +215,13 @@ async fn import(paths: Vec<PathBuf>, db: DbConfig) -> ExitCode {
         Ok(p) => p,
         Err(code) => return code,
     };
-    let result = vitistack::db::objects::import(&pool, &paths).await;
+    let result = vitistack::app::import::import(&pool, &paths).await;
     pool.close().await;
     match result {
         Ok(summary) => {
             println!(
                 "stored in {}: {} objects created or changed, {} unchanged",
-                vitistack::config::redact_url(&db.database_url),
+                vitistack::db::redact_url(&db.database_url),
                 summary.changed,
                 summary.unchanged
             );

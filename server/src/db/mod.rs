@@ -4,6 +4,9 @@
 //! binary). The live graph never depends on the database: it is written from the change stream
 //! and read back only at start-up.
 
+pub mod health;
+mod merge;
+pub mod object_writer;
 pub mod objects;
 
 use std::str::FromStr;
@@ -15,10 +18,15 @@ use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
 
-use crate::config::redact_url;
-
 static SQLITE_MIGRATIONS: Migrator = sqlx::migrate!("../migrations/sqlite");
 static POSTGRES_MIGRATIONS: Migrator = sqlx::migrate!("../migrations/postgres");
+
+/// The per-connection staging table the history writer copies PostgreSQL batches into (created
+/// when a pooled connection opens, emptied at every commit; the history owns its use).
+pub const POSTGRES_STAGING: &str = "CREATE TEMP TABLE IF NOT EXISTS events_in (at_ms BIGINT, \
+     seq BIGINT, kind TEXT, namespace TEXT, name TEXT, uid TEXT, resource_version TEXT, \
+     change TEXT, event_type TEXT, phase_before TEXT, phase_after TEXT, diff TEXT, \
+     dropped BIGINT) ON COMMIT DELETE ROWS";
 
 /// Connection pool settings (the names follow Go's `database/sql` settings the old operator's
 /// design used: max open connections, idle connections, connection lifetime).
@@ -43,6 +51,21 @@ impl Default for PoolSettings {
             acquire_timeout: Duration::from_secs(5),
         }
     }
+}
+
+/// The database as start-up found it: what the writers (objects, history) start with.
+#[derive(Clone)]
+pub enum Start {
+    /// Connected and restored at start-up; only changes from now on need writing.
+    Connected(Db),
+    /// Not reachable at start-up: keep trying; when it answers, merge its objects into the store
+    /// (those the store does not have) and rewrite the table from the store.
+    Retry {
+        /// `DATABASE_URL`.
+        url: String,
+        /// Pool settings.
+        pool: PoolSettings,
+    },
 }
 
 /// A failure talking to the database, with the (password-free) URL it concerned.
@@ -165,11 +188,7 @@ impl Db {
                         Box::pin(async move {
                             // Where history batches are copied to (a temporary table per
                             // connection; cheap, and gone with the connection).
-                            sqlx::Executor::execute(
-                                &mut *conn,
-                                crate::history::writer::POSTGRES_STAGING,
-                            )
-                            .await?;
+                            sqlx::Executor::execute(&mut *conn, POSTGRES_STAGING).await?;
                             Ok(())
                         })
                     })
@@ -233,5 +252,72 @@ impl Db {
     /// Close every connection.
     pub async fn close(&self) {
         with_pool!(self, p => p.close().await)
+    }
+}
+
+/// Query parameters of a connection URL that carry credentials (libpq's and sqlx's names).
+const SECRET_PARAMS: &[&str] = &[
+    "password",
+    "sslpassword",
+    "passfile",
+    "sslkey",
+    "token",
+    "access_token",
+    "api_key",
+    "apikey",
+    "secret",
+];
+
+/// A connection URL with its credentials blanked, for messages and logs: the password of
+/// `user:password@`, and query parameters that carry one (`?password=`, `sslpassword`, `token`).
+pub fn redact_url(url: &str) -> String {
+    let (base, query) = match url.split_once('?') {
+        Some((b, q)) => (b, Some(q)),
+        None => (url, None),
+    };
+    let mut out = match (base.find("://"), base.rfind('@')) {
+        (Some(s), Some(at)) if at > s => match base[s + 3..at].split_once(':') {
+            Some((user, _)) => format!("{}{user}:***{}", &base[..s + 3], &base[at..]),
+            None => base.to_string(),
+        },
+        _ => base.to_string(),
+    };
+    if let Some(q) = query {
+        out.push('?');
+        let params: Vec<String> = q
+            .split('&')
+            .map(|pair| match pair.split_once('=') {
+                Some((k, _)) if SECRET_PARAMS.contains(&k.to_ascii_lowercase().as_str()) => {
+                    format!("{k}=***")
+                }
+                _ => pair.to_string(),
+            })
+            .collect();
+        out.push_str(&params.join("&"));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn connection_credentials_are_blanked() {
+        assert_eq!(
+            redact_url("postgres://app:hunter2@db:5432/v"),
+            "postgres://app:***@db:5432/v"
+        );
+        assert_eq!(redact_url("sqlite://vitistack.db"), "sqlite://vitistack.db");
+        assert_eq!(
+            redact_url(
+                "postgres://db/v?user=app&password=hunter2&sslmode=require&SSLPassword=k3y&token=t0k"
+            ),
+            "postgres://db/v?user=app&password=***&sslmode=require&SSLPassword=***&token=***"
+        );
+        assert_eq!(
+            redact_url("postgres://a:b@db/v?password=c"),
+            "postgres://a:***@db/v?password=***"
+        );
     }
 }

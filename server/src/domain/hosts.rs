@@ -16,7 +16,7 @@
 
 use k8s_openapi::api::core::v1::Node;
 
-use crate::model::kubevirt::{Domain, VirtualMachine, VirtualMachineInstance};
+use crate::model::kubevirt::{Domain, VirtualMachine, VirtualMachineInstance, vmi_node};
 use crate::model::{LABEL_CLUSTER_ID, LABEL_SOURCE_MACHINE, Quantity, Resource};
 use crate::store::Snapshot;
 
@@ -90,14 +90,6 @@ pub fn vmi_active(vmi: &VirtualMachineInstance) -> bool {
         vmi.status.as_ref().and_then(|s| s.phase.as_deref()),
         Some("Succeeded" | "Failed")
     )
-}
-
-/// The node a VMI is placed on.
-pub fn vmi_node(vmi: &VirtualMachineInstance) -> Option<&str> {
-    vmi.status
-        .as_ref()
-        .and_then(|s| s.node_name.as_deref())
-        .filter(|n| !n.is_empty())
 }
 
 /// A node's Ready condition, three ways (the old page folded Unknown into NotReady).

@@ -226,12 +226,12 @@ fn not_kept() -> async_graphql::Error {
 }
 
 fn loaders_of<'a>(ctx: &Context<'a>) -> async_graphql::Result<&'a Loaders> {
-    crate::http::cache::mark_volatile(ctx);
+    crate::graphql::mark_volatile(ctx);
     ctx.data_opt::<Loaders>().ok_or_else(not_kept)
 }
 
 fn history_of<'a>(ctx: &Context<'a>) -> async_graphql::Result<&'a Arc<History>> {
-    crate::http::cache::mark_volatile(ctx);
+    crate::graphql::mark_volatile(ctx);
     ctx.data_opt::<Arc<History>>().ok_or_else(not_kept)
 }
 

@@ -1,18 +1,18 @@
 //! The GraphQL API over the store: schema construction and per-request snapshot injection.
 
-pub mod events;
-pub mod fanout;
 pub mod history;
 pub mod paging;
 pub mod query;
 pub mod selector;
 pub mod subscription;
 pub mod types;
+mod volatile;
 
 use async_graphql::{EmptyMutation, Schema};
 
 pub use query::{DatacenterName, QueryRoot};
 pub use types::Limits;
+pub use volatile::{Volatile, mark_volatile};
 
 /// The schema type served at `/graphql`.
 pub type AppSchema = Schema<QueryRoot, EmptyMutation, subscription::SubscriptionRoot>;
@@ -27,7 +27,7 @@ pub struct SchemaSettings {
     /// Name of the Vitistack singleton.
     pub vitistack_name: String,
     /// Where the store's objects come from (served as `sources`).
-    pub source: std::sync::Arc<crate::source::kube::SourceStatus>,
+    pub source: std::sync::Arc<crate::source::status::SourceStatus>,
     /// Overcommit factors for host allocation.
     pub overcommit: crate::domain::hosts::Overcommit,
     /// The live store (subscriptions read its change stream).
@@ -35,7 +35,7 @@ pub struct SchemaSettings {
     /// Subscription metrics, when served.
     pub subscription_metrics: Option<subscription::SubscriptionMetrics>,
     /// The change fan-out subscriptions register with (None: subscriptions are refused).
-    pub fanout: Option<std::sync::Arc<fanout::Fanout>>,
+    pub fanout: Option<std::sync::Arc<subscription::fanout::Fanout>>,
     /// The event log (None: history fields say it is not kept).
     pub history: Option<std::sync::Arc<crate::history::History>>,
 }
@@ -46,7 +46,7 @@ impl Default for SchemaSettings {
             max_page_size: 500,
             max_depth: 16,
             vitistack_name: "vitistack".into(),
-            source: std::sync::Arc::new(crate::source::kube::SourceStatus::embedded()),
+            source: std::sync::Arc::new(crate::source::status::SourceStatus::embedded()),
             overcommit: Default::default(),
             store: Default::default(),
             subscription_metrics: None,
@@ -95,14 +95,16 @@ pub fn build_schema(settings: &SchemaSettings) -> AppSchema {
     .finish()
 }
 
-/// Build the schemas our subscription executor runs documents against (see [`events`]): one
+/// Build the schemas our subscription executor runs documents against (see [`subscription::executor`]): one
 /// validating strictly (a subscription is opened once), one for rendering its events, which
 /// only checks the limits (the same document, already validated).
-pub fn build_event_schema(settings: &SchemaSettings) -> events::EventSchemas {
+pub fn build_executor_schemas(
+    settings: &SchemaSettings,
+) -> subscription::executor::ExecutorSchemas {
     let build = |mode| {
         with_data(
             Schema::build(
-                events::EventRoot,
+                subscription::executor::ExecutorRoot,
                 EmptyMutation,
                 async_graphql::EmptySubscription,
             ),
@@ -111,7 +113,7 @@ pub fn build_event_schema(settings: &SchemaSettings) -> events::EventSchemas {
         .validation_mode(mode)
         .finish()
     };
-    events::EventSchemas {
+    subscription::executor::ExecutorSchemas {
         open: build(async_graphql::ValidationMode::Strict),
         render: build(async_graphql::ValidationMode::Fast),
     }

@@ -542,10 +542,10 @@ impl Query {
 
     /// Where the data comes from and how current each kind is: show staleness instead of
     /// pretending to be live.
-    async fn sources(&self, ctx: &Context<'_>) -> crate::source::kube::OperatorsReport {
+    async fn sources(&self, ctx: &Context<'_>) -> crate::source::status::OperatorsReport {
         // Staleness depends on the clock and the watches, not only on the snapshot.
-        crate::http::cache::mark_volatile(ctx);
-        ctx.data_unchecked::<Arc<crate::source::kube::SourceStatus>>()
+        crate::graphql::mark_volatile(ctx);
+        ctx.data_unchecked::<Arc<crate::source::status::SourceStatus>>()
             .report(&snap(ctx))
     }
 }

@@ -58,6 +58,33 @@ impl std::fmt::Debug for WebhookSettings {
     }
 }
 
+/// How an endpoint appears in logs, errors and the database: its scheme and host only. Webhook
+/// URLs are secrets (chat-style webhooks carry their key in the path or the query).
+pub fn endpoint_label(url: &str) -> String {
+    let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    if scheme.is_empty() {
+        format!("<endpoint {host}>")
+    } else {
+        format!("{scheme}://{host}")
+    }
+}
+
+/// The id an endpoint is recorded under in `webhook_deliveries`: its scheme and host and a short
+/// digest of the whole URL (stable across restarts, telling endpoints on one host apart, and
+/// revealing nothing of the path or query).
+pub fn endpoint_id(url: &str) -> String {
+    use sha2::Digest;
+    let digest = Sha256::digest(url.as_bytes());
+    let mut id = endpoint_label(url);
+    id.push('#');
+    for b in &digest[..6] {
+        id.push_str(&format!("{b:02x}"));
+    }
+    id
+}
+
 /// The body sent for an event.
 pub fn payload(row: &EventRow) -> Value {
     json!({

@@ -15,7 +15,8 @@ use tokio::sync::{broadcast, watch};
 use tokio::time::Instant;
 
 use super::{EventRow, History, now_ms, row_of};
-use crate::db::objects::{DbHealth, Start};
+use crate::db::Start;
+use crate::db::health::DbHealth;
 use crate::db::{Db, DbError};
 use crate::store::Change;
 
@@ -57,13 +58,6 @@ pub async fn insert(db: &Db, rows: &[EventRow]) -> Result<u64, DbError> {
         Db::Sqlite(p) => insert_sqlite(p, rows).await,
     }
 }
-
-/// The per-connection staging table PostgreSQL batches are copied into (created when a pooled
-/// connection opens, emptied at every commit).
-pub const POSTGRES_STAGING: &str = "CREATE TEMP TABLE IF NOT EXISTS events_in (at_ms BIGINT, \
-     seq BIGINT, kind TEXT, namespace TEXT, name TEXT, uid TEXT, resource_version TEXT, \
-     change TEXT, event_type TEXT, phase_before TEXT, phase_after TEXT, diff TEXT, \
-     dropped BIGINT) ON COMMIT DELETE ROWS";
 
 /// One field of PostgreSQL's COPY text format.
 fn copy_field(out: &mut String, v: Option<&str>) {

@@ -2,42 +2,18 @@
 //!
 //! A query's answer is a pure function of (snapshot, query text, operation name, variables):
 //! snapshots are immutable and every resolver reads only the request's snapshot and fixed
-//! configuration. The few resolvers that read something else (the live source status) mark the
-//! request [`Volatile`], and such answers are never kept. So a cached answer is byte-for-byte
+//! configuration. The few resolvers that read something else (the live source status, history)
+//! mark the request volatile (`graphql::Volatile`), and such answers are never kept. So a cached answer is byte-for-byte
 //! what executing the query again would give, and the cache is dropped as soon as the store's
 //! sequence moves on. Concurrent identical requests are executed once (single flight), which
 //! is what a room of dashboards refetching after the same change looks like.
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use bytes::Bytes;
 use parking_lot::Mutex;
 use tokio::sync::OnceCell;
-
-/// Set by resolvers whose answer depends on more than the snapshot (e.g. `sources`).
-#[derive(Clone, Default)]
-pub struct Volatile(Arc<AtomicBool>);
-
-impl Volatile {
-    /// Mark the current request's answer as not cacheable.
-    pub fn mark(&self) {
-        self.0.store(true, Ordering::Relaxed);
-    }
-
-    /// True once a resolver marked the request.
-    pub fn is_marked(&self) -> bool {
-        self.0.load(Ordering::Relaxed)
-    }
-}
-
-/// Mark the request in `ctx` volatile (no-op outside an HTTP query, e.g. in subscriptions).
-pub fn mark_volatile(ctx: &async_graphql::Context<'_>) {
-    if let Some(v) = ctx.data_opt::<Volatile>() {
-        v.mark();
-    }
-}
 
 /// What identifies an answer, besides the snapshot sequence.
 #[derive(Clone, PartialEq, Eq, Hash)]
@@ -200,6 +176,7 @@ impl ResponseCache {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::atomic::Ordering;
 
     fn cache(max: usize) -> ResponseCache {
         ResponseCache::new(

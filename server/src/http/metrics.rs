@@ -7,9 +7,9 @@ use prometheus::{
     TextEncoder,
 };
 
-use crate::db::objects::DbHealth;
+use crate::db::health::DbHealth;
 use crate::model::Kind;
-use crate::source::kube::OperatorsReport;
+use crate::source::status::OperatorsReport;
 use crate::store::Snapshot;
 
 /// The server's metrics.

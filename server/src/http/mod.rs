@@ -21,9 +21,9 @@ use std::net::SocketAddr;
 
 pub use metrics::Metrics;
 
-use crate::db::objects::DbHealth;
+use crate::db::health::DbHealth;
 use crate::graphql::AppSchema;
-use crate::source::kube::SourceStatus;
+use crate::source::status::SourceStatus;
 use crate::store::Store;
 
 /// Largest request body accepted on `/graphql` (bytes).
@@ -37,7 +37,7 @@ pub struct AppState {
     /// The GraphQL schema.
     pub schema: AppSchema,
     /// The schema our subscription executor runs documents against.
-    pub events: crate::graphql::events::EventSchemas,
+    pub events: crate::graphql::subscription::executor::ExecutorSchemas,
     /// Set once every source has loaded.
     pub ready: Arc<AtomicBool>,
     /// Prometheus metrics.
@@ -215,7 +215,7 @@ async fn execute(app: &AppState, mut request: async_graphql::Request) -> Respons
         .get_or_execute(seq, key, || async move {
             // Only queries are kept; a document that does not parse is answered with its errors.
             let is_query = request.parsed_query().is_ok_and(only_queries);
-            let volatile = cache::Volatile::default();
+            let volatile = crate::graphql::Volatile::default();
             let request = request.data(snapshot).data(volatile.clone());
             let mut response = app.schema.execute(request).await;
             rewrite_limit_errors(&mut response, app.max_depth);
@@ -272,7 +272,12 @@ async fn health() -> Response {
 /// The database's truth: 200 when the last attempt to use it worked, 503 (with the error,
 /// password-free) when it did not. The live API does not depend on it, so `/ready` ignores it.
 async fn health_database(State(app): State<AppState>) -> Response {
-    let report = app.db_health.report(&app.metrics.history);
+    let h = &app.metrics.history;
+    let report = app.db_health.report(crate::db::health::HistoryFigures {
+        pending: usize::try_from(h.pending.get()).unwrap_or(0),
+        written: h.written.get(),
+        dropped: h.dropped.get(),
+    });
     let code = if app.db_health.is_up() {
         StatusCode::OK
     } else {

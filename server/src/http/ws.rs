@@ -121,11 +121,11 @@ impl Drop for Admission {
 
 /// The type of the operation a document would run (None when it names no runnable operation).
 pub fn operation_type(doc: &ExecutableDocument, name: Option<&str>) -> Option<OperationType> {
-    crate::graphql::events::find_operation(doc, name).map(|op| op.node.ty)
+    crate::graphql::subscription::executor::find_operation(doc, name).map(|op| op.node.ty)
 }
 
 /// Execute `request` as a stream: queries read one snapshot for the whole answer; subscriptions
-/// go to our executor (`graphql::events`) and read the live store as their events happen.
+/// go to our executor (`graphql::subscription::executor`) and read the live store as their events happen.
 pub fn execute_stream(
     app: &AppState,
     mut request: async_graphql::Request,
@@ -134,10 +134,10 @@ pub fn execute_stream(
     let query = request.query.clone();
     let subscription = request.parsed_query().ok().and_then(|d| {
         (operation_type(d, name.as_deref()) == Some(OperationType::Subscription))
-            .then(|| crate::graphql::events::as_query(&query, d, name.as_deref()))
+            .then(|| crate::graphql::subscription::executor::as_query(&query, d, name.as_deref()))
     });
     match subscription {
-        Some(Some(prepared)) => crate::graphql::events::subscribe(
+        Some(Some(prepared)) => crate::graphql::subscription::executor::subscribe(
             app.events.clone(),
             app.store.clone(),
             prepared,

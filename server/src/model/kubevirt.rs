@@ -167,3 +167,11 @@ pub struct VirtualMachineInstance {
 
 /// The core Node type (with `status.images` dropped at ingest: it is large and unused).
 pub type Node = k8s_openapi::api::core::v1::Node;
+
+/// The node a VMI is placed on.
+pub fn vmi_node(vmi: &VirtualMachineInstance) -> Option<&str> {
+    vmi.status
+        .as_ref()
+        .and_then(|s| s.node_name.as_deref())
+        .filter(|n| !n.is_empty())
+}

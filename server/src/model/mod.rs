@@ -6,7 +6,7 @@ pub mod kind;
 pub mod kubevirt;
 pub mod quantity;
 pub mod redact;
-pub mod schema;
+pub mod validation;
 pub mod vocab;
 
 pub use generated::*;

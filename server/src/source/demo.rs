@@ -725,7 +725,7 @@ fn kc_state(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::schema::schema_for;
+    use crate::model::validation::schema_for;
 
     #[test]
     fn every_generated_object_passes_its_crd_schema() {
@@ -778,7 +778,7 @@ mod tests {
             let Resource::VirtualMachineInstance(i) = r else {
                 unreachable!()
             };
-            let node = crate::domain::hosts::vmi_node(i).unwrap_or_default();
+            let node = crate::model::kubevirt::vmi_node(i).unwrap_or_default();
             assert!(VM_HOSTS.contains(&node), "{node}");
         }
     }

@@ -8,7 +8,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::model::kind::GROUP;
-use crate::model::schema::schema_for;
+use crate::model::validation::schema_for;
 use crate::model::{Kind, Resource, redact};
 
 /// Why a document was refused, located by file, document index and field path.

@@ -4,6 +4,7 @@ pub mod demo;
 pub mod kube;
 pub mod manifest;
 pub mod simulator;
+pub mod status;
 
 use std::path::PathBuf;
 

@@ -167,7 +167,7 @@ pub fn index_entries(r: &Resource) -> Vec<(Idx, String)> {
             }
         }
         Resource::VirtualMachineInstance(vmi) => {
-            if let Some(node) = crate::domain::hosts::vmi_node(vmi) {
+            if let Some(node) = crate::model::kubevirt::vmi_node(vmi) {
                 add(Idx::VmiByNode, node, false);
             }
             if let Some(m) = r.label(LABEL_SOURCE_MACHINE) {

@@ -186,12 +186,12 @@ node_type! {
         /// `status.nodeName`.
         async fn node_name(&self) -> Option<&str> {
             let Resource::VirtualMachineInstance(i) = &*self.0 else { return None };
-            hosts::vmi_node(i)
+            crate::model::kubevirt::vmi_node(i)
         }
         /// The host it runs on.
         async fn host(&self, ctx: &Context<'_>) -> Option<HostObj> {
             let Resource::VirtualMachineInstance(i) = &*self.0 else { return None };
-            one(snap(ctx).get(Kind::Node, "", hosts::vmi_node(i)?), HostObj::new)
+            one(snap(ctx).get(Kind::Node, "", crate::model::kubevirt::vmi_node(i)?), HostObj::new)
         }
         /// True while it holds resources on its host (not Succeeded/Failed).
         async fn active(&self) -> bool {

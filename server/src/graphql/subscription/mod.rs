@@ -6,6 +6,9 @@
 //! duplicate across the boundary. A subscriber that falls further behind than the change stream
 //! holds gets `RESYNC` followed by a fresh snapshot (and `SYNCED`), never unbounded memory.
 
+pub mod executor;
+pub mod fanout;
+
 use std::collections::VecDeque;
 use std::sync::Arc;
 
@@ -15,11 +18,11 @@ use tokio::sync::broadcast;
 
 use std::sync::atomic::Ordering;
 
-use super::fanout::{Fanout, Subscriber};
-use super::paging::{CompiledFilter, Filter, bad_input};
-use super::types::{Node, to_node};
+use crate::graphql::paging::{CompiledFilter, Filter, bad_input};
+use crate::graphql::types::{Node, to_node};
 use crate::model::{Kind, Resource};
 use crate::store::{Change, ChangeType, Snapshot, Store};
+use fanout::{Fanout, Subscriber};
 
 /// What an event says.
 #[derive(Enum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -295,7 +298,7 @@ pub struct ClusterEvent {
     pub sequence: u64,
     /// The cluster now (its pipeline, diagnosis, machines, … resolve against the live graph);
     /// null once it is deleted.
-    pub cluster: Option<super::types::ClusterObj>,
+    pub cluster: Option<crate::graphql::types::ClusterObj>,
     /// What changed: the cluster itself or a related object (null for the first event).
     pub changed: Option<ResourceEvent>,
 }
@@ -473,7 +476,7 @@ fn cluster_changed(
 }
 
 /// The streams behind the `Subscription` fields: one constructor per field, shared by the served
-/// `Subscription` type (its SDL and introspection) and by our executor (`super::events`), so the
+/// `Subscription` type (its SDL and introspection) and by our executor (`executor`), so the
 /// two cannot drift apart.
 pub(crate) mod open {
     use super::*;
@@ -592,7 +595,7 @@ pub(crate) mod open {
 }
 
 /// The Subscription root as served: its SDL, introspection and validation. Operations are run by
-/// our executor (`super::events`), which opens the same streams through [`open`].
+/// our executor (`executor`), which opens the same streams through [`open`].
 #[derive(Default)]
 pub struct SubscriptionRoot;
 
@@ -633,8 +636,9 @@ impl SubscriptionRoot {
         &self,
         ctx: &Context<'_>,
         #[graphql(default = 250)] debounce_ms: u32,
-    ) -> async_graphql::Result<impl Stream<Item = super::query::InfrastructureSummary> + use<>>
-    {
+    ) -> async_graphql::Result<
+        impl Stream<Item = crate::graphql::query::InfrastructureSummary> + use<>,
+    > {
         open::infrastructure_summary(ctx, debounce_ms)
     }
 
@@ -644,7 +648,8 @@ impl SubscriptionRoot {
         &self,
         ctx: &Context<'_>,
         #[graphql(default = 250)] debounce_ms: u32,
-    ) -> async_graphql::Result<impl Stream<Item = super::types::HostCapacity> + use<>> {
+    ) -> async_graphql::Result<impl Stream<Item = crate::graphql::types::HostCapacity> + use<>>
+    {
         open::hosts_changed(ctx, debounce_ms)
     }
 

@@ -7,7 +7,7 @@
 //!
 //! 1. The subscription document is run once as a *query* against the event schema, whose root
 //!    type is also named `Subscription` and has the same fields and arguments (built from the same
-//!    constructors in [`super::subscription::open`]; a test compares the two). The keyword
+//!    constructors in [`super::open`]; a test compares the two). The keyword
 //!    `subscription` is replaced by `query` padded to the same length, so every position in an
 //!    error message is the one the client sent. Parsing, validation, limits and argument
 //!    coercion are async-graphql's own; the field's resolver opens the stream and hands it over.
@@ -30,28 +30,28 @@ use futures::stream::BoxStream;
 use futures::{FutureExt, StreamExt};
 use parking_lot::Mutex;
 
-use super::paging::Filter;
-use super::query::InfrastructureSummary;
-use super::subscription::{ClusterEvent, ResourceEvent, open};
-use super::types::HostCapacity;
+use super::{ClusterEvent, ResourceEvent, open};
+use crate::graphql::paging::Filter;
+use crate::graphql::query::InfrastructureSummary;
+use crate::graphql::types::HostCapacity;
 use crate::store::Store;
 
 /// The schema our executor runs subscription documents against.
-pub type EventSchema = Schema<EventRoot, EmptyMutation, EmptySubscription>;
+pub type ExecutorSchema = Schema<ExecutorRoot, EmptyMutation, EmptySubscription>;
 
 /// The event schema twice: validating strictly (to open a subscription) and checking only the
 /// limits (to render each event of a document already validated).
 #[derive(Clone)]
-pub struct EventSchemas {
+pub struct ExecutorSchemas {
     /// Strict validation.
-    pub open: EventSchema,
+    pub open: ExecutorSchema,
     /// Limits only.
-    pub render: EventSchema,
+    pub render: ExecutorSchema,
 }
 
 /// One event of any subscription field.
 #[derive(Clone)]
-pub enum Event {
+pub enum Update {
     /// `resourceChanged`, `machineChanged`.
     Resource(ResourceEvent),
     /// `clusterChanged`.
@@ -64,7 +64,7 @@ pub enum Event {
 
 /// Present while a subscription is opened: the root field's resolver leaves its stream here.
 #[derive(Default)]
-struct Opening(Mutex<Vec<BoxStream<'static, Event>>>);
+struct Opening(Mutex<Vec<BoxStream<'static, Update>>>);
 
 /// What the root field answers while opening (the document's result is not sent).
 const OPENED: &str = "\u{0}subscription opened";
@@ -72,11 +72,11 @@ const OPENED: &str = "\u{0}subscription opened";
 /// The root field: open the stream (first run) or return the event being rendered.
 fn field<T: Clone + Send + 'static>(
     ctx: &Context<'_>,
-    pick: fn(&Event) -> Option<&T>,
-    wrap: fn(T) -> Event,
+    pick: fn(&Update) -> Option<&T>,
+    wrap: fn(T) -> Update,
     open: impl FnOnce() -> async_graphql::Result<BoxStream<'static, T>>,
 ) -> async_graphql::Result<T> {
-    if let Some(ev) = ctx.data_opt::<Event>() {
+    if let Some(ev) = ctx.data_opt::<Update>() {
         return pick(ev)
             .cloned()
             .ok_or_else(|| async_graphql::Error::new("an event of another field"));
@@ -91,10 +91,10 @@ fn field<T: Clone + Send + 'static>(
 
 /// The event schema's root: the `Subscription` fields with the same arguments, as query fields.
 #[derive(Default)]
-pub struct EventRoot;
+pub struct ExecutorRoot;
 
 #[Object(name = "Subscription")]
-impl EventRoot {
+impl ExecutorRoot {
     async fn resource_changed(
         &self,
         ctx: &Context<'_>,
@@ -103,7 +103,7 @@ impl EventRoot {
         label_selector: Option<String>,
         #[graphql(default = false)] snapshot: bool,
     ) -> async_graphql::Result<ResourceEvent> {
-        field(ctx, pick_resource, Event::Resource, || {
+        field(ctx, pick_resource, Update::Resource, || {
             open::resource_changed(ctx, kinds, namespace, label_selector, snapshot)
         })
     }
@@ -115,7 +115,7 @@ impl EventRoot {
         cluster_id: Option<String>,
         #[graphql(default = false)] snapshot: bool,
     ) -> async_graphql::Result<ResourceEvent> {
-        field(ctx, pick_resource, Event::Resource, || {
+        field(ctx, pick_resource, Update::Resource, || {
             open::machine_changed(ctx, filter, cluster_id, snapshot)
         })
     }
@@ -128,10 +128,10 @@ impl EventRoot {
         field(
             ctx,
             |e| match e {
-                Event::Infrastructure(x) => Some(x),
+                Update::Infrastructure(x) => Some(x),
                 _ => None,
             },
-            Event::Infrastructure,
+            Update::Infrastructure,
             || open::infrastructure_summary(ctx, debounce_ms),
         )
     }
@@ -144,10 +144,10 @@ impl EventRoot {
         field(
             ctx,
             |e| match e {
-                Event::Hosts(x) => Some(x),
+                Update::Hosts(x) => Some(x),
                 _ => None,
             },
-            Event::Hosts,
+            Update::Hosts,
             || open::hosts_changed(ctx, debounce_ms),
         )
     }
@@ -160,18 +160,18 @@ impl EventRoot {
         field(
             ctx,
             |e| match e {
-                Event::Cluster(x) => Some(x),
+                Update::Cluster(x) => Some(x),
                 _ => None,
             },
-            Event::Cluster,
+            Update::Cluster,
             || open::cluster_changed(ctx, id),
         )
     }
 }
 
-fn pick_resource(e: &Event) -> Option<&ResourceEvent> {
+fn pick_resource(e: &Update) -> Option<&ResourceEvent> {
     match e {
-        Event::Resource(x) => Some(x),
+        Update::Resource(x) => Some(x),
         _ => None,
     }
 }
@@ -239,7 +239,7 @@ pub fn as_query(text: &str, doc: &ExecutableDocument, name: Option<&str>) -> Opt
 /// The first item is an error response when the document is refused (the stream ends there);
 /// else one response per event.
 pub fn subscribe(
-    schemas: EventSchemas,
+    schemas: ExecutorSchemas,
     store: Arc<Store>,
     prepared: Prepared,
     variables: Variables,
@@ -277,7 +277,7 @@ pub fn subscribe(
             return futures::stream::once(async move { Response::from_errors(vec![e]) }).boxed();
         }
         let events = streams.remove(0);
-        let render = move |event: Event| -> BoxFuture<'static, Response> {
+        let render = move |event: Update| -> BoxFuture<'static, Response> {
             let r = request(&query, &variables, &operation)
                 .data(event)
                 .data(store.snapshot());
@@ -329,7 +329,7 @@ mod tests {
             type { ...T } args { name defaultValue type { ...T } } } } }
             fragment T on __Type { kind name ofType { kind name ofType { kind name ofType { kind name } } } }"#;
         let served = crate::graphql::build_schema(&settings).execute(q).await;
-        let ours = crate::graphql::build_event_schema(&settings)
+        let ours = crate::graphql::build_executor_schemas(&settings)
             .open
             .execute(q)
             .await;

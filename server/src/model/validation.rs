@@ -164,7 +164,7 @@ impl Schema {
                 });
             } else {
                 return Err(format!(
-                    "CEL rule `{text}` is not understood; teach model::schema about it"
+                    "CEL rule `{text}` is not understood; teach model::validation about it"
                 ));
             }
         }

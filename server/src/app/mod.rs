@@ -1,5 +1,7 @@
 //! Wiring: load sources into the store, build the schema, serve HTTP until shutdown.
 
+pub mod import;
+
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -8,13 +10,18 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
+use crate::config::ServeConfig;
 use crate::config::SourceMode;
-use crate::config::{ServeConfig, redact_url};
-use crate::db::objects::{self, DbHealth, Start, WriterSettings};
+use crate::db::Start;
+use crate::db::health::DbHealth;
+use crate::db::object_writer::{self, WriterSettings};
+use crate::db::objects;
+use crate::db::redact_url;
 use crate::db::{Db, Engine};
-use crate::graphql::{SchemaSettings, build_event_schema, build_schema};
+use crate::graphql::{SchemaSettings, build_executor_schemas, build_schema};
 use crate::http::{AppState, Metrics, router};
-use crate::source::kube::{KubeSource, SourceStatus};
+use crate::source::kube::KubeSource;
+use crate::source::status::SourceStatus;
 use crate::source::{self, ImportSummary, demo::FleetSpec};
 use crate::store::Store;
 
@@ -195,7 +202,7 @@ pub async fn start(cfg: &ServeConfig, listener: TcpListener) -> anyhow::Result<R
         stop_rx.clone(),
     );
     let (writer, db) = if embedded {
-        let writer = objects::spawn_writer(
+        let writer = object_writer::spawn_writer(
             db_start,
             store.clone(),
             store.subscribe(),
@@ -242,13 +249,13 @@ pub async fn start(cfg: &ServeConfig, listener: TcpListener) -> anyhow::Result<R
         store: store.clone(),
         subscription_metrics: Some(metrics.subscriptions.clone()),
         history: Some(history.clone()),
-        fanout: Some(crate::graphql::fanout::Fanout::start(
+        fanout: Some(crate::graphql::subscription::fanout::Fanout::start(
             &store,
             cfg.subscription_buffer,
         )),
     };
     let schema = build_schema(&settings);
-    let events = build_event_schema(&settings);
+    let events = build_executor_schemas(&settings);
     let cache = Arc::new(crate::http::cache::ResponseCache::new(
         cfg.response_cache_mb.saturating_mul(1024 * 1024),
         metrics.cache_hits.clone(),

@@ -15,21 +15,30 @@ if command -v pg_ctlcluster >/dev/null && ! pg_isready -q -h 127.0.0.1 -p 5432 2
   pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql | head -n1)" main start || true
 fi
 
-echo "== generated model matches ../shared/crds"
+# Every check runs even when an earlier one failed; the exit status says whether all passed.
+status=0
+failed_checks=()
+check() {
+  local name=$1
+  shift
+  echo "== $name"
+  if ! "$@"; then
+    status=1
+    failed_checks+=("$name")
+  fi
+}
 if [ -d ../shared/crds ]; then
-  python3 scripts/gen-model.py --check
+  check "generated model matches ../shared/crds" python3 scripts/gen-model.py --check
 else
   echo "../shared/crds not present: drift check skipped"
 fi
-echo "== cargo fmt"
-cargo fmt --all -- --check
-echo "== cargo clippy"
-cargo clippy --all-targets --locked -- -D warnings
-echo "== cargo test"
+check "module graph (no cycle among the server's top-level modules)" python3 scripts/module-cycles.py
+check "cargo fmt" cargo fmt --all -- --check
+check "cargo clippy" cargo clippy --all-targets --locked -- -D warnings
+echo "== cargo test (every test binary runs, even after a failure)"
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
-status=0
-cargo test --workspace --locked 2>&1 | tee "$log" || status=1
+cargo test --workspace --locked --no-fail-fast 2>&1 | tee "$log" || status=1
 
 echo "== Helm chart (real Helm engine via helm-python-sdk, kubernetes-validate)"
 venv="${VITISTACK_VENV:-/var/tmp/vitistack-venv}"
@@ -47,13 +56,10 @@ command -v npm >/dev/null || { apt-get update -qq && apt-get install -y -qq node
 (cd e2e/ws && VITISTACK_BIN="$CARGO_TARGET_DIR/debug/vitistack" node --test --test-reporter=tap) 2>&1 \
   | grep -vE '^#? ?[0-9T:.-]+Z +(WARN|INFO)' | tee -a "$log" || status=1
 
-# One closing line for the whole run: cargo's "test result:" lines, node's TAP "# pass/# fail" and
-# unittest's "Ran N tests" / "FAILED (...)".
-awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
-     /^# pass [0-9]+$/ { p += $3 }
-     /^# fail [0-9]+$/ { f += $3 }
-     /^Ran [0-9]+ tests? in/ { ran = $2 }
-     /^FAILED \(/ { n = 0; s = $0; while (match(s, /(failures|errors)=[0-9]+/)) { split(substr(s, RSTART, RLENGTH), kv, "="); n += kv[2]; s = substr(s, RSTART + RLENGTH) } uf += n }
-     /^(OK|FAILED)/ && ran { p += ran - (/^FAILED/ ? uf : 0); f += (/^FAILED/ ? uf : 0); ran = 0; uf = 0 }
-     END { printf "tests: %d passed, %d failed\n", p, f }' "$log"
+# One closing line for the whole run: every cargo test binary (one that crashed counts as a
+# failure), node's TAP suites and unittest's runs; skipped tests count as failures.
+python3 scripts/count-tests.py "$log" || status=1
+if [ ${#failed_checks[@]} -gt 0 ]; then
+  printf 'failed checks: %s\n' "${failed_checks[*]}"
+fi
 exit "$status"

@@ -36,9 +36,42 @@ async function metrics() {
   return (await fetch(`${base}/metrics`)).text();
 }
 
+// The value of one series (full name with labels, exactly as exposed); undefined when absent.
+function series(text, name) {
+  for (const line of text.split('\n')) {
+    if (line.startsWith('#')) continue;
+    const at = line.lastIndexOf(' ');
+    if (at > 0 && line.slice(0, at) === name) return Number(line.slice(at + 1));
+  }
+  return undefined;
+}
+
+// The same, where a missing series fails the test.
 function gauge(text, name) {
-  const line = text.split('\n').find((l) => l.startsWith(name));
-  return line ? Number(line.split(' ').pop()) : 0;
+  const v = series(text, name);
+  assert.notEqual(v, undefined, `metric ${name} is not exposed`);
+  return v;
+}
+
+// How long a test waits for something that should happen: generous, so a loaded one-core
+// machine turns a slow success into a slow success, not a failure.
+const PATIENCE_MS = 30000;
+
+async function eventually(what, cond) {
+  const deadline = Date.now() + PATIENCE_MS;
+  for (;;) {
+    if (await cond()) return;
+    assert.ok(Date.now() < deadline, `timed out after ${PATIENCE_MS} ms waiting for ${what}`);
+    await sleep(25);
+  }
+}
+
+function within(what, promise) {
+  let timer;
+  const limit = new Promise((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what}: nothing within ${PATIENCE_MS} ms`)), PATIENCE_MS);
+  });
+  return Promise.race([promise, limit]).finally(() => clearTimeout(timer));
 }
 
 async function query(q) {
@@ -71,7 +104,8 @@ before(async () => {
   );
   base = `http://127.0.0.1:${port}`;
   wsUrl = `ws://127.0.0.1:${port}/graphql/ws`;
-  for (let i = 0; i < 200; i++) {
+  const deadline = Date.now() + 4 * PATIENCE_MS;
+  while (Date.now() < deadline) {
     try {
       if ((await fetch(`${base}/ready`)).ok) return;
     } catch {
@@ -100,9 +134,8 @@ test('graphql-ws client: snapshot then stream equals the graph at every sequence
   );
   try {
     const until = async (pred, what) => {
-      for (let i = 0; i < 200 && !pred(); i++) await sleep(50);
+      await eventually(what, () => failed !== undefined || pred());
       assert.equal(failed, undefined, String(failed));
-      assert.ok(pred(), what);
     };
     await until(() => events.some((e) => e.type === 'SYNCED'), 'SYNCED arrives');
     // Three times: the graph at sequence S (one HTTP query reads one snapshot) equals the
@@ -152,8 +185,8 @@ test('graphql-ws client: the server pings, the client answers, the connection st
     { query: 'subscription { infrastructureSummary(debounceMs: 50) { machines { total } } }' },
     { next: (r) => summaries.push(r.data), error: () => {}, complete: () => {} },
   );
-  await sleep(3500);
-  assert.ok(pings >= 2, `${pings} server pings in 3.5 s at a 1 s keep-alive`);
+  // At a 1 s keep-alive the pings come however slowly the machine runs.
+  await eventually('two server pings', () => pings >= 2);
   assert.equal(closed, undefined);
   assert.ok(summaries.length >= 1);
   unsubscribe();
@@ -170,7 +203,7 @@ test('graphql-ws client: the operation cap per socket refuses the extra subscrip
       { next: () => {}, error: (e) => errors.push(e), complete: () => {} },
     ));
   }
-  for (let i = 0; i < 100 && errors.length === 0; i++) await sleep(50);
+  await eventually('the refusal', () => errors.length > 0);
   assert.equal(errors.length, 1);
   const [e] = errors[0];
   assert.equal(e.extensions.code, 'OPERATION_LIMIT');
@@ -183,7 +216,7 @@ test('graphql-ws client: the operation cap per socket refuses the extra subscrip
 function closeOf(protocol, act) {
   return new Promise((resolve, reject) => {
     const ws = protocol ? new WebSocket(wsUrl, protocol) : new WebSocket(wsUrl);
-    const timer = setTimeout(() => reject(new Error('no close within 5 s')), 5000);
+    const timer = setTimeout(() => reject(new Error(`no close within ${PATIENCE_MS} ms`)), PATIENCE_MS);
     ws.on('open', () => act(ws));
     ws.on('close', (code, reason) => { clearTimeout(timer); resolve({ code, reason: reason.toString() }); });
     ws.on('error', () => {});
@@ -221,7 +254,8 @@ test('raw socket: every graphql-transport-ws close code', async () => {
   const after = await metrics();
   for (const code of [4408, 4429, 4401, 4409, 4406]) {
     const name = `vitistack_websocket_closes_total{code="${code}"}`;
-    assert.equal(gauge(after, name) - gauge(before, name), 1, name);
+    // Absent before (no such close yet) counts as 0; after, the series must be there.
+    assert.equal(gauge(after, name) - (series(before, name) ?? 0), 1, name);
   }
 });
 
@@ -242,19 +276,19 @@ test('raw socket: a paused reader gets RESYNC, then a fresh snapshot; others are
   });
   await new Promise((r) => ws.on('open', r));
   send(ws, { type: 'connection_init' });
-  for (let i = 0; i < 100 && !events.includes('SYNCED'); i++) await sleep(50);
-  assert.ok(events.includes('SYNCED'));
-  // Stop reading for a while: the simulator keeps changing the graph (100 steps/s); a
-  // subscription queues 64 changes.
+  await eventually('the snapshot', () => events.includes('SYNCED'));
+  const overflows = 'vitistack_subscription_overflows_total';
+  const overflowed = gauge(await metrics(), overflows);
+  // Stop reading: the simulator keeps changing the graph (100 steps/s); the socket's buffers
+  // fill, then the subscription's queue (64 changes) overflows.
   ws._socket.pause();
-  const t0 = Date.now();
-  // Meanwhile another client is served promptly.
-  const data = await query('{ sequence }');
+  // Meanwhile another client is served: the query answers while the reader is still paused
+  // (the reader is resumed only after it), so a server held up by the reader would fail here.
+  const data = await within('a query while a reader is stalled', query('{ sequence }'));
   assert.ok(data.sequence > 0);
-  assert.ok(Date.now() - t0 < 2000, 'a query while a reader is stalled');
-  await sleep(6000);
+  await eventually('the paused subscription to overflow', async () => gauge(await metrics(), overflows) > overflowed);
   ws._socket.resume();
-  for (let i = 0; i < 200 && !(events.includes('RESYNC') && events.lastIndexOf('SYNCED') > events.indexOf('RESYNC')); i++) await sleep(50);
+  await eventually('RESYNC then a fresh SYNCED', () => events.includes('RESYNC') && events.lastIndexOf('SYNCED') > events.indexOf('RESYNC'));
   const r = events.indexOf('RESYNC');
   assert.ok(r > 0, `RESYNC after the pause (${events.length} events)`);
   assert.ok(events.indexOf('SYNCED', r) > r, 'a fresh snapshot ends with SYNCED');
@@ -265,12 +299,11 @@ test('raw socket: a paused reader gets RESYNC, then a fresh snapshot; others are
 
 test('raw socket: dropped without complete, the server releases everything', async () => {
   // Earlier tests' sockets are gone first (their close handshakes may still be running).
-  let baseline = await metrics();
-  for (let i = 0; i < 100 && gauge(baseline, 'vitistack_websockets_open') !== 0; i++) {
-    await sleep(50);
+  let baseline;
+  await eventually('earlier sockets to close', async () => {
     baseline = await metrics();
-  }
-  assert.equal(gauge(baseline, 'vitistack_websockets_open'), 0);
+    return gauge(baseline, 'vitistack_websockets_open') === 0;
+  });
   const sockets = [];
   for (let i = 0; i < 5; i++) {
     const ws = new WebSocket(wsUrl, 'graphql-transport-ws');
@@ -285,22 +318,23 @@ test('raw socket: dropped without complete, the server releases everything', asy
     sockets.push(ws);
   }
   const active = 'vitistack_subscriptions_active{field="resourceChanged"}';
-  let during = await metrics();
-  for (let i = 0; i < 100 && gauge(during, active) < gauge(baseline, active) + 5; i++) {
-    await sleep(50);
+  // Absent before any subscription of that field counts as 0.
+  const activeBefore = series(baseline, active) ?? 0;
+  let during;
+  await eventually('five subscriptions', async () => {
     during = await metrics();
-  }
+    return (series(during, active) ?? 0) >= activeBefore + 5;
+  });
   assert.equal(gauge(during, 'vitistack_websockets_open'), gauge(baseline, 'vitistack_websockets_open') + 5);
-  assert.equal(gauge(during, active), gauge(baseline, active) + 5);
+  assert.equal(gauge(during, active), activeBefore + 5);
   // No close frame, no complete: the TCP connections just go.
   sockets.forEach((ws) => ws.terminate());
-  let now = await metrics();
-  for (let i = 0; i < 100 && gauge(now, 'vitistack_websockets_open') !== gauge(baseline, 'vitistack_websockets_open'); i++) {
-    await sleep(50);
+  let now;
+  await eventually('the sockets to be released', async () => {
     now = await metrics();
-  }
-  assert.equal(gauge(now, 'vitistack_websockets_open'), gauge(baseline, 'vitistack_websockets_open'));
-  assert.equal(gauge(now, active), gauge(baseline, active));
+    return gauge(now, 'vitistack_websockets_open') === gauge(baseline, 'vitistack_websockets_open')
+      && gauge(now, active) === activeBefore;
+  });
 });
 
 test('graphql-sse client: the same subscription over server-sent events', async () => {

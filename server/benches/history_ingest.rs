@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 use vitistack::db::Start;
 use vitistack::db::health::DbHealth;
-use vitistack::db::{Db, Engine, PoolSettings};
+use vitistack::db::{Db, Engine, Pool, PoolSettings};
 use vitistack::history::writer::{self, HistorySettings};
 use vitistack::history::{EventRow, History, HistoryMetrics, row_of};
 use vitistack::model::{Kind, Resource};
@@ -65,9 +65,9 @@ async fn rows(templates: &[serde_json::Value], n: usize) -> Vec<EventRow> {
 
 async fn count(db: &Db) -> i64 {
     let q = "SELECT COUNT(*) FROM events";
-    match db {
-        Db::Sqlite(p) => sqlx::query_scalar(q).fetch_one(p).await.unwrap_or(0),
-        Db::Postgres(p) => sqlx::query_scalar(q).fetch_one(p).await.unwrap_or(0),
+    match db.pool() {
+        Pool::Sqlite(p) => sqlx::query_scalar(q).fetch_one(p).await.unwrap_or(0),
+        Pool::Postgres(p) => sqlx::query_scalar(q).fetch_one(p).await.unwrap_or(0),
     }
 }
 
@@ -102,14 +102,14 @@ async fn bench(name: &str, url: &str, templates: &[serde_json::Value], n: usize)
     );
 
     // End to end: a fresh table, the real writer task on a store's change stream.
-    match &db {
-        Db::Sqlite(p) => {
+    match db.pool() {
+        Pool::Sqlite(p) => {
             sqlx::query("DELETE FROM events")
                 .execute(p)
                 .await
                 .expect("clear");
         }
-        Db::Postgres(p) => {
+        Pool::Postgres(p) => {
             sqlx::query("TRUNCATE events")
                 .execute(p)
                 .await

@@ -249,6 +249,7 @@ impl DbConfig {
             min_idle: self.db_max_idle_conns,
             max_lifetime: std::time::Duration::from_secs(self.db_conn_max_lifetime_seconds),
             acquire_timeout: std::time::Duration::from_secs(self.db_connect_timeout_seconds.max(1)),
+            read_statements: crate::db::unregistered_counter(),
         }
     }
 

@@ -115,9 +115,13 @@ async fn open_database(
     cfg: &ServeConfig,
     store: Option<&Store>,
     health: &DbHealth,
+    read_statements: prometheus::IntCounter,
 ) -> (Start, usize) {
     let url = &cfg.db.database_url;
-    let pool = cfg.db.pool();
+    let pool = crate::db::PoolSettings {
+        read_statements,
+        ..cfg.db.pool()
+    };
     let limit = pool.acquire_timeout + Duration::from_secs(1);
     let opened = match tokio::time::timeout(limit, Db::open(url, &pool)).await {
         Ok(r) => r,
@@ -179,8 +183,13 @@ pub async fn start(cfg: &ServeConfig, listener: TcpListener) -> anyhow::Result<R
 
     // The database first: objects kept from an earlier run come back before anything new.
     // With the kube source the cluster is the truth: nothing is restored or written back.
-    let (db_start, restored) =
-        open_database(cfg, embedded.then_some(store.as_ref()), &db_health).await;
+    let (db_start, restored) = open_database(
+        cfg,
+        embedded.then_some(store.as_ref()),
+        &db_health,
+        metrics.history.queries.clone(),
+    )
+    .await;
     // The event log: its own writer on the change stream, its own connection when the database
     // was away at start-up.
     let history = Arc::new(crate::history::History::new(
@@ -252,6 +261,7 @@ pub async fn start(cfg: &ServeConfig, listener: TcpListener) -> anyhow::Result<R
         fanout: Some(crate::graphql::subscription::fanout::Fanout::start(
             &store,
             cfg.subscription_buffer,
+            metrics.subscriptions.overflows.clone(),
         )),
     };
     let schema = build_schema(&settings);
@@ -272,6 +282,7 @@ pub async fn start(cfg: &ServeConfig, listener: TcpListener) -> anyhow::Result<R
         max_depth: cfg.max_query_depth,
         db_health: db_health.clone(),
         source: source_status.clone(),
+        history: Some(history.clone()),
     };
     let addr = listener.local_addr()?;
     let mut http_stop = stop_rx.clone();

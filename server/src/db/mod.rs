@@ -40,6 +40,9 @@ pub struct PoolSettings {
     pub max_lifetime: Duration,
     /// Give up waiting for a connection after this long (`DB_CONNECT_TIMEOUT_SECONDS`).
     pub acquire_timeout: Duration,
+    /// Counts the read statements run through [`statement!`] (served as
+    /// `vitistack_history_queries_total`; a new counter when none is registered).
+    pub read_statements: prometheus::IntCounter,
 }
 
 impl Default for PoolSettings {
@@ -49,8 +52,15 @@ impl Default for PoolSettings {
             min_idle: 2,
             max_lifetime: Duration::from_secs(30 * 60),
             acquire_timeout: Duration::from_secs(5),
+            read_statements: unregistered_counter(),
         }
     }
+}
+
+/// A statement counter nobody serves (settings built without the server's metrics).
+pub fn unregistered_counter() -> prometheus::IntCounter {
+    prometheus::IntCounter::new("vitistack_history_queries_total", "read statements")
+        .unwrap_or_else(|_| unreachable!("the name and help are valid"))
 }
 
 /// The database as start-up found it: what the writers (objects, history) start with.
@@ -127,24 +137,41 @@ impl Engine {
 
 /// A connection pool to either engine.
 #[derive(Clone, Debug)]
-pub enum Db {
+pub enum Pool {
     /// SQLite.
     Sqlite(SqlitePool),
     /// PostgreSQL.
     Postgres(PgPool),
 }
 
+/// The database: a pool to either engine, and the counter of the read statements run on it.
+#[derive(Clone, Debug)]
+pub struct Db {
+    pool: Pool,
+    read_statements: prometheus::IntCounter,
+}
+
 /// Run the same code against whichever pool `db` holds (the statements are engine-neutral or
 /// chosen per engine by the caller).
 macro_rules! with_pool {
     ($db:expr, $pool:ident => $body:expr) => {
-        match $db {
-            $crate::db::Db::Sqlite($pool) => $body,
-            $crate::db::Db::Postgres($pool) => $body,
+        match $db.pool() {
+            $crate::db::Pool::Sqlite($pool) => $body,
+            $crate::db::Pool::Postgres($pool) => $body,
         }
     };
 }
 pub(crate) use with_pool;
+
+/// Run one read statement (`$body`, on the pool `$pool`) and count it: this is how a test (and
+/// `/metrics`) sees how many statements a GraphQL answer really cost.
+macro_rules! statement {
+    ($db:expr, $pool:ident => $body:expr) => {{
+        $db.count_statement();
+        $crate::db::with_pool!($db, $pool => $body)
+    }};
+}
+pub(crate) use statement;
 
 impl Db {
     /// Connect (creating the SQLite file if needed). Does not migrate.
@@ -170,7 +197,10 @@ impl Db {
                     .connect_with(opts)
                     .await
                     .map_err(connect_err)?;
-                Ok(Db::Sqlite(pool))
+                Ok(Db {
+                    pool: Pool::Sqlite(pool),
+                    read_statements: settings.read_statements.clone(),
+                })
             }
             Engine::Postgres => {
                 let opts = PgConnectOptions::from_str(url).map_err(connect_err)?;
@@ -199,7 +229,10 @@ impl Db {
                     .connect_with(opts)
                     .await
                     .map_err(connect_err)?;
-                Ok(Db::Postgres(pool))
+                Ok(Db {
+                    pool: Pool::Postgres(pool),
+                    read_statements: settings.read_statements.clone(),
+                })
             }
         }
     }
@@ -223,9 +256,9 @@ impl Db {
             url: String::new(),
             source,
         };
-        match self {
-            Db::Sqlite(p) => SQLITE_MIGRATIONS.run(p).await.map_err(migrate_err)?,
-            Db::Postgres(p) => POSTGRES_MIGRATIONS.run(p).await.map_err(migrate_err)?,
+        match &self.pool {
+            Pool::Sqlite(p) => SQLITE_MIGRATIONS.run(p).await.map_err(migrate_err)?,
+            Pool::Postgres(p) => POSTGRES_MIGRATIONS.run(p).await.map_err(migrate_err)?,
         }
         let versions: Vec<i64> = with_pool!(self, p => {
             sqlx::query_scalar("SELECT version FROM _sqlx_migrations WHERE success ORDER BY version")
@@ -237,10 +270,25 @@ impl Db {
 
     /// The engine behind the pool.
     pub fn engine(&self) -> Engine {
-        match self {
-            Db::Sqlite(_) => Engine::Sqlite,
-            Db::Postgres(_) => Engine::Postgres,
+        match self.pool {
+            Pool::Sqlite(_) => Engine::Sqlite,
+            Pool::Postgres(_) => Engine::Postgres,
         }
+    }
+
+    /// The pool.
+    pub fn pool(&self) -> &Pool {
+        &self.pool
+    }
+
+    /// Count one read statement (see [`statement!`]).
+    pub fn count_statement(&self) {
+        self.read_statements.inc();
+    }
+
+    /// Read statements run through [`statement!`] on this database so far.
+    pub fn read_statements(&self) -> u64 {
+        self.read_statements.get()
     }
 
     /// A round trip to the server.

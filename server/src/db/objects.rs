@@ -190,7 +190,7 @@ mod tests {
         ]);
         rewrite_all(&db, &store).await.expect("rewrite");
         // A row from a newer version this one cannot decode.
-        let Db::Sqlite(pool) = &db else {
+        let crate::db::Pool::Sqlite(pool) = db.pool() else {
             panic!("sqlite")
         };
         sqlx::query(

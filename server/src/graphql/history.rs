@@ -9,7 +9,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use async_graphql::connection::{Connection, Edge};
-use async_graphql::dataloader::{DataLoader, Loader};
+use async_graphql::dataloader::{CacheFactory, DataLoader, HashMapCache, Loader, NoCache};
 use async_graphql::{ComplexObject, Context, ErrorExtensions, ID, InputObject, SimpleObject};
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -144,23 +144,107 @@ pub struct RecentLoader(Arc<History>);
 /// Reads the phase changes of many objects at once: uid → oldest first.
 pub struct PhaseLoader(Arc<History>);
 
-/// The history DataLoaders (schema data; no cache: each load reads the database).
-pub struct Loaders {
+/// The history DataLoaders. The schema holds one pair without a cache (shared by every request);
+/// each HTTP request gets its own pair with a cache ([`request_loaders`]), which a page resolver
+/// fills for all its items at once ([`prefetch`]) before they resolve: a page costs one
+/// statement per loader by construction, not by timing.
+pub struct Loaders<C: CacheFactory = NoCache> {
     /// Recent events per object.
-    pub recent: DataLoader<RecentLoader>,
+    pub recent: DataLoader<RecentLoader, C>,
     /// Phase changes per object.
-    pub phases: DataLoader<PhaseLoader>,
+    pub phases: DataLoader<PhaseLoader, C>,
 }
 
-/// How long a loader collects keys before it reads: the fields of a whole page are resolved
-/// within it, so a page costs one statement per loader.
+/// The loaders of one request (with a cache, dropped with the request).
+pub type RequestLoaders = Loaders<HashMapCache>;
+
+/// How long a shared loader collects keys before it reads. Only an optimisation for shapes the
+/// page resolvers do not prefetch (e.g. `nodes(ids)`); nothing depends on it for correctness.
 const BATCH_WINDOW: std::time::Duration = std::time::Duration::from_millis(5);
 
-/// Loaders reading `history`.
+/// Loaders reading `history`, shared by every request of a schema.
 pub fn loaders(history: Arc<History>) -> Loaders {
     Loaders {
         recent: DataLoader::new(RecentLoader(history.clone()), tokio::spawn).delay(BATCH_WINDOW),
         phases: DataLoader::new(PhaseLoader(history), tokio::spawn).delay(BATCH_WINDOW),
+    }
+}
+
+/// Loaders for one request: results are kept for the request, so what a page resolver prefetched
+/// is what its items read.
+pub fn request_loaders(history: Arc<History>) -> RequestLoaders {
+    Loaders {
+        recent: DataLoader::with_cache(
+            RecentLoader(history.clone()),
+            tokio::spawn,
+            HashMapCache::default(),
+        )
+        .delay(BATCH_WINDOW),
+        phases: DataLoader::with_cache(PhaseLoader(history), tokio::spawn, HashMapCache::default())
+            .delay(BATCH_WINDOW),
+    }
+}
+
+/// Default of `history(first:)`.
+const DEFAULT_HISTORY: i32 = 20;
+
+/// Load, for every object of a page at once, the history the page's selection asks for (looked
+/// ahead: `nodes { … }` or `edges { node { … } }` selecting `history`, `phaseTimeline` or a
+/// time-to figure): one statement per loader (and per distinct `history(first:)`), whose results
+/// the items then read from the request's loaders. Does nothing outside a request with loaders.
+pub async fn prefetch(ctx: &Context<'_>, uids: &[&str]) {
+    let Some(loaders) = ctx.data_opt::<RequestLoaders>() else {
+        return;
+    };
+    if uids.is_empty() {
+        return;
+    }
+    let look = ctx.look_ahead();
+    let items = [look.field("nodes"), look.field("edges").field("node")];
+    let mut firsts: Vec<usize> = Vec::new();
+    let mut phases = false;
+    for item in &items {
+        for f in item.field("history").selection_fields() {
+            let first = f
+                .arguments()
+                .ok()
+                .and_then(|args| {
+                    args.into_iter()
+                        .find(|(n, _)| n.as_str() == "first")
+                        .and_then(|(_, v)| match v {
+                            async_graphql::Value::Number(n) => n.as_i64(),
+                            _ => None,
+                        })
+                })
+                .unwrap_or(i64::from(DEFAULT_HISTORY));
+            let max = super::types::max_page_size(ctx);
+            if let Ok(n) = usize::try_from(first)
+                && (1..=max).contains(&n)
+                && !firsts.contains(&n)
+            {
+                firsts.push(n);
+            }
+        }
+        phases |= [
+            "phaseTimeline",
+            "timeToRunningSeconds",
+            "timeToReadySeconds",
+        ]
+        .iter()
+        .any(|f| item.field(f).exists());
+    }
+    for n in firsts {
+        // Errors surface where the items read (the database may be away).
+        let _ = loaders
+            .recent
+            .load_many(uids.iter().map(|u| (u.to_string(), n)))
+            .await;
+    }
+    if phases {
+        let _ = loaders
+            .phases
+            .load_many(uids.iter().map(|u| u.to_string()))
+            .await;
     }
 }
 
@@ -188,7 +272,6 @@ impl Loader<(String, usize)> for RecentLoader {
             .collect::<HashSet<_>>()
             .into_iter()
             .collect();
-        self.0.metrics.queries.inc();
         let found = query::recent_by_uid(&db, &uids, most)
             .await
             .map_err(|e| e.to_string())?;
@@ -209,7 +292,6 @@ impl Loader<String> for PhaseLoader {
 
     async fn load(&self, keys: &[String]) -> Result<HashMap<String, Vec<StoredEvent>>, String> {
         let db = db_of(&self.0)?;
-        self.0.metrics.queries.inc();
         let mut found = query::phase_changes_by_uid(&db, keys)
             .await
             .map_err(|e| e.to_string())?;
@@ -225,9 +307,42 @@ fn not_kept() -> async_graphql::Error {
         .extend_with(|_, e| e.set("code", UNAVAILABLE))
 }
 
-fn loaders_of<'a>(ctx: &Context<'a>) -> async_graphql::Result<&'a Loaders> {
+/// Recent events of `uid`: from the request's loaders (prefetched by the page), else the shared.
+async fn load_recent(
+    ctx: &Context<'_>,
+    key: (String, usize),
+) -> async_graphql::Result<Option<Vec<StoredEvent>>> {
     crate::graphql::mark_volatile(ctx);
-    ctx.data_opt::<Loaders>().ok_or_else(not_kept)
+    let loaded = match ctx.data_opt::<RequestLoaders>() {
+        Some(l) => l.recent.load_one(key).await,
+        None => {
+            ctx.data_opt::<Loaders>()
+                .ok_or_else(not_kept)?
+                .recent
+                .load_one(key)
+                .await
+        }
+    };
+    loaded.map_err(unavailable)
+}
+
+/// Phase changes of `uid`, the same way.
+async fn load_phases(
+    ctx: &Context<'_>,
+    uid: String,
+) -> async_graphql::Result<Option<Vec<StoredEvent>>> {
+    crate::graphql::mark_volatile(ctx);
+    let loaded = match ctx.data_opt::<RequestLoaders>() {
+        Some(l) => l.phases.load_one(uid).await,
+        None => {
+            ctx.data_opt::<Loaders>()
+                .ok_or_else(not_kept)?
+                .phases
+                .load_one(uid)
+                .await
+        }
+    };
+    loaded.map_err(unavailable)
 }
 
 fn history_of<'a>(ctx: &Context<'a>) -> async_graphql::Result<&'a Arc<History>> {
@@ -260,11 +375,7 @@ pub async fn object_history(
     first: i32,
 ) -> async_graphql::Result<Vec<HistoryEvent>> {
     let n = page_size(ctx, first)?;
-    let events = loaders_of(ctx)?
-        .recent
-        .load_one((uid.to_string(), n))
-        .await
-        .map_err(unavailable)?;
+    let events = load_recent(ctx, (uid.to_string(), n)).await?;
     Ok(events
         .unwrap_or_default()
         .into_iter()
@@ -273,12 +384,7 @@ pub async fn object_history(
 }
 
 async fn phase_events(ctx: &Context<'_>, uid: &str) -> async_graphql::Result<Vec<StoredEvent>> {
-    Ok(loaders_of(ctx)?
-        .phases
-        .load_one(uid.to_string())
-        .await
-        .map_err(unavailable)?
-        .unwrap_or_default())
+    Ok(load_phases(ctx, uid.to_string()).await?.unwrap_or_default())
 }
 
 /// The phases an object went through, from its phase changes (oldest first).
@@ -401,7 +507,6 @@ pub async fn events(
         q.name = Some(key.name.clone());
     }
     let db = db_of(history).map_err(unavailable)?;
-    history.metrics.queries.inc();
     let mut rows = query::page(&db, &q, limit + 1)
         .await
         .map_err(|e| unavailable(format!("reading history failed: {e}")))?;
@@ -431,7 +536,6 @@ pub async fn failures_per_day(
     const DAY_MS: i64 = 86_400_000;
     let today = crate::history::now_ms() / DAY_MS;
     let first_day = today - i64::from(days) + 1;
-    history.metrics.queries.inc();
     let counts: HashMap<i64, i64> =
         query::entered_phase_per_day(&db, "Machine", "Failed", first_day * DAY_MS)
             .await

@@ -296,7 +296,7 @@ macro_rules! list_fields {
                     last: Option<i32>,
                 ) -> async_graphql::Result<Conn<$wrap>> {
                     let items = snap(ctx).list($kind).cloned().collect();
-                    connection(ctx, items, filter.as_ref(), sort, PageArgs { after, before, first, last }, <$wrap>::new)
+                    connection(ctx, items, filter.as_ref(), sort, PageArgs { after, before, first, last }, <$wrap>::new).await
                 }
             )*
         }

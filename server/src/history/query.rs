@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use serde_json::Value;
 
-use crate::db::{Db, DbError, with_pool};
+use crate::db::{Db, DbError, statement, with_pool};
 
 /// One stored event.
 #[derive(Clone, Debug, PartialEq, sqlx::FromRow)]
@@ -67,7 +67,7 @@ pub struct EventQuery {
 
 /// Up to `limit` events matching `q`, newest first.
 pub async fn page(db: &Db, q: &EventQuery, limit: usize) -> Result<Vec<StoredEvent>, DbError> {
-    let rows = with_pool!(db, p => {
+    let rows = statement!(db, p => {
         let mut b = sqlx::QueryBuilder::new(format!("SELECT {COLUMNS} FROM events WHERE 1 = 1"));
         if let Some(v) = &q.uid {
             b.push(" AND uid = ").push_bind(v.clone());
@@ -135,7 +135,7 @@ pub async fn recent_by_uid(
     if uids.is_empty() {
         return Ok(HashMap::new());
     }
-    let rows: Vec<StoredEvent> = with_pool!(db, p => {
+    let rows: Vec<StoredEvent> = statement!(db, p => {
         let mut b = sqlx::QueryBuilder::new(format!(
             "SELECT {COLUMNS} FROM (SELECT {COLUMNS}, ROW_NUMBER() OVER \
              (PARTITION BY uid ORDER BY id DESC) AS n FROM events WHERE uid IN "
@@ -156,7 +156,7 @@ pub async fn phase_changes_by_uid(
     if uids.is_empty() {
         return Ok(HashMap::new());
     }
-    let rows: Vec<StoredEvent> = with_pool!(db, p => {
+    let rows: Vec<StoredEvent> = statement!(db, p => {
         let mut b =
             sqlx::QueryBuilder::new(format!("SELECT {COLUMNS} FROM events WHERE uid IN "));
         push_uids(&mut b, uids);
@@ -177,7 +177,7 @@ pub async fn entered_phase_per_day(
     phase: &str,
     since_ms: i64,
 ) -> Result<Vec<(i64, i64)>, DbError> {
-    let rows: Vec<(i64, i64)> = with_pool!(db, p => {
+    let rows: Vec<(i64, i64)> = statement!(db, p => {
         let mut b = sqlx::QueryBuilder::new(
             "SELECT at_ms / 86400000 AS day, COUNT(*) AS n FROM events WHERE kind = ",
         );

@@ -17,7 +17,7 @@ use tokio::time::Instant;
 use super::{EventRow, History, now_ms, row_of};
 use crate::db::Start;
 use crate::db::health::DbHealth;
-use crate::db::{Db, DbError};
+use crate::db::{Db, DbError, Pool};
 use crate::store::Change;
 
 /// How the writer batches and how long events are kept.
@@ -53,9 +53,9 @@ pub async fn insert(db: &Db, rows: &[EventRow]) -> Result<u64, DbError> {
     if rows.is_empty() {
         return Ok(0);
     }
-    match db {
-        Db::Postgres(p) => insert_postgres(p, rows).await,
-        Db::Sqlite(p) => insert_sqlite(p, rows).await,
+    match db.pool() {
+        Pool::Postgres(p) => insert_postgres(p, rows).await,
+        Pool::Sqlite(p) => insert_sqlite(p, rows).await,
     }
 }
 

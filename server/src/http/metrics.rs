@@ -129,6 +129,7 @@ impl Metrics {
         registry.register(Box::new(subscriptions.active.clone()))?;
         registry.register(Box::new(subscriptions.events.clone()))?;
         registry.register(Box::new(subscriptions.resyncs.clone()))?;
+        registry.register(Box::new(subscriptions.overflows.clone()))?;
         let history = crate::history::HistoryMetrics::new()?;
         for c in history.collectors() {
             registry.register(c)?;

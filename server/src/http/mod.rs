@@ -52,6 +52,24 @@ pub struct AppState {
     pub cache: Arc<cache::ResponseCache>,
     /// Admits WebSockets and SSE streams under the caps.
     pub gate: Arc<ws::Gate>,
+    /// The event log (each query gets its own history loaders).
+    pub history: Option<Arc<crate::history::History>>,
+}
+
+impl AppState {
+    /// What every query request carries besides the document: the snapshot it reads, and its
+    /// own history loaders (a page's history is prefetched into them).
+    pub fn query_data(
+        &self,
+        request: async_graphql::Request,
+        snapshot: Arc<crate::store::Snapshot>,
+    ) -> async_graphql::Request {
+        let request = request.data(snapshot);
+        match &self.history {
+            Some(h) => request.data(crate::graphql::history::request_loaders(h.clone())),
+            None => request,
+        }
+    }
 }
 
 /// The router with every route.
@@ -216,7 +234,7 @@ async fn execute(app: &AppState, mut request: async_graphql::Request) -> Respons
             // Only queries are kept; a document that does not parse is answered with its errors.
             let is_query = request.parsed_query().is_ok_and(only_queries);
             let volatile = crate::graphql::Volatile::default();
-            let request = request.data(snapshot).data(volatile.clone());
+            let request = app.query_data(request, snapshot).data(volatile.clone());
             let mut response = app.schema.execute(request).await;
             rewrite_limit_errors(&mut response, app.max_depth);
             let ok = response.errors.is_empty();

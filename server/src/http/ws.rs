@@ -148,7 +148,7 @@ pub fn execute_stream(
         Some(None) => app.schema.execute_stream(request),
         None => app
             .schema
-            .execute_stream(request.data(app.store.snapshot())),
+            .execute_stream(app.query_data(request, app.store.snapshot())),
     }
 }
 

@@ -146,14 +146,50 @@ pub async fn spawn(args: &[&str]) -> TestApp {
     }
 }
 
-/// The value of a metric line (`name` with its labels) in a `/metrics` text; 0 when absent.
-pub fn metric(metrics: &str, name: &str) -> i64 {
+/// The value of one series (its full name with labels, exactly as exposed, e.g.
+/// `vitistack_websocket_closes_total{code="4400"}`) in a `/metrics` text; None when absent.
+pub fn metric_opt(metrics: &str, series: &str) -> Option<f64> {
     metrics
         .lines()
-        .find(|l| l.starts_with(name))
-        .and_then(|l| l.rsplit(' ').next())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0)
+        .filter(|l| !l.starts_with('#'))
+        .find_map(|l| {
+            let (name, value) = l.rsplit_once(' ')?;
+            (name == series)
+                .then(|| value.parse::<f64>().ok())
+                .flatten()
+        })
+}
+
+/// The value of one series as an integer; a series that is missing fails the test.
+pub fn metric(metrics: &str, series: &str) -> i64 {
+    match metric_opt(metrics, series) {
+        Some(v) => v as i64,
+        None => panic!("metric {series} is not exposed:\n{metrics}"),
+    }
+}
+
+/// How long a test waits for something that should happen (generous: a loaded one-core machine
+/// must not turn a slow success into a failure).
+pub const PATIENCE: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Wait until `cond` holds (checked every 25 ms), for [`PATIENCE`] at most; `what` names it in
+/// the failure.
+pub async fn eventually<F, Fut>(what: &str, mut cond: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        if cond().await {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out after {PATIENCE:?} waiting for {what}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
 }
 
 /// A WebSocket client connection.

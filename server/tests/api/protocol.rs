@@ -10,7 +10,9 @@ use tokio_tungstenite::tungstenite::Message;
 use vitistack::model::{Kind, Resource};
 use vitistack::store::Op;
 
-use super::{TestApp, Ws, metric as counter, open_ws as open, send_json as send, spawn};
+use super::{
+    TestApp, Ws, eventually, metric as counter, open_ws as open, send_json as send, spawn,
+};
 
 /// The next text message, or the close frame as `{"close": code, "reason": …}`.
 async fn recv(ws: &mut Ws) -> Value {
@@ -43,6 +45,26 @@ const SUB: &str =
 
 fn subscribe(id: &str) -> Value {
     json!({"id": id, "type": "subscribe", "payload": {"query": SUB}})
+}
+
+/// SUB with the snapshot first: its `SYNCED` event says the subscription is registered, so a
+/// change made after it arrives is delivered (no waiting on the clock).
+const SYNCED_SUB: &str = "subscription { resourceChanged(kinds: [\"Machine\"], namespace: \"proto\", snapshot: true) { type name } }";
+
+/// Read messages until the `SYNCED` event of operation `id` (`next`, or `data` for the legacy
+/// subprotocol); every message before it must belong to `id` too.
+async fn until_synced(ws: &mut Ws, id: &str) {
+    loop {
+        let v = recv(ws).await;
+        if v["type"] == "ka" || v["type"] == "ping" {
+            continue; // keep-alives may come at any time
+        }
+        assert_eq!(v["id"], id, "{v}");
+        assert!(v["type"] == "next" || v["type"] == "data", "{v}");
+        if v["payload"]["data"]["resourceChanged"]["type"] == "SYNCED" {
+            return;
+        }
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -110,15 +132,19 @@ async fn graphql_transport_ws_close_codes() {
     let mut ws = acked(&app).await;
     send(&mut ws, subscribe("again")).await;
     send(&mut ws, json!({"id": "again", "type": "complete"})).await;
-    send(&mut ws, subscribe("again")).await;
+    send(
+        &mut ws,
+        json!({"id": "again", "type": "subscribe", "payload": {"query": SYNCED_SUB}}),
+    )
+    .await;
+    // Only the second subscription sends a snapshot: once it is synced, it is registered.
+    until_synced(&mut ws, "again").await;
     let m = Resource::from_value(
         Kind::Machine,
         "v1alpha1",
         json!({"metadata": {"name": "m1", "namespace": "proto"}, "spec": {}}),
     )
     .expect("machine");
-    // Let the server read the three messages before the change happens.
-    tokio::time::sleep(Duration::from_millis(200)).await;
     app.running().store.apply(vec![Op::Upsert(m)]);
     let v = recv(&mut ws).await;
     assert_eq!(
@@ -285,17 +311,17 @@ async fn caps_refuse_with_the_limit_named() {
 
     // Closing a socket frees its place.
     drop(ws);
-    let mut admitted = None;
-    for _ in 0..50 {
+    let admitted = parking_lot::Mutex::new(None);
+    eventually("a place to be freed", || async {
         let mut ws = open(&app, Some("graphql-transport-ws")).await;
         send(&mut ws, json!({"type": "connection_init"})).await;
-        if recv(&mut ws).await["type"] == "connection_ack" {
-            admitted = Some(ws);
-            break;
+        let acked = recv(&mut ws).await["type"] == "connection_ack";
+        if acked {
+            *admitted.lock() = Some(ws);
         }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert!(admitted.is_some(), "a place was freed");
+        acked
+    })
+    .await;
 
     // In total.
     let total = spawn(&["--stream-max-connections", "1"]).await;
@@ -320,10 +346,10 @@ async fn legacy_graphql_ws_subprotocol() {
     assert_eq!(recv(&mut ws).await["type"], "ka");
     send(
         &mut ws,
-        json!({"id": "1", "type": "start", "payload": {"query": SUB}}),
+        json!({"id": "1", "type": "start", "payload": {"query": SYNCED_SUB}}),
     )
     .await;
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    until_synced(&mut ws, "1").await;
     let m = Resource::from_value(
         Kind::Machine,
         "v1alpha1",
@@ -475,13 +501,8 @@ async fn graphql_over_sse() {
     assert_eq!(sse.next().await.0, "complete");
 
     // The stream's gauge returns to zero once the client has gone.
-    let mut open = 1;
-    for _ in 0..100 {
-        open = counter(&app.get("/metrics").await.1, "vitistack_sse_streams_open");
-        if open == 0 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert_eq!(open, 0);
+    eventually("the SSE gauge back at 0", || async {
+        counter(&app.get("/metrics").await.1, "vitistack_sse_streams_open") == 0
+    })
+    .await;
 }

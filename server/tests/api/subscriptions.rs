@@ -11,7 +11,7 @@ use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use vitistack::model::{Kind, Resource};
 use vitistack::store::{Key, Op};
 
-use super::{TestApp, Ws, metric as gauge, send_json as send, spawn};
+use super::{TestApp, Ws, eventually, metric as gauge, send_json as send, spawn};
 
 async fn connect(app: &TestApp) -> Ws {
     let url = format!("{}/graphql/ws", app.base.replacen("http", "ws", 1));
@@ -318,20 +318,15 @@ async fn gauges_return_to_baseline_when_a_socket_drops_without_complete() {
     );
     // Drop the TCP connections without a close frame or `complete`.
     drop(sockets);
-    let mut after = String::new();
-    for _ in 0..100 {
-        after = app.get("/metrics").await.1;
-        if gauge(&after, "vitistack_websockets_open") == 0
+    eventually("the gauges back at their baseline", || async {
+        let after = app.get("/metrics").await.1;
+        gauge(&after, "vitistack_websockets_open") == 0
             && gauge(
                 &after,
                 "vitistack_subscriptions_active{field=\"resourceChanged\"}",
             ) == 0
-        {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("gauges did not return to baseline: {after}");
+    })
+    .await;
 }
 
 /// A reader that stops reading while the graph changes more than its queue holds gets RESYNC,
@@ -592,14 +587,13 @@ async fn aggregates_are_debounced_and_sent_only_when_they_change() {
         .get_or_insert_with(Default::default)
         .insert("cosmetic".into(), "yes".into());
     store.apply(vec![Op::Upsert(m)]);
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    for i in 0..5 {
-        store.apply(vec![Op::Upsert(machine(
-            "burst",
-            &format!("b{i}"),
-            "Pending",
-        ))]);
-    }
+    // The burst is one atomic write: whichever change wakes the aggregate, the snapshot it then
+    // reads holds all five (no reliance on the debounce window to batch them).
+    store.apply(
+        (0..5)
+            .map(|i| Op::Upsert(machine("burst", &format!("b{i}"), "Pending")))
+            .collect(),
+    );
     let e = event_of(&mut ws, "i", "infrastructureSummary").await;
     assert_eq!(e["machines"]["total"].as_i64(), Some(total + 5), "{e}");
 
@@ -724,18 +718,8 @@ async fn the_simulator_makes_the_demo_live_and_is_off_by_default() {
         types.contains("MODIFIED") && types.contains("ADDED"),
         "{types:?}"
     );
-    let mut later = app.data(q, json!({})).await;
-    for _ in 0..50 {
-        if ready(&later) > ready(&first) {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        later = app.data(q, json!({})).await;
-    }
-    assert!(
-        ready(&later) > ready(&first),
-        "{} → {} Ready",
-        ready(&first),
-        ready(&later)
-    );
+    eventually("a cluster to reach Ready", || async {
+        ready(&app.data(q, json!({})).await) > ready(&first)
+    })
+    .await;
 }

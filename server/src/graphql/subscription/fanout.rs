@@ -83,10 +83,11 @@ impl std::fmt::Debug for Fanout {
 
 impl Fanout {
     /// Start the fan-out of `store`'s changes (on the current Tokio runtime).
-    pub fn start(store: &Store, capacity: usize) -> Arc<Fanout> {
+    /// `overflows` counts the queues that overflow.
+    pub fn start(store: &Store, capacity: usize, overflows: prometheus::IntCounter) -> Arc<Fanout> {
         let registry = Arc::new(Mutex::new(Registry::default()));
         let rx = store.subscribe();
-        tokio::spawn(run(rx, registry.clone()));
+        tokio::spawn(run(rx, registry.clone(), overflows));
         Arc::new(Fanout {
             registry,
             capacity: capacity.max(1),
@@ -139,16 +140,22 @@ impl Fanout {
     }
 }
 
-fn offer(e: &Entry, c: &Arc<Change>) {
+fn offer(e: &Entry, c: &Arc<Change>, overflows: &prometheus::IntCounter) {
     if !(e.wants)(c) {
         return;
     }
-    if let Err(mpsc::error::TrySendError::Full(_)) = e.tx.try_send(Some(c.clone())) {
-        e.overflowed.store(true, Ordering::Release);
+    if let Err(mpsc::error::TrySendError::Full(_)) = e.tx.try_send(Some(c.clone()))
+        && !e.overflowed.swap(true, Ordering::AcqRel)
+    {
+        overflows.inc();
     }
 }
 
-async fn run(mut rx: broadcast::Receiver<Arc<Change>>, registry: Arc<Mutex<Registry>>) {
+async fn run(
+    mut rx: broadcast::Receiver<Arc<Change>>,
+    registry: Arc<Mutex<Registry>>,
+    overflows: prometheus::IntCounter,
+) {
     loop {
         match rx.recv().await {
             Ok(c) => {
@@ -156,12 +163,12 @@ async fn run(mut rx: broadcast::Receiver<Arc<Change>>, registry: Arc<Mutex<Regis
                 let kind = c.object.kind();
                 let ns = c.object.namespace();
                 if let Some(v) = reg.by_kind_ns.get(&(kind, ns.to_string())) {
-                    v.iter().for_each(|e| offer(e, &c));
+                    v.iter().for_each(|e| offer(e, &c, &overflows));
                 }
                 if !ns.is_empty()
                     && let Some(v) = reg.by_kind_ns.get(&(kind, String::new()))
                 {
-                    v.iter().for_each(|e| offer(e, &c));
+                    v.iter().for_each(|e| offer(e, &c, &overflows));
                 }
             }
             Err(broadcast::error::RecvError::Lagged(missed)) => {
@@ -201,7 +208,8 @@ mod tests {
     #[tokio::test]
     async fn changes_go_only_to_interested_queues_and_overflow_is_flagged() {
         let store = Store::new();
-        let fanout = Fanout::start(&store, 2);
+        let overflows = prometheus::IntCounter::new("o", "o").expect("counter");
+        let fanout = Fanout::start(&store, 2, overflows.clone());
         let mut a = fanout.register(Some(&[Kind::Machine]), Some("a"), |_| true);
         let mut any = fanout.register(Some(&[Kind::Machine]), None, |c| c.object.name() != "skip");
         let mut clusters = fanout.register(Some(&[Kind::KubernetesCluster]), None, |_| true);
@@ -228,6 +236,7 @@ mod tests {
             tokio::task::yield_now().await;
         }
         assert!(a.overflowed.load(Ordering::Acquire));
+        assert_eq!(overflows.get(), 1, "one overflow, counted once");
         assert_eq!(fanout.len(), 3);
         drop((a, any, clusters));
         assert!(fanout.is_empty());

@@ -93,6 +93,8 @@ pub struct SubscriptionMetrics {
     pub events: prometheus::IntCounterVec,
     /// RESYNCs sent by field.
     pub resyncs: prometheus::IntCounterVec,
+    /// Subscriptions whose queue overflowed (they owe a RESYNC).
+    pub overflows: prometheus::IntCounter,
 }
 
 impl SubscriptionMetrics {
@@ -120,6 +122,10 @@ impl SubscriptionMetrics {
                     "RESYNC events sent to subscribers that fell behind, by field",
                 ),
                 &["field"],
+            )?,
+            overflows: prometheus::IntCounter::new(
+                "vitistack_subscription_overflows_total",
+                "Times a subscription's queue (SUBSCRIPTION_BUFFER) overflowed because its reader fell behind",
             )?,
         })
     }

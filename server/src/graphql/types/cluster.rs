@@ -297,7 +297,7 @@ node_type! {
             if let Some(pool) = &node_pool {
                 items.retain(|m| m.annotation(ANNOTATION_NODE_POOL) == Some(pool.as_str()));
             }
-            connection(ctx, items, filter.as_ref(), sort, PageArgs { after, before, first, last }, MachineObj::new)
+            connection(ctx, items, filter.as_ref(), sort, PageArgs { after, before, first, last }, MachineObj::new).await
         }
         /// The NetworkNamespace named by `spec.data.networkNamespaceName`.
         async fn network_namespace(&self, ctx: &Context<'_>) -> Option<NetworkNamespaceObj> {
@@ -367,7 +367,7 @@ node_type! {
         async fn clusters(&self, ctx: &Context<'_>, filter: Option<Filter>, sort: Option<Sort>, after: Option<String>, first: Option<i32>) -> async_graphql::Result<Conn<ClusterObj>> {
             let Resource::KubernetesProvider(p) = &*self.0 else { return Err("not a KubernetesProvider".into()) };
             let items = snap(ctx).lookup(Idx::ClusterByProvider, &p.spec.provider_type).cloned().collect();
-            connection(ctx, items, filter.as_ref(), sort, PageArgs { after, first, ..Default::default() }, ClusterObj::new)
+            connection(ctx, items, filter.as_ref(), sort, PageArgs { after, first, ..Default::default() }, ClusterObj::new).await
         }
     }
 }

@@ -337,7 +337,7 @@ node_type! {
         #[allow(clippy::too_many_arguments)]
         async fn machines(&self, ctx: &Context<'_>, filter: Option<Filter>, sort: Option<Sort>, after: Option<String>, before: Option<String>, first: Option<i32>, last: Option<i32>) -> async_graphql::Result<Conn<MachineObj>> {
             let items = snap(ctx).lookup(Idx::MachineByClass, self.0.name()).cloned().collect();
-            connection(ctx, items, filter.as_ref(), sort, PageArgs { after, before, first, last }, MachineObj::new)
+            connection(ctx, items, filter.as_ref(), sort, PageArgs { after, before, first, last }, MachineObj::new).await
         }
         /// KubernetesClusters whose topology uses this class.
         async fn clusters(&self, ctx: &Context<'_>) -> Vec<ClusterObj> {
@@ -376,7 +376,7 @@ node_type! {
         #[allow(clippy::too_many_arguments)]
         async fn machines(&self, ctx: &Context<'_>, filter: Option<Filter>, sort: Option<Sort>, after: Option<String>, before: Option<String>, first: Option<i32>, last: Option<i32>) -> async_graphql::Result<Conn<MachineObj>> {
             let items = snap(ctx).lookup(Idx::MachineByProvider, &self.p().spec.provider_type).cloned().collect();
-            connection(ctx, items, filter.as_ref(), sort, PageArgs { after, before, first, last }, MachineObj::new)
+            connection(ctx, items, filter.as_ref(), sort, PageArgs { after, before, first, last }, MachineObj::new).await
         }
         /// The KubevirtConfig this provider was registered from (label `vitistack.io/kubevirt-config`).
         async fn kubevirt_config(&self, ctx: &Context<'_>) -> Option<KubevirtConfigObj> {
@@ -403,7 +403,7 @@ node_type! {
         #[allow(clippy::too_many_arguments)]
         async fn machines(&self, ctx: &Context<'_>, filter: Option<Filter>, sort: Option<Sort>, after: Option<String>, before: Option<String>, first: Option<i32>, last: Option<i32>) -> async_graphql::Result<Conn<MachineObj>> {
             let items = snap(ctx).lookup(Idx::MachineByKubevirtConfig, self.0.name()).cloned().collect();
-            connection(ctx, items, filter.as_ref(), sort, PageArgs { after, before, first, last }, MachineObj::new)
+            connection(ctx, items, filter.as_ref(), sort, PageArgs { after, before, first, last }, MachineObj::new).await
         }
         /// The MachineProvider registered from this config.
         async fn machine_provider(&self, ctx: &Context<'_>) -> Option<MachineProviderObj> {

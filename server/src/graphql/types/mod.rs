@@ -50,8 +50,9 @@ pub fn max_page_size(ctx: &Context<'_>) -> usize {
 /// A Relay connection of store objects.
 pub type Conn<T> = async_graphql::connection::Connection<Cursor, T, ConnectionFields>;
 
-/// Filter, sort and paginate objects for a connection field.
-pub fn connection<T: async_graphql::OutputType>(
+/// Filter, sort and paginate objects for a connection field; the history the selection asks of
+/// the page's items is loaded for all of them at once (see [`crate::graphql::history::prefetch`]).
+pub async fn connection<T: async_graphql::OutputType>(
     ctx: &Context<'_>,
     mut items: Vec<Arc<Resource>>,
     filter: Option<&Filter>,
@@ -63,7 +64,18 @@ pub fn connection<T: async_graphql::OutputType>(
     paging::apply_filter(&mut items, filter)?;
     items.retain(|r| wrap(r.clone()).is_some());
     // Items of another kind are dropped first so that totalCount and the pages agree.
-    paging::paginate(items, sort, page, max, wrap)
+    let conn = paging::paginate(items, sort, page, max, wrap)?;
+    let uids: Vec<&str> = conn
+        .edges
+        .iter()
+        .map(|e| match &e.cursor {
+            Cursor::Item(_, r) => r.uid(),
+            Cursor::Decoded { .. } => "",
+        })
+        .filter(|u| !u.is_empty())
+        .collect();
+    crate::graphql::history::prefetch(ctx, &uids).await;
+    Ok(conn)
 }
 
 /// Opaque global id of an object: base64url of `["Kind","namespace","name"]`.

@@ -123,13 +123,13 @@ node_type! {
         #[allow(clippy::too_many_arguments)]
         async fn machines(&self, ctx: &Context<'_>, filter: Option<Filter>, sort: Option<Sort>, after: Option<String>, before: Option<String>, first: Option<i32>, last: Option<i32>) -> async_graphql::Result<Conn<MachineObj>> {
             let items = snap(ctx).lookup(Idx::MachineByNetworkNamespace, &scoped(self.0.namespace(), self.0.name())).cloned().collect();
-            connection(ctx, items, filter.as_ref(), sort, PageArgs { after, before, first, last }, MachineObj::new)
+            connection(ctx, items, filter.as_ref(), sort, PageArgs { after, before, first, last }, MachineObj::new).await
         }
         /// NetworkConfigurations whose `spec.networkNamespaceName` is this namespace.
         #[allow(clippy::too_many_arguments)]
         async fn network_configurations(&self, ctx: &Context<'_>, filter: Option<Filter>, sort: Option<Sort>, after: Option<String>, before: Option<String>, first: Option<i32>, last: Option<i32>) -> async_graphql::Result<Conn<NetworkConfigurationObj>> {
             let items = snap(ctx).lookup(Idx::ConfigByNetworkNamespace, &scoped(self.0.namespace(), self.0.name())).cloned().collect();
-            connection(ctx, items, filter.as_ref(), sort, PageArgs { after, before, first, last }, NetworkConfigurationObj::new)
+            connection(ctx, items, filter.as_ref(), sort, PageArgs { after, before, first, last }, NetworkConfigurationObj::new).await
         }
         /// Every IPv4 address allocated on this namespace: from `status.ipAllocationStatus` and from
         /// the status of its NetworkConfigurations, de-duplicated.

@@ -85,7 +85,7 @@ class ChartTest(unittest.TestCase):
                 "ingress": {"enabled": True, "className": "nginx", "tls": [{"hosts": ["v.example"], "secretName": "t"}]},
                 "metrics": {"serviceMonitor": {"enabled": True, "labels": {"release": "prom"}}},
                 "config": {"extraEnv": [{"name": "RUST_BACKTRACE", "value": "1"}]},
-                "webhooks": {"urls": ["https://hooks.example/a", "http://b.example/h"], "existingSecret": "hooks"},
+                "webhooks": {"existingSecret": "hooks"},
             }
         )
         kinds = {d["kind"] for d in docs}
@@ -99,18 +99,25 @@ class ChartTest(unittest.TestCase):
         self.assertEqual(volumes[0]["persistentVolumeClaim"]["claimName"], pvc["metadata"]["name"])
         self.assertEqual(pvc["spec"]["storageClassName"], "fast")
         env = {e["name"]: e for e in deploy["spec"]["template"]["spec"]["containers"][0]["env"]}
-        self.assertEqual(env["WEBHOOK_URLS"]["value"], "https://hooks.example/a,http://b.example/h")
-        # The signing key is referenced from the Secret, never written into the manifest.
+        # The endpoints (their URLs carry keys) and the signing key are referenced from the Secret,
+        # never written into the manifest.
+        self.assertEqual(env["WEBHOOK_URLS"]["valueFrom"]["secretKeyRef"], {"name": "hooks", "key": "WEBHOOK_URLS"})
         self.assertEqual(env["WEBHOOK_SECRET"]["valueFrom"]["secretKeyRef"], {"name": "hooks", "key": "WEBHOOK_SECRET"})
 
     def test_help_never_prints_secret_values(self):
-        env = dict(os.environ, DATABASE_URL="postgres://u:pw-in-url@db/x", WEBHOOK_SECRET="hook-key-123")
+        env = dict(
+            os.environ,
+            DATABASE_URL="postgres://u:pw-in-url@db/x",
+            WEBHOOK_SECRET="hook-key-123",
+            WEBHOOK_URLS="https://hooks.example/services/T0/B0/url-key-456",
+        )
         out = subprocess.run(
             [os.environ["VITISTACK_BIN"], "serve", "--help"], capture_output=True, text=True, check=True, env=env
         ).stdout
         self.assertIn("[env: DATABASE_URL]", out)
         self.assertNotIn("pw-in-url", out)
         self.assertNotIn("hook-key-123", out)
+        self.assertNotIn("url-key-456", out)
 
     def test_environment_is_what_the_server_reads(self):
         _, c = container(render())
@@ -240,7 +247,8 @@ class ChartTest(unittest.TestCase):
             ({"replicas": 2}, "replicas"),
             ({"config": {"cpuOvercommit": 0}}, "/config/cpuOvercommit"),
             ({"config": {"watchNamespaces": ["Bad_NS"]}}, "/config/watchNamespaces/0"),
-            ({"webhooks": {"urls": ["ftp://x"]}}, "/webhooks/urls/0"),
+            ({"webhooks": {"urls": ["https://hooks.example/key-in-values"]}}, "/webhooks"),
+            ({"webhooks": {"urlsKey": ""}}, "/webhooks/urlsKey"),
             ({"history": {"retentionDays": 0}}, "/history/retentionDays"),
         ]
         for values, field in cases:

@@ -58,12 +58,18 @@ pub struct ServeConfig {
     pub history_retention_days: u64,
 
     /// Webhook endpoints (comma-separated URLs) that receive the event types in WEBHOOK_EVENTS.
-    #[arg(long, env = "WEBHOOK_URLS", value_delimiter = ',')]
-    pub webhook_urls: Vec<String>,
+    /// Secret (chat-style webhook URLs carry their key): shown and logged as scheme and host only.
+    #[arg(
+        long,
+        env = "WEBHOOK_URLS",
+        value_delimiter = ',',
+        hide_env_values = true
+    )]
+    pub webhook_urls: Vec<WebhookUrl>,
 
     /// Key of the HMAC-SHA256 signature sent in `X-Vitistack-Signature: sha256=<hex>`.
     #[arg(long, env = "WEBHOOK_SECRET", hide_env_values = true)]
-    pub webhook_secret: Option<String>,
+    pub webhook_secret: Option<Secret>,
 
     /// Event types sent to webhooks (comma-separated).
     #[arg(long, env = "WEBHOOK_EVENTS", value_delimiter = ',', default_values_t = crate::history::webhooks::DEFAULT_EVENTS.map(String::from))]
@@ -222,7 +228,7 @@ pub struct DbConfig {
         default_value = "sqlite://vitistack.db",
         hide_env_values = true
     )]
-    pub database_url: String,
+    pub database_url: DatabaseUrl,
 
     /// Largest number of open database connections.
     #[arg(long, env = "DB_MAX_OPEN_CONNS", default_value_t = 10)]
@@ -282,10 +288,14 @@ impl ServeConfig {
             urls: self
                 .webhook_urls
                 .iter()
-                .filter(|u| !u.trim().is_empty())
-                .cloned()
+                .filter(|u| !u.0.trim().is_empty())
+                .map(|u| u.0.clone())
                 .collect(),
-            secret: self.webhook_secret.clone().filter(|s| !s.is_empty()),
+            secret: self
+                .webhook_secret
+                .as_ref()
+                .map(|s| s.0.clone())
+                .filter(|s| !s.is_empty()),
             events: self.webhook_events.clone(),
             timeout: std::time::Duration::from_secs(self.webhook_timeout_seconds.max(1)),
             max_attempts: self.webhook_max_attempts.max(1),
@@ -348,7 +358,10 @@ impl ServeConfig {
     /// Check settings that clap cannot; the error names the variable and what it accepts.
     pub fn validate(&self) -> Result<(), String> {
         self.db.validate()?;
-        for u in self.webhook_urls.iter().filter(|u| !u.trim().is_empty()) {
+        for u in self.webhook_urls.iter().map(|u| u.0.as_str()) {
+            if u.trim().is_empty() {
+                continue;
+            }
             if !(u.starts_with("http://") || u.starts_with("https://")) {
                 return Err(format!(
                     "WEBHOOK_URLS: `{}` must start with http:// or https://",
@@ -421,5 +434,101 @@ impl ServeConfig {
             max_per_client: self.stream_max_connections_per_client,
             max_total: self.stream_max_connections,
         }
+    }
+}
+
+/// A value that must never be printed: `Debug` shows `<redacted>`, and there is no `Display`.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(pub String);
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
+impl std::str::FromStr for Secret {
+    type Err = std::convert::Infallible;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(Secret(s.to_string()))
+    }
+}
+
+/// A webhook endpoint: `Debug` shows its scheme and host only (the rest may be its key).
+#[derive(Clone, PartialEq, Eq)]
+pub struct WebhookUrl(pub String);
+
+impl std::fmt::Debug for WebhookUrl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&crate::history::webhooks::endpoint_label(&self.0))
+    }
+}
+
+impl std::str::FromStr for WebhookUrl {
+    type Err = std::convert::Infallible;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(WebhookUrl(s.to_string()))
+    }
+}
+
+/// `DATABASE_URL`: reads as the URL (`&str`), but `Debug` blanks its credentials.
+#[derive(Clone, PartialEq, Eq)]
+pub struct DatabaseUrl(pub String);
+
+impl std::ops::Deref for DatabaseUrl {
+    type Target = str;
+
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for DatabaseUrl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&crate::db::redact_url(&self.0))
+    }
+}
+
+impl std::str::FromStr for DatabaseUrl {
+    type Err = std::convert::Infallible;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(DatabaseUrl(s.to_string()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        cfg: super::ServeConfig,
+    }
+
+    #[test]
+    fn debug_of_the_settings_shows_no_secret() {
+        let cfg = Cli::try_parse_from([
+            "vitistack",
+            "--database-url",
+            "postgres://app:hunter2@db:5432/v?sslpassword=k3yp4ss",
+            "--webhook-urls",
+            "https://hooks.example.com/services/T0/B0/XOXOsecretpath,https://other.example.org/h?token=qu3ry",
+            "--webhook-secret",
+            "hm4c-key",
+        ])
+        .expect("args")
+        .cfg;
+        let text = format!("{cfg:?} {:?} {:?}", cfg.webhook_settings(), cfg.db.pool());
+        for secret in ["hunter2", "k3yp4ss", "XOXOsecretpath", "qu3ry", "hm4c-key"] {
+            assert!(!text.contains(secret), "{secret} in {text}");
+        }
+        assert!(text.contains("https://hooks.example.com"), "{text}");
+        // The values themselves are intact for use.
+        assert_eq!(cfg.webhook_settings().secret.as_deref(), Some("hm4c-key"));
+        assert!(cfg.db.database_url.contains("hunter2"));
     }
 }

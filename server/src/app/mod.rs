@@ -152,7 +152,7 @@ async fn open_database(
             health.failed(&e);
             (
                 Start::Retry {
-                    url: url.clone(),
+                    url: url.to_string(),
                     pool,
                 },
                 0,

@@ -233,10 +233,9 @@ fn change_name(c: ChangeType) -> &'static str {
     }
 }
 
-/// `spec` and `status` of an object as JSON, credentials blanked.
+/// `spec` and `status` of an object as JSON (credentials were blanked when it was built).
 fn watched_parts(r: &Resource) -> Value {
-    let mut v = r.to_value();
-    crate::model::redact::redact_value(r.kind(), &mut v);
+    let v = r.to_value();
     let mut out = Map::new();
     for part in ["spec", "status"] {
         if let Some(x) = v.get(part) {

@@ -85,6 +85,35 @@ pub fn endpoint_id(url: &str) -> String {
     id
 }
 
+/// An error with its causes ("error sending request: … : Connection refused").
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        let c = cause.to_string();
+        if !text.contains(&c) {
+            text.push_str(": ");
+            text.push_str(&c);
+        }
+        source = cause.source();
+    }
+    text
+}
+
+/// `text` with every occurrence of the endpoint's URL (whole, or its path and query) replaced by
+/// its label.
+fn scrub(text: &str, url: &str, label: &str) -> String {
+    let mut out = text.replace(url, label);
+    if let Some(rest) = url
+        .split_once("://")
+        .and_then(|(_, r)| r.find('/').map(|i| &r[i..]))
+        .filter(|rest| rest.len() > 1)
+    {
+        out = out.replace(rest, "/…");
+    }
+    out
+}
+
 /// The body sent for an event.
 pub fn payload(row: &EventRow) -> Value {
     json!({
@@ -198,7 +227,7 @@ struct Attempt<'a> {
 async fn record(
     db: Option<&Db>,
     id: Option<i64>,
-    url: &str,
+    endpoint: &str,
     row: &EventRow,
     a: Attempt<'_>,
 ) -> Result<Option<i64>, DbError> {
@@ -220,7 +249,7 @@ async fn record(
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8) RETURNING id"
             };
             let id: i64 = sqlx::query_scalar(sql)
-                .bind(url)
+                .bind(endpoint)
                 .bind(row.seq as i64)
                 .bind(&row.event_type)
                 .bind(state)
@@ -264,6 +293,9 @@ async fn deliver_all(
     history: Arc<History>,
 ) {
     let counter = |outcome: &str| history.metrics.webhooks.with_label_values(&[outcome]).inc();
+    // The URL is a secret: logs, errors and the database see only these.
+    let label = endpoint_label(&url);
+    let endpoint = endpoint_id(&url);
     while let Some(row) = rx.recv().await {
         let body = payload(&row).to_string();
         let delivery = uuid::Uuid::new_v4().to_string();
@@ -285,8 +317,11 @@ async fn deliver_all(
                     Some(r.status().as_u16()),
                     Some(format!("answered {}", r.status())),
                 ),
-                // The error names the URL, which carries no credential of ours.
-                Err(e) => (None, Some(e.to_string())),
+                // Without the URL (a webhook URL may carry its key), and any trace of it removed.
+                Err(e) => (
+                    None,
+                    Some(scrub(&error_chain(&e.without_url()), &url, &label)),
+                ),
             };
             let last = attempt == settings.max_attempts.max(1);
             let state = match (&error, last) {
@@ -306,7 +341,7 @@ async fn deliver_all(
                 status,
                 error: error.as_deref(),
             };
-            match record(db.as_ref(), id, &url, &row, a).await {
+            match record(db.as_ref(), id, &endpoint, &row, a).await {
                 Ok(new_id) => id = new_id.or(id),
                 Err(e) => tracing::warn!(error = %e, "webhook delivery state not stored"),
             }
@@ -314,7 +349,7 @@ async fn deliver_all(
                 break;
             }
             if last {
-                tracing::warn!(endpoint = %url, event = %row.event_type, attempts = attempt, error = ?error, "webhook delivery failed");
+                tracing::warn!(endpoint = %label, event = %row.event_type, attempts = attempt, error = ?error, "webhook delivery failed");
                 break;
             }
             tokio::time::sleep(delay).await;

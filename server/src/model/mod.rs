@@ -76,8 +76,11 @@ macro_rules! resources {
                 match self { $(Resource::$variant(o) => &mut o.metadata,)* }
             }
 
-            /// Decode an object of the given kind and version. The value is assumed validated.
-            pub fn from_value(kind: Kind, version: &str, value: Value) -> Result<Self, serde_json::Error> {
+            /// Decode an object of the given kind and version (the value is assumed validated),
+            /// with its credentials blanked first (see [`redact`]): this is how every object
+            /// enters the graph, so none carries a credential.
+            pub fn from_value(kind: Kind, version: &str, mut value: Value) -> Result<Self, serde_json::Error> {
+                redact::redact_value(kind, version, &mut value);
                 $(
                     if kind == Kind::$kind && version == $version {
                         return Ok(Resource::$variant(Box::new(serde_json::from_value(value)?)));
@@ -86,7 +89,8 @@ macro_rules! resources {
                 Err(serde::de::Error::custom(format!("{} {version} is not served", kind.name())))
             }
 
-            /// The whole object as JSON, with apiVersion and kind, secrets redacted.
+            /// The whole object as JSON, with apiVersion and kind (credentials were blanked when
+            /// it was built).
             pub fn to_value(&self) -> Value {
                 let mut v = match self {
                     $(Resource::$variant(o) => serde_json::to_value(o).unwrap_or(Value::Null),)*
@@ -95,7 +99,6 @@ macro_rules! resources {
                     map.insert("apiVersion".into(), Value::String(self.kind().api_version(self.version())));
                     map.insert("kind".into(), Value::String(self.kind().name().into()));
                 }
-                redact::redact_value(self.kind(), &mut v);
                 v
             }
         }

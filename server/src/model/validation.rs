@@ -58,6 +58,8 @@ pub struct Validation {
     pub errors: Vec<FieldError>,
     /// Fields the schema does not know; the API server prunes them (kubectl --validate=strict refuses them).
     pub unknown_fields: Vec<String>,
+    /// Above 0 while checking inside a credential field: its value is not quoted in errors.
+    hide: usize,
 }
 
 /// A compiled structural schema node.
@@ -82,6 +84,8 @@ pub struct Schema {
     default: Option<Value>,
     nullable: bool,
     rules: Vec<Rule>,
+    /// A credential (see [`super::redact`]): its value is never quoted in an error.
+    secret: bool,
 }
 
 /// The CEL rules that appear in the CRDs, as far as we evaluate them.
@@ -173,6 +177,12 @@ impl Schema {
 
     /// Validate `value` in place: apply defaults, prune unknown fields, collect errors.
     fn check(&self, value: &mut Value, path: &mut String, out: &mut Validation) {
+        out.hide += usize::from(self.secret);
+        self.check_value(value, path, out);
+        out.hide -= usize::from(self.secret);
+    }
+
+    fn check_value(&self, value: &mut Value, path: &mut String, out: &mut Validation) {
         if value.is_null() {
             if !self.nullable {
                 out.errors
@@ -186,7 +196,7 @@ impl Schema {
                     path,
                     &format!(
                         "Invalid value: {}: must be an integer or a string",
-                        short(value)
+                        shown(value, out.hide)
                     ),
                 ));
                 return;
@@ -196,7 +206,10 @@ impl Schema {
             {
                 out.errors.push(err(
                     path,
-                    &format!("Invalid value: {}: should match '{src}'", short(value)),
+                    &format!(
+                        "Invalid value: {}: should match '{src}'",
+                        shown(value, out.hide)
+                    ),
                 ));
             }
             return;
@@ -297,7 +310,7 @@ impl Schema {
                 path,
                 &format!(
                     "Invalid value: {}: should be at least {min} chars long",
-                    short(value)
+                    shown(value, out.hide)
                 ),
             ));
         }
@@ -314,7 +327,10 @@ impl Schema {
         {
             out.errors.push(err(
                 path,
-                &format!("Invalid value: {}: should match '{src}'", short(value)),
+                &format!(
+                    "Invalid value: {}: should match '{src}'",
+                    shown(value, out.hide)
+                ),
             ));
         }
         if self.format.as_deref() == Some("date-time") && s.parse::<jiff::Timestamp>().is_err() {
@@ -322,7 +338,7 @@ impl Schema {
                 path,
                 &format!(
                     "Invalid value: {}: must be an RFC 3339 date-time",
-                    short(value)
+                    shown(value, out.hide)
                 ),
             ));
         }
@@ -348,7 +364,7 @@ impl Schema {
                 path,
                 &format!(
                     "Invalid value: {}: must be greater than or equal to {min}",
-                    short(value)
+                    shown(value, out.hide)
                 ),
             ));
         }
@@ -359,7 +375,7 @@ impl Schema {
                 path,
                 &format!(
                     "Invalid value: {}: must be less than or equal to {max}",
-                    short(value)
+                    shown(value, out.hide)
                 ),
             ));
         }
@@ -388,7 +404,7 @@ impl Schema {
             path,
             &format!(
                 "Unsupported value: {}: supported values: {}",
-                short(value),
+                shown(value, out.hide),
                 supported.join(", ")
             ),
         ));
@@ -405,14 +421,75 @@ fn modulo_rule() -> Result<&'static Regex, String> {
     .map_err(Clone::clone)
 }
 
+impl Schema {
+    /// Mark the credential fields below this node (`path` is this node's, dotted) and list
+    /// their paths (`[]` = every item of an array, `{}` = every value of a map).
+    fn mark_secrets(&mut self, path: &str, out: &mut Vec<String>) {
+        let in_auth = path.split(['.', '[', '{']).any(|p| p == "authentication");
+        for (name, prop) in &mut self.properties {
+            let child = if path.is_empty() {
+                name.clone()
+            } else {
+                format!("{path}.{name}")
+            };
+            let free_map = prop.properties.is_empty()
+                && (prop.additional.is_some() || prop.preserve_unknown)
+                && prop.ty.as_deref() == Some("object");
+            let config_map =
+                free_map && (in_auth || matches!(name.as_str(), "config" | "configuration"));
+            if super::redact::is_secret_name(name) || config_map {
+                prop.secret = true;
+                out.push(child);
+            } else {
+                prop.mark_secrets(&child, out);
+            }
+        }
+        if let Some(items) = &mut self.items {
+            items.mark_secrets(&format!("{path}[]"), out);
+        }
+        if let Some(values) = &mut self.additional {
+            values.mark_secrets(&format!("{path}{{}}"), out);
+        }
+    }
+
+    /// True when `path` (dotted, `[]` for array items) names a field of this schema.
+    fn has_path(&self, path: &str) -> bool {
+        let mut node = self;
+        for part in path.split('.') {
+            let (name, arrays) = match part.find("[]") {
+                Some(i) => (&part[..i], part[i..].matches("[]").count()),
+                None => (part, 0),
+            };
+            let Some(next) = node.properties.get(name) else {
+                return false;
+            };
+            node = next;
+            for _ in 0..arrays {
+                let Some(items) = node.items.as_deref() else {
+                    return false;
+                };
+                node = items;
+            }
+        }
+        true
+    }
+}
+
 /// The compiled schema of one served kind/version.
 pub struct KindSchema {
     /// `vitistack.io/v1alpha1`-style version.
     pub version: String,
     root: Schema,
+    /// Paths of the credential fields the rule finds in this schema (see [`super::redact`]).
+    pub secret_paths: Vec<String>,
 }
 
 impl KindSchema {
+    /// True when `path` (dotted from the object's root, `[]` for array items) exists.
+    pub fn has_path(&self, path: &str) -> bool {
+        self.root.has_path(path)
+    }
+
     /// Validate an object's spec and status (metadata is checked by the importer).
     pub fn validate(&self, object: &mut Value) -> Validation {
         let mut out = Validation::default();
@@ -478,13 +555,16 @@ fn load_all() -> Result<SchemaTable, String> {
                 "{file}: {kind_name} {version} is not in Kind::versions"
             ));
         };
-        let root = Schema::compile(doc.get("schema").unwrap_or(&Value::Null))
+        let mut root = Schema::compile(doc.get("schema").unwrap_or(&Value::Null))
             .map_err(|e| format!("{file}: {e}"))?;
+        let mut secret_paths = Vec::new();
+        root.mark_secrets("", &mut secret_paths);
         map.insert(
             (kind, v),
             KindSchema {
                 version: v.to_string(),
                 root,
+                secret_paths,
             },
         );
     }
@@ -538,8 +618,11 @@ fn type_err(path: &str, value: &Value, expected: &str) -> FieldError {
     )
 }
 
-/// A value shortened for an error message.
-fn short(value: &Value) -> String {
+/// A value as an error message quotes it: shortened, and never a credential's.
+fn shown(value: &Value, hide: usize) -> String {
+    if hide > 0 {
+        return format!("\"{}\"", super::redact::REDACTED);
+    }
     let text = value.to_string();
     if text.chars().count() > 80 {
         format!("{}…", text.chars().take(77).collect::<String>())

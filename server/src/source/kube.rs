@@ -19,7 +19,7 @@ use kube::runtime::watcher;
 use kube::{Api, Client};
 use serde_json::Value;
 
-use crate::model::{Kind, Resource, redact};
+use crate::model::{Kind, Resource};
 use crate::store::{Key, Op, Store};
 
 use super::status::SourceStatus;
@@ -157,7 +157,6 @@ pub fn to_resource(kind: Kind, version: &str, obj: DynamicObject) -> Result<Reso
             status.remove("images");
         }
     }
-    redact::redact_value(kind, &mut value);
     Resource::from_value(kind, version, value).map_err(|e| e.to_string())
 }
 

@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use crate::model::kind::GROUP;
 use crate::model::validation::schema_for;
-use crate::model::{Kind, Resource, redact};
+use crate::model::{Kind, Resource};
 
 /// Why a document was refused, located by file, document index and field path.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -290,9 +290,8 @@ fn read_document(report: &mut FileReport, index: usize, mut json: Value) {
     if !report.errors.is_empty() {
         return;
     }
-    // Credentials are blanked before the object enters the store: they never reach responses,
-    // history, logs or metrics.
-    redact::redact_value(kind, &mut json);
+    // Credentials are blanked as the object is built (`Resource::from_value`): they never
+    // reach the store, responses, history, logs or metrics.
     if let Some(m) = json.as_object_mut() {
         m.remove("apiVersion");
         m.remove("kind");

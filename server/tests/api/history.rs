@@ -573,8 +573,11 @@ impl Drop for Receiver {
     }
 }
 
-/// Rows of `webhook_deliveries` for `endpoint`: (event type, state, attempts), oldest first.
-async fn deliveries(url: &str, endpoint: &str) -> Vec<(String, String, i32)> {
+/// Rows of `webhook_deliveries` for the endpoint `endpoint_url` (stored under its id, never
+/// whole): (event type, state, attempts), oldest first.
+async fn deliveries(url: &str, endpoint_url: &str) -> Vec<(String, String, i32)> {
+    let endpoint = vitistack::history::webhooks::endpoint_id(endpoint_url);
+    let endpoint = endpoint.as_str();
     let db = Db::open(url, &PoolSettings::default()).await.expect("open");
     let rows: Vec<(String, String, i32)> = match db.pool() {
         Pool::Sqlite(p) => sqlx::query_as(
@@ -602,14 +605,27 @@ async fn webhooks_are_signed_retried_recorded_and_isolated(db: &TestDb) {
     let hanging = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");
-    let hanging_url = format!("http://{}/hook", hanging.local_addr().expect("addr"));
+    let hanging_url = format!(
+        "http://{}/hook/T0K3N-in-path",
+        hanging.local_addr().expect("addr")
+    );
+    // An endpoint that refuses connections, its key in the query: its failures are recorded
+    // (the error text too), without the key.
+    let refused = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let refused_url = format!(
+        "http://{}/hook?key=Q-K3Y-in-query",
+        refused.local_addr().expect("addr")
+    );
+    drop(refused);
     let held = tokio::spawn(async move {
         let mut open = Vec::new();
         while let Ok((s, _)) = hanging.accept().await {
             open.push(s);
         }
     });
-    let urls = format!("{hanging_url},{}", good.url);
+    let urls = format!("{hanging_url},{},{refused_url}", good.url);
     let app = start(
         db,
         &[
@@ -704,6 +720,25 @@ async fn webhooks_are_signed_retried_recorded_and_isolated(db: &TestDb) {
         deliveries(&db.url(), &hanging_url).await.is_empty(),
         "the hanging endpoint is still on its first attempt"
     );
+    let mut failed = Vec::new();
+    for _ in 0..400 {
+        failed = deliveries(&db.url(), &refused_url).await;
+        if failed.iter().filter(|r| r.1 == "failed").count() == 3 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        failed.iter().filter(|r| r.1 == "failed").count(),
+        3,
+        "every event failed on the refusing endpoint: {failed:?}"
+    );
+    // Neither URL's secret part is anywhere in the table: endpoint ids and error texts.
+    let rows = crate::table_text(&db.url(), "webhook_deliveries").await;
+    for secret in ["T0K3N", "Q-K3Y", "/hook"] {
+        assert!(!rows.contains(secret), "{secret} stored: {rows}");
+    }
+    assert!(rows.contains("connect"), "the error is recorded: {rows}");
     let metrics = app.get("/metrics").await.1;
     assert_eq!(
         metric(

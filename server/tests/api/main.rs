@@ -12,6 +12,10 @@ mod queries;
 mod robustness;
 mod subscriptions;
 
+#[path = "../support/db_text.rs"]
+mod db_text;
+pub use db_text::table_text;
+
 use std::path::PathBuf;
 
 use clap::Parser;

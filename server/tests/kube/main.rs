@@ -1,8 +1,11 @@
 //! The kube source against the Kubernetes API test server (`tests/support/kube_api.rs`): the real
 //! server, configured through a kubeconfig like a user would, watching over HTTP.
 
+#[path = "../support/db_text.rs"]
+mod db_text;
 #[path = "../support/kube_api.rs"]
 mod kube_api;
+mod secrets;
 
 use std::time::Duration;
 

@@ -7,7 +7,8 @@ use criterion::{Criterion, criterion_group, criterion_main};
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use vitistack::graphql::{SchemaSettings, build_schema};
-use vitistack::source::{demo::FleetSpec, load_demo};
+use vitistack::source::demo::{FleetSpec, fleet};
+use vitistack::store::Op;
 use vitistack::store::Store;
 
 /// The query the load script sends too (`e2e/load/dashboard.graphql`).
@@ -15,7 +16,12 @@ pub const DASHBOARD: &str = include_str!("../../e2e/load/dashboard.graphql");
 
 fn dashboard(c: &mut Criterion) {
     let store = Store::new();
-    load_demo(&store, &FleetSpec::large(500));
+    store.apply_loaded(
+        fleet(&FleetSpec::large(500))
+            .into_iter()
+            .map(Op::Upsert)
+            .collect(),
+    );
     let schema = build_schema(&SchemaSettings::default());
     let rt = tokio::runtime::Builder::new_current_thread()
         .build()

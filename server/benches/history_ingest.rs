@@ -139,6 +139,7 @@ async fn bench(name: &str, url: &str, templates: &[serde_json::Value], n: usize)
         store.subscribe(),
         health,
         stop_rx,
+        vitistack::db::unregistered_counter(),
     );
     let ops: Vec<Vec<Op>> = (0..n)
         .collect::<Vec<_>>()

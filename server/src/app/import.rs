@@ -23,7 +23,8 @@ pub async fn import(
     store.restore(stored);
     let before = store.snapshot();
     let mut rx = store.subscribe();
-    let mut summary = crate::source::import_paths(&store, paths)?;
+    let mut summary =
+        crate::source::import_paths(&store, paths, crate::source::Apply::Atomic).await?;
     let mut batch = BTreeMap::new();
     let mut overflowed = false;
     loop {

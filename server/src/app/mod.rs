@@ -135,9 +135,18 @@ async fn open_database(
             health.ok();
             let restored = match store {
                 None => Ok(0),
-                Some(store) => objects::load_logged(&db)
-                    .await
-                    .map(|stored| store.restore(stored)),
+                Some(store) => match objects::load_logged(&db).await {
+                    Ok(stored) => {
+                        let n = store.restore(stored);
+                        // Past every version the history recorded too (objects deleted since,
+                        // or written there before the objects table caught up).
+                        objects::max_sequence(&db).await.map(|seq| {
+                            store.advance_to(seq);
+                            n
+                        })
+                    }
+                    Err(e) => Err(e),
+                },
             };
             let restored = restored.unwrap_or_else(|e| {
                 tracing::warn!(error = %e, "reading stored objects failed");
@@ -209,6 +218,7 @@ pub async fn start(cfg: &ServeConfig, listener: TcpListener) -> anyhow::Result<R
         store.subscribe(),
         db_health.clone(),
         stop_rx.clone(),
+        metrics.lagged.with_label_values(&["history"]),
     );
     let (writer, db) = if embedded {
         let writer = object_writer::spawn_writer(
@@ -221,6 +231,7 @@ pub async fn start(cfg: &ServeConfig, listener: TcpListener) -> anyhow::Result<R
                 flush_interval: Duration::from_millis(cfg.db_flush_interval_ms.max(1)),
                 batch_size: cfg.db_batch_size.max(1),
             },
+            metrics.lagged.with_label_values(&["object_writer"]),
         );
         (Some(writer), None)
     } else {
@@ -262,6 +273,7 @@ pub async fn start(cfg: &ServeConfig, listener: TcpListener) -> anyhow::Result<R
             &store,
             cfg.subscription_buffer,
             metrics.subscriptions.overflows.clone(),
+            metrics.lagged.with_label_values(&["fanout"]),
         )),
     };
     let schema = build_schema(&settings);
@@ -310,7 +322,7 @@ pub async fn start(cfg: &ServeConfig, listener: TcpListener) -> anyhow::Result<R
             "demo fleet not loaded: the database already holds objects from an earlier run"
         );
     } else if cfg.demo {
-        let n = source::load_demo(&store, &demo_spec(cfg));
+        let n = source::load_demo(&store, &demo_spec(cfg)).await;
         tracing::info!(
             objects = n,
             clusters = demo_spec(cfg).clusters,
@@ -343,7 +355,7 @@ pub async fn start(cfg: &ServeConfig, listener: TcpListener) -> anyhow::Result<R
     let import = if cfg.manifests.is_empty() || !embedded {
         ImportSummary::default()
     } else {
-        let summary = source::import_paths(&store, &cfg.manifests)?;
+        let summary = source::import_paths(&store, &cfg.manifests, source::Apply::Load).await?;
         log_import(&summary);
         summary
     };

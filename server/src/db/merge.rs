@@ -1,27 +1,25 @@
 //! The database came back after being away at start-up: what it holds is merged into the live
 //! graph before the objects table is rewritten from it.
 
-use super::Db;
-use super::objects::load_logged;
-use crate::store::{Key, Op, Store};
+use std::collections::HashSet;
 
-/// The database came back after start-up: objects it holds that the store does not are added
-/// (as changes, so live clients see them); the table is then rewritten from the store.
-pub(crate) async fn merge(db: &Db, store: &Store) {
-    match load_logged(db).await {
-        Ok(objects) => {
-            let snap = store.snapshot();
-            let missing: Vec<Op> = objects
-                .into_iter()
-                .filter(|r| snap.get_key(&Key::of(r)).is_none())
-                .map(Op::Upsert)
-                .collect();
-            let n = store.apply(missing).len();
-            tracing::info!(
-                restored = n,
-                "database reachable again; stored objects merged"
-            );
-        }
-        Err(e) => tracing::warn!(error = %e, "reading stored objects failed"),
-    }
+use crate::model::Resource;
+use crate::store::{Key, Op, Snapshot};
+
+/// What merging the stored `objects` into the graph `snap` adds: the objects the graph lacks,
+/// except those deleted while the database was away (`tombstones`), which must not come back.
+/// They are loaded state (they existed before), not news.
+pub(crate) fn merge_plan(
+    objects: Vec<Resource>,
+    snap: &Snapshot,
+    tombstones: &HashSet<Key>,
+) -> Vec<Op> {
+    objects
+        .into_iter()
+        .filter(|r| {
+            let key = Key::of(r);
+            snap.get_key(&key).is_none() && !tombstones.contains(&key)
+        })
+        .map(Op::Upsert)
+        .collect()
 }

@@ -76,6 +76,16 @@ pub async fn load(db: &Db) -> Result<(Vec<Resource>, Vec<SkippedRow>), DbError> 
     Ok((objects, skipped))
 }
 
+/// The highest sequence the database has recorded: of the stored objects (their
+/// resourceVersion) and of the event log. A store that continues from here never gives a
+/// resourceVersion twice to one object (its history rows are unique by uid and version).
+pub async fn max_sequence(db: &Db) -> Result<u64, DbError> {
+    let q = "SELECT COALESCE(MAX(v), 0) FROM (SELECT MAX(resource_version) AS v FROM objects \
+             UNION ALL SELECT MAX(seq) AS v FROM events) AS m";
+    let max: i64 = with_pool!(db, p => sqlx::query_scalar(q).fetch_one(p).await?);
+    Ok(u64::try_from(max).unwrap_or(0))
+}
+
 /// Every stored object; rows that no longer decode are logged and left out.
 pub async fn load_logged(db: &Db) -> Result<Vec<Resource>, DbError> {
     let (objects, skipped) = load(db).await?;

@@ -460,13 +460,18 @@ fn done(mut steps: Vec<Step>, blockers: Vec<Blocker>) -> Pipeline {
 mod tests {
     use super::*;
     use crate::model::{Kind, Resource};
-    use crate::source::{demo::FleetSpec, load_demo};
+    use crate::source::demo::{FleetSpec, fleet};
     use crate::store::{Op, Store};
 
     /// A store with the demo fleet and one Ready cluster to break.
     fn ready_cluster() -> (Store, Arc<Resource>) {
         let store = Store::new();
-        load_demo(&store, &FleetSpec::demo());
+        store.apply_loaded(
+            fleet(&FleetSpec::demo())
+                .into_iter()
+                .map(Op::Upsert)
+                .collect(),
+        );
         let kc = store
             .snapshot()
             .list(Kind::KubernetesCluster)

@@ -256,6 +256,8 @@ struct Reader {
     rx: broadcast::Receiver<Arc<Change>>,
     last_seq: u64,
     open: bool,
+    /// Changes missed because the ring overflowed behind this reader.
+    lagged: prometheus::IntCounter,
 }
 
 impl Reader {
@@ -272,15 +274,20 @@ impl Reader {
                             q.accept(c);
                         }
                         Err(broadcast::error::TryRecvError::Lagged(n)) => {
+                            self.lagged.inc_by(n);
                             q.missed(self.last_seq + 1, n)
                         }
                         Err(_) => break,
                     }
                 }
             }
-            Err(broadcast::error::RecvError::Lagged(n)) => q.missed(self.last_seq + 1, n),
+            Err(broadcast::error::RecvError::Lagged(n)) => {
+                self.lagged.inc_by(n);
+                q.missed(self.last_seq + 1, n)
+            }
             Err(broadcast::error::RecvError::Closed) => self.open = false,
         }
+        q.gauge();
     }
 
     /// Run `work` while still reading the change stream into `q`: a slow database or a big
@@ -344,8 +351,9 @@ pub fn spawn(
     rx: broadcast::Receiver<Arc<Change>>,
     health: Arc<DbHealth>,
     stop: watch::Receiver<bool>,
+    lagged: prometheus::IntCounter,
 ) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(run(start, history, rx, health, stop))
+    tokio::spawn(run(start, history, rx, health, stop, lagged))
 }
 
 async fn run(
@@ -354,6 +362,7 @@ async fn run(
     rx: broadcast::Receiver<Arc<Change>>,
     health: Arc<DbHealth>,
     mut stop: watch::Receiver<bool>,
+    lagged: prometheus::IntCounter,
 ) {
     let settings = history.settings.clone();
     let target = match start {
@@ -375,6 +384,7 @@ async fn run(
         rx,
         last_seq: 0,
         open: true,
+        lagged,
     };
     let first_backoff = Duration::from_millis(100);
     let mut backoff = first_backoff;
@@ -421,7 +431,8 @@ async fn run(
         if history.db().is_none()
             && let Some((url, pool)) = &target
         {
-            match Db::open(url, pool).await {
+            // Connecting may take the whole connect timeout: read on meanwhile.
+            match reader.during(&mut q, Db::open(url, pool)).await {
                 Ok(db) => history.connected(db),
                 Err(e) => {
                     tracing::warn!(error = %e, "database unreachable; history events are queued");
@@ -451,6 +462,23 @@ async fn run(
                 // Room again: a gap waiting for it is marked now, not at the next event.
                 q.mark_gap();
                 backoff = first_backoff;
+                if Instant::now() >= retention_due
+                    && let Some(db) = &db
+                {
+                    retention_due = Instant::now() + Duration::from_secs(3600);
+                    let cutoff = now_ms() - settings.retention.as_millis() as i64;
+                    // A large table takes a while to trim: the change stream is read meanwhile,
+                    // so the ring never overflows behind the writer's back.
+                    match reader
+                        .during(&mut q, super::query::delete_before(db, cutoff))
+                        .await
+                    {
+                        Ok(0) => {}
+                        Ok(n) => tracing::info!(deleted = n, "history retention"),
+                        Err(e) => tracing::warn!(error = %e, "history retention failed"),
+                    }
+                }
+                // After the retention: what it read meanwhile is due too.
                 due = (q.len() > 0).then(|| {
                     if q.rows.len() + q.raw.len() >= settings.batch_size {
                         Instant::now()
@@ -458,17 +486,6 @@ async fn run(
                         Instant::now() + settings.flush_interval
                     }
                 });
-                if Instant::now() >= retention_due
-                    && let Some(db) = &db
-                {
-                    retention_due = Instant::now() + Duration::from_secs(3600);
-                    let cutoff = now_ms() - settings.retention.as_millis() as i64;
-                    match super::query::delete_before(db, cutoff).await {
-                        Ok(0) => {}
-                        Ok(n) => tracing::info!(deleted = n, "history retention"),
-                        Err(e) => tracing::warn!(error = %e, "history retention failed"),
-                    }
-                }
             }
             Err(e) => {
                 if let Some(e) = e {

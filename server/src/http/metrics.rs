@@ -25,6 +25,7 @@ pub struct Metrics {
     kind_served: IntGaugeVec,
     kind_synced: IntGaugeVec,
     kind_stale: prometheus::GaugeVec,
+    kind_is_stale: IntGaugeVec,
     /// Open GraphQL WebSockets.
     pub ws_open: IntGauge,
     /// WebSocket closes by code (`client` when the client closed or vanished).
@@ -39,6 +40,8 @@ pub struct Metrics {
     pub subscriptions: crate::graphql::subscription::SubscriptionMetrics,
     /// History writer, queries and webhooks.
     pub history: crate::history::HistoryMetrics,
+    /// Changes a reader of the change stream missed because it fell behind, by reader.
+    pub lagged: IntCounterVec,
 }
 
 impl Metrics {
@@ -130,6 +133,17 @@ impl Metrics {
         registry.register(Box::new(subscriptions.events.clone()))?;
         registry.register(Box::new(subscriptions.resyncs.clone()))?;
         registry.register(Box::new(subscriptions.overflows.clone()))?;
+        let lagged = IntCounterVec::new(
+            Opts::new(
+                "vitistack_change_stream_lagged_total",
+                "Changes a reader of the change stream missed because it fell behind (CHANGE_BUFFER), by reader",
+            ),
+            &["reader"],
+        )?;
+        for reader in ["fanout", "object_writer", "history"] {
+            lagged.with_label_values(&[reader]);
+        }
+        registry.register(Box::new(lagged.clone()))?;
         let history = crate::history::HistoryMetrics::new()?;
         for c in history.collectors() {
             registry.register(c)?;
@@ -137,6 +151,14 @@ impl Metrics {
         registry.register(Box::new(kind_served.clone()))?;
         registry.register(Box::new(kind_synced.clone()))?;
         registry.register(Box::new(kind_stale.clone()))?;
+        let kind_is_stale = IntGaugeVec::new(
+            Opts::new(
+                "vitistack_source_kind_stale",
+                "1 while a kind's data may be behind the cluster (its watch fails or hangs)",
+            ),
+            &["kind"],
+        )?;
+        registry.register(Box::new(kind_is_stale.clone()))?;
         registry.register(Box::new(db_up.clone()))?;
         registry.register(Box::new(db_pending.clone()))?;
         registry.register(Box::new(db_failures.clone()))?;
@@ -156,6 +178,7 @@ impl Metrics {
             kind_served,
             kind_synced,
             kind_stale,
+            kind_is_stale,
             ws_open,
             ws_closes,
             sse_open,
@@ -163,6 +186,7 @@ impl Metrics {
             cache_misses,
             subscriptions,
             history,
+            lagged,
         })
     }
 
@@ -192,6 +216,9 @@ impl Metrics {
             self.kind_synced
                 .with_label_values(&[k.name.as_str()])
                 .set(i64::from(k.synced));
+            self.kind_is_stale
+                .with_label_values(&[k.name.as_str()])
+                .set(i64::from(k.stale));
             if let Some(stale) = k.stale_seconds {
                 self.kind_stale
                     .with_label_values(&[k.name.as_str()])

@@ -316,20 +316,29 @@ async fn health_operators(State(app): State<AppState>) -> Response {
     (code, axum::Json(report)).into_response()
 }
 
+/// 200 once everything is loaded and every kind is current; 503 while loading, and while a
+/// kind is stale (its API server does not answer: watches fail or hang), naming the kinds.
 async fn ready(State(app): State<AppState>) -> Response {
-    if app.ready.load(Ordering::Acquire) && app.source.ready() {
-        (
-            StatusCode::OK,
-            axum::Json(json!({"status": "ready", "sequence": app.store.snapshot().seq()})),
-        )
-            .into_response()
-    } else {
-        (
+    if !(app.ready.load(Ordering::Acquire) && app.source.synced()) {
+        return (
             StatusCode::SERVICE_UNAVAILABLE,
             axum::Json(json!({"status": "loading"})),
         )
-            .into_response()
+            .into_response();
     }
+    let stale = app.source.stale_kinds();
+    if !stale.is_empty() {
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            axum::Json(json!({"status": "stale", "staleKinds": stale})),
+        )
+            .into_response();
+    }
+    (
+        StatusCode::OK,
+        axum::Json(json!({"status": "ready", "sequence": app.store.snapshot().seq()})),
+    )
+        .into_response()
 }
 
 async fn metrics(State(app): State<AppState>) -> Response {

@@ -1,21 +1,29 @@
-//! The `kube` source: one kube-rs watcher per kind (and per namespace when scoped) feeding the
-//! store, never polling.
+//! The `kube` source: one list-and-watch loop per kind (and per namespace when scoped) feeding
+//! the store, never polling.
 //!
-//! Watch semantics: the watcher lists, then watches from the list's resourceVersion, resuming
-//! from the last version seen when a connection drops and relisting on `410 Gone`. Every
-//! (re)list is applied as one atomic replacement of that kind's objects in scope: objects missing
-//! from the list are delivered as deletions. A watch that goes silent for longer than its server
-//! timeout plus a margin is restarted (kube-runtime's idle timeout). Errors back off exponentially
-//! with jitter; a kind whose resource is not installed (404) is reported and retried slowly, never
-//! fatal.
+//! Watch semantics, as client-go's reflector: list (paged), then watch from the list's
+//! resourceVersion with bookmarks, resuming from the last version seen (event or bookmark) when
+//! a watch ends or its connection drops, and relisting on `410 Gone`. A relist is applied as one
+//! atomic replacement of that kind's objects in scope (objects missing from it are deletions);
+//! the first list is loaded paced ([`Store::load`]), as the state the server starts from.
+//!
+//! Liveness: a watch that sends nothing, not even a bookmark, for its timeout plus a margin has
+//! not been closed by the API server as promised: it hangs. It is restarted, the kind is
+//! reported stale (GraphQL `sources`, `/health/operators`, `/ready`, metrics, a warning), and when
+//! the next watch hangs too the kind is relisted, so changes made meanwhile arrive within a
+//! bounded time. Errors back off exponentially with jitter; a kind whose resource is not
+//! installed (404) is reported and retried slowly, never fatal.
+//!
+//! Why not kube-runtime's `watcher`: it hides bookmarks and its idle restarts, so neither
+//! liveness nor staleness can be told from outside it, and it never relists after restarts that
+//! keep hanging. The requests themselves are kube-client's (`Api::list`, `Api::watch`).
 
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use kube::api::{ApiResource, DynamicObject};
-use kube::runtime::watcher;
+use kube::api::{ApiResource, DynamicObject, ListParams, WatchEvent, WatchParams};
 use kube::{Api, Client};
 use serde_json::Value;
 
@@ -34,7 +42,7 @@ pub struct KubeSettings {
     pub context: Option<String>,
     /// Namespaces to watch namespaced kinds in (`WATCH_NAMESPACES`); empty = all.
     pub namespaces: Vec<String>,
-    /// Server-side watch timeout; a watch silent for this plus 5 s is restarted.
+    /// Server-side watch timeout; a watch silent for this plus [`KubeSettings::margin`] hangs.
     pub watch_timeout: Duration,
     /// First retry delay after an error; doubles (with jitter) up to `max_backoff`.
     pub min_backoff: Duration,
@@ -42,6 +50,19 @@ pub struct KubeSettings {
     pub max_backoff: Duration,
     /// Retry delay for a kind whose resource is not installed.
     pub absent_retry: Duration,
+}
+
+impl KubeSettings {
+    /// How much longer than its timeout a watch may stay silent before it counts as hung:
+    /// half the timeout, between 1 and 5 seconds.
+    pub fn margin(&self) -> Duration {
+        (self.watch_timeout / 2).clamp(Duration::from_secs(1), Duration::from_secs(5))
+    }
+
+    /// The longest a live watch stays silent: its timeout plus the margin.
+    pub fn window(&self) -> Duration {
+        self.watch_timeout + self.margin()
+    }
 }
 
 impl Default for KubeSettings {
@@ -122,26 +143,32 @@ pub fn start(client: Client, store: Arc<Store>, settings: &KubeSettings) -> Kube
             vec![None]
         }
     };
-    let status = Arc::new(SourceStatus::kube(&kinds, |k| scopes_of(k).len()));
+    let status = Arc::new(SourceStatus::kube(
+        &kinds,
+        |k| scopes_of(k).len(),
+        settings.window(),
+    ));
     let mut tasks = Vec::new();
     for (kind, version) in kinds {
-        let scopes = scopes_of(kind);
-        for scope in scopes {
-            tasks.push(tokio::spawn(watch_kind(
-                client.clone(),
-                store.clone(),
-                status.clone(),
-                settings.clone(),
+        for scope in scopes_of(kind) {
+            let watch = Watch {
+                client: client.clone(),
+                store: store.clone(),
+                status: status.clone(),
+                settings: settings.clone(),
                 kind,
-                version,
                 scope,
-            )));
+                backoff: Backoff::new(settings.min_backoff, settings.max_backoff),
+                listed_once: false,
+            };
+            tasks.push(tokio::spawn(watch.run(version)));
         }
     }
     KubeSource { status, tasks }
 }
 
-/// A store object from an API object: managedFields dropped, credentials blanked.
+/// A store object from an API object: managedFields and node image lists dropped (credentials
+/// are blanked as the object is built).
 pub fn to_resource(kind: Kind, version: &str, obj: DynamicObject) -> Result<Resource, String> {
     let mut value = serde_json::to_value(obj).map_err(|e| e.to_string())?;
     if let Some(map) = value.as_object_mut() {
@@ -189,174 +216,351 @@ impl Backoff {
     }
 }
 
-fn is_not_found(e: &watcher::Error) -> bool {
-    let status_404 = |err: &kube::Error| matches!(err, kube::Error::Api(s) if s.code == 404);
+/// Watches in a row that may hang before the kind is relisted instead of watched again.
+const SILENT_WATCHES_BEFORE_RELIST: u32 = 2;
+
+/// Page size of lists.
+const LIST_PAGE: u32 = 500;
+
+/// How one watch ended.
+enum Ended {
+    /// The API server closed it (at its timeout): watch again from the same version.
+    Closed,
+    /// The connection broke mid-stream: watch again from the same version.
+    Broken(String),
+    /// Nothing at all for the watch timeout plus the margin: it hangs.
+    Silent,
+    /// The version is too old (410 Gone): relist.
+    Gone,
+}
+
+/// Why a request failed.
+enum Failure {
+    /// The resource (this version of it) is not served.
+    Absent,
+    /// Too old a resourceVersion.
+    Gone,
+    /// Anything else.
+    Other(String),
+}
+
+fn failure(e: &kube::Error) -> Failure {
     match e {
-        watcher::Error::InitialListFailed(err)
-        | watcher::Error::WatchStartFailed(err)
-        | watcher::Error::WatchFailed(err) => status_404(err),
-        watcher::Error::WatchError(s) => s.code == 404,
-        _ => false,
+        kube::Error::Api(s) if s.code == 404 => Failure::Absent,
+        kube::Error::Api(s) if s.code == 410 => Failure::Gone,
+        other => Failure::Other(other.to_string()),
     }
 }
 
-async fn watch_kind(
+/// One kind (in one scope): list, watch, repeat.
+struct Watch {
     client: Client,
     store: Arc<Store>,
     status: Arc<SourceStatus>,
     settings: KubeSettings,
     kind: Kind,
-    version: &'static str,
-    namespace: Option<String>,
-) {
-    // Kinds served in several versions (NetworkNamespace) fall back to the next version when
-    // one is not served, and come back round to the first.
-    let versions = kind.versions();
-    let mut vi = versions.iter().position(|v| *v == version).unwrap_or(0);
-    let mut absent_versions = 0;
-    let mut listed_once = false;
-    let timeout = settings
-        .watch_timeout
-        .as_secs()
-        .clamp(1, u64::from(u32::MAX)) as u32;
-    let mut backoff = Backoff::new(settings.min_backoff, settings.max_backoff);
-    let scope = namespace.as_deref();
-    'versions: loop {
-        let version = versions[vi];
+    scope: Option<String>,
+    backoff: Backoff,
+    listed_once: bool,
+}
+
+impl Watch {
+    fn scope_key(&self) -> String {
+        self.scope.clone().unwrap_or_default()
+    }
+
+    fn api(&self, version: &str) -> Api<DynamicObject> {
         let ar = ApiResource {
-            group: kind.group().into(),
+            group: self.kind.group().into(),
             version: version.into(),
-            api_version: kind.api_version(version),
-            kind: kind.name().into(),
-            plural: kind.plural().into(),
+            api_version: self.kind.api_version(version),
+            kind: self.kind.name().into(),
+            plural: self.kind.plural().into(),
         };
-        status.update(kind, |k| k.api_version = ar.api_version.clone());
-        let api: Api<DynamicObject> = match &namespace {
-            Some(ns) => Api::namespaced_with(client.clone(), ns, &ar),
-            None => Api::all_with(client.clone(), &ar),
-        };
-        let config = watcher::Config::default().timeout(timeout);
-        let mut stream = watcher::watcher(api, config).boxed();
-        let mut listing: Option<Vec<Resource>> = None;
-        while let Some(event) = stream.next().await {
-            let now = jiff::Timestamp::now();
-            match event {
-                Ok(watcher::Event::Init) => listing = Some(Vec::new()),
-                Ok(watcher::Event::InitApply(obj)) => match to_resource(kind, version, obj) {
-                    Ok(r) => listing.get_or_insert_with(Vec::new).push(r),
-                    Err(e) => undecodable(kind, &e),
-                },
-                Ok(watcher::Event::InitDone) => {
-                    let listed = listing.take().unwrap_or_default();
-                    let first_sync = !listed_once;
-                    // The first list is the cluster as it was; a relist's differences are news.
-                    let changed = replace_kind(&store, kind, scope, listed, first_sync);
-                    backoff.reset();
-                    absent_versions = 0;
-                    listed_once = true;
-                    status.update(kind, |k| {
-                        k.served = Some(true);
-                        if first_sync {
-                            k.unsynced_scopes = k.unsynced_scopes.saturating_sub(1);
-                        }
-                        k.last_synced_at = Some(now);
-                        k.failing_since = None;
-                        k.error = None;
+        match &self.scope {
+            Some(ns) => Api::namespaced_with(self.client.clone(), ns, &ar),
+            None => Api::all_with(self.client.clone(), &ar),
+        }
+    }
+
+    /// The data is current as of now (a list, an event, a bookmark, an orderly close).
+    fn alive(&self, rv: Option<&str>, from_watch: bool, event: bool) {
+        let (scope, now) = (self.scope_key(), jiff::Timestamp::now());
+        self.status.update(self.kind, |k| {
+            k.received_at.insert(scope.clone(), now);
+            if let Some(rv) = rv {
+                k.resource_versions.insert(scope.clone(), rv.to_string());
+            }
+            if event {
+                k.last_event_at = Some(now);
+            }
+            if from_watch && k.silent_watches.remove(&scope).is_some() && k.failing_since.is_none()
+            {
+                k.error = None;
+                tracing::info!(kind = self.kind.name(), "watch alive again");
+            }
+            if k.failing_since.take().is_some() && k.silent_watches.is_empty() {
+                k.error = None;
+            }
+        });
+    }
+
+    /// Record a failure and wait before the next try.
+    async fn failed(&mut self, what: &str, error: String) {
+        let delay = self.backoff.delay();
+        tracing::warn!(kind = self.kind.name(), error = %error, retry_in = ?delay, "{what} failed; retrying");
+        self.status.update(self.kind, |k| {
+            k.error = Some(format!("{what} failed: {error}"));
+            k.failing_since.get_or_insert(jiff::Timestamp::now());
+        });
+        tokio::time::sleep(delay).await;
+    }
+
+    /// Run forever: find a served version, list, watch.
+    async fn run(mut self, first_version: &'static str) {
+        let versions = self.kind.versions();
+        let mut vi = versions
+            .iter()
+            .position(|v| *v == first_version)
+            .unwrap_or(0);
+        let mut absent_in_a_row = 0;
+        loop {
+            let version = versions[vi];
+            let api_version = self.kind.api_version(version);
+            self.status
+                .update(self.kind, |k| k.api_version = api_version.clone());
+            match self.list_and_watch(version).await {
+                Failure::Absent => {
+                    // Kinds served in several versions (NetworkNamespace) try the next one, and
+                    // come back round to the first.
+                    vi = (vi + 1) % versions.len();
+                    absent_in_a_row += 1;
+                    if absent_in_a_row < versions.len() {
+                        tracing::info!(
+                            kind = self.kind.name(),
+                            "{api_version} not served; trying {}",
+                            versions[vi]
+                        );
+                        continue;
+                    }
+                    absent_in_a_row = 0;
+                    let all = versions
+                        .iter()
+                        .map(|v| self.kind.api_version(v))
+                        .collect::<Vec<_>>()
+                        .join(", ");
+                    let delay = self
+                        .settings
+                        .absent_retry
+                        .mul_f64(0.75 + rand::random_range(0.0..=0.5));
+                    tracing::warn!(kind = self.kind.name(), retry_in = ?delay, "resource not served; retrying");
+                    self.status.update(self.kind, |k| {
+                        k.served = Some(false);
+                        k.error = Some(format!(
+                            "{all} is not served by the API server (CRD not installed?)"
+                        ));
+                        k.failing_since.get_or_insert(jiff::Timestamp::now());
                     });
-                    tracing::info!(
-                        kind = kind.name(),
-                        namespace = scope.unwrap_or("*"),
-                        changed,
-                        "listed"
-                    );
-                }
-                Ok(watcher::Event::Apply(obj)) => match to_resource(kind, version, obj) {
-                    Ok(r) => {
-                        store.apply(vec![Op::Mirror(r)]);
-                        healthy(&status, kind, now);
-                    }
-                    Err(e) => undecodable(kind, &e),
-                },
-                Ok(watcher::Event::Delete(obj)) => {
-                    let ns = obj.metadata.namespace.clone().unwrap_or_default();
-                    let name = obj.metadata.name.clone().unwrap_or_default();
-                    store.apply(vec![Op::Delete(Key::new(kind, &ns, &name))]);
-                    healthy(&status, kind, now);
-                }
-                Err(e) => {
-                    let absent = is_not_found(&e);
-                    let delay = if absent {
-                        // Not installed: say so and look again now and then.
-                        settings
-                            .absent_retry
-                            .mul_f64(0.75 + rand::random_range(0.0..=0.5))
-                    } else {
-                        backoff.delay()
-                    };
-                    if absent && versions.len() > 1 {
-                        vi = (vi + 1) % versions.len();
-                        absent_versions += 1;
-                        if absent_versions < versions.len() {
-                            // Not absent yet: another version may be served.
-                            tracing::info!(
-                                kind = kind.name(),
-                                "{} not served; trying {}",
-                                ar.api_version,
-                                versions[vi]
-                            );
-                            continue 'versions;
-                        }
-                        absent_versions = 0;
-                    }
-                    status.update(kind, |k| {
-                        k.error = Some(if absent {
-                            format!(
-                                "{} is not served by the API server (CRD not installed?)",
-                                versions
-                                    .iter()
-                                    .map(|v| kind.api_version(v))
-                                    .collect::<Vec<_>>()
-                                    .join(", ")
-                            )
-                        } else {
-                            e.to_string()
-                        });
-                        if absent {
-                            k.served = Some(false);
-                        }
-                        k.failing_since.get_or_insert(now);
-                    });
-                    if absent {
-                        tracing::warn!(kind = kind.name(), retry_in = ?delay, "resource not served; retrying");
-                    } else {
-                        tracing::warn!(kind = kind.name(), error = %e, retry_in = ?delay, "watch failed; retrying");
-                    }
                     tokio::time::sleep(delay).await;
-                    if absent && versions.len() > 1 {
-                        continue 'versions;
+                }
+                Failure::Gone | Failure::Other(_) => absent_in_a_row = 0,
+            }
+        }
+    }
+
+    /// List, then watch until a relist is needed; returns why it stopped (Absent: the version
+    /// is not served; otherwise: relist).
+    async fn list_and_watch(&mut self, version: &'static str) -> Failure {
+        let api = self.api(version);
+        let rv = match self.list(&api, version).await {
+            Ok(rv) => rv,
+            Err(Failure::Absent) => return Failure::Absent,
+            Err(Failure::Gone) => return Failure::Gone,
+            Err(Failure::Other(e)) => {
+                self.failed("list", e).await;
+                return Failure::Other(String::new());
+            }
+        };
+        self.watch(&api, version, rv).await
+    }
+
+    /// One full list (paged), applied; returns its resourceVersion.
+    async fn list(&mut self, api: &Api<DynamicObject>, version: &str) -> Result<String, Failure> {
+        let mut objects = Vec::new();
+        let mut token: Option<String> = None;
+        let rv = loop {
+            let lp = ListParams {
+                limit: Some(LIST_PAGE),
+                continue_token: token.clone(),
+                ..Default::default()
+            };
+            let page = api.list(&lp).await.map_err(|e| failure(&e))?;
+            for obj in page.items {
+                match to_resource(self.kind, version, obj) {
+                    Ok(r) => objects.push(r),
+                    Err(e) => undecodable(self.kind, &e),
+                }
+            }
+            token = page.metadata.continue_.filter(|t| !t.is_empty());
+            if token.is_none() {
+                break page.metadata.resource_version.unwrap_or_default();
+            }
+        };
+        if rv.is_empty() {
+            return Err(Failure::Other("the list has no resourceVersion".into()));
+        }
+        let first = !self.listed_once;
+        let changed = replace_kind(
+            &self.store,
+            self.kind,
+            self.scope.as_deref(),
+            objects,
+            first,
+        )
+        .await;
+        self.listed_once = true;
+        self.backoff.reset();
+        let (scope, now) = (self.scope_key(), jiff::Timestamp::now());
+        self.status.update(self.kind, |k| {
+            k.served = Some(true);
+            if first {
+                k.unsynced_scopes = k.unsynced_scopes.saturating_sub(1);
+            }
+            k.last_synced_at = Some(now);
+            k.received_at.insert(scope.clone(), now);
+            k.resource_versions.insert(scope, rv.clone());
+            if k.failing_since.take().is_some() && k.silent_watches.is_empty() {
+                k.error = None;
+            }
+        });
+        tracing::info!(
+            kind = self.kind.name(),
+            namespace = self.scope.as_deref().unwrap_or("*"),
+            changed,
+            "listed"
+        );
+        Ok(rv)
+    }
+
+    /// Watch from `rv` until the kind must be relisted (or its version is not served).
+    async fn watch(&mut self, api: &Api<DynamicObject>, version: &str, mut rv: String) -> Failure {
+        let timeout = self
+            .settings
+            .watch_timeout
+            .as_secs()
+            .clamp(1, u64::from(u32::MAX)) as u32;
+        let params = WatchParams::default().timeout(timeout);
+        loop {
+            let stream = match api.watch(&params, &rv).await {
+                Ok(s) => s,
+                Err(e) => match failure(&e) {
+                    Failure::Gone => return Failure::Gone,
+                    Failure::Absent => return Failure::Absent,
+                    Failure::Other(e) => {
+                        self.failed("watch", e).await;
+                        continue;
                     }
+                },
+            };
+            match self.follow(stream, version, &mut rv).await {
+                Ended::Closed => {
+                    self.backoff.reset();
+                    self.alive(Some(&rv), true, false);
+                }
+                Ended::Broken(e) => {
+                    // A dropped connection: resume at once (then back off if it keeps failing).
+                    tracing::info!(kind = self.kind.name(), error = %e, "watch connection dropped; resuming");
+                }
+                Ended::Gone => return Failure::Gone,
+                Ended::Silent => {
+                    let scope = self.scope_key();
+                    let window = self.settings.window();
+                    let mut silent = 0;
+                    self.status.update(self.kind, |k| {
+                        let n = k.silent_watches.entry(scope.clone()).or_insert(0);
+                        *n += 1;
+                        silent = *n;
+                        k.error = Some(format!(
+                            "the watch sent nothing (no event, no bookmark) for {:.0} s, {silent} time(s) in a row: the API server does not answer",
+                            window.as_secs_f64()
+                        ));
+                    });
+                    if silent >= SILENT_WATCHES_BEFORE_RELIST {
+                        tracing::warn!(
+                            kind = self.kind.name(),
+                            silent,
+                            "watches keep hanging; relisting"
+                        );
+                        return Failure::Other("silent".into());
+                    }
+                    tracing::warn!(kind = self.kind.name(), window = ?window, "watch silent for longer than its timeout; restarting it");
                 }
             }
         }
-        return;
     }
-}
 
-fn healthy(status: &SourceStatus, kind: Kind, now: jiff::Timestamp) {
-    status.update(kind, |k| {
-        k.last_event_at = Some(now);
-        k.failing_since = None;
-        k.error = None;
-    });
+    /// Apply a watch's events until it ends.
+    async fn follow(
+        &mut self,
+        stream: impl futures::Stream<Item = kube::Result<WatchEvent<DynamicObject>>>,
+        version: &str,
+        rv: &mut String,
+    ) -> Ended {
+        let window = self.settings.window();
+        futures::pin_mut!(stream);
+        loop {
+            let item = match tokio::time::timeout(window, stream.next()).await {
+                Err(_) => return Ended::Silent,
+                Ok(None) => return Ended::Closed,
+                Ok(Some(item)) => item,
+            };
+            match item {
+                Ok(WatchEvent::Added(obj) | WatchEvent::Modified(obj)) => {
+                    let at = obj.metadata.resource_version.clone();
+                    match to_resource(self.kind, version, obj) {
+                        Ok(r) => {
+                            self.store.apply(vec![Op::Mirror(r)]);
+                        }
+                        Err(e) => undecodable(self.kind, &e),
+                    }
+                    if let Some(at) = at {
+                        *rv = at;
+                    }
+                    self.alive(Some(rv), true, true);
+                }
+                Ok(WatchEvent::Deleted(obj)) => {
+                    let ns = obj.metadata.namespace.clone().unwrap_or_default();
+                    let name = obj.metadata.name.clone().unwrap_or_default();
+                    self.store
+                        .apply(vec![Op::Delete(Key::new(self.kind, &ns, &name))]);
+                    if let Some(at) = obj.metadata.resource_version {
+                        *rv = at;
+                    }
+                    self.alive(Some(rv), true, true);
+                }
+                Ok(WatchEvent::Bookmark(bm)) => {
+                    *rv = bm.metadata.resource_version;
+                    self.alive(Some(rv), true, false);
+                }
+                Ok(WatchEvent::Error(s)) if s.code == 410 => return Ended::Gone,
+                Ok(WatchEvent::Error(s)) => {
+                    return Ended::Broken(format!("{} ({})", s.message, s.code));
+                }
+                Err(e) => return Ended::Broken(e.to_string()),
+            }
+        }
+    }
 }
 
 fn undecodable(kind: Kind, e: &str) {
     tracing::warn!(kind = kind.name(), error = %e, "object skipped: the model cannot read it");
 }
 
-/// Make the store's objects of `kind` (in `namespace`, or all) exactly `listed`, atomically:
-/// listed objects are upserted as they are, objects not listed are deleted.
-fn replace_kind(
+/// Make the store's objects of `kind` (in `namespace`, or all) exactly `listed`: listed objects
+/// are upserted as they are, objects not listed are deleted. The first list is the state the
+/// source starts from (loaded, paced); a relist is applied atomically and its differences are
+/// news.
+async fn replace_kind(
     store: &Store,
     kind: Kind,
     namespace: Option<&str>,
@@ -376,7 +580,7 @@ fn replace_kind(
         .collect();
     ops.extend(listed.into_iter().map(Op::Mirror));
     if first {
-        store.apply_loaded(ops).len()
+        store.load(ops).await
     } else {
         store.apply(ops).len()
     }

@@ -39,28 +39,46 @@ impl ImportSummary {
     }
 }
 
-/// Read files and directories and apply every accepted file to the store, each file atomically.
-/// Refused files change nothing.
-pub fn import_paths(store: &Store, paths: &[PathBuf]) -> std::io::Result<ImportSummary> {
+/// How an import applies its files.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Apply {
+    /// Each accepted file atomically, as news (changes the event log records).
+    Atomic,
+    /// As state being loaded at start-up ([`Store::load`]): paced so that no reader of the
+    /// change stream is overrun, and not news for the event log.
+    Load,
+}
+
+/// Read files and directories and apply every accepted file to the store. Refused files change
+/// nothing.
+pub async fn import_paths(
+    store: &Store,
+    paths: &[PathBuf],
+    how: Apply,
+) -> std::io::Result<ImportSummary> {
     let files = manifest::expand_paths(paths)?;
     let mut summary = ImportSummary::default();
     for path in files {
         let report = manifest::parse_file(&path);
         if report.accepted() {
             let n = report.objects.len();
-            let changes = store.apply(report.objects.iter().cloned().map(Op::Upsert).collect());
-            summary.changed += changes.len();
-            summary.unchanged += n.saturating_sub(changes.len());
+            let ops = report.objects.iter().cloned().map(Op::Upsert).collect();
+            let changed = match how {
+                Apply::Atomic => store.apply(ops).len(),
+                Apply::Load => store.load(ops).await,
+            };
+            summary.changed += changed;
+            summary.unchanged += n.saturating_sub(changed);
         }
         summary.files.push(report);
     }
     Ok(summary)
 }
 
-/// Load the generated demo fleet into the store.
-pub fn load_demo(store: &Store, spec: &demo::FleetSpec) -> usize {
-    // The demo is a fleet that "already exists": not news for the event log.
+/// Load the generated demo fleet into the store: a fleet that "already exists", not news for the
+/// event log.
+pub async fn load_demo(store: &Store, spec: &demo::FleetSpec) -> usize {
     store
-        .apply_loaded(demo::fleet(spec).into_iter().map(Op::Upsert).collect())
-        .len()
+        .load(demo::fleet(spec).into_iter().map(Op::Upsert).collect())
+        .await
 }

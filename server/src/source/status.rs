@@ -1,7 +1,14 @@
 //! Where the store's objects come from and how current each kind is: the state the sources keep
 //! and the report `/health/operators`, GraphQL `sources` and `/metrics` serve.
+//!
+//! A kind is current while its watches prove they are alive: an event, a bookmark, a completed
+//! list, or the API server closing a watch at its timeout as it promised. A watch that sends
+//! nothing for longer than its timeout plus a margin (the API server hangs, a proxy swallows the
+//! stream) does not prove anything; from then on the kind is *stale* until a watch proves alive
+//! again, and its staleness counts from the last proof received. So is a kind whose watch fails.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use parking_lot::Mutex;
 
@@ -22,9 +29,16 @@ pub struct KindStatus {
     pub last_synced_at: Option<jiff::Timestamp>,
     /// When the last watch event was applied.
     pub last_event_at: Option<jiff::Timestamp>,
+    /// Per watch scope (namespace, "" for all): when the data was last proven current (a list, an
+    /// event, a bookmark, the API server closing a watch at its timeout).
+    pub received_at: BTreeMap<String, jiff::Timestamp>,
+    /// Per watch scope: watches in a row that ended by sending nothing at all.
+    pub silent_watches: BTreeMap<String, u32>,
+    /// Per watch scope: the resourceVersion the watch has reached.
+    pub resource_versions: BTreeMap<String, String>,
     /// Since when the watch has been failing (None while healthy).
     pub failing_since: Option<jiff::Timestamp>,
-    /// The last error, while failing.
+    /// The last error, while failing or silent.
     pub error: Option<String>,
     /// Watch scopes (namespaces) of this kind not listed yet.
     pub unsynced_scopes: usize,
@@ -39,6 +53,9 @@ impl KindStatus {
             objects: 0,
             last_synced_at: None,
             last_event_at: None,
+            received_at: BTreeMap::new(),
+            silent_watches: BTreeMap::new(),
+            resource_versions: BTreeMap::new(),
             failing_since: None,
             error: None,
             unsynced_scopes,
@@ -51,15 +68,49 @@ impl KindStatus {
         self.unsynced_scopes == 0
     }
 
-    /// Seconds the data of this kind may be behind the cluster: 0 while the watch is healthy,
-    /// else the time since it started failing.
-    pub fn stale_seconds(&self, now: jiff::Timestamp) -> f64 {
-        match self.failing_since {
-            Some(t) => (now - t).total(jiff::Unit::Second).unwrap_or(0.0).max(0.0),
-            None if self.synced() => 0.0,
-            None => f64::NAN,
+    /// The oldest proof of currency over the kind's scopes.
+    fn oldest_received(&self) -> Option<jiff::Timestamp> {
+        self.received_at.values().min().copied()
+    }
+
+    /// True when the kind's data may be behind the cluster: its watch fails, a watch of it went
+    /// silent and none has proven alive since, or nothing proved it current within `window`
+    /// (the watch timeout plus a margin).
+    pub fn stale(&self, now: jiff::Timestamp, window: Duration) -> bool {
+        if self.served == Some(false) {
+            // Not installed: reported as such (`served: false`), nothing to be behind on.
+            return false;
+        }
+        if !self.synced() {
+            return self.failing_since.is_some();
+        }
+        self.failing_since.is_some()
+            || self.silent_watches.values().any(|n| *n > 0)
+            || self
+                .oldest_received()
+                .is_some_and(|t| seconds(now, t) > window.as_secs_f64())
+    }
+
+    /// Seconds the kind's data may be behind the cluster: 0 while current, else the time since
+    /// it was last proven current (since the failure began, if it never was); NaN before the
+    /// first sync.
+    pub fn stale_seconds(&self, now: jiff::Timestamp, window: Duration) -> f64 {
+        if !self.stale(now, window) {
+            return if self.synced() || self.served == Some(false) {
+                0.0
+            } else {
+                f64::NAN
+            };
+        }
+        match (self.oldest_received(), self.failing_since) {
+            (Some(t), _) | (None, Some(t)) => seconds(now, t).max(0.0),
+            (None, None) => f64::NAN,
         }
     }
+}
+
+fn seconds(now: jiff::Timestamp, then: jiff::Timestamp) -> f64 {
+    (now - then).total(jiff::Unit::Second).unwrap_or(0.0)
 }
 
 /// Where the store's objects come from, and how current each kind is.
@@ -67,6 +118,8 @@ impl KindStatus {
 pub struct SourceStatus {
     /// `embedded` or `kube`.
     pub mode: &'static str,
+    /// Longest a live watch stays silent (its timeout plus a margin).
+    pub window: Duration,
     kinds: Mutex<BTreeMap<&'static str, KindStatus>>,
 }
 
@@ -87,17 +140,23 @@ impl SourceStatus {
             .collect();
         SourceStatus {
             mode: "embedded",
+            window: Duration::MAX,
             kinds: Mutex::new(kinds),
         }
     }
 
-    pub(crate) fn kube(kinds: &[(Kind, &'static str)], scopes: impl Fn(Kind) -> usize) -> Self {
+    pub(crate) fn kube(
+        kinds: &[(Kind, &'static str)],
+        scopes: impl Fn(Kind) -> usize,
+        window: Duration,
+    ) -> Self {
         let kinds = kinds
             .iter()
             .map(|(k, version)| (k.name(), KindStatus::new(*k, version, scopes(*k))))
             .collect();
         SourceStatus {
             mode: "kube",
+            window,
             kinds: Mutex::new(kinds),
         }
     }
@@ -115,12 +174,29 @@ impl SourceStatus {
             .collect()
     }
 
-    /// Ready when every kind has either synced once or is known not to be installed.
-    pub fn ready(&self) -> bool {
+    /// Synced when every kind has either been listed once or is known not to be installed.
+    pub fn synced(&self) -> bool {
         self.kinds
             .lock()
             .values()
             .all(|k| k.synced() || k.served == Some(false))
+    }
+
+    /// The kinds whose data may be behind the cluster now.
+    pub fn stale_kinds(&self) -> Vec<&'static str> {
+        let now = jiff::Timestamp::now();
+        self.kinds
+            .lock()
+            .iter()
+            .filter(|(_, k)| k.stale(now, self.window))
+            .map(|(n, _)| *n)
+            .collect()
+    }
+
+    /// Ready to serve: synced, and no kind stale (the API server answers and its watches are
+    /// alive).
+    pub fn ready(&self) -> bool {
+        self.synced() && self.stale_kinds().is_empty()
     }
 
     pub(crate) fn update(&self, kind: Kind, f: impl FnOnce(&mut KindStatus)) {
@@ -137,7 +213,7 @@ impl SourceStatus {
 pub struct OperatorsReport {
     /// `embedded` (files, demo, database) or `kube` (watches on a cluster).
     pub mode: String,
-    /// True when every served kind has synced once.
+    /// True when every served kind has synced once and none is stale.
     pub ready: bool,
     /// One entry per kind.
     pub kinds: Vec<KindReport>,
@@ -155,15 +231,24 @@ pub struct KindReport {
     pub served: Option<bool>,
     /// Listed at least once.
     pub synced: bool,
+    /// The data may be behind the cluster: the watch fails, or went silent (sent neither events
+    /// nor bookmarks, nor closed at its timeout) and no watch has proven alive since.
+    pub stale: bool,
     /// Objects in the store.
     pub objects: usize,
     /// Last full list (RFC 3339).
     pub last_synced_at: Option<String>,
     /// Last event applied (RFC 3339).
     pub last_event_at: Option<String>,
-    /// Seconds behind while failing, 0 when healthy, null before the first sync.
+    /// When the data was last proven current: a list, an event, a bookmark, or a watch closed
+    /// by the API server at its timeout (RFC 3339; the oldest over the watched namespaces).
+    pub last_received_at: Option<String>,
+    /// The resourceVersion the watch has reached (the lowest over the watched namespaces).
+    pub resource_version: Option<String>,
+    /// 0 while current; while stale, seconds since the data was last proven current; null
+    /// before the first sync.
     pub stale_seconds: Option<f64>,
-    /// Last error while failing.
+    /// What is wrong, while failing or silent.
     pub error: Option<String>,
 }
 
@@ -171,24 +256,40 @@ impl SourceStatus {
     /// The `/health/operators` report.
     pub fn report(&self, snap: &crate::store::Snapshot) -> OperatorsReport {
         let now = jiff::Timestamp::now();
+        let kinds: Vec<KindReport> = self
+            .kinds(snap)
+            .into_iter()
+            .map(|k| KindReport {
+                name: k.kind.name().to_string(),
+                stale: k.stale(now, self.window),
+                stale_seconds: Some(k.stale_seconds(now, self.window)).filter(|s| s.is_finite()),
+                synced: k.synced(),
+                last_received_at: k.oldest_received().map(|t| t.to_string()),
+                resource_version: k
+                    .resource_versions
+                    .values()
+                    .min_by_key(|v| v.parse::<u64>().unwrap_or(u64::MAX))
+                    .cloned(),
+                api_version: k.api_version.clone(),
+                served: k.served,
+                objects: k.objects,
+                last_synced_at: k.last_synced_at.map(|t| t.to_string()),
+                last_event_at: k.last_event_at.map(|t| t.to_string()),
+                error: k.error.clone().or_else(|| {
+                    // Stale by the clock before the watch's own timer noticed.
+                    k.stale(now, self.window).then(|| {
+                        format!(
+                            "the watch sent nothing (no event, no bookmark) for more than {:.0} s",
+                            self.window.as_secs_f64()
+                        )
+                    })
+                }),
+            })
+            .collect();
         OperatorsReport {
             mode: self.mode.to_string(),
-            ready: self.ready(),
-            kinds: self
-                .kinds(snap)
-                .into_iter()
-                .map(|k| KindReport {
-                    name: k.kind.name().to_string(),
-                    stale_seconds: Some(k.stale_seconds(now)).filter(|s| s.is_finite()),
-                    synced: k.synced(),
-                    api_version: k.api_version,
-                    served: k.served,
-                    objects: k.objects,
-                    last_synced_at: k.last_synced_at.map(|t| t.to_string()),
-                    last_event_at: k.last_event_at.map(|t| t.to_string()),
-                    error: k.error,
-                })
-                .collect(),
+            ready: self.synced() && !kinds.iter().any(|k| k.stale),
+            kinds,
         }
     }
 }

@@ -282,11 +282,15 @@ impl Snapshot {
 /// bound on memory held for slow subscribers.
 pub const CHANGE_BUFFER: usize = 4_096;
 
+/// How long [`Store::load`] waits for a change stream reader that makes no progress at all.
+pub const STALLED_READER: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// The store: the current snapshot plus the change stream. Writers are serialized.
 pub struct Store {
     current: ArcSwap<Snapshot>,
     writer: Mutex<()>,
     changes: broadcast::Sender<Arc<Change>>,
+    capacity: usize,
 }
 
 impl std::fmt::Debug for Store {
@@ -318,12 +322,18 @@ impl Store {
             current: ArcSwap::from_pointee(Snapshot::default()),
             writer: Mutex::new(()),
             changes,
+            capacity: capacity.max(1),
         }
     }
 
     /// The current snapshot; it never changes under the caller.
     pub fn snapshot(&self) -> Arc<Snapshot> {
         self.current.load_full()
+    }
+
+    /// Changes in the stream not yet read by every reader (the slowest reader's backlog).
+    pub fn queued(&self) -> usize {
+        self.changes.len()
     }
 
     /// Receive every change applied after this call.
@@ -363,6 +373,18 @@ impl Store {
         restored
     }
 
+    /// Continue the sequence after `seq` (when it is ahead): versions recorded elsewhere (the
+    /// database's history) are never given out again. No change is published.
+    pub fn advance_to(&self, seq: u64) {
+        let _guard = self.writer.lock();
+        let current = self.current.load_full();
+        if current.seq < seq {
+            let mut snap = (*current).clone();
+            snap.seq = seq;
+            self.current.store(Arc::new(snap));
+        }
+    }
+
     /// Apply writes atomically: readers see all of them or none. Returns the changes made
     /// (writes that change nothing produce no change and no sequence number).
     pub fn apply(&self, ops: Vec<Op>) -> Vec<Arc<Change>> {
@@ -373,6 +395,46 @@ impl Store {
     /// changes are marked `loaded`, so the event log does not record them as news.
     pub fn apply_loaded(&self, ops: Vec<Op>) -> Vec<Arc<Change>> {
         self.apply_marked(ops, true)
+    }
+
+    /// Load a large amount of state (the demo fleet, manifests at start-up, a source's first
+    /// list) as `loaded` changes, without overrunning the change stream: the writes are applied
+    /// in slices of at most half the stream's capacity, and before each slice this waits until
+    /// the readers (fan-out, object writer, history) have made room for it. So a load of any
+    /// size reaches every reader; nothing is dropped and nobody has to resync. Each slice is
+    /// atomic, the whole load is not (callers load before they report ready). A reader that
+    /// makes no progress at all for [`STALLED_READER`] is left behind: it will find it lagged,
+    /// as any reader that stops does. Returns the changes made.
+    pub async fn load(&self, ops: Vec<Op>) -> usize {
+        let slice = (self.capacity / 2).max(1);
+        let mut made = 0;
+        let mut ops = ops.into_iter().peekable();
+        while ops.peek().is_some() {
+            let chunk: Vec<Op> = ops.by_ref().take(slice).collect();
+            self.room_for(chunk.len()).await;
+            made += self.apply_marked(chunk, true).len();
+        }
+        made
+    }
+
+    /// Wait until the change stream can take `n` more changes without overrunning a reader.
+    async fn room_for(&self, n: usize) {
+        let mut queued = self.changes.len();
+        let mut progress_at = tokio::time::Instant::now();
+        while queued + n > self.capacity {
+            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+            let now = self.changes.len();
+            if now < queued {
+                progress_at = tokio::time::Instant::now();
+            } else if progress_at.elapsed() >= STALLED_READER {
+                tracing::warn!(
+                    queued = now,
+                    "a change stream reader makes no progress; loading on without it"
+                );
+                return;
+            }
+            queued = now;
+        }
     }
 
     fn apply_marked(&self, ops: Vec<Op>, loaded: bool) -> Vec<Arc<Change>> {

@@ -101,8 +101,8 @@ fn the_bad_enum_file_reports_every_refused_document() {
     );
 }
 
-#[test]
-fn a_refused_file_changes_nothing_in_the_store() {
+#[tokio::test]
+async fn a_refused_file_changes_nothing_in_the_store() {
     let store = Store::new();
     let summary = vitistack::source::import_paths(
         &store,
@@ -110,7 +110,9 @@ fn a_refused_file_changes_nothing_in_the_store() {
             shared().join("fixtures/invalid"),
             shared().join("fixtures/upstream/common"),
         ],
+        vitistack::source::Apply::Atomic,
     )
+    .await
     .expect("import");
     assert_eq!(summary.refused_files(), 7);
     let snap = store.snapshot();

@@ -303,7 +303,28 @@ async fn dropped_connection_resumes_from_the_last_version_without_relisting() {
         "machineclasses",
         json!({"metadata": {"name": "small"}, "spec": {"cpu": {"cores": 2}, "memory": {"quantity": "4Gi"}}}),
     );
-    tokio::time::sleep(Duration::from_millis(600)).await;
+    // Wait until a bookmark has carried the Machine watch past that version (`sources` says
+    // where each watch is).
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        let data = h
+            .data("{ sources { kinds { name resourceVersion } } }")
+            .await;
+        let at = data["sources"]["kinds"]
+            .as_array()
+            .and_then(|ks| ks.iter().find(|k| k["name"] == "Machine"))
+            .and_then(|k| k["resourceVersion"].as_str())
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0);
+        if at >= other_rv {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no bookmark past {other_rv}: {data}"
+        );
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
     let lists_before = h
         .api
         .requests("machines")
@@ -369,6 +390,108 @@ async fn hung_watch_is_detected_and_restarted() {
         .filter(|r| r.watch)
         .count();
     assert!(watches_after > watches_before, "a new watch was opened");
+}
+
+/// An API server whose watches all hang (open, nothing sent, not even bookmarks; lists still
+/// answer): after two silent watches in a row (timeout 2 s + 1 s margin each) the kind is
+/// relisted, so a change made meanwhile arrives while the watches still hang; throughout, the
+/// kind is reported stale in `sources`, `/health/operators`, `/ready` and `/metrics`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watches_that_keep_hanging_are_reported_stale_and_relisted() {
+    let h = Harness::start(|api| {
+        api.apply("machines", machine("team-a", "m0", "c1"));
+    })
+    .await;
+    h.ready().await;
+    let lists_before = h
+        .api
+        .requests("machines")
+        .iter()
+        .filter(|r| !r.watch)
+        .count();
+    h.api.hang(true);
+    h.api.apply("machines", machine("team-a", "m1", "c1"));
+    // Stale, and said so everywhere, before the relist brings m1.
+    let machine_kind = |data: &Value| {
+        data["sources"]["kinds"]
+            .as_array()
+            .and_then(|ks| ks.iter().find(|k| k["name"] == "Machine"))
+            .cloned()
+            .unwrap_or(Value::Null)
+    };
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    let stale = loop {
+        let data = h
+            .data("{ sources { ready kinds { name stale staleSeconds error lastReceivedAt } } }")
+            .await;
+        let k = machine_kind(&data);
+        if k["stale"] == true {
+            assert_eq!(data["sources"]["ready"], false, "{data}");
+            break k;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "never stale: {data}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(
+        stale["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("sent nothing")),
+        "{stale}"
+    );
+    assert!(stale["staleSeconds"].as_f64() > Some(0.0), "{stale}");
+    let (code, body) = h.get("/ready").await;
+    assert_eq!(code, 503, "{body}");
+    assert!(
+        body["staleKinds"]
+            .as_array()
+            .is_some_and(|ks| ks.iter().any(|k| k == "Machine")),
+        "{body}"
+    );
+    let (code, _) = h.get("/health/operators").await;
+    assert_eq!(code, 503);
+    let metrics = h
+        .client
+        .get(format!("{}/metrics", h.base))
+        .send()
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("text");
+    assert!(
+        metrics.contains("vitistack_source_kind_stale{kind=\"Machine\"} 1"),
+        "{metrics}"
+    );
+    // The watches still hang; the relist brings m1 anyway.
+    h.until("m1 through a relist while the watches hang", |s| {
+        machine_count(s) == 2
+    })
+    .await;
+    let lists_after = h
+        .api
+        .requests("machines")
+        .iter()
+        .filter(|r| !r.watch)
+        .count();
+    assert!(lists_after > lists_before, "relisted");
+    assert_eq!(
+        machine_kind(&h.data("{ sources { kinds { name stale } } }").await)["stale"],
+        true,
+        "still stale: the watches still hang"
+    );
+    // The API server answers again: current, ready.
+    h.api.hang(false);
+    h.ready().await;
+    let k = machine_kind(
+        &h.data("{ sources { kinds { name stale staleSeconds error } } }")
+            .await,
+    );
+    assert_eq!(k["stale"], false, "{k}");
+    assert_eq!(k["staleSeconds"], 0.0, "{k}");
+    assert!(k["error"].is_null(), "{k}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -83,11 +83,17 @@ impl std::fmt::Debug for Fanout {
 
 impl Fanout {
     /// Start the fan-out of `store`'s changes (on the current Tokio runtime).
-    /// `overflows` counts the queues that overflow.
-    pub fn start(store: &Store, capacity: usize, overflows: prometheus::IntCounter) -> Arc<Fanout> {
+    /// `overflows` counts the queues that overflow, `lagged` the changes the fan-out itself
+    /// missed.
+    pub fn start(
+        store: &Store,
+        capacity: usize,
+        overflows: prometheus::IntCounter,
+        lagged: prometheus::IntCounter,
+    ) -> Arc<Fanout> {
         let registry = Arc::new(Mutex::new(Registry::default()));
         let rx = store.subscribe();
-        tokio::spawn(run(rx, registry.clone(), overflows));
+        tokio::spawn(run(rx, registry.clone(), overflows, lagged));
         Arc::new(Fanout {
             registry,
             capacity: capacity.max(1),
@@ -155,6 +161,7 @@ async fn run(
     mut rx: broadcast::Receiver<Arc<Change>>,
     registry: Arc<Mutex<Registry>>,
     overflows: prometheus::IntCounter,
+    lagged: prometheus::IntCounter,
 ) {
     loop {
         match rx.recv().await {
@@ -172,6 +179,7 @@ async fn run(
                 }
             }
             Err(broadcast::error::RecvError::Lagged(missed)) => {
+                lagged.inc_by(missed);
                 // The fan-out itself fell behind: every subscription may have missed changes.
                 tracing::warn!(
                     missed,
@@ -209,7 +217,8 @@ mod tests {
     async fn changes_go_only_to_interested_queues_and_overflow_is_flagged() {
         let store = Store::new();
         let overflows = prometheus::IntCounter::new("o", "o").expect("counter");
-        let fanout = Fanout::start(&store, 2, overflows.clone());
+        let lagged = prometheus::IntCounter::new("l", "l").expect("counter");
+        let fanout = Fanout::start(&store, 2, overflows.clone(), lagged);
         let mut a = fanout.register(Some(&[Kind::Machine]), Some("a"), |_| true);
         let mut any = fanout.register(Some(&[Kind::Machine]), None, |c| c.object.name() != "skip");
         let mut clusters = fanout.register(Some(&[Kind::KubernetesCluster]), None, |_| true);

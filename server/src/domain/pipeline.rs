@@ -49,15 +49,20 @@ pub enum StepState {
     Done,
     /// The current stage, progressing normally.
     InProgress,
-    /// The current stage, failed; the operators will not move on without a change.
+    /// Blocked by a failure; the operators will not move on without a change.
     Failed,
     /// Not reached yet.
     NotStarted,
+    /// The cluster is Ready, but something this stage stands for is not healthy now (see the
+    /// diagnosis' warnings).
+    Degraded,
 }
 
 /// An object holding the cluster up, and why.
 #[derive(Clone, Debug)]
 pub struct Blocker {
+    /// The stage it blocks.
+    pub stage: Stage,
     /// Identity of the blocking object (it may not exist: then `object` is `None`).
     pub key: Key,
     /// The object, when it exists.
@@ -82,18 +87,27 @@ pub struct Step {
 /// The evaluated pipeline of one cluster.
 #[derive(Clone, Debug)]
 pub struct Pipeline {
-    /// The first stage not done (Ready when everything is).
+    /// The first stage not done (Ready when everything is, or when the cluster's own status
+    /// says Ready).
     pub stage: Stage,
     /// Every stage.
     pub steps: Vec<Step>,
-    /// What blocks the current stage; empty when Ready.
+    /// What keeps the cluster from Ready: every blocking object, terminal ones first, then in
+    /// pipeline order. Empty when Ready.
     pub blockers: Vec<Blocker>,
+    /// A Ready cluster's objects that are not healthy now (it is degraded, not down).
+    pub warnings: Vec<Blocker>,
 }
 
 impl Pipeline {
-    /// True when the cluster is Ready.
+    /// True when the cluster is Ready (its own status says so, degraded or not).
     pub fn ready(&self) -> bool {
         self.stage == Stage::Ready
+    }
+
+    /// True when Ready but something it depends on is not healthy.
+    pub fn degraded(&self) -> bool {
+        self.ready() && !self.warnings.is_empty()
     }
 
     /// True when some blocker is terminal.
@@ -103,13 +117,24 @@ impl Pipeline {
 
     /// One sentence: what holds the cluster up.
     pub fn summary(&self, cluster: &str) -> String {
-        match self.blockers.first() {
-            None => format!("{cluster} is Ready"),
-            Some(b) if self.blockers.len() == 1 => format!("{cluster} is blocked: {}", b.reason),
-            Some(b) => format!(
-                "{cluster} is blocked: {} (and {} more)",
+        let more = |n: usize| {
+            if n > 1 {
+                format!(" (and {} more)", n - 1)
+            } else {
+                String::new()
+            }
+        };
+        match (self.blockers.first(), self.warnings.first()) {
+            (None, None) => format!("{cluster} is Ready"),
+            (None, Some(w)) => format!(
+                "{cluster} is Ready but degraded: {}{}",
+                w.reason,
+                more(self.warnings.len())
+            ),
+            (Some(b), _) => format!(
+                "{cluster} is blocked: {}{}",
                 b.reason,
-                self.blockers.len() - 1
+                more(self.blockers.len())
             ),
         }
     }
@@ -126,7 +151,87 @@ fn ready_state(r: &Resource) -> (bool, Option<String>, bool) {
     (r.ready, r.detail, r.failed)
 }
 
-/// Evaluate the pipeline of a cluster against a snapshot.
+/// What a NetworkConfiguration's status says, for a reason ("phase Ready; vlan10
+/// ipAllocated=false, no address; message …"), or that it has none.
+fn nc_status_text(nc: &Resource) -> String {
+    let Resource::NetworkConfiguration(c) = nc else {
+        return String::new();
+    };
+    let Some(st) = c.status.as_ref() else {
+        return "no status yet".into();
+    };
+    let mut parts = Vec::new();
+    match st.phase.as_ref().map(|p| p.as_str()) {
+        Some(p) if !p.is_empty() => parts.push(format!("phase {p}")),
+        _ => parts.push("no phase".into()),
+    }
+    if let Some(detail) = nc
+        .readiness()
+        .detail
+        .filter(|d| d.starts_with("has Ready="))
+    {
+        parts.push(detail.trim_start_matches("has ").to_string());
+    }
+    match st.network_interfaces.as_deref() {
+        None | Some([]) => parts.push("no interfaces".into()),
+        Some(ifs) => {
+            for i in ifs {
+                let name = i
+                    .name
+                    .as_deref()
+                    .filter(|n| !n.is_empty())
+                    .unwrap_or("interface");
+                let allocated = match i.ip_allocated {
+                    Some(true) => "ipAllocated=true",
+                    Some(false) => "ipAllocated=false",
+                    None => "ipAllocated unset",
+                };
+                parts.push(format!("{name} {allocated}, no address"));
+            }
+        }
+    }
+    if let Some(m) = st
+        .message
+        .as_deref()
+        .filter(|m| !m.is_empty() && !parts.iter().any(|p| p.contains(m)))
+    {
+        parts.push(format!("message \"{m}\""));
+    }
+    format!("status: {}", parts.join("; "))
+}
+
+/// The blockers of each stage, as found (all stages are looked at).
+struct Found {
+    blockers: Vec<Blocker>,
+    details: Vec<(Stage, String)>,
+}
+
+impl Found {
+    fn block(
+        &mut self,
+        stage: Stage,
+        key: &Key,
+        object: Option<Arc<Resource>>,
+        reason: String,
+        terminal: bool,
+    ) {
+        self.blockers.push(Blocker {
+            stage,
+            key: key.clone(),
+            object,
+            reason,
+            terminal,
+        });
+    }
+
+    fn detail(&mut self, stage: Stage, text: String) {
+        self.details.push((stage, text));
+    }
+}
+
+/// Evaluate the pipeline of a cluster against a snapshot: every stage is looked at, so every
+/// blocking object is found (a failed Machine behind a NetworkConfiguration still waiting for its
+/// address is named too).
 pub fn evaluate(snap: &Snapshot, kc: &KubernetesCluster) -> Pipeline {
     let ns = kc.metadata.namespace.as_deref().unwrap_or_default();
     let cluster_id = &kc.spec.data.cluster_id;
@@ -135,8 +240,11 @@ pub fn evaluate(snap: &Snapshot, kc: &KubernetesCluster) -> Pipeline {
         ns,
         kc.metadata.name.as_deref().unwrap_or_default(),
     );
-    let mut steps: Vec<Step> = Vec::new();
-    let mut blockers: Vec<Blocker> = Vec::new();
+    let kc_object = snap.get_key(&kc_key).cloned();
+    let mut f = Found {
+        blockers: Vec::new(),
+        details: Vec::new(),
+    };
 
     // 1. Network
     let nn_key = Key::new(
@@ -144,34 +252,28 @@ pub fn evaluate(snap: &Snapshot, kc: &KubernetesCluster) -> Pipeline {
         ns,
         &kc.spec.data.network_namespace_name,
     );
-    let nn = snap.get_key(&nn_key).cloned();
-    match &nn {
-        None => blockers.push(Blocker {
-            key: nn_key.clone(),
-            object: None,
-            reason: format!("{} does not exist", who(&nn_key)),
-            terminal: false,
-        }),
+    match snap.get_key(&nn_key).cloned() {
+        None => f.block(
+            Stage::Network,
+            &nn_key,
+            None,
+            format!("{} does not exist", who(&nn_key)),
+            false,
+        ),
         Some(r) => {
-            let (ok, text, terminal) = ready_state(r);
+            let (ok, text, terminal) = ready_state(&r);
             if !ok {
-                blockers.push(Blocker {
-                    key: nn_key.clone(),
-                    object: Some(r.clone()),
-                    reason: format!("{} {}", who(&nn_key), text.unwrap_or_default()),
+                f.block(
+                    Stage::Network,
+                    &nn_key,
+                    Some(r),
+                    format!("{} {}", who(&nn_key), text.unwrap_or_default()),
                     terminal,
-                });
+                );
             }
         }
     }
-    if finish(
-        &mut steps,
-        Stage::Network,
-        &blockers,
-        "NetworkNamespace Ready".into(),
-    ) {
-        return done(steps, blockers);
-    }
+    f.detail(Stage::Network, "NetworkNamespace Ready".into());
 
     // 2. Machines created
     let machines: Vec<Arc<Resource>> = snap
@@ -186,48 +288,46 @@ pub fn evaluate(snap: &Snapshot, kc: &KubernetesCluster) -> Pipeline {
         .node_pools
         .iter()
         .map(|p| p.replicas.max(0) as usize)
-        .sum();
+        .fold(0usize, usize::saturating_add);
     let cp_have = machines
         .iter()
         .filter(|m| m.label(LABEL_NODE_ROLE) == Some("control-plane"))
         .count();
     let workers_have = machines.len() - cp_have;
-    let expected = cp_expected + workers_expected;
+    let expected = cp_expected.saturating_add(workers_expected);
     if cp_have < cp_expected || workers_have < workers_expected {
         let missing = expected.saturating_sub(machines.len()).max(1);
-        blockers.push(Blocker {
-            key: kc_key.clone(),
-            object: snap.get_key(&kc_key).cloned(),
-            reason: format!(
+        f.block(
+            Stage::MachinesCreated,
+            &kc_key,
+            kc_object.clone(),
+            format!(
                 "{} of {expected} Machines exist ({cp_have}/{cp_expected} control planes, {workers_have}/{workers_expected} workers); talos-operator has not created {missing} yet",
                 machines.len()
             ),
-            terminal: false,
-        });
+            false,
+        );
     }
-    if finish(
-        &mut steps,
+    f.detail(
         Stage::MachinesCreated,
-        &blockers,
         format!("{}/{expected} Machines", machines.len()),
-    ) {
-        return done(steps, blockers);
-    }
+    );
 
     // 3. IPs allocated (NetworkConfiguration with the Machine's name)
     let mut with_ip = 0;
     for m in &machines {
         let nc_key = Key::new(crate::model::Kind::NetworkConfiguration, ns, m.name());
         match snap.get_key(&nc_key) {
-            None => blockers.push(Blocker {
-                key: nc_key.clone(),
-                object: None,
-                reason: format!(
+            None => f.block(
+                Stage::IpsAllocated,
+                &nc_key,
+                None,
+                format!(
                     "{} does not exist (the machine operator creates it)",
                     who(&nc_key)
                 ),
-                terminal: false,
-            }),
+                false,
+            ),
             Some(nc) => {
                 let has_ip = match nc.as_ref() {
                     Resource::NetworkConfiguration(c) => c
@@ -243,32 +343,29 @@ pub fn evaluate(snap: &Snapshot, kc: &KubernetesCluster) -> Pipeline {
                 if has_ip {
                     with_ip += 1;
                 } else {
-                    let (_, text, terminal) = ready_state(nc);
-                    blockers.push(Blocker {
-                        key: nc_key.clone(),
-                        object: Some(nc.clone()),
-                        reason: format!(
+                    let (_, _, terminal) = ready_state(nc);
+                    f.block(
+                        Stage::IpsAllocated,
+                        &nc_key,
+                        Some(nc.clone()),
+                        format!(
                             "{} has no IPv4 address yet ({})",
                             who(&nc_key),
-                            text.unwrap_or_else(|| "no status".into())
+                            nc_status_text(nc)
                         ),
                         terminal,
-                    });
+                    );
                 }
             }
         }
     }
-    if finish(
-        &mut steps,
+    f.detail(
         Stage::IpsAllocated,
-        &blockers,
         format!(
             "{with_ip}/{} NetworkConfigurations with IPs",
             machines.len()
         ),
-    ) {
-        return done(steps, blockers);
-    }
+    );
 
     // 4. Machines running
     let mut running = 0;
@@ -294,23 +391,20 @@ pub fn evaluate(snap: &Snapshot, kc: &KubernetesCluster) -> Pipeline {
                 let phase_text = phase
                     .map(|p| p.to_string())
                     .unwrap_or_else(|| "no phase".into());
-                blockers.push(Blocker {
-                    key: key.clone(),
-                    object: Some(m.clone()),
-                    reason: format!("{} is {phase_text}{detail}", who(&key)),
-                    terminal: failed,
-                });
+                f.block(
+                    Stage::MachinesRunning,
+                    &key,
+                    Some(m.clone()),
+                    format!("{} is {phase_text}{detail}", who(&key)),
+                    failed,
+                );
             }
         }
     }
-    if finish(
-        &mut steps,
+    f.detail(
         Stage::MachinesRunning,
-        &blockers,
         format!("{running}/{} Machines Running", machines.len()),
-    ) {
-        return done(steps, blockers);
-    }
+    );
 
     // 5. VIP: the CPVIP named after the clusterId
     let vip_key = Key::new(
@@ -319,15 +413,16 @@ pub fn evaluate(snap: &Snapshot, kc: &KubernetesCluster) -> Pipeline {
         cluster_id,
     );
     match snap.get_key(&vip_key) {
-        None => blockers.push(Blocker {
-            key: vip_key.clone(),
-            object: None,
-            reason: format!(
+        None => f.block(
+            Stage::VipReady,
+            &vip_key,
+            None,
+            format!(
                 "{} does not exist (talos-operator creates it)",
                 who(&vip_key)
             ),
-            terminal: false,
-        }),
+            false,
+        ),
         Some(vip) => {
             let (ok, text, terminal) = ready_state(vip);
             let ips = match vip.as_ref() {
@@ -344,28 +439,23 @@ pub fn evaluate(snap: &Snapshot, kc: &KubernetesCluster) -> Pipeline {
                 } else {
                     text.unwrap_or_default()
                 };
-                blockers.push(Blocker {
-                    key: vip_key.clone(),
-                    object: Some(vip.clone()),
-                    reason: format!("{} {why}", who(&vip_key)),
+                f.block(
+                    Stage::VipReady,
+                    &vip_key,
+                    Some(vip.clone()),
+                    format!("{} {why}", who(&vip_key)),
                     terminal,
-                });
+                );
             }
         }
     }
-    if finish(
-        &mut steps,
-        Stage::VipReady,
-        &blockers,
-        "control-plane VIP Ready".into(),
-    ) {
-        return done(steps, blockers);
-    }
+    f.detail(Stage::VipReady, "control-plane VIP Ready".into());
 
     // 6. Talos phases → 7. Ready
     let status = kc.status.as_ref();
     let phase = status.map(|s| s.phase.clone()).unwrap_or_default();
-    if phase != ClusterPhase::Ready {
+    let kc_ready = phase == ClusterPhase::Ready;
+    if !kc_ready {
         let terminal = matches!(
             phase,
             ClusterPhase::Failed | ClusterPhase::ValidationError | ClusterPhase::UpgradeFailed
@@ -390,69 +480,86 @@ pub fn evaluate(snap: &Snapshot, kc: &KubernetesCluster) -> Pipeline {
         } else {
             format!("phase {phase}")
         };
-        blockers.push(Blocker {
-            key: kc_key.clone(),
-            object: snap.get_key(&kc_key).cloned(),
-            reason: format!("{} is at {phase_text}{}", who(&kc_key), failing.trim_end()),
+        f.block(
+            Stage::Talos,
+            &kc_key,
+            kc_object.clone(),
+            format!("{} is at {phase_text}{}", who(&kc_key), failing.trim_end()),
             terminal,
-        });
+        );
     }
-    if finish(
-        &mut steps,
-        Stage::Talos,
-        &blockers,
-        format!("talos phase {phase}"),
-    ) {
-        return done(steps, blockers);
-    }
-    steps.push(Step {
-        stage: Stage::Ready,
-        state: StepState::Done,
-        detail: "Ready".into(),
-    });
-    Pipeline {
-        stage: Stage::Ready,
-        steps,
-        blockers,
-    }
+    f.detail(Stage::Talos, format!("talos phase {phase}"));
+    assemble(f, kc_ready)
 }
 
-/// Record a stage; returns true when it blocks (the remaining stages are then not started).
-fn finish(steps: &mut Vec<Step>, stage: Stage, blockers: &[Blocker], detail: String) -> bool {
-    if blockers.is_empty() {
-        steps.push(Step {
-            stage,
-            state: StepState::Done,
-            detail,
-        });
-        return false;
-    }
-    let state = if blockers.iter().any(|b| b.terminal) {
-        StepState::Failed
-    } else {
-        StepState::InProgress
+/// Turn what was found into the pipeline: the current stage, the states, blockers or warnings.
+fn assemble(f: Found, kc_ready: bool) -> Pipeline {
+    let first_blocked = f.blockers.iter().map(|b| b.stage).min();
+    let current = match (kc_ready, first_blocked) {
+        (true, _) | (false, None) => Stage::Ready,
+        (false, Some(s)) => s,
     };
+    // Past the current stage only failures count: the rest (objects not created yet, Machines
+    // still starting, a phase still progressing) is what waiting for the current stage looks like.
+    let mut kept: Vec<Blocker> = f
+        .blockers
+        .into_iter()
+        .filter(|b| kc_ready || b.stage <= current || b.terminal)
+        .collect();
+    // Terminal first, then in pipeline order (the sort is stable: found order within a stage).
+    kept.sort_by_key(|b| (!b.terminal, b.stage));
+    let of = |stage: Stage, kept: &[Blocker]| -> (bool, bool) {
+        let mine: Vec<&Blocker> = kept.iter().filter(|b| b.stage == stage).collect();
+        (!mine.is_empty(), mine.iter().any(|b| b.terminal))
+    };
+    let mut steps: Vec<Step> = f
+        .details
+        .into_iter()
+        .map(|(stage, detail)| {
+            let (blocked, terminal) = of(stage, &kept);
+            let state = match (kc_ready, blocked, terminal) {
+                (true, true, _) => StepState::Degraded,
+                (true, false, _) => StepState::Done,
+                (false, true, true) => StepState::Failed,
+                (false, true, false) => StepState::InProgress,
+                (false, false, _) if stage < current => StepState::Done,
+                (false, false, _) => StepState::NotStarted,
+            };
+            let detail = if state == StepState::NotStarted {
+                String::new()
+            } else {
+                detail
+            };
+            Step {
+                stage,
+                state,
+                detail,
+            }
+        })
+        .collect();
     steps.push(Step {
-        stage,
-        state,
-        detail,
+        stage: Stage::Ready,
+        state: if current == Stage::Ready {
+            StepState::Done
+        } else {
+            StepState::NotStarted
+        },
+        detail: if current == Stage::Ready {
+            "Ready".into()
+        } else {
+            String::new()
+        },
     });
-    true
-}
-
-fn done(mut steps: Vec<Step>, blockers: Vec<Blocker>) -> Pipeline {
-    let stage = steps.last().map(|s| s.stage).unwrap_or(Stage::Network);
-    for s in Stage::ALL.iter().filter(|s| **s > stage) {
-        steps.push(Step {
-            stage: *s,
-            state: StepState::NotStarted,
-            detail: String::new(),
-        });
-    }
+    let (blockers, warnings) = if kc_ready {
+        (Vec::new(), kept)
+    } else {
+        (kept, Vec::new())
+    };
     Pipeline {
-        stage,
+        stage: current,
         steps,
         blockers,
+        warnings,
     }
 }
 
@@ -525,6 +632,23 @@ mod tests {
                 v.status.as_mut().expect("status").load_balancer_ips = Some(vec![]);
             }
         });
+        // The cluster says Ready: a warning.
+        let p = eval(&store, &kc);
+        assert_eq!((p.stage, p.degraded()), (Stage::Ready, true));
+        assert_eq!(p.warnings[0].stage, Stage::VipReady);
+        assert!(
+            p.warnings[0]
+                .reason
+                .ends_with("is Ready but has no loadBalancerIps"),
+            "{}",
+            p.warnings[0].reason
+        );
+        // A cluster being built: a blocker.
+        edit(&store, &Key::of(&kc), |r| {
+            if let Resource::KubernetesCluster(k) = r {
+                k.status.as_mut().expect("status").phase = crate::model::ClusterPhase::default();
+            }
+        });
         let p = eval(&store, &kc);
         assert_eq!(p.stage, Stage::VipReady);
         assert!(
@@ -557,12 +681,13 @@ mod tests {
             machine.name(),
         ))]);
         let p = eval(&store, &kc);
-        assert_eq!(p.stage, Stage::IpsAllocated);
-        assert!(p.blockers[0].object.is_none());
+        assert!(p.degraded(), "Ready by its own status");
+        assert_eq!(p.warnings[0].stage, Stage::IpsAllocated);
+        assert!(p.warnings[0].object.is_none());
         assert!(
-            p.blockers[0].reason.contains("does not exist"),
+            p.warnings[0].reason.contains("does not exist"),
             "{}",
-            p.blockers[0].reason
+            p.warnings[0].reason
         );
     }
 
@@ -594,12 +719,179 @@ mod tests {
                 k.spec.topology.workers.node_pools[0].replicas += 2;
             }
         });
+        // Still Ready by its own status while it scales: the missing Machines are a warning.
         let p = eval(&store, &kc);
-        assert_eq!(p.stage, Stage::MachinesCreated);
+        assert!(p.degraded());
+        assert_eq!(p.warnings[0].stage, Stage::MachinesCreated);
         assert!(
-            p.blockers[0].reason.contains("has not created 2 yet"),
+            p.warnings[0].reason.contains("has not created 2 yet"),
             "{}",
-            p.blockers[0].reason
+            p.warnings[0].reason
+        );
+    }
+
+    /// The first Machine of a cluster.
+    fn first_machine(store: &Store, kc: &Resource) -> Arc<Resource> {
+        let Resource::KubernetesCluster(k) = kc else {
+            unreachable!()
+        };
+        store
+            .snapshot()
+            .lookup(
+                Idx::MachineByCluster,
+                &scoped(kc.namespace(), &k.spec.data.cluster_id),
+            )
+            .next()
+            .cloned()
+            .expect("machine")
+    }
+
+    #[test]
+    fn every_blocker_is_listed_terminal_first_with_its_stage_and_what_the_status_says() {
+        let (store, kc) = ready_cluster();
+        edit(&store, &Key::of(&kc), |r| {
+            if let Resource::KubernetesCluster(k) = r {
+                k.status.as_mut().expect("status").phase = crate::model::ClusterPhase::default();
+            }
+        });
+        let m = first_machine(&store, &kc);
+        // Its NetworkConfiguration is Ready by phase but has no address yet…
+        edit(
+            &store,
+            &Key::new(Kind::NetworkConfiguration, m.namespace(), m.name()),
+            |r| {
+                if let Resource::NetworkConfiguration(c) = r {
+                    let st = c.status.as_mut().expect("status");
+                    st.phase = Some(crate::model::NetworkPhase::Ready);
+                    st.conditions = None;
+                    for i in st.network_interfaces.iter_mut().flatten() {
+                        i.ipv4_addresses = None;
+                        i.ip_allocated = Some(false);
+                    }
+                }
+            },
+        );
+        // …and another Machine cannot pull its image (terminal).
+        let Resource::KubernetesCluster(k) = kc.as_ref() else {
+            unreachable!()
+        };
+        let failed = store
+            .snapshot()
+            .lookup(
+                Idx::MachineByCluster,
+                &scoped(kc.namespace(), &k.spec.data.cluster_id),
+            )
+            .nth(1)
+            .cloned()
+            .expect("a second machine");
+        edit(&store, &Key::of(&failed), |r| {
+            if let Resource::Machine(m) = r {
+                let st = m.status.get_or_insert_with(Default::default);
+                st.phase = Some(MachinePhase::Failed);
+                st.failure_message = Some("ErrImagePull".into());
+            }
+        });
+        let p = eval(&store, &kc);
+        assert_eq!(p.stage, Stage::IpsAllocated, "the first stage not done");
+        assert!(p.failed());
+        let listed: Vec<(Stage, Key, bool)> = p
+            .blockers
+            .iter()
+            .map(|b| (b.stage, b.key.clone(), b.terminal))
+            .collect();
+        assert_eq!(
+            listed,
+            [
+                (Stage::MachinesRunning, Key::of(&failed), true),
+                (
+                    Stage::IpsAllocated,
+                    Key::new(Kind::NetworkConfiguration, m.namespace(), m.name()),
+                    false
+                ),
+            ],
+            "{:#?}",
+            p.blockers
+        );
+        assert!(p.blockers[0].reason.contains("ErrImagePull"));
+        let nc = &p.blockers[1].reason;
+        assert!(
+            nc.contains("phase Ready") && nc.contains("ipAllocated=false"),
+            "{nc}"
+        );
+        assert!(!nc.contains("no status"), "{nc}");
+        let state = |s: Stage| p.steps.iter().find(|x| x.stage == s).map(|x| x.state);
+        assert_eq!(state(Stage::IpsAllocated), Some(StepState::InProgress));
+        assert_eq!(state(Stage::MachinesRunning), Some(StepState::Failed));
+        assert_eq!(state(Stage::VipReady), Some(StepState::NotStarted));
+        assert!(p.summary("c").contains("ErrImagePull"), "terminal first");
+    }
+
+    #[test]
+    fn a_ready_cluster_with_a_broken_network_is_ready_and_degraded() {
+        let (store, kc) = ready_cluster();
+        let Resource::KubernetesCluster(k) = kc.as_ref() else {
+            unreachable!()
+        };
+        let nn = Key::new(
+            Kind::NetworkNamespace,
+            kc.namespace(),
+            &k.spec.data.network_namespace_name,
+        );
+        edit(&store, &nn, |r| {
+            if let Resource::NetworkNamespace(n) = r {
+                let st = n.status.get_or_insert_with(Default::default);
+                st.phase = Some(crate::model::NetworkPhase::Error);
+                st.conditions = None;
+            }
+        });
+        let p = eval(&store, &kc);
+        assert!(p.ready(), "the cluster's own status says Ready");
+        assert!(p.degraded());
+        assert!(p.blockers.is_empty());
+        assert_eq!(p.warnings.len(), 1, "{:#?}", p.warnings);
+        assert_eq!(
+            (p.warnings[0].stage, &p.warnings[0].key),
+            (Stage::Network, &nn)
+        );
+        assert_eq!(
+            p.steps
+                .iter()
+                .find(|s| s.stage == Stage::Network)
+                .map(|s| s.state),
+            Some(StepState::Degraded)
+        );
+        assert!(p.summary("c").contains("Ready but degraded"));
+    }
+
+    #[test]
+    fn what_the_operators_have_not_reached_yet_is_not_a_blocker() {
+        let (store, kc) = ready_cluster();
+        edit(&store, &Key::of(&kc), |r| {
+            if let Resource::KubernetesCluster(k) = r {
+                k.status.as_mut().expect("status").phase = crate::model::ClusterPhase::default();
+                k.spec.topology.workers.node_pools[0].replicas += 2;
+            }
+        });
+        let Resource::KubernetesCluster(k) = kc.as_ref() else {
+            unreachable!()
+        };
+        let nn = Key::new(
+            Kind::NetworkNamespace,
+            kc.namespace(),
+            &k.spec.data.network_namespace_name,
+        );
+        edit(&store, &nn, |r| {
+            if let Resource::NetworkNamespace(n) = r {
+                n.status = None;
+            }
+        });
+        let p = eval(&store, &kc);
+        assert_eq!(p.stage, Stage::Network);
+        let keys: Vec<&Key> = p.blockers.iter().map(|b| &b.key).collect();
+        assert_eq!(
+            keys,
+            [&nn],
+            "missing Machines and a progressing phase wait for the network"
         );
     }
 }

@@ -98,13 +98,16 @@ pub struct StorageSummary {
     pub etcd_backups: usize,
 }
 
-/// Clusters in numbers.
+/// Clusters in numbers: `total` = `ready` + `degraded` + `failed` + `inProgress`.
 #[derive(SimpleObject, Clone, Debug, PartialEq)]
 pub struct ClusterSummary {
     /// All KubernetesClusters.
     pub total: usize,
-    /// Ready clusters.
+    /// Ready clusters with nothing wrong.
     pub ready: usize,
+    /// Clusters Ready by their own status whose objects are not all healthy (counted apart from
+    /// `ready`).
+    pub degraded: usize,
     /// Clusters with a terminal blocker.
     pub failed: usize,
     /// Clusters still progressing.
@@ -131,12 +134,14 @@ pub struct InfrastructureSummary {
 /// Compute the cluster summary.
 pub fn cluster_summary(s: &Snapshot) -> ClusterSummary {
     let mut stages = Vec::new();
-    let (mut ready, mut failed) = (0, 0);
+    let (mut ready, mut degraded, mut failed) = (0, 0, 0);
     let clusters: Vec<_> = s.list(Kind::KubernetesCluster).collect();
     for c in &clusters {
         if let Resource::KubernetesCluster(kc) = c.as_ref() {
             let p = pipeline::evaluate(s, kc);
-            if p.ready() {
+            if p.degraded() {
+                degraded += 1;
+            } else if p.ready() {
                 ready += 1;
             } else if p.failed() {
                 failed += 1;
@@ -147,8 +152,9 @@ pub fn cluster_summary(s: &Snapshot) -> ClusterSummary {
     ClusterSummary {
         total: clusters.len(),
         ready,
+        degraded,
         failed,
-        in_progress: clusters.len() - ready - failed,
+        in_progress: clusters.len() - ready - degraded - failed,
         by_phase: counts(clusters.iter().map(|c| c.phase().unwrap_or_default())),
         by_stage: counts(stages.into_iter()),
     }
@@ -173,9 +179,10 @@ pub fn infrastructure_summary(s: &Snapshot) -> InfrastructureSummary {
     for m in &machines {
         if let Some(obj) = MachineObj::new((*m).clone()) {
             let r = obj.resources_in(s);
-            vcpus += r.vcpus;
-            memory += r.memory_bytes.unwrap_or(0);
-            disk += r.disk_gb;
+            // Saturating: one absurd quantity (8Ei) must not overflow the fleet's sums.
+            vcpus = vcpus.saturating_add(r.vcpus);
+            memory = memory.saturating_add(r.memory_bytes.unwrap_or(0));
+            disk = disk.saturating_add(r.disk_gb);
         }
     }
     let nns: Vec<_> = s.list(Kind::NetworkNamespace).collect();

@@ -692,3 +692,67 @@ async fn demo_hosts_capacity_follows_the_overcommit_setting() {
     assert_eq!(d["hostCapacity"]["vcpusLimit"], 1016.0);
     assert_eq!(d["hostCapacity"]["cpuOvercommit"], 4.0);
 }
+
+/// Quantities no real fleet has (an object from an API server is not held to the CRD's bounds):
+/// sums and products saturate instead of overflowing, and the answer says the largest value.
+#[tokio::test]
+async fn resource_sums_saturate_on_huge_quantities() {
+    use vitistack::model::{Kind, Resource};
+    use vitistack::store::Op;
+    let app = spawn(&[]).await;
+    let huge = |name: &str| {
+        Op::Mirror(
+            Resource::from_value(
+                Kind::Machine,
+                "v1alpha1",
+                json!({"metadata": {"name": name, "namespace": "huge"},
+                    "spec": {"provider": "kubevirt", "memory": i64::MAX,
+                        "cpu": {"cores": i64::MAX, "sockets": 4, "threadsPerCore": 2},
+                        "disks": [{"name": "a", "sizeGB": i64::MAX}, {"name": "b", "sizeGB": 10}]}}),
+            )
+            .expect("machine"),
+        )
+    };
+    let class = Op::Mirror(
+        Resource::from_value(
+            Kind::MachineClass,
+            "v1alpha1",
+            json!({"metadata": {"name": "exa"}, "spec": {"enabled": true, "default": false,
+                "category": "Standard", "cpu": {"cores": 2}, "memory": {"quantity": "8Ei"},
+                "machineProviders": [], "gpu": {"cores": 0}}}),
+        )
+        .expect("class"),
+    );
+    let by_class = Op::Mirror(
+        Resource::from_value(
+            Kind::Machine,
+            "v1alpha1",
+            json!({"metadata": {"name": "exa", "namespace": "huge"},
+                "spec": {"provider": "kubevirt", "machineClass": "exa"}}),
+        )
+        .expect("machine"),
+    );
+    app.running()
+        .store
+        .apply(vec![huge("h1"), huge("h2"), class, by_class]);
+    let d = app
+        .data(
+            "{ infrastructure { machines { vcpus memoryBytes } storage { machineDiskGb } }
+               machines(filter: {namespace: \"huge\"}) { nodes { name resources { vcpus memoryBytes diskGb } } } }",
+            json!({}),
+        )
+        .await;
+    let max = json!(i64::MAX);
+    assert_eq!(d["infrastructure"]["machines"]["vcpus"], max, "{d}");
+    assert_eq!(d["infrastructure"]["machines"]["memoryBytes"], max, "{d}");
+    assert_eq!(d["infrastructure"]["storage"]["machineDiskGb"], max, "{d}");
+    let nodes = d["machines"]["nodes"].as_array().expect("nodes");
+    let h1 = nodes.iter().find(|n| n["name"] == "h1").expect("h1");
+    assert_eq!(h1["resources"]["vcpus"], max);
+    assert_eq!(h1["resources"]["diskGb"], max);
+    let exa = nodes.iter().find(|n| n["name"] == "exa").expect("exa");
+    assert_eq!(
+        exa["resources"]["memoryBytes"], max,
+        "8Ei does not fit in i64"
+    );
+}

@@ -531,6 +531,127 @@ async fn cluster_changed_follows_one_cluster_through_the_pipeline() {
     assert_eq!(gone["cluster"], Value::Null);
 }
 
+/// An object as the store holds it, edited as JSON and read back.
+fn edited(r: &Resource, f: impl FnOnce(&mut Value)) -> Resource {
+    let mut v = r.to_value();
+    f(&mut v);
+    let version = v["apiVersion"]
+        .as_str()
+        .and_then(|a| a.rsplit('/').next())
+        .unwrap_or("v1alpha1")
+        .to_string();
+    Resource::from_value(r.kind(), &version, v).expect("object")
+}
+
+/// `clusterChanged` matches a cluster's objects exactly: the objects of a cluster whose id
+/// merely starts with this one's (`t-1` / `t-10`) are not its business; and it follows the
+/// cluster's references: after `networkNamespaceName` is changed, the new NetworkNamespace's
+/// changes are sent and the old one's are not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_changed_matches_exactly_and_follows_a_renamed_reference() {
+    let app = spawn(&["--demo"]).await;
+    let store = app.running().store.clone();
+    let snap = store.snapshot();
+    let kc = snap
+        .list(Kind::KubernetesCluster)
+        .find(|c| c.phase() == Some("Ready"))
+        .cloned()
+        .expect("a Ready cluster");
+    let Resource::KubernetesCluster(k) = kc.as_ref() else {
+        unreachable!()
+    };
+    let (ns, id) = (kc.namespace().to_string(), k.spec.data.cluster_id.clone());
+    let old_nn = k.spec.data.network_namespace_name.clone();
+    let ours = snap
+        .lookup(
+            vitistack::store::Idx::MachineByCluster,
+            &vitistack::store::scoped(&ns, &id),
+        )
+        .next()
+        .cloned()
+        .expect("a machine");
+    // A second cluster in the namespace whose id extends this one's, with a Machine and its
+    // NetworkConfiguration named after it.
+    let longer = format!("{id}0");
+    let twin = edited(&kc, |v| {
+        v["metadata"]["name"] = json!(longer);
+        v["spec"]["data"]["clusterId"] = json!(longer);
+        v["metadata"].as_object_mut().map(|m| m.remove("uid"));
+    });
+    let twin_machine_name = format!("{longer}-ctp0");
+    let twin_machine = edited(&ours, |v| {
+        v["metadata"]["name"] = json!(twin_machine_name);
+        v["metadata"]["labels"]["vitistack.io/clusterid"] = json!(longer);
+        v["metadata"].as_object_mut().map(|m| m.remove("uid"));
+    });
+    let nc = snap
+        .get(Kind::NetworkConfiguration, &ns, ours.name())
+        .cloned()
+        .expect("the machine's NC");
+    let twin_nc = edited(&nc, |v| {
+        v["metadata"]["name"] = json!(twin_machine_name);
+        v["metadata"]["labels"] = json!({"vitistack.io/source-machine": twin_machine_name});
+        v["metadata"].as_object_mut().map(|m| m.remove("uid"));
+    });
+    store.apply(vec![
+        Op::Upsert(twin),
+        Op::Upsert(twin_machine.clone()),
+        Op::Upsert(twin_nc.clone()),
+    ]);
+    let id_of = vitistack::graphql::types::global_id(&kc).0;
+    let mut ws = connect(&app).await;
+    send(
+        &mut ws,
+        json!({"id": "c", "type": "subscribe", "payload": {"query":
+            "subscription($id: ID!) { clusterChanged(id: $id) { sequence changed { type kind name } } }",
+            "variables": {"id": id_of}}}),
+    )
+    .await;
+    let first = event_of(&mut ws, "c", "clusterChanged").await;
+    assert_eq!(first["changed"], Value::Null);
+    let touch = |r: &Resource, label: &str| {
+        Op::Upsert(edited(r, |v| v["metadata"]["labels"][label] = json!("yes")))
+    };
+    // The twin's objects change, then ours: the next event is ours.
+    store.apply(vec![touch(&twin_machine, "a")]);
+    store.apply(vec![touch(&twin_nc, "a")]);
+    store.apply(vec![touch(&nc, "a")]);
+    let e = event_of(&mut ws, "c", "clusterChanged").await;
+    assert_eq!(
+        (e["changed"]["kind"].as_str(), e["changed"]["name"].as_str()),
+        (Some("NetworkConfiguration"), Some(ours.name())),
+        "the t-1/t-10 twin's changes were sent: {e}"
+    );
+    // The cluster now names another NetworkNamespace.
+    let nn = snap
+        .get(Kind::NetworkNamespace, &ns, &old_nn)
+        .cloned()
+        .expect("nn");
+    let new_nn = edited(&nn, |v| {
+        v["metadata"]["name"] = json!("renamed-nn");
+        v["metadata"].as_object_mut().map(|m| m.remove("uid"));
+    });
+    store.apply(vec![Op::Upsert(new_nn.clone())]);
+    let current = store
+        .snapshot()
+        .get_key(&Key::of(&kc))
+        .cloned()
+        .expect("kc");
+    store.apply(vec![Op::Upsert(edited(&current, |v| {
+        v["spec"]["data"]["networkNamespaceName"] = json!("renamed-nn")
+    }))]);
+    let e = event_of(&mut ws, "c", "clusterChanged").await;
+    assert_eq!(e["changed"]["kind"], "KubernetesCluster", "{e}");
+    store.apply(vec![touch(&nn, "b")]);
+    store.apply(vec![touch(&new_nn, "b")]);
+    let e = event_of(&mut ws, "c", "clusterChanged").await;
+    assert_eq!(
+        (e["changed"]["kind"].as_str(), e["changed"]["name"].as_str()),
+        (Some("NetworkNamespace"), Some("renamed-nn")),
+        "after the rename, the old NetworkNamespace is not followed: {e}"
+    );
+}
+
 async fn event_of(ws: &mut Ws, id: &str, field: &str) -> Value {
     let v = next(ws).await;
     assert_eq!(

@@ -309,27 +309,57 @@ pub struct ClusterEvent {
     pub changed: Option<ResourceEvent>,
 }
 
-/// True when `r` is the cluster `(ns, name, id, nn)` or one of its objects.
-fn related(r: &Resource, ns: &str, name: &str, cluster_id: &str, nn: &str) -> bool {
-    if r.namespace() != ns {
+/// What decides whether a change concerns a cluster: its identity and the references it has now
+/// (read from the graph at each change, so a renamed NetworkNamespace reference is followed).
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct ClusterRefs {
+    namespace: String,
+    name: String,
+    cluster_id: String,
+    network_namespace: String,
+}
+
+impl ClusterRefs {
+    fn of(kc: &crate::model::KubernetesCluster) -> Self {
+        ClusterRefs {
+            namespace: kc.metadata.namespace.clone().unwrap_or_default(),
+            name: kc.metadata.name.clone().unwrap_or_default(),
+            cluster_id: kc.spec.data.cluster_id.clone(),
+            network_namespace: kc.spec.data.network_namespace_name.clone(),
+        }
+    }
+}
+
+/// True when `r` is the cluster or one of its objects: matched by exact names and label values
+/// (never by prefix: cluster `t-1` is not `t-10`). A NetworkConfiguration belongs to the cluster
+/// through its clusterid label, or through the Machine it is for (same name, or its
+/// `vitistack.io/source-machine` label) when that Machine is the cluster's in `snap`.
+fn related(r: &Resource, refs: &ClusterRefs, snap: &Snapshot) -> bool {
+    if r.namespace() != refs.namespace {
         return false;
     }
-    match r.kind() {
-        Kind::KubernetesCluster => r.name() == name,
-        Kind::NetworkNamespace => r.name() == nn,
-        Kind::ControlPlaneVirtualSharedIp => {
-            r.name() == cluster_id || r.label(crate::model::LABEL_CLUSTER_ID) == Some(cluster_id)
+    let id = refs.cluster_id.as_str();
+    let labelled = r.label(crate::model::LABEL_CLUSTER_ID) == Some(id);
+    match r {
+        Resource::KubernetesCluster(_) => r.name() == refs.name,
+        Resource::NetworkNamespace(_) | Resource::NetworkNamespaceV2(_) => {
+            r.name() == refs.network_namespace
         }
-        Kind::Machine | Kind::NetworkConfiguration | Kind::ClusterStorage | Kind::EtcdBackup => {
-            r.label(crate::model::LABEL_CLUSTER_ID) == Some(cluster_id)
-                || r.label(crate::model::LABEL_SOURCE_MACHINE)
-                    .is_some_and(|m| m.starts_with(cluster_id))
-                || match r {
-                    Resource::EtcdBackup(b) => b.spec.cluster_name == name,
-                    Resource::ClusterStorage(c) => c.spec.cluster_id == cluster_id,
-                    _ => false,
-                }
+        Resource::ControlPlaneVirtualSharedIp(_) => r.name() == id || labelled,
+        Resource::Machine(_) => labelled,
+        Resource::NetworkConfiguration(_) => {
+            labelled || {
+                let machine = r
+                    .label(crate::model::LABEL_SOURCE_MACHINE)
+                    .unwrap_or(r.name());
+                snap.get(Kind::Machine, &refs.namespace, machine)
+                    .is_some_and(|m| m.label(crate::model::LABEL_CLUSTER_ID) == Some(id))
+            }
         }
+        Resource::EtcdBackup(b) => {
+            labelled || b.spec.cluster_name == refs.name || b.spec.cluster_name == id
+        }
+        Resource::ClusterStorage(c) => labelled || c.spec.cluster_id == id,
         _ => false,
     }
 }
@@ -408,9 +438,7 @@ fn cluster_changed(
             format!("no KubernetesCluster {key}"),
         ));
     };
-    let (ns, name) = (key.namespace.clone(), key.name.clone());
-    let cluster_id = kc.spec.data.cluster_id.clone();
-    let nn = kc.spec.data.network_namespace_name.clone();
+    let refs = ClusterRefs::of(kc);
     let first = ClusterEvent {
         sequence: snap.seq(),
         cluster: current
@@ -422,22 +450,28 @@ fn cluster_changed(
     active.event(false);
     let first = futures::stream::once(async move { first });
     Ok(first.chain(futures::stream::unfold(
-        (rx, store, active, after),
-        move |(mut rx, store, active, after)| {
-            let (ns, name, cluster_id, nn, key) = (
-                ns.clone(),
-                name.clone(),
-                cluster_id.clone(),
-                nn.clone(),
-                key.clone(),
-            );
+        (rx, store, active, after, refs),
+        move |(mut rx, store, active, after, mut refs)| {
+            let key = key.clone();
             async move {
                 loop {
                     match rx.recv().await {
-                        Ok(c)
-                            if c.seq > after
-                                && related(&c.object, &ns, &name, &cluster_id, &nn) =>
-                        {
+                        Ok(c) if c.seq > after => {
+                            let snap = store.snapshot();
+                            // The cluster as it is now (or was, when deleted): its references
+                            // decide, so a renamed NetworkNamespace reference is followed.
+                            if let Some(Resource::KubernetesCluster(kc)) =
+                                snap.get_key(&key).map(|r| r.as_ref())
+                            {
+                                refs = ClusterRefs::of(kc);
+                            }
+                            let concerns = related(&c.object, &refs, &snap)
+                                || c.previous
+                                    .as_deref()
+                                    .is_some_and(|p| related(p, &refs, &snap));
+                            if !concerns {
+                                continue;
+                            }
                             let t = match c.change {
                                 ChangeType::Added => ResourceEventType::Added,
                                 ChangeType::Modified => ResourceEventType::Modified,
@@ -446,14 +480,13 @@ fn cluster_changed(
                             active.event(false);
                             let ev = ClusterEvent {
                                 sequence: c.seq,
-                                cluster: store
-                                    .snapshot()
+                                cluster: snap
                                     .get_key(&key)
                                     .cloned()
                                     .and_then(crate::graphql::types::ClusterObj::new),
                                 changed: Some(ResourceEvent::of(t, c.seq, &c.object)),
                             };
-                            return Some((ev, (rx, store, active, after)));
+                            return Some((ev, (rx, store, active, after, refs)));
                         }
                         Ok(_) => continue,
                         Err(broadcast::error::RecvError::Lagged(_)) => {
@@ -471,7 +504,7 @@ fn cluster_changed(
                                     snap.seq(),
                                 )),
                             };
-                            return Some((ev, (rx, store, active, snap.seq())));
+                            return Some((ev, (rx, store, active, snap.seq(), refs)));
                         }
                         Err(broadcast::error::RecvError::Closed) => return None,
                     }

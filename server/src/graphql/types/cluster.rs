@@ -152,10 +152,12 @@ pub struct Pipeline {
     pub steps: Vec<PipelineStep>,
 }
 
-/// What holds a cluster up.
+/// What holds a cluster up (or, for a Ready cluster, what is not healthy).
 #[derive(SimpleObject, Clone)]
 #[graphql(complex)]
 pub struct Blocker {
+    /// The pipeline stage it belongs to.
+    pub stage: PipelineStage,
     /// Kind of the blocking object.
     pub kind: String,
     /// Its namespace.
@@ -181,16 +183,34 @@ impl Blocker {
 /// Why a cluster is (not) Ready.
 #[derive(SimpleObject, Clone)]
 pub struct Diagnosis {
-    /// The cluster is Ready.
+    /// The cluster is Ready (its own status says so).
     pub ready: bool,
+    /// Ready, but an object it depends on is not healthy now (see `warnings`).
+    pub degraded: bool,
     /// The stage it is at.
     pub stage: PipelineStage,
     /// Some blocker is terminal.
     pub failed: bool,
     /// One sentence.
     pub summary: String,
-    /// Every blocking object with its reason.
+    /// Every blocking object with its stage and reason, terminal ones first, then in pipeline
+    /// order (past the current stage only real problems, not objects the operators have not
+    /// reached yet). Empty when Ready.
     pub blockers: Vec<Blocker>,
+    /// For a Ready cluster: the objects it depends on that are not healthy now.
+    pub warnings: Vec<Blocker>,
+}
+
+fn blocker(b: pipeline::Blocker) -> Blocker {
+    Blocker {
+        stage: b.stage,
+        kind: b.key.kind.name().to_string(),
+        namespace: Some(b.key.namespace.clone()).filter(|n| !n.is_empty()),
+        name: b.key.name.clone(),
+        reason: b.reason,
+        terminal: b.terminal,
+        object: b.object,
+    }
 }
 
 /// Build the GraphQL diagnosis of a cluster.
@@ -198,6 +218,7 @@ pub fn diagnose(snapshot: &crate::store::Snapshot, c: &ClusterObj) -> Diagnosis 
     let p = pipeline::evaluate(snapshot, c.kc());
     Diagnosis {
         ready: p.ready(),
+        degraded: p.degraded(),
         stage: p.stage,
         failed: p.failed(),
         summary: p.summary(
@@ -207,18 +228,8 @@ pub fn diagnose(snapshot: &crate::store::Snapshot, c: &ClusterObj) -> Diagnosis 
                 .map(|ns| format!("KubernetesCluster {ns}/{}", c.0.name()))
                 .unwrap_or_default(),
         ),
-        blockers: p
-            .blockers
-            .into_iter()
-            .map(|b| Blocker {
-                kind: b.key.kind.name().to_string(),
-                namespace: Some(b.key.namespace.clone()).filter(|n| !n.is_empty()),
-                name: b.key.name.clone(),
-                reason: b.reason,
-                terminal: b.terminal,
-                object: b.object,
-            })
-            .collect(),
+        blockers: p.blockers.into_iter().map(blocker).collect(),
+        warnings: p.warnings.into_iter().map(blocker).collect(),
     }
 }
 
@@ -280,7 +291,7 @@ node_type! {
         /// Desired machines: control-plane replicas plus every pool's replicas.
         async fn desired_machines(&self) -> i64 {
             let t = &self.kc().spec.topology;
-            t.controlplane.replicas + t.workers.node_pools.iter().map(|p| p.replicas).sum::<i64>()
+            t.workers.node_pools.iter().map(|p| p.replicas).fold(t.controlplane.replicas, i64::saturating_add)
         }
         /// `status.state.endpoints`.
         async fn endpoints(&self) -> Vec<Endpoint> {

@@ -33,7 +33,8 @@ impl CpuTopology {
             cores,
             sockets,
             threads,
-            vcpus: cores * sockets * threads,
+            // Saturating: objects from an API server are not validated against the CRD bounds.
+            vcpus: cores.saturating_mul(sockets).saturating_mul(threads),
         }
     }
 }
@@ -149,7 +150,7 @@ impl MachineObj {
                 .iter()
                 .flatten()
                 .filter_map(|d| d.size_gb)
-                .sum(),
+                .fold(0i64, i64::saturating_add),
         }
     }
 

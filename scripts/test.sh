@@ -56,6 +56,11 @@ command -v npm >/dev/null || { apt-get update -qq && apt-get install -y -qq node
 (cd e2e/ws && VITISTACK_BIN="$CARGO_TARGET_DIR/debug/vitistack" node --test --test-reporter=tap) 2>&1 \
   | grep -vE '^#? ?[0-9T:.-]+Z +(WARN|INFO)' | tee -a "$log" || status=1
 
+echo "== GraphQL over HTTP: the graphql-http audit suite (every audit must be ok)"
+(cd e2e/http && npm ci --no-audit --no-fund --loglevel=error) || status=1
+(cd e2e/http && VITISTACK_BIN="$CARGO_TARGET_DIR/debug/vitistack" node --test --test-reporter=tap) 2>&1 \
+  | grep -vE '^#? ?[0-9T:.-]+Z +(WARN|INFO)' | tee -a "$log" || status=1
+
 # One closing line for the whole run: every cargo test binary (one that crashed counts as a
 # failure), node's TAP suites and unittest's runs; skipped tests count as failures.
 python3 scripts/count-tests.py "$log" || status=1

@@ -49,6 +49,8 @@ pub struct Answer {
     pub body: Bytes,
     /// True when the request was a query without errors whose resolvers read only the snapshot.
     pub cacheable: bool,
+    /// The request failed before it ran (its status depends on the media type).
+    pub rejected: bool,
 }
 
 type Slot = Arc<OnceCell<Answer>>;
@@ -194,6 +196,7 @@ mod tests {
         Answer {
             body: Bytes::from(body.to_owned()),
             cacheable,
+            rejected: false,
         }
     }
 

@@ -1,6 +1,7 @@
 //! The HTTP surface: GraphQL (POST, and GraphiQL on GET), health, readiness, metrics, and the page.
 
 pub mod cache;
+mod graphql_http;
 mod metrics;
 pub mod ws;
 
@@ -9,7 +10,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use async_graphql::http::GraphiQLSource;
-use async_graphql_axum::GraphQLRequest;
 use axum::Router;
 use axum::extract::{ConnectInfo, State};
 use axum::http::{StatusCode, header};
@@ -98,8 +98,13 @@ async fn index() -> Html<&'static str> {
     Html(include_str!("../../../web/index.html"))
 }
 
-/// GET with a `query` parameter executes it (GraphQL over HTTP); a bare GET opens GraphiQL.
-async fn graphql_get(State(app): State<AppState>, uri: axum::http::Uri) -> Response {
+/// GET with a `query` parameter executes a query (GraphQL over HTTP; mutations are refused with
+/// 405); a bare GET opens GraphiQL.
+async fn graphql_get(
+    State(app): State<AppState>,
+    headers: axum::http::HeaderMap,
+    uri: axum::http::Uri,
+) -> Response {
     let Some(query) = uri
         .query()
         .filter(|q| q.split('&').any(|p| p.starts_with("query=")))
@@ -111,13 +116,26 @@ async fn graphql_get(State(app): State<AppState>, uri: axum::http::Uri) -> Respo
             .finish();
         return Html(page).into_response();
     };
-    match async_graphql::http::parse_query_string(query) {
-        Ok(req) => execute(&app, req).await,
-        Err(e) => {
-            let body = json!({"errors": [{"message": format!("bad GraphQL GET request: {e}")}]});
-            (StatusCode::BAD_REQUEST, axum::Json(body)).into_response()
-        }
+    let Some(media) = graphql_http::negotiate(&headers) else {
+        return graphql_http::not_acceptable();
+    };
+    let mut request = match graphql_http::parse_get(query, media) {
+        Ok(r) => r,
+        Err(refused) => return refused,
+    };
+    let name = request.operation_name.clone();
+    if let Ok(doc) = request.parsed_query()
+        && let Some(ty) = ws::operation_type(doc, name.as_deref())
+        && ty != async_graphql::parser::types::OperationType::Query
+    {
+        return graphql_http::refuse(
+            StatusCode::METHOD_NOT_ALLOWED,
+            media,
+            "METHOD_NOT_ALLOWED",
+            format!("a {ty} cannot run over GET: use POST (subscriptions: /graphql/ws or /graphql/stream)"),
+        );
     }
+    execute(&app, request, media).await
 }
 
 /// GraphQL over WebSocket: `graphql-transport-ws` and the legacy `graphql-ws` subprotocol.
@@ -141,12 +159,9 @@ async fn graphql_sse_get(
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     uri: axum::http::Uri,
 ) -> Response {
-    match async_graphql::http::parse_query_string(uri.query().unwrap_or_default()) {
+    match graphql_http::parse_get(uri.query().unwrap_or_default(), graphql_http::Media::Json) {
         Ok(req) => sse(app, peer.ip(), req),
-        Err(e) => {
-            let body = json!({"errors": [{"message": format!("bad GraphQL SSE request: {e}")}]});
-            (StatusCode::BAD_REQUEST, axum::Json(body)).into_response()
-        }
+        Err(refused) => refused,
     }
 }
 
@@ -154,9 +169,13 @@ async fn graphql_sse_get(
 async fn graphql_sse_post(
     State(app): State<AppState>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
-    req: GraphQLRequest,
+    headers: axum::http::HeaderMap,
+    body: bytes::Bytes,
 ) -> Response {
-    sse(app, peer.ip(), req.into_inner())
+    match graphql_http::parse_post(&headers, &body, graphql_http::Media::Json) {
+        Ok(req) => sse(app, peer.ip(), req),
+        Err(refused) => refused,
+    }
 }
 
 /// One operation as an event stream: `next` events (each a GraphQL response), then `complete`.
@@ -205,24 +224,49 @@ impl Drop for Held {
     }
 }
 
-/// POST: a JSON answer, or an SSE stream when the client accepts only `text/event-stream`.
+/// POST: a JSON answer in the media type the client accepts, or an SSE stream when it accepts
+/// only `text/event-stream`.
 async fn graphql(
     State(app): State<AppState>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     headers: axum::http::HeaderMap,
-    req: GraphQLRequest,
+    body: bytes::Bytes,
 ) -> Response {
     let wants_sse = headers
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|a| a.contains("text/event-stream") && !a.contains("json"));
+    let media = if wants_sse {
+        graphql_http::Media::Json
+    } else {
+        match graphql_http::negotiate(&headers) {
+            Some(m) => m,
+            None => return graphql_http::not_acceptable(),
+        }
+    };
+    let request = match graphql_http::parse_post(&headers, &body, media) {
+        Ok(r) => r,
+        Err(refused) => return refused,
+    };
     if wants_sse {
-        return sse(app, peer.ip(), req.into_inner());
+        return sse(app, peer.ip(), request);
     }
-    execute(&app, req.into_inner()).await
+    execute(&app, request, media).await
 }
 
-async fn execute(app: &AppState, mut request: async_graphql::Request) -> Response {
+/// True when a response is a request that failed before it ran (parse, validation, variables,
+/// limits): no data, and only errors without a path.
+fn rejected(response: &async_graphql::Response) -> bool {
+    response.data == async_graphql::Value::Null
+        && !response.errors.is_empty()
+        && response.errors.iter().all(|e| e.path.is_empty())
+}
+
+async fn execute(
+    app: &AppState,
+    mut request: async_graphql::Request,
+    media: graphql_http::Media,
+) -> Response {
     let started = Instant::now();
     // One snapshot per request: every field of the answer reads the same version of the graph.
     let snapshot = app.store.snapshot();
@@ -239,24 +283,26 @@ async fn execute(app: &AppState, mut request: async_graphql::Request) -> Respons
             rewrite_limit_errors(&mut response, app.max_depth);
             let ok = response.errors.is_empty();
             app.metrics.observe_graphql(started.elapsed(), ok);
+            let rejected = rejected(&response);
+            // A request that never ran has no `data` entry at all.
+            let body = if rejected {
+                serde_json::to_vec(&json!({"errors": response.errors}))
+            } else {
+                serde_json::to_vec(&response)
+            };
             cache::Answer {
-                body: serde_json::to_vec(&response)
-                    .map(bytes::Bytes::from)
-                    .unwrap_or_else(|e| {
-                        bytes::Bytes::from(
-                            json!({"errors": [{"message": format!("answer not serializable: {e}")}]})
-                                .to_string(),
-                        )
-                    }),
+                body: body.map(bytes::Bytes::from).unwrap_or_else(|e| {
+                    bytes::Bytes::from(
+                        json!({"errors": [{"message": format!("answer not serializable: {e}")}]})
+                            .to_string(),
+                    )
+                }),
                 cacheable: ok && is_query && !volatile.is_marked(),
+                rejected,
             }
         })
         .await;
-    (
-        [(header::CONTENT_TYPE, "application/graphql-response+json")],
-        answer.body,
-    )
-        .into_response()
+    graphql_http::answer(media, answer.body, answer.rejected)
 }
 
 fn only_queries(doc: &async_graphql::parser::types::ExecutableDocument) -> bool {

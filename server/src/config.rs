@@ -120,6 +120,19 @@ pub struct ServeConfig {
     #[arg(long, env = "MAX_QUERY_DEPTH", default_value_t = 16)]
     pub max_query_depth: usize,
 
+    /// Most lexical tokens a document may have (counted before it is parsed).
+    #[arg(long, env = "MAX_QUERY_TOKENS", default_value_t = 10_000)]
+    pub max_query_tokens: usize,
+
+    /// Most aliased fields a document may have.
+    #[arg(long, env = "MAX_QUERY_ALIASES", default_value_t = 100)]
+    pub max_query_aliases: usize,
+
+    /// Highest complexity a document may have: every field costs 1, and a list field multiplies
+    /// what it selects by the items it may return (`first`/`last`, else the default page of 50).
+    #[arg(long, env = "MAX_QUERY_COMPLEXITY", default_value_t = 200_000)]
+    pub max_query_complexity: usize,
+
     /// Changes the change stream holds: a subscriber further behind than this (a slow reader)
     /// gets RESYNC and a fresh snapshot. Also bounds the memory kept for slow subscribers.
     #[arg(long, env = "CHANGE_BUFFER", default_value_t = vitistack_default_change_buffer())]
@@ -345,6 +358,15 @@ impl ServeConfig {
         }
     }
 
+    /// The query cost limits.
+    pub fn query_limits(&self) -> crate::graphql::limits::QueryLimits {
+        crate::graphql::limits::QueryLimits {
+            max_tokens: self.max_query_tokens,
+            max_aliases: self.max_query_aliases,
+            max_complexity: self.max_query_complexity,
+        }
+    }
+
     /// The socket address to listen on.
     pub fn listen_addr(&self) -> SocketAddr {
         let ip = self.bind_address.unwrap_or(if self.development {
@@ -400,6 +422,8 @@ impl ServeConfig {
             ),
             ("STREAM_MAX_CONNECTIONS", self.stream_max_connections),
             ("CHANGE_BUFFER", self.change_buffer),
+            ("MAX_QUERY_TOKENS", self.max_query_tokens),
+            ("MAX_QUERY_COMPLEXITY", self.max_query_complexity),
             ("SUBSCRIPTION_BUFFER", self.subscription_buffer),
             ("HISTORY_BUFFER", self.history_buffer),
             ("HISTORY_BATCH_SIZE", self.history_batch_size),

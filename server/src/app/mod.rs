@@ -50,9 +50,16 @@ pub struct Running {
     history_writer: tokio::task::JoinHandle<()>,
     /// The event log.
     pub history: Arc<crate::history::History>,
+    /// The parsed subscription documents (shared by identical subscriptions).
+    documents: Arc<crate::graphql::subscription::executor::Documents>,
 }
 
 impl Running {
+    /// The parsed subscription documents held now.
+    pub fn executor_documents(&self) -> Arc<crate::graphql::subscription::executor::Documents> {
+        self.documents.clone()
+    }
+
     /// Serve until SIGINT/SIGTERM, then write what is pending and return.
     pub async fn wait(self) -> anyhow::Result<()> {
         self.shut_down(false).await
@@ -260,6 +267,7 @@ pub async fn start(cfg: &ServeConfig, listener: TcpListener) -> anyhow::Result<R
     let settings = SchemaSettings {
         max_page_size: cfg.max_page_size,
         max_depth: cfg.max_query_depth,
+        limits: cfg.query_limits(),
         vitistack_name: cfg.vitistack_name.clone(),
         source: source_status.clone(),
         overcommit: crate::domain::hosts::Overcommit {
@@ -278,6 +286,7 @@ pub async fn start(cfg: &ServeConfig, listener: TcpListener) -> anyhow::Result<R
     };
     let schema = build_schema(&settings);
     let events = build_executor_schemas(&settings);
+    let documents = events.documents.clone();
     let cache = Arc::new(crate::http::cache::ResponseCache::new(
         cfg.response_cache_mb.saturating_mul(1024 * 1024),
         metrics.cache_hits.clone(),
@@ -292,6 +301,7 @@ pub async fn start(cfg: &ServeConfig, listener: TcpListener) -> anyhow::Result<R
         ready: ready.clone(),
         metrics,
         max_depth: cfg.max_query_depth,
+        limits: cfg.query_limits(),
         db_health: db_health.clone(),
         source: source_status.clone(),
         history: Some(history.clone()),
@@ -375,6 +385,7 @@ pub async fn start(cfg: &ServeConfig, listener: TcpListener) -> anyhow::Result<R
         simulator,
         history_writer,
         history,
+        documents,
     })
 }
 

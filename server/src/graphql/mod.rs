@@ -1,6 +1,7 @@
 //! The GraphQL API over the store: schema construction and per-request snapshot injection.
 
 pub mod history;
+pub mod limits;
 pub mod paging;
 pub mod query;
 pub mod selector;
@@ -24,6 +25,8 @@ pub struct SchemaSettings {
     pub max_page_size: usize,
     /// Deepest selection allowed.
     pub max_depth: usize,
+    /// Tokens, aliases and complexity allowed.
+    pub limits: limits::QueryLimits,
     /// Name of the Vitistack singleton.
     pub vitistack_name: String,
     /// Where the store's objects come from (served as `sources`).
@@ -45,6 +48,7 @@ impl Default for SchemaSettings {
         SchemaSettings {
             max_page_size: 500,
             max_depth: 16,
+            limits: limits::QueryLimits::default(),
             vitistack_name: "vitistack".into(),
             source: std::sync::Arc::new(crate::source::status::SourceStatus::embedded()),
             overcommit: Default::default(),
@@ -69,7 +73,8 @@ fn with_data<Q, M, S>(
         .data(settings.source.clone())
         .data(settings.overcommit)
         .data(settings.store.clone())
-        .limit_depth(settings.max_depth);
+        .limit_depth(settings.max_depth)
+        .extension(limits::Enforce(settings.limits));
     if let Some(m) = &settings.subscription_metrics {
         builder = builder.data(m.clone());
     }
@@ -116,6 +121,7 @@ pub fn build_executor_schemas(
     subscription::executor::ExecutorSchemas {
         open: build(async_graphql::ValidationMode::Strict),
         render: build(async_graphql::ValidationMode::Fast),
+        documents: Default::default(),
     }
 }
 

@@ -57,13 +57,45 @@ pub fn negotiate(headers: &HeaderMap) -> Option<Media> {
             best = Some((q, media));
         }
     }
-    best.map(|(_, m)| m).or_else(|| accept.trim().is_empty().then_some(Media::Json))
+    best.map(|(_, m)| m)
+        .or_else(|| accept.trim().is_empty().then_some(Media::Json))
 }
 
-/// A refusal before anything runs, as a GraphQL error body (`errors` only).
-pub fn refuse(status: StatusCode, media: Media, code: &str, message: impl Into<String>) -> Response {
-    let body = json!({"errors": [{"message": message.into(), "extensions": {"code": code}}]});
-    (status, [(header::CONTENT_TYPE, media.content_type())], body.to_string()).into_response()
+/// A refusal before anything runs: answered as a GraphQL error body (`errors` only).
+#[derive(Debug)]
+pub struct Refusal {
+    status: StatusCode,
+    media: Media,
+    code: &'static str,
+    message: String,
+}
+
+impl IntoResponse for Refusal {
+    fn into_response(self) -> Response {
+        let body =
+            json!({"errors": [{"message": self.message, "extensions": {"code": self.code}}]});
+        (
+            self.status,
+            [(header::CONTENT_TYPE, self.media.content_type())],
+            body.to_string(),
+        )
+            .into_response()
+    }
+}
+
+/// A refusal with this status, code and message.
+pub fn refuse(
+    status: StatusCode,
+    media: Media,
+    code: &'static str,
+    message: impl Into<String>,
+) -> Refusal {
+    Refusal {
+        status,
+        media,
+        code,
+        message: message.into(),
+    }
 }
 
 /// The client accepts no media type a GraphQL answer comes in.
@@ -74,6 +106,7 @@ pub fn not_acceptable() -> Response {
         "NOT_ACCEPTABLE",
         "Accept must allow application/graphql-response+json or application/json",
     )
+    .into_response()
 }
 
 /// Read a POST body: `Content-Type: application/json` and a JSON object with a string `query`
@@ -83,7 +116,7 @@ pub fn parse_post(
     headers: &HeaderMap,
     body: &[u8],
     media: Media,
-) -> Result<async_graphql::Request, Response> {
+) -> Result<async_graphql::Request, Refusal> {
     let content_type = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -127,7 +160,7 @@ pub fn parse_post(
 }
 
 /// Read GET parameters (`query`, `operationName`, `variables` and `extensions` as JSON text).
-pub fn parse_get(query_string: &str, media: Media) -> Result<async_graphql::Request, Response> {
+pub fn parse_get(query_string: &str, media: Media) -> Result<async_graphql::Request, Refusal> {
     let mut request = async_graphql::http::parse_query_string(query_string).map_err(|e| {
         refuse(
             StatusCode::BAD_REQUEST,
@@ -143,10 +176,7 @@ pub fn parse_get(query_string: &str, media: Media) -> Result<async_graphql::Requ
 }
 
 /// The request from its parameters, with the types the specification requires.
-fn from_params(
-    value: serde_json::Value,
-    media: Media,
-) -> Result<async_graphql::Request, Response> {
+fn from_params(value: serde_json::Value, media: Media) -> Result<async_graphql::Request, Refusal> {
     let bad = |message: String| refuse(StatusCode::BAD_REQUEST, media, "BAD_REQUEST", message);
     let serde_json::Value::Object(map) = value else {
         return Err(bad(
@@ -233,7 +263,9 @@ mod tests {
             Some(Media::GraphqlResponse)
         );
         assert_eq!(
-            negotiate(&accept("application/graphql-response+json;q=0.5, application/json")),
+            negotiate(&accept(
+                "application/graphql-response+json;q=0.5, application/json"
+            )),
             Some(Media::Json)
         );
         assert_eq!(negotiate(&accept("text/html")), None);

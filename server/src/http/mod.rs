@@ -26,7 +26,7 @@ use crate::graphql::AppSchema;
 use crate::source::status::SourceStatus;
 use crate::store::Store;
 
-/// Largest request body accepted on `/graphql` (bytes).
+/// Largest request body accepted on `/graphql`, and largest WebSocket frame and message (bytes).
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;
 
 /// Everything a request handler needs.
@@ -44,6 +44,8 @@ pub struct AppState {
     pub metrics: Arc<Metrics>,
     /// The depth limit the schema enforces (for error messages).
     pub max_depth: usize,
+    /// The cost limits (the schemas enforce them; streams check tokens before parsing).
+    pub limits: crate::graphql::limits::QueryLimits,
     /// The database's state.
     pub db_health: Arc<DbHealth>,
     /// Where objects come from, and how current each kind is.
@@ -121,7 +123,7 @@ async fn graphql_get(
     };
     let mut request = match graphql_http::parse_get(query, media) {
         Ok(r) => r,
-        Err(refused) => return refused,
+        Err(refused) => return refused.into_response(),
     };
     let name = request.operation_name.clone();
     if let Ok(doc) = request.parsed_query()
@@ -132,8 +134,11 @@ async fn graphql_get(
             StatusCode::METHOD_NOT_ALLOWED,
             media,
             "METHOD_NOT_ALLOWED",
-            format!("a {ty} cannot run over GET: use POST (subscriptions: /graphql/ws or /graphql/stream)"),
-        );
+            format!(
+                "a {ty} cannot run over GET: use POST (subscriptions: /graphql/ws or /graphql/stream)"
+            ),
+        )
+        .into_response();
     }
     execute(&app, request, media).await
 }
@@ -150,6 +155,9 @@ async fn graphql_ws(
         // client messages are small, and every server message is flushed as it is sent).
         .read_buffer_size(1024)
         .write_buffer_size(0)
+        // The same bound as an HTTP body: larger frames and messages are refused with 1009.
+        .max_frame_size(MAX_BODY_BYTES)
+        .max_message_size(MAX_BODY_BYTES)
         .on_upgrade(move |socket| ws::serve(socket, app, peer.ip()))
 }
 
@@ -161,7 +169,7 @@ async fn graphql_sse_get(
 ) -> Response {
     match graphql_http::parse_get(uri.query().unwrap_or_default(), graphql_http::Media::Json) {
         Ok(req) => sse(app, peer.ip(), req),
-        Err(refused) => refused,
+        Err(refused) => refused.into_response(),
     }
 }
 
@@ -174,7 +182,7 @@ async fn graphql_sse_post(
 ) -> Response {
     match graphql_http::parse_post(&headers, &body, graphql_http::Media::Json) {
         Ok(req) => sse(app, peer.ip(), req),
-        Err(refused) => refused,
+        Err(refused) => refused.into_response(),
     }
 }
 
@@ -246,7 +254,7 @@ async fn graphql(
     };
     let request = match graphql_http::parse_post(&headers, &body, media) {
         Ok(r) => r,
-        Err(refused) => return refused,
+        Err(refused) => return refused.into_response(),
     };
     if wants_sse {
         return sse(app, peer.ip(), request);

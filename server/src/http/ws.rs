@@ -130,6 +130,11 @@ pub fn execute_stream(
     app: &AppState,
     mut request: async_graphql::Request,
 ) -> BoxStream<'static, async_graphql::Response> {
+    // Refused before anything is parsed: a huge document costs its length once, nothing more.
+    if let Err(e) = crate::graphql::limits::check_tokens(&request.query, &app.limits) {
+        return futures::stream::once(async move { async_graphql::Response::from_errors(vec![e]) })
+            .boxed();
+    }
     let name = request.operation_name.clone();
     let query = request.query.clone();
     let subscription = request.parsed_query().ok().and_then(|d| {
@@ -264,6 +269,16 @@ impl Conn {
                     Some(Ok(Message::Text(text))) => self.receive(text.as_str()),
                     Some(Ok(Message::Binary(_))) => Err(Close::new(4400, "Binary messages are not part of the protocol")),
                     Some(Ok(Message::Ping(_) | Message::Pong(_))) => Ok(()),
+                    // tungstenite refuses a frame or message above the limit with a capacity
+                    // error ("Space limit exceeded: Message too long: N > M"); axum passes it on
+                    // as text only.
+                    Some(Err(e)) if e.to_string().contains("Space limit exceeded") => Err(Close::new(
+                        1009,
+                        format!(
+                            "Message too big: the limit (MAX_BODY_BYTES) is {} bytes",
+                            super::MAX_BODY_BYTES
+                        ),
+                    )),
                     Some(Ok(Message::Close(_))) | Some(Err(_)) | None => return None,
                 },
                 Some((id, item)) = self.streams.next(), if !self.streams.is_empty() => {

@@ -225,6 +225,27 @@ impl Snapshot {
             .map(|(_, v)| v)
     }
 
+    /// Objects of a kind (in one namespace, when given) after `after`, in key order: a cursor
+    /// can walk a kind one object at a time.
+    pub fn list_after<'a>(
+        &'a self,
+        kind: Kind,
+        namespace: Option<&'a str>,
+        after: Option<&Key>,
+    ) -> impl Iterator<Item = &'a Arc<Resource>> + 'a {
+        use std::ops::Bound;
+        let start = match after {
+            Some(k) => Bound::Excluded(k.clone()),
+            None => Bound::Included(Key::new(kind, namespace.unwrap_or_default(), "")),
+        };
+        self.objects
+            .range((start, Bound::Unbounded))
+            .take_while(move |(k, _)| {
+                k.kind == kind && namespace.is_none_or(|ns| k.namespace == ns)
+            })
+            .map(|(_, v)| v)
+    }
+
     /// Number of objects of a kind.
     pub fn count(&self, kind: Kind) -> usize {
         self.list(kind).count()

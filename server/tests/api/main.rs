@@ -7,6 +7,7 @@ mod fixtures;
 #[macro_use]
 mod persistence;
 mod history;
+mod limits;
 mod protocol;
 mod queries;
 mod robustness;

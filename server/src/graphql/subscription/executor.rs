@@ -40,13 +40,54 @@ use crate::store::Store;
 pub type ExecutorSchema = Schema<ExecutorRoot, EmptyMutation, EmptySubscription>;
 
 /// The event schema twice: validating strictly (to open a subscription) and checking only the
-/// limits (to render each event of a document already validated).
+/// limits (to render each event of a document already validated); and the parsed documents.
 #[derive(Clone)]
 pub struct ExecutorSchemas {
     /// Strict validation.
     pub open: ExecutorSchema,
     /// Limits only.
     pub render: ExecutorSchema,
+    /// Documents parsed once, shared by the subscriptions that send the same text.
+    pub documents: Arc<Documents>,
+}
+
+/// Parsed subscription documents by text: a document is parsed once, when its first
+/// subscription opens, and shared (dashboards open the same subscriptions); an event's cost then
+/// depends on the document's syntax tree, never on its text (whitespace, comments, the size of
+/// the message). Entries go when their last subscription does.
+#[derive(Default)]
+pub struct Documents {
+    parsed: Mutex<std::collections::HashMap<Arc<str>, std::sync::Weak<ExecutableDocument>>>,
+}
+
+impl Documents {
+    /// The parsed document of `text` (parsed now if no open subscription holds it).
+    pub fn get(&self, text: &str) -> Result<Arc<ExecutableDocument>, ServerError> {
+        let mut parsed = self.parsed.lock();
+        if let Some(doc) = parsed.get(text).and_then(std::sync::Weak::upgrade) {
+            return Ok(doc);
+        }
+        let doc = Arc::new(async_graphql::parser::parse_query(text)?);
+        if parsed.len() >= 1024 && parsed.len().is_power_of_two() {
+            parsed.retain(|_, d| d.strong_count() > 0);
+        }
+        parsed.insert(Arc::from(text), Arc::downgrade(&doc));
+        Ok(doc)
+    }
+
+    /// Distinct documents held now.
+    pub fn len(&self) -> usize {
+        self.parsed
+            .lock()
+            .values()
+            .filter(|d| d.strong_count() > 0)
+            .count()
+    }
+
+    /// True when no document is held.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
 }
 
 /// One event of any subscription field.
@@ -245,14 +286,22 @@ pub fn subscribe(
     variables: Variables,
     operation: Option<String>,
 ) -> BoxStream<'static, Response> {
-    let request = |query: &str, variables: &Variables, operation: &Option<String>| {
-        let mut r = Request::new(query).variables(variables.clone());
+    // Parsed once; every run (opening, each event) starts from the syntax tree.
+    let request = |doc: &ExecutableDocument, variables: &Variables, operation: &Option<String>| {
+        let mut r = Request::new(String::new()).variables(variables.clone());
+        r.set_parsed_query(doc.clone());
         if let Some(op) = operation {
             r = r.operation_name(op.clone());
         }
         r
     };
     let Prepared { query, title } = prepared;
+    let query = match schemas.documents.get(&query) {
+        Ok(doc) => doc,
+        Err(e) => {
+            return futures::stream::once(async move { Response::from_errors(vec![e]) }).boxed();
+        }
+    };
     // Boxed so that the preparation's state is freed as soon as it is done.
     let opening: BoxFuture<'static, BoxStream<'static, Response>> = async move {
         let slot = Arc::new(Opening::default());

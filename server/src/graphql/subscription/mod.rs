@@ -9,7 +9,6 @@
 pub mod executor;
 pub mod fanout;
 
-use std::collections::VecDeque;
 use std::sync::Arc;
 
 use async_graphql::{Context, Enum, SimpleObject, Subscription};
@@ -192,21 +191,52 @@ impl Interest {
             _ => None,
         }
     }
+}
 
-    fn snapshot(&self, snap: &Snapshot) -> VecDeque<ResourceEvent> {
-        let kinds: Vec<Kind> = self.kinds.clone().unwrap_or_else(|| Kind::ALL.to_vec());
-        let mut out = VecDeque::new();
-        for k in kinds {
-            let items: Box<dyn Iterator<Item = &Arc<Resource>>> = match self.filter.namespace() {
-                Some(ns) => Box::new(snap.list_in(k, ns)),
-                None => Box::new(snap.list(k)),
-            };
-            for r in items.filter(|r| self.matches(r)) {
-                out.push_back(ResourceEvent::of(ResourceEventType::Added, snap.seq(), r));
+/// Where a subscription is in sending a snapshot: the snapshot itself (immutable, shared with
+/// every reader of that version) and the last object sent. Objects are read from the snapshot
+/// one event at a time, so a subscription holds no copy of the objects it has still to send.
+struct SnapshotCursor {
+    snap: Arc<Snapshot>,
+    kinds: Vec<Kind>,
+    kind: usize,
+    after: Option<crate::store::Key>,
+}
+
+impl SnapshotCursor {
+    fn new(snap: Arc<Snapshot>, interest: &Interest) -> Self {
+        SnapshotCursor {
+            snap,
+            kinds: interest.kinds.clone().unwrap_or_else(|| Kind::ALL.to_vec()),
+            kind: 0,
+            after: None,
+        }
+    }
+
+    /// The next matching object as an ADDED event; None once the snapshot is through.
+    fn next(&mut self, interest: &Interest) -> Option<ResourceEvent> {
+        while let Some(kind) = self.kinds.get(self.kind).copied() {
+            let found = self
+                .snap
+                .list_after(kind, interest.filter.namespace(), self.after.as_ref())
+                .find(|r| interest.matches(r))
+                .cloned();
+            match found {
+                Some(r) => {
+                    self.after = Some(crate::store::Key::of(&r));
+                    return Some(ResourceEvent::of(
+                        ResourceEventType::Added,
+                        self.snap.seq(),
+                        &r,
+                    ));
+                }
+                None => {
+                    self.kind += 1;
+                    self.after = None;
+                }
             }
         }
-        out.push_back(ResourceEvent::marker(ResourceEventType::Synced, snap.seq()));
-        out
+        None
     }
 }
 
@@ -216,7 +246,8 @@ struct State {
     interest: Arc<Interest>,
     /// Changes up to here are already reflected (the snapshot's sequence).
     after: u64,
-    pending: VecDeque<ResourceEvent>,
+    /// The snapshot being sent, then SYNCED.
+    cursor: Option<SnapshotCursor>,
     active: Active,
 }
 
@@ -244,27 +275,27 @@ fn changes(
         move |c| wants.event_type(c).is_some(),
     );
     let snap = store.snapshot();
-    let pending = if snapshot {
-        interest.snapshot(&snap)
-    } else {
-        VecDeque::new()
-    };
     let state = State {
         after: snap.seq(),
+        cursor: snapshot.then(|| SnapshotCursor::new(snap, &interest)),
         store,
         sub,
         interest,
-        pending,
         active,
     };
     futures::stream::unfold(state, |mut st| async move {
         loop {
-            if let Some(ev) = st.pending.pop_front() {
-                if st.pending.is_empty() {
-                    // Idle subscriptions keep no snapshot-sized buffer.
-                    st.pending = VecDeque::new();
-                }
+            if let Some(cursor) = &mut st.cursor {
                 st.active.event(false);
+                let ev = match cursor.next(&st.interest) {
+                    Some(ev) => ev,
+                    None => {
+                        let seq = cursor.snap.seq();
+                        // Idle subscriptions hold no snapshot.
+                        st.cursor = None;
+                        ResourceEvent::marker(ResourceEventType::Synced, seq)
+                    }
+                };
                 return Some((ev, st));
             }
             if st.sub.overflowed.swap(false, Ordering::AcqRel) {
@@ -272,7 +303,7 @@ fn changes(
                 while st.sub.rx.try_recv().is_ok() {}
                 let snap = st.store.snapshot();
                 st.after = snap.seq();
-                st.pending = st.interest.snapshot(&snap);
+                st.cursor = Some(SnapshotCursor::new(snap.clone(), &st.interest));
                 st.active.event(true);
                 return Some((
                     ResourceEvent::marker(ResourceEventType::Resync, snap.seq()),

@@ -489,10 +489,12 @@ fn cluster_changed(
                     match rx.recv().await {
                         Ok(c) if c.seq > after => {
                             let snap = store.snapshot();
-                            // The cluster as it is now (or was, when deleted): its references
-                            // decide, so a renamed NetworkNamespace reference is followed.
-                            if let Some(Resource::KubernetesCluster(kc)) =
-                                snap.get_key(&key).map(|r| r.as_ref())
+                            // The cluster's references as of this change (followed through the
+                            // stream, in order): a renamed NetworkNamespace reference is followed
+                            // from the change that renames it on.
+                            if let Resource::KubernetesCluster(kc) = c.object.as_ref()
+                                && crate::store::Key::of(&c.object) == key
+                                && c.change != ChangeType::Deleted
                             {
                                 refs = ClusterRefs::of(kc);
                             }

@@ -160,6 +160,7 @@ pub fn start(client: Client, store: Arc<Store>, settings: &KubeSettings) -> Kube
                 scope,
                 backoff: Backoff::new(settings.min_backoff, settings.max_backoff),
                 listed_once: false,
+                delivered: false,
             };
             tasks.push(tokio::spawn(watch.run(version)));
         }
@@ -262,6 +263,8 @@ struct Watch {
     scope: Option<String>,
     backoff: Backoff,
     listed_once: bool,
+    /// The last watch delivered something (an event or a bookmark) before it ended.
+    delivered: bool,
 }
 
 impl Watch {
@@ -462,14 +465,30 @@ impl Watch {
                     }
                 },
             };
+            let opened = tokio::time::Instant::now();
             match self.follow(stream, version, &mut rv).await {
+                Ended::Closed
+                    if !self.delivered && opened.elapsed() < self.settings.watch_timeout / 2 =>
+                {
+                    // Closed at once with nothing sent: not the API server's timeout; back off.
+                    self.failed(
+                        "watch",
+                        "the watch closed at once without sending anything".into(),
+                    )
+                    .await;
+                }
                 Ended::Closed => {
                     self.backoff.reset();
                     self.alive(Some(&rv), true, false);
                 }
                 Ended::Broken(e) => {
-                    // A dropped connection: resume at once (then back off if it keeps failing).
-                    tracing::info!(kind = self.kind.name(), error = %e, "watch connection dropped; resuming");
+                    // A dropped connection: resume at once; a watch that keeps breaking before it
+                    // delivers anything backs off like any failure (never a tight loop).
+                    if self.delivered {
+                        tracing::info!(kind = self.kind.name(), error = %e, "watch connection dropped; resuming");
+                    } else {
+                        self.failed("watch", e).await;
+                    }
                 }
                 Ended::Gone => return Failure::Gone,
                 Ended::Silent => {
@@ -508,6 +527,7 @@ impl Watch {
     ) -> Ended {
         let window = self.settings.window();
         futures::pin_mut!(stream);
+        self.delivered = false;
         loop {
             let item = match tokio::time::timeout(window, stream.next()).await {
                 Err(_) => return Ended::Silent,
@@ -527,6 +547,7 @@ impl Watch {
                         *rv = at;
                     }
                     self.alive(Some(rv), true, true);
+                    self.delivered = true;
                 }
                 Ok(WatchEvent::Deleted(obj)) => {
                     let ns = obj.metadata.namespace.clone().unwrap_or_default();
@@ -537,10 +558,12 @@ impl Watch {
                         *rv = at;
                     }
                     self.alive(Some(rv), true, true);
+                    self.delivered = true;
                 }
                 Ok(WatchEvent::Bookmark(bm)) => {
                     *rv = bm.metadata.resource_version;
                     self.alive(Some(rv), true, false);
+                    self.delivered = true;
                 }
                 Ok(WatchEvent::Error(s)) if s.code == 410 => return Ended::Gone,
                 Ok(WatchEvent::Error(s)) => {

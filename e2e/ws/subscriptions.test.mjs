@@ -4,33 +4,16 @@
 // churns while the tests watch it.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import net from 'node:net';
 import { createClient } from 'graphql-ws';
 import { createClient as createSseClient } from 'graphql-sse';
 import WebSocket from 'ws';
+import { startServer } from '../support/server.mjs';
 
-const BIN = process.env.VITISTACK_BIN;
 let server;
 let base;
 let wsUrl;
-let dbdir;
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address();
-      s.close(() => resolve(port));
-    });
-    s.on('error', reject);
-  });
-}
 
 async function metrics() {
   return (await fetch(`${base}/metrics`)).text();
@@ -86,40 +69,16 @@ async function query(q) {
 }
 
 before(async () => {
-  assert.ok(BIN, 'VITISTACK_BIN names the server binary');
-  const port = await freePort();
-  dbdir = mkdtempSync(join(tmpdir(), 'vitistack-e2e-ws-'));
-  server = spawn(
-    BIN,
-    [
-      'serve', '--demo', '--simulate', '--simulate-steps-per-second', '100',
-      '--ws-init-timeout-seconds', '1', '--stream-keepalive-seconds', '1',
-      '--change-buffer', '256', '--subscription-buffer', '64', '--database-url', `sqlite://${dbdir}/e2e.db`,
-    ],
-    {
-      env: { ...process.env, PORT: String(port), BIND_ADDRESS: '127.0.0.1', LOG_LEVEL: 'warn',
-        LOG_JSON_LOGGING: 'false', SOURCE: 'embedded' },
-      stdio: ['ignore', 'inherit', 'inherit'],
-    },
-  );
-  base = `http://127.0.0.1:${port}`;
-  wsUrl = `ws://127.0.0.1:${port}/graphql/ws`;
-  const deadline = Date.now() + 4 * PATIENCE_MS;
-  while (Date.now() < deadline) {
-    try {
-      if ((await fetch(`${base}/ready`)).ok) return;
-    } catch {
-      // not listening yet
-    }
-    await sleep(100);
-  }
-  throw new Error('server did not become ready');
+  server = await startServer([
+    '--demo', '--simulate', '--simulate-steps-per-second', '100',
+    '--ws-init-timeout-seconds', '1', '--stream-keepalive-seconds', '1',
+    '--change-buffer', '256', '--subscription-buffer', '64',
+  ]);
+  base = server.base;
+  wsUrl = `ws://127.0.0.1:${server.port}/graphql/ws`;
 });
 
-after(() => {
-  server?.kill('SIGTERM');
-  if (dbdir) rmSync(dbdir, { recursive: true, force: true });
-});
+after(() => server?.stop());
 
 const MACHINES = `subscription { resourceChanged(kinds: ["Machine"], snapshot: true) {
   type sequence namespace name object { ... on Machine { phase } } } }`;

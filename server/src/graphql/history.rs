@@ -9,7 +9,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use async_graphql::connection::{Connection, Edge};
-use async_graphql::dataloader::{CacheFactory, DataLoader, HashMapCache, Loader, NoCache};
+use async_graphql::dataloader::{DataLoader, HashMapCache, Loader};
 use async_graphql::{ComplexObject, Context, ErrorExtensions, ID, InputObject, SimpleObject};
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -144,35 +144,23 @@ pub struct RecentLoader(Arc<History>);
 /// Reads the phase changes of many objects at once: uid → oldest first.
 pub struct PhaseLoader(Arc<History>);
 
-/// The history DataLoaders. The schema holds one pair without a cache (shared by every request);
-/// each HTTP request gets its own pair with a cache ([`request_loaders`]), which a page resolver
-/// fills for all its items at once ([`prefetch`]) before they resolve: a page costs one
-/// statement per loader by construction, not by timing.
-pub struct Loaders<C: CacheFactory = NoCache> {
+/// The history DataLoaders of one request (each query, each rendered subscription event), with
+/// a cache that lives as long as the request: a page resolver fills them for all its items at
+/// once ([`prefetch`]) before they resolve, so a page costs one statement per loader by
+/// construction, not by timing.
+pub struct Loaders {
     /// Recent events per object.
-    pub recent: DataLoader<RecentLoader, C>,
+    pub recent: DataLoader<RecentLoader, HashMapCache>,
     /// Phase changes per object.
-    pub phases: DataLoader<PhaseLoader, C>,
+    pub phases: DataLoader<PhaseLoader, HashMapCache>,
 }
 
-/// The loaders of one request (with a cache, dropped with the request).
-pub type RequestLoaders = Loaders<HashMapCache>;
-
-/// How long a shared loader collects keys before it reads. Only an optimisation for shapes the
-/// page resolvers do not prefetch (e.g. `nodes(ids)`); nothing depends on it for correctness.
+/// How long a loader collects keys before it reads. Only an optimisation for shapes the page
+/// resolvers do not prefetch (e.g. `nodes(ids)`); nothing depends on it for correctness.
 const BATCH_WINDOW: std::time::Duration = std::time::Duration::from_millis(5);
 
-/// Loaders reading `history`, shared by every request of a schema.
-pub fn loaders(history: Arc<History>) -> Loaders {
-    Loaders {
-        recent: DataLoader::new(RecentLoader(history.clone()), tokio::spawn).delay(BATCH_WINDOW),
-        phases: DataLoader::new(PhaseLoader(history), tokio::spawn).delay(BATCH_WINDOW),
-    }
-}
-
-/// Loaders for one request: results are kept for the request, so what a page resolver prefetched
-/// is what its items read.
-pub fn request_loaders(history: Arc<History>) -> RequestLoaders {
+/// Loaders for one request.
+pub fn request_loaders(history: Arc<History>) -> Loaders {
     Loaders {
         recent: DataLoader::with_cache(
             RecentLoader(history.clone()),
@@ -193,7 +181,7 @@ const DEFAULT_HISTORY: i32 = 20;
 /// time-to figure): one statement per loader (and per distinct `history(first:)`), whose results
 /// the items then read from the request's loaders. Does nothing outside a request with loaders.
 pub async fn prefetch(ctx: &Context<'_>, uids: &[&str]) {
-    let Some(loaders) = ctx.data_opt::<RequestLoaders>() else {
+    let Some(loaders) = ctx.data_opt::<Loaders>() else {
         return;
     };
     if uids.is_empty() {
@@ -307,42 +295,10 @@ fn not_kept() -> async_graphql::Error {
         .extend_with(|_, e| e.set("code", UNAVAILABLE))
 }
 
-/// Recent events of `uid`: from the request's loaders (prefetched by the page), else the shared.
-async fn load_recent(
-    ctx: &Context<'_>,
-    key: (String, usize),
-) -> async_graphql::Result<Option<Vec<StoredEvent>>> {
+/// The request's loaders (history is kept and this request reads it).
+fn loaders_of<'a>(ctx: &Context<'a>) -> async_graphql::Result<&'a Loaders> {
     crate::graphql::mark_volatile(ctx);
-    let loaded = match ctx.data_opt::<RequestLoaders>() {
-        Some(l) => l.recent.load_one(key).await,
-        None => {
-            ctx.data_opt::<Loaders>()
-                .ok_or_else(not_kept)?
-                .recent
-                .load_one(key)
-                .await
-        }
-    };
-    loaded.map_err(unavailable)
-}
-
-/// Phase changes of `uid`, the same way.
-async fn load_phases(
-    ctx: &Context<'_>,
-    uid: String,
-) -> async_graphql::Result<Option<Vec<StoredEvent>>> {
-    crate::graphql::mark_volatile(ctx);
-    let loaded = match ctx.data_opt::<RequestLoaders>() {
-        Some(l) => l.phases.load_one(uid).await,
-        None => {
-            ctx.data_opt::<Loaders>()
-                .ok_or_else(not_kept)?
-                .phases
-                .load_one(uid)
-                .await
-        }
-    };
-    loaded.map_err(unavailable)
+    ctx.data_opt::<Loaders>().ok_or_else(not_kept)
 }
 
 fn history_of<'a>(ctx: &Context<'a>) -> async_graphql::Result<&'a Arc<History>> {
@@ -375,7 +331,11 @@ pub async fn object_history(
     first: i32,
 ) -> async_graphql::Result<Vec<HistoryEvent>> {
     let n = page_size(ctx, first)?;
-    let events = load_recent(ctx, (uid.to_string(), n)).await?;
+    let events = loaders_of(ctx)?
+        .recent
+        .load_one((uid.to_string(), n))
+        .await
+        .map_err(unavailable)?;
     Ok(events
         .unwrap_or_default()
         .into_iter()
@@ -384,7 +344,12 @@ pub async fn object_history(
 }
 
 async fn phase_events(ctx: &Context<'_>, uid: &str) -> async_graphql::Result<Vec<StoredEvent>> {
-    Ok(load_phases(ctx, uid.to_string()).await?.unwrap_or_default())
+    Ok(loaders_of(ctx)?
+        .phases
+        .load_one(uid.to_string())
+        .await
+        .map_err(unavailable)?
+        .unwrap_or_default())
 }
 
 /// The phases an object went through, from its phase changes (oldest first).

@@ -82,7 +82,7 @@ fn with_data<Q, M, S>(
         builder = builder.data(f.clone());
     }
     if let Some(h) = &settings.history {
-        builder = builder.data(h.clone()).data(history::loaders(h.clone()));
+        builder = builder.data(h.clone());
     }
     builder
 }
@@ -122,6 +122,7 @@ pub fn build_executor_schemas(
         open: build(async_graphql::ValidationMode::Strict),
         render: build(async_graphql::ValidationMode::Fast),
         documents: Default::default(),
+        history: settings.history.clone(),
     }
 }
 

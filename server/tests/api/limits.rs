@@ -3,35 +3,11 @@
 //! over HTTP and over WebSocket alike, each refusal naming its limit and value; a subscription's
 //! document is parsed once and shared.
 
-use futures::{SinkExt, StreamExt};
+use futures::SinkExt;
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
 
-use super::{TestApp, Ws, open_ws, send_json, spawn};
-
-async fn acked(app: &TestApp) -> Ws {
-    let mut ws = open_ws(app, Some("graphql-transport-ws")).await;
-    send_json(&mut ws, json!({"type": "connection_init"})).await;
-    assert_eq!(recv(&mut ws).await["type"], "connection_ack");
-    ws
-}
-
-/// The next text message, or the close frame as `{"close": code, "reason": …}`.
-async fn recv(ws: &mut Ws) -> Value {
-    loop {
-        let msg = tokio::time::timeout(super::PATIENCE, ws.next())
-            .await
-            .expect("a message in time");
-        match msg {
-            Some(Ok(Message::Text(t))) => return serde_json::from_str(&t).expect("json"),
-            Some(Ok(Message::Close(Some(f)))) => {
-                return json!({"close": u16::from(f.code), "reason": f.reason.as_str()});
-            }
-            Some(Ok(Message::Close(None))) | None | Some(Err(_)) => return json!({"close": null}),
-            Some(Ok(_)) => continue,
-        }
-    }
-}
+use super::{TestApp, acked, recv, send_json, spawn};
 
 /// POST asking for application/graphql-response+json: (status, body).
 async fn post(app: &TestApp, query: &str, variables: Value) -> (u16, Value) {

@@ -226,6 +226,34 @@ pub async fn send_json(ws: &mut Ws, v: Value) {
     .expect("send");
 }
 
+/// The next text message of a WebSocket, or the close frame as `{"close": code, "reason": …}`.
+pub async fn recv(ws: &mut Ws) -> Value {
+    use futures::StreamExt;
+    use tokio_tungstenite::tungstenite::Message;
+    loop {
+        let msg = tokio::time::timeout(PATIENCE, ws.next())
+            .await
+            .expect("a message in time");
+        match msg {
+            Some(Ok(Message::Text(t))) => return serde_json::from_str(&t).expect("json"),
+            Some(Ok(Message::Close(Some(f)))) => {
+                return json!({"close": u16::from(f.code), "reason": f.reason.as_str()});
+            }
+            Some(Ok(Message::Close(None))) | None | Some(Err(_)) => {
+                return json!({"close": null});
+            }
+            Some(Ok(_)) => continue,
+        }
+    }
+}
+
+pub async fn acked(app: &TestApp) -> Ws {
+    let mut ws = open_ws(app, Some("graphql-transport-ws")).await;
+    send_json(&mut ws, json!({"type": "connection_init"})).await;
+    assert_eq!(recv(&mut ws).await["type"], "connection_ack");
+    ws
+}
+
 /// A server with the demo fleet and every upstream fixture.
 pub async fn spawn_full() -> TestApp {
     let upstream = shared().join("fixtures/upstream");

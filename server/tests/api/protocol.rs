@@ -4,41 +4,15 @@
 
 use std::time::Duration;
 
-use futures::{SinkExt, StreamExt};
+use futures::SinkExt;
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
 use vitistack::model::{Kind, Resource};
 use vitistack::store::Op;
 
 use super::{
-    TestApp, Ws, eventually, metric as counter, open_ws as open, send_json as send, spawn,
+    Ws, acked, eventually, metric as counter, open_ws as open, recv, send_json as send, spawn,
 };
-
-/// The next text message, or the close frame as `{"close": code, "reason": …}`.
-async fn recv(ws: &mut Ws) -> Value {
-    loop {
-        let msg = tokio::time::timeout(Duration::from_secs(10), ws.next())
-            .await
-            .expect("a message in time");
-        match msg {
-            Some(Ok(Message::Text(t))) => return serde_json::from_str(&t).expect("json"),
-            Some(Ok(Message::Close(Some(f)))) => {
-                return json!({"close": u16::from(f.code), "reason": f.reason.as_str()});
-            }
-            Some(Ok(Message::Close(None))) | None | Some(Err(_)) => {
-                return json!({"close": null});
-            }
-            Some(Ok(_)) => continue,
-        }
-    }
-}
-
-async fn acked(app: &TestApp) -> Ws {
-    let mut ws = open(app, Some("graphql-transport-ws")).await;
-    send(&mut ws, json!({"type": "connection_init"})).await;
-    assert_eq!(recv(&mut ws).await["type"], "connection_ack");
-    ws
-}
 
 const SUB: &str =
     "subscription { resourceChanged(kinds: [\"Machine\"], namespace: \"proto\") { type name } }";

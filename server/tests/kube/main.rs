@@ -125,6 +125,20 @@ impl Harness {
         body["data"].clone()
     }
 
+    /// List requests the API server received for a resource.
+    fn lists(&self, plural: &str) -> usize {
+        self.api
+            .requests(plural)
+            .iter()
+            .filter(|r| !r.watch)
+            .count()
+    }
+
+    /// Watch requests the API server received for a resource.
+    fn watches(&self, plural: &str) -> usize {
+        self.api.requests(plural).iter().filter(|r| r.watch).count()
+    }
+
     /// Wait until `/ready` answers 200.
     async fn ready(&self) {
         let deadline = tokio::time::Instant::now() + PATIENCE;
@@ -256,12 +270,7 @@ async fn initial_sync_then_every_change_in_order() {
 async fn gone_410_relists_and_deletes_what_vanished() {
     let h = Harness::start(three_machines).await;
     h.ready().await;
-    let lists_before = h
-        .api
-        .requests("machines")
-        .iter()
-        .filter(|r| !r.watch)
-        .count();
+    let lists_before = h.lists("machines");
     // m1 disappears and the history is compacted: the watch cannot resume (410) and only a
     // relist can tell that m1 is gone.
     h.api.apply("machines", machine("team-a", "m9", "c1"));
@@ -280,12 +289,7 @@ async fn gone_410_relists_and_deletes_what_vanished() {
                 .is_some()
     })
     .await;
-    let lists_after = h
-        .api
-        .requests("machines")
-        .iter()
-        .filter(|r| !r.watch)
-        .count();
+    let lists_after = h.lists("machines");
     assert!(lists_after > lists_before, "a relist happened");
     assert_eq!(machine_count(h.store()), 3);
 }
@@ -325,18 +329,8 @@ async fn dropped_connection_resumes_from_the_last_version_without_relisting() {
         );
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
-    let lists_before = h
-        .api
-        .requests("machines")
-        .iter()
-        .filter(|r| !r.watch)
-        .count();
-    let watches_before = h
-        .api
-        .requests("machines")
-        .iter()
-        .filter(|r| r.watch)
-        .count();
+    let lists_before = h.lists("machines");
+    let watches_before = h.watches("machines");
     h.api.drop_watches();
     h.api.apply("machines", machine("team-a", "m1", "c1"));
     h.until("m1 after the reconnect", |s| machine_count(s) == 2)
@@ -373,22 +367,12 @@ async fn hung_watch_is_detected_and_restarted() {
     h.api.apply("machines", machine("team-a", "m1", "c1"));
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(machine_count(h.store()), 1, "not delivered while hung");
-    let watches_before = h
-        .api
-        .requests("machines")
-        .iter()
-        .filter(|r| r.watch)
-        .count();
+    let watches_before = h.watches("machines");
     h.api.hang(false);
     // The silent stream is noticed (timeout 2 s + 5 s margin) and replaced.
     h.until("m1 after the restart", |s| machine_count(s) == 2)
         .await;
-    let watches_after = h
-        .api
-        .requests("machines")
-        .iter()
-        .filter(|r| r.watch)
-        .count();
+    let watches_after = h.watches("machines");
     assert!(watches_after > watches_before, "a new watch was opened");
 }
 
@@ -403,12 +387,7 @@ async fn watches_that_keep_hanging_are_reported_stale_and_relisted() {
     })
     .await;
     h.ready().await;
-    let lists_before = h
-        .api
-        .requests("machines")
-        .iter()
-        .filter(|r| !r.watch)
-        .count();
+    let lists_before = h.lists("machines");
     h.api.hang(true);
     h.api.apply("machines", machine("team-a", "m1", "c1"));
     // Stale, and said so everywhere, before the relist brings m1.
@@ -470,12 +449,7 @@ async fn watches_that_keep_hanging_are_reported_stale_and_relisted() {
         machine_count(s) == 2
     })
     .await;
-    let lists_after = h
-        .api
-        .requests("machines")
-        .iter()
-        .filter(|r| !r.watch)
-        .count();
+    let lists_after = h.lists("machines");
     assert!(lists_after > lists_before, "relisted");
     assert_eq!(
         machine_kind(&h.data("{ sources { kinds { name stale } } }").await)["stale"],

@@ -49,6 +49,8 @@ pub struct ExecutorSchemas {
     pub render: ExecutorSchema,
     /// Documents parsed once, shared by the subscriptions that send the same text.
     pub documents: Arc<Documents>,
+    /// The event log (each rendered event gets its own history loaders).
+    pub history: Option<Arc<crate::history::History>>,
 }
 
 /// Parsed subscription documents by text: a document is parsed once, when its first
@@ -327,9 +329,12 @@ pub fn subscribe(
         }
         let events = streams.remove(0);
         let render = move |event: Update| -> BoxFuture<'static, Response> {
-            let r = request(&query, &variables, &operation)
+            let mut r = request(&query, &variables, &operation)
                 .data(event)
                 .data(store.snapshot());
+            if let Some(h) = &schemas.history {
+                r = r.data(crate::graphql::history::request_loaders(h.clone()));
+            }
             let schema = schemas.render.clone();
             async move { schema.execute(r).await }.boxed()
         };

@@ -1,0 +1,48 @@
+// The real server for the Node suites: started from VITISTACK_BIN on a free port with a SQLite
+// file of its own, waited for until /ready answers, stopped (and its file removed) at the end.
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import net from 'node:net';
+
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const s = net.createServer();
+    s.listen(0, '127.0.0.1', () => {
+      const { port } = s.address();
+      s.close(() => resolve(port));
+    });
+    s.on('error', reject);
+  });
+}
+
+/** Start `vitistack serve ARGS…`; returns { base, port, stop }. */
+export async function startServer(args, env = {}) {
+  const bin = process.env.VITISTACK_BIN;
+  assert.ok(bin, 'VITISTACK_BIN names the server binary');
+  const port = await freePort();
+  const dbdir = mkdtempSync(join(tmpdir(), 'vitistack-e2e-'));
+  const child = spawn(bin, ['serve', ...args, '--database-url', `sqlite://${dbdir}/e2e.db`], {
+    env: { ...process.env, PORT: String(port), BIND_ADDRESS: '127.0.0.1', LOG_LEVEL: 'warn',
+      LOG_JSON_LOGGING: 'false', SOURCE: 'embedded', ...env },
+    stdio: ['ignore', 'inherit', 'inherit'],
+  });
+  const base = `http://127.0.0.1:${port}`;
+  const stop = () => {
+    child.kill('SIGTERM');
+    rmSync(dbdir, { recursive: true, force: true });
+  };
+  const deadline = Date.now() + 120000;
+  while (Date.now() < deadline) {
+    try {
+      if ((await fetch(`${base}/ready`)).ok) return { base, port, stop };
+    } catch {
+      // not listening yet
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  stop();
+  throw new Error('server did not become ready');
+}

@@ -1,0 +1,140 @@
+//! What a subscription's document text costs per event: one subscriber opens
+//! `resourceChanged(kinds: ["Machine"], snapshot: true)` on the release server holding the demo
+//! fleet, with its document padded by a comment of DOC_PADDING_KB, and reads until `SYNCED`.
+//! Reported: the events received and the server's CPU time (user + system, from /proc) spent
+//! between the subscribe message and `SYNCED`.
+//!
+//! `cargo bench --bench document_cost`; env: DOC_PADDING_KB (1000), DEMO_CLUSTERS (0: the small
+//! demo), VITISTACK_BIN (another build of the server to compare with).
+
+#[path = "support/runtime.rs"]
+mod runtime;
+
+use std::time::{Duration, Instant};
+
+use futures::{SinkExt, StreamExt};
+use serde_json::{Value, json};
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+
+fn env(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// User + system CPU time of a process, in milliseconds (clock ticks of 10 ms).
+fn cpu_ms(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let after = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or_default();
+    // After the name: state, ppid, pgrp, session, tty_nr, tpgid, flags, minflt, cminflt, majflt,
+    // cmajflt, utime, stime (fields 3 to 15 of the line).
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    (ticks(11) + ticks(12)) * 10
+}
+
+fn main() {
+    runtime::main(run);
+}
+
+async fn run() {
+    let padding_kb = env("DOC_PADDING_KB", 1_000) as usize;
+    let clusters = env("DEMO_CLUSTERS", 0);
+    let bin = std::env::var("VITISTACK_BIN")
+        .unwrap_or_else(|_| env!("CARGO_BIN_EXE_vitistack").to_string());
+    let dir = std::env::temp_dir().join(format!("vitistack-doccost-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("port");
+        l.local_addr().expect("addr").port()
+    };
+    let mut child = std::process::Command::new(&bin)
+        .args(["serve", "--demo"])
+        .env("SOURCE", "embedded")
+        .env("DEMO_CLUSTERS", clusters.to_string())
+        .env("PORT", port.to_string())
+        .env("BIND_ADDRESS", "127.0.0.1")
+        .env("DATABASE_URL", format!("sqlite://{}/v.db", dir.display()))
+        .env("LOG_LEVEL", "warn")
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("start vitistack");
+    let pid = child.id();
+    let started = Instant::now();
+    loop {
+        if let Ok(r) = reqwest::get(format!("http://127.0.0.1:{port}/ready")).await
+            && r.status().is_success()
+        {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(300), "never ready");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let mut req = format!("ws://127.0.0.1:{port}/graphql/ws")
+        .into_client_request()
+        .expect("request");
+    req.headers_mut().insert(
+        "Sec-WebSocket-Protocol",
+        "graphql-transport-ws".parse().expect("header"),
+    );
+    let (mut ws, _) = tokio_tungstenite::connect_async(req).await.expect("ws");
+    ws.send(Message::Text(
+        json!({"type": "connection_init"}).to_string().into(),
+    ))
+    .await
+    .expect("init");
+    let padding = format!("# {}\n", "x".repeat(padding_kb * 1024));
+    let query = format!(
+        "{padding}subscription {{ resourceChanged(kinds: [\"Machine\"], snapshot: true) {{ type name object {{ ... on Machine {{ phase }} }} }} }}"
+    );
+    let before = cpu_ms(pid);
+    let t0 = Instant::now();
+    ws.send(Message::Text(
+        json!({"id": "d", "type": "subscribe", "payload": {"query": query}})
+            .to_string()
+            .into(),
+    ))
+    .await
+    .expect("subscribe");
+    let mut events = 0;
+    let mut outcome = String::from("SYNCED");
+    while let Some(Ok(m)) = ws.next().await {
+        let Message::Text(t) = m else {
+            if let Message::Close(f) = m {
+                outcome = format!("closed {f:?}");
+                break;
+            }
+            continue;
+        };
+        let v: Value = serde_json::from_str(&t).unwrap_or(Value::Null);
+        match v["type"].as_str() {
+            Some("next") => {
+                events += 1;
+                if v["payload"]["data"]["resourceChanged"]["type"] == "SYNCED" {
+                    break;
+                }
+            }
+            Some("error") => {
+                outcome = format!("refused: {}", v["payload"]);
+                break;
+            }
+            _ => {}
+        }
+    }
+    let cpu = cpu_ms(pid).saturating_sub(before);
+    println!(
+        "document_cost: {padding_kb} KB of comment, {events} events ({outcome}) in {:.2} s, server CPU {cpu} ms ({bin})",
+        t0.elapsed().as_secs_f64()
+    );
+    let _ = child.kill();
+    let _ = child.wait();
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,5 +1,6 @@
 //! The HTTP surface: GraphQL (POST, and GraphiQL on GET), health, readiness, metrics, and the page.
 
+pub mod assets;
 pub mod cache;
 mod graphql_http;
 mod metrics;
@@ -77,7 +78,7 @@ impl AppState {
 /// The router with every route.
 pub fn router(state: AppState) -> Router {
     Router::new()
-        .route("/", get(index))
+        .route("/", get(assets::serve))
         .route("/graphql", get(graphql_get).post(graphql))
         .route("/graphql/ws", get(graphql_ws))
         .route(
@@ -90,14 +91,11 @@ pub fn router(state: AppState) -> Router {
         .route("/health/operators", get(health_operators))
         .route("/ready", get(ready))
         .route("/metrics", get(metrics))
+        .fallback(assets::serve)
         .layer(tower_http::limit::RequestBodyLimitLayer::new(
             MAX_BODY_BYTES,
         ))
         .with_state(state)
-}
-
-async fn index() -> Html<&'static str> {
-    Html(include_str!("../../../web/index.html"))
 }
 
 /// GET with a `query` parameter executes a query (GraphQL over HTTP; mutations are refused with

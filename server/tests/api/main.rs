@@ -2,6 +2,7 @@
 //! demo fleet, queried over HTTP like a client would.
 
 mod cache;
+mod dashboard;
 mod diagnosis;
 mod fixtures;
 #[macro_use]

@@ -19,7 +19,8 @@ use std::sync::Arc;
 
 use async_graphql::Positioned;
 use async_graphql::parser::types::{
-    DocumentOperations, ExecutableDocument, OperationDefinition, OperationType,
+    DocumentOperations, ExecutableDocument, OperationDefinition, OperationType, Selection,
+    SelectionSet,
 };
 use async_graphql::{
     Context, EmptyMutation, EmptySubscription, ID, Object, Request, Response, Schema, ServerError,
@@ -256,26 +257,77 @@ pub fn as_query(text: &str, doc: &ExecutableDocument, name: Option<&str>) -> Opt
         DocumentOperations::Single(_) => None,
     }
     .unwrap_or_else(|| "Anonymous Subscription".into());
-    // Positions are 1-based lines and columns counted in characters.
+    let at = offset(text, op.pos)?;
+    const KEYWORD: &str = "subscription";
+    if !text.get(at..)?.starts_with(KEYWORD) {
+        return None;
+    }
+    // The other operations (and fragments only they use) are blanked out: they were written
+    // for the real roots, and the event schema would refuse them.
+    let mut used = std::collections::HashSet::new();
+    spreads(&op.node.selection_set.node, doc, &mut used);
+    let mut starts: Vec<(usize, bool)> = Vec::new();
+    for (_, other) in doc.operations.iter() {
+        starts.push((offset(text, other.pos)?, std::ptr::eq(other, op)));
+    }
+    for (name, fragment) in &doc.fragments {
+        starts.push((offset(text, fragment.pos)?, used.contains(name.as_str())));
+    }
+    starts.sort_unstable();
+    let mut out: Vec<u8> = text.as_bytes().to_vec();
+    for (i, (from, keep)) in starts.iter().enumerate() {
+        if *keep {
+            continue;
+        }
+        let to = starts.get(i + 1).map_or(text.len(), |(next, _)| *next);
+        // Blank with spaces, keeping newlines (and so every kept position).
+        for b in &mut out[*from..to] {
+            if *b != b'\n' {
+                *b = b' ';
+            }
+        }
+    }
+    out[at..at + KEYWORD.len()].copy_from_slice(b"query       ");
+    // Only ASCII bytes were written over whole characters' spans: still UTF-8 after a blanked
+    // multi-byte character becomes several spaces.
+    let query = String::from_utf8(out).ok()?;
+    Some(Prepared { query, title })
+}
+
+/// The byte offset of a parser position (1-based line and column, columns counted in characters).
+fn offset(text: &str, pos: async_graphql::Pos) -> Option<usize> {
     let line_start: usize = text
         .split_inclusive('\n')
-        .take(op.pos.line.saturating_sub(1))
+        .take(pos.line.saturating_sub(1))
         .map(str::len)
         .sum();
     let column = text
         .get(line_start..)?
         .char_indices()
-        .nth(op.pos.column.checked_sub(1)?)?;
-    let at = line_start + column.0;
-    const KEYWORD: &str = "subscription";
-    if !text.get(at..)?.starts_with(KEYWORD) {
-        return None;
+        .nth(pos.column.checked_sub(1)?)?;
+    Some(line_start + column.0)
+}
+
+/// The fragments a selection set uses, directly or through other fragments.
+fn spreads<'a>(
+    set: &'a SelectionSet,
+    doc: &'a ExecutableDocument,
+    used: &mut std::collections::HashSet<&'a str>,
+) {
+    for item in &set.items {
+        match &item.node {
+            Selection::Field(f) => spreads(&f.node.selection_set.node, doc, used),
+            Selection::InlineFragment(f) => spreads(&f.node.selection_set.node, doc, used),
+            Selection::FragmentSpread(f) => {
+                let name = f.node.fragment_name.node.as_str();
+                if used.insert(name)
+                    && let Some(fragment) = doc.fragments.get(&f.node.fragment_name.node)
+                {
+                    spreads(&fragment.node.selection_set.node, doc, used);
+                }
+            }
+        }
     }
-    let mut out = String::with_capacity(text.len());
-    out.push_str(&text[..at]);
-    out.push_str("query       ");
-    out.push_str(&text[at + KEYWORD.len()..]);
-    Some(Prepared { query: out, title })
 }
 
 /// Run a subscription prepared by [`as_query`]; `variables` and `operation` are the request's.
@@ -364,12 +416,21 @@ mod tests {
         assert_eq!(
             rewrite(two, Some("B")),
             Some(Prepared {
-                query: "query A { datacenter { name } }\nquery        B { hostsChanged { hosts } }"
+                query: "                               \nquery        B { hostsChanged { hosts } }"
                     .into(),
                 title: "Subscription \"B\"".into()
             })
         );
         assert_eq!(rewrite(two, Some("A")), None, "a query stays a query");
+        // Other operations and the fragments only they use are blanked (the event schema
+        // would refuse them); positions in the kept operation do not move.
+        let many = "query A { ...F }\nfragment F on Query { sequence }\nsubscription B { hostsChanged { ...G } }\nfragment G on HostCapacity { hosts }";
+        let Prepared { query: q, .. } = rewrite(many, Some("B")).expect("rewritten");
+        assert_eq!(q.len(), many.len());
+        assert_eq!(
+            q.trim(),
+            "query        B { hostsChanged { ...G } }\nfragment G on HostCapacity { hosts }"
+        );
         assert_eq!(rewrite(two, None), None, "two operations and no name");
         assert_eq!(rewrite("{ datacenter { name } }", None), None);
     }

@@ -185,7 +185,45 @@ pub fn to_node(r: Arc<Resource>) -> Node {
         desc = "Opaque global id; pass it to `node`."
     ),
     field(name = "name", ty = "String", desc = "`metadata.name`."),
-    field(name = "kind", ty = "String", desc = "The Kubernetes kind.")
+    field(name = "kind", ty = "String", desc = "The Kubernetes kind."),
+    field(
+        name = "api_version",
+        ty = "String",
+        desc = "`group/version` the object was read as (`vitistack.io/v1alpha1`, `kubevirt.io/v1`, `v1`)."
+    ),
+    field(
+        name = "namespace",
+        ty = "Option<String>",
+        desc = "`metadata.namespace`; null for cluster-scoped kinds."
+    ),
+    field(name = "uid", ty = "String", desc = "`metadata.uid`."),
+    field(
+        name = "resource_version",
+        ty = "Option<String>",
+        desc = "`metadata.resourceVersion`."
+    ),
+    field(
+        name = "created_at",
+        ty = "Option<String>",
+        desc = "`metadata.creationTimestamp` (RFC 3339)."
+    ),
+    field(name = "labels", ty = "Vec<KeyValue>", desc = "Labels."),
+    field(name = "annotations", ty = "Vec<KeyValue>", desc = "Annotations."),
+    field(
+        name = "phase",
+        ty = "Option<String>",
+        desc = "`status.phase` as written; null when there is none yet."
+    ),
+    field(
+        name = "conditions",
+        ty = "Vec<ConditionGql>",
+        desc = "`status.conditions`."
+    ),
+    field(
+        name = "raw",
+        ty = "Json<serde_json::Value>",
+        desc = "The whole object as JSON (credentials redacted, managedFields dropped)."
+    )
 )]
 #[allow(
     missing_docs,
@@ -245,53 +283,53 @@ macro_rules! node_type {
             }
 
             /// `group/version` the object was read as (`vitistack.io/v1alpha1`, `kubevirt.io/v1`, `v1`).
-            async fn api_version(&self) -> String {
-                self.0.kind().api_version(self.0.version())
+            pub async fn api_version(&self, _ctx: &async_graphql::Context<'_>) -> async_graphql::Result<String> {
+                Ok(self.0.kind().api_version(self.0.version()))
             }
 
             /// `metadata.namespace`; null for cluster-scoped kinds.
-            async fn namespace(&self) -> Option<&str> {
-                Some(self.0.namespace()).filter(|n| !n.is_empty())
+            pub async fn namespace(&self, _ctx: &async_graphql::Context<'_>) -> async_graphql::Result<Option<String>> {
+                Ok(Some(self.0.namespace()).filter(|n| !n.is_empty()).map(str::to_owned))
             }
 
             /// `metadata.uid`.
-            async fn uid(&self) -> &str {
-                self.0.uid()
+            pub async fn uid(&self, _ctx: &async_graphql::Context<'_>) -> async_graphql::Result<String> {
+                Ok(self.0.uid().to_owned())
             }
 
             /// `metadata.resourceVersion`.
-            async fn resource_version(&self) -> Option<&str> {
-                self.0.meta().resource_version.as_deref()
+            pub async fn resource_version(&self, _ctx: &async_graphql::Context<'_>) -> async_graphql::Result<Option<String>> {
+                Ok(self.0.meta().resource_version.clone())
             }
 
             /// `metadata.creationTimestamp` (RFC 3339).
-            async fn created_at(&self) -> Option<String> {
-                self.0.created().map(|t| t.to_string())
+            pub async fn created_at(&self, _ctx: &async_graphql::Context<'_>) -> async_graphql::Result<Option<String>> {
+                Ok(self.0.created().map(|t| t.to_string()))
             }
 
             /// Labels.
-            async fn labels(&self) -> Vec<crate::graphql::types::KeyValue> {
-                crate::graphql::types::pairs(self.0.meta().labels.as_ref())
+            pub async fn labels(&self, _ctx: &async_graphql::Context<'_>) -> async_graphql::Result<Vec<crate::graphql::types::KeyValue>> {
+                Ok(crate::graphql::types::pairs(self.0.meta().labels.as_ref()))
             }
 
             /// Annotations.
-            async fn annotations(&self) -> Vec<crate::graphql::types::KeyValue> {
-                crate::graphql::types::pairs(self.0.meta().annotations.as_ref())
+            pub async fn annotations(&self, _ctx: &async_graphql::Context<'_>) -> async_graphql::Result<Vec<crate::graphql::types::KeyValue>> {
+                Ok(crate::graphql::types::pairs(self.0.meta().annotations.as_ref()))
             }
 
             /// `status.phase` as written; null when there is none yet.
-            async fn phase(&self) -> Option<&str> {
-                self.0.phase().filter(|p| !p.is_empty())
+            pub async fn phase(&self, _ctx: &async_graphql::Context<'_>) -> async_graphql::Result<Option<String>> {
+                Ok(self.0.phase().filter(|p| !p.is_empty()).map(str::to_owned))
             }
 
             /// `status.conditions`.
-            async fn conditions(&self) -> Vec<crate::graphql::types::ConditionGql> {
-                self.0.conditions().unwrap_or_default().iter().map(Into::into).collect()
+            pub async fn conditions(&self, _ctx: &async_graphql::Context<'_>) -> async_graphql::Result<Vec<crate::graphql::types::ConditionGql>> {
+                Ok(self.0.conditions().unwrap_or_default().iter().map(Into::into).collect())
             }
 
             /// The whole object as JSON (credentials redacted, managedFields dropped).
-            async fn raw(&self) -> async_graphql::Json<serde_json::Value> {
-                async_graphql::Json(self.0.to_value())
+            pub async fn raw(&self, _ctx: &async_graphql::Context<'_>) -> async_graphql::Result<async_graphql::Json<serde_json::Value>> {
+                Ok(async_graphql::Json(self.0.to_value()))
             }
 
             $($body)*

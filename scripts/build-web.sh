@@ -1,0 +1,131 @@
+#!/usr/bin/env bash
+# Build the dashboard (web/, a Leptos client-side app) to wasm32 and lay it out in web/dist for the
+# server to embed: content-hashed file names, a gzip copy of each, index.html pointing at them.
+# Called by scripts/run.sh and scripts/test.sh; installs what it needs and is incremental.
+#
+#   WASM_ROUTE=auto|rustup|debian  auto: rustup's wasm32-unknown-unknown target when it is installed
+#                                  (a normal laptop), else Debian's rustc-web with -Zbuild-std.
+#   WASM_OPT=auto|none             auto: binaryen's wasm-opt from npm (Debian's 108 breaks the
+#                                  externref table export), checked after it ran.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+TARGET=wasm32-unknown-unknown
+WASM_ROUTE=${WASM_ROUTE:-auto}
+WASM_OPT=${WASM_OPT:-auto}
+TOOLS=${VITISTACK_TOOLS:-/var/tmp/vitistack-tools}
+BINARYEN=132.0.0
+export PATH="$HOME/.cargo/bin:$PATH"
+say() { printf '== web: %s\n' "$*" >&2; }
+die() { printf 'web build failed: %s\n' "$*" >&2; exit 1; }
+SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+
+apt_updated=0
+apt_install() { # installs the packages that are missing
+  local missing=() p
+  for p in "$@"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  command -v apt-get >/dev/null || die "missing ${missing[*]} and no apt-get to install them"
+  if [ "$apt_updated" = 0 ]; then $SUDO apt-get update -qq; apt_updated=1; fi
+  say "apt-get install ${missing[*]}"
+  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+rustup_has_wasm() {
+  command -v rustup >/dev/null && rustup target list --installed 2>/dev/null | grep -qx "$TARGET"
+}
+if [ "$WASM_ROUTE" = auto ]; then
+  if rustup_has_wasm; then WASM_ROUTE=rustup; else WASM_ROUTE=debian; fi
+fi
+case "$WASM_ROUTE" in
+  rustup)
+    build=(cargo build)
+    ;;
+  debian)
+    apt_install rustc-web cargo-web rust-web-src
+    llvm=$(/usr/bin/rustc -vV | sed -n 's/^LLVM version: \([0-9]*\).*/\1/p')
+    lld=""
+    for cand in "lld-$llvm" lld-22 lld-19; do
+      if dpkg-query -W -f='${Status}' "$cand" 2>/dev/null | grep -q 'install ok installed' ||
+        apt-cache show "$cand" >/dev/null 2>&1; then
+        lld=$cand
+        break
+      fi
+    done
+    [ -n "$lld" ] || die "no lld package (wasm-ld) for LLVM $llvm"
+    apt_install "$lld"
+    wasm_ld="/usr/lib/llvm-${lld#lld-}/bin/wasm-ld"
+    # PATH=/usr/bin first: build scripts that call rustc or cargo get Debian's, not rustup's.
+    build=(env "PATH=/usr/bin:$PATH" RUSTC=/usr/bin/rustc RUSTC_BOOTSTRAP=1
+      "CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_LINKER=$wasm_ld"
+      /usr/bin/cargo build -Zbuild-std=std,panic_abort)
+    ;;
+  *) die "WASM_ROUTE must be auto, rustup or debian" ;;
+esac
+
+# The wasm-bindgen CLI must equal the crate in Cargo.lock exactly.
+wb=$(awk '$0=="name = \"wasm-bindgen\""{getline; gsub(/version = |"/,""); print; exit}' Cargo.lock)
+[ -n "$wb" ] || die "wasm-bindgen is not in Cargo.lock"
+if [ "$(wasm-bindgen --version 2>/dev/null || true)" != "wasm-bindgen $wb" ]; then
+  say "cargo install wasm-bindgen-cli $wb"
+  # --locked can fail when the index lacks a locked dependency; then resolve afresh.
+  cargo install --force wasm-bindgen-cli --version "$wb" --locked ||
+    cargo install --force wasm-bindgen-cli --version "$wb"
+fi
+
+# A separate target directory per toolchain: switching rustc would rebuild everything.
+export CARGO_TARGET_DIR="${WEB_TARGET_DIR:-/var/tmp/vitistack-web-target}/$WASM_ROUTE"
+say "cargo build ($WASM_ROUTE)"
+"${build[@]}" --locked -p vitistack-web --profile wasm-release --target "$TARGET"
+raw="$CARGO_TARGET_DIR/$TARGET/wasm-release/vitistack_web.wasm"
+[ -f "$raw" ] || die "expected $raw"
+
+stage=$(mktemp -d)
+trap 'rm -rf "$stage"' EXIT
+wasm-bindgen --target web --no-typescript --out-dir "$stage" "$raw"
+bg="$stage/vitistack_web_bg.wasm"
+
+# wasm-opt: checked, since a broken one kills the page (`__wbindgen_externrefs` must stay an
+# externref table).
+if [ "$WASM_OPT" = auto ] && command -v npm >/dev/null; then
+  opt="$TOOLS/node_modules/.bin/wasm-opt"
+  if ! "$opt" --version 2>/dev/null | grep -q "version ${BINARYEN%%.*}"; then
+    say "npm install binaryen@$BINARYEN"
+    mkdir -p "$TOOLS"
+    npm install --prefix "$TOOLS" --no-audit --no-fund --loglevel=error "binaryen@$BINARYEN" >/dev/null
+  fi
+  if "$opt" -Oz -o "$bg.opt" "$bg" && python3 scripts/wasm-externref-check.py "$bg.opt"; then
+    mv "$bg.opt" "$bg"
+  else
+    say "wasm-opt failed or broke the externref table; keeping the unoptimised wasm"
+    rm -f "$bg.opt"
+  fi
+fi
+python3 scripts/wasm-externref-check.py "$bg"
+
+# Content-hashed names: the server lets browsers keep /assets/* forever.
+hash() { sha256sum "$1" | cut -c1-16; }
+out="$stage/dist"
+mkdir -p "$out/assets"
+wasm_name="vitistack-$(hash "$bg").wasm"
+cp "$bg" "$out/assets/$wasm_name"
+sed "s#vitistack_web_bg.wasm#$wasm_name#" "$stage/vitistack_web.js" > "$stage/glue.js"
+js_name="vitistack-$(hash "$stage/glue.js").js"
+cp "$stage/glue.js" "$out/assets/$js_name"
+css_name="vitistack-$(hash web/style.css).css"
+cp web/style.css "$out/assets/$css_name"
+# The start-up script is a file, not inline, so the page's CSP can forbid inline scripts.
+printf 'import init from "/assets/%s";\ninit({ module_or_path: "/assets/%s" });\n' "$js_name" "$wasm_name" > "$stage/boot.js"
+boot_name="boot-$(hash "$stage/boot.js").js"
+cp "$stage/boot.js" "$out/assets/$boot_name"
+sed -e "s#__JS__#/assets/$js_name#" -e "s#__WASM__#/assets/$wasm_name#" -e "s#__CSS__#/assets/$css_name#" \
+  -e "s#__BOOT__#/assets/$boot_name#" web/index.html > "$out/index.html"
+for f in "$out/index.html" "$out"/assets/*; do gzip -9 -n -k "$f"; done
+
+rm -rf web/dist
+mv "$out" web/dist
+total=0
+for f in web/dist/assets/*.gz; do total=$((total + $(stat -c %s "$f"))); done
+say "web/dist: $(stat -c %s "web/dist/assets/$wasm_name") bytes of wasm; wasm + JS + CSS $total bytes gzip"

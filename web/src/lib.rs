@@ -1,0 +1,95 @@
+//! The live dashboard: a Leptos client-side app that reads everything through the server's
+//! GraphQL API (queries over HTTP, subscriptions over one graphql-transport-ws socket).
+
+mod charts;
+mod format;
+mod gql;
+mod net;
+mod views;
+
+use leptos::prelude::*;
+use leptos_router::components::{A, Route, Router, Routes};
+use leptos_router::path;
+
+use net::{Link, LinkState};
+
+/// The page frame: header with navigation, connection badge and theme switch; the views below.
+#[component]
+fn App() -> impl IntoView {
+    let state = net::connect();
+    provide_context(state);
+    view! {
+        <Router>
+            <a class="skip" href="#main">"Skip to content"</a>
+            <header class="top">
+                <A href="/" attr:class="brand">"Viti Stack"</A>
+                <nav aria-label="Views">
+                    <A href="/">"Overview"</A>
+                    <A href="/clusters">"Clusters"</A>
+                    <A href="/hosts">"Hosts"</A>
+                </nav>
+                <div class="spacer"></div>
+                <Badge state/>
+                <ThemeSwitch/>
+            </header>
+            <views::SyncBanner/>
+            <main id="main">
+                <Routes fallback=|| view! { <p class="empty">"There is no such page."</p> }>
+                    <Route path=path!("/") view=views::overview::Overview/>
+                    <Route path=path!("/clusters") view=views::clusters::Clusters/>
+                    <Route path=path!("/clusters/:namespace/:name") view=views::cluster::Cluster/>
+                    <Route path=path!("/hosts") view=views::hosts::Hosts/>
+                    <Route path=path!("/objects/:id") view=views::object::Object/>
+                </Routes>
+            </main>
+        </Router>
+    }
+}
+
+/// Connection state and the time of the last change, as the old page's badge.
+#[component]
+fn Badge(state: LinkState) -> impl IntoView {
+    let class = move || match state.link.get() {
+        Link::Live => "badge live",
+        Link::Connecting | Link::Reconnecting => "badge reconnecting",
+        Link::Disconnected => "badge disconnected",
+    };
+    view! {
+        <span class="updated" data-testid="updated">
+            {move || state.last_change.get().map(|ms| format!("Updated {}", format::clock(ms)))}
+        </span>
+        <span class=class role="status" data-testid="connection">{move || state.link.get().label()}</span>
+    }
+}
+
+/// Dark by default; the choice is kept in this browser.
+#[component]
+fn ThemeSwitch() -> impl IntoView {
+    let storage = || web_sys::window().and_then(|w| w.local_storage().ok().flatten());
+    let saved = storage().and_then(|s| s.get_item("theme").ok().flatten());
+    let light = RwSignal::new(saved.as_deref() == Some("light"));
+    Effect::new(move |_| {
+        let theme = if light.get() { "light" } else { "dark" };
+        if let Some(root) = web_sys::window()
+            .and_then(|w| w.document())
+            .and_then(|d| d.document_element())
+        {
+            let _ = root.set_attribute("data-theme", theme);
+        }
+        if let Some(s) = storage() {
+            let _ = s.set_item("theme", theme);
+        }
+    });
+    view! {
+        <button class="theme" type="button" aria-pressed=move || light.get().to_string()
+            on:click=move |_| light.update(|l| *l = !*l)>
+            {move || if light.get() { "Dark theme" } else { "Light theme" }}
+        </button>
+    }
+}
+
+#[wasm_bindgen::prelude::wasm_bindgen(start)]
+pub fn main() {
+    console_error_panic_hook::set_once();
+    leptos::mount::mount_to_body(App);
+}

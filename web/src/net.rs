@@ -1,0 +1,431 @@
+//! How the dashboard talks to the server: GraphQL queries over `POST /graphql` and one
+//! graphql-transport-ws connection to `/graphql/ws` that carries every subscription.
+//!
+//! The WebSocket client is our own, about 200 lines: the maintained crate (graphql-ws-client)
+//! needs an async WebSocket stream on wasm (ws_stream_wasm, a second executor bridge) and would
+//! roughly double the compressed size this dashboard ships, for the five messages we use.
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::rc::Rc;
+
+use graphql_client::{GraphQLQuery, Response};
+use leptos::prelude::*;
+use serde_json::{Value, json};
+use wasm_bindgen::JsCast;
+use wasm_bindgen::prelude::*;
+use wasm_bindgen_futures::JsFuture;
+use web_sys::{CloseEvent, MessageEvent, WebSocket};
+
+fn js_error(e: JsValue) -> String {
+    e.as_string()
+        .or_else(|| js_sys::JSON::stringify(&e).ok().and_then(|s| s.as_string()))
+        .unwrap_or_else(|| "request failed".into())
+}
+
+/// Milliseconds since the epoch (the browser's clock).
+pub fn now_ms() -> f64 {
+    js_sys::Date::now()
+}
+
+/// Runs one query or mutation and returns its data, or the errors' messages joined.
+pub async fn query<Q: GraphQLQuery>(variables: Q::Variables) -> Result<Q::ResponseData, String> {
+    let body = serde_json::to_string(&Q::build_query(variables)).map_err(|e| e.to_string())?;
+    let init = web_sys::RequestInit::new();
+    init.set_method("POST");
+    init.set_body(&JsValue::from_str(&body));
+    let headers = web_sys::Headers::new().map_err(js_error)?;
+    headers
+        .set("content-type", "application/json")
+        .map_err(js_error)?;
+    headers
+        .set("accept", "application/graphql-response+json")
+        .map_err(js_error)?;
+    init.set_headers(&headers);
+    let request = web_sys::Request::new_with_str_and_init("/graphql", &init).map_err(js_error)?;
+    let window = web_sys::window().ok_or("no window")?;
+    let response: web_sys::Response = JsFuture::from(window.fetch_with_request(&request))
+        .await
+        .map_err(js_error)?
+        .dyn_into()
+        .map_err(js_error)?;
+    let text = JsFuture::from(response.text().map_err(js_error)?)
+        .await
+        .map_err(js_error)?;
+    let text = text.as_string().unwrap_or_default();
+    decode::<Q>(serde_json::from_str(&text).map_err(|e| format!("unreadable answer: {e}"))?)
+}
+
+/// The data of one GraphQL response, or its errors' messages.
+fn decode<Q: GraphQLQuery>(value: Value) -> Result<Q::ResponseData, String> {
+    let response: Response<Q::ResponseData> =
+        serde_json::from_value(value).map_err(|e| format!("unexpected answer: {e}"))?;
+    if let Some(errors) = response.errors.filter(|e| !e.is_empty()) {
+        return Err(errors
+            .iter()
+            .map(|e| e.message.as_str())
+            .collect::<Vec<_>>()
+            .join("; "));
+    }
+    response.data.ok_or_else(|| "the answer has no data".into())
+}
+
+/// The connection badge's states (the old status page's, same meaning).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Link {
+    /// Opening the first connection.
+    Connecting,
+    /// Acknowledged: subscriptions flow.
+    Live,
+    /// Lost; trying again (the first three attempts).
+    Reconnecting,
+    /// Lost for four attempts or more; still trying, with a longer wait.
+    Disconnected,
+}
+
+impl Link {
+    pub fn label(self) -> &'static str {
+        match self {
+            Link::Connecting => "Connecting",
+            Link::Live => "Live",
+            Link::Reconnecting => "Reconnecting",
+            Link::Disconnected => "Disconnected",
+        }
+    }
+}
+
+/// What every view reads about the connection.
+#[derive(Clone, Copy)]
+pub struct LinkState {
+    pub link: RwSignal<Link>,
+    /// When the last subscription event arrived (ms since the epoch).
+    pub last_change: RwSignal<Option<f64>>,
+    /// Bumped at every acknowledged (re)connection: views refetch what they hold.
+    pub connections: RwSignal<u32>,
+}
+
+type Handler = Rc<dyn Fn(Result<Value, String>)>;
+
+struct Subscription {
+    payload: Value,
+    handler: Handler,
+}
+
+struct Client {
+    url: String,
+    socket: Option<WebSocket>,
+    acked: bool,
+    failures: u32,
+    next_id: u64,
+    subscriptions: BTreeMap<u64, Subscription>,
+    state: LinkState,
+    // The socket's event handlers live as long as it does.
+    callbacks: Vec<Closure<dyn FnMut(JsValue)>>,
+}
+
+thread_local! {
+    static CLIENT: RefCell<Option<Rc<RefCell<Client>>>> = const { RefCell::new(None) };
+}
+
+fn client() -> Option<Rc<RefCell<Client>>> {
+    CLIENT.with(|c| c.borrow().clone())
+}
+
+/// Opens the connection (once, at start) and returns the state the badge shows.
+pub fn connect() -> LinkState {
+    let state = LinkState {
+        link: RwSignal::new(Link::Connecting),
+        last_change: RwSignal::new(None),
+        connections: RwSignal::new(0),
+    };
+    let url = web_sys::window()
+        .and_then(|w| {
+            let location = w.location();
+            let scheme = if location.protocol().ok()? == "https:" {
+                "wss"
+            } else {
+                "ws"
+            };
+            Some(format!("{scheme}://{}/graphql/ws", location.host().ok()?))
+        })
+        .unwrap_or_else(|| "ws://localhost:9991/graphql/ws".into());
+    let client = Rc::new(RefCell::new(Client {
+        url,
+        socket: None,
+        acked: false,
+        failures: 0,
+        next_id: 1,
+        subscriptions: BTreeMap::new(),
+        state,
+        callbacks: Vec::new(),
+    }));
+    CLIENT.with(|c| *c.borrow_mut() = Some(client.clone()));
+    open(&client);
+    state
+}
+
+fn send(socket: &WebSocket, message: &Value) {
+    // A send on a closing socket fails; the close handler reconnects and resubscribes.
+    let _ = socket.send_with_str(&message.to_string());
+}
+
+fn open(client: &Rc<RefCell<Client>>) {
+    let url = client.borrow().url.clone();
+    let socket = match WebSocket::new_with_str(&url, "graphql-transport-ws") {
+        Ok(socket) => socket,
+        Err(_) => {
+            closed(client);
+            return;
+        }
+    };
+    let on_open = {
+        let socket = socket.clone();
+        Closure::<dyn FnMut(JsValue)>::new(move |_| {
+            send(&socket, &json!({"type": "connection_init", "payload": {}}));
+        })
+    };
+    let on_message = {
+        let client = client.clone();
+        Closure::<dyn FnMut(JsValue)>::new(move |event: JsValue| {
+            if let Some(text) = event
+                .dyn_into::<MessageEvent>()
+                .ok()
+                .and_then(|m| m.data().as_string())
+            {
+                received(&client, &text);
+            }
+        })
+    };
+    let on_close = {
+        let client = client.clone();
+        let socket = socket.clone();
+        Closure::<dyn FnMut(JsValue)>::new(move |event: JsValue| {
+            let _ = event.dyn_into::<CloseEvent>();
+            // Only the current socket's close counts (an old one may close late).
+            let current = client
+                .borrow()
+                .socket
+                .as_ref()
+                .is_some_and(|s| *s == socket);
+            if current {
+                closed(&client);
+            }
+        })
+    };
+    socket.set_onopen(Some(on_open.as_ref().unchecked_ref()));
+    socket.set_onmessage(Some(on_message.as_ref().unchecked_ref()));
+    socket.set_onclose(Some(on_close.as_ref().unchecked_ref()));
+    let mut c = client.borrow_mut();
+    c.socket = Some(socket);
+    c.callbacks = vec![on_open, on_message, on_close];
+}
+
+fn closed(client: &Rc<RefCell<Client>>) {
+    let (delay, state, failures) = {
+        let mut c = client.borrow_mut();
+        c.socket = None;
+        c.acked = false;
+        c.failures += 1;
+        // 0.5 s, 1 s, 2 s, 4 s, then every 5 s.
+        let delay = (500u32 << (c.failures - 1).min(4)).min(5_000);
+        (delay, c.state, c.failures)
+    };
+    state.link.set(if failures >= 4 {
+        Link::Disconnected
+    } else {
+        Link::Reconnecting
+    });
+    let client = client.clone();
+    let retry = Closure::once_into_js(move || open(&client));
+    if let Some(window) = web_sys::window() {
+        let _ = window.set_timeout_with_callback_and_timeout_and_arguments_0(
+            retry.unchecked_ref(),
+            delay as i32,
+        );
+    }
+}
+
+fn received(client: &Rc<RefCell<Client>>, text: &str) {
+    let Ok(message) = serde_json::from_str::<Value>(text) else {
+        return;
+    };
+    let kind = message
+        .get("type")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let id = message
+        .get("id")
+        .and_then(Value::as_str)
+        .and_then(|id| id.parse::<u64>().ok());
+    match kind {
+        "connection_ack" => {
+            let state = {
+                let mut c = client.borrow_mut();
+                c.acked = true;
+                c.failures = 0;
+                if let Some(socket) = &c.socket {
+                    for (id, subscription) in &c.subscriptions {
+                        send(
+                            socket,
+                            &json!({"type": "subscribe", "id": id.to_string(), "payload": subscription.payload}),
+                        );
+                    }
+                }
+                c.state
+            };
+            state.link.set(Link::Live);
+            state.connections.update(|n| *n += 1);
+        }
+        "ping" => {
+            if let Some(socket) = &client.borrow().socket {
+                send(socket, &json!({"type": "pong"}));
+            }
+        }
+        "next" | "error" => {
+            // The handler may subscribe or unsubscribe: call it with the client released.
+            let found = id.and_then(|id| {
+                let c = client.borrow();
+                c.subscriptions
+                    .get(&id)
+                    .map(|s| (s.handler.clone(), c.state))
+            });
+            if let Some((handler, state)) = found {
+                let payload = message.get("payload").cloned().unwrap_or(Value::Null);
+                if kind == "next" {
+                    state.last_change.set(Some(now_ms()));
+                    handler(Ok(payload));
+                } else {
+                    let text = payload
+                        .as_array()
+                        .map(|errors| {
+                            errors
+                                .iter()
+                                .filter_map(|e| e.get("message").and_then(Value::as_str))
+                                .collect::<Vec<_>>()
+                                .join("; ")
+                        })
+                        .unwrap_or_else(|| "subscription refused".into());
+                    handler(Err(text));
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// A subscription that ends when the view that made it goes away.
+fn subscribe_raw(payload: Value, handler: Handler) {
+    let Some(client) = client() else { return };
+    let id = {
+        let mut c = client.borrow_mut();
+        let id = c.next_id;
+        c.next_id += 1;
+        if c.acked
+            && let Some(socket) = &c.socket
+        {
+            send(
+                socket,
+                &json!({"type": "subscribe", "id": id.to_string(), "payload": payload}),
+            );
+        }
+        c.subscriptions
+            .insert(id, Subscription { payload, handler });
+        id
+    };
+    on_cleanup(move || unsubscribe(id));
+}
+
+fn unsubscribe(id: u64) {
+    let Some(client) = client() else { return };
+    let mut c = client.borrow_mut();
+    if c.subscriptions.remove(&id).is_some()
+        && c.acked
+        && let Some(socket) = &c.socket
+    {
+        send(socket, &json!({"type": "complete", "id": id.to_string()}));
+    }
+}
+
+/// Subscribes with a typed operation; `on_event` gets each event's data (or the error text).
+/// Every (re)connection resubscribes, and the server answers with the current state first.
+pub fn subscribe<Q: GraphQLQuery + 'static>(
+    variables: Q::Variables,
+    on_event: impl Fn(Result<Q::ResponseData, String>) + 'static,
+) {
+    let Ok(payload) = serde_json::to_value(Q::build_query(variables)) else {
+        return;
+    };
+    subscribe_raw(
+        payload,
+        Rc::new(move |event: Result<Value, String>| on_event(event.and_then(decode::<Q>))),
+    );
+}
+
+/// A query kept current: fetched at once, again whenever an object of `kinds` changes, after
+/// every reconnection, and whenever `variables` changes. At most one request is in flight; changes
+/// that arrive meanwhile cause exactly one more fetch when it returns.
+pub fn live_query<Q>(
+    variables: impl Fn() -> Q::Variables + 'static,
+    kinds: &[&str],
+    state: LinkState,
+) -> RwSignal<Option<Result<Q::ResponseData, String>>>
+where
+    Q: GraphQLQuery + 'static,
+    Q::ResponseData: Send + Sync + Clone,
+    Q::Variables: Clone + 'static,
+{
+    let result = RwSignal::new(None);
+    #[derive(Default)]
+    struct Flight {
+        busy: bool,
+        again: bool,
+    }
+    let flight = Rc::new(RefCell::new(Flight::default()));
+    let current = Rc::new(RefCell::new(None::<Q::Variables>));
+    let run: Rc<dyn Fn()> = {
+        let current = current.clone();
+        Rc::new(move || {
+            {
+                let mut f = flight.borrow_mut();
+                if f.busy {
+                    f.again = true;
+                    return;
+                }
+                f.busy = true;
+            }
+            let flight = flight.clone();
+            let current = current.clone();
+            leptos::task::spawn_local(async move {
+                loop {
+                    let Some(vars) = current.borrow().clone() else {
+                        break;
+                    };
+                    let answer = query::<Q>(vars).await;
+                    // The view may be gone by now.
+                    let _ = result.try_set(Some(answer));
+                    let mut f = flight.borrow_mut();
+                    if !std::mem::take(&mut f.again) {
+                        break;
+                    }
+                }
+                flight.borrow_mut().busy = false;
+            });
+        })
+    };
+    {
+        let run = run.clone();
+        Effect::new(move |_| {
+            state.connections.track();
+            *current.borrow_mut() = Some(variables());
+            run();
+        });
+    }
+    if !kinds.is_empty() {
+        let kinds = kinds.iter().map(|k| k.to_string()).collect();
+        subscribe::<crate::gql::Changes>(
+            crate::gql::changes::Variables { kinds: Some(kinds) },
+            move |_| run(),
+        );
+    }
+    result
+}

@@ -1,0 +1,219 @@
+//! Every KubernetesCluster in one sortable, filterable table; each filter is part of the URL.
+
+use leptos::prelude::*;
+use leptos_router::NavigateOptions;
+use leptos_router::hooks::{use_navigate, use_query_map};
+
+use super::overview::CLUSTER_KINDS;
+use super::{Problem, param, query_string};
+use crate::format::{self, wire};
+use crate::gql::{ClusterList, cluster_list};
+use crate::net::{self, LinkState};
+
+type Row = cluster_list::ClusterListClustersNodes;
+
+/// Rows drawn at a time; the rest of a long list is empty space of the right height.
+const WINDOW: usize = 60;
+const ROW_HEIGHT: f64 = 34.0;
+
+#[component]
+pub fn Clusters() -> impl IntoView {
+    let state = expect_context::<LinkState>();
+    let query = use_query_map();
+    let get = move |key: &'static str| Memo::new(move |_| param(&query.read(), key));
+    let (q, ns, phase, stage, health, sort) = (
+        get("q"),
+        get("ns"),
+        get("phase"),
+        get("stage"),
+        get("state"),
+        get("sort"),
+    );
+    let navigate = use_navigate();
+    // Writes one filter into the URL (replacing the entry, so typing is not a history step each key).
+    let set = move |key: &'static str, value: String| {
+        let current = |k: &str| {
+            if k == key {
+                value.clone()
+            } else {
+                param(&query.read_untracked(), k)
+            }
+        };
+        let pairs = ["q", "ns", "phase", "stage", "state", "sort"].map(|k| (k, current(k)));
+        let pairs: Vec<(&str, &str)> = pairs.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        navigate(
+            &format!("/clusters{}", query_string(&pairs)),
+            NavigateOptions {
+                replace: key == "q",
+                ..Default::default()
+            },
+        );
+    };
+    let clusters = net::live_query::<ClusterList>(
+        move || cluster_list::Variables {
+            filter: Some(cluster_list::Filter {
+                namespace: Some(ns.get()).filter(|s| !s.is_empty()),
+                phase: Some(phase.get()).filter(|s| !s.is_empty()).map(|p| vec![p]),
+                label_selector: None,
+                search: Some(q.get()).filter(|s| !s.is_empty()),
+            }),
+            first: Some(500),
+        },
+        CLUSTER_KINDS,
+        state,
+    );
+    let rows = Memo::new(move |_| {
+        let Some(Ok(data)) = clusters.get() else {
+            return None;
+        };
+        let (stage, health, sort) = (stage.get(), health.get(), sort.get());
+        let mut rows: Vec<Row> = data
+            .clusters
+            .nodes
+            .into_iter()
+            .filter(|c| stage.is_empty() || wire(&c.pipeline.stage) == stage)
+            .filter(|c| match health.as_str() {
+                "ready" => c.diagnosis.ready && !c.diagnosis.degraded,
+                "attention" => !c.diagnosis.ready || c.diagnosis.degraded,
+                "failed" => c.diagnosis.failed,
+                _ => true,
+            })
+            .collect();
+        let order = |c: &Row| {
+            format::STAGES
+                .iter()
+                .position(|(w, _)| *w == wire(&c.pipeline.stage))
+                .unwrap_or(99)
+        };
+        match sort.trim_start_matches('-') {
+            "stage" => rows.sort_by_key(|c| (order(c), c.name.clone())),
+            "namespace" => rows.sort_by_key(|c| (c.namespace.clone(), c.name.clone())),
+            "phase" => rows.sort_by_key(|c| (c.phase.clone(), c.name.clone())),
+            _ => rows.sort_by_key(|c| c.name.clone()),
+        }
+        if sort.starts_with('-') {
+            rows.reverse();
+        }
+        Some((rows, data.clusters.total_count))
+    });
+    let scroll = RwSignal::new(0.0_f64);
+
+    let sort_header = {
+        let set = set.clone();
+        move |key: &'static str, label: &'static str| {
+            let set = set.clone();
+            let aria = move || {
+                let s = sort.get();
+                if s == key || (key == "name" && s.is_empty()) {
+                    "ascending"
+                } else if s == format!("-{key}") {
+                    "descending"
+                } else {
+                    "none"
+                }
+            };
+            view! {
+                <th aria-sort=aria>
+                    <button type="button" on:click=move |_| {
+                        let next = if sort.get_untracked() == key || (key == "name" && sort.get_untracked().is_empty()) {
+                            format!("-{key}")
+                        } else {
+                            key.to_owned()
+                        };
+                        set("sort", next)
+                    }>{label}</button>
+                </th>
+            }
+        }
+    };
+    let on_text = {
+        let set = set.clone();
+        move |key: &'static str| {
+            let set = set.clone();
+            move |ev: leptos::ev::Event| set(key, event_target_value(&ev))
+        }
+    };
+
+    view! {
+        <h1>"Clusters"</h1>
+        <form class="filters" role="search" on:submit=|ev| ev.prevent_default()>
+            <label>"Search" <input type="search" prop:value=q on:input=on_text("q") placeholder="name" data-testid="filter-q"/></label>
+            <label>"Namespace" <input type="text" prop:value=ns on:change=on_text("ns") data-testid="filter-ns"/></label>
+            <label>"Phase" <input type="text" prop:value=phase on:change=on_text("phase") data-testid="filter-phase"/></label>
+            <label>"Stage"
+                <select on:change=on_text("stage") data-testid="filter-stage" prop:value=stage>
+                    <option value="">"Any"</option>
+                    {format::STAGES.iter().map(|(w, l)| view! { <option value=*w selected=move || stage.get() == *w>{*l}</option> }).collect_view()}
+                </select>
+            </label>
+            <label>"State"
+                <select on:change=on_text("state") data-testid="filter-state" prop:value=health>
+                    <option value="">"Any"</option>
+                    <option value="attention" selected=move || health.get() == "attention">"Needs attention"</option>
+                    <option value="failed" selected=move || health.get() == "failed">"Failed"</option>
+                    <option value="ready" selected=move || health.get() == "ready">"Ready"</option>
+                </select>
+            </label>
+        </form>
+        {move || match (clusters.get(), rows.with(Option::is_some)) {
+            (Some(Err(e)), _) => Some(view! { <Problem text=e/> }.into_any()),
+            (_, false) => Some(view! { <p class="empty">"Loading clusters…"</p> }.into_any()),
+            _ => None,
+        }}
+        <p class="count" data-testid="cluster-count">
+            {move || rows.with(|r| r.as_ref().map(|(rows, total)| format!("{} of {total} clusters", rows.len())))}
+        </p>
+        <div class="scroller" on:scroll=move |ev| {
+            let el: web_sys::Element = event_target(&ev);
+            scroll.set(f64::from(el.scroll_top()));
+        }>
+            <table class="list" data-testid="clusters">
+                <thead><tr>
+                    {sort_header("name", "Cluster")}
+                    {sort_header("namespace", "Namespace")}
+                    {sort_header("phase", "Phase")}
+                    {sort_header("stage", "Stage")}
+                    <th>"Machines"</th>
+                    <th>"Diagnosis"</th>
+                </tr></thead>
+                <tbody>
+                    {move || rows.with(|r| {
+                        let rows = r.as_ref().map(|(rows, _)| rows.as_slice()).unwrap_or_default();
+                        let shown = rows.len();
+                        let start = ((scroll.get() / ROW_HEIGHT) as usize).saturating_sub(10).min(shown);
+                        let end = (start + WINDOW).min(shown);
+                        let above = start as f64 * ROW_HEIGHT;
+                        let below = (shown - end) as f64 * ROW_HEIGHT;
+                        view! {
+                            <tr class="spacer" aria-hidden="true" style=format!("height: {above}px")></tr>
+                            {rows[start..end].iter().map(row).collect_view()}
+                            <tr class="spacer" aria-hidden="true" style=format!("height: {below}px")></tr>
+                        }
+                    })}
+                </tbody>
+            </table>
+        </div>
+    }
+}
+
+fn row(c: &Row) -> impl IntoView + use<> {
+    let namespace = c.namespace.clone().unwrap_or_default();
+    let href = format!("/clusters/{namespace}/{}", c.name);
+    let class = if c.diagnosis.failed {
+        "failed"
+    } else if !c.diagnosis.ready || c.diagnosis.degraded {
+        "progress"
+    } else {
+        "ready"
+    };
+    view! {
+        <tr class=class>
+            <td><a href=href>{c.name.clone()}</a></td>
+            <td>{namespace}</td>
+            <td>{c.phase.clone().unwrap_or_default()}</td>
+            <td><span class=format!("stage {class}")>{format::stage_label(&wire(&c.pipeline.stage))}</span></td>
+            <td class="num">{c.desired_machines}</td>
+            <td class="summary">{c.diagnosis.summary.clone()}</td>
+        </tr>
+    }
+}

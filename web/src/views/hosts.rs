@@ -1,0 +1,135 @@
+//! Hosts as cards (the old page's "Nodes & Virtual Machines"): readiness, cordon and pressure,
+//! CPU and memory allocation against the server's limits, and the VMs placed on each.
+
+use leptos::prelude::*;
+use leptos_router::NavigateOptions;
+use leptos_router::hooks::{use_navigate, use_query_map};
+
+use super::overview::HOST_KINDS;
+use super::{Problem, param, query_string};
+use crate::charts::short;
+use crate::format::{self, bar_class, gib, status_class, wire};
+use crate::gql::{HostList, host_list};
+use crate::net::{self, LinkState};
+
+type Host = host_list::HostListHostsNodes;
+
+#[component]
+pub fn Hosts() -> impl IntoView {
+    let state = expect_context::<LinkState>();
+    let query = use_query_map();
+    let q = Memo::new(move |_| param(&query.read(), "q"));
+    let navigate = use_navigate();
+    let hosts = net::live_query::<HostList>(|| host_list::Variables, HOST_KINDS, state);
+    view! {
+        <h1>"Hosts"</h1>
+        <form class="filters" role="search" on:submit=|ev| ev.prevent_default()>
+            <label>"Search" <input type="search" prop:value=q data-testid="filter-q" placeholder="host or VM name"
+                on:input=move |ev| {
+                    let v = event_target_value(&ev);
+                    navigate(&format!("/hosts{}", query_string(&[("q", &v)])), NavigateOptions { replace: true, ..Default::default() });
+                }/></label>
+        </form>
+        {move || match hosts.get() {
+            None => view! { <p class="empty">"Loading hosts…"</p> }.into_any(),
+            Some(Err(e)) => view! { <Problem text=e/> }.into_any(),
+            Some(Ok(data)) => {
+                let needle = q.get().to_lowercase();
+                let cards = data
+                    .hosts
+                    .nodes
+                    .into_iter()
+                    .filter(|h| needle.is_empty() || h.name.to_lowercase().contains(&needle)
+                        || h.vms.iter().any(|v| v.name.to_lowercase().contains(&needle)))
+                    .map(card)
+                    .collect_view();
+                view! { <div class="cards" data-testid="hosts">{cards}</div> }.into_any()
+            }
+        }}
+    }
+}
+
+fn meter(label: String, percent: f64) -> impl IntoView {
+    let width = format!("width: {:.1}%", percent.min(100.0));
+    view! {
+        <div class="meter">
+            <span>{label}</span>
+            <div class="track" role="meter" aria-valuemin="0" aria-valuemax="100" aria-valuenow=format!("{percent:.0}")>
+                <div class=format!("fill {}", bar_class(percent)) style=width></div>
+            </div>
+        </div>
+    }
+}
+
+fn card(h: Host) -> impl IntoView {
+    let readiness = wire(&h.readiness);
+    let ready = readiness == "READY";
+    let a = &h.allocation;
+    let cpu = meter(
+        format!(
+            "CPU ({}/{} vCPUs used by VMs)",
+            format::cores(a.vcpus_used),
+            format::cores(a.vcpus_limit)
+        ),
+        a.cpu_percent,
+    );
+    let memory = meter(
+        format!(
+            "Memory ({}/{} GB used by VMs)",
+            gib(a.memory_used_bytes, 1),
+            gib(a.memory_limit_bytes, 1)
+        ),
+        a.memory_percent,
+    );
+    let mut flags = Vec::new();
+    if h.unschedulable {
+        flags.push("cordoned".to_owned());
+    }
+    flags.extend(h.pressures.iter().cloned());
+    let flags = flags
+        .into_iter()
+        .map(|f| view! { <span class="badge warn">{f}</span> })
+        .collect_view();
+    let roles = h
+        .roles
+        .iter()
+        .map(|r| view! { <span class="badge role">{r.clone()}</span> })
+        .collect_view();
+    let vm_count = h.vms.len();
+    let vms = h
+        .vms
+        .into_iter()
+        .map(|v| {
+            let phase = v.phase.unwrap_or_default();
+            let title = format!("{}/{}", v.namespace.unwrap_or_default(), v.name);
+            view! {
+                <li class="vm" title=title>
+                    <span class="name">{short(&v.name)}</span>
+                    <span class=format!("status {}", status_class(&phase))>{phase.clone()}</span>
+                    <span>{format!("{} vCPU · {} GB", format::cores(v.vcpus), gib(v.memory_bytes, 0))}</span>
+                </li>
+            }
+        })
+        .collect_view();
+    let status = if ready {
+        "Ready"
+    } else if readiness == "NOT_READY" {
+        "NotReady"
+    } else {
+        "Unknown"
+    };
+    view! {
+        <article class="card host" id=format!("host-{}", h.name) data-testid="host-card">
+            <header>
+                <h2>{h.name.clone()}</h2>
+                {roles}
+                {flags}
+                <span class=if ready { "badge ok" } else { "badge err" }>{status}</span>
+            </header>
+            {cpu}
+            {memory}
+            <h3>{format!("Virtual machines ({vm_count})")}</h3>
+            <ul class="vms">{vms}</ul>
+        </article>
+    }
+}

@@ -1,0 +1,131 @@
+//! The dashboard's pages, and the pieces they share.
+
+pub mod cluster;
+pub mod clusters;
+pub mod hosts;
+pub mod object;
+pub mod overview;
+
+use leptos::prelude::*;
+
+use crate::gql::{SourcesNow, sources_now};
+use crate::net::{self, LinkState};
+
+/// One overview number: a label, the value (`…` until the server has answered, never a made-up
+/// zero), a line under it and a colour class.
+#[component]
+pub fn Tile(
+    label: &'static str,
+    testid: &'static str,
+    #[prop(into)] value: Signal<Option<String>>,
+    #[prop(into)] sub: Signal<String>,
+    #[prop(into)] class: Signal<&'static str>,
+    #[prop(optional)] title: Option<Signal<String>>,
+) -> impl IntoView {
+    view! {
+        <div class=move || format!("tile {}", if value.with(Option::is_none) { "pending" } else { class.get() })
+            aria-busy=move || value.with(Option::is_none).to_string()
+            title=move || title.map(|t| t.get()).unwrap_or_default()>
+            <div class="tile-label">{label}</div>
+            <div class="tile-value" data-testid=testid>{move || value.get().unwrap_or_else(|| "…".into())}</div>
+            <div class="tile-sub">{move || if value.with(Option::is_none) { "waiting for the server".into() } else { sub.get() }}</div>
+        </div>
+    }
+}
+
+/// An error from the server, in words.
+#[component]
+pub fn Problem(#[prop(into)] text: String) -> impl IntoView {
+    view! { <p class="problem" role="alert">{text}</p> }
+}
+
+/// While the server is still syncing (or a kind went stale), what it has and has not read yet:
+/// the numbers on the page are partial, and this says so.
+#[component]
+pub fn SyncBanner() -> impl IntoView {
+    let state = expect_context::<LinkState>();
+    let sources = RwSignal::new(None::<sources_now::ResponseData>);
+    let refresh = move || {
+        leptos::task::spawn_local(async move {
+            if let Ok(data) = net::query::<SourcesNow>(sources_now::Variables).await {
+                sources.set(Some(data));
+            }
+        });
+    };
+    Effect::new(move |_| {
+        state.connections.track();
+        refresh();
+    });
+    // Sources change with time alone (staleness); a short poll is the honest way to show it.
+    if let Ok(handle) = set_interval_with_handle(refresh, std::time::Duration::from_secs(3)) {
+        on_cleanup(move || handle.clear());
+    }
+    move || {
+        let data = sources.get()?;
+        let s = data.sources;
+        let stale: Vec<_> = s.kinds.iter().filter(|k| k.stale).collect();
+        if s.ready && stale.is_empty() {
+            return None;
+        }
+        let served: Vec<_> = s.kinds.iter().filter(|k| k.served != Some(false)).collect();
+        let synced = served.iter().filter(|k| k.synced).count();
+        let headline = if !stale.is_empty() {
+            format!(
+                "{} may be behind the cluster: the numbers below can be out of date.",
+                stale
+                    .iter()
+                    .map(|k| k.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        } else {
+            format!(
+                "Syncing with the cluster: {synced} of {} kinds read. Numbers are partial until it finishes.",
+                served.len()
+            )
+        };
+        let kinds = served
+            .iter()
+            .map(|k| {
+                let (class, state) = if k.stale {
+                    (
+                        "stale",
+                        format!("stale {:.0} s", k.stale_seconds.unwrap_or(0.0)),
+                    )
+                } else if k.synced {
+                    ("synced", format!("{} objects", k.objects))
+                } else {
+                    ("waiting", "listing…".into())
+                };
+                let title = k.error.clone().unwrap_or_default();
+                view! { <li class=class title=title>{k.name.clone()}" "<span>{state}</span></li> }
+            })
+            .collect_view();
+        Some(view! {
+            <section class="sync" role="status" data-testid="sync">
+                <p>{headline}</p>
+                <progress max=served.len().to_string() value=synced.to_string()></progress>
+                <ul>{kinds}</ul>
+            </section>
+        })
+    }
+}
+
+/// The value of a URL query parameter (empty when absent).
+pub fn param(map: &leptos_router::params::ParamsMap, key: &str) -> String {
+    map.get(key).unwrap_or_default()
+}
+
+/// A URL query string from pairs, leaving out empty values.
+pub fn query_string(pairs: &[(&str, &str)]) -> String {
+    let parts: Vec<String> = pairs
+        .iter()
+        .filter(|(_, v)| !v.is_empty())
+        .map(|(k, v)| format!("{k}={}", js_sys::encode_uri_component(v)))
+        .collect();
+    if parts.is_empty() {
+        String::new()
+    } else {
+        format!("?{}", parts.join("&"))
+    }
+}

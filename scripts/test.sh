@@ -33,6 +33,8 @@ else
   echo "../shared/crds not present: drift check skipped"
 fi
 check "module graph (no cycle among the server's top-level modules)" python3 scripts/module-cycles.py
+# The dashboard first: the server embeds web/dist when it compiles.
+check "dashboard build (scripts/build-web.sh)" bash scripts/build-web.sh
 check "cargo fmt" cargo fmt --all -- --check
 check "cargo clippy" cargo clippy --all-targets --locked -- -D warnings
 echo "== cargo test (every test binary runs, even after a failure)"
@@ -59,6 +61,12 @@ command -v npm >/dev/null || { apt-get update -qq && apt-get install -y -qq node
 echo "== GraphQL over HTTP: the graphql-http audit suite (every audit must be ok)"
 (cd e2e/http && npm ci --no-audit --no-fund --loglevel=error) || status=1
 (cd e2e/http && VITISTACK_BIN="$CARGO_TARGET_DIR/debug/vitistack" node --test --test-reporter=tap) 2>&1 \
+  | grep -vE '^#? ?[0-9T:.-]+Z +(WARN|INFO)' | tee -a "$log" || status=1
+
+echo "== the dashboard in headless Chromium (playwright-core, axe-core)"
+command -v chromium >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null; } || status=1
+(cd e2e/web && npm ci --no-audit --no-fund --loglevel=error) || status=1
+(cd e2e/web && VITISTACK_BIN="$CARGO_TARGET_DIR/debug/vitistack" node --test --test-reporter=tap --test-concurrency=1) 2>&1 \
   | grep -vE '^#? ?[0-9T:.-]+Z +(WARN|INFO)' | tee -a "$log" || status=1
 
 # One closing line for the whole run: every cargo test binary (one that crashed counts as a

@@ -18,31 +18,37 @@ function freePort() {
   });
 }
 
-/** Start `vitistack serve ARGS…`; returns { base, port, stop }. */
-export async function startServer(args, env = {}) {
+/**
+ * Start `vitistack serve ARGS…`; returns { base, port, dbdir, stop, exited }.
+ * `options.port` and `options.dbdir` restart a server where an earlier one ran (`keep: true` on
+ * that one's stop keeps its database).
+ */
+export async function startServer(args, env = {}, options = {}) {
   const bin = process.env.VITISTACK_BIN;
   assert.ok(bin, 'VITISTACK_BIN names the server binary');
-  const port = await freePort();
-  const dbdir = mkdtempSync(join(tmpdir(), 'vitistack-e2e-'));
+  const port = options.port ?? await freePort();
+  const dbdir = options.dbdir ?? mkdtempSync(join(tmpdir(), 'vitistack-e2e-'));
   const child = spawn(bin, ['serve', ...args, '--database-url', `sqlite://${dbdir}/e2e.db`], {
     env: { ...process.env, PORT: String(port), BIND_ADDRESS: '127.0.0.1', LOG_LEVEL: 'warn',
       LOG_JSON_LOGGING: 'false', SOURCE: 'embedded', ...env },
     stdio: ['ignore', 'inherit', 'inherit'],
   });
+  const exited = new Promise((resolve) => child.once('exit', resolve));
   const base = `http://127.0.0.1:${port}`;
-  const stop = () => {
+  const stop = async ({ keep = false } = {}) => {
     child.kill('SIGTERM');
-    rmSync(dbdir, { recursive: true, force: true });
+    await exited;
+    if (!keep) rmSync(dbdir, { recursive: true, force: true });
   };
   const deadline = Date.now() + 120000;
   while (Date.now() < deadline) {
     try {
-      if ((await fetch(`${base}/ready`)).ok) return { base, port, stop };
+      if ((await fetch(`${base}/ready`)).ok) return { base, port, dbdir, stop, exited };
     } catch {
       // not listening yet
     }
     await new Promise((r) => setTimeout(r, 100));
   }
-  stop();
+  await stop();
   throw new Error('server did not become ready');
 }

@@ -69,7 +69,7 @@ pub fn StackedBars(
     view! {
         <figure class="chart" data-testid=testid>
             <figcaption>{title}</figcaption>
-            <svg viewBox=view_box preserveAspectRatio="xMinYMin meet" role="img" aria-label=title>
+            <svg viewBox=view_box preserveAspectRatio="xMinYMin meet" role="group" aria-label=title>
                 <g transform=format!("translate({MARGIN} 0)")>
                     <line class="baseline" x1="0" x2="100%" y1=HEIGHT y2=HEIGHT></line>
                     {drawn}

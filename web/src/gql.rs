@@ -12,11 +12,11 @@ macro_rules! operation {
     ($name:ident, $file:literal) => {
         #[derive(GraphQLQuery)]
         #[graphql(
-                    schema_path = "../schema.graphql",
-                    query_path = $file,
-                    response_derives = "Debug, Clone, PartialEq",
-                    variables_derives = "Debug, Clone, PartialEq"
-                )]
+                                    schema_path = "../schema.graphql",
+                                    query_path = $file,
+                                    response_derives = "Debug, Clone, PartialEq",
+                                    variables_derives = "Debug, Clone, PartialEq"
+                                )]
         pub struct $name;
     };
 }

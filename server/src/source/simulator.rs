@@ -4,7 +4,12 @@
 //! Each step moves one cluster one stage on (NetworkNamespace Ready, Machines created,
 //! NetworkConfigurations get IPs, Machines Pending → Running or one Failed and replaced, the VIP
 //! gets its IP, talos bootstraps, Ready), or now and then scales a Ready cluster's second pool
-//! or deletes a Ready cluster and starts a new one at the beginning of the pipeline. A step is
+//! or deletes a Ready cluster and starts a new one at the beginning of the pipeline.
+//!
+//! It keeps the demo worth looking at: at every moment some cluster is held at each part of the
+//! pipeline (network, machines, IPs, VIP, bootstrap) and at least one has failed (a move that
+//! would empty a part, or leave no failure, is not made), and no more than half are Ready (a
+//! Ready one is replaced by a new cluster instead). A step is
 //! the difference between the cluster's objects at its old and new state, applied to the store
 //! as one batch. It manages the clusters of the demo fleet it was started with (and those it
 //! creates); objects from other sources are never touched.
@@ -57,6 +62,27 @@ fn next_stage(stage: DemoStage, roll: u64) -> DemoStage {
     }
 }
 
+/// The part of the pipeline a cluster is held at (None when Ready).
+fn part(stage: DemoStage) -> Option<u8> {
+    use DemoStage::*;
+    match stage {
+        NetworkPending | NetworkError => Some(0),
+        MachinesMissing | MachinesProvisioning | MachineFailed => Some(1),
+        IpsPending => Some(2),
+        VipPending => Some(3),
+        Bootstrapping | WaitingForNodes => Some(4),
+        Ready => None,
+    }
+}
+
+/// Failed with a terminal blocker (the operators will not retry without a change).
+fn failed(stage: DemoStage) -> bool {
+    matches!(stage, DemoStage::NetworkError | DemoStage::MachineFailed)
+}
+
+/// At most this share of the demo's clusters is Ready (percent).
+const READY_CAP: usize = 50;
+
 /// The ops turning `old` objects into `new` ones: changed or new objects upserted, vanished
 /// ones deleted.
 fn diff(old: &[(Key, Value)], new: &[(Key, Value)]) -> Vec<Op> {
@@ -103,38 +129,31 @@ impl Simulator {
         if self.tenants.is_empty() {
             return Vec::new();
         }
-        let moving: Vec<usize> = (0..self.tenants.len())
-            .filter(|&t| self.tenants[t].stage != DemoStage::Ready)
+        let ready: Vec<usize> = (0..self.tenants.len())
+            .filter(|&t| self.tenants[t].stage == DemoStage::Ready)
             .collect();
+        // A fleet planned with more Ready clusters (the benchmark fleets) keeps its own share.
+        let cap = READY_CAP.max(self.spec.ready_percent as usize);
+        // Over the cap, or at it (then now and then, so clusters keep flowing to Ready): a Ready
+        // cluster is replaced by a new one.
+        let n = self.tenants.len();
+        let at_cap = (ready.len() + 1) * 100 > n * cap;
+        if !ready.is_empty()
+            && (ready.len() * 100 > n * cap || (at_cap && self.rng.below(100) < 30))
+        {
+            let t = ready[self.rng.below(ready.len() as u64) as usize];
+            return self.replace(t);
+        }
         // Mostly move a cluster along the pipeline; otherwise change a Ready one.
-        if !moving.is_empty() && self.rng.below(100) < 85 {
-            let t = moving[self.rng.below(moving.len() as u64) as usize];
-            let roll = self.rng.below(100);
-            let stage = next_stage(self.tenants[t].stage, roll);
+        if self.rng.below(100) < 85
+            && let Some((t, stage)) = self.pick_move()
+        {
             return self.regenerate(t, stage, self.tenants[t].workers);
         }
         let t = self.rng.below(self.tenants.len() as u64) as usize;
         let roll = self.rng.below(100);
-        if roll < 20 {
-            // Delete the cluster; a new one starts at the beginning of the pipeline.
-            let old = std::mem::take(&mut self.tenants[t].objects);
-            let index = self.next_index;
-            self.next_index += 1;
-            let objects = demo::tenant_objects(
-                &self.spec,
-                index,
-                DemoStage::NetworkPending,
-                self.spec.workers_per_pool,
-            );
-            let mut ops = diff(&old, &[]);
-            ops.extend(diff(&[], &objects));
-            self.tenants[t] = Tenant {
-                index,
-                stage: DemoStage::NetworkPending,
-                workers: self.spec.workers_per_pool,
-                objects,
-            };
-            ops
+        if roll < 20 && self.tenants[t].stage == DemoStage::Ready {
+            self.replace(t)
         } else {
             // Scale the second pool by one up or down (between 1 and its size + 3).
             let w = self.tenants[t].workers;
@@ -147,6 +166,52 @@ impl Simulator {
             let stage = self.tenants[t].stage;
             self.regenerate(t, stage, workers)
         }
+    }
+
+    /// A cluster to move one stage on, and its next stage: a random one whose move keeps every
+    /// part of the pipeline held, a failure shown and the Ready share under its cap.
+    fn pick_move(&mut self) -> Option<(usize, DemoStage)> {
+        let n = self.tenants.len();
+        let start = self.rng.below(n as u64) as usize;
+        let roll = self.rng.below(100);
+        let stages: Vec<DemoStage> = self.tenants.iter().map(|t| t.stage).collect();
+        let in_part = |p: Option<u8>| stages.iter().filter(|s| part(**s) == p).count();
+        let failures = stages.iter().filter(|s| failed(**s)).count();
+        let ready = in_part(None);
+        let cap = READY_CAP.max(self.spec.ready_percent as usize);
+        (0..n).map(|i| (start + i) % n).find_map(|t| {
+            let from = stages[t];
+            if from == DemoStage::Ready {
+                return None;
+            }
+            let to = next_stage(from, roll);
+            let empties_part = part(from) != part(to) && in_part(part(from)) <= 1;
+            let ends_last_failure = failed(from) && !failed(to) && failures <= 1;
+            let too_many_ready = to == DemoStage::Ready && (ready + 1) * 100 > n * cap;
+            (!empties_part && !ends_last_failure && !too_many_ready).then_some((t, to))
+        })
+    }
+
+    /// Delete cluster `t`; a new one starts at the beginning of the pipeline.
+    fn replace(&mut self, t: usize) -> Vec<Op> {
+        let old = std::mem::take(&mut self.tenants[t].objects);
+        let index = self.next_index;
+        self.next_index += 1;
+        let objects = demo::tenant_objects(
+            &self.spec,
+            index,
+            DemoStage::NetworkPending,
+            self.spec.workers_per_pool,
+        );
+        let mut ops = diff(&old, &[]);
+        ops.extend(diff(&[], &objects));
+        self.tenants[t] = Tenant {
+            index,
+            stage: DemoStage::NetworkPending,
+            workers: self.spec.workers_per_pool,
+            objects,
+        };
+        ops
     }
 
     fn regenerate(&mut self, t: usize, stage: DemoStage, workers: usize) -> Vec<Op> {
@@ -207,26 +272,24 @@ mod tests {
         let store = Store::new();
         store.apply(demo::fleet(&spec).into_iter().map(Op::Upsert).collect());
         let mut sim = Simulator::new(&spec, 3);
-        let ready_before = sim
-            .tenants
-            .iter()
-            .filter(|t| t.stage == DemoStage::Ready)
-            .count();
         let mut changed = 0;
+        let mut became_ready = 0;
         for _ in 0..400 {
+            let before: Vec<DemoStage> = sim.tenants.iter().map(|t| t.stage).collect();
             let ops = sim.step();
             changed += ops.len();
             store.apply(ops);
+            became_ready += sim
+                .tenants
+                .iter()
+                .zip(&before)
+                .filter(|(t, b)| t.stage == DemoStage::Ready && **b != DemoStage::Ready)
+                .count();
         }
         assert!(changed > 400, "steps change objects ({changed})");
-        let ready_after = sim
-            .tenants
-            .iter()
-            .filter(|t| t.stage == DemoStage::Ready)
-            .count();
         assert!(
-            ready_after > ready_before,
-            "{ready_before} → {ready_after} Ready"
+            became_ready > 10,
+            "clusters reach Ready ({became_ready} times)"
         );
         // The store holds exactly the simulated clusters' objects (nothing left behind by
         // deletions or scale-downs).
@@ -253,6 +316,60 @@ mod tests {
             assert_eq!(stored, expected, "{kind}");
         }
         assert_eq!(snap.list(Kind::KubernetesCluster).count(), spec.clusters);
+    }
+
+    /// At every step of a long run, read from the store through the real pipeline evaluation:
+    /// some cluster is blocked at each part of the pipeline, one has failed with a terminal
+    /// blocker, and at most half are Ready.
+    #[test]
+    fn the_demo_keeps_a_mix_at_every_step() {
+        use crate::domain::pipeline::{Stage, evaluate};
+        use crate::model::Resource;
+        let spec = FleetSpec::demo();
+        let store = Store::new();
+        store.apply(demo::fleet(&spec).into_iter().map(Op::Upsert).collect());
+        let mut sim = Simulator::new(&spec, 11);
+        for step in 0..3000 {
+            store.apply(sim.step());
+            let snap = store.snapshot();
+            let pipelines: Vec<_> = snap
+                .list(Kind::KubernetesCluster)
+                .filter_map(|r| match &**r {
+                    Resource::KubernetesCluster(kc) => Some(evaluate(&snap, kc)),
+                    _ => None,
+                })
+                .collect();
+            let at = |stages: &[Stage]| {
+                pipelines
+                    .iter()
+                    .filter(|p| stages.contains(&p.stage))
+                    .count()
+            };
+            let held = [
+                ("network", at(&[Stage::Network])),
+                (
+                    "machines",
+                    at(&[Stage::MachinesCreated, Stage::MachinesRunning]),
+                ),
+                ("IPs", at(&[Stage::IpsAllocated])),
+                ("VIP", at(&[Stage::VipReady])),
+                ("bootstrap", at(&[Stage::Talos])),
+            ];
+            for (name, count) in held {
+                assert!(
+                    count > 0,
+                    "step {step}: no cluster held at {name}: {held:?}"
+                );
+            }
+            let failed = pipelines.iter().filter(|p| p.failed()).count();
+            assert!(failed > 0, "step {step}: no failed cluster");
+            let ready = at(&[Stage::Ready]);
+            assert!(
+                ready * 2 <= pipelines.len(),
+                "step {step}: {ready} of {} Ready",
+                pipelines.len()
+            );
+        }
     }
 
     #[test]

@@ -213,7 +213,7 @@ fn row(c: &Row) -> impl IntoView + use<> {
             <td>{c.phase.clone().unwrap_or_default()}</td>
             <td><span class=format!("stage {class}")>{format::stage_label(&wire(&c.pipeline.stage))}</span></td>
             <td class="num">{c.desired_machines}</td>
-            <td class="summary">{c.diagnosis.summary.clone()}</td>
+            <td class="summary" title=c.diagnosis.summary.clone()>{c.diagnosis.summary.clone()}</td>
         </tr>
     }
 }

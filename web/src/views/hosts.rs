@@ -51,10 +51,11 @@ pub fn Hosts() -> impl IntoView {
 
 fn meter(label: String, percent: f64) -> impl IntoView {
     let width = format!("width: {:.1}%", percent.min(100.0));
+    let name = label.clone();
     view! {
         <div class="meter">
             <span>{label}</span>
-            <div class="track" role="meter" aria-valuemin="0" aria-valuemax="100" aria-valuenow=format!("{percent:.0}")>
+            <div class="track" role="meter" aria-label=name aria-valuemin="0" aria-valuemax="100" aria-valuenow=format!("{percent:.0}")>
                 <div class=format!("fill {}", bar_class(percent)) style=width></div>
             </div>
         </div>

@@ -61,7 +61,7 @@ pub fn Object() -> impl IntoView {
                     <h2>"Labels"</h2>
                     <ul class="labels">{labels}</ul>
                     <h2>"Object"</h2>
-                    <pre class="raw">{raw}</pre>
+                    <pre class="raw" tabindex="0" aria-label="The object as JSON">{raw}</pre>
                 }
                 .into_any()
             }

@@ -1,0 +1,276 @@
+// The dashboard as a user sees it: the product's own binary (with the dashboard embedded) in
+// Debian's Chromium, driven by playwright-core. Every wait is on a condition with a generous
+// deadline; screenshots of each view land in e2e/web/artifacts/.
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { mkdirSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { chromium } from 'playwright-core';
+import { startServer } from '../support/server.mjs';
+
+const here = dirname(fileURLToPath(import.meta.url));
+const artifacts = join(here, 'artifacts');
+mkdirSync(artifacts, { recursive: true });
+const axePath = createRequire(import.meta.url).resolve('axe-core/axe.min.js');
+const PATIENCE = 60000;
+
+let browser;
+before(async () => {
+  browser = await chromium.launch({
+    executablePath: process.env.CHROMIUM ?? '/usr/bin/chromium',
+    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+      '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+  });
+});
+after(() => browser?.close());
+
+/** Waits until `check` returns a truthy value (returned) or fails with `what` and the last value. */
+async function eventually(what, check, patience = PATIENCE) {
+  const deadline = Date.now() + patience;
+  let last;
+  for (;;) {
+    try {
+      last = await check();
+      if (last && !last.mismatch) return last;
+    } catch (e) {
+      last = e;
+    }
+    if (Date.now() > deadline) {
+      throw new Error(`${what}: not within ${patience / 1000} s; last: ${JSON.stringify(last?.mismatch ?? last?.message ?? last)}`);
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+async function gql(base, query, variables = {}) {
+  const res = await fetch(`${base}/graphql`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', accept: 'application/graphql-response+json' },
+    body: JSON.stringify({ query, variables }),
+  });
+  const body = await res.json();
+  assert.ok(!body.errors, JSON.stringify(body.errors));
+  return body.data;
+}
+
+/** A page that records what a user would see go wrong: errors, and any request off the origin. */
+async function openPage(base, { bypassCSP = false } = {}) {
+  const context = await browser.newContext({ viewport: { width: 1280, height: 720 }, bypassCSP });
+  const page = await context.newPage();
+  const problems = [];
+  page.on('pageerror', (e) => problems.push(`page error: ${e.message}`));
+  page.on('console', (m) => { if (m.type() === 'error') problems.push(`console: ${m.text()}`); });
+  page.on('request', (r) => {
+    const url = new URL(r.url());
+    if (!['http:', 'ws:'].includes(url.protocol) || url.host !== new URL(base).host) {
+      if (!url.protocol.startsWith('data')) problems.push(`request off the origin: ${r.url()}`);
+    }
+  });
+  return { page, context, problems };
+}
+
+const TILES = `{ sequence hostCapacity { hosts readyHosts usableHosts activeVms stoppedVms vcpusUsed vcpusLimit
+  memoryUsedBytes memoryLimitBytes hostsThatCanFail }
+  infrastructure { clusters { total ready degraded failed inProgress byStage { value count } }
+  machines { failed } } }`;
+
+/** What the overview must show for the API's numbers (the dashboard's formatting). */
+function expectedTiles(d) {
+  const c = d.hostCapacity;
+  const s = d.infrastructure;
+  const pct = (u, l) => `${l > 0 ? Math.round((u / l) * 100) : 0}%`;
+  return {
+    'tile-hosts': `${c.readyHosts}/${c.hosts}`,
+    'tile-clusters': `${s.clusters.ready}/${s.clusters.total}`,
+    'tile-redundancy': String(c.hostsThatCanFail),
+    'tile-vms': `${c.activeVms}/${c.activeVms + c.stoppedVms}`,
+    'tile-problems': String(s.clusters.failed + s.machines.failed + (c.hosts - c.readyHosts)),
+    'tile-cpu': pct(c.vcpusUsed, c.vcpusLimit),
+    'tile-memory': pct(c.memoryUsedBytes, c.memoryLimitBytes),
+  };
+}
+
+const STAGES = ['NETWORK', 'MACHINES_CREATED', 'IPS_ALLOCATED', 'MACHINES_RUNNING', 'VIP_READY', 'TALOS', 'READY'];
+function expectedStages(d) {
+  return STAGES.map((w) => d.infrastructure.clusters.byStage.find((c) => c.value === w)?.count ?? 0);
+}
+
+async function shownTiles(page) {
+  const shown = {};
+  for (const id of Object.keys(expectedTiles({ hostCapacity: {}, infrastructure: { clusters: {}, machines: {} } }))) {
+    shown[id] = (await page.getByTestId(id).textContent()).trim();
+  }
+  return shown;
+}
+
+async function shownStages(page) {
+  return (await page.locator('[data-testid=stages] .count').allTextContents()).map(Number);
+}
+
+/**
+ * The page shows what the API answers: read the API, the page, and the API again; equal when the
+ * graph did not move in between and the page matches it.
+ */
+async function pageMatchesApi(page, base) {
+  const first = await gql(base, TILES);
+  const tiles = await shownTiles(page);
+  const stages = await shownStages(page);
+  const second = await gql(base, TILES);
+  if (first.sequence !== second.sequence) return { mismatch: 'the graph moved while reading' };
+  const want = { tiles: expectedTiles(first), stages: expectedStages(first) };
+  const got = { tiles, stages };
+  if (JSON.stringify(want) !== JSON.stringify(got)) return { mismatch: { want, got } };
+  return { ...got, sequence: first.sequence };
+}
+
+async function shot(page, name) {
+  await page.screenshot({ path: join(artifacts, `${name}.png`) });
+}
+
+describe('a still fleet (the demo, simulator off)', () => {
+  let server;
+  before(async () => { server = await startServer(['--demo'], { SIMULATE: 'false' }); });
+  after(() => server?.stop());
+
+  test('the overview shows the numbers the API answers, from this origin only', async () => {
+    const { page, context, problems } = await openPage(server.base);
+    await page.goto(`${server.base}/`);
+    await eventually('the badge says Live', async () => (await page.getByTestId('connection').textContent()) === 'Live');
+    const seen = await eventually('the tiles and stage bars equal the API', () => pageMatchesApi(page, server.base));
+    assert.ok(seen.stages.reduce((a, b) => a + b, 0) > 0, 'the stage bars count clusters');
+    // The allocation charts draw one bar per host, with the server's figures.
+    const hosts = (await gql(server.base, '{ hosts(first: 500) { totalCount } }')).hosts.totalCount;
+    assert.equal(await page.locator('[data-testid=chart-cpu] .bar').count(), hosts);
+    assert.equal(await page.locator('[data-testid=chart-memory] .bar').count(), hosts);
+    await page.screenshot({ path: join(artifacts, 'overview.png') });
+    assert.deepEqual(problems, []);
+    await context.close();
+  });
+
+  test('a deep link restores a filtered list, and back and forward walk the filters', async () => {
+    const { page, context, problems } = await openPage(server.base);
+    const all = (await gql(server.base, `{ clusters(first: 500) { nodes { name namespace pipeline { stage } } } }`)).clusters.nodes;
+    const stage = 'NETWORK';
+    const expected = all.filter((c) => c.pipeline.stage === stage).map((c) => c.name).sort();
+    assert.ok(expected.length > 0, 'the demo has clusters blocked at the network');
+    await page.goto(`${server.base}/clusters?stage=${stage}`);
+    const names = async () => (await page.locator('[data-testid=clusters] tbody tr:not(.spacer) td:first-child').allTextContents()).sort();
+    await eventually('the list shows the clusters at that stage', async () => JSON.stringify(await names()) === JSON.stringify(expected));
+    assert.equal(await page.getByTestId('filter-stage').inputValue(), stage);
+    await shot(page, 'clusters');
+
+    // Another filter is another URL; back returns to the first, forward to the second.
+    await page.getByTestId('filter-state').selectOption('failed');
+    await eventually('the URL carries both filters', async () => page.url().includes('state=failed') && page.url().includes(`stage=${stage}`));
+    await page.goBack();
+    await eventually('back restores the first filter', async () => !page.url().includes('state=failed')
+      && (await page.getByTestId('filter-state').inputValue()) === ''
+      && JSON.stringify(await names()) === JSON.stringify(expected));
+    await page.goForward();
+    await eventually('forward restores the second', async () => (await page.getByTestId('filter-state').inputValue()) === 'failed');
+
+    // Search is a URL too.
+    const one = expected[0];
+    await page.goto(`${server.base}/clusters?q=${encodeURIComponent(one)}`);
+    await eventually('the search finds the cluster', async () => (await names()).includes(one));
+    assert.equal(await page.getByTestId('filter-q').inputValue(), one);
+    assert.deepEqual(problems, []);
+    await context.close();
+  });
+
+  test("a blocked cluster's page names its blocker, and the link opens it", async () => {
+    const { page, context, problems } = await openPage(server.base);
+    const all = (await gql(server.base, `{ clusters(first: 500) { nodes { name namespace diagnosis { failed
+      blockers { kind name terminal object { id } } } } } }`)).clusters.nodes;
+    const blocked = all.find((c) => c.diagnosis.failed && c.diagnosis.blockers.some((b) => b.object));
+    assert.ok(blocked, 'the demo has a failed cluster with an existing blocker');
+    const blocker = blocked.diagnosis.blockers.find((b) => b.object);
+    await page.goto(`${server.base}/clusters/${blocked.namespace}/${blocked.name}`);
+    const link = page.getByTestId('blockers').getByRole('link', { name: `${blocker.kind} ${blocker.name}`, exact: true });
+    await eventually('the page names the blocker', async () => (await link.count()) === 1);
+    await shot(page, 'cluster');
+    await link.click();
+    await eventually('the link opens the blocking object', async () => (await page.getByTestId('object-name').textContent().catch(() => '')) === blocker.name);
+    assert.equal(await page.getByTestId('object-kind').textContent(), blocker.kind);
+    await shot(page, 'object');
+    assert.deepEqual(problems, []);
+    await context.close();
+  });
+
+  test('clicking a host in the allocation chart opens it', async () => {
+    const { page, context, problems } = await openPage(server.base);
+    await page.goto(`${server.base}/`);
+    const bar = page.locator('[data-testid=chart-cpu] .bar a').first();
+    await eventually('the chart is drawn', async () => (await bar.count()) === 1);
+    const label = await bar.getAttribute('aria-label');
+    const host = label.split(':')[0];
+    await bar.click();
+    await eventually('the host is shown', async () => page.url().includes('/hosts')
+      && (await page.getByTestId('host-card').count()) === 1
+      && (await page.getByTestId('host-card').locator('h2').textContent()) === host);
+    await page.goto(`${server.base}/hosts`);
+    await eventually('every host has a card', async () => (await page.getByTestId('host-card').count()) > 1);
+    await shot(page, 'hosts');
+    assert.deepEqual(problems, []);
+    await context.close();
+  });
+
+  test('every view passes an accessibility scan (no serious or critical violation)', async () => {
+    const { page, context } = await openPage(server.base, { bypassCSP: true });
+    const cluster = (await gql(server.base, '{ clusters(first: 1) { nodes { name namespace } } }')).clusters.nodes[0];
+    const object = (await gql(server.base, '{ machines(first: 1) { nodes { id } } }')).machines.nodes[0];
+    const views = {
+      overview: ['/', '[data-testid=chart-cpu]'],
+      clusters: ['/clusters', '[data-testid=clusters] tbody tr:not(.spacer)'],
+      cluster: [`/clusters/${cluster.namespace}/${cluster.name}`, '[data-testid=pipeline] li'],
+      hosts: ['/hosts', '[data-testid=host-card]'],
+      object: [`/objects/${encodeURIComponent(object.id)}`, '[data-testid=object-name]'],
+    };
+    const found = {};
+    for (const theme of ['dark', 'light']) {
+      for (const [name, [path, ready]] of Object.entries(views)) {
+        await page.goto(`${server.base}${path}`);
+        await page.evaluate((t) => localStorage.setItem('theme', t), theme);
+        await page.reload();
+        await eventually(`${name} renders`, async () => (await page.locator(ready).count()) > 0);
+        await page.addScriptTag({ path: axePath });
+        const result = await page.evaluate(() => window.axe.run(document, { resultTypes: ['violations'] }));
+        const bad = result.violations.filter((v) => ['serious', 'critical'].includes(v.impact));
+        if (bad.length) found[`${name} (${theme})`] = bad.map((v) => `${v.id}: ${v.nodes.length} × ${v.nodes[0]?.target}`);
+      }
+    }
+    assert.deepEqual(found, {});
+    await context.close();
+  });
+});
+
+describe('a live fleet (the simulator on)', () => {
+  let server;
+  before(async () => {
+    server = await startServer(['--demo'], { SIMULATE: 'true', SIMULATE_STEPS_PER_SECOND: '2' });
+  });
+  after(() => server?.stop());
+
+  test('changes in the store appear in the page; a restart shows Reconnecting, then Live with fresh data', async () => {
+    const { page, context, problems } = await openPage(server.base);
+    await page.goto(`${server.base}/`);
+    const first = await eventually('the page matches the API', () => pageMatchesApi(page, server.base));
+    // The simulator moves clusters along the pipeline: the page follows without a reload.
+    await eventually('a later state of the graph is shown', async () => {
+      const now = await pageMatchesApi(page, server.base);
+      if (now.mismatch) return now;
+      return now.sequence > first.sequence && JSON.stringify(now.stages) !== JSON.stringify(first.stages) ? now : { mismatch: 'not changed yet' };
+    });
+
+    await server.stop({ keep: true });
+    await eventually('the badge shows the connection lost', async () => ['Reconnecting', 'Disconnected'].includes(await page.getByTestId('connection').textContent()));
+    server = await startServer(['--demo'], { SIMULATE: 'true', SIMULATE_STEPS_PER_SECOND: '2' }, { port: server.port, dbdir: server.dbdir });
+    await eventually('the badge is Live again', async () => (await page.getByTestId('connection').textContent()) === 'Live');
+    await eventually('the page shows the restarted server\'s data', () => pageMatchesApi(page, server.base));
+    // The lost connection is expected to log nothing the user must act on; page errors are bugs.
+    assert.deepEqual(problems.filter((p) => !p.startsWith('console:')), []);
+    await context.close();
+  });
+});

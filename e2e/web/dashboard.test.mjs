@@ -202,7 +202,7 @@ describe('a still fleet (the demo, simulator off)', () => {
   test('clicking a host in the allocation chart opens it', async () => {
     const { page, context, problems } = await openPage(server.base);
     await page.goto(`${server.base}/`);
-    const bar = page.locator('[data-testid=chart-cpu] .bar a').first();
+    const bar = page.locator('[data-testid=chart-cpu] .bar').first();
     await eventually('the chart is drawn', async () => (await bar.count()) === 1);
     const label = await bar.getAttribute('aria-label');
     const host = label.split(':')[0];
@@ -217,6 +217,59 @@ describe('a still fleet (the demo, simulator off)', () => {
     await context.close();
   });
 
+  test('the topology shows every host by health; hover shows details, click and Enter open it', async () => {
+    const { page, context, problems } = await openPage(server.base);
+    const hosts = (await gql(server.base, '{ hosts(first: 500) { nodes { name readiness acceptsVms pressures vms { name } } } }')).hosts.nodes;
+    await page.goto(`${server.base}/topology`);
+    const drawn = page.getByTestId('topology-host');
+    await eventually('every host is drawn', async () => (await drawn.count()) === hosts.length);
+    // Health colours: not Ready red, Ready but not taking VMs (or under pressure) amber, else green.
+    for (const h of hosts) {
+      const want = h.readiness !== 'READY' ? 'err' : (!h.acceptsVms || h.pressures.length ? 'warn' : 'ok');
+      const row = page.locator(`[data-testid=topology-host][data-host="${h.name}"]`);
+      assert.match(await row.getAttribute('class'), new RegExp(`\\b${want}\\b`), h.name);
+      assert.equal(await row.locator('g.vm').count(), Math.min(h.vms.length, 56), `${h.name}: its VMs`);
+    }
+    assert.ok(hosts.some((h) => h.readiness !== 'READY'), 'the demo has a host that is not Ready');
+    assert.ok(hosts.some((h) => h.readiness === 'READY' && !h.acceptsVms), 'the demo has a cordoned host');
+    await shot(page, 'topology');
+    const target = hosts.find((h) => h.readiness !== 'READY');
+    const link = page.locator(`[data-testid=topology-host][data-host="${target.name}"] > [role=link]`);
+    await link.hover();
+    await eventually('hover shows the details', async () => (await page.getByTestId('topology-details').locator('h2').textContent().catch(() => '')) === target.name);
+    await link.click();
+    const opened = async () => page.url().endsWith(`/hosts?q=${target.name}`)
+      && (await page.getByTestId('host-card').locator('h2').allTextContents()).includes(target.name);
+    await eventually('click opens the host', opened);
+    // The keyboard does the same: focus the host, Enter.
+    await page.goto(`${server.base}/topology`);
+    await eventually('drawn again', async () => (await link.count()) === 1);
+    await link.focus();
+    await page.keyboard.press('Enter');
+    await eventually('Enter opens the host', opened);
+    assert.deepEqual(problems, []);
+    await context.close();
+  });
+
+  test('machines filter by cluster and role from the URL, and sort', async () => {
+    const { page, context, problems } = await openPage(server.base);
+    const worker = (await gql(server.base, '{ machines(first: 500) { nodes { clusterId role } } }'))
+      .machines.nodes.find((m) => m.role === 'WORKER');
+    const cluster = { clusterId: worker.clusterId };
+    const machines = (await gql(server.base, `{ machines(first: 500, filter: {labelSelector: "vitistack.io/clusterid=${cluster.clusterId}"}) { nodes { name role } } }`)).machines.nodes;
+    const workers = machines.filter((m) => m.role === 'WORKER').map((m) => m.name).sort();
+    assert.ok(workers.length > 0, 'the cluster has workers');
+    await page.goto(`${server.base}/machines?cluster=${cluster.clusterId}&role=WORKER&sort=-name`);
+    const names = async () => page.locator('[data-testid=machines] tbody tr:not(.spacer) td:first-child').allTextContents();
+    await eventually('the cluster\'s workers, by name descending', async () => JSON.stringify(await names()) === JSON.stringify([...workers].reverse()));
+    assert.equal(await page.getByTestId('filter-role').inputValue(), 'WORKER');
+    await page.locator('[data-testid=machines] th button').first().click();
+    await eventually('a click on the header sorts ascending', async () => page.url().includes('sort=name') && JSON.stringify(await names()) === JSON.stringify(workers));
+    await shot(page, 'machines');
+    assert.deepEqual(problems, []);
+    await context.close();
+  });
+
   test('every view passes an accessibility scan (no serious or critical violation)', async () => {
     const { page, context } = await openPage(server.base, { bypassCSP: true });
     const cluster = (await gql(server.base, '{ clusters(first: 1) { nodes { name namespace } } }')).clusters.nodes[0];
@@ -226,6 +279,9 @@ describe('a still fleet (the demo, simulator off)', () => {
       clusters: ['/clusters', '[data-testid=clusters] tbody tr:not(.spacer)'],
       cluster: [`/clusters/${cluster.namespace}/${cluster.name}`, '[data-testid=pipeline] li'],
       hosts: ['/hosts', '[data-testid=host-card]'],
+      topology: ['/topology', '[data-testid=topology-host]'],
+      machines: ['/machines', '[data-testid=machines] tbody tr:not(.spacer)'],
+      events: ['/events', 'main table, main p.empty:has-text("No events")'],
       object: [`/objects/${encodeURIComponent(object.id)}`, '[data-testid=object-name]'],
     };
     const found = {};
@@ -253,6 +309,25 @@ describe('a live fleet (the simulator on)', () => {
   });
   after(() => server?.stop());
 
+  test('the events page lists the log newest first and filters it from the URL', async () => {
+    const { page, context, problems } = await openPage(server.base);
+    const newestMachine = async () => (await gql(server.base, '{ events(first: 1, filter: {kind: "Machine"}) { nodes { sequence name type } } }')).events.nodes[0];
+    await eventually('the simulator wrote Machine events', newestMachine);
+    await page.goto(`${server.base}/events?kind=Machine`);
+    const first = page.locator('[data-testid=events] tbody tr').first();
+    await eventually('the newest Machine event is first', async () => {
+      const before = await newestMachine();
+      const shown = [await first.locator('td').nth(2).textContent().catch(() => ''), await first.locator('td').nth(1).textContent().catch(() => '')];
+      const after = await newestMachine();
+      return before.sequence === after.sequence && shown[0].includes(before.name) && shown[1] === before.type ? shown : { mismatch: { before, shown } };
+    });
+    const kinds = await page.locator('[data-testid=events] tbody tr td:nth-child(3)').allTextContents();
+    assert.ok(kinds.every((k) => k.startsWith('Machine ')), 'only Machines');
+    await shot(page, 'events');
+    assert.deepEqual(problems, []);
+    await context.close();
+  });
+
   test('changes in the store appear in the page; a restart shows Reconnecting, then Live with fresh data', async () => {
     const { page, context, problems } = await openPage(server.base);
     await page.goto(`${server.base}/`);
@@ -263,6 +338,19 @@ describe('a live fleet (the simulator on)', () => {
       if (now.mismatch) return now;
       return now.sequence > first.sequence && JSON.stringify(now.stages) !== JSON.stringify(first.stages) ? now : { mismatch: 'not changed yet' };
     });
+
+    // The events page prepends new events as they happen.
+    const events = await page.context().newPage();
+    await events.goto(`${server.base}/events`);
+    const newest = async () => events.locator('[data-testid=events] tbody tr').first().locator('td').nth(2).textContent().catch(() => '');
+    const before = await eventually('the events page has rows', newest);
+    const logged = (await gql(server.base, '{ events(first: 1) { nodes { sequence } } }')).events.nodes[0].sequence;
+    await eventually('a newer event appears on top without a reload', async () => {
+      const top = (await gql(server.base, '{ events(first: 1) { nodes { sequence kind namespace name } } }')).events.nodes[0];
+      const shown = await newest();
+      return top.sequence > logged && shown.includes(top.name) && shown !== before ? shown : { mismatch: { top, shown } };
+    });
+    await events.close();
 
     await server.stop({ keep: true });
     await eventually('the badge shows the connection lost', async () => ['Reconnecting', 'Disconnected'].includes(await page.getByTestId('connection').textContent()));

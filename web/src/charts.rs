@@ -52,15 +52,14 @@ pub fn StackedBars(
                 let label = short(&bar.name);
                 let label_x = x + width / 2.0;
                 let aria = hover.clone();
+                let (click, key) = opens(bar.href);
                 view! {
-                    <g class="bar">
-                        <a href=bar.href aria-label=aria>
+                    <g class="bar" role="link" tabindex="0" aria-label=aria on:click=click on:keydown=key>
                             <title>{hover}</title>
                             <rect class="free" x=x y=HEIGHT - used_h - free_h width=width height=free_h></rect>
                             <rect class=if over { "used over" } else { "used" } x=x y=HEIGHT - used_h width=width height=used_h></rect>
                             <text class="axis" x=label_x y=HEIGHT + 14.0 text-anchor="end"
                                 transform=format!("rotate(-35 {label_x} {})", HEIGHT + 14.0)>{label}</text>
-                        </a>
                     </g>
                 }
             })
@@ -81,6 +80,28 @@ pub fn StackedBars(
             </div>
         </figure>
     }
+}
+
+/// Handlers that make an SVG group behave as a link: click, Enter or Space open `href` in the
+/// app. (The view macro creates `<a>` in the HTML namespace, which SVG does not draw.)
+pub fn opens(
+    href: String,
+) -> (
+    impl Fn(leptos::ev::MouseEvent) + 'static,
+    impl Fn(leptos::ev::KeyboardEvent) + 'static,
+) {
+    let navigate = leptos_router::hooks::use_navigate();
+    let go = std::rc::Rc::new(move || navigate(&href, Default::default()));
+    let on_key = go.clone();
+    (
+        move |_| go(),
+        move |ev: leptos::ev::KeyboardEvent| {
+            if ev.key() == "Enter" || ev.key() == " " {
+                ev.prevent_default();
+                on_key();
+            }
+        },
+    )
 }
 
 /// The last two `-`-separated parts of a name (the old page's `shortName`).
@@ -124,6 +145,66 @@ pub fn CountBars(
                     .collect_view()
             }}
         </ul>
+    }
+}
+
+/// Milliseconds since the epoch of an RFC 3339 time (the browser parses it).
+fn epoch_ms(rfc3339: &str) -> f64 {
+    js_sys::Date::parse(rfc3339)
+}
+
+/// Phases over time as one horizontal band (the last one runs to now), with the phase names and
+/// the start and end times; hover a span for its phase and how long it lasted.
+#[component]
+pub fn Timeline(
+    #[prop(into)] spans: Signal<Vec<(String, String, Option<String>)>>,
+    testid: &'static str,
+) -> impl IntoView {
+    const W: f64 = 1000.0;
+    view! {
+        <figure class="chart timeline" data-testid=testid>
+            {move || {
+                let spans = spans.get();
+                if spans.is_empty() {
+                    return view! { <p class="empty">"No phase recorded yet."</p> }.into_any();
+                }
+                let now = js_sys::Date::now();
+                let start = epoch_ms(&spans[0].1);
+                let end = spans.iter().filter_map(|s| s.2.as_deref().map(epoch_ms)).fold(now, f64::max);
+                let scale = W / (end - start).max(1.0);
+                let bands = spans
+                    .iter()
+                    .map(|(phase, since, until)| {
+                        let from = epoch_ms(since);
+                        let to = until.as_deref().map(epoch_ms).unwrap_or(now);
+                        let x = (from - start) * scale;
+                        let w = ((to - from) * scale).max(2.0);
+                        let secs = ((to - from) / 1000.0).max(0.0);
+                        let label = if phase.is_empty() { "no phase".to_owned() } else { phase.clone() };
+                        let hover = format!("{label}: {secs:.0} s{}", if until.is_none() { " so far" } else { "" });
+                        let class = format!("span {}", crate::format::status_class(&label));
+                        let text = (w > 60.0).then(|| view! { <text x=x + 4.0 y="27" class="small">{label.clone()}</text> });
+                        view! {
+                            <g class="phase">
+                                <title>{hover}</title>
+                                <rect x=x y="8" width=w height="28" class=class></rect>
+                                {text}
+                            </g>
+                        }
+                    })
+                    .collect_view();
+                let first = crate::format::clock(start);
+                let last = crate::format::clock(end);
+                view! {
+                    <svg viewBox=format!("0 0 {W} 60") preserveAspectRatio="none" role="group" aria-label="Phase history">
+                        {bands}
+                        <text x="0" y="54" class="small">{first}</text>
+                        <text x=W y="54" text-anchor="end" class="small">{last}</text>
+                    </svg>
+                }
+                .into_any()
+            }}
+        </figure>
     }
 }
 

@@ -26,7 +26,7 @@ pub fn bar_class(percent: f64) -> &'static str {
 /// Class of a VM or Machine phase: running, error, scheduling or unknown.
 pub fn status_class(status: &str) -> &'static str {
     let s = status.to_ascii_lowercase();
-    if s == "running" {
+    if s == "running" || s == "ready" {
         "running"
     } else if s.contains("error") || s.contains("unschedulable") || s.contains("fail") {
         "error"

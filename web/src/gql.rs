@@ -12,11 +12,11 @@ macro_rules! operation {
     ($name:ident, $file:literal) => {
         #[derive(GraphQLQuery)]
         #[graphql(
-                                    schema_path = "../schema.graphql",
-                                    query_path = $file,
-                                    response_derives = "Debug, Clone, PartialEq",
-                                    variables_derives = "Debug, Clone, PartialEq"
-                                )]
+                                                    schema_path = "../schema.graphql",
+                                                    query_path = $file,
+                                                    response_derives = "Debug, Clone, PartialEq",
+                                                    variables_derives = "Debug, Clone, PartialEq"
+                                                )]
         pub struct $name;
     };
 }
@@ -30,3 +30,6 @@ operation!(ClusterList, "graphql/cluster_list.graphql");
 operation!(ClusterId, "graphql/cluster_id.graphql");
 operation!(ClusterLive, "graphql/cluster_live.graphql");
 operation!(ObjectById, "graphql/object_by_id.graphql");
+operation!(EventList, "graphql/event_list.graphql");
+operation!(ClusterHistory, "graphql/cluster_history.graphql");
+operation!(MachineList, "graphql/machine_list.graphql");

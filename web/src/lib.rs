@@ -26,7 +26,10 @@ fn App() -> impl IntoView {
                 <nav aria-label="Views">
                     <A href="/">"Overview"</A>
                     <A href="/clusters">"Clusters"</A>
+                    <A href="/machines">"Machines"</A>
                     <A href="/hosts">"Hosts"</A>
+                    <A href="/topology">"Topology"</A>
+                    <A href="/events">"Events"</A>
                 </nav>
                 <div class="spacer"></div>
                 <Badge state/>
@@ -38,7 +41,10 @@ fn App() -> impl IntoView {
                     <Route path=path!("/") view=views::overview::Overview/>
                     <Route path=path!("/clusters") view=views::clusters::Clusters/>
                     <Route path=path!("/clusters/:namespace/:name") view=views::cluster::Cluster/>
+                    <Route path=path!("/machines") view=views::machines::Machines/>
                     <Route path=path!("/hosts") view=views::hosts::Hosts/>
+                    <Route path=path!("/topology") view=views::topology::Topology/>
+                    <Route path=path!("/events") view=views::events::Events/>
                     <Route path=path!("/objects/:id") view=views::object::Object/>
                 </Routes>
             </main>

@@ -374,6 +374,37 @@ where
     Q::ResponseData: Send + Sync + Clone,
     Q::Variables: Clone + 'static,
 {
+    live_query_on::<Q>(
+        variables,
+        Some(kinds.iter().map(|k| k.to_string()).collect()),
+        state,
+    )
+}
+
+/// [`live_query`] fetched again after a change of any kind.
+pub fn live_query_all<Q>(
+    variables: impl Fn() -> Q::Variables + 'static,
+    state: LinkState,
+) -> RwSignal<Option<Result<Q::ResponseData, String>>>
+where
+    Q: GraphQLQuery + 'static,
+    Q::ResponseData: Send + Sync + Clone,
+    Q::Variables: Clone + 'static,
+{
+    live_query_on::<Q>(variables, None, state)
+}
+
+/// `kinds`: the kinds whose changes refetch (None: every kind).
+fn live_query_on<Q>(
+    variables: impl Fn() -> Q::Variables + 'static,
+    kinds: Option<Vec<String>>,
+    state: LinkState,
+) -> RwSignal<Option<Result<Q::ResponseData, String>>>
+where
+    Q: GraphQLQuery + 'static,
+    Q::ResponseData: Send + Sync + Clone,
+    Q::Variables: Clone + 'static,
+{
     let result = RwSignal::new(None);
     #[derive(Default)]
     struct Flight {
@@ -420,12 +451,6 @@ where
             run();
         });
     }
-    if !kinds.is_empty() {
-        let kinds = kinds.iter().map(|k| k.to_string()).collect();
-        subscribe::<crate::gql::Changes>(
-            crate::gql::changes::Variables { kinds: Some(kinds) },
-            move |_| run(),
-        );
-    }
+    subscribe::<crate::gql::Changes>(crate::gql::changes::Variables { kinds }, move |_| run());
     result
 }

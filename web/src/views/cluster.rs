@@ -5,8 +5,11 @@ use leptos::prelude::*;
 use leptos_router::hooks::use_params_map;
 
 use super::{Problem, param};
+use crate::charts::Timeline;
 use crate::format::{self, gib, status_class, wire};
-use crate::gql::{ClusterId, ClusterLive, cluster_id, cluster_live};
+use crate::gql::{
+    ClusterHistory, ClusterId, ClusterLive, cluster_history, cluster_id, cluster_live,
+};
 use crate::net;
 
 type Live = cluster_live::ClusterLiveClusterChangedCluster;
@@ -39,6 +42,7 @@ pub fn Cluster() -> impl IntoView {
             }
             Some(Ok(Some(id))) => view! { <ClusterLiveView id/> }.into_any(),
         }}
+        <History key/>
     }
 }
 
@@ -238,5 +242,48 @@ fn details(c: Live) -> impl IntoView {
             <thead><tr><th>"Machine"</th><th>"Role"</th><th>"Pool"</th><th>"Class"</th><th>"vCPUs"</th><th>"GB"</th><th>"Phase"</th></tr></thead>
             <tbody>{machine_rows}</tbody>
         </table>
+    }
+}
+
+/// The phases the cluster went through, as a timeline, fetched again whenever it changes.
+#[component]
+fn History(key: Memo<(String, String)>) -> impl IntoView {
+    let state = expect_context::<crate::net::LinkState>();
+    let history = net::live_query::<ClusterHistory>(
+        move || {
+            let (namespace, name) = key.get();
+            cluster_history::Variables { namespace, name }
+        },
+        &["KubernetesCluster"],
+        state,
+    );
+    let spans = Signal::derive(move || match history.get() {
+        Some(Ok(data)) => data
+            .cluster
+            .map(|c| {
+                c.phase_timeline
+                    .into_iter()
+                    .map(|p| (p.phase, p.since, p.until))
+                    .collect()
+            })
+            .unwrap_or_default(),
+        _ => Vec::new(),
+    });
+    let ready = move || {
+        history
+            .get()
+            .and_then(|h| h.ok())
+            .and_then(|d| d.cluster)
+            .map(|c| match c.time_to_ready_seconds {
+                Some(s) => format!("Ready {s:.0} s after it was created."),
+                None => "Not Ready yet.".to_owned(),
+            })
+    };
+    view! {
+        <section aria-labelledby="history-title">
+            <h2 id="history-title">"Phase history"</h2>
+            <p class="explain" data-testid="time-to-ready">{ready}</p>
+            <Timeline spans testid="timeline"/>
+        </section>
     }
 }

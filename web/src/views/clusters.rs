@@ -5,16 +5,12 @@ use leptos_router::NavigateOptions;
 use leptos_router::hooks::{use_navigate, use_query_map};
 
 use super::overview::CLUSTER_KINDS;
-use super::{Problem, param, query_string};
+use super::{Problem, param, query_string, windowed};
 use crate::format::{self, wire};
 use crate::gql::{ClusterList, cluster_list};
 use crate::net::{self, LinkState};
 
 type Row = cluster_list::ClusterListClustersNodes;
-
-/// Rows drawn at a time; the rest of a long list is empty space of the right height.
-const WINDOW: usize = 60;
-const ROW_HEIGHT: f64 = 34.0;
 
 #[component]
 pub fn Clusters() -> impl IntoView {
@@ -96,32 +92,14 @@ pub fn Clusters() -> impl IntoView {
         }
         Some((rows, data.clusters.total_count))
     });
-    let scroll = RwSignal::new(0.0_f64);
 
     let sort_header = {
         let set = set.clone();
         move |key: &'static str, label: &'static str| {
             let set = set.clone();
-            let aria = move || {
-                let s = sort.get();
-                if s == key || (key == "name" && s.is_empty()) {
-                    "ascending"
-                } else if s == format!("-{key}") {
-                    "descending"
-                } else {
-                    "none"
-                }
-            };
             view! {
-                <th aria-sort=aria>
-                    <button type="button" on:click=move |_| {
-                        let next = if sort.get_untracked() == key || (key == "name" && sort.get_untracked().is_empty()) {
-                            format!("-{key}")
-                        } else {
-                            key.to_owned()
-                        };
-                        set("sort", next)
-                    }>{label}</button>
+                <th aria-sort=move || super::sort_state(&sort.get(), key)>
+                    <button type="button" on:click=move |_| set("sort", super::next_sort(&sort.get_untracked(), key))>{label}</button>
                 </th>
             }
         }
@@ -163,36 +141,19 @@ pub fn Clusters() -> impl IntoView {
         <p class="count" data-testid="cluster-count">
             {move || rows.with(|r| r.as_ref().map(|(rows, total)| format!("{} of {total} clusters", rows.len())))}
         </p>
-        <div class="scroller" on:scroll=move |ev| {
-            let el: web_sys::Element = event_target(&ev);
-            scroll.set(f64::from(el.scroll_top()));
-        }>
-            <table class="list" data-testid="clusters">
-                <thead><tr>
-                    {sort_header("name", "Cluster")}
-                    {sort_header("namespace", "Namespace")}
-                    {sort_header("phase", "Phase")}
-                    {sort_header("stage", "Stage")}
-                    <th>"Machines"</th>
-                    <th>"Diagnosis"</th>
-                </tr></thead>
-                <tbody>
-                    {move || rows.with(|r| {
-                        let rows = r.as_ref().map(|(rows, _)| rows.as_slice()).unwrap_or_default();
-                        let shown = rows.len();
-                        let start = ((scroll.get() / ROW_HEIGHT) as usize).saturating_sub(10).min(shown);
-                        let end = (start + WINDOW).min(shown);
-                        let above = start as f64 * ROW_HEIGHT;
-                        let below = (shown - end) as f64 * ROW_HEIGHT;
-                        view! {
-                            <tr class="spacer" aria-hidden="true" style=format!("height: {above}px")></tr>
-                            {rows[start..end].iter().map(row).collect_view()}
-                            <tr class="spacer" aria-hidden="true" style=format!("height: {below}px")></tr>
-                        }
-                    })}
-                </tbody>
-            </table>
-        </div>
+        {windowed(
+            "clusters",
+            view! {
+                {sort_header("name", "Cluster")}
+                {sort_header("namespace", "Namespace")}
+                {sort_header("phase", "Phase")}
+                {sort_header("stage", "Stage")}
+                <th>"Machines"</th>
+                <th>"Diagnosis"</th>
+            },
+            rows,
+            row,
+        )}
     }
 }
 

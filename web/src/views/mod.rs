@@ -2,9 +2,12 @@
 
 pub mod cluster;
 pub mod clusters;
+pub mod events;
 pub mod hosts;
+pub mod machines;
 pub mod object;
 pub mod overview;
+pub mod topology;
 
 use leptos::prelude::*;
 
@@ -127,5 +130,71 @@ pub fn query_string(pairs: &[(&str, &str)]) -> String {
         String::new()
     } else {
         format!("?{}", parts.join("&"))
+    }
+}
+
+/// Rows drawn at a time; the rest of a long list is empty space of the right height.
+const WINDOW: usize = 60;
+/// Every row's height (CSS keeps rows on one line).
+const ROW_HEIGHT: f64 = 34.0;
+
+/// A table that draws only the rows in view (and a margin around them): a list of thousands
+/// scrolls like one of sixty. `rows` holds the filtered, sorted rows and the total before filtering.
+pub fn windowed<T, V>(
+    testid: &'static str,
+    head: impl IntoView + 'static,
+    rows: Memo<Option<(Vec<T>, i64)>>,
+    row: fn(&T) -> V,
+) -> impl IntoView
+where
+    T: Send + Sync + 'static,
+    V: IntoView + 'static,
+{
+    let scroll = RwSignal::new(0.0_f64);
+    view! {
+        <div class="scroller" on:scroll=move |ev| {
+            let el: web_sys::Element = event_target(&ev);
+            scroll.set(f64::from(el.scroll_top()));
+        }>
+            <table class="list" data-testid=testid>
+                <thead><tr>{head}</tr></thead>
+                <tbody>
+                    {move || rows.with(|r| {
+                        let rows = r.as_ref().map(|(rows, _)| rows.as_slice()).unwrap_or_default();
+                        let shown = rows.len();
+                        let start = ((scroll.get() / ROW_HEIGHT) as usize).saturating_sub(10).min(shown);
+                        let end = (start + WINDOW).min(shown);
+                        let above = start as f64 * ROW_HEIGHT;
+                        let below = (shown - end) as f64 * ROW_HEIGHT;
+                        view! {
+                            <tr class="spacer" aria-hidden="true" style=format!("height: {above}px")></tr>
+                            {rows[start..end].iter().map(row).collect_view()}
+                            <tr class="spacer" aria-hidden="true" style=format!("height: {below}px")></tr>
+                        }
+                    })}
+                </tbody>
+            </table>
+        </div>
+    }
+}
+
+/// `aria-sort` of a column header for the URL's `sort` (`key` ascending, `-key` descending; no
+/// sort means by name).
+pub fn sort_state(sort: &str, key: &str) -> &'static str {
+    if sort == key || (key == "name" && sort.is_empty()) {
+        "ascending"
+    } else if sort.strip_prefix('-') == Some(key) {
+        "descending"
+    } else {
+        "none"
+    }
+}
+
+/// The `sort` after a click on `key`'s header: ascending first, then descending.
+pub fn next_sort(sort: &str, key: &str) -> String {
+    if sort_state(sort, key) == "ascending" {
+        format!("-{key}")
+    } else {
+        key.to_owned()
     }
 }

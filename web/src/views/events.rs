@@ -1,0 +1,103 @@
+//! The event log, newest first, filtered by kind, namespace, name and type (each a URL
+//! parameter); new events appear at the top as they happen.
+
+use leptos::prelude::*;
+use leptos_router::NavigateOptions;
+use leptos_router::hooks::{use_navigate, use_query_map};
+
+use super::{Problem, param, query_string};
+use crate::format::status_class;
+use crate::gql::{EventList, event_list};
+use crate::net::{self, LinkState};
+
+#[component]
+pub fn Events() -> impl IntoView {
+    let state = expect_context::<LinkState>();
+    let query = use_query_map();
+    let get = move |key: &'static str| Memo::new(move |_| param(&query.read(), key));
+    let (kind, ns, name, ty) = (get("kind"), get("ns"), get("name"), get("type"));
+    let navigate = use_navigate();
+    let set = move |key: &'static str, value: String| {
+        let current = |k: &str| {
+            if k == key {
+                value.clone()
+            } else {
+                param(&query.read_untracked(), k)
+            }
+        };
+        let pairs = ["kind", "ns", "name", "type"].map(|k| (k, current(k)));
+        let pairs: Vec<(&str, &str)> = pairs.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        navigate(
+            &format!("/events{}", query_string(&pairs)),
+            NavigateOptions::default(),
+        );
+    };
+    let events = net::live_query_all::<EventList>(
+        move || event_list::Variables {
+            filter: Some(event_list::EventFilter {
+                object_id: None,
+                uid: None,
+                kind: Some(kind.get()).filter(|s| !s.is_empty()),
+                namespace: Some(ns.get()).filter(|s| !s.is_empty()),
+                name: Some(name.get()).filter(|s| !s.is_empty()),
+                types: Some(ty.get()).filter(|s| !s.is_empty()).map(|t| vec![t]),
+                since: None,
+                until: None,
+            }),
+            first: Some(200),
+        },
+        state,
+    );
+    let on_change = move |key: &'static str| {
+        let set = set.clone();
+        move |ev: leptos::ev::Event| set(key, event_target_value(&ev))
+    };
+    view! {
+        <h1>"Events"</h1>
+        <form class="filters" role="search" on:submit=|ev| ev.prevent_default()>
+            <label>"Kind" <input type="text" prop:value=kind on:change=on_change("kind") placeholder="Machine" data-testid="filter-kind"/></label>
+            <label>"Namespace" <input type="text" prop:value=ns on:change=on_change("ns") data-testid="filter-ns"/></label>
+            <label>"Name" <input type="text" prop:value=name on:change=on_change("name") data-testid="filter-name"/></label>
+            <label>"Type" <input type="text" prop:value=ty on:change=on_change("type") placeholder="infrastructure.machine.created" data-testid="filter-type"/></label>
+        </form>
+        {move || match events.get() {
+            None => view! { <p class="empty">"Loading events…"</p> }.into_any(),
+            Some(Err(e)) => view! { <Problem text=e/> }.into_any(),
+            Some(Ok(data)) if data.events.nodes.is_empty() => view! { <p class="empty">"No events match."</p> }.into_any(),
+            Some(Ok(data)) => {
+                let rows = data.events.nodes.into_iter().map(|e| {
+                    let target = format!("{} {}", e.kind, if e.namespace.is_empty() { e.name.clone() } else { format!("{}/{}", e.namespace, e.name) });
+                    let link = match e.object {
+                        Some(o) => view! { <a href=format!("/objects/{}", js_sys::encode_uri_component(&o.id))>{target}</a> }.into_any(),
+                        None => view! { <span>{target}</span> }.into_any(),
+                    };
+                    let after = e.phase_after.clone().unwrap_or_default();
+                    let phases = match (e.phase_before.as_deref(), e.phase_after.as_deref()) {
+                        (Some(b), Some(a)) if b != a => format!("{b} → {a}"),
+                        (_, Some(a)) => a.to_owned(),
+                        (Some(b), None) => format!("{b} → gone"),
+                        _ => String::new(),
+                    };
+                    let what = match e.dropped {
+                        Some(n) => format!("{n} events dropped (the history buffer was full)"),
+                        None => e.type_.clone(),
+                    };
+                    view! {
+                        <tr>
+                            <td><time>{e.at.replace('T', " ").trim_end_matches('Z').to_owned()}</time></td>
+                            <td>{what}</td>
+                            <td>{link}</td>
+                            <td><span class=format!("status {}", status_class(&after))>{phases}</span></td>
+                        </tr>
+                    }
+                }).collect_view();
+                view! {
+                    <table class="list" data-testid="events">
+                        <thead><tr><th>"When (UTC)"</th><th>"Event"</th><th>"Object"</th><th>"Phase"</th></tr></thead>
+                        <tbody>{rows}</tbody>
+                    </table>
+                }.into_any()
+            }
+        }}
+    }
+}

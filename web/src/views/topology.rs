@@ -1,0 +1,241 @@
+//! The topology as SVG: the datacenter, its hosts coloured by health, and the VMs on each host
+//! coloured by phase. Everything can be hovered (details beside the drawing), focused with the
+//! keyboard and clicked (a host opens its card, a VM its object).
+
+use leptos::prelude::*;
+
+use super::Problem;
+use super::overview::HOST_KINDS;
+use crate::format::{self, bar_class, gib, status_class, wire};
+use crate::gql::{HostList, host_list};
+use crate::net::{self, LinkState};
+
+type Host = host_list::HostListHostsNodes;
+
+const ROW: f64 = 72.0;
+const HOST_X: f64 = 290.0;
+const HOST_W: f64 = 250.0;
+const HOST_H: f64 = 58.0;
+const VM_X: f64 = 580.0;
+const VM_STEP: f64 = 17.0;
+const VMS_PER_LINE: usize = 28;
+/// VMs drawn per host (two lines); the rest are counted.
+const VMS_SHOWN: usize = VMS_PER_LINE * 2;
+const WIDTH: f64 = VM_X + VM_STEP * VMS_PER_LINE as f64 + 70.0;
+
+/// A host's health class: `ok` (takes VMs), `warn` (Ready but cordoned, tainted or under
+/// pressure), `err` (NotReady or Unknown).
+fn health(h: &Host) -> &'static str {
+    if wire(&h.readiness) != "READY" {
+        "err"
+    } else if !h.accepts_vms || !h.pressures.is_empty() {
+        "warn"
+    } else {
+        "ok"
+    }
+}
+
+#[component]
+pub fn Topology() -> impl IntoView {
+    let state = expect_context::<LinkState>();
+    let hosts = net::live_query::<HostList>(|| host_list::Variables, HOST_KINDS, state);
+    // What the pointer or the keyboard is on: a host's name, or (host, VM index).
+    let focus = RwSignal::new(None::<(String, Option<usize>)>);
+    view! {
+        <h1>"Topology"</h1>
+        {move || match hosts.get() {
+            None => view! { <p class="empty">"Loading hosts…"</p> }.into_any(),
+            Some(Err(e)) => view! { <Problem text=e/> }.into_any(),
+            Some(Ok(data)) => drawing(data, focus).into_any(),
+        }}
+    }
+}
+
+fn drawing(
+    data: host_list::ResponseData,
+    focus: RwSignal<Option<(String, Option<usize>)>>,
+) -> impl IntoView {
+    let name = data
+        .vitistack_name
+        .clone()
+        .unwrap_or_else(|| "Datacenter".into());
+    let hosts = data.hosts.nodes;
+    let height = (hosts.len() as f64 * ROW).max(ROW * 3.0) + 20.0;
+    let dc_y = height / 2.0 - 45.0;
+    let ready = hosts
+        .iter()
+        .filter(|h| wire(&h.readiness) == "READY")
+        .count();
+    let vms: usize = hosts.iter().map(|h| h.vms.len()).sum();
+    let running: usize = hosts
+        .iter()
+        .map(|h| h.vms.iter().filter(|v| v.active).count())
+        .sum();
+    let dc_class = if hosts.is_empty() {
+        "unknown"
+    } else if hosts.iter().any(|h| health(h) == "err") {
+        "warn"
+    } else {
+        "ok"
+    };
+    let links = hosts
+        .iter()
+        .enumerate()
+        .map(|(i, h)| {
+            let y = 10.0 + i as f64 * ROW + HOST_H / 2.0;
+            let d = format!(
+                "M 230 {} C 260 {} 260 {y} {HOST_X} {y}",
+                dc_y + 45.0,
+                dc_y + 45.0
+            );
+            view! { <path class=format!("link {}", health(h)) d=d></path> }
+        })
+        .collect_view();
+    let details = hosts.clone();
+    let rows = hosts
+        .into_iter()
+        .enumerate()
+        .map(|(i, h)| host_row(i, h, focus))
+        .collect_view();
+    view! {
+        <div class="topology">
+            <svg viewBox=format!("0 0 {WIDTH} {height}") role="group" aria-label="Datacenter, hosts and VMs" data-testid="topology">
+                {links}
+                <g class=format!("dc {dc_class}") transform=format!("translate(10 {dc_y})")>
+                    <rect width="220" height="90" rx="8"></rect>
+                    <text x="12" y="24" class="title">{name}</text>
+                    <text x="12" y="46">{format!("{ready}/{} hosts ready", details.len())}</text>
+                    <text x="12" y="66">{format!("{running}/{vms} VMs running")}</text>
+                </g>
+                {rows}
+            </svg>
+            <aside class="details" aria-live="polite" data-testid="topology-details">
+                {move || focus.get().and_then(|(host, vm)| {
+                    let h = details.iter().find(|h| h.name == host)?;
+                    Some(match vm.and_then(|i| h.vms.get(i)) {
+                        Some(v) => {
+                            let phase = v.phase.clone().unwrap_or_default();
+                            view! {
+                                <h2>{v.name.clone()}</h2>
+                                <p>{format!("VM in {} on {}", v.namespace.clone().unwrap_or_default(), h.name)}</p>
+                                <p class=format!("status {}", status_class(&phase))>{phase.clone()}</p>
+                                <p>{format!("{} vCPU · {} GB", format::cores(v.vcpus), gib(v.memory_bytes, 1))}</p>
+                                <p>{v.membership.as_ref().map(|m| format!("cluster {}", m.cluster_id))}</p>
+                            }.into_any()
+                        }
+                        None => {
+                            let a = &h.allocation;
+                            view! {
+                                <h2>{h.name.clone()}</h2>
+                                <p>{format!("{} · {}", readiness_words(h), h.roles.join(", "))}</p>
+                                <p>{format!("CPU {}/{} vCPUs ({:.0}%)", format::cores(a.vcpus_used), format::cores(a.vcpus_limit), a.cpu_percent)}</p>
+                                <p>{format!("Memory {}/{} GB ({:.0}%)", gib(a.memory_used_bytes, 1), gib(a.memory_limit_bytes, 1), a.memory_percent)}</p>
+                                <p>{format!("{} VMs", h.vms.len())}</p>
+                            }.into_any()
+                        }
+                    })
+                }).unwrap_or_else(|| view! { <p class="empty">"Point at or tab to a host or a VM for its details; Enter opens it."</p> }.into_any())}
+            </aside>
+        </div>
+        <div class="legend">
+            <span class="key ok"></span>"takes VMs"
+            <span class="key warn"></span>"cordoned, tainted or under pressure"
+            <span class="key err"></span>"not Ready"
+            <span class="key vm running"></span>"VM running"
+            <span class="key vm scheduling"></span>"VM pending"
+            <span class="key vm error"></span>"VM failed"
+        </div>
+    }
+}
+
+fn readiness_words(h: &Host) -> String {
+    let mut words = match wire(&h.readiness).as_str() {
+        "READY" => "Ready".to_owned(),
+        "NOT_READY" => "NotReady".to_owned(),
+        _ => "Unknown".to_owned(),
+    };
+    if h.unschedulable {
+        words.push_str(", cordoned");
+    }
+    for p in &h.pressures {
+        words.push_str(", ");
+        words.push_str(p);
+    }
+    words
+}
+
+fn host_row(i: usize, h: Host, focus: RwSignal<Option<(String, Option<usize>)>>) -> impl IntoView {
+    let y = 10.0 + i as f64 * ROW;
+    let class = health(&h);
+    let a = &h.allocation;
+    let bar = |percent: f64, dy: f64, label: &'static str| {
+        let w = (percent.min(100.0) / 100.0 * 110.0).max(if percent > 0.0 { 3.0 } else { 0.0 });
+        view! {
+            <text x="10" y=dy + 8.0 class="small">{label}</text>
+            <rect x="44" y=dy width="110" height="9" class="track"></rect>
+            <rect x="44" y=dy width=w height="9" class=format!("fill {}", bar_class(percent))></rect>
+        }
+    };
+    let cpu = bar(a.cpu_percent, 30.0, "CPU");
+    let memory = bar(a.memory_percent, 43.0, "MEM");
+    let name = h.name.clone();
+    // The accessible name comes from <title> (SVG's name), so it names the host first.
+    let title = format!(
+        "Host {}: {}, {} VMs",
+        h.name,
+        readiness_words(&h),
+        h.vms.len()
+    );
+    let href = format!("/hosts?q={}", js_sys::encode_uri_component(&h.name));
+    let enter = name.clone();
+    let vm_count = h.vms.len();
+    let dots = h
+        .vms
+        .iter()
+        .take(VMS_SHOWN)
+        .enumerate()
+        .map(|(j, v)| {
+            let cx = VM_X + (j % VMS_PER_LINE) as f64 * VM_STEP + 7.0;
+            let cy = y + 16.0 + (j / VMS_PER_LINE) as f64 * VM_STEP + 6.0;
+            let phase = v.phase.clone().unwrap_or_default();
+            let href = format!("/objects/{}", js_sys::encode_uri_component(&v.id));
+            let label = format!("VM {} ({phase})", v.name);
+            let title = label.clone();
+            let host = name.clone();
+            let host2 = name.clone();
+            let (click, key) = crate::charts::opens(href);
+            view! {
+                <g class="vm" role="link" tabindex="0" aria-label=label on:click=click on:keydown=key
+                    on:mouseenter=move |_| focus.set(Some((host.clone(), Some(j))))
+                    on:focus=move |_| focus.set(Some((host2.clone(), Some(j))))>
+                    <title>{title}</title>
+                    <circle cx=cx cy=cy r="6" class=format!("vm {}", status_class(&phase))></circle>
+                </g>
+            }
+        })
+        .collect_view();
+    let more = (vm_count > VMS_SHOWN).then(|| {
+        view! { <text x=VM_X + VM_STEP * VMS_PER_LINE as f64 + 8.0 y=y + 40.0 class="small">{format!("+{}", vm_count - VMS_SHOWN)}</text> }
+    });
+    let focus_name = name.clone();
+    let (click, key) = crate::charts::opens(href);
+    view! {
+        <g class=format!("host {class}") data-testid="topology-host" data-host=name.clone()>
+            <g class="link" role="link" tabindex="0" on:click=click on:keydown=key
+                on:mouseenter=move |_| focus.set(Some((enter.clone(), None)))
+                on:focus=move |_| focus.set(Some((focus_name.clone(), None)))>
+                <title>{title}</title>
+                <g transform=format!("translate({HOST_X} {y})")>
+                    <rect width=HOST_W height=HOST_H rx="6" class="box"></rect>
+                    <circle cx="14" cy="14" r="5" class="dot"></circle>
+                    <text x="26" y="18" class="title">{name.clone()}</text>
+                    <text x=HOST_W - 10.0 y="18" text-anchor="end" class="small">{format!("{vm_count} VMs")}</text>
+                    {cpu}
+                    {memory}
+                </g>
+            </g>
+            {dots}
+            {more}
+        </g>
+    }
+}

@@ -14,8 +14,8 @@ macro_rules! operation {
         #[graphql(
                                                     schema_path = "../schema.graphql",
                                                     query_path = $file,
-                                                    response_derives = "Debug, Clone, PartialEq",
-                                                    variables_derives = "Debug, Clone, PartialEq"
+                                                    response_derives = "Clone, PartialEq",
+                                                    variables_derives = "Clone, PartialEq"
                                                 )]
         pub struct $name;
     };

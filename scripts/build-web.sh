@@ -58,11 +58,12 @@ case "$WASM_ROUTE" in
     apt_install "$lld"
     wasm_ld="/usr/lib/llvm-${lld#lld-}/bin/wasm-ld"
     # PATH=/usr/bin first: build scripts that call rustc or cargo get Debian's, not rustup's.
-    # std is built here anyway, so it is built to abort on panic without formatting a message:
-    # 16 KB less gzip (a panic is a bug either way; the rustup route keeps the message).
+    # std is built here anyway, so it is built to abort on panic without formatting a message,
+    # and without Debug formatting or panic locations: 20 KB less gzip (a panic is a bug either
+    # way; the rustup route keeps the messages). So the dashboard never shows `{:?}` output.
     build=(env "PATH=/usr/bin:$PATH" RUSTC=/usr/bin/rustc RUSTC_BOOTSTRAP=1
       "CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_LINKER=$wasm_ld"
-      "CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUSTFLAGS=-Zunstable-options -Cpanic=immediate-abort"
+      "CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUSTFLAGS=-Zunstable-options -Cpanic=immediate-abort -Zfmt-debug=none -Zlocation-detail=none"
       /usr/bin/cargo build -Zbuild-std=std,panic_abort)
     ;;
   *) die "WASM_ROUTE must be auto, rustup or debian" ;;
@@ -127,7 +128,11 @@ boot_name="boot-$(hash "$stage/boot.js").js"
 cp "$stage/boot.js" "$out/assets/$boot_name"
 sed -e "s#__JS__#/assets/$js_name#" -e "s#__WASM__#/assets/$wasm_name#" -e "s#__CSS__#/assets/$css_name#" \
   -e "s#__BOOT__#/assets/$boot_name#" web/index.html > "$out/index.html"
-for f in "$out/index.html" "$out"/assets/*; do gzip -9 -n -k "$f"; done
+# Zopfli writes gzip that any browser reads, about 4 % smaller than gzip -9 (once, at build time).
+command -v zopfli >/dev/null || apt_install zopfli || true
+for f in "$out/index.html" "$out"/assets/*; do
+  if command -v zopfli >/dev/null; then zopfli --i15 "$f"; else gzip -9 -n -k "$f"; fi
+done
 
 rm -rf web/dist
 mv "$out" web/dist

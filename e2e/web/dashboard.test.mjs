@@ -270,6 +270,26 @@ describe('a still fleet (the demo, simulator off)', () => {
     await context.close();
   });
 
+  test('VMs filter by host, and networks by phase, from the URL', async () => {
+    const { page, context, problems } = await openPage(server.base);
+    const vmis = (await gql(server.base, '{ virtualMachineInstances(first: 500) { nodes { name nodeName } } }')).virtualMachineInstances.nodes;
+    const host = vmis.find((v) => v.nodeName).nodeName;
+    const onHost = vmis.filter((v) => v.nodeName === host).map((v) => v.name).sort();
+    await page.goto(`${server.base}/vms?host=${host}`);
+    const cells = (id) => page.locator(`[data-testid=${id}] tbody tr:not(.spacer) td:first-child`).allTextContents();
+    await eventually('the VMs on that host', async () => JSON.stringify((await cells('vms')).sort()) === JSON.stringify(onHost));
+    await shot(page, 'vms');
+    const networks = (await gql(server.base, '{ networkNamespaces(first: 500) { nodes { name phase } } }')).networkNamespaces.nodes;
+    const phase = networks.find((n) => n.phase)?.phase;
+    assert.ok(phase, 'some network has a phase');
+    const want = networks.filter((n) => n.phase === phase).map((n) => n.name).sort();
+    await page.goto(`${server.base}/networks?phase=${phase}`);
+    await eventually(`the networks in phase ${phase}`, async () => JSON.stringify((await cells('networks')).sort()) === JSON.stringify(want));
+    await shot(page, 'networks');
+    assert.deepEqual(problems, []);
+    await context.close();
+  });
+
   test('every view passes an accessibility scan (no serious or critical violation)', async () => {
     const { page, context } = await openPage(server.base, { bypassCSP: true });
     const cluster = (await gql(server.base, '{ clusters(first: 1) { nodes { name namespace } } }')).clusters.nodes[0];
@@ -281,6 +301,8 @@ describe('a still fleet (the demo, simulator off)', () => {
       hosts: ['/hosts', '[data-testid=host-card]'],
       topology: ['/topology', '[data-testid=topology-host]'],
       machines: ['/machines', '[data-testid=machines] tbody tr:not(.spacer)'],
+      networks: ['/networks', '[data-testid=networks] tbody tr:not(.spacer)'],
+      vms: ['/vms', '[data-testid=vms] tbody tr:not(.spacer)'],
       events: ['/events', 'main table, main p.empty:has-text("No events")'],
       object: [`/objects/${encodeURIComponent(object.id)}`, '[data-testid=object-name]'],
     };

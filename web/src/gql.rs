@@ -12,11 +12,11 @@ macro_rules! operation {
     ($name:ident, $file:literal) => {
         #[derive(GraphQLQuery)]
         #[graphql(
-                                                    schema_path = "../schema.graphql",
-                                                    query_path = $file,
-                                                    response_derives = "Clone, PartialEq",
-                                                    variables_derives = "Clone, PartialEq"
-                                                )]
+                                                            schema_path = "../schema.graphql",
+                                                            query_path = $file,
+                                                            response_derives = "Clone, PartialEq",
+                                                            variables_derives = "Clone, PartialEq"
+                                                        )]
         pub struct $name;
     };
 }
@@ -33,3 +33,5 @@ operation!(ObjectById, "graphql/object_by_id.graphql");
 operation!(EventList, "graphql/event_list.graphql");
 operation!(ClusterHistory, "graphql/cluster_history.graphql");
 operation!(MachineList, "graphql/machine_list.graphql");
+operation!(VmList, "graphql/vm_list.graphql");
+operation!(NetworkList, "graphql/network_list.graphql");

@@ -27,6 +27,8 @@ fn App() -> impl IntoView {
                     <A href="/">"Overview"</A>
                     <A href="/clusters">"Clusters"</A>
                     <A href="/machines">"Machines"</A>
+                    <A href="/networks">"Networks"</A>
+                    <A href="/vms">"VMs"</A>
                     <A href="/hosts">"Hosts"</A>
                     <A href="/topology">"Topology"</A>
                     <A href="/events">"Events"</A>
@@ -42,6 +44,8 @@ fn App() -> impl IntoView {
                     <Route path=path!("/clusters") view=views::clusters::Clusters/>
                     <Route path=path!("/clusters/:namespace/:name") view=views::cluster::Cluster/>
                     <Route path=path!("/machines") view=views::machines::Machines/>
+                    <Route path=path!("/networks") view=views::networks::Networks/>
+                    <Route path=path!("/vms") view=views::vms::Vms/>
                     <Route path=path!("/hosts") view=views::hosts::Hosts/>
                     <Route path=path!("/topology") view=views::topology::Topology/>
                     <Route path=path!("/events") view=views::events::Events/>

@@ -1,51 +1,29 @@
 //! Every Machine in one sortable, filterable table (cluster, namespace, phase, role, name); each
 //! filter is part of the URL.
 
-use leptos::prelude::*;
-use leptos_router::NavigateOptions;
-use leptos_router::hooks::{use_navigate, use_query_map};
-
-use super::{Problem, param, query_string, windowed};
+use super::{Problem, UrlFilters, sort_rows, windowed};
 use crate::format::{gib, status_class, wire};
 use crate::gql::{MachineList, machine_list};
 use crate::net::{self, LinkState};
+use leptos::prelude::*;
 
 type Row = machine_list::MachineListMachinesNodes;
-
-const KEYS: [&str; 6] = ["q", "ns", "phase", "cluster", "role", "sort"];
 
 #[component]
 pub fn Machines() -> impl IntoView {
     let state = expect_context::<LinkState>();
-    let query = use_query_map();
-    let get = move |key: &'static str| Memo::new(move |_| param(&query.read(), key));
-    let (q, ns, phase, cluster, role, sort) = (
-        get("q"),
-        get("ns"),
-        get("phase"),
-        get("cluster"),
-        get("role"),
-        get("sort"),
+    let f = UrlFilters::new(
+        "/machines",
+        &["q", "ns", "phase", "cluster", "role", "sort"],
     );
-    let navigate = use_navigate();
-    let set = move |key: &'static str, value: String| {
-        let current = |k: &str| {
-            if k == key {
-                value.clone()
-            } else {
-                param(&query.read_untracked(), k)
-            }
-        };
-        let pairs = KEYS.map(|k| (k, current(k)));
-        let pairs: Vec<(&str, &str)> = pairs.iter().map(|(k, v)| (*k, v.as_str())).collect();
-        navigate(
-            &format!("/machines{}", query_string(&pairs)),
-            NavigateOptions {
-                replace: key == "q",
-                ..Default::default()
-            },
-        );
-    };
+    let (q, ns, phase, cluster, role, sort) = (
+        f.get("q"),
+        f.get("ns"),
+        f.get("phase"),
+        f.get("cluster"),
+        f.get("role"),
+        f.get("sort"),
+    );
     let machines = net::live_query::<MachineList>(
         move || machine_list::Variables {
             filter: Some(machine_list::Filter {
@@ -74,45 +52,31 @@ pub fn Machines() -> impl IntoView {
                 role.is_empty() || m.role.as_ref().map(wire).as_deref() == Some(role.as_str())
             })
             .collect();
-        match sort.trim_start_matches('-') {
-            "namespace" => rows.sort_by_key(|m| (m.namespace.clone(), m.name.clone())),
-            "phase" => rows.sort_by_key(|m| (m.phase.clone(), m.name.clone())),
-            "cluster" => rows.sort_by_key(|m| (m.cluster_id.clone(), m.name.clone())),
-            _ => rows.sort_by_key(|m| m.name.clone()),
-        }
-        if sort.starts_with('-') {
-            rows.reverse();
-        }
+        sort_rows(&mut rows, &sort, |key, m| match key {
+            "namespace" => format!(
+                "{}\u{0}{}",
+                m.namespace.as_deref().unwrap_or_default(),
+                m.name
+            ),
+            "phase" => format!("{}\u{0}{}", m.phase.as_deref().unwrap_or_default(), m.name),
+            "cluster" => format!(
+                "{}\u{0}{}",
+                m.cluster_id.as_deref().unwrap_or_default(),
+                m.name
+            ),
+            _ => m.name.clone(),
+        });
         Some((rows, data.machines.total_count))
     });
-    let header = {
-        let set = set.clone();
-        move |key: &'static str, label: &'static str| {
-            let set = set.clone();
-            let current = move || sort.get();
-            view! {
-                <th aria-sort=move || super::sort_state(&current(), key)>
-                    <button type="button" on:click=move |_| set("sort", super::next_sort(&sort.get_untracked(), key))>{label}</button>
-                </th>
-            }
-        }
-    };
-    let on = {
-        let set = set.clone();
-        move |key: &'static str| {
-            let set = set.clone();
-            move |ev: leptos::ev::Event| set(key, event_target_value(&ev))
-        }
-    };
     view! {
         <h1>"Machines"</h1>
         <form class="filters" role="search" on:submit=|ev| ev.prevent_default()>
-            <label>"Search" <input type="search" prop:value=q on:input=on("q") placeholder="name" data-testid="filter-q"/></label>
-            <label>"Cluster id" <input type="text" prop:value=cluster on:change=on("cluster") data-testid="filter-cluster"/></label>
-            <label>"Namespace" <input type="text" prop:value=ns on:change=on("ns") data-testid="filter-ns"/></label>
-            <label>"Phase" <input type="text" prop:value=phase on:change=on("phase") data-testid="filter-phase"/></label>
+            <label>"Search" <input type="search" prop:value=q on:input=f.on("q") placeholder="name" data-testid="filter-q"/></label>
+            <label>"Cluster id" <input type="text" prop:value=cluster on:change=f.on("cluster") data-testid="filter-cluster"/></label>
+            <label>"Namespace" <input type="text" prop:value=ns on:change=f.on("ns") data-testid="filter-ns"/></label>
+            <label>"Phase" <input type="text" prop:value=phase on:change=f.on("phase") data-testid="filter-phase"/></label>
             <label>"Role"
-                <select on:change=on("role") prop:value=role data-testid="filter-role">
+                <select on:change=f.on("role") prop:value=role data-testid="filter-role">
                     <option value="">"Any"</option>
                     <option value="CONTROL_PLANE" selected=move || role.get() == "CONTROL_PLANE">"Control plane"</option>
                     <option value="WORKER" selected=move || role.get() == "WORKER">"Worker"</option>
@@ -130,15 +94,15 @@ pub fn Machines() -> impl IntoView {
         {windowed(
             "machines",
             view! {
-                {header("name", "Machine")}
-                {header("namespace", "Namespace")}
-                {header("cluster", "Cluster")}
+                {f.header("name", "Machine")}
+                {f.header("namespace", "Namespace")}
+                {f.header("cluster", "Cluster")}
                 <th>"Role"</th>
                 <th>"Pool"</th>
                 <th>"Class"</th>
                 <th>"vCPUs"</th>
                 <th>"GB"</th>
-                {header("phase", "Phase")}
+                {f.header("phase", "Phase")}
             },
             rows,
             row,

@@ -5,9 +5,11 @@ pub mod clusters;
 pub mod events;
 pub mod hosts;
 pub mod machines;
+pub mod networks;
 pub mod object;
 pub mod overview;
 pub mod topology;
+pub mod vms;
 
 use leptos::prelude::*;
 
@@ -196,5 +198,87 @@ pub fn next_sort(sort: &str, key: &str) -> String {
         format!("-{key}")
     } else {
         key.to_owned()
+    }
+}
+
+/// A list page's filters, kept in the URL: each a memo of its query parameter, and a setter
+/// that writes one into the URL (typing in a search box replaces the history entry; choosing a
+/// filter adds one, so back and forward walk the filters).
+#[derive(Clone)]
+pub struct UrlFilters {
+    path: &'static str,
+    keys: &'static [&'static str],
+    query: Memo<leptos_router::params::ParamsMap>,
+    navigate: std::rc::Rc<dyn Fn(&str, leptos_router::NavigateOptions)>,
+}
+
+impl UrlFilters {
+    /// The filters of the page at `path`, named `keys`.
+    pub fn new(path: &'static str, keys: &'static [&'static str]) -> Self {
+        let navigate = leptos_router::hooks::use_navigate();
+        UrlFilters {
+            path,
+            keys,
+            query: leptos_router::hooks::use_query_map(),
+            navigate: std::rc::Rc::new(move |url, options| navigate(url, options)),
+        }
+    }
+
+    /// The value of `key` (empty when absent).
+    pub fn get(&self, key: &'static str) -> Memo<String> {
+        let query = self.query;
+        Memo::new(move |_| param(&query.read(), key))
+    }
+
+    /// Writes `key` into the URL.
+    pub fn set(&self, key: &'static str, value: String) {
+        let query = self.query.read_untracked();
+        let values: Vec<(&str, String)> = self
+            .keys
+            .iter()
+            .map(|k| {
+                (
+                    *k,
+                    if *k == key {
+                        value.clone()
+                    } else {
+                        param(&query, k)
+                    },
+                )
+            })
+            .collect();
+        let pairs: Vec<(&str, &str)> = values.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let options = leptos_router::NavigateOptions {
+            replace: key == "q",
+            ..Default::default()
+        };
+        (self.navigate)(&format!("{}{}", self.path, query_string(&pairs)), options);
+    }
+
+    /// An input handler that writes the input's value into `key`.
+    pub fn on(&self, key: &'static str) -> impl Fn(leptos::ev::Event) + use<> {
+        let this = self.clone();
+        move |ev| this.set(key, event_target_value(&ev))
+    }
+
+    /// A sortable column header for `key`.
+    pub fn header(&self, key: &'static str, label: &'static str) -> impl IntoView + use<> {
+        let sort = self.get("sort");
+        let this = self.clone();
+        view! {
+            <th aria-sort=move || sort_state(&sort.get(), key)>
+                <button type="button" on:click=move |_| this.set("sort", next_sort(&sort.get_untracked(), key))>{label}</button>
+            </th>
+        }
+    }
+}
+
+/// Sorts `rows` by the URL's `sort` (`key` or `-key`) with `by` giving each key's sort value.
+pub fn sort_rows<T>(rows: &mut [T], sort: &str, by: impl Fn(&str, &T) -> String) {
+    let key = sort.trim_start_matches('-');
+    let key = if key.is_empty() { "name" } else { key };
+    rows.sort_by_cached_key(|r| by(key, r));
+    if sort.starts_with('-') {
+        rows.reverse();
     }
 }

@@ -201,6 +201,9 @@ pub fn next_sort(sort: &str, key: &str) -> String {
     }
 }
 
+/// The router's navigation, shared by a page's filter handlers.
+type Navigate = std::rc::Rc<dyn Fn(&str, leptos_router::NavigateOptions)>;
+
 /// A list page's filters, kept in the URL: each a memo of its query parameter, and a setter
 /// that writes one into the URL (typing in a search box replaces the history entry; choosing a
 /// filter adds one, so back and forward walk the filters).
@@ -209,7 +212,7 @@ pub struct UrlFilters {
     path: &'static str,
     keys: &'static [&'static str],
     query: Memo<leptos_router::params::ParamsMap>,
-    navigate: std::rc::Rc<dyn Fn(&str, leptos_router::NavigateOptions)>,
+    navigate: Navigate,
 }
 
 impl UrlFilters {

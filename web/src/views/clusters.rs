@@ -1,11 +1,9 @@
 //! Every KubernetesCluster in one sortable, filterable table; each filter is part of the URL.
 
 use leptos::prelude::*;
-use leptos_router::NavigateOptions;
-use leptos_router::hooks::{use_navigate, use_query_map};
 
 use super::overview::CLUSTER_KINDS;
-use super::{Problem, param, query_string, windowed};
+use super::{Problem, UrlFilters, windowed};
 use crate::format::{self, wire};
 use crate::gql::{ClusterList, cluster_list};
 use crate::net::{self, LinkState};
@@ -15,36 +13,15 @@ type Row = cluster_list::ClusterListClustersNodes;
 #[component]
 pub fn Clusters() -> impl IntoView {
     let state = expect_context::<LinkState>();
-    let query = use_query_map();
-    let get = move |key: &'static str| Memo::new(move |_| param(&query.read(), key));
+    let f = UrlFilters::new("/clusters", &["q", "ns", "phase", "stage", "state", "sort"]);
     let (q, ns, phase, stage, health, sort) = (
-        get("q"),
-        get("ns"),
-        get("phase"),
-        get("stage"),
-        get("state"),
-        get("sort"),
+        f.get("q"),
+        f.get("ns"),
+        f.get("phase"),
+        f.get("stage"),
+        f.get("state"),
+        f.get("sort"),
     );
-    let navigate = use_navigate();
-    // Writes one filter into the URL (replacing the entry, so typing is not a history step each key).
-    let set = move |key: &'static str, value: String| {
-        let current = |k: &str| {
-            if k == key {
-                value.clone()
-            } else {
-                param(&query.read_untracked(), k)
-            }
-        };
-        let pairs = ["q", "ns", "phase", "stage", "state", "sort"].map(|k| (k, current(k)));
-        let pairs: Vec<(&str, &str)> = pairs.iter().map(|(k, v)| (*k, v.as_str())).collect();
-        navigate(
-            &format!("/clusters{}", query_string(&pairs)),
-            NavigateOptions {
-                replace: key == "q",
-                ..Default::default()
-            },
-        );
-    };
     let clusters = net::live_query::<ClusterList>(
         move || cluster_list::Variables {
             filter: Some(cluster_list::Filter {
@@ -93,39 +70,20 @@ pub fn Clusters() -> impl IntoView {
         Some((rows, data.clusters.total_count))
     });
 
-    let sort_header = {
-        let set = set.clone();
-        move |key: &'static str, label: &'static str| {
-            let set = set.clone();
-            view! {
-                <th aria-sort=move || super::sort_state(&sort.get(), key)>
-                    <button type="button" on:click=move |_| set("sort", super::next_sort(&sort.get_untracked(), key))>{label}</button>
-                </th>
-            }
-        }
-    };
-    let on_text = {
-        let set = set.clone();
-        move |key: &'static str| {
-            let set = set.clone();
-            move |ev: leptos::ev::Event| set(key, event_target_value(&ev))
-        }
-    };
-
     view! {
         <h1>"Clusters"</h1>
         <form class="filters" role="search" on:submit=|ev| ev.prevent_default()>
-            <label>"Search" <input type="search" prop:value=q on:input=on_text("q") placeholder="name" data-testid="filter-q"/></label>
-            <label>"Namespace" <input type="text" prop:value=ns on:change=on_text("ns") data-testid="filter-ns"/></label>
-            <label>"Phase" <input type="text" prop:value=phase on:change=on_text("phase") data-testid="filter-phase"/></label>
+            <label>"Search" <input type="search" prop:value=q on:input=f.on("q") placeholder="name" data-testid="filter-q"/></label>
+            <label>"Namespace" <input type="text" prop:value=ns on:change=f.on("ns") data-testid="filter-ns"/></label>
+            <label>"Phase" <input type="text" prop:value=phase on:change=f.on("phase") data-testid="filter-phase"/></label>
             <label>"Stage"
-                <select on:change=on_text("stage") data-testid="filter-stage" prop:value=stage>
+                <select on:change=f.on("stage") data-testid="filter-stage" prop:value=stage>
                     <option value="">"Any"</option>
                     {format::STAGES.iter().map(|(w, l)| view! { <option value=*w selected=move || stage.get() == *w>{*l}</option> }).collect_view()}
                 </select>
             </label>
             <label>"State"
-                <select on:change=on_text("state") data-testid="filter-state" prop:value=health>
+                <select on:change=f.on("state") data-testid="filter-state" prop:value=health>
                     <option value="">"Any"</option>
                     <option value="attention" selected=move || health.get() == "attention">"Needs attention"</option>
                     <option value="failed" selected=move || health.get() == "failed">"Failed"</option>
@@ -144,10 +102,10 @@ pub fn Clusters() -> impl IntoView {
         {windowed(
             "clusters",
             view! {
-                {sort_header("name", "Cluster")}
-                {sort_header("namespace", "Namespace")}
-                {sort_header("phase", "Phase")}
-                {sort_header("stage", "Stage")}
+                {f.header("name", "Cluster")}
+                {f.header("namespace", "Namespace")}
+                {f.header("phase", "Phase")}
+                {f.header("stage", "Stage")}
                 <th>"Machines"</th>
                 <th>"Diagnosis"</th>
             },

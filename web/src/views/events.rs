@@ -2,10 +2,8 @@
 //! parameter); new events appear at the top as they happen.
 
 use leptos::prelude::*;
-use leptos_router::NavigateOptions;
-use leptos_router::hooks::{use_navigate, use_query_map};
 
-use super::{Problem, param, query_string};
+use super::{Problem, UrlFilters};
 use crate::format::status_class;
 use crate::gql::{EventList, event_list};
 use crate::net::{self, LinkState};
@@ -13,25 +11,8 @@ use crate::net::{self, LinkState};
 #[component]
 pub fn Events() -> impl IntoView {
     let state = expect_context::<LinkState>();
-    let query = use_query_map();
-    let get = move |key: &'static str| Memo::new(move |_| param(&query.read(), key));
-    let (kind, ns, name, ty) = (get("kind"), get("ns"), get("name"), get("type"));
-    let navigate = use_navigate();
-    let set = move |key: &'static str, value: String| {
-        let current = |k: &str| {
-            if k == key {
-                value.clone()
-            } else {
-                param(&query.read_untracked(), k)
-            }
-        };
-        let pairs = ["kind", "ns", "name", "type"].map(|k| (k, current(k)));
-        let pairs: Vec<(&str, &str)> = pairs.iter().map(|(k, v)| (*k, v.as_str())).collect();
-        navigate(
-            &format!("/events{}", query_string(&pairs)),
-            NavigateOptions::default(),
-        );
-    };
+    let f = UrlFilters::new("/events", &["kind", "ns", "name", "type"]);
+    let (kind, ns, name, ty) = (f.get("kind"), f.get("ns"), f.get("name"), f.get("type"));
     let events = net::live_query_all::<EventList>(
         move || event_list::Variables {
             filter: Some(event_list::EventFilter {
@@ -48,17 +29,13 @@ pub fn Events() -> impl IntoView {
         },
         state,
     );
-    let on_change = move |key: &'static str| {
-        let set = set.clone();
-        move |ev: leptos::ev::Event| set(key, event_target_value(&ev))
-    };
     view! {
         <h1>"Events"</h1>
         <form class="filters" role="search" on:submit=|ev| ev.prevent_default()>
-            <label>"Kind" <input type="text" prop:value=kind on:change=on_change("kind") placeholder="Machine" data-testid="filter-kind"/></label>
-            <label>"Namespace" <input type="text" prop:value=ns on:change=on_change("ns") data-testid="filter-ns"/></label>
-            <label>"Name" <input type="text" prop:value=name on:change=on_change("name") data-testid="filter-name"/></label>
-            <label>"Type" <input type="text" prop:value=ty on:change=on_change("type") placeholder="infrastructure.machine.created" data-testid="filter-type"/></label>
+            <label>"Kind" <input type="text" prop:value=kind on:change=f.on("kind") placeholder="Machine" data-testid="filter-kind"/></label>
+            <label>"Namespace" <input type="text" prop:value=ns on:change=f.on("ns") data-testid="filter-ns"/></label>
+            <label>"Name" <input type="text" prop:value=name on:change=f.on("name") data-testid="filter-name"/></label>
+            <label>"Type" <input type="text" prop:value=ty on:change=f.on("type") placeholder="infrastructure.machine.created" data-testid="filter-type"/></label>
         </form>
         {move || match events.get() {
             None => view! { <p class="empty">"Loading events…"</p> }.into_any(),

@@ -9,20 +9,15 @@
 
 #[path = "support/runtime.rs"]
 mod runtime;
+#[path = "support/server.rs"]
+mod server;
 
 use std::time::{Duration, Instant};
 
 use futures::{SinkExt, StreamExt};
 use serde_json::{Value, json};
+use server::{Server, env};
 use tokio_tungstenite::tungstenite::Message;
-use tokio_tungstenite::tungstenite::client::IntoClientRequest;
-
-fn env(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
 
 /// User + system CPU time of a process, in milliseconds (clock ticks of 10 ms).
 fn cpu_ms(pid: u32) -> u64 {
@@ -47,45 +42,10 @@ fn main() {
 async fn run() {
     let padding_kb = env("DOC_PADDING_KB", 1_000) as usize;
     let clusters = env("DEMO_CLUSTERS", 0);
-    let bin = std::env::var("VITISTACK_BIN")
-        .unwrap_or_else(|_| env!("CARGO_BIN_EXE_vitistack").to_string());
-    let dir = std::env::temp_dir().join(format!("vitistack-doccost-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("dir");
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("port");
-        l.local_addr().expect("addr").port()
-    };
-    let mut child = std::process::Command::new(&bin)
-        .args(["serve", "--demo"])
-        .env("SOURCE", "embedded")
-        .env("DEMO_CLUSTERS", clusters.to_string())
-        .env("PORT", port.to_string())
-        .env("BIND_ADDRESS", "127.0.0.1")
-        .env("DATABASE_URL", format!("sqlite://{}/v.db", dir.display()))
-        .env("LOG_LEVEL", "warn")
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .expect("start vitistack");
-    let pid = child.id();
-    let started = Instant::now();
-    loop {
-        if let Ok(r) = reqwest::get(format!("http://127.0.0.1:{port}/ready")).await
-            && r.status().is_success()
-        {
-            break;
-        }
-        assert!(started.elapsed() < Duration::from_secs(300), "never ready");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let server = Server::start("doccost", clusters, &[], Duration::from_secs(300)).await;
+    let (pid, bin) = (server.pid, server.bin.clone());
     tokio::time::sleep(Duration::from_secs(1)).await;
-    let mut req = format!("ws://127.0.0.1:{port}/graphql/ws")
-        .into_client_request()
-        .expect("request");
-    req.headers_mut().insert(
-        "Sec-WebSocket-Protocol",
-        "graphql-transport-ws".parse().expect("header"),
-    );
-    let (mut ws, _) = tokio_tungstenite::connect_async(req).await.expect("ws");
+    let mut ws = server.ws().await;
     ws.send(Message::Text(
         json!({"type": "connection_init"}).to_string().into(),
     ))
@@ -134,7 +94,5 @@ async fn run() {
         "document_cost: {padding_kb} KB of comment, {events} events ({outcome}) in {:.2} s, server CPU {cpu} ms ({bin})",
         t0.elapsed().as_secs_f64()
     );
-    let _ = child.kill();
-    let _ = child.wait();
-    let _ = std::fs::remove_dir_all(&dir);
+    drop(server);
 }

@@ -11,21 +11,16 @@
 mod proc;
 #[path = "support/runtime.rs"]
 mod runtime;
+#[path = "support/server.rs"]
+mod server;
 
 use std::time::{Duration, Instant};
 
 use futures::SinkExt;
 use proc::status_kib;
 use serde_json::json;
+use server::{Server, env};
 use tokio_tungstenite::tungstenite::Message;
-use tokio_tungstenite::tungstenite::client::IntoClientRequest;
-
-fn env(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
 
 fn main() {
     runtime::main(run);
@@ -51,52 +46,22 @@ async fn metric(base: &str, series: &str) -> f64 {
 async fn run() {
     let subscribers = env("SNAP_SUBSCRIBERS", 1_000) as usize;
     let clusters = env("SNAP_CLUSTERS", 500);
-    let bin = std::env::var("VITISTACK_BIN")
-        .unwrap_or_else(|_| env!("CARGO_BIN_EXE_vitistack").to_string());
-    let dir = std::env::temp_dir().join(format!("vitistack-snapmem-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("dir");
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("port");
-        l.local_addr().expect("addr").port()
-    };
-    let mut child = std::process::Command::new(&bin)
-        .args(["serve", "--demo"])
-        .env("SOURCE", "embedded")
-        .env("DEMO_CLUSTERS", clusters.to_string())
-        .env("PORT", port.to_string())
-        .env("BIND_ADDRESS", "127.0.0.1")
-        .env("DATABASE_URL", format!("sqlite://{}/v.db", dir.display()))
-        .env("STREAM_MAX_CONNECTIONS_PER_CLIENT", "100000")
-        .env("LOG_LEVEL", "warn")
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .expect("start vitistack");
-    let pid = child.id();
-    let base = format!("http://127.0.0.1:{port}");
-    let started = Instant::now();
-    loop {
-        if let Ok(r) = reqwest::get(format!("{base}/ready")).await
-            && r.status().is_success()
-        {
-            break;
-        }
-        assert!(started.elapsed() < Duration::from_secs(600), "never ready");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let server = Server::start(
+        "snapmem",
+        clusters,
+        &[("STREAM_MAX_CONNECTIONS_PER_CLIENT", "100000")],
+        Duration::from_secs(600),
+    )
+    .await;
+    let (pid, bin) = (server.pid, server.bin.clone());
+    let base = format!("http://127.0.0.1:{}", server.port);
     tokio::time::sleep(Duration::from_secs(2)).await;
     let before = status_kib(pid, "VmRSS:");
     let query = "subscription { resourceChanged(snapshot: true) { type sequence kind namespace name \
                  object { ... on Machine { name phase } ... on NetworkConfiguration { name } } } }";
     let mut sockets = Vec::with_capacity(subscribers);
     for i in 0..subscribers {
-        let mut req = format!("ws://127.0.0.1:{port}/graphql/ws")
-            .into_client_request()
-            .expect("request");
-        req.headers_mut().insert(
-            "Sec-WebSocket-Protocol",
-            "graphql-transport-ws".parse().expect("header"),
-        );
-        let (mut ws, _) = tokio_tungstenite::connect_async(req).await.expect("ws");
+        let mut ws = server.ws().await;
         ws.send(Message::Text(
             json!({"type": "connection_init"}).to_string().into(),
         ))
@@ -130,7 +95,5 @@ async fn run() {
         peak / 1024
     );
     drop(sockets);
-    let _ = child.kill();
-    let _ = child.wait();
-    let _ = std::fs::remove_dir_all(&dir);
+    drop(server);
 }

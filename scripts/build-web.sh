@@ -121,8 +121,9 @@ cp "$stage/glue.js" "$out/assets/$js_name"
 css_name="vitistack-$(hash web/style.css).css"
 cp web/style.css "$out/assets/$css_name"
 # The start-up script is a file, not inline, so the page's CSP can forbid inline scripts.
-# It also lets a benchmark read the WebAssembly memory's size (the JS heap does not include it).
-printf 'import init from "/assets/%s";\nconst wasm = await init({ module_or_path: "/assets/%s" });\nwindow.vitistackWasmBytes = () => wasm.memory.buffer.byteLength;\n' \
+# It also lets a benchmark read the WebAssembly memory's size (the JS heap does not include it)
+# and the bytes the app's allocator has in use within it.
+printf 'import init, { heapInUse } from "/assets/%s";\nconst wasm = await init({ module_or_path: "/assets/%s" });\nwindow.vitistackWasmBytes = () => wasm.memory.buffer.byteLength;\nwindow.vitistackHeapInUse = heapInUse;\n' \
   "$js_name" "$wasm_name" > "$stage/boot.js"
 boot_name="boot-$(hash "$stage/boot.js").js"
 cp "$stage/boot.js" "$out/assets/$boot_name"

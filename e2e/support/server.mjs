@@ -21,7 +21,8 @@ function freePort() {
 /**
  * Start `vitistack serve ARGS…`; returns { base, port, dbdir, stop, exited }.
  * `options.port` and `options.dbdir` restart a server where an earlier one ran (`keep: true` on
- * that one's stop keeps its database).
+ * that one's stop keeps its database). `options.until` is the path waited for (default `/ready`;
+ * `/health` for a server that is not expected to finish syncing yet).
  */
 export async function startServer(args, env = {}, options = {}) {
   const bin = process.env.VITISTACK_BIN;
@@ -43,7 +44,7 @@ export async function startServer(args, env = {}, options = {}) {
   const deadline = Date.now() + 120000;
   while (Date.now() < deadline) {
     try {
-      if ((await fetch(`${base}/ready`)).ok) return { base, port, dbdir, stop, exited };
+      if ((await fetch(`${base}${options.until ?? '/ready'}`)).ok) return { base, port, dbdir, stop, exited };
     } catch {
       // not listening yet
     }

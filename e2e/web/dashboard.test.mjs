@@ -3,7 +3,10 @@
 // deadline; screenshots of each view land in e2e/web/artifacts/.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { tmpdir } from 'node:os';
+import { createInterface } from 'node:readline';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -180,6 +183,38 @@ describe('a still fleet (the demo, simulator off)', () => {
     await context.close();
   });
 
+  test('six clusters or fewer are cards with their VMs; more are only a table', async () => {
+    const { page, context, problems } = await openPage(server.base);
+    const vms = (await gql(server.base, `{ virtualMachines(first: 500) { nodes { name namespace phase vcpus
+      instance { nodeName } membership { clusterId } } } }`)).virtualMachines.nodes;
+    const all = (await gql(server.base, '{ clusters(first: 500) { nodes { name namespace clusterId } } }')).clusters.nodes;
+    assert.ok(all.length > 6, 'the demo has more than six clusters');
+    await page.goto(`${server.base}/clusters`);
+    await eventually('the whole fleet is a table', async () => (await page.locator('[data-testid=clusters] tbody tr:not(.spacer)').count()) === all.length);
+    assert.equal(await page.getByTestId('cluster-card').count(), 0, 'no cards past six clusters');
+
+    // The cluster with the most VMs, searched for by name: one card, its VMs as pills.
+    const mine = (c) => vms.filter((v) => v.membership?.clusterId === c.clusterId);
+    const cluster = [...all].sort((a, b) => mine(b).length - mine(a).length)[0];
+    const own = mine(cluster);
+    assert.ok(own.length > 0, 'some demo cluster has KubeVirt VMs');
+    await page.goto(`${server.base}/clusters?q=${encodeURIComponent(cluster.name)}`);
+    const card = page.getByTestId('cluster-card').filter({ has: page.getByRole('heading', { name: `⎈ ${cluster.name}`, exact: true }) });
+    await eventually('the card lists every VM of the cluster', async () => (await card.locator('.pill').count()) === own.length);
+    const running = own.filter((v) => v.phase === 'Running').length;
+    const hosts = new Set(own.map((v) => v.instance?.nodeName).filter(Boolean)).size;
+    const totals = (await card.getByTestId('cluster-card-totals').textContent()).trim();
+    assert.ok(totals.startsWith(`${running}/${own.length} running · ${own.reduce((a, v) => a + v.vcpus, 0)} vCPU · `), totals);
+    assert.ok(totals.endsWith(` · ${hosts} ${hosts === 1 ? 'host' : 'hosts'}`), totals);
+    const pill = card.locator('.pill').first();
+    assert.match(await pill.getAttribute('title'), new RegExp(`^${cluster.namespace}/`));
+    await shot(page, 'cluster-cards');
+    await pill.click();
+    await eventually('a pill opens its VM', async () => (await page.getByTestId('object-kind').textContent().catch(() => '')) === 'VirtualMachine');
+    assert.deepEqual(problems, []);
+    await context.close();
+  });
+
   test("a blocked cluster's page names its blocker, and the link opens it", async () => {
     const { page, context, problems } = await openPage(server.base);
     const all = (await gql(server.base, `{ clusters(first: 500) { nodes { name namespace diagnosis { failed
@@ -297,6 +332,7 @@ describe('a still fleet (the demo, simulator off)', () => {
     const views = {
       overview: ['/', '[data-testid=chart-cpu]'],
       clusters: ['/clusters', '[data-testid=clusters] tbody tr:not(.spacer)'],
+      'cluster cards': [`/clusters?q=${encodeURIComponent(cluster.name)}`, '[data-testid=cluster-card] footer'],
       cluster: [`/clusters/${cluster.namespace}/${cluster.name}`, '[data-testid=pipeline] li'],
       hosts: ['/hosts', '[data-testid=host-card]'],
       topology: ['/topology', '[data-testid=topology-host]'],
@@ -381,6 +417,57 @@ describe('a live fleet (the simulator on)', () => {
     await eventually('the page shows the restarted server\'s data', () => pageMatchesApi(page, server.base));
     // The lost connection is expected to log nothing the user must act on; page errors are bugs.
     assert.deepEqual(problems.filter((p) => !p.startsWith('console:')), []);
+    await context.close();
+  });
+});
+
+describe('a server still syncing with its cluster (the Kubernetes API test server holds every list)', () => {
+  let api;
+  let server;
+  let dir;
+  before(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'vitistack-kube-'));
+    // Built by `cargo test` with the server (server/examples/kube_api.rs).
+    const bin = join(dirname(process.env.VITISTACK_BIN), 'examples', 'kube_api');
+    api = spawn(bin, [join(dir, 'kubeconfig')], { stdio: ['pipe', 'pipe', 'inherit'] });
+    const lines = createInterface({ input: api.stdout });
+    await new Promise((resolve, reject) => {
+      lines.on('line', (l) => { if (l === 'ready') resolve(); });
+      api.once('exit', (code) => reject(new Error(`kube_api exited with ${code}`)));
+    });
+    server = await startServer(['--kubeconfig', join(dir, 'kubeconfig'), '--kube-context', 'test'],
+      { SOURCE: 'kube' }, { until: '/health' });
+  });
+  after(async () => {
+    await server?.stop();
+    api?.stdin.end();
+    api?.kill();
+    if (dir) rmSync(dir, { recursive: true, force: true });
+  });
+
+  test('the page says it is syncing, kind by kind, instead of showing zeros; then shows the fleet', async () => {
+    const { page, context, problems } = await openPage(server.base);
+    await page.goto(`${server.base}/`);
+    const banner = page.getByTestId('sync');
+    const kinds = (await gql(server.base, '{ sources { kinds { name served } } }')).sources.kinds.filter((k) => k.served !== false);
+    await eventually('the banner shows every kind waiting', async () => (await banner.count()) === 1
+      && (await banner.locator('li.waiting').count()) === kinds.length);
+    assert.match(await banner.textContent(), new RegExp(`Syncing with the cluster: 0 of ${kinds.length} kinds read`));
+    assert.equal(await banner.locator('progress').getAttribute('value'), '0');
+    // No tile claims a number while nothing has been read.
+    for (const id of ['tile-hosts', 'tile-clusters', 'tile-vms']) {
+      assert.doesNotMatch((await page.getByTestId(id).textContent()).trim(), /^0/, `${id} is not a zero`);
+    }
+    // Nor does any section draw or judge the partial fleet.
+    assert.equal(await page.getByTestId('attention-none').count(), 0, 'no "every cluster is Ready" while syncing');
+    assert.equal(await page.getByTestId('chart-cpu').count(), 0, 'no allocation chart while syncing');
+    assert.equal(await page.getByTestId('redundancy-explained').textContent(), '');
+    await shot(page, 'syncing');
+
+    api.stdin.write('release\n');
+    await eventually('the banner goes once every kind is read', async () => (await banner.count()) === 0, 120000);
+    await eventually('the tiles show the fleet the API answers', async () => pageMatchesApi(page, server.base));
+    assert.deepEqual(problems, []);
     await context.close();
   });
 });

@@ -27,6 +27,7 @@ operation!(Changes, "graphql/changes.graphql");
 operation!(SourcesNow, "graphql/sources_now.graphql");
 operation!(HostList, "graphql/host_list.graphql");
 operation!(ClusterList, "graphql/cluster_list.graphql");
+operation!(ClusterVms, "graphql/cluster_vms.graphql");
 operation!(ClusterId, "graphql/cluster_id.graphql");
 operation!(ClusterLive, "graphql/cluster_live.graphql");
 operation!(ObjectById, "graphql/object_by_id.graphql");

@@ -13,11 +13,23 @@ use leptos_router::path;
 
 use net::{Link, LinkState};
 
+/// The allocator, counting the bytes in use: WebAssembly memory only grows, so its size alone
+/// cannot tell a leak from a high-water mark (the soak benchmark reads both).
+#[global_allocator]
+static ALLOCATOR: cap::Cap<std::alloc::System> = cap::Cap::new(std::alloc::System, usize::MAX);
+
+/// Bytes allocated and not yet freed by the app.
+#[wasm_bindgen::prelude::wasm_bindgen(js_name = heapInUse)]
+pub fn heap_in_use() -> f64 {
+    ALLOCATOR.allocated() as f64
+}
+
 /// The page frame: header with navigation, connection badge and theme switch; the views below.
 #[component]
 fn App() -> impl IntoView {
     let state = net::connect();
     provide_context(state);
+    views::Sources::provide(state);
     view! {
         <Router>
             <a class="skip" href="#main">"Skip to content"</a>

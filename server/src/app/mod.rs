@@ -393,7 +393,7 @@ fn demo_spec(cfg: &ServeConfig) -> FleetSpec {
     if cfg.demo_clusters == 0 {
         FleetSpec::demo()
     } else {
-        FleetSpec::large(cfg.demo_clusters)
+        FleetSpec::large_demo(cfg.demo_clusters)
     }
 }
 

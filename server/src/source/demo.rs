@@ -83,6 +83,14 @@ impl FleetSpec {
         }
     }
 
+    /// The large demo (`DEMO_CLUSTERS`): the benchmark fleet with hosts and the VMs on them.
+    pub fn large_demo(clusters: usize) -> Self {
+        FleetSpec {
+            hosts: true,
+            ..Self::large(clusters)
+        }
+    }
+
     /// The benchmark fleet: `clusters` Ready clusters × 20 machines (3 control planes, pools of 9 and 8).
     pub fn large(clusters: usize) -> Self {
         FleetSpec {
@@ -129,7 +137,7 @@ pub fn fleet(spec: &FleetSpec) -> Vec<Resource> {
     let mut out: Vec<Value> = Vec::new();
     platform(&mut out);
     if spec.hosts {
-        hosts(&mut out);
+        hosts(&mut out, spec);
     }
     // Decode cluster by cluster so the JSON scaffolding never piles up (it would stay in the
     // allocator's free lists and inflate the server's resident memory).
@@ -209,12 +217,21 @@ pub fn decode(v: Value) -> Option<Resource> {
     to_resource(v)
 }
 
-/// Names of the demo's worker hosts that accept VMs.
-const VM_HOSTS: [&str; 4] = ["kv-node-01", "kv-node-02", "kv-node-03", "kv-node-04"];
+/// How many worker hosts accept VMs: four for the small demo, and for a large fleet one per 100
+/// of its VMs (about 16 per cluster), so that the hosts are loaded as a real zone's would be.
+/// It depends on the number of clusters only, so a cluster the simulator scales keeps its hosts.
+fn vm_host_count(spec: &FleetSpec) -> usize {
+    (spec.clusters * 16).div_ceil(100).max(4)
+}
 
-/// The KubeVirt hosts: a tainted control plane, four workers, one cordoned, one NotReady with
-/// memory pressure.
-fn hosts(out: &mut Vec<Value>) {
+/// The name of the worker host that accepts VMs with index `i` (from 0).
+fn vm_host(i: usize) -> String {
+    format!("kv-node-{:02}", i + 1)
+}
+
+/// The KubeVirt hosts: a tainted control plane, the workers that take VMs, one cordoned, one
+/// NotReady with memory pressure. A large fleet's workers are bigger machines (128 cores, 1 TiB).
+fn hosts(out: &mut Vec<Value>, spec: &FleetSpec) {
     let node = |name: &str, role: &str, cpu: &str, mem: &str, ready: &str, extra: Value| {
         let mut n = json!({"apiVersion": "v1", "kind": "Node",
             "metadata": {"name": name, "labels": {format!("node-role.kubernetes.io/{role}"): "",
@@ -237,18 +254,31 @@ fn hosts(out: &mut Vec<Value>) {
     };
     out.push(node("kv-cp-01", "control-plane", "16", "64Gi", "True",
         json!({"spec": {"taints": [{"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}]}})));
-    for name in VM_HOSTS {
-        out.push(node(name, "worker", "64", "256Gi", "True", json!({})));
+    let workers = vm_host_count(spec);
+    let (cpu, mem) = if workers > 4 {
+        ("128", "1024Gi")
+    } else {
+        ("64", "256Gi")
+    };
+    for i in 0..workers {
+        out.push(node(&vm_host(i), "worker", cpu, mem, "True", json!({})));
     }
     out.push(node(
-        "kv-node-05",
+        &vm_host(workers),
         "worker",
         "64",
         "256Gi",
         "True",
         json!({"spec": {"unschedulable": true}}),
     ));
-    let mut sick = node("kv-node-06", "worker", "32", "128Gi", "Unknown", json!({}));
+    let mut sick = node(
+        &vm_host(workers + 1),
+        "worker",
+        "32",
+        "128Gi",
+        "Unknown",
+        json!({}),
+    );
     sick["status"]["conditions"][1]["status"] = json!("True");
     out.push(sick);
 }
@@ -260,7 +290,7 @@ fn kubevirt_vm(
     name: &str,
     class: &str,
     state: &str,
-    host: usize,
+    host: &str,
     ip: &str,
 ) {
     let (cores, mem) = match class {
@@ -285,7 +315,7 @@ fn kubevirt_vm(
             json!({"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
             "metadata": {"name": name, "namespace": ns, "labels": labels},
             "spec": {"domain": domain},
-            "status": {"phase": "Running", "nodeName": VM_HOSTS[host % VM_HOSTS.len()],
+            "status": {"phase": "Running", "nodeName": host,
                        "interfaces": [{"name": "default", "ipAddresses": [ip]}]}}),
         );
     }
@@ -618,7 +648,8 @@ fn tenant(out: &mut Vec<Value>, spec: &FleetSpec, i: usize, stage: DemoStage, rn
             } else {
                 "Provisioning"
             };
-            kubevirt_vm(out, &ns, name, class, state, i * 7 + k, &ip);
+            let host = vm_host((i * 7 + k) % vm_host_count(spec));
+            kubevirt_vm(out, &ns, name, class, state, &host, &ip);
         }
         let iface_name = format!("vlan{vlan}");
         let mut iface = json!({"name": iface_name, "macAddress": mac, "vlan": vlan.to_string()});
@@ -779,8 +810,34 @@ mod tests {
                 unreachable!()
             };
             let node = crate::model::kubevirt::vmi_node(i).unwrap_or_default();
-            assert!(VM_HOSTS.contains(&node), "{node}");
+            assert!(
+                (0..4).any(|i| vm_host(i) == node),
+                "{node} is not a worker that accepts VMs"
+            );
         }
+    }
+
+    #[test]
+    fn the_large_demo_spreads_its_vms_over_hosts_sized_for_them() {
+        let objects = fleet(&FleetSpec::large_demo(500));
+        let nodes = objects.iter().filter(|r| r.kind() == Kind::Node).count();
+        // The control plane, 80 workers that take VMs, a cordoned and a NotReady one.
+        assert_eq!(nodes, 1 + 80 + 2);
+        let mut per_host = std::collections::HashMap::<String, usize>::new();
+        for r in &objects {
+            if let Resource::VirtualMachineInstance(i) = r {
+                let node = crate::model::kubevirt::vmi_node(i).unwrap_or_default();
+                *per_host.entry(node.to_string()).or_default() += 1;
+            }
+        }
+        assert_eq!(per_host.len(), 80, "every worker that takes VMs has some");
+        assert!(per_host.contains_key("kv-node-80") && !per_host.contains_key("kv-node-81"));
+        // 8,000 VMs: 100 a host, give or take the spread.
+        assert_eq!(per_host.values().sum::<usize>(), 8000);
+        assert!(
+            per_host.values().all(|n| (50..=150).contains(n)),
+            "{per_host:?}"
+        );
     }
 
     #[test]

@@ -58,6 +58,10 @@ fn ClusterLiveView(id: String) -> impl IntoView {
     let cluster = RwSignal::new(None::<Option<Live>>);
     let error = RwSignal::new(None::<String>);
     let feed = RwSignal::new(Vec::<Seen>::new());
+    // Changes seen since the page opened (the feed keeps only the newest 50).
+    let seen = RwSignal::new(0_u64);
+    // The store sequence of the newest change shown (a benchmark matches it to the server's).
+    let last = RwSignal::new(0_i64);
     net::subscribe::<ClusterLive>(cluster_live::Variables { id }, move |event| match event {
         Ok(data) => {
             let event = data.cluster_changed;
@@ -78,6 +82,8 @@ fn ClusterLiveView(id: String) -> impl IntoView {
                     );
                     f.truncate(50);
                 });
+                seen.update(|n| *n += 1);
+                last.set(event.sequence);
             }
             cluster.set(Some(event.cluster));
         }
@@ -91,8 +97,13 @@ fn ClusterLiveView(id: String) -> impl IntoView {
             Some(Some(c)) => details(c).into_any(),
         }}
         <section aria-labelledby="feed-title">
-            <h2 id="feed-title">"Live changes"</h2>
-            <ol class="feed" data-testid="feed">
+            <h2 id="feed-title">"Live changes"
+                <span class="count">{move || match seen.get() {
+                    0 => String::new(),
+                    n => format!(" ({n} since this page opened, newest 50 shown)"),
+                }}</span>
+            </h2>
+            <ol class="feed" data-testid="feed" data-changes=move || seen.get().to_string() data-sequence=move || last.get().to_string()>
                 {move || {
                     let f = feed.get();
                     if f.is_empty() {

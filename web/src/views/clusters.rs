@@ -4,11 +4,16 @@ use leptos::prelude::*;
 
 use super::overview::CLUSTER_KINDS;
 use super::{Problem, UrlFilters, windowed};
+use crate::charts::short;
+use crate::format::status_class;
 use crate::format::{self, wire};
-use crate::gql::{ClusterList, cluster_list};
+use crate::gql::{ClusterList, ClusterVms, cluster_list, cluster_vms};
 use crate::net::{self, LinkState};
 
 type Row = cluster_list::ClusterListClustersNodes;
+
+/// Up to this many clusters are also shown as cards above the table (the old page's switch).
+const CARDS_UP_TO: usize = 6;
 
 #[component]
 pub fn Clusters() -> impl IntoView {
@@ -99,6 +104,12 @@ pub fn Clusters() -> impl IntoView {
         <p class="count" data-testid="cluster-count">
             {move || rows.with(|r| r.as_ref().map(|(rows, total)| format!("{} of {total} clusters", rows.len())))}
         </p>
+        {move || rows.with(|r| match r {
+            Some((rows, _)) if !rows.is_empty() && rows.len() <= CARDS_UP_TO => {
+                Some(view! { <div class="cards" data-testid="cluster-cards"><ClusterCards clusters=rows.clone()/></div> })
+            }
+            _ => None,
+        })}
         {windowed(
             "clusters",
             view! {
@@ -115,16 +126,21 @@ pub fn Clusters() -> impl IntoView {
     }
 }
 
-fn row(c: &Row) -> impl IntoView + use<> {
-    let namespace = c.namespace.clone().unwrap_or_default();
-    let href = format!("/clusters/{namespace}/{}", c.name);
-    let class = if c.diagnosis.failed {
+/// A cluster's health class: failed, progress (not Ready or degraded) or ready.
+fn health(c: &Row) -> &'static str {
+    if c.diagnosis.failed {
         "failed"
     } else if !c.diagnosis.ready || c.diagnosis.degraded {
         "progress"
     } else {
         "ready"
-    };
+    }
+}
+
+fn row(c: &Row) -> impl IntoView + use<> {
+    let namespace = c.namespace.clone().unwrap_or_default();
+    let href = format!("/clusters/{namespace}/{}", c.name);
+    let class = health(c);
     view! {
         <tr class=class>
             <td><a href=href>{c.name.clone()}</a></td>
@@ -134,5 +150,106 @@ fn row(c: &Row) -> impl IntoView + use<> {
             <td class="num">{c.desired_machines}</td>
             <td class="summary" title=c.diagnosis.summary.clone()>{c.diagnosis.summary.clone()}</td>
         </tr>
+    }
+}
+
+/// Six clusters or fewer are drawn as cards, as the old page did: each cluster's VMs as pills
+/// coloured by status, and a line of totals.
+#[component]
+fn ClusterCards(clusters: Vec<Row>) -> impl IntoView {
+    clusters
+        .into_iter()
+        .map(|c| view! { <ClusterCard cluster=c/> })
+        .collect_view()
+}
+
+#[component]
+fn ClusterCard(cluster: Row) -> impl IntoView {
+    let state = expect_context::<LinkState>();
+    let namespace = cluster.namespace.clone().unwrap_or_default();
+    let vms = net::live_query::<ClusterVms>(
+        {
+            let namespace = namespace.clone();
+            move || cluster_vms::Variables {
+                filter: Some(cluster_vms::Filter {
+                    namespace: Some(namespace.clone()),
+                    phase: None,
+                    label_selector: None,
+                    search: None,
+                }),
+            }
+        },
+        &["VirtualMachine", "VirtualMachineInstance"],
+        state,
+    );
+    let href = format!("/clusters/{namespace}/{}", cluster.name);
+    let cluster_id = cluster.cluster_id.clone();
+    let class = health(&cluster);
+    let body = move || match vms.get() {
+        None => view! { <p class="empty">"Loading VMs…"</p> }.into_any(),
+        Some(Err(e)) => view! { <Problem text=e/> }.into_any(),
+        Some(Ok(data)) => {
+            let vms: Vec<_> = data
+                .virtual_machines
+                .nodes
+                .into_iter()
+                .filter(|v| {
+                    v.membership
+                        .as_ref()
+                        .is_some_and(|m| m.cluster_id == cluster_id)
+                })
+                .collect();
+            let running = vms
+                .iter()
+                .filter(|v| v.phase.as_deref() == Some("Running"))
+                .count();
+            let vcpus: f64 = vms.iter().map(|v| v.vcpus).sum();
+            let memory: f64 = vms.iter().map(|v| v.memory_bytes).sum();
+            let mut hosts: Vec<&str> = vms
+                .iter()
+                .filter_map(|v| v.instance.as_ref()?.node_name.as_deref())
+                .collect();
+            hosts.sort_unstable();
+            hosts.dedup();
+            let totals = format!(
+                "{running}/{} running · {} vCPU · {} GB memory · {}",
+                vms.len(),
+                format::cores(vcpus),
+                format::gib(memory, 1),
+                format::plural(hosts.len() as i64, "host", "hosts")
+            );
+            let pills = vms
+                .iter()
+                .map(|v| {
+                    let phase = v.phase.clone().unwrap_or_default();
+                    let title = format!("{}/{}", v.namespace.clone().unwrap_or_default(), v.name);
+                    let href = format!("/objects/{}", js_sys::encode_uri_component(&v.id));
+                    let class = format!("pill {}", status_class(&phase));
+                    view! {
+                        <li><a class=class href=href title=title>
+                            <span class="name">{short(&v.name)}</span>
+                            <span class="status">{phase}</span>
+                        </a></li>
+                    }
+                })
+                .collect_view();
+            let empty = vms.is_empty().then(|| view! { <p class="empty">"No KubeVirt VMs (another machine provider, or none made yet)."</p> });
+            view! {
+                <ul class="pills">{pills}</ul>
+                {empty}
+                <footer data-testid="cluster-card-totals">{totals}</footer>
+            }
+            .into_any()
+        }
+    };
+    view! {
+        <article class=format!("card cluster {class}") data-testid="cluster-card">
+            <header>
+                <h2><a href=href>{format!("⎈ {}", cluster.name)}</a></h2>
+                <span class=format!("stage {class}")>{format::stage_label(&wire(&cluster.pipeline.stage))}</span>
+            </header>
+            <p class="summary">{cluster.diagnosis.summary.clone()}</p>
+            {body}
+        </article>
     }
 }

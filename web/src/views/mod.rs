@@ -16,8 +16,8 @@ use leptos::prelude::*;
 use crate::gql::{SourcesNow, sources_now};
 use crate::net::{self, LinkState};
 
-/// One overview number: a label, the value (`…` until the server has answered, never a made-up
-/// zero), a line under it and a colour class.
+/// One overview number: a label, the value (`…` until the server has answered and has read every
+/// kind from its sources, never a made-up or partial zero), a line under it and a colour class.
 #[component]
 pub fn Tile(
     label: &'static str,
@@ -27,13 +27,24 @@ pub fn Tile(
     #[prop(into)] class: Signal<&'static str>,
     #[prop(optional)] title: Option<Signal<String>>,
 ) -> impl IntoView {
+    let sources = expect_context::<Sources>();
+    let value = Signal::derive(move || if sources.synced() { value.get() } else { None });
+    let sub = Signal::derive(move || {
+        if sources.0.with(Option::is_none) {
+            "waiting for the server".to_owned()
+        } else if !sources.synced() {
+            "syncing with the cluster".to_owned()
+        } else {
+            sub.get()
+        }
+    });
     view! {
         <div class=move || format!("tile {}", if value.with(Option::is_none) { "pending" } else { class.get() })
             aria-busy=move || value.with(Option::is_none).to_string()
             title=move || title.map(|t| t.get()).unwrap_or_default()>
             <div class="tile-label">{label}</div>
             <div class="tile-value" data-testid=testid>{move || value.get().unwrap_or_else(|| "…".into())}</div>
-            <div class="tile-sub">{move || if value.with(Option::is_none) { "waiting for the server".into() } else { sub.get() }}</div>
+            <div class="tile-sub">{move || if value.with(Option::is_none) && sources.synced() { "waiting for the server".into() } else { sub.get() }}</div>
         </div>
     }
 }
@@ -44,27 +55,44 @@ pub fn Problem(#[prop(into)] text: String) -> impl IntoView {
     view! { <p class="problem" role="alert">{text}</p> }
 }
 
+/// What the server has read from its sources (kinds synced, stale), polled while the page is
+/// open: the sync banner shows it, and the overview's tiles wait for it.
+#[derive(Clone, Copy)]
+pub struct Sources(RwSignal<Option<sources_now::ResponseData>>);
+
+impl Sources {
+    /// Start polling and provide the context (once, in the app's frame).
+    pub fn provide(state: LinkState) {
+        let sources = RwSignal::new(None::<sources_now::ResponseData>);
+        let refresh = move || {
+            leptos::task::spawn_local(async move {
+                if let Ok(data) = net::query::<SourcesNow>(sources_now::Variables).await {
+                    sources.set(Some(data));
+                }
+            });
+        };
+        Effect::new(move |_| {
+            state.connections.track();
+            refresh();
+        });
+        // Sources change with time alone (staleness); a short poll is the honest way to show it.
+        if let Ok(handle) = set_interval_with_handle(refresh, std::time::Duration::from_secs(3)) {
+            on_cleanup(move || handle.clear());
+        }
+        provide_context(Sources(sources));
+    }
+
+    /// True once the server has read every kind it serves (until then its numbers are partial).
+    pub fn synced(self) -> bool {
+        self.0.with(|d| d.as_ref().is_some_and(|d| d.sources.ready))
+    }
+}
+
 /// While the server is still syncing (or a kind went stale), what it has and has not read yet:
 /// the numbers on the page are partial, and this says so.
 #[component]
 pub fn SyncBanner() -> impl IntoView {
-    let state = expect_context::<LinkState>();
-    let sources = RwSignal::new(None::<sources_now::ResponseData>);
-    let refresh = move || {
-        leptos::task::spawn_local(async move {
-            if let Ok(data) = net::query::<SourcesNow>(sources_now::Variables).await {
-                sources.set(Some(data));
-            }
-        });
-    };
-    Effect::new(move |_| {
-        state.connections.track();
-        refresh();
-    });
-    // Sources change with time alone (staleness); a short poll is the honest way to show it.
-    if let Ok(handle) = set_interval_with_handle(refresh, std::time::Duration::from_secs(3)) {
-        on_cleanup(move || handle.clear());
-    }
+    let sources = expect_context::<Sources>().0;
     move || {
         let data = sources.get()?;
         let s = data.sources;

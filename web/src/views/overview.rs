@@ -3,7 +3,7 @@
 
 use leptos::prelude::*;
 
-use super::{Problem, Tile};
+use super::{Problem, Sources, Tile};
 use crate::charts::{Bar, CountBars, StackedBars};
 use crate::format::{self, gib, percent, percent_class, plural, wire};
 use crate::gql::{
@@ -28,6 +28,11 @@ pub const CLUSTER_KINDS: &[&str] = &[
 #[component]
 pub fn Overview() -> impl IntoView {
     let state = expect_context::<LinkState>();
+    // Until the server has read every kind, what it has is partial: say so instead of drawing it.
+    let sources = expect_context::<Sources>();
+    let synced = move || sources.synced();
+    let syncing =
+        || view! { <p class="empty">"Waiting for the server to finish reading the cluster…"</p> };
     let capacity = RwSignal::new(None::<hosts_live::HostsLiveHostsChanged>);
     let summary = RwSignal::new(None::<summary_live::SummaryLiveInfrastructureSummary>);
     let error = RwSignal::new(None::<String>);
@@ -137,7 +142,7 @@ pub fn Overview() -> impl IntoView {
                 class=cap_class(|c| percent_class(percent(c.memory_used_bytes, c.memory_limit_bytes)))/>
         </section>
         <p class="explain" data-testid="redundancy-explained">
-            {move || capacity.get().map(|c| redundancy_sentence(&c))}
+            {move || capacity.get().filter(|_| synced()).map(|c| redundancy_sentence(&c))}
         </p>
 
         <section aria-labelledby="allocation-title">
@@ -145,6 +150,7 @@ pub fn Overview() -> impl IntoView {
             {move || match hosts.get() {
                 Some(Err(e)) => view! { <Problem text=e/> }.into_any(),
                 None => view! { <p class="empty">"Loading hosts…"</p> }.into_any(),
+                Some(Ok(_)) if !synced() => syncing().into_any(),
                 Some(Ok(_)) => view! {
                     <div class="charts">
                         <StackedBars title="CPU per host (vCPUs)" bars=cpu_bars unit=format::cores
@@ -159,11 +165,15 @@ pub fn Overview() -> impl IntoView {
         <div class="columns">
             <section aria-labelledby="stages-title">
                 <h2 id="stages-title">"Clusters by pipeline stage"</h2>
-                <CountBars rows=stage_rows testid="stages"/>
+                {move || if synced() {
+                    view! { <CountBars rows=stage_rows testid="stages"/> }.into_any()
+                } else {
+                    syncing().into_any()
+                }}
             </section>
             <section aria-labelledby="attention-title">
                 <h2 id="attention-title">"Needs attention"</h2>
-                {move || attention(clusters.get())}
+                {move || if synced() { attention(clusters.get()) } else { syncing().into_any() }}
             </section>
         </div>
     }
@@ -225,6 +235,10 @@ fn attention(clusters: Option<Result<cluster_list::ResponseData, String>>) -> An
         .into_iter()
         .filter(|c| !c.diagnosis.ready || c.diagnosis.degraded)
         .collect();
+    if data.clusters.total_count == 0 {
+        return view! { <p class="empty" data-testid="attention-none">"There are no clusters yet."</p> }
+            .into_any();
+    }
     if rows.is_empty() {
         return view! { <p class="empty ok" data-testid="attention-none">"Every cluster is Ready and healthy."</p> }.into_any();
     }

@@ -61,10 +61,11 @@ case "$WASM_ROUTE" in
     # std is built here anyway, so it is built to abort on panic without formatting a message,
     # and without Debug formatting or panic locations: 20 KB less gzip (a panic is a bug either
     # way; the rustup route keeps the messages). So the dashboard never shows `{:?}` output.
+    # No panic hook either (feature panic-hook): with immediate-abort it would never run.
     build=(env "PATH=/usr/bin:$PATH" RUSTC=/usr/bin/rustc RUSTC_BOOTSTRAP=1
       "CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_LINKER=$wasm_ld"
       "CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUSTFLAGS=-Zunstable-options -Cpanic=immediate-abort -Zfmt-debug=none -Zlocation-detail=none"
-      /usr/bin/cargo build -Zbuild-std=std,panic_abort)
+      /usr/bin/cargo build -Zbuild-std=std,panic_abort --no-default-features)
     ;;
   *) die "WASM_ROUTE must be auto, rustup or debian" ;;
 esac
@@ -92,7 +93,8 @@ wasm-bindgen --target web --no-typescript --out-dir "$stage" "$raw"
 bg="$stage/vitistack_web_bg.wasm"
 
 # wasm-opt: checked, since a broken one kills the page (`__wbindgen_externrefs` must stay an
-# externref table).
+# externref table). `--low-memory-unused`: Rust puts the stack, then the data, above the first
+# KiB, so loads and stores there can fold their offsets (3 KB less gzip).
 if [ "$WASM_OPT" = auto ] && command -v npm >/dev/null; then
   opt="$TOOLS/node_modules/.bin/wasm-opt"
   if ! "$opt" --version 2>/dev/null | grep -q "version ${BINARYEN%%.*}"; then
@@ -100,7 +102,7 @@ if [ "$WASM_OPT" = auto ] && command -v npm >/dev/null; then
     mkdir -p "$TOOLS"
     npm install --prefix "$TOOLS" --no-audit --no-fund --loglevel=error "binaryen@$BINARYEN" >/dev/null
   fi
-  if "$opt" -Oz -o "$bg.opt" "$bg" && python3 scripts/wasm-externref-check.py "$bg.opt"; then
+  if "$opt" -Oz --low-memory-unused -o "$bg.opt" "$bg" && python3 scripts/wasm-externref-check.py "$bg.opt"; then
     mv "$bg.opt" "$bg"
   else
     say "wasm-opt failed or broke the externref table; keeping the unoptimised wasm"

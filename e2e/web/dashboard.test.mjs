@@ -226,6 +226,13 @@ describe('a still fleet (the demo, simulator off)', () => {
     const link = page.getByTestId('blockers').getByRole('link', { name: `${blocker.kind} ${blocker.name}`, exact: true });
     await eventually('the page names the blocker', async () => (await link.count()) === 1);
     await shot(page, 'cluster');
+    // Its storage and etcd backups, as the API lists them (or "none").
+    const extra = (await gql(server.base, `{ clusters(filter: { namespace: "${blocked.namespace}", search: "${blocked.name}" }) {
+      nodes { name clusterStorages { name } etcdBackups { name } } } }`)).clusters.nodes.find((c) => c.name === blocked.name);
+    for (const [testid, list] of [['storage', extra.clusterStorages], ['backups', extra.etcdBackups]]) {
+      const shown = (await page.getByTestId(testid).locator('li').allTextContents()).map((t) => t.split(' (')[0]);
+      assert.deepEqual(shown, list.length ? list.map((x) => x.name) : ['none'], testid);
+    }
     await link.click();
     await eventually('the link opens the blocking object', async () => (await page.getByTestId('object-name').textContent().catch(() => '')) === blocker.name);
     assert.equal(await page.getByTestId('object-kind').textContent(), blocker.kind);

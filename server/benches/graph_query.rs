@@ -53,6 +53,59 @@ fn dashboard(c: &mut Criterion) {
         })
     });
     group.finish();
+
+    // The counts behind `infrastructure`: walked over the fleet (a store without aggregates) or
+    // read from the aggregates the store keeps; and what keeping them costs a write.
+    let kept = Store::new().derive_with(vitistack::domain::aggregates::deriver());
+    kept.apply_loaded(
+        fleet(&FleetSpec::large(500))
+            .into_iter()
+            .map(Op::Upsert)
+            .collect(),
+    );
+    const COUNTS: &str = "{ infrastructure { machines { total running failed byPhase { value count } vcpus } \
+        networks { namespaces readyNamespaces allocatedIps } clusters { total ready failed byStage { value count } } } }";
+    let mut group = c.benchmark_group("infrastructure");
+    group.sample_size(30);
+    for (name, s) in [("walk_500", &store), ("kept_500", &kept)] {
+        group.bench_function(name, |b| {
+            b.iter(|| {
+                let r = rt.block_on(
+                    schema.execute(async_graphql::Request::new(COUNTS).data(s.snapshot())),
+                );
+                std::hint::black_box(r.data);
+            })
+        });
+    }
+    // One Machine's phase flips per write (its cluster's pipeline is evaluated again).
+    let machine = store
+        .snapshot()
+        .list(vitistack::model::Kind::Machine)
+        .next()
+        .map(|m| (**m).clone())
+        .expect("a machine");
+    for (name, s) in [
+        ("write_without_aggregates", &store),
+        ("write_keeping_aggregates", &kept),
+    ] {
+        let mut flip = false;
+        group.bench_function(name, |b| {
+            b.iter(|| {
+                flip = !flip;
+                let mut v = machine.to_value();
+                v["status"]["phase"] = serde_json::json!(if flip { "Failed" } else { "Running" });
+                if let Some(m) = v.as_object_mut() {
+                    m.remove("apiVersion");
+                    m.remove("kind");
+                }
+                let r =
+                    vitistack::model::Resource::from_value(machine.kind(), machine.version(), v)
+                        .expect("decodes");
+                std::hint::black_box(s.apply(vec![Op::Upsert(r)]));
+            })
+        });
+    }
+    group.finish();
 }
 
 criterion_group!(benches, dashboard);

@@ -112,6 +112,7 @@ fn ThemeSwitch() -> impl IntoView {
 
 #[wasm_bindgen::prelude::wasm_bindgen(start)]
 pub fn main() {
+    #[cfg(feature = "panic-hook")]
     console_error_panic_hook::set_once();
     leptos::mount::mount_to_body(App);
 }

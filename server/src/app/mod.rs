@@ -180,7 +180,10 @@ async fn open_database(
 /// Load the embedded source and start serving on `listener`.
 pub async fn start(cfg: &ServeConfig, listener: TcpListener) -> anyhow::Result<Running> {
     cfg.validate().map_err(anyhow::Error::msg)?;
-    let store = Arc::new(Store::with_change_buffer(cfg.change_buffer));
+    let store = Arc::new(
+        Store::with_change_buffer(cfg.change_buffer)
+            .derive_with(crate::domain::aggregates::deriver()),
+    );
     let ready = Arc::new(AtomicBool::new(false));
     let metrics = Arc::new(Metrics::new()?);
     let engine = Engine::of(&cfg.db.database_url)?;

@@ -1,4 +1,6 @@
 //! Views derived from the graph: the pipeline stage and diagnosis of a cluster.
 
+pub mod aggregates;
 pub mod hosts;
 pub mod pipeline;
+pub mod resources;

@@ -7,6 +7,7 @@ use async_graphql::{Context, ID, Object, SimpleObject};
 
 use super::paging::{Filter, PageArgs, Sort, bad_input};
 use super::types::*;
+use crate::domain::aggregates::{Aggregates, ClusterState, Totals};
 use crate::domain::pipeline;
 use crate::model::{Kind, Resource};
 use crate::store::{Idx, Snapshot, scoped};
@@ -131,8 +132,42 @@ pub struct InfrastructureSummary {
     pub clusters: ClusterSummary,
 }
 
-/// Compute the cluster summary.
+/// The cluster summary: from the store's aggregates when it keeps them (O(1) in the fleet),
+/// else by walking every cluster.
 pub fn cluster_summary(s: &Snapshot) -> ClusterSummary {
+    match s.derived::<Aggregates>() {
+        Some(a) => cluster_summary_of(a.totals()),
+        None => cluster_summary_full(s),
+    }
+}
+
+fn cluster_summary_of(t: &Totals) -> ClusterSummary {
+    ClusterSummary {
+        total: t.count(Kind::KubernetesCluster),
+        ready: t.clusters(ClusterState::Ready),
+        degraded: t.clusters(ClusterState::Degraded),
+        failed: t.clusters(ClusterState::Failed),
+        in_progress: t.clusters(ClusterState::InProgress),
+        by_phase: from_counts(&t.cluster_phases),
+        by_stage: counts(
+            t.cluster_stages
+                .iter()
+                .flat_map(|(stage, n)| std::iter::repeat_n(stage_name(*stage), *n)),
+        ),
+    }
+}
+
+fn from_counts(c: &crate::domain::aggregates::Counts) -> Vec<Count> {
+    c.iter()
+        .map(|(value, count)| Count {
+            value: value.clone(),
+            count: *count,
+        })
+        .collect()
+}
+
+/// The cluster summary computed by walking every cluster (the reference for the aggregates).
+pub fn cluster_summary_full(s: &Snapshot) -> ClusterSummary {
     let mut stages = Vec::new();
     let (mut ready, mut degraded, mut failed) = (0, 0, 0);
     let clusters: Vec<_> = s.list(Kind::KubernetesCluster).collect();
@@ -172,19 +207,60 @@ fn stage_name(s: PipelineStage) -> &'static str {
     }
 }
 
-/// Compute the infrastructure summary.
+/// The infrastructure summary: from the store's aggregates when it keeps them (O(1) in the
+/// fleet), else by walking every object.
 pub fn infrastructure_summary(s: &Snapshot) -> InfrastructureSummary {
+    let Some(a) = s.derived::<Aggregates>() else {
+        return infrastructure_summary_full(s);
+    };
+    let t = a.totals();
+    let phase = |p: &str| t.machine_phases.get(p).copied().unwrap_or(0);
+    InfrastructureSummary {
+        machines: MachineSummary {
+            total: t.count(Kind::Machine),
+            running: phase("Running"),
+            failed: phase("Failed"),
+            by_phase: from_counts(&t.machine_phases),
+            by_provider: from_counts(&t.machine_providers),
+            vcpus: t.machine_vcpus(),
+            memory_bytes: t.machine_memory_bytes(),
+        },
+        networks: NetworkSummary {
+            namespaces: t.count(Kind::NetworkNamespace),
+            ready_namespaces: t.ready_namespaces,
+            failed_namespaces: t.failed_namespaces,
+            configurations: t.count(Kind::NetworkConfiguration),
+            allocated_ips: t.allocated_ips,
+            vips: t.count(Kind::ControlPlaneVirtualSharedIp),
+            ready_vips: t.ready_vips,
+        },
+        storage: StorageSummary {
+            machine_disk_gb: t.machine_disk_gb(),
+            cluster_storages: t.count(Kind::ClusterStorage),
+            by_phase: from_counts(&t.storage_phases),
+            storage_classes: t.count(Kind::ClusterStorageClass),
+            etcd_backups: t.count(Kind::EtcdBackup),
+        },
+        clusters: cluster_summary_of(t),
+    }
+}
+
+/// The infrastructure summary computed by walking every object (the reference for the
+/// aggregates).
+pub fn infrastructure_summary_full(s: &Snapshot) -> InfrastructureSummary {
     let machines: Vec<_> = s.list(Kind::Machine).collect();
-    let (mut vcpus, mut memory, mut disk) = (0i64, 0i64, 0i64);
+    // Exact sums, clamped at the end: one absurd quantity (8Ei) must not overflow the fleet's.
+    let (mut vcpus, mut memory, mut disk) = (0i128, 0i128, 0i128);
     for m in &machines {
-        if let Some(obj) = MachineObj::new((*m).clone()) {
-            let r = obj.resources_in(s);
-            // Saturating: one absurd quantity (8Ei) must not overflow the fleet's sums.
-            vcpus = vcpus.saturating_add(r.vcpus);
-            memory = memory.saturating_add(r.memory_bytes.unwrap_or(0));
-            disk = disk.saturating_add(r.disk_gb);
+        if let Resource::Machine(machine) = m.as_ref() {
+            let r = crate::domain::resources::of(s, machine);
+            vcpus += i128::from(r.vcpus);
+            memory += i128::from(r.memory_bytes.unwrap_or(0));
+            disk += i128::from(r.disk_gb);
         }
     }
+    let clamp = |v: i128| v.clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64;
+    let (vcpus, memory, disk) = (clamp(vcpus), clamp(memory), clamp(disk));
     let nns: Vec<_> = s.list(Kind::NetworkNamespace).collect();
     let ncs: Vec<_> = s.list(Kind::NetworkConfiguration).collect();
     let allocated = ncs
@@ -250,7 +326,7 @@ pub fn infrastructure_summary(s: &Snapshot) -> InfrastructureSummary {
             storage_classes: s.count(Kind::ClusterStorageClass),
             etcd_backups: s.count(Kind::EtcdBackup),
         },
-        clusters: cluster_summary(s),
+        clusters: cluster_summary_full(s),
     }
 }
 

@@ -97,6 +97,16 @@ pub enum Op {
 type FastMap<K, V> =
     GenericHashMap<K, V, rustc_hash::FxBuildHasher, imbl::shared_ptr::DefaultSharedPtr>;
 
+/// State derived from the objects and brought up to date with every write (the fleet's
+/// aggregates). The store does not know what it is: whoever makes the store says how to derive
+/// it ([`Store::derive_with`]).
+pub type DerivedState = Arc<dyn std::any::Any + Send + Sync>;
+
+/// How derived state follows the objects: from the state before (None: derive from scratch),
+/// the snapshot after and the changes in between, the state after.
+pub type Deriver =
+    Box<dyn Fn(Option<&DerivedState>, &Snapshot, &[Arc<Change>]) -> DerivedState + Send + Sync>;
+
 /// A consistent view of the graph at one sequence number.
 #[derive(Clone, Default)]
 pub struct Snapshot {
@@ -107,6 +117,8 @@ pub struct Snapshot {
     by_key: FastMap<Key, Arc<Resource>>,
     by_uid: FastMap<String, Key>,
     index: FastMap<(Idx, String), Members>,
+    /// What the store's deriver keeps for exactly these objects.
+    derived: Option<DerivedState>,
 }
 
 /// Largest index set kept as a sorted slice; bigger sets become a B-tree.
@@ -185,6 +197,12 @@ impl Snapshot {
     /// The sequence number of the last change this snapshot contains.
     pub fn seq(&self) -> u64 {
         self.seq
+    }
+
+    /// The derived state of type `T` for exactly this snapshot's objects, when the store keeps
+    /// one.
+    pub fn derived<T: std::any::Any>(&self) -> Option<&T> {
+        self.derived.as_deref()?.downcast_ref::<T>()
     }
 
     /// Look an object up by identity.
@@ -310,6 +328,7 @@ pub const STALLED_READER: std::time::Duration = std::time::Duration::from_secs(2
 pub struct Store {
     current: ArcSwap<Snapshot>,
     writer: Mutex<()>,
+    deriver: Option<Deriver>,
     changes: broadcast::Sender<Arc<Change>>,
     capacity: usize,
 }
@@ -342,9 +361,19 @@ impl Store {
         Store {
             current: ArcSwap::from_pointee(Snapshot::default()),
             writer: Mutex::new(()),
+            deriver: None,
             changes,
             capacity: capacity.max(1),
         }
+    }
+
+    /// Keep derived state with every snapshot from now on (derived at once from what is held).
+    pub fn derive_with(mut self, deriver: Deriver) -> Self {
+        let mut snap = (*self.current.load_full()).clone();
+        snap.derived = Some(deriver(None, &snap, &[]));
+        self.current.store(Arc::new(snap));
+        self.deriver = Some(deriver);
+        self
     }
 
     /// The current snapshot; it never changes under the caller.
@@ -389,6 +418,10 @@ impl Store {
             restored += 1;
         }
         if restored > 0 {
+            if let Some(derive) = &self.deriver {
+                // No changes describe a restore: derive from scratch.
+                snap.derived = Some(derive(None, &snap, &[]));
+            }
             self.current.store(Arc::new(snap));
         }
         restored
@@ -526,6 +559,10 @@ impl Store {
         }
         if out.is_empty() {
             return out;
+        }
+        if let Some(derive) = &self.deriver {
+            let before = snap.derived.take();
+            snap.derived = Some(derive(before.as_ref(), &snap, &out));
         }
         self.current.store(Arc::new(snap));
         for c in &out {

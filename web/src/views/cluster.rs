@@ -228,6 +228,46 @@ fn details(c: Live) -> impl IntoView {
             )
         })
         .unwrap_or_else(|| "missing".into());
+    let link = |id: &str, text: String| {
+        view! { <a href=format!("/objects/{}", js_sys::encode_uri_component(id))>{text}</a> }
+    };
+    let storage = c
+        .cluster_storages
+        .iter()
+        .map(|s| {
+            let text = format!(
+                "{} ({}{})",
+                s.name,
+                s.phase.clone().unwrap_or_else(|| "no phase".into()),
+                s.storage_type
+                    .as_deref()
+                    .map(|t| format!(", {t}"))
+                    .unwrap_or_default()
+            );
+            view! { <li>{link(&s.id, text)}</li> }
+        })
+        .collect_view();
+    let backups = c
+        .etcd_backups
+        .iter()
+        .map(|b| {
+            let mut parts = vec![b.phase.clone().unwrap_or_else(|| "no phase".into())];
+            parts.extend(b.schedule.as_ref().map(|s| format!("schedule {s}")));
+            parts.extend(
+                b.last_backup_time
+                    .as_ref()
+                    .map(|t| format!("last {}", t.replace('T', " "))),
+            );
+            parts.extend(
+                b.backup_count
+                    .map(|n| format::plural(n, "backup", "backups")),
+            );
+            view! { <li>{link(&b.id, format!("{} ({})", b.name, parts.join(", ")))}</li> }
+        })
+        .collect_view();
+    let none = |what: &'static str| view! { <li class="empty">{what}</li> };
+    let storage_empty = c.cluster_storages.is_empty().then(|| none("none"));
+    let backups_empty = c.etcd_backups.is_empty().then(|| none("none"));
     view! {
         <h1>{c.name.clone()}" "<span class=format!("pill {state_class}") data-testid="cluster-stage">{format::stage_label(&stage)}</span></h1>
         <p class="summary" data-testid="diagnosis">{d.summary}</p>
@@ -245,6 +285,8 @@ fn details(c: Live) -> impl IntoView {
             <dt>"Network"</dt><dd>{network}</dd>
             <dt>"Control-plane VIP"</dt><dd>{vip}</dd>
             <dt>"Control plane"</dt><dd>{format!("{} × {}", c.control_plane.replicas, c.control_plane.machine_class_name)}</dd>
+            <dt>"Storage"</dt><dd><ul class="inline" data-testid="storage">{storage}{storage_empty}</ul></dd>
+            <dt>"etcd backups"</dt><dd><ul class="inline" data-testid="backups">{backups}{backups_empty}</ul></dd>
         </dl>
         <h2>"Node pools"</h2>
         <ul class="pools">{pools}</ul>

@@ -28,13 +28,11 @@ pub struct CpuTopology {
 
 impl CpuTopology {
     fn new(cores: i64, sockets: i64, threads: i64) -> Self {
-        let (cores, sockets, threads) = (cores.max(1), sockets.max(1), threads.max(1));
         CpuTopology {
-            cores,
-            sockets,
-            threads,
-            // Saturating: objects from an API server are not validated against the CRD bounds.
-            vcpus: cores.saturating_mul(sockets).saturating_mul(threads),
+            cores: cores.max(1),
+            sockets: sockets.max(1),
+            threads: threads.max(1),
+            vcpus: crate::domain::resources::vcpus(cores, sockets, threads),
         }
     }
 }
@@ -121,48 +119,14 @@ impl MachineObj {
         }
     }
 
-    /// Spec overrides first, then the MachineClass.
-    pub fn effective_resources(&self, class: Option<&MachineClass>) -> MachineResources {
-        let m = self.m();
-        let class_cpu = class.map(|c| &c.spec.cpu);
-        let cpu = m.spec.cpu.as_ref();
-        let cores = cpu
-            .and_then(|c| c.cores)
-            .or(class_cpu.map(|c| c.cores))
-            .unwrap_or(1);
-        let sockets = cpu
-            .and_then(|c| c.sockets)
-            .or(class_cpu.and_then(|c| c.sockets))
-            .unwrap_or(1);
-        let threads = cpu
-            .and_then(|c| c.threads_per_core)
-            .or(class_cpu.and_then(|c| c.threads))
-            .unwrap_or(1);
-        MachineResources {
-            vcpus: CpuTopology::new(cores, sockets, threads).vcpus,
-            memory_bytes: m
-                .spec
-                .memory
-                .or_else(|| class.and_then(|c| c.spec.memory.quantity.bytes())),
-            disk_gb: m
-                .spec
-                .disks
-                .iter()
-                .flatten()
-                .filter_map(|d| d.size_gb)
-                .fold(0i64, i64::saturating_add),
-        }
-    }
-
     /// Effective resources, with the MachineClass looked up in `snapshot`.
     pub fn resources_in(&self, snapshot: &Snapshot) -> MachineResources {
-        let class = self.m().spec.machine_class.as_deref().and_then(|name| {
-            match snapshot.get(Kind::MachineClass, "", name)?.as_ref() {
-                Resource::MachineClass(c) => Some(&**c),
-                _ => None,
-            }
-        });
-        self.effective_resources(class)
+        let r = crate::domain::resources::of(snapshot, self.m());
+        MachineResources {
+            vcpus: r.vcpus,
+            memory_bytes: r.memory_bytes,
+            disk_gb: r.disk_gb,
+        }
     }
 }
 

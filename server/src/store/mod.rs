@@ -119,6 +119,9 @@ pub struct Snapshot {
     index: FastMap<(Idx, String), Members>,
     /// What the store's deriver keeps for exactly these objects.
     derived: Option<DerivedState>,
+    /// Values computed from exactly these objects on first use (see [`Snapshot::memo`]); every
+    /// write starts a new one.
+    memo: Arc<Mutex<Vec<DerivedState>>>,
 }
 
 /// Largest index set kept as a sorted slice; bigger sets become a B-tree.
@@ -203,6 +206,26 @@ impl Snapshot {
     /// one.
     pub fn derived<T: std::any::Any>(&self) -> Option<&T> {
         self.derived.as_deref()?.downcast_ref::<T>()
+    }
+
+    /// A value computed from this snapshot once and shared by every reader of it (a summary
+    /// all subscribers of a burst send): `compute` runs on first use of a `T` (rarely twice,
+    /// when two readers race; both get an equal value).
+    pub fn memo<T: std::any::Any + Send + Sync>(
+        &self,
+        compute: impl FnOnce(&Snapshot) -> T,
+    ) -> Arc<T> {
+        let found = self
+            .memo
+            .lock()
+            .iter()
+            .find_map(|v| v.clone().downcast::<T>().ok());
+        if let Some(v) = found {
+            return v;
+        }
+        let v = Arc::new(compute(self));
+        self.memo.lock().push(v.clone() as DerivedState);
+        v
     }
 
     /// Look an object up by identity.
@@ -370,6 +393,7 @@ impl Store {
     /// Keep derived state with every snapshot from now on (derived at once from what is held).
     pub fn derive_with(mut self, deriver: Deriver) -> Self {
         let mut snap = (*self.current.load_full()).clone();
+        snap.memo = Default::default();
         snap.derived = Some(deriver(None, &snap, &[]));
         self.current.store(Arc::new(snap));
         self.deriver = Some(deriver);
@@ -418,6 +442,7 @@ impl Store {
             restored += 1;
         }
         if restored > 0 {
+            snap.memo = Default::default();
             if let Some(derive) = &self.deriver {
                 // No changes describe a restore: derive from scratch.
                 snap.derived = Some(derive(None, &snap, &[]));
@@ -434,6 +459,7 @@ impl Store {
         let current = self.current.load_full();
         if current.seq < seq {
             let mut snap = (*current).clone();
+            snap.memo = Default::default();
             snap.seq = seq;
             self.current.store(Arc::new(snap));
         }
@@ -560,6 +586,7 @@ impl Store {
         if out.is_empty() {
             return out;
         }
+        snap.memo = Default::default();
         if let Some(derive) = &self.deriver {
             let before = snap.derived.take();
             snap.derived = Some(derive(before.as_ref(), &snap, &out));

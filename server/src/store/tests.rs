@@ -130,3 +130,31 @@ fn restore_keeps_identity_and_continues_the_sequence() {
     let changes = store.apply(vec![Op::Upsert(machine("default", "m2", "c1", "small"))]);
     assert_eq!(changes[0].seq, 42);
 }
+
+#[test]
+fn a_memo_is_computed_once_per_snapshot_and_afresh_after_a_write() {
+    let store = Store::new();
+    store.apply(vec![Op::Upsert(machine("t", "m1", "c1", "small"))]);
+    let calls = std::sync::atomic::AtomicUsize::new(0);
+    let count = |s: &Snapshot| {
+        calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        s.count(Kind::Machine)
+    };
+    let snap = store.snapshot();
+    assert_eq!(*snap.memo(count), 1);
+    assert_eq!(*snap.memo(count), 1);
+    assert_eq!(
+        *store.snapshot().memo(count),
+        1,
+        "the same snapshot shares it"
+    );
+    assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), 1);
+    store.apply(vec![Op::Upsert(machine("t", "m2", "c1", "small"))]);
+    assert_eq!(
+        *store.snapshot().memo(count),
+        2,
+        "a write starts a new memo"
+    );
+    assert_eq!(*snap.memo(count), 1, "the old snapshot keeps its own");
+    assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), 2);
+}

@@ -264,8 +264,19 @@ pub struct HostCapacity {
     pub memory_overcommit: f64,
 }
 
-/// Compute [`HostCapacity`] from a snapshot.
+/// [`HostCapacity`] of a snapshot, computed once per snapshot and overcommit: every query and
+/// subscriber at the same snapshot shares it (the redundancy packs every active VM).
 pub fn host_capacity(s: &crate::store::Snapshot, o: Overcommit) -> HostCapacity {
+    let memo = s.memo(|s| (o, host_capacity_full(s, o)));
+    if memo.0 == o {
+        memo.1.clone()
+    } else {
+        host_capacity_full(s, o)
+    }
+}
+
+/// Compute [`HostCapacity`] from a snapshot.
+pub fn host_capacity_full(s: &crate::store::Snapshot, o: Overcommit) -> HostCapacity {
     let (mut hosts_n, mut ready, mut usable, mut cpu_lim, mut mem_lim) = (0, 0, 0, 0.0, 0.0);
     for r in s.list(Kind::Node) {
         if let Resource::Node(n) = r.as_ref() {

@@ -14,14 +14,14 @@ use vitistack::store::Store;
 /// The query the load script sends too (`e2e/load/dashboard.graphql`).
 pub const DASHBOARD: &str = include_str!("../../e2e/load/dashboard.graphql");
 
+/// `store` with the generated fleet `spec` in it.
+fn loaded(store: Store, spec: &FleetSpec) -> Store {
+    store.apply_loaded(fleet(spec).into_iter().map(Op::Upsert).collect());
+    store
+}
+
 fn dashboard(c: &mut Criterion) {
-    let store = Store::new();
-    store.apply_loaded(
-        fleet(&FleetSpec::large(500))
-            .into_iter()
-            .map(Op::Upsert)
-            .collect(),
-    );
+    let store = loaded(Store::new(), &FleetSpec::large(500));
     let schema = build_schema(&SchemaSettings::default());
     let rt = tokio::runtime::Builder::new_current_thread()
         .build()
@@ -56,12 +56,9 @@ fn dashboard(c: &mut Criterion) {
 
     // The counts behind `infrastructure`: walked over the fleet (a store without aggregates) or
     // read from the aggregates the store keeps; and what keeping them costs a write.
-    let kept = Store::new().derive_with(vitistack::domain::aggregates::deriver());
-    kept.apply_loaded(
-        fleet(&FleetSpec::large(500))
-            .into_iter()
-            .map(Op::Upsert)
-            .collect(),
+    let kept = loaded(
+        Store::new().derive_with(vitistack::domain::aggregates::deriver()),
+        &FleetSpec::large(500),
     );
     const COUNTS: &str = "{ infrastructure { machines { total running failed byPhase { value count } vcpus } \
         networks { namespaces readyNamespaces allocatedIps } clusters { total ready failed byStage { value count } } } }";
@@ -108,5 +105,22 @@ fn dashboard(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, dashboard);
+/// `hostCapacity` of the 500-cluster demo (83 hosts, 8,000 VMs): computed (the redundancy packs
+/// every active VM) or taken from the snapshot's memo, as every reader after the first is.
+fn capacity(c: &mut Criterion) {
+    let store = loaded(Store::new(), &FleetSpec::large_demo(500));
+    let o = vitistack::domain::hosts::Overcommit::default();
+    let snap = store.snapshot();
+    let mut group = c.benchmark_group("host_capacity");
+    group.sample_size(20);
+    group.bench_function("computed_500", |b| {
+        b.iter(|| std::hint::black_box(vitistack::graphql::types::host_capacity_full(&snap, o)))
+    });
+    group.bench_function("memo_500", |b| {
+        b.iter(|| std::hint::black_box(vitistack::graphql::types::host_capacity(&snap, o)))
+    });
+    group.finish();
+}
+
+criterion_group!(benches, dashboard, capacity);
 criterion_main!(benches);

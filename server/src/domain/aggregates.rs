@@ -326,16 +326,7 @@ fn part(snap: &Snapshot, r: &Resource) -> Option<Part> {
             }
         }
         Resource::NetworkConfiguration(c) => Part::NetworkConfiguration {
-            ips: c
-                .status
-                .as_ref()
-                .and_then(|st| st.network_interfaces.as_ref())
-                .map(|ifs| {
-                    ifs.iter()
-                        .map(|i| i.ipv4_addresses.as_ref().map_or(0, Vec::len))
-                        .sum::<usize>()
-                })
-                .unwrap_or(0),
+            ips: allocated_ips(c),
         },
         Resource::ControlPlaneVirtualSharedIp(v) => Part::Vip {
             ready: v
@@ -364,6 +355,19 @@ fn part(snap: &Snapshot, r: &Resource) -> Option<Part> {
         }
         _ => return None,
     })
+}
+
+/// IPv4 addresses a NetworkConfiguration's interfaces were given.
+pub fn allocated_ips(c: &crate::model::NetworkConfiguration) -> usize {
+    c.status
+        .as_ref()
+        .and_then(|st| st.network_interfaces.as_ref())
+        .map(|ifs| {
+            ifs.iter()
+                .map(|i| i.ipv4_addresses.as_ref().map_or(0, Vec::len))
+                .sum::<usize>()
+        })
+        .unwrap_or(0)
 }
 
 /// How the store keeps [`Aggregates`] with every snapshot (see `Store::derive_with`).

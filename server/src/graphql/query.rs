@@ -266,16 +266,7 @@ pub fn infrastructure_summary_full(s: &Snapshot) -> InfrastructureSummary {
     let allocated = ncs
         .iter()
         .map(|nc| match nc.as_ref() {
-            Resource::NetworkConfiguration(c) => c
-                .status
-                .as_ref()
-                .and_then(|st| st.network_interfaces.as_ref())
-                .map(|ifs| {
-                    ifs.iter()
-                        .map(|i| i.ipv4_addresses.as_ref().map_or(0, Vec::len))
-                        .sum::<usize>()
-                })
-                .unwrap_or(0),
+            Resource::NetworkConfiguration(c) => crate::domain::aggregates::allocated_ips(c),
             _ => 0,
         })
         .sum();

@@ -4,7 +4,7 @@ use super::*;
 use crate::graphql::query::{
     cluster_summary, cluster_summary_full, infrastructure_summary, infrastructure_summary_full,
 };
-use crate::source::demo::{FleetSpec, Rng, fleet};
+use crate::source::demo::{FleetSpec, Rng, decode, fleet};
 use crate::source::simulator::Simulator;
 use crate::store::{Op, Store};
 
@@ -33,20 +33,6 @@ fn assert_consistent(store: &Store, step: usize, seed: u64) {
         "seed {seed}, step {step}"
     );
     assert_eq!(cluster_summary(&snap), cluster_summary_full(&snap));
-}
-
-fn decode(mut v: Value) -> Option<Resource> {
-    let kind: Kind = v.get("kind")?.as_str()?.parse().ok()?;
-    let version = v
-        .get("apiVersion")?
-        .as_str()?
-        .rsplit('/')
-        .next()?
-        .to_string();
-    let m = v.as_object_mut()?;
-    m.remove("apiVersion");
-    m.remove("kind");
-    Resource::from_value(kind, &version, v).ok()
 }
 
 /// One random edit of `r` of the kind that moves the totals or a cluster's pipeline.

@@ -41,6 +41,18 @@ pub fn status_class(status: &str) -> &'static str {
     }
 }
 
+/// A cluster's health class from its diagnosis: `failed`, `ready` (Ready and not degraded) or
+/// `progress`.
+pub fn health_class(ready: bool, degraded: bool, failed: bool) -> &'static str {
+    if failed {
+        "failed"
+    } else if ready && !degraded {
+        "ready"
+    } else {
+        "progress"
+    }
+}
+
 /// `used / limit` in whole percent; 0 when there is no limit.
 pub fn percent(used: f64, limit: f64) -> f64 {
     if limit > 0.0 {

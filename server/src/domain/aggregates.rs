@@ -93,6 +93,19 @@ pub struct Totals {
 }
 
 impl ClusterState {
+    /// How a cluster with this pipeline is counted (degraded before ready before failed).
+    pub fn of(p: &pipeline::Pipeline) -> Self {
+        if p.degraded() {
+            ClusterState::Degraded
+        } else if p.ready() {
+            ClusterState::Ready
+        } else if p.failed() {
+            ClusterState::Failed
+        } else {
+            ClusterState::InProgress
+        }
+    }
+
     fn index(self) -> usize {
         match self {
             ClusterState::Ready => 0,
@@ -103,7 +116,8 @@ impl ClusterState {
     }
 }
 
-fn clamp(v: i128) -> i64 {
+/// An exact sum as i64, clamped at its bounds.
+pub fn clamp(v: i128) -> i64 {
     v.clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64
 }
 
@@ -146,13 +160,8 @@ impl Totals {
 
     fn apply(&mut self, part: &Part, add: bool) {
         let sign: i128 = if add { 1 } else { -1 };
-        let flag = |on: bool| -> isize {
-            match (on, add) {
-                (false, _) => 0,
-                (true, true) => 1,
-                (true, false) => -1,
-            }
-        };
+        let one: isize = if add { 1 } else { -1 };
+        let flag = |on: bool| if on { one } else { 0 };
         let shift = |n: &mut usize, by: isize| *n = n.saturating_add_signed(by);
         match part {
             Part::Machine {
@@ -178,7 +187,7 @@ impl Totals {
             }
             Part::NetworkConfiguration { ips } => {
                 let by = isize::try_from(*ips).unwrap_or(isize::MAX);
-                shift(&mut self.allocated_ips, if add { by } else { -by });
+                shift(&mut self.allocated_ips, one * by);
             }
             Part::Vip { ready } => shift(&mut self.ready_vips, flag(*ready)),
             Part::Storage { phase } => bump(
@@ -197,7 +206,7 @@ impl Totals {
                     add,
                 );
                 bump(&mut self.cluster_stages, *stage, add);
-                shift(&mut self.cluster_states[state.index()], flag(true));
+                shift(&mut self.cluster_states[state.index()], one);
             }
         }
     }
@@ -329,28 +338,15 @@ fn part(snap: &Snapshot, r: &Resource) -> Option<Part> {
             ips: allocated_ips(c),
         },
         Resource::ControlPlaneVirtualSharedIp(v) => Part::Vip {
-            ready: v
-                .status
-                .as_ref()
-                .and_then(|st| st.load_balancer_ips.as_ref())
-                .is_some_and(|l| !l.is_empty()),
+            ready: vip_ready(v),
         },
         Resource::ClusterStorage(_) => Part::Storage { phase: phase() },
         Resource::KubernetesCluster(kc) => {
             let p = pipeline::evaluate(snap, kc);
-            let state = if p.degraded() {
-                ClusterState::Degraded
-            } else if p.ready() {
-                ClusterState::Ready
-            } else if p.failed() {
-                ClusterState::Failed
-            } else {
-                ClusterState::InProgress
-            };
             Part::Cluster {
                 phase: phase(),
                 stage: p.stage,
-                state,
+                state: ClusterState::of(&p),
             }
         }
         _ => return None,
@@ -368,6 +364,14 @@ pub fn allocated_ips(c: &crate::model::NetworkConfiguration) -> usize {
                 .sum::<usize>()
         })
         .unwrap_or(0)
+}
+
+/// A control-plane VIP has an address.
+pub fn vip_ready(v: &crate::model::ControlPlaneVirtualSharedIp) -> bool {
+    v.status
+        .as_ref()
+        .and_then(|st| st.load_balancer_ips.as_ref())
+        .is_some_and(|l| !l.is_empty())
 }
 
 /// How the store keeps [`Aggregates`] with every snapshot (see `Store::derive_with`).

@@ -7,7 +7,7 @@ use async_graphql::{Context, ID, Object, SimpleObject};
 
 use super::paging::{Filter, PageArgs, Sort, bad_input};
 use super::types::*;
-use crate::domain::aggregates::{Aggregates, ClusterState, Totals};
+use crate::domain::aggregates::{self, Aggregates, ClusterState, Totals};
 use crate::domain::pipeline;
 use crate::model::{Kind, Resource};
 use crate::store::{Idx, Snapshot, scoped};
@@ -149,11 +149,19 @@ fn cluster_summary_of(t: &Totals) -> ClusterSummary {
         failed: t.clusters(ClusterState::Failed),
         in_progress: t.clusters(ClusterState::InProgress),
         by_phase: from_counts(&t.cluster_phases),
-        by_stage: counts(
-            t.cluster_stages
+        by_stage: {
+            // Ordered by the stage's name, as `counts` orders values.
+            let mut by: Vec<Count> = t
+                .cluster_stages
                 .iter()
-                .flat_map(|(stage, n)| std::iter::repeat_n(stage_name(*stage), *n)),
-        ),
+                .map(|(stage, n)| Count {
+                    value: stage_name(*stage).to_owned(),
+                    count: *n,
+                })
+                .collect();
+            by.sort_by(|a, b| a.value.cmp(&b.value));
+            by
+        },
     }
 }
 
@@ -174,12 +182,11 @@ pub fn cluster_summary_full(s: &Snapshot) -> ClusterSummary {
     for c in &clusters {
         if let Resource::KubernetesCluster(kc) = c.as_ref() {
             let p = pipeline::evaluate(s, kc);
-            if p.degraded() {
-                degraded += 1;
-            } else if p.ready() {
-                ready += 1;
-            } else if p.failed() {
-                failed += 1;
+            match ClusterState::of(&p) {
+                ClusterState::Degraded => degraded += 1,
+                ClusterState::Ready => ready += 1,
+                ClusterState::Failed => failed += 1,
+                ClusterState::InProgress => {}
             }
             stages.push(stage_name(p.stage));
         }
@@ -259,14 +266,14 @@ pub fn infrastructure_summary_full(s: &Snapshot) -> InfrastructureSummary {
             disk += i128::from(r.disk_gb);
         }
     }
-    let clamp = |v: i128| v.clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64;
+    let clamp = aggregates::clamp;
     let (vcpus, memory, disk) = (clamp(vcpus), clamp(memory), clamp(disk));
     let nns: Vec<_> = s.list(Kind::NetworkNamespace).collect();
     let ncs: Vec<_> = s.list(Kind::NetworkConfiguration).collect();
     let allocated = ncs
         .iter()
         .map(|nc| match nc.as_ref() {
-            Resource::NetworkConfiguration(c) => crate::domain::aggregates::allocated_ips(c),
+            Resource::NetworkConfiguration(c) => aggregates::allocated_ips(c),
             _ => 0,
         })
         .sum();
@@ -301,11 +308,7 @@ pub fn infrastructure_summary_full(s: &Snapshot) -> InfrastructureSummary {
             ready_vips: vips
                 .iter()
                 .filter(|v| match v.as_ref() {
-                    Resource::ControlPlaneVirtualSharedIp(x) => x
-                        .status
-                        .as_ref()
-                        .and_then(|st| st.load_balancer_ips.as_ref())
-                        .is_some_and(|l| !l.is_empty()),
+                    Resource::ControlPlaneVirtualSharedIp(x) => aggregates::vip_ready(x),
                     _ => false,
                 })
                 .count(),

@@ -202,6 +202,14 @@ impl Snapshot {
         self.seq
     }
 
+    /// A copy to write the next snapshot into: values memoised for this one do not carry over.
+    fn successor(&self) -> Snapshot {
+        Snapshot {
+            memo: Default::default(),
+            ..self.clone()
+        }
+    }
+
     /// The derived state of type `T` for exactly this snapshot's objects, when the store keeps
     /// one.
     pub fn derived<T: std::any::Any>(&self) -> Option<&T> {
@@ -392,8 +400,7 @@ impl Store {
 
     /// Keep derived state with every snapshot from now on (derived at once from what is held).
     pub fn derive_with(mut self, deriver: Deriver) -> Self {
-        let mut snap = (*self.current.load_full()).clone();
-        snap.memo = Default::default();
+        let mut snap = self.current.load_full().successor();
         snap.derived = Some(deriver(None, &snap, &[]));
         self.current.store(Arc::new(snap));
         self.deriver = Some(deriver);
@@ -421,7 +428,7 @@ impl Store {
     /// these objects are not new, they were recorded when they first changed.
     pub fn restore(&self, objects: Vec<Resource>) -> usize {
         let _guard = self.writer.lock();
-        let mut snap = (*self.current.load_full()).clone();
+        let mut snap = self.current.load_full().successor();
         let mut restored = 0;
         for r in objects {
             let key = Key::of(&r);
@@ -442,7 +449,6 @@ impl Store {
             restored += 1;
         }
         if restored > 0 {
-            snap.memo = Default::default();
             if let Some(derive) = &self.deriver {
                 // No changes describe a restore: derive from scratch.
                 snap.derived = Some(derive(None, &snap, &[]));
@@ -458,8 +464,7 @@ impl Store {
         let _guard = self.writer.lock();
         let current = self.current.load_full();
         if current.seq < seq {
-            let mut snap = (*current).clone();
-            snap.memo = Default::default();
+            let mut snap = current.successor();
             snap.seq = seq;
             self.current.store(Arc::new(snap));
         }
@@ -519,7 +524,7 @@ impl Store {
 
     fn apply_marked(&self, ops: Vec<Op>, loaded: bool) -> Vec<Arc<Change>> {
         let _guard = self.writer.lock();
-        let mut snap = (*self.current.load_full()).clone();
+        let mut snap = self.current.load_full().successor();
         let mut out = Vec::new();
         for op in ops {
             match op {
@@ -586,7 +591,6 @@ impl Store {
         if out.is_empty() {
             return out;
         }
-        snap.memo = Default::default();
         if let Some(derive) = &self.deriver {
             let before = snap.derived.take();
             snap.derived = Some(derive(before.as_ref(), &snap, &out));

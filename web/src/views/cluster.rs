@@ -122,13 +122,7 @@ fn ClusterLiveView(id: String) -> impl IntoView {
 fn details(c: Live) -> impl IntoView {
     let stage = wire(&c.pipeline.stage);
     let d = c.diagnosis;
-    let state_class = if d.failed {
-        "failed"
-    } else if d.ready && !d.degraded {
-        "ready"
-    } else {
-        "progress"
-    };
+    let state_class = format::health_class(d.ready, d.degraded, d.failed);
     let steps = c
         .pipeline
         .steps

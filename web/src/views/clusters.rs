@@ -128,13 +128,8 @@ pub fn Clusters() -> impl IntoView {
 
 /// A cluster's health class: failed, progress (not Ready or degraded) or ready.
 fn health(c: &Row) -> &'static str {
-    if c.diagnosis.failed {
-        "failed"
-    } else if !c.diagnosis.ready || c.diagnosis.degraded {
-        "progress"
-    } else {
-        "ready"
-    }
+    let d = &c.diagnosis;
+    format::health_class(d.ready, d.degraded, d.failed)
 }
 
 fn row(c: &Row) -> impl IntoView + use<> {

@@ -75,6 +75,23 @@ pub fn Clusters() -> impl IntoView {
         Some((rows, data.clusters.total_count))
     });
 
+    // Which clusters get a card, one `namespace\tname\tclusterId` line each: a card is built when
+    // its cluster starts to be shown and then follows its row (rebuilding every card on every
+    // answer fetched each card's VMs again and left reactive state behind). A string, since the
+    // app has string memos already: a new memo type costs the dashboard's size budget ~1 KB.
+    let card_keys = Memo::new(move |_| {
+        rows.with(|r| match r {
+            Some((rows, _)) if !rows.is_empty() && rows.len() <= CARDS_UP_TO => rows
+                .iter()
+                .map(|c| {
+                    let namespace = c.namespace.as_deref().unwrap_or_default();
+                    format!("{namespace}\t{}\t{}\n", c.name, c.cluster_id)
+                })
+                .collect(),
+            _ => String::new(),
+        })
+    });
+
     view! {
         <h1>"Clusters"</h1>
         <form class="filters" role="search" on:submit=|ev| ev.prevent_default()>
@@ -104,12 +121,20 @@ pub fn Clusters() -> impl IntoView {
         <p class="count" data-testid="cluster-count">
             {move || rows.with(|r| r.as_ref().map(|(rows, total)| format!("{} of {total} clusters", rows.len())))}
         </p>
-        {move || rows.with(|r| match r {
-            Some((rows, _)) if !rows.is_empty() && rows.len() <= CARDS_UP_TO => {
-                Some(view! { <div class="cards" data-testid="cluster-cards"><ClusterCards clusters=rows.clone()/></div> })
-            }
-            _ => None,
-        })}
+        {move || {
+            let keys = card_keys.get();
+            (!keys.is_empty()).then(|| {
+                let cards = keys
+                    .lines()
+                    .filter_map(|line| {
+                        let mut parts = line.split('\t').map(str::to_owned);
+                        let (namespace, name, cluster_id) = (parts.next()?, parts.next()?, parts.next()?);
+                        Some(view! { <ClusterCard namespace name cluster_id rows/> })
+                    })
+                    .collect_view();
+                view! { <div class="cards" data-testid="cluster-cards">{cards}</div> }
+            })
+        }}
         {windowed(
             "clusters",
             view! {
@@ -124,6 +149,14 @@ pub fn Clusters() -> impl IntoView {
             row,
         )}
     }
+}
+
+/// The row of cluster `(namespace, name)`, when it is listed.
+fn find<'a>(rows: &'a Option<(Vec<Row>, i64)>, key: &(String, String)) -> Option<&'a Row> {
+    rows.as_ref()?
+        .0
+        .iter()
+        .find(|c| c.name == key.1 && c.namespace.as_deref() == Some(key.0.as_str()))
 }
 
 /// A cluster's health class: failed, progress (not Ready or degraded) or ready.
@@ -151,17 +184,15 @@ fn row(c: &Row) -> impl IntoView + use<> {
 /// Six clusters or fewer are drawn as cards, as the old page did: each cluster's VMs as pills
 /// coloured by status, and a line of totals.
 #[component]
-fn ClusterCards(clusters: Vec<Row>) -> impl IntoView {
-    clusters
-        .into_iter()
-        .map(|c| view! { <ClusterCard cluster=c/> })
-        .collect_view()
-}
-
-#[component]
-fn ClusterCard(cluster: Row) -> impl IntoView {
+fn ClusterCard(
+    namespace: String,
+    name: String,
+    cluster_id: String,
+    rows: Memo<Option<(Vec<Row>, i64)>>,
+) -> impl IntoView {
     let state = expect_context::<LinkState>();
-    let namespace = cluster.namespace.clone().unwrap_or_default();
+    // The card's row as it is now (its stage, health and diagnosis change while it is shown).
+    let key = (namespace.clone(), name.clone());
     let vms = net::live_query::<ClusterVms>(
         {
             let namespace = namespace.clone();
@@ -177,9 +208,7 @@ fn ClusterCard(cluster: Row) -> impl IntoView {
         &["VirtualMachine", "VirtualMachineInstance"],
         state,
     );
-    let href = format!("/clusters/{namespace}/{}", cluster.name);
-    let cluster_id = cluster.cluster_id.clone();
-    let class = health(&cluster);
+    let href = format!("/clusters/{namespace}/{name}");
     let body = move || match vms.get() {
         None => view! { <p class="empty">"Loading VMs…"</p> }.into_any(),
         Some(Err(e)) => view! { <Problem text=e/> }.into_any(),
@@ -238,12 +267,17 @@ fn ClusterCard(cluster: Row) -> impl IntoView {
         }
     };
     view! {
-        <article class=format!("card cluster {class}") data-testid="cluster-card">
-            <header>
-                <h2><a href=href>{format!("⎈ {}", cluster.name)}</a></h2>
-                <span class=format!("stage {class}")>{format::stage_label(&wire(&cluster.pipeline.stage))}</span>
-            </header>
-            <p class="summary">{cluster.diagnosis.summary.clone()}</p>
+        <article class="card cluster" data-testid="cluster-card">
+            {move || rows.with(|r| find(r, &key).map(|c| {
+                let class = health(c);
+                view! {
+                    <header class=class>
+                        <h2><a href=href.clone()>{format!("⎈ {}", c.name)}</a></h2>
+                        <span class=format!("stage {class}")>{format::stage_label(&wire(&c.pipeline.stage))}</span>
+                    </header>
+                    <p class="summary">{c.diagnosis.summary.clone()}</p>
+                }
+            }))}
             {body}
         </article>
     }

@@ -26,7 +26,7 @@ pub fn Object() -> impl IntoView {
         Some(Ok(data)) => match data.node {
             None => view! { <Problem text="This object no longer exists."/> }.into_any(),
             Some(o) => {
-                let raw = serde_json::to_string_pretty(&o.raw).unwrap_or_default();
+                let raw = pretty(&o.raw);
                 let conditions = o
                     .conditions
                     .into_iter()
@@ -67,4 +67,21 @@ pub fn Object() -> impl IntoView {
             }
         },
     }
+}
+
+/// `value` as indented JSON, by the browser's JSON.stringify (smaller than serde_json's pretty
+/// printer in the WebAssembly).
+fn pretty(value: &serde_json::Value) -> String {
+    let compact = value.to_string();
+    js_sys::JSON::parse(&compact)
+        .and_then(|v| {
+            js_sys::JSON::stringify_with_replacer_and_space(
+                &v,
+                &wasm_bindgen::JsValue::NULL,
+                &wasm_bindgen::JsValue::from(2),
+            )
+        })
+        .ok()
+        .and_then(|s| s.as_string())
+        .unwrap_or(compact)
 }

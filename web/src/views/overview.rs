@@ -3,7 +3,7 @@
 
 use leptos::prelude::*;
 
-use super::{Problem, Sources, Tile};
+use super::{Loaded, Problem, Sources, Tile, loaded};
 use crate::charts::{Bar, CountBars, StackedBars};
 use crate::format::{self, gib, percent, percent_class, plural, wire};
 use crate::gql::{
@@ -80,6 +80,8 @@ pub fn Overview() -> impl IntoView {
         Some(s.clusters.failed + s.machines.failed + (c.hosts - c.ready_hosts))
     });
 
+    // The charts are built once the hosts are there and follow them; see `loaded`.
+    let hosts_state = loaded(hosts);
     let cpu_bars = Signal::derive(move || bars(hosts, |a| (a.vcpus_used, a.vcpus_limit)));
     let memory_bars =
         Signal::derive(move || bars(hosts, |a| (a.memory_used_bytes, a.memory_limit_bytes)));
@@ -147,11 +149,11 @@ pub fn Overview() -> impl IntoView {
 
         <section aria-labelledby="allocation-title">
             <h2 id="allocation-title">"Host allocation"</h2>
-            {move || match hosts.get() {
-                Some(Err(e)) => view! { <Problem text=e/> }.into_any(),
-                None => view! { <p class="empty">"Loading hosts…"</p> }.into_any(),
-                Some(Ok(_)) if !synced() => syncing().into_any(),
-                Some(Ok(_)) => view! {
+            {move || match hosts_state.get() {
+                Loaded::Failed(e) => view! { <Problem text=e/> }.into_any(),
+                Loaded::Loading => view! { <p class="empty">"Loading hosts…"</p> }.into_any(),
+                Loaded::Ready if !synced() => syncing().into_any(),
+                Loaded::Ready => view! {
                     <div class="charts">
                         <StackedBars title="CPU per host (vCPUs)" bars=cpu_bars unit=format::cores
                             used_label="vCPUs used by VMs" testid="chart-cpu"/>

@@ -4,8 +4,8 @@
 
 use leptos::prelude::*;
 
-use super::Problem;
 use super::overview::HOST_KINDS;
+use super::{Loaded, Problem, loaded};
 use crate::format::{self, bar_class, gib, status_class, wire};
 use crate::gql::{HostList, host_list};
 use crate::net::{self, LinkState};
@@ -41,16 +41,38 @@ pub fn Topology() -> impl IntoView {
     let hosts = net::live_query::<HostList>(|| host_list::Variables, HOST_KINDS, state);
     // What the pointer or the keyboard is on: a host's name, or (host, VM index).
     let focus = RwSignal::new(None::<(String, Option<usize>)>);
+    // Built once the hosts are there; the drawing and the details follow them (see `loaded`).
+    let hosts_state = loaded(hosts);
+    let data = move || hosts.with(|h| h.as_ref().and_then(|r| r.as_ref().ok()).cloned());
     view! {
         <h1>"Topology"</h1>
-        {move || match hosts.get() {
-            None => view! { <p class="empty">"Loading hosts…"</p> }.into_any(),
-            Some(Err(e)) => view! { <Problem text=e/> }.into_any(),
-            Some(Ok(data)) => drawing(data, focus).into_any(),
+        {move || match hosts_state.get() {
+            Loaded::Loading => view! { <p class="empty">"Loading hosts…"</p> }.into_any(),
+            Loaded::Failed(e) => view! { <Problem text=e/> }.into_any(),
+            Loaded::Ready => view! {
+                <div class="topology">
+                    {move || data().map(|d| drawing(d, focus))}
+                    <aside class="details" aria-live="polite" data-testid="topology-details">
+                        {move || {
+                            let focus = focus.get();
+                            hosts.with(|h| details(h.as_ref().and_then(|r| r.as_ref().ok()), focus))
+                        }}
+                    </aside>
+                </div>
+                <div class="legend">
+                    <span class="key ok"></span>"takes VMs"
+                    <span class="key warn"></span>"cordoned, tainted or under pressure"
+                    <span class="key err"></span>"not Ready"
+                    <span class="key vm running"></span>"VM running"
+                    <span class="key vm scheduling"></span>"VM pending"
+                    <span class="key vm error"></span>"VM failed"
+                </div>
+            }.into_any(),
         }}
     }
 }
 
+/// The datacenter, its hosts and their VMs.
 fn drawing(
     data: host_list::ResponseData,
     focus: RwSignal<Option<(String, Option<usize>)>>,
@@ -91,61 +113,62 @@ fn drawing(
             view! { <path class=format!("link {}", health(h)) d=d></path> }
         })
         .collect_view();
-    let details = hosts.clone();
+    let count = hosts.len();
     let rows = hosts
         .into_iter()
         .enumerate()
         .map(|(i, h)| host_row(i, h, focus))
         .collect_view();
     view! {
-        <div class="topology">
-            <svg viewBox=format!("0 0 {WIDTH} {height}") role="group" aria-label="Datacenter, hosts and VMs" data-testid="topology">
-                {links}
-                <g class=format!("dc {dc_class}") transform=format!("translate(10 {dc_y})")>
-                    <rect width="220" height="90" rx="8"></rect>
-                    <text x="12" y="24" class="title">{name}</text>
-                    <text x="12" y="46">{format!("{ready}/{} hosts ready", details.len())}</text>
-                    <text x="12" y="66">{format!("{running}/{vms} VMs running")}</text>
-                </g>
-                {rows}
-            </svg>
-            <aside class="details" aria-live="polite" data-testid="topology-details">
-                {move || focus.get().and_then(|(host, vm)| {
-                    let h = details.iter().find(|h| h.name == host)?;
-                    Some(match vm.and_then(|i| h.vms.get(i)) {
-                        Some(v) => {
-                            let phase = v.phase.clone().unwrap_or_default();
-                            view! {
-                                <h2>{v.name.clone()}</h2>
-                                <p>{format!("VM in {} on {}", v.namespace.clone().unwrap_or_default(), h.name)}</p>
-                                <p class=format!("status {}", status_class(&phase))>{phase.clone()}</p>
-                                <p>{format!("{} vCPU · {} GB", format::cores(v.vcpus), gib(v.memory_bytes, 1))}</p>
-                                <p>{v.membership.as_ref().map(|m| format!("cluster {}", m.cluster_id))}</p>
-                            }.into_any()
-                        }
-                        None => {
-                            let a = &h.allocation;
-                            view! {
-                                <h2>{h.name.clone()}</h2>
-                                <p>{format!("{} · {}", readiness_words(h), h.roles.join(", "))}</p>
-                                <p>{format!("CPU {}/{} vCPUs ({:.0}%)", format::cores(a.vcpus_used), format::cores(a.vcpus_limit), a.cpu_percent)}</p>
-                                <p>{format!("Memory {}/{} GB ({:.0}%)", gib(a.memory_used_bytes, 1), gib(a.memory_limit_bytes, 1), a.memory_percent)}</p>
-                                <p>{format!("{} VMs", h.vms.len())}</p>
-                            }.into_any()
-                        }
-                    })
-                }).unwrap_or_else(|| view! { <p class="empty">"Point at or tab to a host or a VM for its details; Enter opens it."</p> }.into_any())}
-            </aside>
-        </div>
-        <div class="legend">
-            <span class="key ok"></span>"takes VMs"
-            <span class="key warn"></span>"cordoned, tainted or under pressure"
-            <span class="key err"></span>"not Ready"
-            <span class="key vm running"></span>"VM running"
-            <span class="key vm scheduling"></span>"VM pending"
-            <span class="key vm error"></span>"VM failed"
-        </div>
+        <svg viewBox=format!("0 0 {WIDTH} {height}") role="group" aria-label="Datacenter, hosts and VMs" data-testid="topology">
+            {links}
+            <g class=format!("dc {dc_class}") transform=format!("translate(10 {dc_y})")>
+                <rect width="220" height="90" rx="8"></rect>
+                <text x="12" y="24" class="title">{name}</text>
+                <text x="12" y="46">{format!("{ready}/{count} hosts ready")}</text>
+                <text x="12" y="66">{format!("{running}/{vms} VMs running")}</text>
+            </g>
+            {rows}
+        </svg>
     }
+}
+
+/// What the pointer or the keyboard is on, in words.
+fn details(
+    data: Option<&host_list::ResponseData>,
+    focus: Option<(String, Option<usize>)>,
+) -> AnyView {
+    let found = focus.zip(data).and_then(|((host, vm), data)| {
+        let h = data.hosts.nodes.iter().find(|h| h.name == host)?;
+        Some(match vm.and_then(|i| h.vms.get(i)) {
+            Some(v) => {
+                let phase = v.phase.clone().unwrap_or_default();
+                view! {
+                    <h2>{v.name.clone()}</h2>
+                    <p>{format!("VM in {} on {}", v.namespace.clone().unwrap_or_default(), h.name)}</p>
+                    <p class=format!("status {}", status_class(&phase))>{phase.clone()}</p>
+                    <p>{format!("{} vCPU · {} GB", format::cores(v.vcpus), gib(v.memory_bytes, 1))}</p>
+                    <p>{v.membership.as_ref().map(|m| format!("cluster {}", m.cluster_id))}</p>
+                }
+                .into_any()
+            }
+            None => {
+                let a = &h.allocation;
+                view! {
+                    <h2>{h.name.clone()}</h2>
+                    <p>{format!("{} · {}", readiness_words(h), h.roles.join(", "))}</p>
+                    <p>{format!("CPU {}/{} vCPUs ({:.0}%)", format::cores(a.vcpus_used), format::cores(a.vcpus_limit), a.cpu_percent)}</p>
+                    <p>{format!("Memory {}/{} GB ({:.0}%)", gib(a.memory_used_bytes, 1), gib(a.memory_limit_bytes, 1), a.memory_percent)}</p>
+                    <p>{format!("{} VMs", h.vms.len())}</p>
+                }
+                .into_any()
+            }
+        })
+    });
+    found.unwrap_or_else(|| {
+        view! { <p class="empty">"Point at or tab to a host or a VM for its details; Enter opens it."</p> }
+            .into_any()
+    })
 }
 
 fn readiness_words(h: &Host) -> String {

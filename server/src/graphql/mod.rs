@@ -123,6 +123,11 @@ pub fn build_executor_schemas(
         render: build(async_graphql::ValidationMode::Fast),
         documents: Default::default(),
         history: settings.history.clone(),
+        metrics: settings.subscription_metrics.clone(),
+        hubs: std::sync::Arc::new(subscription::executor::Hubs::new(
+            settings.fanout.as_ref().map_or(256, |f| f.capacity),
+            settings.subscription_metrics.clone(),
+        )),
     }
 }
 

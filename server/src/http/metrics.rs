@@ -133,6 +133,8 @@ impl Metrics {
         registry.register(Box::new(subscriptions.events.clone()))?;
         registry.register(Box::new(subscriptions.resyncs.clone()))?;
         registry.register(Box::new(subscriptions.overflows.clone()))?;
+        registry.register(Box::new(subscriptions.shared.clone()))?;
+        registry.register(Box::new(subscriptions.renders.clone()))?;
         let lagged = IntCounterVec::new(
             Opts::new(
                 "vitistack_change_stream_lagged_total",

@@ -198,11 +198,8 @@ fn sse(app: AppState, client: std::net::IpAddr, request: async_graphql::Request)
     let open = Held::new(&app.metrics.sse_open);
     let keepalive = app.gate.settings.keepalive;
     let events = ws::execute_stream(&app, request)
-        .map(|response| {
-            let data = serde_json::to_string(&response).unwrap_or_else(|e| {
-                json!({"errors": [{"message": format!("event not serializable: {e}")}]}).to_string()
-            });
-            Ok::<_, std::convert::Infallible>(Event::default().event("next").data(data))
+        .map(|payload| {
+            Ok::<_, std::convert::Infallible>(Event::default().event("next").data(payload.json()))
         })
         .chain(futures::stream::once(async move {
             // Held until the stream ends or the client goes away.

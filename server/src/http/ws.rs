@@ -22,6 +22,7 @@ use parking_lot::Mutex;
 use serde_json::{Value, json};
 
 use super::AppState;
+use crate::graphql::subscription::executor::Payload;
 
 /// Limits and timers of streaming connections (WebSocket and SSE).
 #[derive(Clone, Debug)]
@@ -129,11 +130,11 @@ pub fn operation_type(doc: &ExecutableDocument, name: Option<&str>) -> Option<Op
 pub fn execute_stream(
     app: &AppState,
     mut request: async_graphql::Request,
-) -> BoxStream<'static, async_graphql::Response> {
+) -> BoxStream<'static, Payload> {
     // Refused before anything is parsed: a huge document costs its length once, nothing more.
     if let Err(e) = crate::graphql::limits::check_tokens(&request.query, &app.limits) {
-        return futures::stream::once(async move { async_graphql::Response::from_errors(vec![e]) })
-            .boxed();
+        let refused = Payload::Response(Box::new(async_graphql::Response::from_errors(vec![e])));
+        return futures::stream::once(async move { refused }).boxed();
     }
     let name = request.operation_name.clone();
     let query = request.query.clone();
@@ -150,11 +151,17 @@ pub fn execute_stream(
             name,
         ),
         // A subscription whose keyword could not be located: async-graphql's own executor.
-        Some(None) => app.schema.execute_stream(request),
+        Some(None) => app.schema.execute_stream(request).map(response).boxed(),
         None => app
             .schema
-            .execute_stream(app.query_data(request, app.store.snapshot())),
+            .execute_stream(app.query_data(request, app.store.snapshot()))
+            .map(response)
+            .boxed(),
     }
+}
+
+fn response(r: async_graphql::Response) -> Payload {
+    Payload::Response(Box::new(r))
 }
 
 /// Which subprotocol the socket speaks.
@@ -184,7 +191,7 @@ impl Close {
     }
 }
 
-type Item = (String, Option<async_graphql::Response>);
+type Item = (String, Option<Payload>);
 
 struct Operation {
     abort: AbortHandle,
@@ -423,8 +430,8 @@ impl Conn {
             .push(json!({"type": "error", "id": id, "payload": payload}).to_string());
     }
 
-    fn deliver(&mut self, id: String, item: Option<async_graphql::Response>) {
-        let Some(response) = item else {
+    fn deliver(&mut self, id: String, item: Option<Payload>) {
+        let Some(payload) = item else {
             if self.operations.remove(&id).is_some() {
                 self.out
                     .push(json!({"type": "complete", "id": id}).to_string());
@@ -438,30 +445,37 @@ impl Conn {
         // path): transport-ws says `error`, and the operation is over. Errors of a resolver
         // (with a path, e.g. bad arguments of a subscription field) are a result: `next`, as
         // the graphql-ws reference server does.
-        let refused = !op.started
-            && response.data == async_graphql::Value::Null
-            && response.is_err()
-            && response.errors.iter().all(|e| e.path.is_empty());
-        if refused && self.protocol == Protocol::Transport {
-            if let Some(op) = self.operations.remove(&id) {
-                op.abort.abort();
+        if let Payload::Response(response) = &payload {
+            let refused = !op.started
+                && response.data == async_graphql::Value::Null
+                && response.is_err()
+                && response.errors.iter().all(|e| e.path.is_empty());
+            if refused && self.protocol == Protocol::Transport {
+                if let Some(op) = self.operations.remove(&id) {
+                    op.abort.abort();
+                }
+                let errors = serde_json::to_value(&response.errors).unwrap_or(Value::Null);
+                self.out
+                    .push(json!({"type": "error", "id": id, "payload": errors}).to_string());
+                return;
             }
-            let errors = serde_json::to_value(&response.errors).unwrap_or(Value::Null);
-            self.out
-                .push(json!({"type": "error", "id": id, "payload": errors}).to_string());
-            return;
         }
         op.started = true;
         let ty = match self.protocol {
             Protocol::Transport => "next",
             Protocol::Legacy => "data",
         };
-        let payload = serde_json::to_string(&response).unwrap_or_else(|e| {
-            json!({"errors": [{"message": format!("event not serializable: {e}")}]}).to_string()
-        });
         let id = serde_json::to_string(&id).unwrap_or_default();
-        self.out.push(format!(
-            r#"{{"type":"{ty}","id":{id},"payload":{payload}}}"#
-        ));
+        // A shared event's JSON is rendered once; each socket only adds its frame around it.
+        let json = payload.json();
+        let mut frame = String::with_capacity(json.len() + id.len() + 32);
+        frame.push_str(r#"{"type":""#);
+        frame.push_str(ty);
+        frame.push_str(r#"","id":"#);
+        frame.push_str(&id);
+        frame.push_str(r#","payload":"#);
+        frame.push_str(&json);
+        frame.push('}');
+        self.out.push(frame);
     }
 }

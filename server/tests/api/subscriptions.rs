@@ -844,3 +844,110 @@ async fn the_simulator_makes_the_demo_live_and_is_off_by_default() {
     })
     .await;
 }
+
+/// Subscribers of the same document and variables share one render of each change (one shared
+/// stream, counted in /metrics); each still gets exactly what its own variables select, and one
+/// that joins later gets its own snapshot, then the shared changes after it: no gap, no
+/// duplicate.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn identical_subscriptions_share_one_render_and_keep_their_own_variables() {
+    let app = spawn(&[]).await;
+    let store = app.running().store.clone();
+    store.apply(vec![
+        Op::Upsert(machine("a", "m0", "Pending")),
+        Op::Upsert(machine("b", "m0", "Pending")),
+    ]);
+    let vars = |ns: &str| json!({"kinds": ["Machine"], "ns": ns, "snap": true});
+    let subscribe = |id: &str, ns: &str| json!({"id": id, "type": "subscribe", "payload": {"query": SUB, "variables": vars(ns)}});
+    // Events up to and including SYNCED: (type, name) in order.
+    async fn opening(ws: &mut Ws, id: &str) -> Vec<(String, String)> {
+        let mut seen = Vec::new();
+        loop {
+            let e = event(ws, id).await;
+            let ty = e["type"].as_str().unwrap_or("?").to_string();
+            if ty == "SYNCED" {
+                return seen;
+            }
+            seen.push((ty, e["name"].as_str().unwrap_or("?").to_string()));
+        }
+    }
+    let pair = |t: &str, n: &str| (t.to_string(), n.to_string());
+
+    let mut first = connect(&app).await;
+    send(&mut first, subscribe("a1", "a")).await;
+    assert_eq!(opening(&mut first, "a1").await, [pair("ADDED", "m0")]);
+    store.apply(vec![Op::Upsert(machine("a", "m1", "Pending"))]);
+    let e = event(&mut first, "a1").await;
+    assert_eq!(
+        (e["type"].as_str(), e["name"].as_str()),
+        (Some("ADDED"), Some("m1"))
+    );
+
+    // A second subscriber of the same document and variables, on another socket: its own
+    // snapshot (m1 included), then the shared stream.
+    let mut second = connect(&app).await;
+    send(&mut second, subscribe("a2", "a")).await;
+    assert_eq!(
+        opening(&mut second, "a2").await,
+        [pair("ADDED", "m0"), pair("ADDED", "m1")]
+    );
+    // Other variables: another stream.
+    let mut other = connect(&app).await;
+    send(&mut other, subscribe("b", "b")).await;
+    assert_eq!(opening(&mut other, "b").await, [pair("ADDED", "m0")]);
+
+    let (_, metrics) = app.get("/metrics").await;
+    assert_eq!(
+        gauge(&metrics, "vitistack_subscription_shared_streams"),
+        2,
+        "{metrics}"
+    );
+    assert_eq!(
+        gauge(
+            &metrics,
+            "vitistack_subscriptions_active{field=\"resourceChanged\"}"
+        ),
+        3,
+        "{metrics}"
+    );
+    let renders = gauge(&metrics, "vitistack_subscription_renders_total");
+
+    store.apply(vec![
+        Op::Upsert(machine("a", "m2", "Running")),
+        Op::Upsert(machine("b", "m1", "Running")),
+    ]);
+    let a1 = event(&mut first, "a1").await;
+    let a2 = event(&mut second, "a2").await;
+    assert_eq!(a1, a2, "the same event for the same document and variables");
+    assert_eq!(
+        (a1["name"].as_str(), a1["namespace"].as_str()),
+        (Some("m2"), Some("a"))
+    );
+    let b = event(&mut other, "b").await;
+    assert_eq!(
+        (b["name"].as_str(), b["namespace"].as_str()),
+        (Some("m1"), Some("b"))
+    );
+    // Nothing else waits on any socket: one more change per namespace comes next, in order.
+    store.apply(vec![Op::Upsert(machine("a", "m3", "Running"))]);
+    assert_eq!(event(&mut first, "a1").await["name"], "m3");
+    assert_eq!(event(&mut second, "a2").await["name"], "m3");
+    store.apply(vec![Op::Upsert(machine("b", "m2", "Running"))]);
+    assert_eq!(event(&mut other, "b").await["name"], "m2");
+    // Four changes were rendered: once each, not once per subscriber.
+    let (_, metrics) = app.get("/metrics").await;
+    assert_eq!(
+        gauge(&metrics, "vitistack_subscription_renders_total") - renders,
+        4,
+        "{metrics}"
+    );
+
+    // When its last subscriber goes, a shared stream stops.
+    drop(first);
+    drop(second);
+    eventually("the shared stream of namespace a stops", || async {
+        let (_, metrics) = app.get("/metrics").await;
+        gauge(&metrics, "vitistack_subscription_shared_streams") == 1
+    })
+    .await;
+}

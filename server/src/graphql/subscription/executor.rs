@@ -14,6 +14,15 @@
 //! 2. Each event is rendered by running the same document again with the event attached: the
 //!    root field returns the event and async-graphql resolves the selection on it. The render
 //!    future is boxed and lives only while an event is being rendered.
+//! 3. Subscriptions that send the same document with the same variables share a *hub*: one task
+//!    reads the changes ([`Mode::Live`]), renders each event once and hands the JSON to every
+//!    subscriber (a thousand dashboards watching the fleet cost one render per change, not a
+//!    thousand). Each subscriber renders only its own opening ([`Mode::Opening`]: its snapshot,
+//!    the cluster or the value now) and takes the hub's events after the sequence number its
+//!    opening read: an event published before it joined was applied before its snapshot, so
+//!    nothing is missed and nothing comes twice. A subscriber that falls further behind than the
+//!    hub's queue holds (or whose hub overflowed) gets RESYNC and a fresh opening
+//!    ([`Mode::Resync`]); the hub never waits for anyone.
 
 use std::sync::Arc;
 
@@ -30,8 +39,9 @@ use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 use futures::{FutureExt, StreamExt};
 use parking_lot::Mutex;
+use tokio::sync::broadcast;
 
-use super::{ClusterEvent, ResourceEvent, open};
+use super::{Active, After, ClusterEvent, Mode, ResourceEvent, ResourceEventType, Seq, open};
 use crate::graphql::paging::Filter;
 use crate::graphql::query::InfrastructureSummary;
 use crate::graphql::types::HostCapacity;
@@ -52,6 +62,10 @@ pub struct ExecutorSchemas {
     pub documents: Arc<Documents>,
     /// The event log (each rendered event gets its own history loaders).
     pub history: Option<Arc<crate::history::History>>,
+    /// Shared renders of identical subscriptions.
+    pub hubs: Arc<Hubs>,
+    /// Where each subscriber is counted (absent when printing the SDL).
+    pub metrics: Option<super::SubscriptionMetrics>,
 }
 
 /// Parsed subscription documents by text: a document is parsed once, when its first
@@ -106,9 +120,26 @@ pub enum Update {
     Hosts(HostCapacity),
 }
 
+impl Update {
+    /// The subscriber missed changes (RESYNC): each subscriber must read its own fresh opening.
+    fn resync(&self) -> bool {
+        let is = |e: &ResourceEvent| e.type_ == ResourceEventType::Resync;
+        match self {
+            Update::Resource(e) => is(e),
+            Update::Cluster(e) => e.changed.as_ref().is_some_and(is),
+            Update::Infrastructure(_) | Update::Hosts(_) => false,
+        }
+    }
+
+    /// A value sent only when it changed (not a change event).
+    fn aggregate(&self) -> bool {
+        matches!(self, Update::Infrastructure(_) | Update::Hosts(_))
+    }
+}
+
 /// Present while a subscription is opened: the root field's resolver leaves its stream here.
 #[derive(Default)]
-struct Opening(Mutex<Vec<BoxStream<'static, Update>>>);
+struct Opening(Mutex<Vec<BoxStream<'static, Seq<Update>>>>);
 
 /// What the root field answers while opening (the document's result is not sent).
 const OPENED: &str = "\u{0}subscription opened";
@@ -118,7 +149,7 @@ fn field<T: Clone + Send + 'static>(
     ctx: &Context<'_>,
     pick: fn(&Update) -> Option<&T>,
     wrap: fn(T) -> Update,
-    open: impl FnOnce() -> async_graphql::Result<BoxStream<'static, T>>,
+    open: impl FnOnce() -> async_graphql::Result<BoxStream<'static, Seq<T>>>,
 ) -> async_graphql::Result<T> {
     if let Some(ev) = ctx.data_opt::<Update>() {
         return pick(ev)
@@ -129,7 +160,10 @@ fn field<T: Clone + Send + 'static>(
         return Err(async_graphql::Error::new("no subscription is being opened"));
     };
     let stream = open()?;
-    opening.0.lock().push(stream.map(wrap).boxed());
+    opening
+        .0
+        .lock()
+        .push(stream.map(move |(seq, t)| (seq, wrap(t))).boxed());
     Err(async_graphql::Error::new(OPENED))
 }
 
@@ -330,38 +364,158 @@ fn spreads<'a>(
     }
 }
 
-/// Run a subscription prepared by [`as_query`]; `variables` and `operation` are the request's.
-/// The first item is an error response when the document is refused (the stream ends there);
-/// else one response per event.
-pub fn subscribe(
+/// What a subscription sends: a response (a refusal or an error, serialized by the transport),
+/// or an event already rendered to JSON (shared by the subscribers of a hub).
+#[derive(Debug)]
+pub enum Payload {
+    /// Not rendered yet.
+    Response(Box<Response>),
+    /// The response's JSON.
+    Json(Arc<str>),
+}
+
+impl Payload {
+    /// The response's JSON.
+    pub fn json(&self) -> std::borrow::Cow<'_, str> {
+        match self {
+            Payload::Json(j) => std::borrow::Cow::Borrowed(j),
+            Payload::Response(r) => std::borrow::Cow::Owned(to_json(r)),
+        }
+    }
+}
+
+fn to_json(r: &Response) -> String {
+    serde_json::to_string(r).unwrap_or_else(|e| {
+        serde_json::json!({"errors": [{"message": format!("event not serializable: {e}")}]})
+            .to_string()
+    })
+}
+
+/// One event of a hub, rendered once.
+struct Frame {
+    /// The store's sequence number the event reflects.
+    seq: u64,
+    /// The hub missed changes: every subscriber reads a fresh opening.
+    resync: bool,
+    /// A value sent only when it changed.
+    aggregate: bool,
+    json: Arc<str>,
+}
+
+/// The shared stream of one document with one set of variables: its task renders each event
+/// once; it stops when its last subscriber goes.
+struct Hub {
+    /// The task holds the sender: when its stream ends, so do its subscribers'.
+    tx: broadcast::WeakSender<Arc<Frame>>,
+    task: tokio::task::JoinHandle<()>,
+    gauge: Option<prometheus::IntGauge>,
+}
+
+impl Drop for Hub {
+    fn drop(&mut self) {
+        self.task.abort();
+        if let Some(g) = &self.gauge {
+            g.dec();
+        }
+    }
+}
+
+/// Which document, variables and operation a hub serves.
+type HubKey = (Arc<str>, String, Option<String>);
+
+/// The open hubs.
+pub struct Hubs {
+    open: Mutex<std::collections::HashMap<HubKey, std::sync::Weak<Hub>>>,
+    /// Events a hub may hold for a subscriber that has not taken them yet.
+    capacity: usize,
+    metrics: Option<super::SubscriptionMetrics>,
+}
+
+impl Hubs {
+    /// No hub yet; each holds up to `capacity` events per subscriber.
+    pub fn new(capacity: usize, metrics: Option<super::SubscriptionMetrics>) -> Self {
+        Hubs {
+            open: Mutex::default(),
+            capacity: capacity.max(1),
+            metrics,
+        }
+    }
+
+    /// Hubs serving at least one subscriber now.
+    pub fn len(&self) -> usize {
+        self.open
+            .lock()
+            .values()
+            .filter(|h| h.strong_count() > 0)
+            .count()
+    }
+
+    /// True when no hub is open.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn get(&self, key: &HubKey) -> Option<Arc<Hub>> {
+        self.open.lock().get(key).and_then(std::sync::Weak::upgrade)
+    }
+
+    /// Keep `hub` for `key`, or the one another subscriber opened meanwhile.
+    fn insert(&self, key: HubKey, hub: Arc<Hub>) -> Arc<Hub> {
+        let mut open = self.open.lock();
+        if let Some(other) = open.get(&key).and_then(std::sync::Weak::upgrade) {
+            return other;
+        }
+        if open.len() >= 64 && open.len().is_power_of_two() {
+            open.retain(|_, h| h.strong_count() > 0);
+        }
+        open.insert(key, Arc::downgrade(&hub));
+        hub
+    }
+}
+
+/// A document with its variables and operation, ready to run in any [`Mode`].
+#[derive(Clone)]
+struct Runner {
     schemas: ExecutorSchemas,
     store: Arc<Store>,
-    prepared: Prepared,
+    doc: Arc<ExecutableDocument>,
     variables: Variables,
     operation: Option<String>,
-) -> BoxStream<'static, Response> {
-    // Parsed once; every run (opening, each event) starts from the syntax tree.
-    let request = |doc: &ExecutableDocument, variables: &Variables, operation: &Option<String>| {
-        let mut r = Request::new(String::new()).variables(variables.clone());
-        r.set_parsed_query(doc.clone());
-        if let Some(op) = operation {
+    /// What error messages call the operation.
+    title: Arc<str>,
+}
+
+impl Runner {
+    fn request(&self) -> Request {
+        let mut r = Request::new(String::new()).variables(self.variables.clone());
+        r.set_parsed_query((*self.doc).clone());
+        if let Some(op) = &self.operation {
             r = r.operation_name(op.clone());
         }
         r
-    };
-    let Prepared { query, title } = prepared;
-    let query = match schemas.documents.get(&query) {
-        Ok(doc) => doc,
-        Err(e) => {
-            return futures::stream::once(async move { Response::from_errors(vec![e]) }).boxed();
-        }
-    };
-    // Boxed so that the preparation's state is freed as soon as it is done.
-    let opening: BoxFuture<'static, BoxStream<'static, Response>> = async move {
+    }
+
+    /// Open the document's stream in `mode` (validated strictly when `strict`): the stream and
+    /// the sequence number of the snapshot it read, or the response refusing it.
+    async fn open(
+        &self,
+        mode: Mode,
+        strict: bool,
+    ) -> Result<(BoxStream<'static, Seq<Update>>, u64), Response> {
         let slot = Arc::new(Opening::default());
-        let response = schemas
-            .open
-            .execute(request(&query, &variables, &operation).data(slot.clone()))
+        let after = Arc::new(After::default());
+        let schema = if strict {
+            &self.schemas.open
+        } else {
+            &self.schemas.render
+        };
+        let response = schema
+            .execute(
+                self.request()
+                    .data(slot.clone())
+                    .data(mode)
+                    .data(after.clone()),
+            )
             .await;
         let mut streams = std::mem::take(&mut *slot.0.lock());
         let errors: Vec<ServerError> = response
@@ -370,27 +524,237 @@ pub fn subscribe(
             .filter(|e| e.message != OPENED)
             .collect();
         if !errors.is_empty() {
-            return futures::stream::once(async move { Response::from_errors(errors) }).boxed();
+            return Err(Response::from_errors(errors));
         }
         if streams.len() != 1 {
             let e = ServerError::new(
-                format!("{title} must select only one top level field."),
+                format!("{} must select only one top level field.", self.title),
                 None,
             );
-            return futures::stream::once(async move { Response::from_errors(vec![e]) }).boxed();
+            return Err(Response::from_errors(vec![e]));
         }
-        let events = streams.remove(0);
-        let render = move |event: Update| -> BoxFuture<'static, Response> {
-            let mut r = request(&query, &variables, &operation)
-                .data(event)
-                .data(store.snapshot());
-            if let Some(h) = &schemas.history {
-                r = r.data(crate::graphql::history::request_loaders(h.clone()));
+        let seq = after.0.load(std::sync::atomic::Ordering::Acquire);
+        Ok((streams.remove(0), seq))
+    }
+
+    /// Run the document with `event` attached: the client's selection of it, as JSON.
+    fn render(&self, event: Update) -> BoxFuture<'static, Arc<str>> {
+        let mut r = self.request().data(event).data(self.store.snapshot());
+        if let Some(h) = &self.schemas.history {
+            r = r.data(crate::graphql::history::request_loaders(h.clone()));
+        }
+        let schema = self.schemas.render.clone();
+        async move { Arc::from(to_json(&schema.execute(r).await)) }.boxed()
+    }
+
+    /// The hub of this document and variables, opened now if none is.
+    async fn hub(&self) -> Result<Arc<Hub>, Response> {
+        let key: HubKey = (
+            Arc::from(self.doc_key()),
+            serde_json::to_string(&self.variables).unwrap_or_default(),
+            self.operation.clone(),
+        );
+        let hubs = self.schemas.hubs.clone();
+        if let Some(hub) = hubs.get(&key) {
+            return Ok(hub);
+        }
+        let (mut events, _) = self.open(Mode::Live, true).await?;
+        let (sender, _) = broadcast::channel(hubs.capacity);
+        let tx = sender.downgrade();
+        let runner = self.clone();
+        let counter = hubs.metrics.as_ref().map(|m| m.renders.clone());
+        let gauge = hubs.metrics.as_ref().map(|m| m.shared.clone());
+        let task = tokio::spawn(async move {
+            while let Some((seq, event)) = events.next().await {
+                let resync = event.resync();
+                let aggregate = event.aggregate();
+                let json = if resync {
+                    Arc::from("")
+                } else {
+                    if let Some(c) = &counter {
+                        c.inc();
+                    }
+                    runner.render(event).await
+                };
+                // No receiver now is fine: a subscriber that joins later reads its own opening.
+                let _ = sender.send(Arc::new(Frame {
+                    seq,
+                    resync,
+                    aggregate,
+                    json,
+                }));
             }
-            let schema = schemas.render.clone();
-            async move { schema.execute(r).await }.boxed()
+        });
+        if let Some(g) = &gauge {
+            g.inc();
+        }
+        Ok(hubs.insert(key, Arc::new(Hub { tx, task, gauge })))
+    }
+
+    /// The subscription field the document selects (for the metrics).
+    fn field(&self) -> &'static str {
+        let name = find_operation(&self.doc, self.operation.as_deref()).and_then(|op| {
+            op.node
+                .selection_set
+                .node
+                .items
+                .iter()
+                .find_map(|item| match &item.node {
+                    Selection::Field(f) => Some(f.node.name.node.as_str()),
+                    _ => None,
+                })
+        });
+        match name {
+            Some("resourceChanged") => "resourceChanged",
+            Some("machineChanged") => "machineChanged",
+            Some("clusterChanged") => "clusterChanged",
+            Some("infrastructureSummary") => "infrastructureSummary",
+            Some("hostsChanged") => "hostsChanged",
+            _ => "other",
+        }
+    }
+
+    /// What identifies the document: its parsed form is shared by every subscriber of the same
+    /// text, so its address does.
+    fn doc_key(&self) -> String {
+        format!("{:p}", Arc::as_ptr(&self.doc))
+    }
+}
+
+/// One subscriber: its opening, then its hub's events after the opening's sequence number.
+struct Subscriber {
+    runner: Runner,
+    /// Held so the hub lives while anyone listens.
+    _hub: Arc<Hub>,
+    rx: broadcast::Receiver<Arc<Frame>>,
+    /// The opening (or a resync) being sent.
+    opening: Option<BoxStream<'static, Seq<Update>>>,
+    /// Events up to here are in what was sent.
+    after: u64,
+    /// The last value sent (aggregates are sent only when they change).
+    last: Option<Arc<str>>,
+    /// Counts this subscriber and what it is sent; `resyncing` marks the next event a RESYNC.
+    active: Active,
+    resyncing: bool,
+}
+
+impl Subscriber {
+    async fn next(&mut self) -> Option<Payload> {
+        let payload = self.take().await?;
+        self.active.event(std::mem::take(&mut self.resyncing));
+        Some(payload)
+    }
+
+    async fn take(&mut self) -> Option<Payload> {
+        loop {
+            if let Some(opening) = &mut self.opening {
+                match opening.next().await {
+                    Some((_, event)) => {
+                        let aggregate = event.aggregate();
+                        let json = self.runner.render(event).await;
+                        if aggregate {
+                            if self.last.as_ref() == Some(&json) {
+                                continue;
+                            }
+                            self.last = Some(json.clone());
+                        }
+                        return Some(Payload::Json(json));
+                    }
+                    None => self.opening = None,
+                }
+            }
+            let frame = match self.rx.recv().await {
+                Ok(frame) if frame.resync => None,
+                Ok(frame) => Some(frame),
+                Err(broadcast::error::RecvError::Lagged(_)) => None,
+                Err(broadcast::error::RecvError::Closed) => return None,
+            };
+            let Some(frame) = frame else {
+                // Missed changes: RESYNC and a fresh opening, read from now.
+                match self.runner.open(Mode::Resync, false).await {
+                    Ok((opening, after)) => {
+                        self.opening = Some(opening);
+                        self.after = after;
+                        self.resyncing = true;
+                    }
+                    Err(refused) => return Some(Payload::Response(Box::new(refused))),
+                }
+                continue;
+            };
+            if frame.seq <= self.after {
+                continue;
+            }
+            if frame.aggregate {
+                if self.last.as_ref() == Some(&frame.json) {
+                    continue;
+                }
+                self.last = Some(frame.json.clone());
+            }
+            return Some(Payload::Json(frame.json.clone()));
+        }
+    }
+}
+
+/// Run a subscription prepared by [`as_query`]; `variables` and `operation` are the request's.
+/// The first item is an error response when the document is refused (the stream ends there);
+/// else one payload per event.
+pub fn subscribe(
+    schemas: ExecutorSchemas,
+    store: Arc<Store>,
+    prepared: Prepared,
+    variables: Variables,
+    operation: Option<String>,
+) -> BoxStream<'static, Payload> {
+    let Prepared { query, title } = prepared;
+    // Parsed once; every run (opening, each event) starts from the syntax tree.
+    let doc = match schemas.documents.get(&query) {
+        Ok(doc) => doc,
+        Err(e) => {
+            let refused = Payload::Response(Box::new(Response::from_errors(vec![e])));
+            return futures::stream::once(async move { refused }).boxed();
+        }
+    };
+    let runner = Runner {
+        schemas,
+        store,
+        doc,
+        variables,
+        operation,
+        title: Arc::from(title),
+    };
+    let refused =
+        |r: Response| futures::stream::once(async move { Payload::Response(Box::new(r)) });
+    // Boxed so that the preparation's state is freed as soon as it is done.
+    let opening: BoxFuture<'static, BoxStream<'static, Payload>> = async move {
+        // The hub first, then the opening: whatever the hub sent before this subscriber joined
+        // was applied before the opening's snapshot.
+        let hub = match runner.hub().await {
+            Ok(hub) => hub,
+            Err(r) => return refused(r).boxed(),
         };
-        events.then(render).boxed()
+        let Some(rx) = hub.tx.upgrade().map(|tx| tx.subscribe()) else {
+            return futures::stream::empty().boxed(); // the stream has ended
+        };
+        let (opening, after) = match runner.open(Mode::Opening, true).await {
+            Ok(o) => o,
+            Err(r) => return refused(r).boxed(),
+        };
+        let active = Active::new(runner.schemas.metrics.clone(), runner.field());
+        let sub = Subscriber {
+            runner,
+            _hub: hub,
+            rx,
+            opening: Some(opening),
+            after,
+            last: None,
+            active,
+            resyncing: false,
+        };
+        futures::stream::unfold(sub, |mut sub| async move {
+            let payload = sub.next().await?;
+            Some((payload, sub))
+        })
+        .boxed()
     }
     .boxed();
     futures::stream::once(opening).flatten().boxed()

@@ -23,6 +23,43 @@ use crate::model::{Kind, Resource};
 use crate::store::{Change, ChangeType, Snapshot, Store};
 use fanout::{Fanout, Subscriber};
 
+/// Which part of a subscription's stream is opened. Async-graphql's served root opens the whole
+/// stream; our executor opens the parts apart, so that subscribers of the same document and
+/// variables share one render of every change (`executor`'s hubs) and each renders only its own
+/// beginning.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Mode {
+    /// The opening, then every change.
+    #[default]
+    Whole,
+    /// Only what happens from now on: the changes (an aggregate: its value now, then each new
+    /// one). A subscriber that overflowed is told by a RESYNC event (the hub's, for all).
+    Live,
+    /// Only the opening: the snapshot and `SYNCED` (with `snapshot: true`), the cluster or the
+    /// value as it is now; the stream ends there.
+    Opening,
+    /// What a subscriber that missed changes gets: `RESYNC`, the snapshot and `SYNCED` (a
+    /// cluster: as it is now, marked RESYNC; an aggregate: its value now); then it ends.
+    Resync,
+}
+
+/// Where an [`Mode::Opening`] or [`Mode::Resync`] stream leaves off: the sequence number of the
+/// snapshot it read. Changes after it are the subscriber's; those up to it are in its opening.
+#[derive(Default, Debug)]
+pub struct After(pub std::sync::atomic::AtomicU64);
+
+impl After {
+    fn note(after: Option<&Arc<After>>, seq: u64) {
+        if let Some(a) = after {
+            a.0.store(seq, Ordering::Release);
+        }
+    }
+}
+
+/// An event with the store's sequence number it reflects (for an aggregate: of the snapshot it
+/// was computed from).
+pub type Seq<T> = (u64, T);
+
 /// What an event says.
 #[derive(Enum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ResourceEventType {
@@ -94,6 +131,10 @@ pub struct SubscriptionMetrics {
     pub resyncs: prometheus::IntCounterVec,
     /// Subscriptions whose queue overflowed (they owe a RESYNC).
     pub overflows: prometheus::IntCounter,
+    /// Shared streams open: one per distinct document and variables.
+    pub shared: prometheus::IntGauge,
+    /// Events rendered by shared streams (once per event, however many subscribers).
+    pub renders: prometheus::IntCounter,
 }
 
 impl SubscriptionMetrics {
@@ -126,25 +167,43 @@ impl SubscriptionMetrics {
                 "vitistack_subscription_overflows_total",
                 "Times a subscription's queue (SUBSCRIPTION_BUFFER) overflowed because its reader fell behind",
             )?,
+            shared: prometheus::IntGauge::new(
+                "vitistack_subscription_shared_streams",
+                "Shared subscription streams open: one per distinct document and variables, rendering each event once for all its subscribers",
+            )?,
+            renders: prometheus::IntCounter::new(
+                "vitistack_subscription_renders_total",
+                "Events rendered by shared subscription streams (once per event, however many subscribers)",
+            )?,
         })
     }
 }
 
+/// The metrics a stream counts in: only a whole stream's (our executor's subscribers count
+/// their own: a shared stream is one for many of them).
+fn counted(ctx: &Context<'_>) -> Option<SubscriptionMetrics> {
+    if ctx.data_opt::<Mode>().copied().unwrap_or_default() == Mode::Whole {
+        ctx.data_opt::<SubscriptionMetrics>().cloned()
+    } else {
+        None
+    }
+}
+
 /// Counts one active subscription while it lives (also when the socket drops without `complete`).
-struct Active {
+pub(crate) struct Active {
     metrics: Option<SubscriptionMetrics>,
     field: &'static str,
 }
 
 impl Active {
-    fn new(metrics: Option<SubscriptionMetrics>, field: &'static str) -> Self {
+    pub(crate) fn new(metrics: Option<SubscriptionMetrics>, field: &'static str) -> Self {
         if let Some(m) = &metrics {
             m.active.with_label_values(&[field]).inc();
         }
         Active { metrics, field }
     }
 
-    fn event(&self, resync: bool) {
+    pub(crate) fn event(&self, resync: bool) {
         if let Some(m) = &self.metrics {
             m.events.with_label_values(&[self.field]).inc();
             if resync {
@@ -242,12 +301,16 @@ impl SnapshotCursor {
 
 struct State {
     store: Arc<Store>,
-    sub: Subscriber,
+    /// The fan-out's queue (none for an opening, which reads only a snapshot).
+    sub: Option<Subscriber>,
     interest: Arc<Interest>,
     /// Changes up to here are already reflected (the snapshot's sequence).
     after: u64,
     /// The snapshot being sent, then SYNCED.
     cursor: Option<SnapshotCursor>,
+    /// RESYNC to send first ([`Mode::Resync`]).
+    resync: Option<u64>,
+    mode: Mode,
     active: Active,
 }
 
@@ -258,33 +321,51 @@ fn fanout(ctx: &Context<'_>) -> async_graphql::Result<Arc<Fanout>> {
         .ok_or_else(|| async_graphql::Error::new("subscriptions are not served by this schema"))
 }
 
-/// Snapshot (optional) then every matching change, with RESYNC on overflow.
+/// Snapshot (optional) then every matching change, with RESYNC on overflow; `mode` picks the
+/// part (see [`Mode`]).
 fn changes(
     store: Arc<Store>,
     fanout: &Fanout,
     interest: Interest,
     snapshot: bool,
     active: Active,
-) -> impl Stream<Item = ResourceEvent> + use<> {
+    mode: Mode,
+    after: Option<&Arc<After>>,
+) -> impl Stream<Item = Seq<ResourceEvent>> + use<> {
     let interest = Arc::new(interest);
     let wants = interest.clone();
     // Register first, then read: nothing between the two can be missed.
-    let sub = fanout.register(
-        interest.kinds.as_deref(),
-        interest.filter.namespace(),
-        move |c| wants.event_type(c).is_some(),
-    );
+    let sub = matches!(mode, Mode::Whole | Mode::Live).then(|| {
+        fanout.register(
+            interest.kinds.as_deref(),
+            interest.filter.namespace(),
+            move |c| wants.event_type(c).is_some(),
+        )
+    });
     let snap = store.snapshot();
+    After::note(after, snap.seq());
+    let snapshot = match mode {
+        Mode::Whole | Mode::Opening => snapshot,
+        Mode::Live => false,
+        Mode::Resync => true,
+    };
     let state = State {
         after: snap.seq(),
+        resync: (mode == Mode::Resync).then(|| snap.seq()),
         cursor: snapshot.then(|| SnapshotCursor::new(snap, &interest)),
         store,
         sub,
         interest,
+        mode,
         active,
     };
     futures::stream::unfold(state, |mut st| async move {
         loop {
+            if let Some(seq) = st.resync.take() {
+                st.active.event(true);
+                let ev = ResourceEvent::marker(ResourceEventType::Resync, seq);
+                return Some(((seq, ev), st));
+            }
             if let Some(cursor) = &mut st.cursor {
                 st.active.event(false);
                 let ev = match cursor.next(&st.interest) {
@@ -296,21 +377,28 @@ fn changes(
                         ResourceEvent::marker(ResourceEventType::Synced, seq)
                     }
                 };
-                return Some((ev, st));
+                return Some(((ev.sequence, ev), st));
             }
-            if st.sub.overflowed.swap(false, Ordering::AcqRel) {
-                // Changes were dropped for this subscriber: start over from a fresh snapshot.
-                while st.sub.rx.try_recv().is_ok() {}
+            let sub = st.sub.as_mut()?;
+            if sub.overflowed.swap(false, Ordering::AcqRel) {
+                // Changes were dropped for this subscriber: start over from a fresh snapshot
+                // (a shared stream only says so: each of its subscribers reads its own).
+                while sub.rx.try_recv().is_ok() {}
                 let snap = st.store.snapshot();
                 st.after = snap.seq();
-                st.cursor = Some(SnapshotCursor::new(snap.clone(), &st.interest));
+                if st.mode == Mode::Whole {
+                    st.cursor = Some(SnapshotCursor::new(snap.clone(), &st.interest));
+                }
                 st.active.event(true);
                 return Some((
-                    ResourceEvent::marker(ResourceEventType::Resync, snap.seq()),
+                    (
+                        snap.seq(),
+                        ResourceEvent::marker(ResourceEventType::Resync, snap.seq()),
+                    ),
                     st,
                 ));
             }
-            match st.sub.rx.recv().await {
+            match sub.rx.recv().await {
                 Some(Some(c)) => {
                     if c.seq <= st.after {
                         continue;
@@ -319,7 +407,7 @@ fn changes(
                         continue;
                     };
                     st.active.event(false);
-                    return Some((ResourceEvent::of(t, c.seq, &c.object), st));
+                    return Some(((c.seq, ResourceEvent::of(t, c.seq, &c.object)), st));
                 }
                 Some(None) => continue, // look at the overflow flag
                 None => return None,
@@ -396,22 +484,27 @@ fn related(r: &Resource, refs: &ClusterRefs, snap: &Snapshot) -> bool {
 }
 
 /// An aggregate of the graph, sent first as it is, then again after changes settle (`debounce`)
-/// and only when its value changed.
+/// and only when its value changed; `mode` picks the part (an opening is the first value only).
 fn aggregate<T, F>(
     store: Arc<Store>,
     debounce: std::time::Duration,
     active: Active,
     compute: F,
-) -> impl Stream<Item = T>
+    mode: Mode,
+    after: Option<&Arc<After>>,
+) -> futures::stream::BoxStream<'static, Seq<T>>
 where
     T: PartialEq + Clone + Send + 'static,
     F: Fn(&Snapshot) -> T + Send + 'static,
 {
     let rx = store.subscribe();
-    let first = compute(&store.snapshot());
+    let snap = store.snapshot();
+    After::note(after, snap.seq());
+    let first = (snap.seq(), compute(&snap));
+    drop(snap);
     active.event(false);
-    let state = (rx, store, active, compute, first.clone());
-    futures::stream::once(async move { first }).chain(futures::stream::unfold(
+    let state = (rx, store, active, compute, first.1.clone());
+    let rest = futures::stream::unfold(
         state,
         move |(mut rx, store, active, compute, last)| async move {
             loop {
@@ -423,14 +516,20 @@ where
                 tokio::time::sleep(debounce).await;
                 // Drain what arrived meanwhile: one recomputation covers it all.
                 while let Ok(_) | Err(broadcast::error::TryRecvError::Lagged(_)) = rx.try_recv() {}
-                let now = compute(&store.snapshot());
+                let snap = store.snapshot();
+                let now = compute(&snap);
                 if now != last {
                     active.event(false);
-                    return Some((now.clone(), (rx, store, active, compute, now)));
+                    return Some(((snap.seq(), now.clone()), (rx, store, active, compute, now)));
                 }
             }
         },
-    ))
+    );
+    let first = futures::stream::once(async move { first });
+    match mode {
+        Mode::Opening | Mode::Resync => first.boxed(),
+        Mode::Whole | Mode::Live => first.chain(rest).boxed(),
+    }
 }
 
 fn debounce_of(ms: u32) -> async_graphql::Result<std::time::Duration> {
@@ -443,11 +542,30 @@ fn debounce_of(ms: u32) -> async_graphql::Result<std::time::Duration> {
     Ok(std::time::Duration::from_millis(u64::from(ms)))
 }
 
-/// `clusterChanged`: the cluster now, then again on every change to it or its objects.
+/// The cluster `key` as it is in `snap`, as an event of `clusterChanged`.
+fn cluster_now(
+    snap: &Snapshot,
+    key: &crate::store::Key,
+    changed: Option<ResourceEvent>,
+) -> Seq<ClusterEvent> {
+    let ev = ClusterEvent {
+        sequence: snap.seq(),
+        cluster: snap
+            .get_key(key)
+            .cloned()
+            .and_then(crate::graphql::types::ClusterObj::new),
+        changed,
+    };
+    (snap.seq(), ev)
+}
+
+/// `clusterChanged`: the cluster now, then again on every change to it or its objects; `mode`
+/// picks the part.
 fn cluster_changed(
     ctx: &Context<'_>,
     id: async_graphql::ID,
-) -> async_graphql::Result<impl Stream<Item = ClusterEvent> + use<>> {
+    mode: Mode,
+) -> async_graphql::Result<futures::stream::BoxStream<'static, Seq<ClusterEvent>>> {
     let key = crate::graphql::types::decode_id(&id).map_err(|e| bad_input("BAD_ID", e))?;
     if key.kind != Kind::KubernetesCluster {
         return Err(bad_input(
@@ -456,10 +574,7 @@ fn cluster_changed(
         ));
     }
     let store = ctx.data_unchecked::<Arc<Store>>().clone();
-    let active = Active::new(
-        ctx.data_opt::<SubscriptionMetrics>().cloned(),
-        "clusterChanged",
-    );
+    let active = Active::new(counted(ctx), "clusterChanged");
     let rx = store.subscribe();
     let snap = store.snapshot();
     let current = snap.get_key(&key).cloned();
@@ -470,81 +585,84 @@ fn cluster_changed(
         ));
     };
     let refs = ClusterRefs::of(kc);
-    let first = ClusterEvent {
-        sequence: snap.seq(),
-        cluster: current
-            .clone()
-            .and_then(crate::graphql::types::ClusterObj::new),
-        changed: None,
-    };
+    After::note(ctx.data_opt::<Arc<After>>(), snap.seq());
     let after = snap.seq();
-    active.event(false);
-    let first = futures::stream::once(async move { first });
-    Ok(first.chain(futures::stream::unfold(
-        (rx, store, active, after, refs),
-        move |(mut rx, store, active, after, mut refs)| {
-            let key = key.clone();
-            async move {
-                loop {
-                    match rx.recv().await {
-                        Ok(c) if c.seq > after => {
-                            let snap = store.snapshot();
-                            // The cluster's references as of this change (followed through the
-                            // stream, in order): a renamed NetworkNamespace reference is followed
-                            // from the change that renames it on.
-                            if let Resource::KubernetesCluster(kc) = c.object.as_ref()
-                                && crate::store::Key::of(&c.object) == key
-                                && c.change != ChangeType::Deleted
-                            {
-                                refs = ClusterRefs::of(kc);
+    let first = match mode {
+        Mode::Whole | Mode::Opening => Some(cluster_now(&snap, &key, None)),
+        Mode::Resync => Some(cluster_now(
+            &snap,
+            &key,
+            Some(ResourceEvent::marker(ResourceEventType::Resync, snap.seq())),
+        )),
+        Mode::Live => None,
+    };
+    drop(snap);
+    if first.is_some() {
+        active.event(mode == Mode::Resync);
+    }
+    let first = futures::stream::iter(first);
+    if matches!(mode, Mode::Opening | Mode::Resync) {
+        return Ok(first.boxed());
+    }
+    Ok(first
+        .chain(futures::stream::unfold(
+            (rx, store, active, after, refs),
+            move |(mut rx, store, active, after, mut refs)| {
+                let key = key.clone();
+                async move {
+                    loop {
+                        match rx.recv().await {
+                            Ok(c) if c.seq > after => {
+                                let snap = store.snapshot();
+                                // The cluster's references as of this change (followed through
+                                // the stream, in order): a renamed NetworkNamespace reference is
+                                // followed from the change that renames it on.
+                                if let Resource::KubernetesCluster(kc) = c.object.as_ref()
+                                    && crate::store::Key::of(&c.object) == key
+                                    && c.change != ChangeType::Deleted
+                                {
+                                    refs = ClusterRefs::of(kc);
+                                }
+                                let concerns = related(&c.object, &refs, &snap)
+                                    || c.previous
+                                        .as_deref()
+                                        .is_some_and(|p| related(p, &refs, &snap));
+                                if !concerns {
+                                    continue;
+                                }
+                                let t = match c.change {
+                                    ChangeType::Added => ResourceEventType::Added,
+                                    ChangeType::Modified => ResourceEventType::Modified,
+                                    ChangeType::Deleted => ResourceEventType::Deleted,
+                                };
+                                active.event(false);
+                                let changed = ResourceEvent::of(t, c.seq, &c.object);
+                                let (_, mut ev) = cluster_now(&snap, &key, Some(changed));
+                                ev.sequence = c.seq;
+                                return Some(((c.seq, ev), (rx, store, active, after, refs)));
                             }
-                            let concerns = related(&c.object, &refs, &snap)
-                                || c.previous
-                                    .as_deref()
-                                    .is_some_and(|p| related(p, &refs, &snap));
-                            if !concerns {
-                                continue;
+                            Ok(_) => continue,
+                            Err(broadcast::error::RecvError::Lagged(_)) => {
+                                // Missed some changes: send the cluster as it is now.
+                                active.event(true);
+                                let snap = store.snapshot();
+                                let ev = cluster_now(
+                                    &snap,
+                                    &key,
+                                    Some(ResourceEvent::marker(
+                                        ResourceEventType::Resync,
+                                        snap.seq(),
+                                    )),
+                                );
+                                return Some((ev, (rx, store, active, snap.seq(), refs)));
                             }
-                            let t = match c.change {
-                                ChangeType::Added => ResourceEventType::Added,
-                                ChangeType::Modified => ResourceEventType::Modified,
-                                ChangeType::Deleted => ResourceEventType::Deleted,
-                            };
-                            active.event(false);
-                            let ev = ClusterEvent {
-                                sequence: c.seq,
-                                cluster: snap
-                                    .get_key(&key)
-                                    .cloned()
-                                    .and_then(crate::graphql::types::ClusterObj::new),
-                                changed: Some(ResourceEvent::of(t, c.seq, &c.object)),
-                            };
-                            return Some((ev, (rx, store, active, after, refs)));
+                            Err(broadcast::error::RecvError::Closed) => return None,
                         }
-                        Ok(_) => continue,
-                        Err(broadcast::error::RecvError::Lagged(_)) => {
-                            // Missed some changes: send the cluster as it is now.
-                            active.event(true);
-                            let snap = store.snapshot();
-                            let ev = ClusterEvent {
-                                sequence: snap.seq(),
-                                cluster: snap
-                                    .get_key(&key)
-                                    .cloned()
-                                    .and_then(crate::graphql::types::ClusterObj::new),
-                                changed: Some(ResourceEvent::marker(
-                                    ResourceEventType::Resync,
-                                    snap.seq(),
-                                )),
-                            };
-                            return Some((ev, (rx, store, active, snap.seq(), refs)));
-                        }
-                        Err(broadcast::error::RecvError::Closed) => return None,
                     }
                 }
-            }
-        },
-    )))
+            },
+        ))
+        .boxed())
 }
 
 /// The streams behind the `Subscription` fields: one constructor per field, shared by the served
@@ -554,7 +672,12 @@ pub(crate) mod open {
     use super::*;
     use futures::stream::BoxStream;
 
-    type Opened<T> = async_graphql::Result<BoxStream<'static, T>>;
+    type Opened<T> = async_graphql::Result<BoxStream<'static, Seq<T>>>;
+
+    /// The part asked for (the served root asks for the whole stream).
+    fn mode(ctx: &Context<'_>) -> Mode {
+        ctx.data_opt::<Mode>().copied().unwrap_or_default()
+    }
 
     pub(crate) fn resource_changed(
         ctx: &Context<'_>,
@@ -577,12 +700,18 @@ pub(crate) mod open {
             ..Default::default()
         })?;
         let store = ctx.data_unchecked::<Arc<Store>>().clone();
-        let active = Active::new(
-            ctx.data_opt::<SubscriptionMetrics>().cloned(),
-            "resourceChanged",
-        );
+        let active = Active::new(counted(ctx), "resourceChanged");
         let fanout = fanout(ctx)?;
-        Ok(changes(store, &fanout, Interest { kinds, filter }, snapshot, active).boxed())
+        Ok(changes(
+            store,
+            &fanout,
+            Interest { kinds, filter },
+            snapshot,
+            active,
+            mode(ctx),
+            ctx.data_opt::<Arc<After>>(),
+        )
+        .boxed())
     }
 
     pub(crate) fn machine_changed(
@@ -602,10 +731,7 @@ pub(crate) mod open {
         let filter = CompiledFilter::new(&filter)?;
         let store = ctx.data_unchecked::<Arc<Store>>().clone();
         let fanout = fanout(ctx)?;
-        let active = Active::new(
-            ctx.data_opt::<SubscriptionMetrics>().cloned(),
-            "machineChanged",
-        );
+        let active = Active::new(counted(ctx), "machineChanged");
         Ok(changes(
             store,
             &fanout,
@@ -615,6 +741,8 @@ pub(crate) mod open {
             },
             snapshot,
             active,
+            mode(ctx),
+            ctx.data_opt::<Arc<After>>(),
         )
         .boxed())
     }
@@ -625,17 +753,15 @@ pub(crate) mod open {
     ) -> Opened<crate::graphql::query::InfrastructureSummary> {
         let debounce = debounce_of(debounce_ms)?;
         let store = ctx.data_unchecked::<Arc<Store>>().clone();
-        let active = Active::new(
-            ctx.data_opt::<SubscriptionMetrics>().cloned(),
-            "infrastructureSummary",
-        );
+        let active = Active::new(counted(ctx), "infrastructureSummary");
         Ok(aggregate(
             store,
             debounce,
             active,
             crate::graphql::query::infrastructure_summary,
-        )
-        .boxed())
+            mode(ctx),
+            ctx.data_opt::<Arc<After>>(),
+        ))
     }
 
     pub(crate) fn hosts_changed(
@@ -648,22 +774,30 @@ pub(crate) mod open {
             .data_opt::<crate::domain::hosts::Overcommit>()
             .copied()
             .unwrap_or_default();
-        let active = Active::new(
-            ctx.data_opt::<SubscriptionMetrics>().cloned(),
-            "hostsChanged",
-        );
-        Ok(aggregate(store, debounce, active, move |s| {
-            crate::graphql::types::host_capacity(s, o)
-        })
-        .boxed())
+        let active = Active::new(counted(ctx), "hostsChanged");
+        Ok(aggregate(
+            store,
+            debounce,
+            active,
+            move |s| crate::graphql::types::host_capacity(s, o),
+            mode(ctx),
+            ctx.data_opt::<Arc<After>>(),
+        ))
     }
 
     pub(crate) fn cluster_changed(
         ctx: &Context<'_>,
         id: async_graphql::ID,
     ) -> Opened<ClusterEvent> {
-        super::cluster_changed(ctx, id).map(StreamExt::boxed)
+        super::cluster_changed(ctx, id, mode(ctx))
     }
+}
+
+/// The events of a stream, without the sequence numbers our executor reads.
+fn events<T: Send + 'static>(
+    stream: futures::stream::BoxStream<'static, Seq<T>>,
+) -> impl Stream<Item = T> + use<T> {
+    stream.map(|(_, t)| t)
 }
 
 /// The Subscription root as served: its SDL, introspection and validation. Operations are run by
@@ -684,7 +818,7 @@ impl SubscriptionRoot {
         label_selector: Option<String>,
         #[graphql(default = false)] snapshot: bool,
     ) -> async_graphql::Result<impl Stream<Item = ResourceEvent> + use<>> {
-        open::resource_changed(ctx, kinds, namespace, label_selector, snapshot)
+        open::resource_changed(ctx, kinds, namespace, label_selector, snapshot).map(events)
     }
 
     /// Changes to Machines passing `filter` (namespace, phases, label selector, name search),
@@ -699,7 +833,7 @@ impl SubscriptionRoot {
         cluster_id: Option<String>,
         #[graphql(default = false)] snapshot: bool,
     ) -> async_graphql::Result<impl Stream<Item = ResourceEvent> + use<>> {
-        open::machine_changed(ctx, filter, cluster_id, snapshot)
+        open::machine_changed(ctx, filter, cluster_id, snapshot).map(events)
     }
 
     /// The `infrastructure` summary: sent first, then after each burst of changes settles
@@ -711,7 +845,7 @@ impl SubscriptionRoot {
     ) -> async_graphql::Result<
         impl Stream<Item = crate::graphql::query::InfrastructureSummary> + use<>,
     > {
-        open::infrastructure_summary(ctx, debounce_ms)
+        open::infrastructure_summary(ctx, debounce_ms).map(events)
     }
 
     /// `hostCapacity` (hosts, usage against limits, how many hosts can fail): sent first, then
@@ -722,7 +856,7 @@ impl SubscriptionRoot {
         #[graphql(default = 250)] debounce_ms: u32,
     ) -> async_graphql::Result<impl Stream<Item = crate::graphql::types::HostCapacity> + use<>>
     {
-        open::hosts_changed(ctx, debounce_ms)
+        open::hosts_changed(ctx, debounce_ms).map(events)
     }
 
     /// A cluster and everything that decides its state: sent first as it is now, then again
@@ -733,6 +867,6 @@ impl SubscriptionRoot {
         ctx: &Context<'_>,
         id: async_graphql::ID,
     ) -> async_graphql::Result<impl Stream<Item = ClusterEvent> + use<>> {
-        open::cluster_changed(ctx, id)
+        open::cluster_changed(ctx, id).map(events)
     }
 }

@@ -14,7 +14,11 @@
 //!
 //! `cargo bench --bench subscription_load`; env: LOAD_SUBSCRIBERS (10000), LOAD_CHANGES_PER_SECOND
 //! (100), LOAD_SECONDS (20), LOAD_NAMESPACES (1000), LOAD_SUBSCRIBE (1; 0 = sockets only, to
-//! separate what a connection costs from what a subscription costs).
+//! separate what a connection costs from what a subscription costs), LOAD_QUERY (another
+//! subscription document; a field other than `machineChanged` counts its first event as its
+//! opening), LOAD_FLIP (1: each change also flips the Machine's phase, moving the aggregates).
+//! Besides delivery and latency it prints the server's CPU time over the run (per 1,000 delivered
+//! events) and whether the graph kept up: how long after the last change the store held them all.
 
 #[path = "../tests/support/kube_api.rs"]
 mod kube_api;
@@ -62,6 +66,8 @@ fn main() {
 #[derive(Default)]
 struct Seen {
     events: AtomicU64,
+    /// Events of another field (a `LOAD_QUERY` such as `infrastructureSummary`).
+    other: AtomicU64,
     latencies: Mutex<Vec<u32>>,
     synced: AtomicU64,
     stopping: Arc<std::sync::atomic::AtomicBool>,
@@ -91,6 +97,7 @@ async fn subscriber(
     // LOAD_QUERY: another subscription document (same variables), e.g. to see what a selection costs.
     let query = std::env::var("LOAD_QUERY").unwrap_or_else(|_| default.to_string());
     let mut subscribed = false;
+    let mut opened = false;
     while let Some(msg) = ws.next().await {
         let Ok(Message::Text(text)) = msg else {
             if msg.is_err() {
@@ -99,6 +106,14 @@ async fn subscriber(
             continue;
         };
         let arrived = now_micros();
+        // The common case read without a JSON parse, so that the clients (on the same two cores
+        // as the server) cost little: a MODIFIED event carrying the applied-at annotation.
+        if let Some(t) = applied_at(&text) {
+            seen.events.fetch_add(1, Ordering::Relaxed);
+            let micros = arrived.saturating_sub(t).min(u64::from(u32::MAX));
+            seen.latencies.lock().push(micros as u32);
+            continue;
+        }
         let v: Value = serde_json::from_str(&text).map_err(|e| e.to_string())?;
         match v["type"].as_str() {
             Some("connection_ack") if !subscribe => {
@@ -117,6 +132,15 @@ async fn subscriber(
             }
             Some("next") => {
                 let ev = &v["payload"]["data"]["machineChanged"];
+                if ev.is_null() {
+                    // Another field: its first event is its opening.
+                    seen.other.fetch_add(1, Ordering::Relaxed);
+                    if !opened {
+                        opened = true;
+                        seen.synced.fetch_add(1, Ordering::Relaxed);
+                    }
+                    continue;
+                }
                 if ev["type"] == "SYNCED" {
                     seen.synced.fetch_add(1, Ordering::Relaxed);
                     continue;
@@ -141,6 +165,58 @@ async fn subscriber(
     Ok(())
 }
 
+/// The applied-at time of a `next` frame with a MODIFIED event, read off the text.
+fn applied_at(text: &str) -> Option<u64> {
+    if !text.starts_with(r#"{"type":"next""#) || !text.contains(r#""type":"MODIFIED""#) {
+        return None;
+    }
+    let at = text.find(ANNOTATION)? + ANNOTATION.len();
+    let rest = &text[at..];
+    let start = rest.find(r#""value":""#)? + r#""value":""#.len();
+    let digits: &str = rest[start..].split('"').next()?;
+    digits.parse().ok()
+}
+
+/// CPU time (user + system) the process has used, in seconds (Linux `/proc/PID/stat`).
+fn cpu_seconds(pid: u32) -> f64 {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return 0.0;
+    };
+    // Fields after the command name (which is in parentheses and may hold spaces).
+    let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else {
+        return 0.0;
+    };
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // utime and stime are fields 14 and 15 of the whole line: 12 and 13 after the name.
+    let ticks: u64 = [11, 12]
+        .iter()
+        .filter_map(|&i| fields.get(i)?.parse::<u64>().ok())
+        .sum();
+    let hz = std::process::Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok()?.trim().parse::<f64>().ok())
+        .unwrap_or(100.0);
+    ticks as f64 / hz
+}
+
+/// The server's store sequence number, from /metrics.
+async fn store_sequence(http: &reqwest::Client, port: u16) -> u64 {
+    let Ok(r) = http
+        .get(format!("http://127.0.0.1:{port}/metrics"))
+        .send()
+        .await
+    else {
+        return 0;
+    };
+    let text = r.text().await.unwrap_or_default();
+    text.lines()
+        .find_map(|l| l.strip_prefix("vitistack_store_sequence "))
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .map_or(0, |v| v as u64)
+}
+
 fn percentile(sorted: &[u32], p: f64) -> f64 {
     if sorted.is_empty() {
         return 0.0;
@@ -157,18 +233,44 @@ async fn run() {
     let subscribe = env("LOAD_SUBSCRIBE", 1) != 0;
     let machines_per_ns = 2usize;
 
-    let api = KubeApi::start(&kube_api::watched_resources(), Duration::from_secs(1)).await;
+    // The API test server on a runtime (thread) of its own: the subscribers' clients in this
+    // process must not starve the watches the server under test reads from, or a lagging graph
+    // would be the load tool's doing.
+    let (api_runtime, api) = std::thread::spawn(|| {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .expect("API runtime");
+        let api = rt.block_on(KubeApi::start(
+            &kube_api::watched_resources(),
+            Duration::from_secs(1),
+        ));
+        (rt, api)
+    })
+    .join()
+    .expect("API server");
     // A Machine from the demo generator as the template.
     let template = fleet(&FleetSpec::large(1))
         .into_iter()
         .find(|r| r.kind() == Kind::Machine)
         .map(|r| r.to_value())
         .expect("a demo machine");
+    // LOAD_FLIP=1: every change also flips the Machine's phase (Running ⇄ Failed), so that
+    // aggregates (`infrastructureSummary`) change with it.
+    let flip = env("LOAD_FLIP", 0) != 0;
     let machine = |ns: usize, m: usize, applied_at: u64| {
         let mut v = template.clone();
         v["metadata"] = json!({"name": format!("m-{m}"), "namespace": format!("load-{ns:04}"),
             "labels": {"vitistack.io/clusterid": format!("load-{ns:04}")},
             "annotations": {ANNOTATION: applied_at.to_string()}});
+        if flip {
+            v["status"]["phase"] = json!(if applied_at.is_multiple_of(2) {
+                "Running"
+            } else {
+                "Failed"
+            });
+        }
         v
     };
     for ns in 0..namespaces {
@@ -246,6 +348,9 @@ async fn run() {
     let period = Duration::from_secs_f64(1.0 / rate as f64);
     let mut tick = tokio::time::interval(period);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+    let seq_before = store_sequence(&http, port).await;
+    let cpu_before = cpu_seconds(pid);
+    let tool_cpu_before = cpu_seconds(std::process::id());
     let load_start = Instant::now();
     for _ in 0..total {
         tick.tick().await;
@@ -257,6 +362,16 @@ async fn run() {
         api.apply("machines", machine(ns, m, now_micros()));
     }
     let applying = load_start.elapsed();
+    // Whether the graph kept up while subscribers were served: how long after the last change
+    // the store holds every change (each apply is one change).
+    let behind = Instant::now();
+    while store_sequence(&http, port).await < seq_before + total
+        && behind.elapsed() < Duration::from_secs(60)
+    {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let graph_lag = behind.elapsed();
+    let graph_seq = store_sequence(&http, port).await;
     // Let the last events arrive.
     let expected = total * (subscribers / namespaces) as u64;
     let drain = Instant::now();
@@ -266,7 +381,10 @@ async fn run() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let delivered = seen.events.load(Ordering::Relaxed);
+    let other = seen.other.load(Ordering::Relaxed);
     let window = applying + drain.elapsed();
+    let cpu = cpu_seconds(pid) - cpu_before;
+    let tool_cpu = cpu_seconds(std::process::id()) - tool_cpu_before;
     let rss_after = status_kib(pid, "VmRSS:");
     let hwm = status_kib(pid, "VmHWM:");
     let mut lat = std::mem::take(&mut *seen.latencies.lock());
@@ -279,6 +397,26 @@ async fn run() {
     println!(
         "events delivered: {delivered} of {expected} expected ({:.0} events/s)",
         delivered as f64 / window.as_secs_f64()
+    );
+    if other > 0 {
+        println!("events of another field (LOAD_QUERY): {other}, openings included");
+    }
+    println!(
+        "graph: {} of {total} changes in the store {graph_lag:.1?} after the last was applied",
+        graph_seq.saturating_sub(seq_before).min(total)
+    );
+    println!(
+        "server CPU: {cpu:.1} s in {window:.1?} ({:.0}% of one core), {:.1} ms per 1,000 delivered events",
+        cpu / window.as_secs_f64() * 100.0,
+        if delivered > 0 {
+            cpu * 1000.0 / (delivered as f64 / 1000.0)
+        } else {
+            0.0
+        }
+    );
+    println!(
+        "load tool CPU (clients and the API test server, same machine): {tool_cpu:.1} s ({:.0}% of one core)",
+        tool_cpu / window.as_secs_f64() * 100.0
     );
     println!(
         "change-to-client latency: p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
@@ -301,4 +439,6 @@ async fn run() {
         t.abort();
     }
     let _ = std::fs::remove_dir_all(&dir);
+    drop(api);
+    api_runtime.shutdown_background();
 }

@@ -257,10 +257,11 @@ pub async fn start(cfg: &ServeConfig, listener: TcpListener) -> anyhow::Result<R
         None
     } else {
         let settings = cfg.kube_settings();
-        let client = source::kube::client(&settings)
-            .await
-            .map_err(anyhow::Error::msg)?;
-        Some(source::kube::start(client, store.clone(), &settings))
+        Some(
+            source::kube::connect(store.clone(), &settings)
+                .await
+                .map_err(anyhow::Error::msg)?,
+        )
     };
     let source_status = match &kube {
         Some(k) => k.status.clone(),

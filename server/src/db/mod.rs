@@ -12,8 +12,16 @@ pub mod objects;
 use std::str::FromStr;
 use std::time::Duration;
 
+use sqlx::ConnectOptions;
 use sqlx::migrate::Migrator;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
+
+/// A statement slower than this is logged at [`SLOW_STATEMENT_LEVEL`]: debug, not sqlx's warn,
+/// since sqlx logs the whole statement and a history batch is a many-row INSERT (hundreds of
+/// lines of placeholders per message on a loaded machine). Slow writes show in
+/// `vitistack_database_pending_writes`.
+const SLOW_STATEMENT: std::time::Duration = std::time::Duration::from_secs(1);
+const SLOW_STATEMENT_LEVEL: log::LevelFilter = log::LevelFilter::Debug;
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
@@ -188,7 +196,8 @@ impl Db {
                     .journal_mode(SqliteJournalMode::Wal)
                     // WAL with NORMAL: never corrupted; a power cut may lose the last commits.
                     .synchronous(SqliteSynchronous::Normal)
-                    .busy_timeout(settings.acquire_timeout);
+                    .busy_timeout(settings.acquire_timeout)
+                    .log_slow_statements(SLOW_STATEMENT_LEVEL, SLOW_STATEMENT);
                 let pool = SqlitePoolOptions::new()
                     .max_connections(settings.max_open.max(1))
                     .min_connections(settings.min_idle.min(settings.max_open))
@@ -203,7 +212,9 @@ impl Db {
                 })
             }
             Engine::Postgres => {
-                let opts = PgConnectOptions::from_str(url).map_err(connect_err)?;
+                let opts = PgConnectOptions::from_str(url)
+                    .map_err(connect_err)?
+                    .log_slow_statements(SLOW_STATEMENT_LEVEL, SLOW_STATEMENT);
                 // One direct connection first: a pool only says "timed out", this says why.
                 let first = tokio::time::timeout(
                     settings.acquire_timeout,

@@ -509,7 +509,8 @@ impl Drop for Hub {
     }
 }
 
-/// Which document, variables and operation a hub serves.
+/// Which document, variables and operation a hub serves. (Once requests carry a principal, what
+/// it may see must be part of the key too: a hub's render is handed out as is.)
 type HubKey = (Arc<str>, String, Option<String>);
 
 /// The open hubs.

@@ -224,9 +224,12 @@ test('raw socket: a paused reader gets RESYNC, then a fresh snapshot; others are
   ws.on('message', (d) => {
     const m = JSON.parse(d.toString());
     if (m.type === 'connection_ack') {
-      // Whole objects, so the socket buffers fill while the reader is paused.
+      // Whole objects, eight times each (aliases), so the socket buffers (MBs on loopback) fill
+      // within seconds while the reader is paused: only then does the server fall behind, since
+      // it renders each event once for all subscribers and keeps up with the simulator.
+      const raw = Array.from({ length: 8 }, (_, i) => `r${i}: raw`).join(' ');
       send(ws, { id: 'slow', type: 'subscribe', payload: { query:
-        'subscription { resourceChanged(snapshot: true) { type sequence object { ... on Machine { raw } ... on NetworkConfiguration { raw } ... on KubernetesCluster { raw } } } }' } });
+        `subscription { resourceChanged(snapshot: true) { type sequence object { ... on Machine { ${raw} } ... on NetworkConfiguration { ${raw} } ... on KubernetesCluster { ${raw} } } } }` } });
     } else if (m.type === 'next') {
       events.push(m.payload.data.resourceChanged.type);
     } else if (m.type === 'ping') {

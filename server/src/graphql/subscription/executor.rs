@@ -39,6 +39,7 @@ use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 use futures::{FutureExt, StreamExt};
 use parking_lot::Mutex;
+use std::sync::atomic::Ordering;
 
 use super::{Active, After, ClusterEvent, Mode, ResourceEvent, ResourceEventType, Seq, open};
 use crate::graphql::paging::Filter;
@@ -409,6 +410,17 @@ struct Ring {
     inner: Mutex<RingFrames>,
     notify: tokio::sync::Notify,
     capacity: usize,
+    /// Where each subscriber is, so that one falling out of the ring is counted when it
+    /// happens (`vitistack_subscription_overflows_total`), not when it next reads.
+    readers: Mutex<Vec<std::sync::Weak<Cursor>>>,
+    overflows: Option<prometheus::IntCounter>,
+}
+
+/// A subscriber's position in its hub's ring, and whether it has fallen out of it.
+#[derive(Default)]
+struct Cursor {
+    at: std::sync::atomic::AtomicU64,
+    overflowed: std::sync::atomic::AtomicBool,
 }
 
 struct RingFrames {
@@ -430,8 +442,10 @@ enum Read {
 }
 
 impl Ring {
-    fn new(capacity: usize) -> Self {
+    fn new(capacity: usize, overflows: Option<prometheus::IntCounter>) -> Self {
         Ring {
+            readers: Mutex::default(),
+            overflows,
             inner: Mutex::new(RingFrames {
                 first: 0,
                 frames: Default::default(),
@@ -443,15 +457,38 @@ impl Ring {
     }
 
     fn push(&self, frame: Arc<Frame>) {
-        {
+        let dropped = {
             let mut r = self.inner.lock();
-            if r.frames.len() >= self.capacity {
+            let dropped = (r.frames.len() >= self.capacity).then(|| {
                 r.frames.pop_front();
                 r.first += 1;
-            }
+                r.first
+            });
             r.frames.push_back(frame);
+            dropped
+        };
+        if let Some(first) = dropped {
+            // Readers whose next frame was just dropped have overflowed.
+            let mut readers = self.readers.lock();
+            readers.retain(|c| c.strong_count() > 0);
+            for c in readers.iter().filter_map(std::sync::Weak::upgrade) {
+                if c.at.load(Ordering::Acquire) < first
+                    && !c.overflowed.swap(true, Ordering::AcqRel)
+                    && let Some(m) = &self.overflows
+                {
+                    m.inc();
+                }
+            }
         }
         self.notify.notify_waiters();
+    }
+
+    /// A new reader at the end of the ring.
+    fn reader(&self) -> Arc<Cursor> {
+        let c = Arc::new(Cursor::default());
+        c.at.store(self.end_position(), Ordering::Release);
+        self.readers.lock().push(Arc::downgrade(&c));
+        c
     }
 
     fn end(&self) {
@@ -649,7 +686,10 @@ impl Runner {
             return Ok(hub);
         }
         let (mut events, _) = self.open(Mode::Live, true).await?;
-        let ring = Arc::new(Ring::new(hubs.capacity));
+        let ring = Arc::new(Ring::new(
+            hubs.capacity,
+            hubs.metrics.as_ref().map(|m| m.overflows.clone()),
+        ));
         let sender = ring.clone();
         let runner = self.clone();
         let counter = hubs.metrics.as_ref().map(|m| m.renders.clone());
@@ -717,7 +757,7 @@ struct Subscriber {
     /// Held so the hub lives while anyone listens.
     hub: Arc<Hub>,
     /// Its position in the hub's frames.
-    at: u64,
+    at: Arc<Cursor>,
     /// The opening (or a resync) being sent.
     opening: Option<BoxStream<'static, Seq<Update>>>,
     /// Events up to here are in what was sent.
@@ -754,13 +794,18 @@ impl Subscriber {
                     None => self.opening = None,
                 }
             }
-            let frame = match self.hub.ring.next(self.at).await {
+            let at = self.at.at.load(Ordering::Acquire);
+            let frame = match self.hub.ring.next(at).await {
                 Read::Frame(frame) => {
-                    self.at += 1;
+                    self.at.at.store(at + 1, Ordering::Release);
                     (!frame.resync).then_some(frame)
                 }
                 Read::Lagged => {
-                    self.at = self.hub.ring.end_position();
+                    // Fell out of the ring (counted by the ring when it happened).
+                    self.at.overflowed.store(false, Ordering::Release);
+                    self.at
+                        .at
+                        .store(self.hub.ring.end_position(), Ordering::Release);
                     None
                 }
                 Read::Pending => continue,
@@ -831,7 +876,7 @@ pub fn subscribe(
             Ok(hub) => hub,
             Err(r) => return refused(r).boxed(),
         };
-        let at = hub.ring.end_position();
+        let at = hub.ring.reader();
         let (opening, after) = match runner.open(Mode::Opening, true).await {
             Ok(o) => o,
             Err(r) => return refused(r).boxed(),

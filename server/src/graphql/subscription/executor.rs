@@ -568,20 +568,6 @@ impl Hubs {
         }
     }
 
-    /// Hubs serving at least one subscriber now.
-    pub fn len(&self) -> usize {
-        self.open
-            .lock()
-            .values()
-            .filter(|h| h.strong_count() > 0)
-            .count()
-    }
-
-    /// True when no hub is open.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
     fn get(&self, key: &HubKey) -> Option<Arc<Hub>> {
         self.open.lock().get(key).and_then(std::sync::Weak::upgrade)
     }

@@ -39,6 +39,51 @@ fn dashboard(c: &mut Criterion) {
             std::hint::black_box(r.data);
         })
     });
+    // Kept parts (PART_CACHE_MB): the page again with nothing changed (every cluster reused),
+    // and with one machine on the page changed before each request (its cluster resolved again).
+    let parts = std::sync::Arc::new(vitistack::graphql::parts::PartCache::new(
+        64 << 20,
+        prometheus::IntCounter::new("h", "h").expect("counter"),
+        prometheus::IntCounter::new("m", "m").expect("counter"),
+    ));
+    let with_parts = |snap: std::sync::Arc<vitistack::store::Snapshot>| {
+        let request = async_graphql::Request::new(DASHBOARD);
+        let key = vitistack::graphql::parts::RequestKey::of(&request);
+        let request = request.data(snap.clone());
+        match parts.for_request(key, snap) {
+            Some(p) => request.data(p),
+            None => request,
+        }
+    };
+    let first = rt.block_on(schema.execute(with_parts(store.snapshot())));
+    assert_eq!(first.data, check.data);
+    group.bench_function("kept_parts_unchanged", |b| {
+        b.iter(|| {
+            let r = rt.block_on(schema.execute(with_parts(store.snapshot())));
+            std::hint::black_box(r.data);
+        })
+    });
+    let page = check.data.clone().into_json().expect("json");
+    let name = page["clusters"]["nodes"][0]["machines"]["nodes"][0]["name"].clone();
+    let on_page = store
+        .snapshot()
+        .list(vitistack::model::Kind::Machine)
+        .find(|m| m.name() == name)
+        .map(|m| (**m).clone())
+        .expect("a machine on the page");
+    let mut flip = false;
+    group.bench_function("kept_parts_one_change_each", |b| {
+        b.iter(|| {
+            flip = !flip;
+            let mut v = on_page.to_value();
+            v["status"]["phase"] = serde_json::json!(if flip { "Failed" } else { "Running" });
+            store.apply(vec![Op::Upsert(
+                vitistack::source::demo::decode(v).expect("decodes"),
+            )]);
+            let r = rt.block_on(schema.execute(with_parts(store.snapshot())));
+            std::hint::black_box(r.data);
+        })
+    });
     group.bench_function("cluster_summary_500", |b| {
         b.iter(|| {
             let r = rt.block_on(

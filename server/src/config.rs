@@ -172,6 +172,13 @@ pub struct ServeConfig {
     #[arg(long, env = "RESPONSE_CACHE_MB", default_value_t = 32)]
     pub response_cache_mb: usize,
 
+    /// Memory kept for parts of answers, in MiB (0 = off): each item of a connection (a cluster
+    /// with its machines, a machine with its class) is kept with the objects it read and reused
+    /// by the same query while those objects are unchanged, so a page that a change touched in
+    /// one place is not executed again everywhere. Exact, like the response cache.
+    #[arg(long, env = "PART_CACHE_MB", default_value_t = 64)]
+    pub part_cache_mb: usize,
+
     /// Where objects come from: `kube` (watch a cluster), `embedded` (files, demo, database), or
     /// `auto`: kube when KUBECONFIG, KUBE_CONTEXT or an in-cluster service account is present
     /// (and no demo was asked for), embedded otherwise.

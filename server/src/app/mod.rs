@@ -296,8 +296,14 @@ pub async fn start(cfg: &ServeConfig, listener: TcpListener) -> anyhow::Result<R
         metrics.cache_hits.clone(),
         metrics.cache_misses.clone(),
     ));
+    let parts = Arc::new(crate::graphql::parts::PartCache::new(
+        cfg.part_cache_mb.saturating_mul(1024 * 1024),
+        metrics.part_hits.clone(),
+        metrics.part_misses.clone(),
+    ));
     let state = AppState {
         cache,
+        parts,
         gate: Arc::new(crate::http::ws::Gate::new(cfg.stream_settings())),
         store: store.clone(),
         schema,

@@ -3,6 +3,7 @@
 pub mod history;
 pub mod limits;
 pub mod paging;
+pub mod parts;
 pub mod query;
 pub mod selector;
 pub mod subscription;

@@ -23,6 +23,8 @@ impl Volatile {
 
 /// Mark the request in `ctx` volatile (no-op outside an HTTP query, e.g. in subscriptions).
 pub fn mark_volatile(ctx: &async_graphql::Context<'_>) {
+    // Nor may a part of the answer that contains it be kept.
+    crate::store::reads::note_inexact();
     if let Some(v) = ctx.data_opt::<Volatile>() {
         v.mark();
     }

@@ -16,31 +16,7 @@ use parking_lot::Mutex;
 use tokio::sync::OnceCell;
 
 /// What identifies an answer, besides the snapshot sequence.
-#[derive(Clone, PartialEq, Eq, Hash)]
-pub struct Key {
-    query: String,
-    operation: Option<String>,
-    variables: String,
-}
-
-impl Key {
-    /// The key for a request, or None when it cannot be cached (extensions such as persisted
-    /// queries or tracing flags could change the answer).
-    pub fn of(request: &async_graphql::Request) -> Option<Key> {
-        if !request.extensions.is_empty() {
-            return None;
-        }
-        Some(Key {
-            query: request.query.clone(),
-            operation: request.operation_name.clone(),
-            variables: serde_json::to_string(&request.variables).ok()?,
-        })
-    }
-
-    fn size(&self) -> usize {
-        self.query.len() + self.variables.len() + self.operation.as_ref().map_or(0, String::len)
-    }
-}
+pub use crate::graphql::parts::RequestKey as Key;
 
 /// An executed answer: the serialized body, and whether it may be kept.
 #[derive(Clone)]

@@ -36,6 +36,10 @@ pub struct Metrics {
     pub cache_hits: prometheus::IntCounter,
     /// Queries executed (cache miss, uncacheable, or cache off).
     pub cache_misses: prometheus::IntCounter,
+    /// Connection items reused from the part cache.
+    pub part_hits: prometheus::IntCounter,
+    /// Connection items resolved (not kept, changed, or first seen).
+    pub part_misses: prometheus::IntCounter,
     /// Subscription gauges and counters (handed to the schema).
     pub subscriptions: crate::graphql::subscription::SubscriptionMetrics,
     /// History writer, queries and webhooks.
@@ -116,6 +120,16 @@ impl Metrics {
         )?;
         registry.register(Box::new(cache_hits.clone()))?;
         registry.register(Box::new(cache_misses.clone()))?;
+        let part_hits = prometheus::IntCounter::new(
+            "vitistack_graphql_part_hits_total",
+            "Connection items of query answers reused from the part cache (their objects unchanged)",
+        )?;
+        let part_misses = prometheus::IntCounter::new(
+            "vitistack_graphql_part_misses_total",
+            "Connection items of query answers resolved instead of reused from the part cache",
+        )?;
+        registry.register(Box::new(part_hits.clone()))?;
+        registry.register(Box::new(part_misses.clone()))?;
         let ws_open = IntGauge::new("vitistack_websockets_open", "Open GraphQL WebSockets")?;
         let ws_closes = IntCounterVec::new(
             Opts::new(
@@ -186,6 +200,8 @@ impl Metrics {
             sse_open,
             cache_hits,
             cache_misses,
+            part_hits,
+            part_misses,
             subscriptions,
             history,
             lagged,

@@ -53,6 +53,8 @@ pub struct AppState {
     pub source: Arc<SourceStatus>,
     /// Answers to repeated queries on an unchanged graph.
     pub cache: Arc<cache::ResponseCache>,
+    /// Parts of answers kept across changes.
+    pub parts: Arc<crate::graphql::parts::PartCache>,
     /// Admits WebSockets and SSE streams under the caps.
     pub gate: Arc<ws::Gate>,
     /// The event log (each query gets its own history loaders).
@@ -60,14 +62,20 @@ pub struct AppState {
 }
 
 impl AppState {
-    /// What every query request carries besides the document: the snapshot it reads, and its
-    /// own history loaders (a page's history is prefetched into them).
+    /// What every query request carries besides the document: the snapshot it reads, the kept
+    /// parts of earlier answers to the same request (`key`), and its own history loaders (a
+    /// page's history is prefetched into them).
     pub fn query_data(
         &self,
         request: async_graphql::Request,
         snapshot: Arc<crate::store::Snapshot>,
+        key: Option<cache::Key>,
     ) -> async_graphql::Request {
-        let request = request.data(snapshot);
+        let parts = self.parts.for_request(key, snapshot.clone());
+        let mut request = request.data(snapshot);
+        if let Some(parts) = parts {
+            request = request.data(parts);
+        }
         match &self.history {
             Some(h) => request.data(crate::graphql::history::request_loaders(h.clone())),
             None => request,
@@ -150,9 +158,9 @@ async fn graphql_ws(
     upgrade
         .protocols(ws::PROTOCOLS)
         // Small buffers: most sockets are idle subscribers (tungstenite's default is 128 KiB;
-        // client messages are small, and every server message is flushed as it is sent).
+        // client messages are small; what the server has ready is written in one flush).
         .read_buffer_size(1024)
-        .write_buffer_size(0)
+        .write_buffer_size(ws::WRITE_BUFFER_BYTES)
         // The same bound as an HTTP body: larger frames and messages are refused with 1009.
         .max_frame_size(MAX_BODY_BYTES)
         .max_message_size(MAX_BODY_BYTES)
@@ -275,13 +283,16 @@ async fn execute(
     let snapshot = app.store.snapshot();
     let seq = snapshot.seq();
     let key = cache::Key::of(&request);
+    let parts_key = key.clone();
     let (answer, _) = app
         .cache
         .get_or_execute(seq, key, || async move {
             // Only queries are kept; a document that does not parse is answered with its errors.
             let is_query = request.parsed_query().is_ok_and(only_queries);
             let volatile = crate::graphql::Volatile::default();
-            let request = app.query_data(request, snapshot).data(volatile.clone());
+            let request = app
+                .query_data(request, snapshot, parts_key)
+                .data(volatile.clone());
             let mut response = app.schema.execute(request).await;
             rewrite_limit_errors(&mut response, app.max_depth);
             let ok = response.errors.is_empty();

@@ -154,7 +154,10 @@ pub fn execute_stream(
         Some(None) => app.schema.execute_stream(request).map(response).boxed(),
         None => app
             .schema
-            .execute_stream(app.query_data(request, app.store.snapshot()))
+            .execute_stream({
+                let key = super::cache::Key::of(&request);
+                app.query_data(request, app.store.snapshot(), key)
+            })
             .map(response)
             .boxed(),
     }
@@ -163,6 +166,12 @@ pub fn execute_stream(
 fn response(r: async_graphql::Response) -> Payload {
     Payload::Response(Box::new(r))
 }
+
+/// Most messages written to a socket in one go.
+const MAX_BATCH: usize = 64;
+
+/// Bytes a socket buffers before writing (a batch is written in pieces of about this size).
+pub const WRITE_BUFFER_BYTES: usize = 16 * 1024;
 
 /// Which subprotocol the socket speaks.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -304,8 +313,27 @@ impl Conn {
                     Ok(())
                 }
             };
-            for text in self.out.drain(..) {
-                if sink.send(Message::Text(text.into())).await.is_err() {
+            // Everything the operations have ready now goes out together, in as few writes as
+            // the write buffer allows: a socket that fell behind catches up with few system
+            // calls. (Polled with this task's context, so whatever is not ready wakes it later.)
+            while step.is_ok() && !self.streams.is_empty() && self.out.len() < MAX_BATCH {
+                let ready = std::future::poll_fn(|cx| {
+                    std::task::Poll::Ready(match self.streams.poll_next_unpin(cx) {
+                        std::task::Poll::Ready(Some(item)) => Some(item),
+                        _ => None,
+                    })
+                })
+                .await;
+                let Some((id, item)) = ready else { break };
+                self.deliver(id, item);
+            }
+            if !self.out.is_empty() {
+                for text in self.out.drain(..) {
+                    if sink.feed(Message::Text(text.into())).await.is_err() {
+                        return None;
+                    }
+                }
+                if sink.flush().await.is_err() {
                     return None;
                 }
             }

@@ -1,5 +1,7 @@
 //! Where objects come from: manifest files (the embedded source) and the generated demo fleet.
 
+#[cfg(test)]
+pub(crate) mod churn;
 pub mod demo;
 pub mod kube;
 pub mod manifest;

@@ -2,6 +2,7 @@
 //! secondary indexes for every relationship, and one sequence-numbered change stream.
 
 mod index;
+pub mod reads;
 
 use std::sync::Arc;
 
@@ -199,6 +200,7 @@ impl Members {
 impl Snapshot {
     /// The sequence number of the last change this snapshot contains.
     pub fn seq(&self) -> u64 {
+        reads::note_inexact();
         self.seq
     }
 
@@ -213,6 +215,7 @@ impl Snapshot {
     /// The derived state of type `T` for exactly this snapshot's objects, when the store keeps
     /// one.
     pub fn derived<T: std::any::Any>(&self) -> Option<&T> {
+        reads::note_inexact();
         self.derived.as_deref()?.downcast_ref::<T>()
     }
 
@@ -223,6 +226,7 @@ impl Snapshot {
         &self,
         compute: impl FnOnce(&Snapshot) -> T,
     ) -> Arc<T> {
+        reads::note_inexact();
         let found = self
             .memo
             .lock()
@@ -238,21 +242,33 @@ impl Snapshot {
 
     /// Look an object up by identity.
     pub fn get(&self, kind: Kind, namespace: &str, name: &str) -> Option<&Arc<Resource>> {
-        self.by_key.get(&Key::new(kind, namespace, name))
+        let key = Key::new(kind, namespace, name);
+        let found = self.by_key.get(&key);
+        reads::note_key(|| key, found);
+        found
     }
 
     /// Look an object up by key.
     pub fn get_key(&self, key: &Key) -> Option<&Arc<Resource>> {
-        self.by_key.get(key)
+        let found = self.by_key.get(key);
+        reads::note_key(|| key.clone(), found);
+        found
     }
 
     /// Look an object up by `metadata.uid`.
     pub fn by_uid(&self, uid: &str) -> Option<&Arc<Resource>> {
+        let found = self.by_uid_untracked(uid);
+        reads::note_uid(uid, found);
+        found
+    }
+
+    fn by_uid_untracked(&self, uid: &str) -> Option<&Arc<Resource>> {
         self.by_uid.get(uid).and_then(|k| self.by_key.get(k))
     }
 
     /// Every object of a kind, ordered by namespace then name.
     pub fn list(&self, kind: Kind) -> impl Iterator<Item = &Arc<Resource>> + '_ {
+        reads::note_inexact();
         let start = Key::new(kind, "", "");
         self.objects
             .range(start..)
@@ -266,6 +282,7 @@ impl Snapshot {
         kind: Kind,
         namespace: &str,
     ) -> impl Iterator<Item = &Arc<Resource>> + '_ {
+        reads::note_inexact();
         let start = Key::new(kind, namespace, "");
         let ns = namespace.to_string();
         self.objects
@@ -283,6 +300,7 @@ impl Snapshot {
         after: Option<&Key>,
     ) -> impl Iterator<Item = &'a Arc<Resource>> + 'a {
         use std::ops::Bound;
+        reads::note_inexact();
         let start = match after {
             Some(k) => Bound::Excluded(k.clone()),
             None => Bound::Included(Key::new(kind, namespace.unwrap_or_default(), "")),
@@ -302,6 +320,11 @@ impl Snapshot {
 
     /// Objects found through a secondary index, ordered by key.
     pub fn lookup(&self, idx: Idx, value: &str) -> impl Iterator<Item = &Arc<Resource>> + '_ {
+        reads::note_index(self, idx, value);
+        self.lookup_untracked(idx, value)
+    }
+
+    fn lookup_untracked(&self, idx: Idx, value: &str) -> impl Iterator<Item = &Arc<Resource>> + '_ {
         self.index
             .get(&(idx, value.to_string()))
             .into_iter()
@@ -316,11 +339,13 @@ impl Snapshot {
 
     /// Total number of objects.
     pub fn len(&self) -> usize {
+        reads::note_inexact();
         self.objects.len()
     }
 
     /// True when the graph holds nothing.
     pub fn is_empty(&self) -> bool {
+        reads::note_inexact();
         self.objects.is_empty()
     }
 

@@ -64,3 +64,57 @@ async fn repeated_queries_are_served_from_the_cache_and_never_stale() {
     }
     assert_eq!(hits(&app.get("/metrics").await.1), before);
 }
+
+/// A change drops the answers kept whole, but the parts of a page it did not touch are reused:
+/// the next answer shows the change, equals the answer of a server that keeps nothing, and all
+/// clusters but the changed one came from kept parts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_change_the_untouched_parts_of_a_page_are_reused() {
+    let app = spawn(&["--demo"]).await;
+    let plain = spawn(&["--demo", "--response-cache-mb", "0", "--part-cache-mb", "0"]).await;
+    let q = "{ clusters(first: 50) { nodes { name phase machines(first: 100) { nodes { name phase machineClass { name } } } } } }";
+    let part_hits = |m: &str| metric(m, "vitistack_graphql_part_hits_total");
+
+    let first = app.data(q, json!({})).await;
+    assert_eq!(first, plain.data(q, json!({})).await);
+    let clusters = first["clusters"]["nodes"].as_array().map_or(0, Vec::len) as i64;
+    assert!(clusters > 3, "{first}");
+    let (at, name) = first["clusters"]["nodes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .enumerate()
+        .find_map(|(i, c)| Some((i, c["machines"]["nodes"][0]["name"].as_str()?.to_owned())))
+        .expect("a cluster with machines");
+    let hits_before = part_hits(&app.get("/metrics").await.1);
+
+    // That cluster's first machine fails, in both servers.
+    for a in [&app, &plain] {
+        let store = &a.running().store;
+        let machine = store
+            .snapshot()
+            .list(Kind::Machine)
+            .find(|m| m.name() == name)
+            .expect("the machine")
+            .clone();
+        let mut v = machine.to_value();
+        v["status"]["phase"] = json!("Failed");
+        if let Some(m) = v.as_object_mut() {
+            m.remove("apiVersion");
+            m.remove("kind");
+        }
+        let m = Resource::from_value(Kind::Machine, machine.version(), v).expect("machine");
+        store.apply(vec![Op::Upsert(m)]);
+    }
+    let second = app.data(q, json!({})).await;
+    assert_eq!(
+        second["clusters"]["nodes"][at]["machines"]["nodes"][0]["phase"],
+        "Failed"
+    );
+    assert_eq!(second, plain.data(q, json!({})).await);
+    let reused = part_hits(&app.get("/metrics").await.1) - hits_before;
+    assert!(
+        reused >= clusters - 1,
+        "{reused} parts reused of {clusters} clusters"
+    );
+}

@@ -4,8 +4,8 @@ use super::*;
 use crate::graphql::query::{
     cluster_summary, cluster_summary_full, infrastructure_summary, infrastructure_summary_full,
 };
-use crate::source::demo::{FleetSpec, Rng, decode, fleet};
-use crate::source::simulator::Simulator;
+use crate::source::churn::Churn;
+use crate::source::demo::{FleetSpec, decode, fleet};
 use crate::store::{Op, Store};
 
 fn store_with_fleet(spec: &FleetSpec) -> Store {
@@ -35,53 +35,6 @@ fn assert_consistent(store: &Store, step: usize, seed: u64) {
     assert_eq!(cluster_summary(&snap), cluster_summary_full(&snap));
 }
 
-/// One random edit of `r` of the kind that moves the totals or a cluster's pipeline.
-fn edit(r: &Resource, rng: &mut Rng, cluster_ids: &[String], classes: &[String]) -> Option<Op> {
-    let mut v = r.to_value();
-    let pick = |rng: &mut Rng, xs: &[&str]| xs[rng.below(xs.len() as u64) as usize].to_owned();
-    match r.kind() {
-        Kind::Machine => match rng.below(4) {
-            0 => {
-                v["status"] =
-                    json!({"phase": pick(rng, &["Running", "Failed", "Pending", "Stopped"])})
-            }
-            1 if !cluster_ids.is_empty() => {
-                let id = &cluster_ids[rng.below(cluster_ids.len() as u64) as usize];
-                v["metadata"]["labels"][LABEL_CLUSTER_ID] = json!(id);
-            }
-            2 if !classes.is_empty() => {
-                v["spec"]["machineClass"] =
-                    json!(classes[rng.below(classes.len() as u64) as usize]);
-            }
-            _ => v["spec"]["cpu"] = json!({"cores": rng.below(64) + 1, "sockets": 2}),
-        },
-        Kind::MachineClass => v["spec"]["cpu"]["cores"] = json!(rng.below(32) + 1),
-        Kind::NetworkConfiguration => {
-            v["status"] = json!({"phase": "Ready", "networkInterfaces": [
-                {"name": "eth0", "ipv4Addresses": (0..rng.below(3)).map(|i| format!("10.9.0.{i}")).collect::<Vec<_>>()}]})
-        }
-        Kind::NetworkNamespace => {
-            let ok = rng.below(2) == 0;
-            v["status"] = json!({"phase": if ok { "Ready" } else { "Error" }, "conditions": [{"type": "Ready",
-                "status": if ok { "True" } else { "False" }, "reason": if ok { "Ready" } else { "Error" },
-                "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}]})
-        }
-        Kind::ControlPlaneVirtualSharedIp => {
-            v["status"] = if rng.below(2) == 0 {
-                json!({"loadBalancerIps": ["10.1.1.1"], "phase": "Ready"})
-            } else {
-                json!({"phase": "Pending"})
-            }
-        }
-        Kind::KubernetesCluster => {
-            v["status"] = json!({"phase": pick(rng, &["Ready", "Provisioning", "Failed"])})
-        }
-        Kind::ClusterStorage => v["status"] = json!({"phase": pick(rng, &["Bound", "Pending"])}),
-        _ => return None,
-    }
-    decode(v).map(Op::Upsert)
-}
-
 /// Random batches of edits, deletions, re-creations and simulator steps: after every batch the
 /// kept aggregates equal a recount, over many seeds.
 #[test]
@@ -93,46 +46,9 @@ fn kept_aggregates_equal_a_recount_after_random_changes() {
         };
         let store = store_with_fleet(&spec);
         assert_consistent(&store, 0, seed);
-        let mut sim = Simulator::new(&spec, seed);
-        let mut rng = Rng(seed.wrapping_mul(7919) + 1);
-        let mut deleted: Vec<Resource> = Vec::new();
+        let mut churn = Churn::new(&spec, seed);
         for step in 1..=60 {
-            let snap = store.snapshot();
-            let all: Vec<Arc<Resource>> = Kind::ALL
-                .iter()
-                .flat_map(|k| snap.list(*k).cloned().collect::<Vec<_>>())
-                .collect();
-            let cluster_ids: Vec<String> = snap
-                .list(Kind::KubernetesCluster)
-                .filter_map(|c| match c.as_ref() {
-                    Resource::KubernetesCluster(kc) => Some(kc.spec.data.cluster_id.clone()),
-                    _ => None,
-                })
-                .collect();
-            let classes: Vec<String> = snap
-                .list(Kind::MachineClass)
-                .map(|c| c.name().to_owned())
-                .collect();
-            let mut ops = Vec::new();
-            for _ in 0..=rng.below(4) {
-                match rng.below(10) {
-                    0..=1 => ops.extend(sim.step()),
-                    2 if !all.is_empty() => {
-                        let r = &all[rng.below(all.len() as u64) as usize];
-                        deleted.push((**r).clone());
-                        ops.push(Op::Delete(Key::of(r)));
-                    }
-                    3 if !deleted.is_empty() => {
-                        let i = rng.below(deleted.len() as u64) as usize;
-                        ops.push(Op::Upsert(deleted.swap_remove(i)));
-                    }
-                    _ if !all.is_empty() => {
-                        let r = &all[rng.below(all.len() as u64) as usize];
-                        ops.extend(edit(r, &mut rng, &cluster_ids, &classes));
-                    }
-                    _ => {}
-                }
-            }
+            let ops = churn.batch(&store.snapshot());
             store.apply(ops);
             assert_consistent(&store, step, seed);
         }

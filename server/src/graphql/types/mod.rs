@@ -20,6 +20,7 @@ pub use hosts::*;
 pub use network::*;
 
 use super::paging::{self, ConnectionFields, Cursor, Filter, PageArgs, Sort};
+use super::parts::{Memo, ShowsObject};
 use crate::model::{Condition, Kind, Resource};
 use crate::store::{Key, Snapshot};
 
@@ -48,11 +49,12 @@ pub fn max_page_size(ctx: &Context<'_>) -> usize {
 }
 
 /// A Relay connection of store objects.
-pub type Conn<T> = async_graphql::connection::Connection<Cursor, T, ConnectionFields>;
+/// Its items are resolved through [`Memo`], so their values can be kept across changes.
+pub type Conn<T> = async_graphql::connection::Connection<Cursor, Memo<T>, ConnectionFields>;
 
 /// Filter, sort and paginate objects for a connection field; the history the selection asks of
 /// the page's items is loaded for all of them at once (see [`crate::graphql::history::prefetch`]).
-pub async fn connection<T: async_graphql::OutputType>(
+pub async fn connection<T: async_graphql::OutputType + ShowsObject>(
     ctx: &Context<'_>,
     mut items: Vec<Arc<Resource>>,
     filter: Option<&Filter>,
@@ -64,7 +66,7 @@ pub async fn connection<T: async_graphql::OutputType>(
     paging::apply_filter(&mut items, filter)?;
     items.retain(|r| wrap(r.clone()).is_some());
     // Items of another kind are dropped first so that totalCount and the pages agree.
-    let conn = paging::paginate(items, sort, page, max, wrap)?;
+    let conn = paging::paginate(items, sort, page, max, |r| wrap(r).map(Memo))?;
     let uids: Vec<&str> = conn
         .edges
         .iter()
@@ -262,6 +264,12 @@ macro_rules! node_type {
             /// Wrap an object of this kind; `None` for other kinds.
             pub fn new(r: std::sync::Arc<crate::model::Resource>) -> Option<Self> {
                 matches!(&*r, $(crate::model::Resource::$variant(_))|+).then(|| $wrapper(r))
+            }
+        }
+
+        impl crate::graphql::parts::ShowsObject for $wrapper {
+            fn object(&self) -> &std::sync::Arc<crate::model::Resource> {
+                &self.0
             }
         }
 

@@ -1,0 +1,35 @@
+# Shared by the load scripts (sourced): the release build, wrk's request script for a query, and
+# the server with the generated 500-cluster fleet.
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/tmp/vitistack-target}"
+
+# Install wrk and build the release server.
+load_setup() {
+  command -v wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk >/dev/null; }
+  cargo build --release --locked -p vitistack-server
+}
+
+# Write a wrk script POSTing the query in file $1 to file $2.
+wrk_script() {
+  python3 - "$1" "$2" <<'PY'
+import json, sys
+body = json.dumps({"query": open(sys.argv[1]).read()}).replace("\\", "\\\\").replace('"', '\\"')
+open(sys.argv[2], "w").write(f'wrk.method = "POST"\nwrk.headers["Content-Type"] = "application/json"\nwrk.body = "{body}"\n')
+PY
+}
+
+# Start the release server on port $1 with the 500-cluster demo in a fresh database under $2,
+# the simulator at $3 steps/s (0: still); extra environment comes from the caller. Sets PID and
+# waits until it is ready.
+start_server() {
+  local port=$1 dir=$2 churn=$3 sim=()
+  [ "$churn" != 0 ] && sim=(env SIMULATE=true SIMULATE_STEPS_PER_SECOND="$churn")
+  DATABASE_URL="sqlite://$dir/load.db" PORT=$port BIND_ADDRESS=127.0.0.1 LOG_LEVEL=warn \
+    "${sim[@]}" "$CARGO_TARGET_DIR/release/vitistack" serve --demo --demo-clusters 500 &
+  PID=$!
+  for _ in $(seq 1 300); do curl -sf "http://127.0.0.1:$port/ready" >/dev/null && return 0; sleep 0.1; done
+  echo "the server on port $port did not become ready" >&2
+  return 1
+}
+
+# The store's sequence number on port $1 (changes applied so far).
+store_seq() { curl -s "http://127.0.0.1:$1/metrics" | awk '/^vitistack_store_sequence /{print $2}'; }

@@ -171,7 +171,7 @@ fn response(r: async_graphql::Response) -> Payload {
 const MAX_BATCH: usize = 64;
 
 /// Bytes a socket buffers before writing (a batch is written in pieces of about this size).
-pub const WRITE_BUFFER_BYTES: usize = 16 * 1024;
+pub const WRITE_BUFFER_BYTES: usize = 8 * 1024;
 
 /// Which subprotocol the socket speaks.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]

@@ -7,6 +7,8 @@ use graphql_client::GraphQLQuery;
 
 // The schema's custom scalar, as the generated code names it.
 pub type JSON = serde_json::Value;
+/// The server's 64-bit integer scalar (byte counts).
+pub type Long = i64;
 
 macro_rules! operation {
     ($name:ident, $file:literal) => {

@@ -62,7 +62,7 @@ pub struct MachineSummary {
     /// Sum of effective vCPUs.
     pub vcpus: i64,
     /// Sum of effective memory in bytes.
-    pub memory_bytes: i64,
+    pub memory_bytes: crate::graphql::types::Long,
 }
 
 /// Networks in numbers.
@@ -230,7 +230,7 @@ pub fn infrastructure_summary(s: &Snapshot) -> InfrastructureSummary {
             by_phase: from_counts(&t.machine_phases),
             by_provider: from_counts(&t.machine_providers),
             vcpus: t.machine_vcpus(),
-            memory_bytes: t.machine_memory_bytes(),
+            memory_bytes: crate::graphql::types::Long(t.machine_memory_bytes()),
         },
         networks: NetworkSummary {
             namespaces: t.count(Kind::NetworkNamespace),
@@ -296,7 +296,7 @@ pub fn infrastructure_summary_full(s: &Snapshot) -> InfrastructureSummary {
                 _ => "",
             })),
             vcpus,
-            memory_bytes: memory,
+            memory_bytes: crate::graphql::types::Long(memory),
         },
         networks: NetworkSummary {
             namespaces: nns.len(),

@@ -756,3 +756,64 @@ async fn resource_sums_saturate_on_huge_quantities() {
         "8Ei does not fit in i64"
     );
 }
+
+/// GraphQL's `Int` is 32-bit: every byte count is the 64-bit scalar `Long` (a 16 GiB class is
+/// 17179869184, which graphql-js servers and gateways refuse as an `Int`), and no `Int` field of
+/// the demo's machine classes and machines carries a value outside 32 bits.
+#[tokio::test]
+async fn byte_counts_are_long_and_every_int_fits_in_32_bits() {
+    let app = super::spawn(&["--demo"]).await;
+    let d = app
+        .data(
+            "{ __schema { types { name fields { name type { name kind ofType { name } } } } } }",
+            json!({}),
+        )
+        .await;
+    let mut byte_fields = 0;
+    for t in d["__schema"]["types"].as_array().into_iter().flatten() {
+        for f in t["fields"].as_array().into_iter().flatten() {
+            let name = f["name"].as_str().unwrap_or_default();
+            if name == "bytes" || name.ends_with("Bytes") {
+                let ty = f["type"]["name"]
+                    .as_str()
+                    .or(f["type"]["ofType"]["name"].as_str());
+                assert!(
+                    matches!(ty, Some("Long" | "Float")),
+                    "{}.{name} is {ty:?}, not a 64-bit type",
+                    t["name"]
+                );
+                byte_fields += 1;
+            }
+        }
+    }
+    assert!(byte_fields >= 6, "{byte_fields}");
+    let d = app
+        .data(
+            "{ machineClasses(first: 50) { nodes { name memory { bytes minBytes maxBytes } cpu { vcpus } } }
+               machines(first: 200) { nodes { memoryBytes resources { vcpus memoryBytes diskGb } } }
+               infrastructure { machines { total vcpus memoryBytes } storage { machineDiskGb } } }",
+            json!({}),
+        )
+        .await;
+    let big = d["machineClasses"]["nodes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c["memory"]["bytes"].as_i64())
+        .max()
+        .unwrap_or(0);
+    assert!(
+        big > i64::from(i32::MAX),
+        "the demo has a class above 2 GiB: {big}"
+    );
+    // The Int fields asked for above stay within 32 bits on the demo.
+    let ints = [
+        d["infrastructure"]["machines"]["total"].as_i64(),
+        d["infrastructure"]["machines"]["vcpus"].as_i64(),
+        d["infrastructure"]["storage"]["machineDiskGb"].as_i64(),
+    ];
+    for v in ints {
+        let v = v.expect("a number");
+        assert!(i32::try_from(v).is_ok(), "{v} does not fit an Int");
+    }
+}

@@ -106,7 +106,7 @@ pub struct MachineResources {
     /// Virtual CPUs (sockets × cores × threads).
     pub vcpus: i64,
     /// Memory in bytes.
-    pub memory_bytes: Option<i64>,
+    pub memory_bytes: Option<super::Long>,
     /// Sum of disk sizes in GB.
     pub disk_gb: i64,
 }
@@ -124,7 +124,7 @@ impl MachineObj {
         let r = crate::domain::resources::of(snapshot, self.m());
         MachineResources {
             vcpus: r.vcpus,
-            memory_bytes: r.memory_bytes,
+            memory_bytes: r.memory_bytes.map(super::Long),
             disk_gb: r.disk_gb,
         }
     }
@@ -192,7 +192,7 @@ node_type! {
             Some(CpuTopology::new(c.cores.unwrap_or(1), c.sockets.unwrap_or(1), c.threads_per_core.unwrap_or(1)))
         }
         /// `spec.memory` override in bytes.
-        async fn memory_bytes(&self) -> Option<i64> { self.m().spec.memory }
+        async fn memory_bytes(&self) -> Option<super::Long> { self.m().spec.memory.map(super::Long) }
         /// Effective vCPUs, memory and disk: spec overrides, else the MachineClass.
         async fn resources(&self, ctx: &Context<'_>) -> MachineResources { self.resources_in(&snap(ctx)) }
         /// `spec.disks`.
@@ -252,11 +252,11 @@ pub struct ClassMemory {
     /// As written (`16Gi`).
     pub quantity: String,
     /// In bytes.
-    pub bytes: Option<i64>,
+    pub bytes: Option<super::Long>,
     /// Lower bound in bytes.
-    pub min_bytes: Option<i64>,
+    pub min_bytes: Option<super::Long>,
     /// Upper bound in bytes.
-    pub max_bytes: Option<i64>,
+    pub max_bytes: Option<super::Long>,
 }
 
 /// GPU of a MachineClass.
@@ -289,8 +289,9 @@ node_type! {
         /// `spec.memory`, parsed.
         async fn memory(&self) -> ClassMemory {
             let m = &self.c().spec.memory;
-            ClassMemory { quantity: m.quantity.raw(), bytes: m.quantity.bytes(),
-                min_bytes: m.min_quantity.as_ref().and_then(|q| q.bytes()), max_bytes: m.max_quantity.as_ref().and_then(|q| q.bytes()) }
+            let bytes = |q: &crate::model::Quantity| q.bytes().map(super::Long);
+            ClassMemory { quantity: m.quantity.raw(), bytes: bytes(&m.quantity),
+                min_bytes: m.min_quantity.as_ref().and_then(bytes), max_bytes: m.max_quantity.as_ref().and_then(bytes) }
         }
         /// `spec.gpu`.
         async fn gpu(&self) -> Option<Gpu> {

@@ -265,7 +265,9 @@ impl<T: OutputType + ShowsObject> OutputType for Memo<T> {
                     Part {
                         request: parts.key.clone(),
                         object: object.clone(),
-                        bytes: size_of_value(value) + 256 * (read.len() + 1),
+                        // The request's text counts in every part that keeps it alive, so a
+                        // large document cannot hold more than the bound through small parts.
+                        bytes: size_of_value(value) + 256 * (read.len() + 1) + parts.key.size(),
                         reads: read,
                         value: value.clone(),
                     },

@@ -194,3 +194,40 @@ async fn a_change_resolves_again_only_the_parts_that_read_it() {
         )
     );
 }
+
+/// Every part counts the text of the request it belongs to: a large document cannot keep more
+/// than the bound alive through many small parts (here no part of a 600 KB document fits a
+/// 1 MiB cache, so the same request resolves every item again).
+#[tokio::test]
+async fn a_large_document_cannot_hold_more_than_the_bound() {
+    let schema = build_schema(&SchemaSettings::default());
+    let store = Store::new();
+    store.apply(
+        fleet(&FleetSpec::demo())
+            .into_iter()
+            .map(Op::Upsert)
+            .collect(),
+    );
+    let hits = prometheus::IntCounter::new("h", "h").expect("counter");
+    let misses = prometheus::IntCounter::new("m", "m").expect("counter");
+    let cache = Arc::new(PartCache::new(1 << 20, hits.clone(), misses.clone()));
+    let query = format!(
+        "# {}\n{{ machines(first: 20) {{ nodes {{ name phase }} }} }}",
+        "x".repeat(600_000)
+    );
+    for _ in 0..2 {
+        let snap = store.snapshot();
+        let parts = cache.for_request(
+            RequestKey::of(&async_graphql::Request::new(&query)),
+            snap.clone(),
+        );
+        let answer = answer(&schema, "large", &query, parts, snap).await;
+        assert_eq!(
+            answer["data"]["machines"]["nodes"]
+                .as_array()
+                .map_or(0, Vec::len),
+            20
+        );
+    }
+    assert_eq!((hits.get(), misses.get()), (0, 40));
+}

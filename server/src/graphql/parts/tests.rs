@@ -112,11 +112,17 @@ async fn answers_with_kept_parts_equal_fresh_answers_after_random_changes() {
     );
 }
 
-/// A part reused on an unchanged graph is the part resolved the first time; a change to one
-/// machine resolves that machine's part (and its cluster's) again, and no other.
-#[tokio::test]
-async fn a_change_resolves_again_only_the_parts_that_read_it() {
-    let schema = build_schema(&SchemaSettings::default());
+/// The demo fleet in a store, the schema, and a part cache of `max_bytes` with its hit and miss
+/// counters.
+fn demo_with_cache(
+    max_bytes: usize,
+) -> (
+    AppSchema,
+    Store,
+    Arc<PartCache>,
+    prometheus::IntCounter,
+    prometheus::IntCounter,
+) {
     let store = Store::new();
     store.apply(
         fleet(&FleetSpec::demo())
@@ -126,7 +132,21 @@ async fn a_change_resolves_again_only_the_parts_that_read_it() {
     );
     let hits = prometheus::IntCounter::new("h", "h").expect("counter");
     let misses = prometheus::IntCounter::new("m", "m").expect("counter");
-    let cache = Arc::new(PartCache::new(64 << 20, hits.clone(), misses.clone()));
+    let cache = Arc::new(PartCache::new(max_bytes, hits.clone(), misses.clone()));
+    (
+        build_schema(&SchemaSettings::default()),
+        store,
+        cache,
+        hits,
+        misses,
+    )
+}
+
+/// A part reused on an unchanged graph is the part resolved the first time; a change to one
+/// machine resolves that machine's part (and its cluster's) again, and no other.
+#[tokio::test]
+async fn a_change_resolves_again_only_the_parts_that_read_it() {
+    let (schema, store, cache, hits, misses) = demo_with_cache(64 << 20);
     let query =
         "{ clusters(first: 50) { nodes { name machines(first: 100) { nodes { name phase } } } } }";
     let run = |snap: Arc<Snapshot>| {
@@ -200,17 +220,7 @@ async fn a_change_resolves_again_only_the_parts_that_read_it() {
 /// 1 MiB cache, so the same request resolves every item again).
 #[tokio::test]
 async fn a_large_document_cannot_hold_more_than_the_bound() {
-    let schema = build_schema(&SchemaSettings::default());
-    let store = Store::new();
-    store.apply(
-        fleet(&FleetSpec::demo())
-            .into_iter()
-            .map(Op::Upsert)
-            .collect(),
-    );
-    let hits = prometheus::IntCounter::new("h", "h").expect("counter");
-    let misses = prometheus::IntCounter::new("m", "m").expect("counter");
-    let cache = Arc::new(PartCache::new(1 << 20, hits.clone(), misses.clone()));
+    let (schema, store, cache, hits, misses) = demo_with_cache(1 << 20);
     let query = format!(
         "# {}\n{{ machines(first: 20) {{ nodes {{ name phase }} }} }}",
         "x".repeat(600_000)

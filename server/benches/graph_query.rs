@@ -50,7 +50,7 @@ fn dashboard(c: &mut Criterion) {
         let request = async_graphql::Request::new(DASHBOARD);
         let key = vitistack::graphql::parts::RequestKey::of(&request);
         let request = request.data(snap.clone());
-        match parts.for_request(key, snap) {
+        match parts.for_request(key.as_ref(), snap) {
             Some(p) => request.data(p),
             None => request,
         }

@@ -122,14 +122,14 @@ impl PartCache {
     /// has no key).
     pub fn for_request(
         self: &Arc<Self>,
-        key: Option<RequestKey>,
+        key: Option<&RequestKey>,
         snapshot: Arc<Snapshot>,
     ) -> Option<RequestParts> {
         let key = key.filter(|_| self.max_bytes > 0)?;
         Some(RequestParts {
             cache: self.clone(),
-            hash: rustc_hash::FxBuildHasher.hash_one(&key),
-            key: Arc::new(key),
+            hash: rustc_hash::FxBuildHasher.hash_one(key),
+            key: Arc::new(key.clone()),
             snapshot,
         })
     }

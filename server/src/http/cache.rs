@@ -80,7 +80,7 @@ impl ResponseCache {
     pub async fn get_or_execute<F, Fut>(
         &self,
         seq: u64,
-        key: Option<Key>,
+        key: Option<&Key>,
         execute: F,
     ) -> (Answer, Outcome)
     where
@@ -92,7 +92,7 @@ impl ResponseCache {
             return (execute().await, Outcome::Miss);
         };
         // The lock is released before any await (the guard must not live across one).
-        let slot = self.slot(seq, &key);
+        let slot = self.slot(seq, key);
         let Some(slot) = slot else {
             self.misses.inc();
             return (execute().await, Outcome::Miss);
@@ -112,9 +112,9 @@ impl ResponseCache {
                 let size = answer.body.len() + key.size();
                 if answer.cacheable && st.bytes + size <= self.max_bytes {
                     st.bytes += size;
-                } else if st.slots.get(&key).is_some_and(|s| Arc::ptr_eq(s, &slot)) {
+                } else if st.slots.get(key).is_some_and(|s| Arc::ptr_eq(s, &slot)) {
                     // Not kept: later requests execute afresh (concurrent ones already shared it).
-                    st.slots.remove(&key);
+                    st.slots.remove(key);
                 }
             }
             (answer, Outcome::Miss)
@@ -180,30 +180,30 @@ mod tests {
     async fn answers_are_reused_only_for_the_same_sequence_and_request() {
         let c = cache(1 << 20);
         let (a, o) = c
-            .get_or_execute(1, key("{a}"), || async { answer("1", true) })
+            .get_or_execute(1, key("{a}").as_ref(), || async { answer("1", true) })
             .await;
         assert_eq!((&a.body[..], o), (&b"1"[..], Outcome::Miss));
         let (a, o) = c
-            .get_or_execute(1, key("{a}"), || async { answer("2", true) })
+            .get_or_execute(1, key("{a}").as_ref(), || async { answer("2", true) })
             .await;
         assert_eq!((&a.body[..], o), (&b"1"[..], Outcome::Hit));
         // Another query, same sequence: executed.
         let (a, _) = c
-            .get_or_execute(1, key("{b}"), || async { answer("3", true) })
+            .get_or_execute(1, key("{b}").as_ref(), || async { answer("3", true) })
             .await;
         assert_eq!(&a.body[..], b"3");
         // The store moved on: executed again.
         let (a, o) = c
-            .get_or_execute(2, key("{a}"), || async { answer("4", true) })
+            .get_or_execute(2, key("{a}").as_ref(), || async { answer("4", true) })
             .await;
         assert_eq!((&a.body[..], o), (&b"4"[..], Outcome::Miss));
         // A request on an older snapshot does not evict the newer answers.
         let (a, _) = c
-            .get_or_execute(1, key("{a}"), || async { answer("5", true) })
+            .get_or_execute(1, key("{a}").as_ref(), || async { answer("5", true) })
             .await;
         assert_eq!(&a.body[..], b"5");
         let (a, o) = c
-            .get_or_execute(2, key("{a}"), || async { answer("6", true) })
+            .get_or_execute(2, key("{a}").as_ref(), || async { answer("6", true) })
             .await;
         assert_eq!((&a.body[..], o), (&b"4"[..], Outcome::Hit));
     }
@@ -211,24 +211,28 @@ mod tests {
     #[tokio::test]
     async fn uncacheable_and_oversized_answers_are_not_kept() {
         let c = cache(10);
-        c.get_or_execute(1, key("{a}"), || async { answer("volatile", false) })
-            .await;
+        c.get_or_execute(1, key("{a}").as_ref(), || async {
+            answer("volatile", false)
+        })
+        .await;
         let (a, o) = c
-            .get_or_execute(1, key("{a}"), || async { answer("again", false) })
+            .get_or_execute(1, key("{a}").as_ref(), || async { answer("again", false) })
             .await;
         assert_eq!((&a.body[..], o), (&b"again"[..], Outcome::Miss));
-        c.get_or_execute(1, key("{b}"), || async { answer("far too long", true) })
-            .await;
+        c.get_or_execute(1, key("{b}").as_ref(), || async {
+            answer("far too long", true)
+        })
+        .await;
         let (a, _) = c
-            .get_or_execute(1, key("{b}"), || async { answer("x", true) })
+            .get_or_execute(1, key("{b}").as_ref(), || async { answer("x", true) })
             .await;
         assert_eq!(&a.body[..], b"x");
         // Disabled cache: always executed.
         let off = cache(0);
-        off.get_or_execute(1, key("{a}"), || async { answer("1", true) })
+        off.get_or_execute(1, key("{a}").as_ref(), || async { answer("1", true) })
             .await;
         let (a, _) = off
-            .get_or_execute(1, key("{a}"), || async { answer("2", true) })
+            .get_or_execute(1, key("{a}").as_ref(), || async { answer("2", true) })
             .await;
         assert_eq!(&a.body[..], b"2");
     }
@@ -242,7 +246,7 @@ mod tests {
         for _ in 0..8 {
             let (c, runs, mut rx) = (c.clone(), runs.clone(), rx.clone());
             tasks.push(tokio::spawn(async move {
-                c.get_or_execute(7, key("{a}"), || async move {
+                c.get_or_execute(7, key("{a}").as_ref(), || async move {
                     runs.fetch_add(1, Ordering::SeqCst);
                     let _ = rx.wait_for(|go| *go).await;
                     // Not cacheable: only sharing the one execution gives every waiter this body.

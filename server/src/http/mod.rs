@@ -69,7 +69,7 @@ impl AppState {
         &self,
         request: async_graphql::Request,
         snapshot: Arc<crate::store::Snapshot>,
-        key: Option<cache::Key>,
+        key: Option<&cache::Key>,
     ) -> async_graphql::Request {
         let parts = self.parts.for_request(key, snapshot.clone());
         let mut request = request.data(snapshot);
@@ -283,7 +283,7 @@ async fn execute(
     let snapshot = app.store.snapshot();
     let seq = snapshot.seq();
     let key = cache::Key::of(&request);
-    let parts_key = key.clone();
+    let key = key.as_ref();
     let (answer, _) = app
         .cache
         .get_or_execute(seq, key, || async move {
@@ -291,7 +291,7 @@ async fn execute(
             let is_query = request.parsed_query().is_ok_and(only_queries);
             let volatile = crate::graphql::Volatile::default();
             let request = app
-                .query_data(request, snapshot, parts_key)
+                .query_data(request, snapshot, key)
                 .data(volatile.clone());
             let mut response = app.schema.execute(request).await;
             rewrite_limit_errors(&mut response, app.max_depth);

@@ -156,7 +156,7 @@ pub fn execute_stream(
             .schema
             .execute_stream({
                 let key = super::cache::Key::of(&request);
-                app.query_data(request, app.store.snapshot(), key)
+                app.query_data(request, app.store.snapshot(), key.as_ref())
             })
             .map(response)
             .boxed(),

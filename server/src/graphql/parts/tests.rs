@@ -85,7 +85,7 @@ async fn answers_with_kept_parts_equal_fresh_answers_after_random_changes() {
             let snap = store.snapshot();
             for (name, query) in QUERIES {
                 let request = async_graphql::Request::new(*query).variables(variables(name));
-                let parts = cache.for_request(RequestKey::of(&request), snap.clone());
+                let parts = cache.for_request(RequestKey::of(&request).as_ref(), snap.clone());
                 assert!(parts.is_some());
                 let kept = answer(&schema, name, query, parts, snap.clone()).await;
                 let fresh = answer(&schema, name, query, None, snap.clone()).await;
@@ -151,7 +151,7 @@ async fn a_change_resolves_again_only_the_parts_that_read_it() {
         "{ clusters(first: 50) { nodes { name machines(first: 100) { nodes { name phase } } } } }";
     let run = |snap: Arc<Snapshot>| {
         let parts = cache.for_request(
-            RequestKey::of(&async_graphql::Request::new(query)),
+            RequestKey::of(&async_graphql::Request::new(query)).as_ref(),
             snap.clone(),
         );
         answer(&schema, "q", query, parts, snap)
@@ -228,7 +228,7 @@ async fn a_large_document_cannot_hold_more_than_the_bound() {
     for _ in 0..2 {
         let snap = store.snapshot();
         let parts = cache.for_request(
-            RequestKey::of(&async_graphql::Request::new(&query)),
+            RequestKey::of(&async_graphql::Request::new(&query)).as_ref(),
             snap.clone(),
         );
         let answer = answer(&schema, "large", &query, parts, snap).await;

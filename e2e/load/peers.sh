@@ -3,7 +3,8 @@
 # same fleet from in-memory maps) under the same load while the fleet changes, for the dashboard
 # page and the counts query at 16 connections and at 1. Ours runs three ways: as configured by
 # default (response cache and kept parts), with kept parts only (RESPONSE_CACHE_MB=0), and with
-# neither (every request executed in full). Prints one table row per measurement.
+# neither (every request executed in full; parsed documents are still kept, as Apollo keeps them), and
+# bare (not even documents: every request parsed and validated). Prints one table row per measurement.
 # Usage: e2e/load/peers.sh [DURATION_SECONDS] [CHURN]   (defaults: 10 s, 10 simulator steps/s)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -32,17 +33,18 @@ print(f"{rps:.1f} {ms(50):.2f} {ms(99):.2f}" + (f" ({errors.group(1)} errors)" i
 }
 
 printf '| server | query | connections | requests/s | p50 ms | p99 ms | changes/s to our graph |\n|---|---|---|---|---|---|---|\n'
-for mode in default parts none; do
+for mode in default parts none bare; do
   case $mode in
     default) env=() ;;
     parts) env=(RESPONSE_CACHE_MB=0) ;;
     none) env=(RESPONSE_CACHE_MB=0 PART_CACHE_MB=0) ;;
+    bare) env=(RESPONSE_CACHE_MB=0 PART_CACHE_MB=0 DOCUMENT_CACHE_MB=0) ;;
   esac
   mkdir -p "$WORK/$mode"
-  unset RESPONSE_CACHE_MB PART_CACHE_MB
+  unset RESPONSE_CACHE_MB PART_CACHE_MB DOCUMENT_CACHE_MB
   for kv in "${env[@]}"; do export "${kv?}"; done
   start_server "$PORT" "$WORK/$mode" "$CHURN"
-  unset RESPONSE_CACHE_MB PART_CACHE_MB
+  unset RESPONSE_CACHE_MB PART_CACHE_MB DOCUMENT_CACHE_MB
   if [ -z "$PEER" ]; then
     # The peer loads the fleet from this server once, and changes it as often as ours changes.
     SOURCE_URL="http://127.0.0.1:$PORT/graphql" PORT=$PEER_PORT CHURN_PER_SECOND=$(( CHURN * 24 )) NODE_ENV=production \

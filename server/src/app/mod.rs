@@ -301,9 +301,17 @@ pub async fn start(cfg: &ServeConfig, listener: TcpListener) -> anyhow::Result<R
         metrics.part_hits.clone(),
         metrics.part_misses.clone(),
     ));
+    let query_documents = Arc::new(crate::graphql::documents::Documents::new(
+        crate::graphql::build_fast_schema(&settings),
+        cfg.query_limits(),
+        cfg.document_cache_mb.saturating_mul(1024 * 1024),
+        metrics.document_hits.clone(),
+        metrics.document_misses.clone(),
+    ));
     let state = AppState {
         cache,
         parts,
+        documents: query_documents,
         gate: Arc::new(crate::http::ws::Gate::new(cfg.stream_settings())),
         store: store.clone(),
         schema,
@@ -311,7 +319,6 @@ pub async fn start(cfg: &ServeConfig, listener: TcpListener) -> anyhow::Result<R
         ready: ready.clone(),
         metrics,
         max_depth: cfg.max_query_depth,
-        limits: cfg.query_limits(),
         db_health: db_health.clone(),
         source: source_status.clone(),
         history: Some(history.clone()),

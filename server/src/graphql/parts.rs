@@ -55,6 +55,16 @@ impl RequestKey {
         })
     }
 
+    /// The operation named.
+    pub fn operation(&self) -> Option<&str> {
+        self.operation.as_deref()
+    }
+
+    /// The variables, as JSON.
+    pub fn variables(&self) -> &str {
+        &self.variables
+    }
+
     /// Bytes held.
     pub fn size(&self) -> usize {
         self.query.len() + self.variables.len() + self.operation.as_ref().map_or(0, String::len)

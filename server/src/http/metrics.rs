@@ -40,6 +40,10 @@ pub struct Metrics {
     pub part_hits: prometheus::IntCounter,
     /// Connection items resolved (not kept, changed, or first seen).
     pub part_misses: prometheus::IntCounter,
+    /// Requests whose document was parsed before.
+    pub document_hits: prometheus::IntCounter,
+    /// Requests whose document was parsed (first seen, forgotten, or the cache is off).
+    pub document_misses: prometheus::IntCounter,
     /// Subscription gauges and counters (handed to the schema).
     pub subscriptions: crate::graphql::subscription::SubscriptionMetrics,
     /// History writer, queries and webhooks.
@@ -130,6 +134,16 @@ impl Metrics {
         )?;
         registry.register(Box::new(part_hits.clone()))?;
         registry.register(Box::new(part_misses.clone()))?;
+        let document_hits = prometheus::IntCounter::new(
+            "vitistack_graphql_document_hits_total",
+            "GraphQL requests whose document was parsed before (its syntax tree copied, not parsed again)",
+        )?;
+        let document_misses = prometheus::IntCounter::new(
+            "vitistack_graphql_document_misses_total",
+            "GraphQL requests whose document was parsed",
+        )?;
+        registry.register(Box::new(document_hits.clone()))?;
+        registry.register(Box::new(document_misses.clone()))?;
         let ws_open = IntGauge::new("vitistack_websockets_open", "Open GraphQL WebSockets")?;
         let ws_closes = IntCounterVec::new(
             Opts::new(
@@ -202,6 +216,8 @@ impl Metrics {
             cache_misses,
             part_hits,
             part_misses,
+            document_hits,
+            document_misses,
             subscriptions,
             history,
             lagged,

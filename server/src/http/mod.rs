@@ -45,8 +45,6 @@ pub struct AppState {
     pub metrics: Arc<Metrics>,
     /// The depth limit the schema enforces (for error messages).
     pub max_depth: usize,
-    /// The cost limits (the schemas enforce them; streams check tokens before parsing).
-    pub limits: crate::graphql::limits::QueryLimits,
     /// The database's state.
     pub db_health: Arc<DbHealth>,
     /// Where objects come from, and how current each kind is.
@@ -55,6 +53,8 @@ pub struct AppState {
     pub cache: Arc<cache::ResponseCache>,
     /// Parts of answers kept across changes.
     pub parts: Arc<crate::graphql::parts::PartCache>,
+    /// Query documents parsed once, and the requests they passed strict validation with.
+    pub documents: Arc<crate::graphql::documents::Documents>,
     /// Admits WebSockets and SSE streams under the caps.
     pub gate: Arc<ws::Gate>,
     /// The event log (each query gets its own history loaders).
@@ -288,12 +288,16 @@ async fn execute(
         .cache
         .get_or_execute(seq, key, || async move {
             // Only queries are kept; a document that does not parse is answered with its errors.
-            let is_query = request.parsed_query().is_ok_and(only_queries);
+            let plan = app.documents.prepare(&mut request, key);
+            let is_query = plan.only_queries();
             let volatile = crate::graphql::Volatile::default();
             let request = app
                 .query_data(request, snapshot, key)
                 .data(volatile.clone());
-            let mut response = app.schema.execute(request).await;
+            let mut response = app
+                .documents
+                .execute(&app.schema, &plan, key, request)
+                .await;
             rewrite_limit_errors(&mut response, app.max_depth);
             let ok = response.errors.is_empty();
             app.metrics.observe_graphql(started.elapsed(), ok);
@@ -317,16 +321,6 @@ async fn execute(
         })
         .await;
     graphql_http::answer(media, answer.body, answer.rejected)
-}
-
-fn only_queries(doc: &async_graphql::parser::types::ExecutableDocument) -> bool {
-    use async_graphql::parser::types::{DocumentOperations, OperationType};
-    match &doc.operations {
-        DocumentOperations::Single(op) => op.node.ty == OperationType::Query,
-        DocumentOperations::Multiple(ops) => {
-            ops.values().all(|op| op.node.ty == OperationType::Query)
-        }
-    }
 }
 
 /// async-graphql's wording names neither the limit nor its value.

@@ -131,17 +131,26 @@ pub fn execute_stream(
     app: &AppState,
     mut request: async_graphql::Request,
 ) -> BoxStream<'static, Payload> {
-    // Refused before anything is parsed: a huge document costs its length once, nothing more.
-    if let Err(e) = crate::graphql::limits::check_tokens(&request.query, &app.limits) {
-        let refused = Payload::Response(Box::new(async_graphql::Response::from_errors(vec![e])));
+    // The document is parsed once per text (see `graphql::documents`), and refused before it runs
+    // when it is over a limit: a huge document costs its length once, nothing more.
+    let key = super::cache::Key::of(&request);
+    let plan = app.documents.prepare(&mut request, key.as_ref());
+    if let Some(e) = plan.refused() {
+        let refused = Payload::Response(Box::new(async_graphql::Response::from_errors(vec![
+            e.clone(),
+        ])));
         return futures::stream::once(async move { refused }).boxed();
     }
     let name = request.operation_name.clone();
     let query = request.query.clone();
-    let subscription = request.parsed_query().ok().and_then(|d| {
-        (operation_type(d, name.as_deref()) == Some(OperationType::Subscription))
-            .then(|| crate::graphql::subscription::executor::as_query(&query, d, name.as_deref()))
-    });
+    let subscription = (!plan.only_queries())
+        .then(|| request.parsed_query().ok())
+        .flatten()
+        .and_then(|d| {
+            (operation_type(d, name.as_deref()) == Some(OperationType::Subscription)).then(|| {
+                crate::graphql::subscription::executor::as_query(&query, d, name.as_deref())
+            })
+        });
     match subscription {
         Some(Some(prepared)) => crate::graphql::subscription::executor::subscribe(
             app.events.clone(),
@@ -152,14 +161,19 @@ pub fn execute_stream(
         ),
         // A subscription whose keyword could not be located: async-graphql's own executor.
         Some(None) => app.schema.execute_stream(request).map(response).boxed(),
-        None => app
-            .schema
-            .execute_stream({
-                let key = super::cache::Key::of(&request);
-                app.query_data(request, app.store.snapshot(), key.as_ref())
+        None => {
+            let app = app.clone();
+            futures::stream::once(async move {
+                let key = key.as_ref();
+                let request = app.query_data(request, app.store.snapshot(), key);
+                response(
+                    app.documents
+                        .execute(&app.schema, &plan, key, request)
+                        .await,
+                )
             })
-            .map(response)
-            .boxed(),
+            .boxed()
+        }
     }
 }
 

@@ -13,7 +13,7 @@ source e2e/load/lib.sh
 load_setup
 (cd e2e/load/apollo && npm ci --no-audit --no-fund --loglevel=error)
 WORK=$(mktemp -d); PID=; PEER=
-trap '[ -n "$PID" ] && kill $PID 2>/dev/null; [ -n "$PEER" ] && kill $PEER 2>/dev/null; rm -rf "$WORK"' EXIT
+trap '[ -n "$PID" ] && kill $PID 2>/dev/null; [ -n "$PEER" ] && kill -CONT $PEER 2>/dev/null && kill $PEER 2>/dev/null; rm -rf "$WORK"' EXIT
 for q in dashboard counts; do wrk_script "e2e/load/$q.graphql" "$WORK/$q.lua"; done
 
 # One wrk run: prints "req/s p50 p99" (milliseconds).
@@ -77,5 +77,7 @@ for mode in default parts none bare; do
         echo "| Apollo Server 5 | $q | $conns | $(measure "http://127.0.0.1:$PEER_PORT/" "$WORK/$q.lua" "$conns" | awk '{print $1" | "$2" | "$3" "$4" "$5}') | – |"
       done
     done
+    # Paused while ours is measured: its own churn takes nothing from ours.
+    kill -STOP "$PEER"
   fi
 done

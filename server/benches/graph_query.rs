@@ -119,6 +119,29 @@ fn dashboard(c: &mut Criterion) {
             })
         });
     }
+    // The same through the known documents (DOCUMENT_CACHE_MB): not parsed again, not validated
+    // again (the server's path; `kept_500` parses and validates every time).
+    let documents = vitistack::graphql::documents::Documents::new(
+        vitistack::graphql::build_fast_schema(&SchemaSettings::default()),
+        SchemaSettings::default().limits,
+        16 << 20,
+        prometheus::IntCounter::new("h", "h").expect("counter"),
+        prometheus::IntCounter::new("m", "m").expect("counter"),
+    );
+    group.bench_function("kept_500_known_document", |b| {
+        b.iter(|| {
+            let mut r = async_graphql::Request::new(COUNTS);
+            let key = vitistack::graphql::parts::RequestKey::of(&r);
+            let plan = documents.prepare(&mut r, key.as_ref());
+            let r = rt.block_on(documents.execute(
+                &schema,
+                &plan,
+                key.as_ref(),
+                r.data(kept.snapshot()),
+            ));
+            std::hint::black_box(r.data);
+        })
+    });
     // One Machine's phase flips per write (its cluster's pipeline is evaluated again).
     let machine = store
         .snapshot()

@@ -231,7 +231,9 @@ def render(crd_dir):
         status_ty = gen.emit_struct(rust, "status", rust + "Status", props["status"]) if "status" in props else None
         fields = ["    #[serde(default)]\n    pub metadata: ObjectMeta,"]
         if spec_ty:
-            fields.append(f"    #[serde(default)]\n    pub spec: {spec_ty},")
+            # An object sent without `spec` is written back without it (not as a spec of empty
+            # required strings, which reading it again would refuse).
+            fields.append(f'    #[serde(default, skip_serializing_if = "is_default")]\n    pub spec: {spec_ty},')
         if status_ty:
             fields.append(f'    #[serde(default, skip_serializing_if = "Option::is_none")]\n    pub status: Option<Box<{status_ty}>>,')
         tops.append(

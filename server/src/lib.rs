@@ -5,6 +5,7 @@ pub mod app;
 pub mod config;
 pub mod db;
 pub mod domain;
+pub mod fuzz;
 pub mod graphql;
 pub mod history;
 pub mod http;

@@ -14,7 +14,7 @@ use super::vocab::*;
 pub struct ClusterStorageClass {
     #[serde(default)]
     pub metadata: ObjectMeta,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_default")]
     pub spec: ClusterStorageClassSpec,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<Box<ClusterStorageClassStatus>>,
@@ -25,7 +25,7 @@ pub struct ClusterStorageClass {
 pub struct ClusterStorage {
     #[serde(default)]
     pub metadata: ObjectMeta,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_default")]
     pub spec: ClusterStorageSpec,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<Box<ClusterStorageStatus>>,
@@ -36,7 +36,7 @@ pub struct ClusterStorage {
 pub struct ControlPlaneVirtualSharedIp {
     #[serde(default)]
     pub metadata: ObjectMeta,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_default")]
     pub spec: ControlPlaneVirtualSharedIpSpec,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<Box<ControlPlaneVirtualSharedIpStatus>>,
@@ -47,7 +47,7 @@ pub struct ControlPlaneVirtualSharedIp {
 pub struct EtcdBackup {
     #[serde(default)]
     pub metadata: ObjectMeta,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_default")]
     pub spec: EtcdBackupSpec,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<Box<EtcdBackupStatus>>,
@@ -58,7 +58,7 @@ pub struct EtcdBackup {
 pub struct KubernetesCluster {
     #[serde(default)]
     pub metadata: ObjectMeta,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_default")]
     pub spec: KubernetesClusterSpec,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<Box<KubernetesClusterStatus>>,
@@ -69,7 +69,7 @@ pub struct KubernetesCluster {
 pub struct KubernetesProvider {
     #[serde(default)]
     pub metadata: ObjectMeta,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_default")]
     pub spec: KubernetesProviderSpec,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<Box<KubernetesProviderStatus>>,
@@ -80,7 +80,7 @@ pub struct KubernetesProvider {
 pub struct KubevirtConfig {
     #[serde(default)]
     pub metadata: ObjectMeta,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_default")]
     pub spec: KubevirtConfigSpec,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<Box<KubevirtConfigStatus>>,
@@ -91,7 +91,7 @@ pub struct KubevirtConfig {
 pub struct MachineClass {
     #[serde(default)]
     pub metadata: ObjectMeta,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_default")]
     pub spec: MachineClassSpec,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<Box<MachineClassStatus>>,
@@ -102,7 +102,7 @@ pub struct MachineClass {
 pub struct MachineProvider {
     #[serde(default)]
     pub metadata: ObjectMeta,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_default")]
     pub spec: MachineProviderSpec,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<Box<MachineProviderStatus>>,
@@ -113,7 +113,7 @@ pub struct MachineProvider {
 pub struct Machine {
     #[serde(default)]
     pub metadata: ObjectMeta,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_default")]
     pub spec: MachineSpec,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<Box<MachineStatus>>,
@@ -124,7 +124,7 @@ pub struct Machine {
 pub struct NetworkConfiguration {
     #[serde(default)]
     pub metadata: ObjectMeta,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_default")]
     pub spec: NetworkConfigurationSpec,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<Box<NetworkConfigurationStatus>>,
@@ -135,7 +135,7 @@ pub struct NetworkConfiguration {
 pub struct NetworkNamespace {
     #[serde(default)]
     pub metadata: ObjectMeta,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_default")]
     pub spec: NetworkNamespaceSpec,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<Box<NetworkNamespaceStatus>>,
@@ -146,7 +146,7 @@ pub struct NetworkNamespace {
 pub struct NetworkNamespaceV2 {
     #[serde(default)]
     pub metadata: ObjectMeta,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_default")]
     pub spec: NetworkNamespaceV2Spec,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<Box<NetworkNamespaceV2Status>>,
@@ -157,7 +157,7 @@ pub struct NetworkNamespaceV2 {
 pub struct ProxmoxConfig {
     #[serde(default)]
     pub metadata: ObjectMeta,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_default")]
     pub spec: ProxmoxConfigSpec,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<Box<ProxmoxConfigStatus>>,
@@ -168,7 +168,7 @@ pub struct ProxmoxConfig {
 pub struct Vitistack {
     #[serde(default)]
     pub metadata: ObjectMeta,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_default")]
     pub spec: VitistackSpec,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<Box<VitistackStatus>>,
@@ -179,7 +179,7 @@ pub struct Vitistack {
 pub struct IpAllocation {
     #[serde(default)]
     pub metadata: ObjectMeta,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_default")]
     pub spec: IpAllocationSpec,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<Box<IpAllocationStatus>>,

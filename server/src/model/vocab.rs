@@ -7,6 +7,11 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 /// RFC 3339 timestamps as the API server writes them.
 pub type Time = jiff::Timestamp;
 
+/// True when `t` is its type's default (a `spec` the object was sent without is not written).
+pub fn is_default<T: Default + PartialEq>(t: &T) -> bool {
+    *t == T::default()
+}
+
 macro_rules! open_vocab {
     ($(#[$meta:meta])* $name:ident { $($variant:ident = $text:literal),* $(,)? }) => {
         $(#[$meta])*

@@ -1,0 +1,114 @@
+//! The bodies of the fuzz targets (`fuzz/`, run with cargo-fuzz by `scripts/fuzz.sh`): each of our
+//! own parsers of client and file input takes any bytes and answers with a value or an error, never
+//! a panic, and what it accepts round-trips. The unit tests run the same bodies over the seed
+//! inputs in `fuzz/seeds/` and the crashes the fuzzer found (kept as regression inputs there).
+
+use async_graphql::connection::CursorType;
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+
+use crate::graphql::limits::{QueryLimits, complexity, count_tokens};
+use crate::graphql::paging::Cursor;
+use crate::graphql::selector::{Requirement, Selector, parse};
+use crate::graphql::types::decode_id;
+
+fn text(data: &[u8]) -> &str {
+    std::str::from_utf8(data).unwrap_or_default()
+}
+
+/// A selector written back as text.
+fn render(s: &Selector) -> String {
+    let list = |v: &[String]| v.join(",");
+    s.0.iter()
+        .map(|r| match r {
+            Requirement::Equals(k, v) => format!("{k}={v}"),
+            Requirement::NotEquals(k, v) => format!("{k}!={v}"),
+            Requirement::In(k, v) => format!("{k} in ({})", list(v)),
+            Requirement::NotIn(k, v) => format!("{k} notin ({})", list(v)),
+            Requirement::Exists(k) => k.clone(),
+            Requirement::DoesNotExist(k) => format!("!{k}"),
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// Label selectors: parsed or refused; a parsed one reads the same written back, and matches
+/// label sets made of its own keys and values without panicking.
+pub fn label_selector(data: &[u8]) {
+    let Ok(sel) = parse(text(data)) else { return };
+    let again = parse(&render(&sel));
+    assert_eq!(again.as_ref(), Ok(&sel), "{:?} written back", text(data));
+    let mut labels = std::collections::BTreeMap::new();
+    for r in &sel.0 {
+        match r {
+            Requirement::Equals(k, v) | Requirement::NotEquals(k, v) => {
+                labels.insert(k.clone(), v.clone());
+            }
+            Requirement::In(k, v) | Requirement::NotIn(k, v) => {
+                labels.insert(k.clone(), v.first().cloned().unwrap_or_default());
+            }
+            Requirement::Exists(k) | Requirement::DoesNotExist(k) => {
+                labels.insert(k.clone(), String::new());
+            }
+        }
+    }
+    let _ = sel.matches(Some(&labels));
+    let _ = sel.matches(None);
+}
+
+/// Global ids: decoded or refused; a decoded one encodes back to an id naming the same object.
+pub fn global_id(data: &[u8]) {
+    let Ok(key) = decode_id(text(data)) else {
+        return;
+    };
+    let parts = [key.kind.name(), key.namespace.as_str(), key.name.as_str()];
+    let id = URL_SAFE_NO_PAD.encode(serde_json::to_vec(&parts).unwrap_or_default());
+    assert_eq!(decode_id(&id).as_ref(), Ok(&key));
+}
+
+/// Connection cursors: decoded or refused; a decoded one encodes back to the same position.
+pub fn cursor(data: &[u8]) {
+    let Ok(c) = Cursor::decode_cursor(text(data)) else {
+        return;
+    };
+    let again = Cursor::decode_cursor(&c.encode_cursor()).map(|d| d.encode_cursor());
+    assert_eq!(again, Ok(c.encode_cursor()));
+}
+
+/// Manifest files: every document accepted or refused with its file named; an accepted file's
+/// objects read back the same from their JSON.
+pub fn manifest(data: &[u8]) {
+    let report = crate::source::manifest::parse_str("fuzz.yaml", text(data));
+    if !report.accepted() {
+        assert!(report.objects.is_empty(), "a refused file keeps no object");
+        for e in &report.errors {
+            assert!(format!("{e}").contains("fuzz.yaml"), "{e} names the file");
+        }
+        return;
+    }
+    for o in &report.objects {
+        let json = serde_json::to_string(&o.to_value()).unwrap_or_default();
+        let again = crate::source::manifest::parse_str("again.json", &json);
+        assert!(again.accepted(), "{json}: {:?}", again.errors);
+        assert_eq!(again.objects.len(), 1);
+        assert_eq!(again.objects[0].to_value(), o.to_value());
+    }
+}
+
+/// Query documents: tokens are counted without reading past the limit, and a parsed document's
+/// complexity is computed whatever its fragments and arguments.
+pub fn document(data: &[u8]) {
+    let text = text(data);
+    let limits = QueryLimits::default();
+    let n = count_tokens(text, limits.max_tokens);
+    assert!(n <= limits.max_tokens + 1);
+    if n > limits.max_tokens {
+        return;
+    }
+    if let Ok(doc) = async_graphql::parser::parse_query(text) {
+        let _ = complexity(&doc, &async_graphql::Variables::default());
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -13,7 +13,6 @@
 //!
 //! Bounded in bytes like the part cache: two generations, the older dropped whole.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use async_graphql::parser::types::{DocumentOperations, ExecutableDocument, OperationType};
@@ -21,6 +20,7 @@ use async_graphql::{Request, Response, Value};
 use parking_lot::Mutex;
 
 use super::AppSchema;
+use super::generations::{Generations, Weighed};
 use super::limits::{QueryLimits, check_aliases, check_complexity, check_tokens};
 use super::parts::RequestKey;
 
@@ -76,19 +76,17 @@ fn size_of(text: &str) -> usize {
     text.len() * 17 + VALIDATED_PER_DOCUMENT * (MAX_REMEMBERED_VARIABLES + 64) + 256
 }
 
-#[derive(Default)]
-struct Generations {
-    current: HashMap<Arc<str>, Arc<Known>, rustc_hash::FxBuildHasher>,
-    current_bytes: usize,
-    previous: HashMap<Arc<str>, Arc<Known>, rustc_hash::FxBuildHasher>,
+impl Weighed for Known {
+    fn bytes(&self) -> usize {
+        self.bytes
+    }
 }
 
 /// The known documents and the schema that runs requests validated before.
 pub struct Documents {
     fast: AppSchema,
     limits: QueryLimits,
-    state: Mutex<Generations>,
-    max_bytes: usize,
+    known: Generations<Arc<str>, Known>,
     hits: prometheus::IntCounter,
     misses: prometheus::IntCounter,
 }
@@ -155,41 +153,9 @@ impl Documents {
         Documents {
             fast,
             limits,
-            state: Mutex::default(),
-            max_bytes,
+            known: Generations::new(max_bytes),
             hits,
             misses,
-        }
-    }
-
-    fn find(&self, text: &str) -> Option<Arc<Known>> {
-        let mut st = self.state.lock();
-        if let Some(k) = st.current.get(text) {
-            return Some(k.clone());
-        }
-        let (text, k) = st.previous.remove_entry(text)?;
-        st.current_bytes += k.bytes;
-        st.current.insert(text, k.clone());
-        self.rotate(&mut st);
-        Some(k)
-    }
-
-    fn keep(&self, text: &str, known: Arc<Known>) {
-        if known.bytes > self.max_bytes / 2 {
-            return;
-        }
-        let mut st = self.state.lock();
-        st.current_bytes += known.bytes;
-        if let Some(old) = st.current.insert(Arc::from(text), known) {
-            st.current_bytes = st.current_bytes.saturating_sub(old.bytes);
-        }
-        self.rotate(&mut st);
-    }
-
-    fn rotate(&self, st: &mut Generations) {
-        if st.current_bytes > self.max_bytes / 2 {
-            st.previous = std::mem::take(&mut st.current);
-            st.current_bytes = 0;
         }
     }
 
@@ -210,9 +176,7 @@ impl Documents {
                 ..unknown
             };
         }
-        if self.max_bytes > 0
-            && let Some(known) = self.find(&request.query)
-        {
+        if let Some(known) = self.known.find(request.query.as_str()) {
             self.hits.inc();
             if let Some(e) = over_limits(&known.doc, &request.variables, &self.limits) {
                 return Plan {
@@ -239,14 +203,15 @@ impl Documents {
             };
         }
         let only = only_queries(&doc);
-        let known = (self.max_bytes > 0).then(|| {
+        let known = (!self.known.is_off()).then(|| {
             let known = Arc::new(Known {
                 doc: doc.clone(),
                 only_queries: only,
                 validated: Mutex::default(),
                 bytes: size_of(&request.query),
             });
-            self.keep(&request.query, known.clone());
+            self.known
+                .keep(Arc::from(request.query.as_str()), known.clone());
             known
         });
         request.set_parsed_query(doc);
@@ -284,8 +249,7 @@ impl Documents {
 
     /// Distinct documents held now.
     pub fn len(&self) -> usize {
-        let st = self.state.lock();
-        st.current.len() + st.previous.len()
+        self.known.len()
     }
 
     /// True when no document is held.

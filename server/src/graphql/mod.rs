@@ -1,6 +1,7 @@
 //! The GraphQL API over the store: schema construction and per-request snapshot injection.
 
 pub mod documents;
+pub mod generations;
 pub mod history;
 pub mod limits;
 pub mod paging;

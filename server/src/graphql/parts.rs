@@ -16,7 +16,6 @@
 //! cache-control hints), and the exactness comes from the store's identity-preserving snapshots.
 
 use std::borrow::Cow;
-use std::collections::HashMap;
 use std::future::Future;
 use std::hash::BuildHasher;
 use std::pin::Pin;
@@ -26,8 +25,8 @@ use std::task::{Context as TaskContext, Poll};
 use async_graphql::parser::types::Field;
 use async_graphql::registry::Registry;
 use async_graphql::{ContextSelectionSet, OutputType, Positioned, ServerResult, Value};
-use parking_lot::Mutex;
 
+use super::generations::Generations;
 use crate::model::Resource;
 use crate::store::Snapshot;
 use crate::store::reads::{self, ReadSet, Recording};
@@ -95,20 +94,15 @@ struct Part {
     bytes: usize,
 }
 
-#[derive(Default)]
-struct Generations {
-    current: HashMap<PartKey, Arc<Part>>,
-    current_bytes: usize,
-    previous: HashMap<PartKey, Arc<Part>>,
+impl super::generations::Weighed for Part {
+    fn bytes(&self) -> usize {
+        self.bytes
+    }
 }
 
-/// Kept parts, bounded in bytes: parts go into the current generation; when it holds half the
-/// bound it becomes the previous one (the one before is dropped), and a part found in the
-/// previous generation moves back. So what is in use stays, at most the bound is held, and a part
-/// is never evicted one by one.
+/// Kept parts, bounded in bytes (two generations, see [`super::generations`]).
 pub struct PartCache {
-    state: Mutex<Generations>,
-    max_bytes: usize,
+    parts: Generations<PartKey, Part>,
     hits: prometheus::IntCounter,
     misses: prometheus::IntCounter,
 }
@@ -121,8 +115,7 @@ impl PartCache {
         misses: prometheus::IntCounter,
     ) -> Self {
         PartCache {
-            state: Mutex::default(),
-            max_bytes,
+            parts: Generations::new(max_bytes),
             hits,
             misses,
         }
@@ -135,52 +128,13 @@ impl PartCache {
         key: Option<&RequestKey>,
         snapshot: Arc<Snapshot>,
     ) -> Option<RequestParts> {
-        let key = key.filter(|_| self.max_bytes > 0)?;
+        let key = key.filter(|_| !self.parts.is_off())?;
         Some(RequestParts {
             cache: self.clone(),
             hash: rustc_hash::FxBuildHasher.hash_one(key),
             key: Arc::new(key.clone()),
             snapshot,
         })
-    }
-
-    fn find(&self, key: &PartKey) -> Option<Arc<Part>> {
-        let mut st = self.state.lock();
-        if let Some(p) = st.current.get(key) {
-            return Some(p.clone());
-        }
-        let p = st.previous.remove(key)?;
-        st.current_bytes += p.bytes;
-        st.current.insert(*key, p.clone());
-        self.rotate(&mut st);
-        Some(p)
-    }
-
-    fn forget(&self, key: &PartKey, part: &Arc<Part>) {
-        let mut st = self.state.lock();
-        if st.current.get(key).is_some_and(|p| Arc::ptr_eq(p, part)) {
-            st.current.remove(key);
-            st.current_bytes = st.current_bytes.saturating_sub(part.bytes);
-        }
-    }
-
-    fn keep(&self, key: PartKey, part: Part) {
-        if part.bytes > self.max_bytes / 2 {
-            return;
-        }
-        let mut st = self.state.lock();
-        st.current_bytes += part.bytes;
-        if let Some(old) = st.current.insert(key, Arc::new(part)) {
-            st.current_bytes = st.current_bytes.saturating_sub(old.bytes);
-        }
-        self.rotate(&mut st);
-    }
-
-    fn rotate(&self, st: &mut Generations) {
-        if st.current_bytes > self.max_bytes / 2 {
-            st.previous = std::mem::take(&mut st.current);
-            st.current_bytes = 0;
-        }
     }
 }
 
@@ -210,14 +164,14 @@ impl RequestParts {
 
     /// The kept value at `key`, when it is this request's and its reads hold now.
     fn reuse(&self, key: &PartKey, object: &Arc<Resource>) -> Option<Arc<Part>> {
-        let part = self.cache.find(key)?;
+        let part = self.cache.parts.find(key)?;
         if Arc::ptr_eq(&part.object, object)
             && *part.request == *self.key
             && part.reads.holds(&self.snapshot)
         {
             return Some(part);
         }
-        self.cache.forget(key, &part);
+        self.cache.parts.forget(key, &part);
         None
     }
 }
@@ -270,9 +224,9 @@ impl<T: OutputType + ShowsObject> OutputType for Memo<T> {
             (Ok(value), Some(read)) if errors.is_some() && errors_so_far(ctx) == errors => {
                 let read = Arc::new(read);
                 reads::include(read.clone());
-                parts.cache.keep(
+                parts.cache.parts.keep(
                     key,
-                    Part {
+                    Arc::new(Part {
                         request: parts.key.clone(),
                         object: object.clone(),
                         // The request's text counts in every part that keeps it alive, so a
@@ -280,7 +234,7 @@ impl<T: OutputType + ShowsObject> OutputType for Memo<T> {
                         bytes: size_of_value(value) + 256 * (read.len() + 1) + parts.key.size(),
                         reads: read,
                         value: value.clone(),
-                    },
+                    }),
                 );
                 true
             }

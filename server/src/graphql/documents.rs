@@ -40,12 +40,14 @@ struct Known {
     bytes: usize,
 }
 
+/// True when a remembered (operation, variables) is the request's.
+fn is_request((op, vars): &(Option<String>, String), key: &RequestKey) -> bool {
+    op.as_deref() == key.operation() && vars == key.variables()
+}
+
 impl Known {
     fn validated(&self, key: &RequestKey) -> bool {
-        self.validated
-            .lock()
-            .iter()
-            .any(|(op, vars)| op.as_deref() == key.operation() && vars == key.variables())
+        self.validated.lock().iter().any(|v| is_request(v, key))
     }
 
     fn remember(&self, key: &RequestKey) {
@@ -53,10 +55,7 @@ impl Known {
             return;
         }
         let mut validated = self.validated.lock();
-        if validated
-            .iter()
-            .any(|(op, vars)| op.as_deref() == key.operation() && vars == key.variables())
-        {
+        if validated.iter().any(|v| is_request(v, key)) {
             return;
         }
         if validated.len() >= VALIDATED_PER_DOCUMENT {
@@ -123,7 +122,7 @@ fn over_limits(
 }
 
 /// True when every operation of `doc` is a query.
-pub fn only_queries(doc: &ExecutableDocument) -> bool {
+fn only_queries(doc: &ExecutableDocument) -> bool {
     match &doc.operations {
         DocumentOperations::Single(op) => op.node.ty == OperationType::Query,
         DocumentOperations::Multiple(ops) => {
@@ -157,6 +156,12 @@ impl Documents {
             hits,
             misses,
         }
+    }
+
+    /// True when `text` is a known document whose operations are all queries (known without
+    /// parsing it).
+    pub fn known_queries(&self, text: &str) -> bool {
+        self.known.find(text).is_some_and(|k| k.only_queries)
     }
 
     /// Give `request` its parsed document (a copy of the known one, or parsed now and kept), check

@@ -114,36 +114,37 @@ impl Metrics {
             ),
             &["kind"],
         )?;
-        let cache_hits = prometheus::IntCounter::new(
+        // A counter, registered.
+        let counter =
+            |name: &str, help: &str| -> Result<prometheus::IntCounter, prometheus::Error> {
+                let c = prometheus::IntCounter::new(name, help)?;
+                registry.register(Box::new(c.clone()))?;
+                Ok(c)
+            };
+        let cache_hits = counter(
             "vitistack_graphql_cache_hits_total",
             "GraphQL queries answered from the response cache (same query on an unchanged graph)",
         )?;
-        let cache_misses = prometheus::IntCounter::new(
+        let cache_misses = counter(
             "vitistack_graphql_cache_misses_total",
             "GraphQL operations executed instead of answered from the response cache",
         )?;
-        registry.register(Box::new(cache_hits.clone()))?;
-        registry.register(Box::new(cache_misses.clone()))?;
-        let part_hits = prometheus::IntCounter::new(
+        let part_hits = counter(
             "vitistack_graphql_part_hits_total",
             "Connection items of query answers reused from the part cache (their objects unchanged)",
         )?;
-        let part_misses = prometheus::IntCounter::new(
+        let part_misses = counter(
             "vitistack_graphql_part_misses_total",
             "Connection items of query answers resolved instead of reused from the part cache",
         )?;
-        registry.register(Box::new(part_hits.clone()))?;
-        registry.register(Box::new(part_misses.clone()))?;
-        let document_hits = prometheus::IntCounter::new(
+        let document_hits = counter(
             "vitistack_graphql_document_hits_total",
             "GraphQL requests whose document was parsed before (its syntax tree copied, not parsed again)",
         )?;
-        let document_misses = prometheus::IntCounter::new(
+        let document_misses = counter(
             "vitistack_graphql_document_misses_total",
             "GraphQL requests whose document was parsed",
         )?;
-        registry.register(Box::new(document_hits.clone()))?;
-        registry.register(Box::new(document_misses.clone()))?;
         let ws_open = IntGauge::new("vitistack_websockets_open", "Open GraphQL WebSockets")?;
         let ws_closes = IntCounterVec::new(
             Opts::new(

@@ -132,7 +132,9 @@ async fn graphql_get(
         Err(refused) => return refused.into_response(),
     };
     let name = request.operation_name.clone();
-    if let Ok(doc) = request.parsed_query()
+    // Only a document not known to hold queries alone is parsed to find the operation's type.
+    if !app.documents.known_queries(&request.query)
+        && let Ok(doc) = request.parsed_query()
         && let Some(ty) = ws::operation_type(doc, name.as_deref())
         && ty != async_graphql::parser::types::OperationType::Query
     {

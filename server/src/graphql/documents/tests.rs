@@ -217,6 +217,11 @@ async fn a_document_is_parsed_once_and_a_request_validated_once() {
     };
     let (a, validated) = through(&docs, &strict, with(json!(2)), &snap).await;
     assert!(!validated);
+    assert!(docs.known_queries(q), "a GET of it needs no parse");
+    assert!(
+        !docs.known_queries("{ clusters { totalCount } }"),
+        "not seen yet"
+    );
     assert_eq!(
         a["data"]["clusters"]["nodes"].as_array().map(Vec::len),
         Some(2)
@@ -241,6 +246,12 @@ async fn a_document_is_parsed_once_and_a_request_validated_once() {
     }
     assert_eq!((docs.hits.get(), docs.misses.get()), (5, 1));
     assert_eq!(docs.len(), 1);
+    let sub = "subscription { infrastructureSummary { clusters { total } } }";
+    through(&docs, &strict, async_graphql::Request::new(sub), &snap).await;
+    assert!(
+        !docs.known_queries(sub),
+        "a subscription is parsed to be refused over GET"
+    );
     // Off: parsed every time, validated every time, same answers.
     let off = documents(0);
     for _ in 0..2 {

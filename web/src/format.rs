@@ -64,11 +64,13 @@ pub fn percent(used: f64, limit: f64) -> f64 {
 
 /// Bytes as GiB with `decimals` places (the old page's "GB").
 pub fn gib(bytes: f64, decimals: usize) -> String {
-    format!("{:.*}", decimals, bytes / (1024.0 * 1024.0 * 1024.0))
+    // `+ 0.0` turns -0.0 (the sum of no values) into 0.0, which prints without a sign.
+    format!("{:.*}", decimals, bytes / (1024.0 * 1024.0 * 1024.0) + 0.0)
 }
 
 /// A count of cores or vCPUs: whole numbers without a fraction.
 pub fn cores(value: f64) -> String {
+    let value = value + 0.0; // -0.0 (the sum of no values) prints as 0
     if value.fract() == 0.0 {
         format!("{value:.0}")
     } else {
@@ -148,6 +150,12 @@ mod tests {
         assert_eq!(gib(1.5 * 1024.0 * 1024.0 * 1024.0, 1), "1.5");
         assert_eq!(cores(4.0), "4");
         assert_eq!(cores(2.5), "2.5");
+        // An empty sum of f64 is -0.0: a cluster without VMs has 0 vCPU and 0.0 GB, not -0.
+        let none: f64 = std::iter::empty::<f64>().sum();
+        assert_eq!(
+            (cores(none), gib(none, 1)),
+            ("0".to_string(), "0.0".to_string())
+        );
         assert_eq!(plural(1, "host", "hosts"), "1 host");
         assert_eq!(stage_label("IPS_ALLOCATED"), "IPs allocated");
         assert_eq!(stage_label("NEW_STAGE"), "NEW_STAGE");

@@ -31,7 +31,9 @@ export async function startServer(args, env = {}, options = {}) {
   const dbdir = options.dbdir ?? mkdtempSync(join(tmpdir(), 'vitistack-e2e-'));
   const child = spawn(bin, ['serve', ...args, '--database-url', `sqlite://${dbdir}/e2e.db`], {
     env: { ...process.env, PORT: String(port), BIND_ADDRESS: '127.0.0.1', LOG_LEVEL: 'warn',
-      LOG_JSON_LOGGING: 'false', SOURCE: 'embedded', ...env },
+      LOG_JSON_LOGGING: 'false', SOURCE: 'embedded',
+      // The suites read as a client on a trusted network does, unless they set keys.
+      ANONYMOUS_READ_FROM: '127.0.0.0/8', RATE_LIMIT: '0', ...env },
     stdio: ['ignore', 'inherit', 'inherit'],
   });
   const exited = new Promise((resolve) => child.once('exit', resolve));

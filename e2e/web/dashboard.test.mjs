@@ -3,7 +3,7 @@
 // deadline; screenshots of each view land in e2e/web/artifacts/.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { spawn } from 'node:child_process';
 import { tmpdir } from 'node:os';
 import { createInterface } from 'node:readline';
@@ -363,6 +363,55 @@ describe('a still fleet (the demo, simulator off)', () => {
       }
     }
     assert.deepEqual(found, {});
+    await context.close();
+  });
+});
+
+describe('a server that needs a key (no anonymous read)', () => {
+  const VIEWER = 'viewer-key-for-the-dashboard-0123';
+  let server;
+  let dir;
+  before(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'vitistack-keys-'));
+    writeFileSync(join(dir, 'keys'), `ci viewer ${VIEWER}\n`);
+    server = await startServer(['--demo'], { SIMULATE: 'false', ANONYMOUS_READ_FROM: '', API_KEYS_FILE: join(dir, 'keys') });
+  });
+  after(async () => { await server?.stop(); rmSync(dir, { recursive: true, force: true }); });
+
+  test('the page asks for a key, refuses a wrong one, keeps a good one for the tab only, and signs out', async () => {
+    const { page, context, problems } = await openPage(server.base);
+    await page.goto(`${server.base}/`);
+    const form = page.getByRole('dialog', { name: 'Sign in' });
+    await eventually('the sign-in form shows', () => form.isVisible());
+    await shot(page, 'signin');
+    await page.getByTestId('key').fill('not-the-key-0123456789');
+    await form.getByRole('button', { name: 'Sign in' }).click();
+    await eventually('a wrong key is refused', async () => (await form.isVisible())
+      && (await form.textContent()).includes('refused this key'));
+
+    await page.getByTestId('key').fill(VIEWER);
+    await form.getByRole('button', { name: 'Sign in' }).click();
+    await eventually('the badge says Live', async () => (await page.getByTestId('connection').textContent()) === 'Live');
+    await eventually('the header names the principal', async () => (await page.getByTestId('account').textContent()) === 'key:ci · viewer');
+    assert.equal(await form.count(), 0);
+    await eventually('the overview shows the fleet', async () => {
+      const hosts = await page.locator('[data-testid=chart-cpu] .bar').count();
+      return hosts > 0;
+    });
+    // Kept for this tab (sessionStorage), never in localStorage.
+    assert.equal(await page.evaluate(() => sessionStorage.getItem('vitistack-key')), VIEWER);
+    assert.ok(!(await page.evaluate(() => JSON.stringify(localStorage))).includes(VIEWER));
+    // Another tab (another context: no session) is asked again.
+    const other = await openPage(server.base);
+    await other.page.goto(`${server.base}/`);
+    await eventually('another tab is asked for a key', () => other.page.getByRole('dialog', { name: 'Sign in' }).isVisible());
+    await other.context.close();
+
+    await page.getByRole('button', { name: 'Sign out' }).click();
+    await eventually('signing out asks for a key again', () => form.isVisible());
+    assert.equal(await page.evaluate(() => sessionStorage.getItem('vitistack-key')), null);
+    // The only problems are the refusals the browser logs (401s and the refused socket).
+    assert.deepEqual(problems.filter((p) => !/401|4403|WebSocket/.test(p)), []);
     await context.close();
   });
 });

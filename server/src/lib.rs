@@ -2,6 +2,7 @@
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
 pub mod app;
+pub mod auth;
 pub mod config;
 pub mod db;
 pub mod domain;

@@ -38,3 +38,4 @@ operation!(ClusterHistory, "graphql/cluster_history.graphql");
 operation!(MachineList, "graphql/machine_list.graphql");
 operation!(VmList, "graphql/vm_list.graphql");
 operation!(NetworkList, "graphql/network_list.graphql");
+operation!(Me, "graphql/me.graphql");

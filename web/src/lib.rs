@@ -5,6 +5,7 @@ mod charts;
 mod format;
 mod gql;
 mod net;
+mod signin;
 mod views;
 
 use leptos::prelude::*;
@@ -30,6 +31,7 @@ fn App() -> impl IntoView {
     let state = net::connect();
     provide_context(state);
     views::Sources::provide(state);
+    signin::Session::provide(state);
     view! {
         <Router>
             <a class="skip" href="#main">"Skip to content"</a>
@@ -47,6 +49,7 @@ fn App() -> impl IntoView {
                 </nav>
                 <div class="spacer"></div>
                 <Badge state/>
+                <signin::Account state/>
                 <ThemeSwitch/>
             </header>
             <views::SyncBanner/>

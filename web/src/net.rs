@@ -28,6 +28,60 @@ pub fn now_ms() -> f64 {
     js_sys::Date::now()
 }
 
+/// Where this tab keeps its key: the session's storage, gone when the tab closes.
+const KEY_ITEM: &str = "vitistack-key";
+
+fn session() -> Option<web_sys::Storage> {
+    web_sys::window().and_then(|w| w.session_storage().ok().flatten())
+}
+
+/// The key this tab signed in with.
+pub fn key() -> Option<String> {
+    session()
+        .and_then(|s| s.get_item(KEY_ITEM).ok().flatten())
+        .filter(|k| !k.is_empty())
+}
+
+/// The server refused this tab's credential (or lack of one): the sign-in form shows.
+fn refused() {
+    if let Some(c) = client() {
+        let signin = c.borrow().state.signin;
+        signin.set(true);
+    }
+}
+
+/// Keep `key` for this tab and connect again with it (every view refetches).
+pub fn sign_in(key: &str) {
+    if let Some(s) = session() {
+        let _ = s.set_item(KEY_ITEM, key.trim());
+    }
+    reconnect();
+}
+
+/// Forget this tab's key and connect again without it.
+pub fn sign_out() {
+    if let Some(s) = session() {
+        let _ = s.remove_item(KEY_ITEM);
+    }
+    reconnect();
+}
+
+fn reconnect() {
+    let Some(client) = client() else { return };
+    let old = {
+        let mut c = client.borrow_mut();
+        c.acked = false;
+        c.failures = 0;
+        c.state.signin.set(false);
+        c.socket.take()
+    };
+    // The old socket's close no longer counts: it is not the current one.
+    if let Some(socket) = old {
+        let _ = socket.close();
+    }
+    open(&client);
+}
+
 /// Runs one query or mutation and returns its data, or the errors' messages joined.
 pub async fn query<Q: GraphQLQuery>(variables: Q::Variables) -> Result<Q::ResponseData, String> {
     let body = serde_json::to_string(&Q::build_query(variables)).map_err(|e| e.to_string())?;
@@ -41,6 +95,11 @@ pub async fn query<Q: GraphQLQuery>(variables: Q::Variables) -> Result<Q::Respon
     headers
         .set("accept", "application/graphql-response+json")
         .map_err(js_error)?;
+    if let Some(key) = key() {
+        headers
+            .set("authorization", &format!("Bearer {key}"))
+            .map_err(js_error)?;
+    }
     init.set_headers(&headers);
     let request = web_sys::Request::new_with_str_and_init("/graphql", &init).map_err(js_error)?;
     let window = web_sys::window().ok_or("no window")?;
@@ -49,6 +108,9 @@ pub async fn query<Q: GraphQLQuery>(variables: Q::Variables) -> Result<Q::Respon
         .map_err(js_error)?
         .dyn_into()
         .map_err(js_error)?;
+    if response.status() == 401 {
+        refused();
+    }
     let text = JsFuture::from(response.text().map_err(js_error)?)
         .await
         .map_err(js_error)?;
@@ -102,6 +164,8 @@ pub struct LinkState {
     pub last_change: RwSignal<Option<f64>>,
     /// Bumped at every acknowledged (re)connection: views refetch what they hold.
     pub connections: RwSignal<u32>,
+    /// The server wants a key (none, or this tab's was refused): the sign-in form shows.
+    pub signin: RwSignal<bool>,
 }
 
 type Handler = Rc<dyn Fn(Result<Value, String>)>;
@@ -137,6 +201,7 @@ pub fn connect() -> LinkState {
         link: RwSignal::new(Link::Connecting),
         last_change: RwSignal::new(None),
         connections: RwSignal::new(0),
+        signin: RwSignal::new(false),
     };
     let url = web_sys::window()
         .and_then(|w| {
@@ -181,7 +246,14 @@ fn open(client: &Rc<RefCell<Client>>) {
     let on_open = {
         let socket = socket.clone();
         Closure::<dyn FnMut(JsValue)>::new(move |_| {
-            send(&socket, &json!({"type": "connection_init", "payload": {}}));
+            let payload = match key() {
+                Some(k) => json!({"Authorization": format!("Bearer {k}")}),
+                None => json!({}),
+            };
+            send(
+                &socket,
+                &json!({"type": "connection_init", "payload": payload}),
+            );
         })
     };
     let on_message = {
@@ -200,14 +272,28 @@ fn open(client: &Rc<RefCell<Client>>) {
         let client = client.clone();
         let socket = socket.clone();
         Closure::<dyn FnMut(JsValue)>::new(move |event: JsValue| {
-            let _ = event.dyn_into::<CloseEvent>();
+            let code = event
+                .dyn_into::<CloseEvent>()
+                .map(|e| e.code())
+                .unwrap_or(0);
             // Only the current socket's close counts (an old one may close late).
             let current = client
                 .borrow()
                 .socket
                 .as_ref()
                 .is_some_and(|s| *s == socket);
-            if current {
+            if current && code == 4403 {
+                // Refused (no key, a wrong one, or revoked): trying again will not help; the
+                // sign-in form connects again.
+                {
+                    let mut c = client.borrow_mut();
+                    c.socket = None;
+                    c.acked = false;
+                }
+                let state = client.borrow().state;
+                state.link.set(Link::Disconnected);
+                refused();
+            } else if current {
                 closed(&client);
             }
         })

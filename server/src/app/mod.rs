@@ -189,6 +189,8 @@ pub async fn start(cfg: &ServeConfig, listener: TcpListener) -> anyhow::Result<R
     let engine = Engine::of(&cfg.db.database_url)?;
     let db_health = Arc::new(DbHealth::new(engine, &cfg.db.database_url));
     let (stop, stop_rx) = watch::channel(false);
+    // Access first: a bad keys file stops the start before anything else has begun.
+    let access = access(cfg, stop_rx.clone()).await?;
 
     let (mode, why) = cfg.resolve_source();
     let embedded = mode != SourceMode::Kube;
@@ -281,6 +283,7 @@ pub async fn start(cfg: &ServeConfig, listener: TcpListener) -> anyhow::Result<R
         store: store.clone(),
         subscription_metrics: Some(metrics.subscriptions.clone()),
         history: Some(history.clone()),
+        introspection: cfg.access.introspection,
         fanout: Some(crate::graphql::subscription::fanout::Fanout::start(
             &store,
             cfg.subscription_buffer,
@@ -309,6 +312,7 @@ pub async fn start(cfg: &ServeConfig, listener: TcpListener) -> anyhow::Result<R
         metrics.document_misses.clone(),
     ));
     let state = AppState {
+        access,
         cache,
         parts,
         documents: query_documents,
@@ -404,6 +408,60 @@ pub async fn start(cfg: &ServeConfig, listener: TcpListener) -> anyhow::Result<R
         history,
         documents,
     })
+}
+
+/// Authentication, rate limits and the other access settings; starts the keys file watcher.
+async fn access(
+    cfg: &ServeConfig,
+    stop: watch::Receiver<bool>,
+) -> anyhow::Result<Arc<crate::http::access::Access>> {
+    let a = &cfg.access;
+    let settings = a.auth_settings().map_err(anyhow::Error::msg)?;
+    let kube = if settings.kubernetes.is_some() {
+        Some(
+            source::kube::client(&cfg.kube_settings())
+                .await
+                .map_err(|e| anyhow::anyhow!("AUTH_KUBERNETES: {e}"))?,
+        )
+    } else {
+        None
+    };
+    let auth = crate::auth::Auth::new(settings, kube).map_err(anyhow::Error::msg)?;
+    let s = auth.settings();
+    tracing::info!(
+        keys = auth.key_count(),
+        kubernetes = s.kubernetes.is_some(),
+        anonymous_read_from = ?s.anonymous_from.iter().map(ToString::to_string).collect::<Vec<_>>(),
+        "authentication: {}",
+        if auth.key_count() == 0 && s.kubernetes.is_none() && s.anonymous_from.is_empty() {
+            "no key, no Kubernetes review and no anonymous network: every GraphQL request is refused (set API_KEYS_FILE, AUTH_KUBERNETES or ANONYMOUS_READ_FROM)"
+        } else {
+            "on"
+        }
+    );
+    // Runs until the server stops.
+    drop(auth.spawn_watcher(stop.clone()));
+    let rate = crate::http::rate::RateLimits::new(&a.rate_limits().map_err(anyhow::Error::msg)?);
+    let access = Arc::new(crate::http::access::Access {
+        auth,
+        rate,
+        timeout: a.operation_timeout().map_err(anyhow::Error::msg)?,
+        graphiql: a.graphiql,
+        metrics_require_key: a.metrics_require_key,
+        origins: a.origins(),
+    });
+    // Principals back to a full allowance are forgotten: the limiter's memory stays bounded.
+    let idle = access.clone();
+    let mut stop = stop;
+    tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep(Duration::from_secs(60)) => idle.rate.forget_idle(),
+                _ = stop.wait_for(|s| *s) => return,
+            }
+        }
+    });
+    Ok(access)
 }
 
 fn demo_spec(cfg: &ServeConfig) -> FleetSpec {

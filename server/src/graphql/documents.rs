@@ -21,7 +21,9 @@ use parking_lot::Mutex;
 
 use super::AppSchema;
 use super::generations::{Generations, Weighed};
-use super::limits::{QueryLimits, check_aliases, check_complexity, check_tokens};
+use super::limits::{
+    QueryLimits, check_aliases, check_complexity, check_introspection, check_tokens,
+};
 use super::parts::RequestKey;
 
 /// Requests (operation, variables) remembered as validated, per document; older ones are
@@ -117,6 +119,7 @@ fn over_limits(
     limits: &QueryLimits,
 ) -> Option<async_graphql::ServerError> {
     check_aliases(doc, limits)
+        .and_then(|()| check_introspection(doc, limits))
         .and_then(|()| check_complexity(doc, variables, limits))
         .err()
 }

@@ -24,6 +24,8 @@ pub struct QueryLimits {
     pub max_aliases: usize,
     /// Complexity (see the module documentation).
     pub max_complexity: usize,
+    /// Introspection (`__schema`, `__type`) answered (`INTROSPECTION`).
+    pub introspection: bool,
 }
 
 impl Default for QueryLimits {
@@ -32,6 +34,7 @@ impl Default for QueryLimits {
             max_tokens: 10_000,
             max_aliases: 100,
             max_complexity: 200_000,
+            introspection: true,
         }
     }
 }
@@ -126,6 +129,42 @@ fn aliases_in(set: &SelectionSet, n: &mut usize) {
             Selection::FragmentSpread(_) => {}
         }
     }
+}
+
+fn introspects(set: &SelectionSet) -> bool {
+    set.items.iter().any(|item| match &item.node {
+        Selection::Field(f) => {
+            matches!(f.node.name.node.as_str(), "__schema" | "__type")
+                || introspects(&f.node.selection_set.node)
+        }
+        Selection::InlineFragment(f) => introspects(&f.node.selection_set.node),
+        Selection::FragmentSpread(_) => false,
+    })
+}
+
+/// Refuse introspection when it is switched off (async-graphql alone would answer `null`).
+pub fn check_introspection(
+    doc: &ExecutableDocument,
+    limits: &QueryLimits,
+) -> Result<(), ServerError> {
+    if limits.introspection {
+        return Ok(());
+    }
+    let sets = doc
+        .operations
+        .iter()
+        .map(|(_, op)| &op.node.selection_set.node)
+        .chain(doc.fragments.values().map(|f| &f.node.selection_set.node));
+    for set in sets {
+        if introspects(set) {
+            return Err(refusal(
+                "INTROSPECTION_OFF",
+                "introspection (__schema, __type) is switched off here (INTROSPECTION=false)"
+                    .into(),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Refuse a document with more aliased fields than `limits` allow (every operation and
@@ -297,6 +336,7 @@ impl Extension for Enforcer {
         check_tokens(query, &self.0)?;
         let doc = next.run(ctx, query, variables).await?;
         check_aliases(&doc, &self.0)?;
+        check_introspection(&doc, &self.0)?;
         check_complexity(&doc, variables, &self.0)?;
         Ok(doc)
     }

@@ -44,6 +44,8 @@ pub struct SchemaSettings {
     pub fanout: Option<std::sync::Arc<subscription::fanout::Fanout>>,
     /// The event log (None: history fields say it is not kept).
     pub history: Option<std::sync::Arc<crate::history::History>>,
+    /// Answer introspection queries.
+    pub introspection: bool,
 }
 
 impl Default for SchemaSettings {
@@ -59,6 +61,7 @@ impl Default for SchemaSettings {
             subscription_metrics: None,
             fanout: None,
             history: None,
+            introspection: true,
         }
     }
 }
@@ -77,6 +80,9 @@ pub(crate) fn with_data<Q, M, S>(
         .data(settings.overcommit)
         .data(settings.store.clone())
         .limit_depth(settings.max_depth);
+    if !settings.introspection {
+        builder = builder.disable_introspection();
+    }
     if let Some(m) = &settings.subscription_metrics {
         builder = builder.data(m.clone());
     }

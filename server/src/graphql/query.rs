@@ -625,4 +625,27 @@ impl Query {
         ctx.data_unchecked::<Arc<crate::source::status::SourceStatus>>()
             .report(&snap(ctx))
     }
+
+    /// Who is asking: the principal of this request and its role (the dashboard offers
+    /// changes only to an operator). Null outside a request (a subscription's event).
+    async fn me(&self, ctx: &Context<'_>) -> Option<Me> {
+        // The answer depends on the caller, not only on the snapshot.
+        crate::graphql::mark_volatile(ctx);
+        ctx.data_opt::<crate::auth::Principal>().map(|p| Me {
+            name: p.name.to_string(),
+            role: p.role,
+            anonymous: p.is_anonymous(),
+        })
+    }
+}
+
+/// The caller of a request.
+#[derive(async_graphql::SimpleObject)]
+pub struct Me {
+    /// `key:NAME`, `kubernetes:USER` or `anonymous`.
+    pub name: String,
+    /// What it may do.
+    pub role: crate::auth::Role,
+    /// True when no credential was sent (read from a trusted network).
+    pub anonymous: bool,
 }

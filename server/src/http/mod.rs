@@ -1,9 +1,11 @@
 //! The HTTP surface: GraphQL (POST, and GraphiQL on GET), health, readiness, metrics, and the page.
 
+pub mod access;
 pub mod assets;
 pub mod cache;
 mod graphql_http;
 mod metrics;
+pub mod rate;
 pub mod ws;
 
 use std::sync::Arc;
@@ -59,6 +61,8 @@ pub struct AppState {
     pub gate: Arc<ws::Gate>,
     /// The event log (each query gets its own history loaders).
     pub history: Option<Arc<crate::history::History>>,
+    /// Who may call, how much, and from where.
+    pub access: Arc<access::Access>,
 }
 
 impl AppState {
@@ -85,7 +89,8 @@ impl AppState {
 
 /// The router with every route.
 pub fn router(state: AppState) -> Router {
-    Router::new()
+    let cors = state.access.cors();
+    let router = Router::new()
         .route("/", get(assets::serve))
         .route("/graphql", get(graphql_get).post(graphql))
         .route("/graphql/ws", get(graphql_ws))
@@ -103,13 +108,27 @@ pub fn router(state: AppState) -> Router {
         .layer(tower_http::limit::RequestBodyLimitLayer::new(
             MAX_BODY_BYTES,
         ))
-        .with_state(state)
+        // A panic is answered 500 with a fixed message: what panicked stays in the log.
+        .layer(tower_http::catch_panic::CatchPanicLayer::custom(panicked))
+        .with_state(state);
+    match cors {
+        Some(cors) => router.layer(cors),
+        None => router,
+    }
+}
+
+fn panicked(_: Box<dyn std::any::Any + Send + 'static>) -> Response {
+    tracing::error!("a request handler panicked");
+    let body =
+        json!({"errors": [{"message": "internal error", "extensions": {"code": "INTERNAL"}}]});
+    (StatusCode::INTERNAL_SERVER_ERROR, axum::Json(body)).into_response()
 }
 
 /// GET with a `query` parameter executes a query (GraphQL over HTTP; mutations are refused with
 /// 405); a bare GET opens GraphiQL.
 async fn graphql_get(
     State(app): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
     headers: axum::http::HeaderMap,
     uri: axum::http::Uri,
 ) -> Response {
@@ -117,6 +136,15 @@ async fn graphql_get(
         .query()
         .filter(|q| q.split('&').any(|p| p.starts_with("query=")))
     else {
+        if !app.access.graphiql {
+            return graphql_http::refuse(
+                StatusCode::NOT_FOUND,
+                graphql_http::Media::Json,
+                "GRAPHIQL_OFF",
+                "GraphiQL is switched off here (GRAPHIQL=false); send queries with POST or GET ?query=",
+            )
+            .into_response();
+        }
         let page = GraphiQLSource::build()
             .endpoint("/graphql")
             .subscription_endpoint("/graphql/ws")
@@ -124,7 +152,21 @@ async fn graphql_get(
             .finish();
         return Html(page).into_response();
     };
-    let Some(media) = graphql_http::negotiate(&headers) else {
+    // Who is asking comes first: nothing else is said to a caller without a credential.
+    let media = graphql_http::negotiate(&headers);
+    let principal = match app
+        .access
+        .admit(
+            peer.ip(),
+            &headers,
+            media.unwrap_or(graphql_http::Media::Json),
+        )
+        .await
+    {
+        Ok(p) => p,
+        Err(refused) => return refused,
+    };
+    let Some(media) = media else {
         return graphql_http::not_acceptable();
     };
     let mut request = match graphql_http::parse_get(query, media) {
@@ -148,15 +190,30 @@ async fn graphql_get(
         )
         .into_response();
     }
-    execute(&app, request, media).await
+    execute(&app, request, media, principal).await
 }
 
 /// GraphQL over WebSocket: `graphql-transport-ws` and the legacy `graphql-ws` subprotocol.
 async fn graphql_ws(
     State(app): State<AppState>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: axum::http::HeaderMap,
     upgrade: axum::extract::WebSocketUpgrade,
 ) -> Response {
+    // A browser page from another origin may not ride on a user's network position.
+    if !app.access.origin_allowed(&headers) {
+        return (
+            StatusCode::FORBIDDEN,
+            "WebSocket refused: this Origin is not allowed (CORS_ALLOWED_ORIGINS)",
+        )
+            .into_response();
+    }
+    let client = app.access.client(peer.ip(), &headers);
+    // Non-browser clients may authenticate the upgrade itself; connection_init may still.
+    let authorization = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .map(String::from);
     upgrade
         .protocols(ws::PROTOCOLS)
         // Small buffers: most sockets are idle subscribers (tungstenite's default is 128 KiB;
@@ -166,17 +223,26 @@ async fn graphql_ws(
         // The same bound as an HTTP body: larger frames and messages are refused with 1009.
         .max_frame_size(MAX_BODY_BYTES)
         .max_message_size(MAX_BODY_BYTES)
-        .on_upgrade(move |socket| ws::serve(socket, app, peer.ip()))
+        .on_upgrade(move |socket| ws::serve(socket, app, client, authorization))
 }
 
 /// GraphQL over SSE (GET with `query`, `variables`, `operationName` parameters).
 async fn graphql_sse_get(
     State(app): State<AppState>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: axum::http::HeaderMap,
     uri: axum::http::Uri,
 ) -> Response {
+    let principal = match app
+        .access
+        .admit(peer.ip(), &headers, graphql_http::Media::Json)
+        .await
+    {
+        Ok(p) => p,
+        Err(refused) => return refused,
+    };
     match graphql_http::parse_get(uri.query().unwrap_or_default(), graphql_http::Media::Json) {
-        Ok(req) => sse(app, peer.ip(), req),
+        Ok(req) => sse(app, principal, req),
         Err(refused) => refused.into_response(),
     }
 }
@@ -188,17 +254,29 @@ async fn graphql_sse_post(
     headers: axum::http::HeaderMap,
     body: bytes::Bytes,
 ) -> Response {
+    let principal = match app
+        .access
+        .admit(peer.ip(), &headers, graphql_http::Media::Json)
+        .await
+    {
+        Ok(p) => p,
+        Err(refused) => return refused,
+    };
     match graphql_http::parse_post(&headers, &body, graphql_http::Media::Json) {
-        Ok(req) => sse(app, peer.ip(), req),
+        Ok(req) => sse(app, principal, req),
         Err(refused) => refused.into_response(),
     }
 }
 
 /// One operation as an event stream: `next` events (each a GraphQL response), then `complete`.
 /// Same semantics as a WebSocket operation; counts against the same connection caps.
-fn sse(app: AppState, client: std::net::IpAddr, request: async_graphql::Request) -> Response {
+fn sse(
+    app: AppState,
+    principal: crate::auth::Principal,
+    request: async_graphql::Request,
+) -> Response {
     use axum::response::sse::{Event, KeepAlive, Sse};
-    let admission = match app.gate.admit(client) {
+    let admission = match app.gate.admit(principal.address) {
         Ok(a) => a,
         Err(reason) => {
             let body = json!({"errors": [{"message": reason, "extensions": {"code": "CONNECTION_LIMIT"}}]});
@@ -207,10 +285,31 @@ fn sse(app: AppState, client: std::net::IpAddr, request: async_graphql::Request)
     };
     let open = Held::new(&app.metrics.sse_open);
     let keepalive = app.gate.settings.keepalive;
-    let events = ws::execute_stream(&app, request)
+    // A stream whose key is revoked ends with a FORBIDDEN error, as a socket closes with 4403.
+    let was_revoked = Arc::new(AtomicBool::new(false));
+    let revoked = {
+        let was_revoked = was_revoked.clone();
+        let revoked = ws::revoked(app.access.auth.clone(), principal.clone());
+        async move {
+            revoked.await;
+            was_revoked.store(true, Ordering::Release);
+        }
+    };
+    let events = ws::execute_stream(&app, request, principal)
         .map(|payload| {
             Ok::<_, std::convert::Infallible>(Event::default().event("next").data(payload.json()))
         })
+        .take_until(revoked)
+        .chain(
+            futures::stream::once(async move { was_revoked.load(Ordering::Acquire) }).filter_map(
+                |revoked| async move {
+                    revoked.then(|| {
+                        let body = json!({"errors": [{"message": ws::REVOKED, "extensions": {"code": "FORBIDDEN"}}]});
+                        Ok(Event::default().event("next").data(body.to_string()))
+                    })
+                },
+            ),
+        )
         .chain(futures::stream::once(async move {
             // Held until the stream ends or the client goes away.
             drop((admission, open));
@@ -249,10 +348,24 @@ async fn graphql(
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|a| a.contains("text/event-stream") && !a.contains("json"));
+    let negotiated = graphql_http::negotiate(&headers);
+    // Who is asking comes first: nothing else is said to a caller without a credential.
+    let principal = match app
+        .access
+        .admit(
+            peer.ip(),
+            &headers,
+            negotiated.unwrap_or(graphql_http::Media::Json),
+        )
+        .await
+    {
+        Ok(p) => p,
+        Err(refused) => return refused,
+    };
     let media = if wants_sse {
         graphql_http::Media::Json
     } else {
-        match graphql_http::negotiate(&headers) {
+        match negotiated {
             Some(m) => m,
             None => return graphql_http::not_acceptable(),
         }
@@ -262,9 +375,9 @@ async fn graphql(
         Err(refused) => return refused.into_response(),
     };
     if wants_sse {
-        return sse(app, peer.ip(), request);
+        return sse(app, principal, request);
     }
-    execute(&app, request, media).await
+    execute(&app, request, media, principal).await
 }
 
 /// True when a response is a request that failed before it ran (parse, validation, variables,
@@ -277,10 +390,31 @@ fn rejected(response: &async_graphql::Response) -> bool {
 
 async fn execute(
     app: &AppState,
+    request: async_graphql::Request,
+    media: graphql_http::Media,
+    principal: crate::auth::Principal,
+) -> Response {
+    let timeout = app.access.timeout;
+    match tokio::time::timeout(timeout, execute_in_time(app, request, media, principal)).await {
+        Ok(r) => r,
+        Err(_) => graphql_http::refuse(
+            StatusCode::GATEWAY_TIMEOUT,
+            media,
+            "TIMEOUT",
+            access::timeout_message(timeout),
+        )
+        .into_response(),
+    }
+}
+
+async fn execute_in_time(
+    app: &AppState,
     mut request: async_graphql::Request,
     media: graphql_http::Media,
+    principal: crate::auth::Principal,
 ) -> Response {
     let started = Instant::now();
+    request = request.data(principal);
     // One snapshot per request: every field of the answer reads the same version of the graph.
     let snapshot = app.store.snapshot();
     let seq = snapshot.seq();
@@ -397,7 +531,20 @@ async fn ready(State(app): State<AppState>) -> Response {
         .into_response()
 }
 
-async fn metrics(State(app): State<AppState>) -> Response {
+async fn metrics(
+    State(app): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: axum::http::HeaderMap,
+) -> Response {
+    if app.access.metrics_require_key {
+        match app.access.principal(peer.ip(), &headers).await {
+            Ok(p) if !p.is_anonymous() => {}
+            Ok(_) => {
+                return access::refused(&crate::auth::Refusal::Missing, graphql_http::Media::Json);
+            }
+            Err(r) => return access::refused(&r, graphql_http::Media::Json),
+        }
+    }
     let snap = app.store.snapshot();
     let body = app
         .metrics

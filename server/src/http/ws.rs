@@ -22,7 +22,43 @@ use parking_lot::Mutex;
 use serde_json::{Value, json};
 
 use super::AppState;
+use crate::auth::{Auth, Principal};
 use crate::graphql::subscription::executor::Payload;
+
+/// The close reason (4403) and error of a socket or stream whose credential stopped working.
+pub const REVOKED: &str = "Forbidden: the key was revoked or has expired";
+
+/// Resolves when `principal`'s credential stops working (never for one that cannot).
+pub async fn revoked(auth: Arc<Auth>, principal: Principal) {
+    let mut changes = auth.changes();
+    loop {
+        if changes.changed().await.is_err() {
+            return std::future::pending().await;
+        }
+        if !auth.still_valid(&principal).await {
+            return;
+        }
+    }
+}
+
+/// The token a `connection_init` payload carries: `Authorization` (`Bearer <key>` or the key),
+/// `authorization`, `headers.Authorization`, `token` or `apiKey`.
+fn init_token(payload: &Value) -> Option<String> {
+    let field = |v: &Value, names: &[&str]| {
+        names
+            .iter()
+            .find_map(|n| v.get(*n).and_then(Value::as_str).map(str::to_string))
+    };
+    let header = field(payload, &["Authorization", "authorization"]).or_else(|| {
+        payload
+            .get("headers")
+            .and_then(|h| field(h, &["Authorization", "authorization"]))
+    });
+    match header {
+        Some(h) => Some(crate::auth::bearer(&h).map_or(h.clone(), str::to_string)),
+        None => field(payload, &["token", "apiKey", "api_key"]),
+    }
+}
 
 /// Limits and timers of streaming connections (WebSocket and SSE).
 #[derive(Clone, Debug)]
@@ -130,6 +166,7 @@ pub fn operation_type(doc: &ExecutableDocument, name: Option<&str>) -> Option<Op
 pub fn execute_stream(
     app: &AppState,
     mut request: async_graphql::Request,
+    principal: Principal,
 ) -> BoxStream<'static, Payload> {
     // The document is parsed once per text (see `graphql::documents`), and refused before it runs
     // when it is over a limit: a huge document costs its length once, nothing more.
@@ -165,7 +202,9 @@ pub fn execute_stream(
             let app = app.clone();
             futures::stream::once(async move {
                 let key = key.as_ref();
-                let request = app.query_data(request, app.store.snapshot(), key);
+                let request = app
+                    .query_data(request, app.store.snapshot(), key)
+                    .data(principal);
                 response(
                     app.documents
                         .execute(&app.schema, &plan, key, request)
@@ -226,6 +265,12 @@ struct Conn {
     app: AppState,
     protocol: Protocol,
     acked: bool,
+    /// Who opened it (known once `connection_init` is accepted).
+    principal: Option<Principal>,
+    /// The client's address.
+    client: IpAddr,
+    /// `Authorization` of the upgrade request, used when `connection_init` carries none.
+    authorization: Option<String>,
     operations: HashMap<String, Operation>,
     streams: SelectAll<BoxStream<'static, Item>>,
     /// Messages to send before reading on.
@@ -233,7 +278,12 @@ struct Conn {
 }
 
 /// Serve one upgraded socket until either side closes it.
-pub async fn serve(socket: WebSocket, app: AppState, client: IpAddr) {
+pub async fn serve(
+    socket: WebSocket,
+    app: AppState,
+    client: IpAddr,
+    authorization: Option<String>,
+) {
     let protocol = match socket.protocol().and_then(|p| p.to_str().ok()) {
         Some("graphql-transport-ws") => Protocol::Transport,
         Some("graphql-ws") => Protocol::Legacy,
@@ -256,6 +306,9 @@ pub async fn serve(socket: WebSocket, app: AppState, client: IpAddr) {
         app: app.clone(),
         protocol,
         acked: false,
+        principal: None,
+        client,
+        authorization,
         operations: HashMap::new(),
         streams: SelectAll::new(),
         out: Vec::new(),
@@ -293,10 +346,15 @@ impl Conn {
             settings.keepalive,
         );
         keepalive.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut changes = self.app.access.auth.changes();
         loop {
             let step: Result<(), Close> = tokio::select! {
                 msg = incoming.next() => match msg {
-                    Some(Ok(Message::Text(text))) => self.receive(text.as_str()),
+                    Some(Ok(Message::Text(text))) => match self.receive(text.as_str()) {
+                        Ok(Some(init)) => self.init(&init).await,
+                        Ok(None) => Ok(()),
+                        Err(c) => Err(c),
+                    },
                     Some(Ok(Message::Binary(_))) => Err(Close::new(4400, "Binary messages are not part of the protocol")),
                     Some(Ok(Message::Ping(_) | Message::Pong(_))) => Ok(()),
                     // tungstenite refuses a frame or message above the limit with a capacity
@@ -317,6 +375,14 @@ impl Conn {
                 }
                 _ = &mut init_deadline, if !self.acked => {
                     Err(Close::new(4408, "Connection initialisation timeout"))
+                }
+                changed = changes.changed(), if self.principal.is_some() => {
+                    match (changed, &self.principal) {
+                        (Ok(()), Some(p)) if !self.app.access.auth.still_valid(p).await => {
+                            Err(Close::new(4403, REVOKED))
+                        }
+                        _ => Ok(()),
+                    }
                 }
                 _ = keepalive.tick() => {
                     match self.protocol {
@@ -359,7 +425,8 @@ impl Conn {
         }
     }
 
-    fn receive(&mut self, text: &str) -> Result<(), Close> {
+    /// Handle one message; a `connection_init` is returned (its payload) to be authenticated.
+    fn receive(&mut self, text: &str) -> Result<Option<Value>, Close> {
         let msg: Value = serde_json::from_str(text)
             .map_err(|e| Close::new(4400, format!("Invalid message received: not JSON ({e})")))?;
         let Some(ty) = msg.get("type").and_then(Value::as_str) else {
@@ -379,22 +446,17 @@ impl Conn {
                 if self.acked {
                     return Err(Close::new(4429, "Too many initialisation requests"));
                 }
-                self.acked = true;
-                self.out.push(r#"{"type":"connection_ack"}"#.into());
-                if self.protocol == Protocol::Legacy {
-                    self.out.push(r#"{"type":"ka"}"#.into());
-                }
-                Ok(())
+                Ok(Some(msg.get("payload").cloned().unwrap_or(Value::Null)))
             }
             (Protocol::Transport, "ping") => {
                 self.out.push(r#"{"type":"pong"}"#.into());
-                Ok(())
+                Ok(None)
             }
-            (Protocol::Transport, "pong") => Ok(()),
+            (Protocol::Transport, "pong") => Ok(None),
             (Protocol::Transport, "subscribe") | (Protocol::Legacy, "start") => {
                 let id = id()?;
                 let payload = msg.get("payload").cloned().unwrap_or(Value::Null);
-                self.start(id, payload)
+                self.start(id, payload).map(|()| None)
             }
             (Protocol::Transport, "complete") | (Protocol::Legacy, "stop") => {
                 let id = id()?;
@@ -405,7 +467,7 @@ impl Conn {
                             .push(json!({"type": "complete", "id": id}).to_string());
                     }
                 }
-                Ok(())
+                Ok(None)
             }
             (Protocol::Legacy, "connection_terminate") => {
                 Err(Close::new(1000, "Connection terminated by the client"))
@@ -417,10 +479,33 @@ impl Conn {
         }
     }
 
-    fn start(&mut self, id: String, payload: Value) -> Result<(), Close> {
-        if !self.acked {
-            return Err(Close::new(4401, "Unauthorized"));
+    /// Authenticate `connection_init`: acknowledged, or closed with 4403.
+    async fn init(&mut self, payload: &Value) -> Result<(), Close> {
+        let token = init_token(payload).or_else(|| {
+            self.authorization
+                .as_deref()
+                .map(|h| crate::auth::bearer(h).unwrap_or(h).to_string())
+        });
+        let principal = self
+            .app
+            .access
+            .auth
+            .authenticate(token.as_deref(), self.client)
+            .await
+            .map_err(|r| Close::new(4403, format!("Forbidden: {}", r.message())))?;
+        self.principal = Some(principal);
+        self.acked = true;
+        self.out.push(r#"{"type":"connection_ack"}"#.into());
+        if self.protocol == Protocol::Legacy {
+            self.out.push(r#"{"type":"ka"}"#.into());
         }
+        Ok(())
+    }
+
+    fn start(&mut self, id: String, payload: Value) -> Result<(), Close> {
+        let Some(principal) = self.principal.clone().filter(|_| self.acked) else {
+            return Err(Close::new(4401, "Unauthorized"));
+        };
         if self.operations.contains_key(&id) {
             return Err(Close::new(
                 4409,
@@ -442,7 +527,11 @@ impl Conn {
             self.refuse(&id, &message, "OPERATION_LIMIT");
             return Ok(());
         }
-        let stream = execute_stream(&self.app, request);
+        if let Err(limited) = self.app.access.rate.check(&principal, 1) {
+            self.refuse(&id, &limited.message, "RATE_LIMITED");
+            return Ok(());
+        }
+        let stream = execute_stream(&self.app, request, principal);
         let (abort, registration) = AbortHandle::new_pair();
         let end_id = id.clone();
         let item_id = id.clone();

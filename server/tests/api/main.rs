@@ -7,9 +7,10 @@ mod diagnosis;
 mod fixtures;
 #[macro_use]
 mod persistence;
+mod auth;
 mod history;
 mod limits;
-mod protocol;
+pub mod protocol;
 mod queries;
 mod robustness;
 mod subscriptions;
@@ -137,6 +138,19 @@ pub async fn spawn(args: &[&str]) -> TestApp {
         argv.extend(["--database-url".into(), db.url()]);
         Some(db)
     };
+    // The tests of other features read as a client on a trusted network does; the tests of
+    // authentication say how they authenticate.
+    let auth_args = [
+        "--api-keys-file",
+        "--anonymous-read-from",
+        "--auth-kubernetes",
+    ];
+    if !args.iter().any(|a| auth_args.contains(a)) {
+        argv.extend(["--anonymous-read-from".into(), "127.0.0.0/8".into()]);
+    }
+    if !args.iter().any(|a| a.starts_with("--rate-limit")) {
+        argv.extend(["--rate-limit".into(), "0".into()]);
+    }
     argv.extend(args.iter().map(|a| a.to_string()));
     let cfg = Args::try_parse_from(argv).expect("args").cfg;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")

@@ -360,20 +360,20 @@ async fn legacy_graphql_ws_subprotocol() {
 }
 
 /// Reads SSE events (`event:` name and `data:` JSON) from a streaming response.
-struct SseReader {
+pub struct SseReader {
     res: reqwest::Response,
     buf: String,
 }
 
 impl SseReader {
-    fn new(res: reqwest::Response) -> Self {
+    pub fn new(res: reqwest::Response) -> Self {
         SseReader {
             res,
             buf: String::new(),
         }
     }
 
-    async fn next(&mut self) -> (String, Value) {
+    pub async fn next(&mut self) -> (String, Value) {
         loop {
             if let Some(end) = self.buf.find("\n\n") {
                 let block: String = self.buf.drain(..end + 2).collect();

@@ -87,6 +87,15 @@ impl Harness {
             "--absent-kind-retry-seconds",
             "1",
         ];
+        if !extra
+            .iter()
+            .any(|a| a.starts_with("--api-keys-file") || *a == "--auth-kubernetes")
+        {
+            argv.extend(["--anonymous-read-from", "127.0.0.0/8"]);
+        }
+        if !extra.iter().any(|a| a.starts_with("--rate-limit")) {
+            argv.extend(["--rate-limit", "0"]);
+        }
         argv.extend_from_slice(extra);
         let cfg = Args::try_parse_from(argv).expect("args").cfg;
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
@@ -723,6 +732,7 @@ async fn the_binary_picks_the_kube_source_from_kubeconfig_and_follows_changes() 
         .env("BIND_ADDRESS", "127.0.0.1")
         .env("DATABASE_URL", format!("sqlite://{}/v.db", h.dir.display()))
         .env("LOG_JSON_LOGGING", "false")
+        .env("ANONYMOUS_READ_FROM", "127.0.0.0/8")
         .stdout(std::fs::File::create(&log).expect("log"))
         .spawn()
         .expect("start the binary");
@@ -818,5 +828,117 @@ async fn a_kind_whose_first_version_is_not_served_is_watched_in_the_next() {
     assert_eq!(
         nn,
         json!({"name": "NetworkNamespace", "apiVersion": "vitistack.io/v1alpha2", "served": true, "synced": true})
+    );
+}
+
+/// Kubernetes mode: the cluster authenticates tokens (TokenReview) and its RBAC gives the role
+/// (SubjectAccessReviews); answers are kept for AUTH_CACHE_SECONDS; on every transport.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubernetes_tokens_are_reviewed_and_rbac_gives_the_role() {
+    let api = KubeApi::start(&kube_api::watched_resources(), Duration::from_millis(200)).await;
+    api.add_user("alice-token", "alice", &[("get", "kubernetesclusters")]);
+    api.add_user(
+        "bob-token",
+        "system:serviceaccount:ops:bob",
+        &[
+            ("get", "kubernetesclusters"),
+            ("patch", "kubernetesclusters"),
+        ],
+    );
+    api.add_user("carol-token", "carol", &[("create", "vitistacks")]);
+    api.add_user("dave-token", "dave", &[("list", "pods")]);
+    let mut h = Harness::unstarted(api);
+    h.launch(&["--auth-kubernetes", "--auth-cache-seconds", "600"])
+        .await;
+    h.ready().await;
+    let ask = |token: Option<&'static str>| {
+        let mut req = h
+            .client
+            .post(format!("{}/graphql", h.base))
+            .json(&json!({"query": "{ me { name role anonymous } }"}));
+        if let Some(t) = token {
+            req = req.bearer_auth(t);
+        }
+        async move {
+            let res = req.send().await.expect("request");
+            (
+                res.status().as_u16(),
+                res.json::<Value>().await.expect("json"),
+            )
+        }
+    };
+    for (token, name, role) in [
+        ("alice-token", "kubernetes:alice", "VIEWER"),
+        (
+            "bob-token",
+            "kubernetes:system:serviceaccount:ops:bob",
+            "OPERATOR",
+        ),
+        ("carol-token", "kubernetes:carol", "ADMIN"),
+    ] {
+        let (code, body) = ask(Some(token)).await;
+        assert_eq!(code, 200, "{body}");
+        assert_eq!(
+            body["data"]["me"],
+            json!({"name": name, "role": role, "anonymous": false})
+        );
+    }
+    // Authenticated, but RBAC grants no role here: 403 naming what would.
+    let (code, body) = ask(Some("dave-token")).await;
+    assert_eq!(code, 403, "{body}");
+    assert_eq!(body["errors"][0]["extensions"]["code"], "FORBIDDEN");
+    let message = body["errors"][0]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("dave")
+            && message.contains("get kubernetesclusters.vitistack.io (viewer)"),
+        "{message}"
+    );
+    // Unknown to the cluster, or no token at all: 401.
+    assert_eq!(ask(Some("mallory-token")).await.0, 401);
+    assert_eq!(ask(None).await.0, 401);
+
+    // Answers are kept: asking again costs the API server nothing.
+    let before = h.api.reviews();
+    assert_eq!(ask(Some("alice-token")).await.0, 200);
+    assert_eq!(h.api.reviews(), before, "a kept answer is not asked again");
+
+    // The same principal on a WebSocket.
+    use futures::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::{Message, client::IntoClientRequest};
+    let mut req = format!("{}/graphql/ws", h.base.replacen("http", "ws", 1))
+        .into_client_request()
+        .expect("request");
+    req.headers_mut().insert(
+        "Sec-WebSocket-Protocol",
+        "graphql-transport-ws".parse().expect("header"),
+    );
+    let (mut ws, _) = tokio_tungstenite::connect_async(req).await.expect("ws");
+    let mut send = async |v: Value| {
+        ws.send(Message::Text(v.to_string().into()))
+            .await
+            .expect("send")
+    };
+    send(json!({"type": "connection_init", "payload": {"Authorization": "Bearer bob-token"}}))
+        .await;
+    send(json!({"id": "1", "type": "subscribe", "payload": {"query": "{ me { name role } }"}}))
+        .await;
+    let mut texts = Vec::new();
+    while texts.len() < 2 {
+        match tokio::time::timeout(PATIENCE, ws.next())
+            .await
+            .expect("in time")
+        {
+            Some(Ok(Message::Text(t))) => {
+                texts.push(serde_json::from_str::<Value>(&t).expect("json"))
+            }
+            Some(Ok(_)) => {}
+            other => panic!("socket ended: {other:?}"),
+        }
+    }
+    assert_eq!(texts[0]["type"], "connection_ack");
+    assert_eq!(
+        texts[1]["payload"]["data"]["me"]["role"], "OPERATOR",
+        "{}",
+        texts[1]
     );
 }

@@ -213,6 +213,7 @@ async fn typed_queries(client: &reqwest::Client, base: &str) -> Vec<String> {
         args { type { kind } } type { kind name ofType { kind name ofType { kind name ofType { kind name } } } } } } } }"#;
     let body: Value = client
         .post(format!("{base}/graphql"))
+        .bearer_auth(API_KEY)
         .json(&json!({ "query": intro }))
         .send()
         .await
@@ -296,9 +297,13 @@ async fn typed_queries(client: &reqwest::Client, base: &str) -> Vec<String> {
     out
 }
 
+/// The API key the test's clients send (it must never appear anywhere either).
+const API_KEY: &str = "ZQXapikey-0123456789abcdef";
+
 async fn post(client: &reqwest::Client, base: &str, query: &str) -> String {
     client
         .post(format!("{base}/graphql"))
+        .bearer_auth(API_KEY)
         .json(&json!({ "query": query }))
         .send()
         .await
@@ -322,6 +327,8 @@ async fn no_credential_is_found_anywhere() {
         .expect("port")
         .port();
     let log = h.dir.join("log");
+    let keys = h.dir.join("keys");
+    std::fs::write(&keys, format!("tester admin {API_KEY}\n")).expect("keys");
     let db_url = format!("sqlite://{}/v.db", h.dir.display());
     let mut events: Vec<String> = vitistack::history::webhooks::DEFAULT_EVENTS
         .iter()
@@ -340,6 +347,8 @@ async fn no_credential_is_found_anywhere() {
         .env("DATABASE_URL", &db_url)
         .env("LOG_LEVEL", "debug")
         .env("LOG_JSON_LOGGING", "true")
+        .env("API_KEYS_FILE", &keys)
+        .env("METRICS_REQUIRE_KEY", "true")
         .env("HISTORY_FLUSH_INTERVAL_MS", "20")
         .env("WEBHOOK_URLS", &hook_url)
         .env("WEBHOOK_EVENTS", events.join(","))
@@ -380,7 +389,9 @@ async fn no_credential_is_found_anywhere() {
     use tokio_tungstenite::tungstenite::Message;
     let frames = Arc::new(Mutex::new(Vec::<String>::new()));
     ws.send(Message::Text(
-        json!({"type": "connection_init"}).to_string().into(),
+        json!({"type": "connection_init", "payload": {"Authorization": format!("Bearer {API_KEY}")}})
+            .to_string()
+            .into(),
     ))
     .await
     .expect("init");
@@ -478,6 +489,7 @@ async fn no_credential_is_found_anywhere() {
     answers.push_str(&post(&client, &base, "{ sources { kinds { name error } } }").await);
     let metrics = client
         .get(format!("{base}/metrics"))
+        .bearer_auth(API_KEY)
         .send()
         .await
         .expect("metrics")
@@ -533,7 +545,7 @@ async fn no_credential_is_found_anywhere() {
         }
     }
     for (place, text) in &places {
-        for secret in ["ZQXhook", "hmac-ZQXsigning"] {
+        for secret in ["ZQXhook", "hmac-ZQXsigning", API_KEY] {
             assert!(!text.contains(secret), "{secret} found in {place}");
         }
     }

@@ -111,6 +111,9 @@ pub struct Request {
     pub at: Instant,
 }
 
+/// A verb allowed on a resource of an API group.
+type Grant = (String, String, String);
+
 struct Shared {
     inner: Mutex<Inner>,
     events: broadcast::Sender<Ev>,
@@ -119,6 +122,12 @@ struct Shared {
     hold_lists: watch::Sender<bool>,
     bookmark_every: Duration,
     requests: Mutex<Vec<Request>>,
+    /// Bearer tokens the API server knows: token → (user name, groups).
+    users: Mutex<HashMap<String, (String, Vec<String>)>>,
+    /// What RBAC allows each user: (verb, group, resource).
+    grants: Mutex<HashMap<String, Vec<Grant>>>,
+    /// TokenReviews and SubjectAccessReviews answered.
+    reviews: Mutex<(usize, usize)>,
 }
 
 /// The running test server.
@@ -164,12 +173,23 @@ impl KubeApi {
             hold_lists: watch::channel(false).0,
             bookmark_every,
             requests: Mutex::new(Vec::new()),
+            users: Mutex::new(HashMap::new()),
+            grants: Mutex::new(HashMap::new()),
+            reviews: Mutex::new((0, 0)),
         });
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind test API server");
         let addr = listener.local_addr().expect("addr");
         let app = axum::Router::new()
+            .route(
+                "/apis/authentication.k8s.io/v1/tokenreviews",
+                axum::routing::post(token_review),
+            )
+            .route(
+                "/apis/authorization.k8s.io/v1/subjectaccessreviews",
+                axum::routing::post(access_review),
+            )
             .fallback(handle)
             .with_state(shared.clone());
         let task = tokio::spawn(async move {
@@ -180,6 +200,32 @@ impl KubeApi {
 
     pub fn url(&self) -> String {
         format!("http://{}", self.addr)
+    }
+
+    /// A user the API server authenticates by `token`, whom RBAC allows `grants` (verb,
+    /// resource) on `vitistack.io`.
+    pub fn add_user(&self, token: &str, name: &str, grants: &[(&str, &str)]) {
+        self.shared.users.lock().insert(
+            token.into(),
+            (name.into(), vec!["system:authenticated".into()]),
+        );
+        self.shared.grants.lock().insert(
+            name.into(),
+            grants
+                .iter()
+                .map(|(v, r)| (v.to_string(), "vitistack.io".to_string(), r.to_string()))
+                .collect(),
+        );
+    }
+
+    /// Forget a token (as when a service account's token is revoked).
+    pub fn remove_token(&self, token: &str) {
+        self.shared.users.lock().remove(token);
+    }
+
+    /// (TokenReviews, SubjectAccessReviews) answered so far.
+    pub fn reviews(&self) -> (usize, usize) {
+        *self.shared.reviews.lock()
     }
 
     /// A kubeconfig file with a context `test` pointing at this server; the current context is
@@ -357,6 +403,49 @@ fn status(code: u16, reason: &str, message: String) -> Response {
         StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
         [(header::CONTENT_TYPE, "application/json")],
         body.to_string(),
+    )
+        .into_response()
+}
+
+/// `POST …/tokenreviews`: authenticated when the token is a known user's.
+async fn token_review(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
+    shared.reviews.lock().0 += 1;
+    let review: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    let token = review["spec"]["token"].as_str().unwrap_or_default();
+    let status = match shared.users.lock().get(token) {
+        Some((name, groups)) => {
+            json!({"authenticated": true, "user": {"username": name, "uid": format!("uid-{name}"), "groups": groups}})
+        }
+        None => json!({"authenticated": false, "error": "invalid bearer token"}),
+    };
+    let answer = json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview",
+        "metadata": {}, "spec": review["spec"], "status": status});
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        answer.to_string(),
+    )
+        .into_response()
+}
+
+/// `POST …/subjectaccessreviews`: allowed when the user was granted the verb on the resource.
+async fn access_review(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
+    shared.reviews.lock().1 += 1;
+    let review: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    let spec = &review["spec"];
+    let attrs = &spec["resourceAttributes"];
+    let user = spec["user"].as_str().unwrap_or_default();
+    let allowed = shared.grants.lock().get(user).is_some_and(|g| {
+        g.iter().any(|(verb, group, resource)| {
+            attrs["verb"] == verb.as_str()
+                && attrs["group"] == group.as_str()
+                && attrs["resource"] == resource.as_str()
+        })
+    });
+    let answer = json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+        "metadata": {}, "spec": spec, "status": {"allowed": allowed}});
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        answer.to_string(),
     )
         .into_response()
 }

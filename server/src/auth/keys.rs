@@ -1,0 +1,226 @@
+//! API keys: read from a file (a mounted Secret), kept and compared only as SHA-256 hashes.
+//!
+//! One key per line, fields separated by spaces: `NAME ROLE KEY [expires=RFC3339]`, where KEY is
+//! the key itself or `sha256:<64 hex digits>` (its hash, so the file need not hold the key).
+//! `#` starts a comment. A refused file names the line and the reason, never a key.
+
+use std::path::Path;
+
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+
+use super::Role;
+
+/// One key, as its hash.
+#[derive(Clone, Debug)]
+pub struct Key {
+    /// Who holds it (shown in history and logs).
+    pub name: String,
+    /// What it may do.
+    pub role: Role,
+    /// SHA-256 of the key.
+    pub hash: [u8; 32],
+    /// When it stops working.
+    pub expires: Option<jiff::Timestamp>,
+}
+
+/// Every key the server accepts now.
+#[derive(Clone, Debug, Default)]
+pub struct KeySet {
+    keys: Vec<Key>,
+}
+
+/// SHA-256 of a presented key.
+pub fn hash(key: &str) -> [u8; 32] {
+    Sha256::digest(key.as_bytes()).into()
+}
+
+impl KeySet {
+    /// The keys of a file's text; `origin` names the file in errors.
+    pub fn parse(text: &str, origin: &str) -> Result<KeySet, String> {
+        let mut keys: Vec<Key> = Vec::new();
+        for (n, line) in text.lines().enumerate() {
+            let line = line.split('#').next().unwrap_or_default().trim();
+            if line.is_empty() {
+                continue;
+            }
+            let at = |reason: String| format!("{origin}:{}: {reason}", n + 1);
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let [name, role, key, rest @ ..] = fields.as_slice() else {
+                return Err(at(
+                    "expected `NAME ROLE KEY [expires=RFC3339]` (the key itself is not shown)"
+                        .into(),
+                ));
+            };
+            if !name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_.@:".contains(c))
+            {
+                return Err(at(format!(
+                    "the name `{name}` may hold letters, digits and - _ . @ : only"
+                )));
+            }
+            let role: Role = role.parse().map_err(at)?;
+            let hash = match key.strip_prefix("sha256:") {
+                Some(hex) => parse_hex(hex).ok_or_else(|| {
+                    at("a `sha256:` key must be followed by 64 hexadecimal digits".into())
+                })?,
+                None if key.len() < 16 => {
+                    return Err(at(format!(
+                        "the key of `{name}` is {} characters long; at least 16 are required",
+                        key.len()
+                    )));
+                }
+                None => hash(key),
+            };
+            let mut expires = None;
+            for option in rest {
+                match option.strip_prefix("expires=") {
+                    Some(t) => {
+                        expires = Some(t.parse::<jiff::Timestamp>().map_err(|e| {
+                            at(format!("`expires={t}` is not an RFC 3339 time: {e}"))
+                        })?)
+                    }
+                    None => {
+                        return Err(at(format!(
+                            "unknown option `{}` (only `expires=` is known)",
+                            option.split('=').next().unwrap_or_default()
+                        )));
+                    }
+                }
+            }
+            if keys.iter().any(|k| k.name == *name) {
+                return Err(at(format!("the name `{name}` is given twice")));
+            }
+            if keys.iter().any(|k| bool::from(k.hash.ct_eq(&hash))) {
+                return Err(at(format!("the key of `{name}` is given twice")));
+            }
+            keys.push(Key {
+                name: name.to_string(),
+                role,
+                hash,
+                expires,
+            });
+        }
+        Ok(KeySet { keys })
+    }
+
+    /// Read and parse a key file.
+    pub fn read(path: &Path) -> Result<KeySet, String> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("API_KEYS_FILE {}: {e}", path.display()))?;
+        KeySet::parse(&text, &path.display().to_string())
+    }
+
+    /// The key whose hash is `hash`, if it is valid at `now`. Every key is compared, in
+    /// constant time, whichever matches: the time taken says nothing about the keys.
+    pub fn find(&self, hash: &[u8; 32], now: jiff::Timestamp) -> Option<&Key> {
+        let mut found = None;
+        for k in &self.keys {
+            if bool::from(k.hash.ct_eq(hash)) {
+                found = Some(k);
+            }
+        }
+        found.filter(|k| k.expires.is_none_or(|e| e > now))
+    }
+
+    /// Number of keys.
+    pub fn len(&self) -> usize {
+        self.keys.len()
+    }
+
+    /// True when there is no key.
+    pub fn is_empty(&self) -> bool {
+        self.keys.is_empty()
+    }
+
+    /// The earliest expiry still ahead of `now`.
+    pub fn next_expiry(&self, now: jiff::Timestamp) -> Option<jiff::Timestamp> {
+        self.keys
+            .iter()
+            .filter_map(|k| k.expires)
+            .filter(|e| *e > now)
+            .min()
+    }
+}
+
+fn parse_hex(hex: &str) -> Option<[u8; 32]> {
+    if hex.len() != 64 {
+        return None;
+    }
+    let mut out = [0u8; 32];
+    for (i, byte) in out.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(hex.get(2 * i..2 * i + 2)?, 16).ok()?;
+    }
+    Some(out)
+}
+
+/// Lower-case hexadecimal of a hash (for `sha256:` lines).
+pub fn to_hex(hash: &[u8; 32]) -> String {
+    hash.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_are_found_by_hash_and_lines_are_checked() {
+        let hashed = to_hex(&hash("operator-key-0123456789"));
+        let text = format!(
+            "# comment\nci viewer viewer-key-0123456789\nops operator sha256:{hashed} # trailing\n\
+             old admin admin-key-0123456789 expires=2020-01-01T00:00:00Z\n"
+        );
+        let set = KeySet::parse(&text, "keys").expect("parses");
+        assert_eq!(set.len(), 3);
+        let now = jiff::Timestamp::now();
+        let ci = set.find(&hash("viewer-key-0123456789"), now).expect("ci");
+        assert_eq!((ci.name.as_str(), ci.role), ("ci", Role::Viewer));
+        let ops = set
+            .find(&hash("operator-key-0123456789"), now)
+            .expect("ops");
+        assert_eq!(ops.role, Role::Operator);
+        assert!(
+            set.find(&hash("admin-key-0123456789"), now).is_none(),
+            "expired"
+        );
+        assert!(set.find(&hash("nobody-key-0123456789"), now).is_none());
+
+        for (text, reason) in [
+            ("a viewer", "keys:1: expected `NAME ROLE KEY"),
+            ("a king k0123456789abcdef", "keys:1: unknown role `king`"),
+            (
+                "a viewer short",
+                "keys:1: the key of `a` is 5 characters long",
+            ),
+            (
+                "a viewer sha256:abc",
+                "keys:1: a `sha256:` key must be followed by 64",
+            ),
+            (
+                "a viewer k0123456789abcdef\na admin k0123456789abcdeg",
+                "keys:2: the name `a` is given twice",
+            ),
+            (
+                "a viewer k0123456789abcdef\nb admin k0123456789abcdef",
+                "keys:2: the key of `b` is given twice",
+            ),
+            (
+                "a viewer k0123456789abcdef expires=soon",
+                "keys:1: `expires=soon` is not",
+            ),
+            (
+                "a viewer k0123456789abcdef until=x",
+                "keys:1: unknown option `until`",
+            ),
+            (
+                "a/b viewer k0123456789abcdef",
+                "keys:1: the name `a/b` may hold",
+            ),
+        ] {
+            let e = KeySet::parse(text, "keys").expect_err(text);
+            assert!(e.starts_with(reason), "{text}: {e}");
+            assert!(!e.contains("k0123456789abcde"), "a key in an error: {e}");
+        }
+    }
+}

@@ -1,0 +1,458 @@
+//! Who is calling and what they may do: API keys (hashed, from a file), Kubernetes token
+//! reviews, and anonymous read from trusted networks. Every transport (HTTP, WebSocket, SSE, the
+//! dashboard) asks [`Auth::authenticate`] and gets the same [`Principal`].
+
+pub mod keys;
+pub mod review;
+
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+use ipnet::IpNet;
+use tokio::sync::watch;
+
+pub use keys::KeySet;
+
+/// What a principal may do. Each role may do everything the ones below it may.
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, async_graphql::Enum,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// Queries and subscriptions.
+    Viewer,
+    /// Also the cluster lifecycle mutations.
+    Operator,
+    /// Everything, manifest imports included.
+    Admin,
+}
+
+impl Role {
+    /// Every role, lowest first.
+    pub const ALL: [Role; 3] = [Role::Viewer, Role::Operator, Role::Admin];
+
+    /// The role's name as written in key files and settings.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Viewer => "viewer",
+            Role::Operator => "operator",
+            Role::Admin => "admin",
+        }
+    }
+}
+
+impl std::fmt::Display for Role {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for Role {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        Role::ALL
+            .into_iter()
+            .find(|r| r.as_str().eq_ignore_ascii_case(s))
+            .ok_or_else(|| format!("unknown role `{s}` (viewer, operator or admin)"))
+    }
+}
+
+/// How a principal proved who it is.
+#[derive(Clone, Debug)]
+pub enum Credential {
+    /// An API key (by its hash).
+    Key([u8; 32]),
+    /// A Kubernetes token, reviewed by the API server (kept to review it again).
+    Kubernetes([u8; 32], Token),
+    /// No credential: a client on a trusted network.
+    Anonymous,
+}
+
+/// A token kept in memory to be reviewed again; never shown.
+#[derive(Clone)]
+pub struct Token(Arc<str>);
+
+impl std::fmt::Debug for Token {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
+/// The caller of a request or a socket.
+#[derive(Clone, Debug)]
+pub struct Principal {
+    /// Who: `key:NAME`, `kubernetes:USER`, or `anonymous`.
+    pub name: Arc<str>,
+    /// What it may do.
+    pub role: Role,
+    /// How it proved it.
+    pub credential: Credential,
+    /// The client's address (after trusted proxies).
+    pub address: IpAddr,
+}
+
+impl Principal {
+    /// Whom rate limits count against: the principal, or its address when anonymous.
+    pub fn rate_key(&self) -> String {
+        match self.credential {
+            Credential::Anonymous => format!("anonymous@{}", self.address),
+            _ => self.name.to_string(),
+        }
+    }
+
+    /// True when no credential was given.
+    pub fn is_anonymous(&self) -> bool {
+        matches!(self.credential, Credential::Anonymous)
+    }
+
+    /// A principal for work the server does itself (tests, tools): admin, from nowhere.
+    pub fn internal(name: &str) -> Principal {
+        Principal {
+            name: name.into(),
+            role: Role::Admin,
+            credential: Credential::Anonymous,
+            address: IpAddr::from([127, 0, 0, 1]),
+        }
+    }
+}
+
+/// Why a request was not let in.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// No credential, and anonymous access is not allowed from this address.
+    Missing,
+    /// A credential that is unknown, revoked or expired (or a token Kubernetes did not accept).
+    Invalid,
+    /// The Kubernetes API could not review the token.
+    Unavailable,
+    /// A token Kubernetes accepted for this user, whose RBAC grants no role here.
+    NoRole(String),
+}
+
+impl Refusal {
+    /// The message a client reads.
+    pub fn message(&self) -> String {
+        match self {
+            Refusal::Missing => "authentication required: send `Authorization: Bearer <key>` (on \
+                 a WebSocket, `{\"Authorization\": \"Bearer <key>\"}` as the connection_init \
+                 payload)"
+                .into(),
+            Refusal::Invalid => {
+                "the key or token is not valid (unknown, revoked or expired)".into()
+            }
+            Refusal::Unavailable => {
+                "the token could not be reviewed: the Kubernetes API did not answer; try again"
+                    .into()
+            }
+            Refusal::NoRole(user) => format!(
+                "{user} is authenticated but has no role here: its RBAC allows none of {}",
+                review::GRANTS
+                    .iter()
+                    .map(|(role, verb, resource)| format!(
+                        "{verb} {resource}.vitistack.io ({role})"
+                    ))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        }
+    }
+
+    /// The HTTP status: 401 without a valid credential, 403 with one that grants nothing, 503
+    /// when it cannot be checked.
+    pub fn status(&self) -> u16 {
+        match self {
+            Refusal::Missing | Refusal::Invalid => 401,
+            Refusal::NoRole(_) => 403,
+            Refusal::Unavailable => 503,
+        }
+    }
+
+    /// The error code clients branch on.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Refusal::Missing | Refusal::Invalid => "UNAUTHENTICATED",
+            Refusal::NoRole(_) => "FORBIDDEN",
+            Refusal::Unavailable => "AUTHENTICATION_UNAVAILABLE",
+        }
+    }
+}
+
+/// How callers are authenticated.
+#[derive(Clone, Debug, Default)]
+pub struct AuthSettings {
+    /// API keys file (see [`keys`]); re-read every `reload`.
+    pub keys_file: Option<PathBuf>,
+    /// How often the keys file is re-read (a revoked key's sockets close within this).
+    pub reload: Duration,
+    /// Kubernetes token reviews (with the role from subject access reviews).
+    pub kubernetes: Option<review::ReviewSettings>,
+    /// Networks whose clients may read without a credential.
+    pub anonymous_from: Vec<IpNet>,
+    /// Proxies whose `X-Forwarded-For` is believed.
+    pub trusted_proxies: Vec<IpNet>,
+}
+
+/// Authenticates callers; tells open sockets when credentials change.
+pub struct Auth {
+    settings: AuthSettings,
+    keys: ArcSwap<KeySet>,
+    reviewer: Option<review::Reviewer>,
+    changes: watch::Sender<u64>,
+}
+
+impl Auth {
+    /// Load the keys file (a refused file stops the start, naming line and reason).
+    pub fn new(settings: AuthSettings, kube: Option<kube::Client>) -> Result<Arc<Auth>, String> {
+        let keys = match &settings.keys_file {
+            Some(path) => KeySet::read(path)?,
+            None => KeySet::default(),
+        };
+        let reviewer = match (&settings.kubernetes, kube) {
+            (Some(s), Some(client)) => Some(review::Reviewer::new(client, s.clone())),
+            (Some(_), None) => {
+                return Err("AUTH_KUBERNETES needs a cluster (KUBECONFIG or in-cluster)".into());
+            }
+            (None, _) => None,
+        };
+        Ok(Arc::new(Auth {
+            settings,
+            keys: ArcSwap::from_pointee(keys),
+            reviewer,
+            changes: watch::channel(0).0,
+        }))
+    }
+
+    /// Anyone may do anything (only for tests and tools that build a router without settings).
+    pub fn open() -> Arc<Auth> {
+        Arc::new(Auth {
+            settings: AuthSettings {
+                anonymous_from: vec![
+                    IpNet::V4(ipnet::Ipv4Net::new_assert(
+                        std::net::Ipv4Addr::UNSPECIFIED,
+                        0,
+                    )),
+                    IpNet::V6(ipnet::Ipv6Net::new_assert(
+                        std::net::Ipv6Addr::UNSPECIFIED,
+                        0,
+                    )),
+                ],
+                ..Default::default()
+            },
+            keys: ArcSwap::from_pointee(KeySet::default()),
+            reviewer: None,
+            changes: watch::channel(0).0,
+        })
+    }
+
+    /// The settings.
+    pub fn settings(&self) -> &AuthSettings {
+        &self.settings
+    }
+
+    /// Keys accepted now.
+    pub fn key_count(&self) -> usize {
+        self.keys.load().len()
+    }
+
+    /// The client's address: the peer's, or, when the peer is a trusted proxy, the last address
+    /// in `X-Forwarded-For` that is not itself a trusted proxy.
+    pub fn client_address(&self, peer: IpAddr, forwarded_for: Option<&str>) -> IpAddr {
+        let trusted = |ip: &IpAddr| self.settings.trusted_proxies.iter().any(|n| n.contains(ip));
+        if !trusted(&peer) {
+            return peer;
+        }
+        let Some(list) = forwarded_for else {
+            return peer;
+        };
+        let mut client = peer;
+        for hop in list.rsplit(',') {
+            match hop.trim().parse::<IpAddr>() {
+                Ok(ip) => {
+                    client = ip;
+                    if !trusted(&ip) {
+                        break;
+                    }
+                }
+                // A hop that is not an address: stop believing the list there.
+                Err(_) => break,
+            }
+        }
+        client
+    }
+
+    /// Who presents `token` (None: no credential) from `address`.
+    pub async fn authenticate(
+        &self,
+        token: Option<&str>,
+        address: IpAddr,
+    ) -> Result<Principal, Refusal> {
+        let Some(token) = token.map(str::trim).filter(|t| !t.is_empty()) else {
+            if self
+                .settings
+                .anonymous_from
+                .iter()
+                .any(|n| n.contains(&address))
+            {
+                return Ok(Principal {
+                    name: "anonymous".into(),
+                    role: Role::Viewer,
+                    credential: Credential::Anonymous,
+                    address,
+                });
+            }
+            return Err(Refusal::Missing);
+        };
+        let hash = keys::hash(token);
+        if let Some(key) = self.keys.load().find(&hash, jiff::Timestamp::now()) {
+            return Ok(Principal {
+                name: format!("key:{}", key.name).into(),
+                role: key.role,
+                credential: Credential::Key(hash),
+                address,
+            });
+        }
+        match &self.reviewer {
+            Some(r) => r.review(token, hash).await.map(|(name, role)| Principal {
+                name,
+                role,
+                credential: Credential::Kubernetes(hash, Token(token.into())),
+                address,
+            }),
+            None => Err(Refusal::Invalid),
+        }
+    }
+
+    /// Whether `principal` may still do what it could when it signed in (same role or more):
+    /// open sockets ask this whenever [`Auth::changes`] moves.
+    pub async fn still_valid(&self, principal: &Principal) -> bool {
+        match &principal.credential {
+            Credential::Anonymous => true,
+            Credential::Key(hash) => self
+                .keys
+                .load()
+                .find(hash, jiff::Timestamp::now())
+                .is_some_and(|k| k.role >= principal.role),
+            Credential::Kubernetes(hash, token) => match &self.reviewer {
+                Some(r) => r.still_valid(&token.0, *hash, principal.role).await,
+                None => false,
+            },
+        }
+    }
+
+    /// Moves whenever a credential may have stopped working (the keys changed, a key expired,
+    /// a review's cached answer ran out).
+    pub fn changes(&self) -> watch::Receiver<u64> {
+        self.changes.subscribe()
+    }
+
+    fn bump(&self) {
+        self.changes.send_modify(|g| *g += 1);
+    }
+
+    /// Replace the keys (as a reload does); open sockets re-check their principal.
+    pub fn set_keys(&self, keys: KeySet) {
+        self.keys.store(Arc::new(keys));
+        self.bump();
+    }
+
+    /// Re-read the keys file every `reload`, tell sockets when a key expires and when reviews
+    /// need renewing; runs until `stop`.
+    pub fn spawn_watcher(
+        self: &Arc<Self>,
+        mut stop: watch::Receiver<bool>,
+    ) -> tokio::task::JoinHandle<()> {
+        let auth = self.clone();
+        tokio::spawn(async move {
+            let reload = auth.settings.reload.max(Duration::from_millis(100));
+            let renew = auth.reviewer.as_ref().map(|r| r.ttl());
+            let mut last_text = auth
+                .settings
+                .keys_file
+                .as_ref()
+                .and_then(|p| std::fs::read_to_string(p).ok());
+            let mut last_error: Option<String> = None;
+            let mut next_renew = renew.map(|d| tokio::time::Instant::now() + d);
+            loop {
+                let now = jiff::Timestamp::now();
+                let mut wait = reload;
+                if let Some(e) = auth.keys.load().next_expiry(now) {
+                    let until = e.duration_since(now).unsigned_abs();
+                    wait = wait.min(until + Duration::from_millis(10));
+                }
+                if let Some(at) = next_renew {
+                    wait = wait.min(at.saturating_duration_since(tokio::time::Instant::now()));
+                }
+                let expiring = auth.keys.load().next_expiry(now);
+                tokio::select! {
+                    _ = tokio::time::sleep(wait) => {}
+                    _ = stop.wait_for(|s| *s) => return,
+                }
+                let now = jiff::Timestamp::now();
+                if expiring.is_some_and(|e| e <= now) {
+                    tracing::info!("an API key expired: its sockets are closed");
+                    auth.bump();
+                }
+                if let (Some(at), Some(d)) = (next_renew, renew)
+                    && tokio::time::Instant::now() >= at
+                {
+                    next_renew = Some(tokio::time::Instant::now() + d);
+                    auth.bump();
+                }
+                let Some(path) = auth.settings.keys_file.clone() else {
+                    continue;
+                };
+                let text = tokio::task::spawn_blocking(move || std::fs::read_to_string(&path))
+                    .await
+                    .ok()
+                    .and_then(Result::ok);
+                if text == last_text {
+                    continue;
+                }
+                let origin = auth
+                    .settings
+                    .keys_file
+                    .as_ref()
+                    .map(|p| p.display().to_string())
+                    .unwrap_or_default();
+                match text.as_deref().map(|t| KeySet::parse(t, &origin)) {
+                    Some(Ok(keys)) => {
+                        tracing::info!(keys = keys.len(), "API keys reloaded");
+                        auth.set_keys(keys);
+                        last_error = None;
+                        last_text = text;
+                    }
+                    // A file being rewritten, or wrong: the keys in force stay.
+                    Some(Err(e)) => {
+                        if last_error.as_ref() != Some(&e) {
+                            tracing::warn!(error = %e, "API keys file refused; the keys in force stay");
+                            last_error = Some(e);
+                        }
+                    }
+                    None => {
+                        let e = format!("{origin} cannot be read");
+                        if last_error.as_ref() != Some(&e) {
+                            tracing::warn!(file = %origin, "API keys file cannot be read; the keys in force stay");
+                            last_error = Some(e);
+                        }
+                    }
+                }
+            }
+        })
+    }
+}
+
+/// The token of an `Authorization: Bearer <token>` value (scheme case-insensitive).
+pub fn bearer(value: &str) -> Option<&str> {
+    let (scheme, token) = value.trim().split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then_some(token.trim())
+        .filter(|t| !t.is_empty())
+}
+
+#[cfg(test)]
+mod tests;

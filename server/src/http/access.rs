@@ -1,0 +1,148 @@
+//! Who may reach the API from where: the caller's principal (from `Authorization`), rate limits,
+//! the operation timeout, CORS and WebSocket origins, and the switches for GraphiQL and
+//! `/metrics`. Every route asks here, so HTTP, WebSocket and SSE treat a caller alike.
+
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+
+use super::graphql_http::{self, Media};
+use super::rate::{Limited, RateLimits};
+use crate::auth::{Auth, Principal, Refusal};
+
+/// The access settings and state of a running server.
+pub struct Access {
+    /// Authentication.
+    pub auth: Arc<Auth>,
+    /// Rate limits per role.
+    pub rate: RateLimits,
+    /// Longest an operation may run.
+    pub timeout: Duration,
+    /// GraphiQL on a bare GET.
+    pub graphiql: bool,
+    /// `/metrics` needs a key.
+    pub metrics_require_key: bool,
+    /// Origins allowed besides the page's own.
+    pub origins: Vec<String>,
+}
+
+impl Access {
+    /// Anyone may do anything (a server assembled without settings, in tests).
+    pub fn open() -> Self {
+        Access {
+            auth: Auth::open(),
+            rate: RateLimits::new(&[]),
+            timeout: Duration::from_secs(30),
+            graphiql: true,
+            metrics_require_key: false,
+            origins: Vec::new(),
+        }
+    }
+
+    /// The client's address (the peer's, or from `X-Forwarded-For` sent by a trusted proxy).
+    pub fn client(&self, peer: IpAddr, headers: &HeaderMap) -> IpAddr {
+        let forwarded = headers.get("x-forwarded-for").and_then(|v| v.to_str().ok());
+        self.auth.client_address(peer, forwarded)
+    }
+
+    /// Who sends these headers from `peer`.
+    pub async fn principal(&self, peer: IpAddr, headers: &HeaderMap) -> Result<Principal, Refusal> {
+        let token = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .map(|v| crate::auth::bearer(v).unwrap_or("\u{0}invalid"));
+        self.auth
+            .authenticate(token, self.client(peer, headers))
+            .await
+    }
+
+    /// The principal, or the answer refusing the request.
+    pub async fn admit(
+        &self,
+        peer: IpAddr,
+        headers: &HeaderMap,
+        media: Media,
+    ) -> Result<Principal, Response> {
+        let principal = self
+            .principal(peer, headers)
+            .await
+            .map_err(|r| refused(&r, media))?;
+        self.rate
+            .check(&principal, 1)
+            .map_err(|l| limited(&l, media))?;
+        Ok(principal)
+    }
+
+    /// True when a browser page from `origin` may open a WebSocket here: no `Origin` (not a
+    /// browser), the page's own origin (same host), or an allowed one.
+    pub fn origin_allowed(&self, headers: &HeaderMap) -> bool {
+        let Some(origin) = headers.get(header::ORIGIN).and_then(|v| v.to_str().ok()) else {
+            return true;
+        };
+        let origin = origin.trim_end_matches('/');
+        if self.origins.iter().any(|o| o.eq_ignore_ascii_case(origin)) {
+            return true;
+        }
+        let host = headers.get(header::HOST).and_then(|v| v.to_str().ok());
+        let origin_host = origin.split_once("://").map(|(_, h)| h);
+        matches!((host, origin_host), (Some(h), Some(o)) if h.eq_ignore_ascii_case(o))
+    }
+
+    /// The CORS layer: only the allowed origins, with the headers a GraphQL client sends.
+    pub fn cors(&self) -> Option<tower_http::cors::CorsLayer> {
+        if self.origins.is_empty() {
+            return None;
+        }
+        let origins: Vec<HeaderValue> = self
+            .origins
+            .iter()
+            .filter_map(|o| HeaderValue::from_str(o).ok())
+            .collect();
+        Some(
+            tower_http::cors::CorsLayer::new()
+                .allow_origin(origins)
+                .allow_methods([axum::http::Method::GET, axum::http::Method::POST])
+                .allow_headers([header::AUTHORIZATION, header::CONTENT_TYPE, header::ACCEPT])
+                .max_age(Duration::from_secs(600)),
+        )
+    }
+}
+
+/// The answer to a refused credential: 401 (with `WWW-Authenticate`), 403 or 503.
+pub fn refused(r: &Refusal, media: Media) -> Response {
+    let status = StatusCode::from_u16(r.status()).unwrap_or(StatusCode::UNAUTHORIZED);
+    let mut response = graphql_http::refuse(status, media, r.code(), r.message()).into_response();
+    if status == StatusCode::UNAUTHORIZED {
+        response.headers_mut().insert(
+            header::WWW_AUTHENTICATE,
+            HeaderValue::from_static("Bearer realm=\"vitistack\""),
+        );
+    }
+    response
+}
+
+/// The answer to an operation over the rate limit: 429 with `Retry-After`.
+pub fn limited(l: &Limited, media: Media) -> Response {
+    let mut response = graphql_http::refuse(
+        StatusCode::TOO_MANY_REQUESTS,
+        media,
+        "RATE_LIMITED",
+        l.message.clone(),
+    )
+    .into_response();
+    if let Ok(v) = HeaderValue::from_str(&l.retry_after.to_string()) {
+        response.headers_mut().insert(header::RETRY_AFTER, v);
+    }
+    response
+}
+
+/// The message of an operation that ran past the timeout.
+pub fn timeout_message(timeout: Duration) -> String {
+    format!(
+        "the operation ran longer than the limit of {} s (OPERATION_TIMEOUT_SECONDS) and was stopped",
+        timeout.as_secs_f64()
+    )
+}

@@ -1,0 +1,76 @@
+//! Who the dashboard is signed in as: the principal's name and role in the header, a sign-in
+//! form when the server asks for a key (kept for this tab only), and a way to sign out.
+
+use leptos::prelude::*;
+
+use crate::gql::{Me, me};
+use crate::net::{self, LinkState};
+
+/// The signed-in principal, refetched at every (re)connection (views ask it for the role).
+#[derive(Clone, Copy)]
+pub struct Session(pub RwSignal<Option<me::MeMe>>);
+
+impl Session {
+    /// Fetch the principal whenever the connection is (re)established.
+    pub fn provide(state: LinkState) {
+        let me = RwSignal::new(None);
+        Effect::new(move |_| {
+            state.connections.track();
+            leptos::task::spawn_local(async move {
+                let answer = net::query::<Me>(me::Variables).await;
+                let _ = me.try_set(answer.ok().and_then(|d| d.me));
+            });
+        });
+        provide_context(Session(me));
+    }
+}
+
+fn role_name(role: &me::Role) -> &'static str {
+    match role {
+        me::Role::VIEWER => "viewer",
+        me::Role::OPERATOR => "operator",
+        me::Role::ADMIN => "admin",
+        me::Role::Other(_) => "unknown role",
+    }
+}
+
+/// The header's account corner, and the sign-in form when one is needed.
+#[component]
+pub fn Account(state: LinkState) -> impl IntoView {
+    let session = expect_context::<Session>().0;
+    let key = RwSignal::new(String::new());
+    let submit = move |ev: leptos::ev::SubmitEvent| {
+        ev.prevent_default();
+        let k = key.get_untracked();
+        if !k.trim().is_empty() {
+            net::sign_in(&k);
+            key.set(String::new());
+        }
+    };
+    view! {
+        <span class="account" data-testid="account">
+            {move || session.get().map(|m| {
+                let who = if m.anonymous { "anonymous".to_string() } else { m.name.clone() };
+                format!("{who} · {}", role_name(&m.role))
+            })}
+        </span>
+        <Show when=move || net::key().is_some() && !state.signin.get()>
+            <button type="button" class="signout" on:click=move |_| net::sign_out()>"Sign out"</button>
+        </Show>
+        <Show when=move || state.signin.get()>
+            <form class="signin" role="dialog" aria-label="Sign in" on:submit=submit>
+                <p>{move || if net::key().is_some() {
+                    "The server refused this key (unknown, revoked or expired). Sign in again."
+                } else {
+                    "This server needs an API key. It is kept for this tab only."
+                }}</p>
+                <label>"API key "
+                    <input type="password" autocomplete="off" name="key" data-testid="key"
+                        prop:value=move || key.get()
+                        on:input=move |ev| key.set(event_target_value(&ev))/>
+                </label>
+                <button type="submit">"Sign in"</button>
+            </form>
+        </Show>
+    }
+}

@@ -11,5 +11,17 @@ cargo build --release --locked -p vitistack-server
 export PORT="${PORT:-9991}" DEVELOPMENT="${DEVELOPMENT:-true}" LOG_JSON_LOGGING="${LOG_JSON_LOGGING:-false}"
 # The demo is live: the simulator plays the operators' pipeline (SIMULATE=false turns it off).
 export SIMULATE="${SIMULATE:-true}"
+# Access for a newcomer: reading needs no key from this machine (the server listens on localhost
+# only, DEVELOPMENT=true), and a fresh admin key is made for changes. The keys file holds only its
+# hash; the key itself is printed here once and kept nowhere else.
+export ANONYMOUS_READ_FROM="${ANONYMOUS_READ_FROM-127.0.0.0/8,::1/128}"
+if [ -z "${API_KEYS_FILE:-}" ]; then
+  mkdir -p .vitistack
+  key="vsk_$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+  hash=$(printf '%s' "$key" | sha256sum | cut -d' ' -f1)
+  printf '# made by scripts/run.sh: NAME ROLE sha256:<hash of the key>\nnewcomer admin sha256:%s\n' "$hash" > .vitistack/keys
+  export API_KEYS_FILE="$PWD/.vitistack/keys"
+  echo "vitistack: reading needs no key from this machine; to sign in as admin (changes), use the key $key"
+fi
 echo "vitistack: the dashboard is at http://localhost:${PORT}/ and GraphiQL at http://localhost:${PORT}/graphql"
 exec "$CARGO_TARGET_DIR/release/vitistack" serve --demo "$@"

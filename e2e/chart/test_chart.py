@@ -73,7 +73,8 @@ class ChartTest(unittest.TestCase):
         docs = render()
         kinds = sorted(d["kind"] for d in docs)
         self.assertEqual(
-            kinds, ["ClusterRole", "ClusterRoleBinding", "Deployment", "Service", "ServiceAccount"]
+            # The server's own role, and one per vitistack-graphql role (viewer, operator, admin).
+            kinds, ["ClusterRole"] * 4 + ["ClusterRoleBinding", "Deployment", "Service", "ServiceAccount"]
         )
         for d in docs:
             kubernetes_validate.validate(d, KUBE_VERSION, strict=True)
@@ -197,13 +198,18 @@ class ChartTest(unittest.TestCase):
 
     def test_rbac_reads_every_watched_kind_and_writes_nothing(self):
         docs = render()
-        (role,) = by_kind(docs, "ClusterRole")
         (binding,) = by_kind(docs, "ClusterRoleBinding")
+        (role,) = [r for r in by_kind(docs, "ClusterRole") if r["metadata"]["name"] == binding["roleRef"]["name"]]
         (sa,) = by_kind(docs, "ServiceAccount")
         self.assertEqual(binding["subjects"][0]["name"], sa["metadata"]["name"])
         self.assertEqual(binding["subjects"][0]["namespace"], "infra")
+        reviews = {("authentication.k8s.io", "tokenreviews"), ("authorization.k8s.io", "subjectaccessreviews")}
         for rule in role["rules"]:
-            self.assertEqual(sorted(rule["verbs"]), ["get", "list", "watch"], rule)
+            if {(g, r) for g in rule["apiGroups"] for r in rule["resources"]} <= reviews:
+                # Asking the API server about callers' tokens creates review objects, nothing else.
+                self.assertEqual(rule["verbs"], ["create"], rule)
+            else:
+                self.assertEqual(sorted(rule["verbs"]), ["get", "list", "watch"], rule)
         granted = {(g, r) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"]}
         if os.path.isdir(SHARED_CRDS):
             for path in glob.glob(os.path.join(SHARED_CRDS, "**", "*.yaml"), recursive=True):
@@ -214,6 +220,35 @@ class ChartTest(unittest.TestCase):
                             self.assertIn((crd["spec"]["group"], plural), granted, path)
         for needed in [("kubevirt.io", "virtualmachines"), ("kubevirt.io", "virtualmachineinstances"), ("", "nodes")]:
             self.assertIn(needed, granted)
+
+    def test_authentication_settings_keys_secret_and_role_cluster_roles(self):
+        docs = render({"auth": {"existingSecret": "api-keys", "keysKey": "keys.txt", "anonymousReadFrom": ["10.0.0.0/8"],
+                                "trustedProxies": ["10.1.0.0/16"], "rateLimit": "60/10", "metricsRequireKey": True}})
+        deploy, c = container(docs)
+        env = {e["name"]: e.get("value") for e in c["env"]}
+        self.assertEqual(env["API_KEYS_FILE"], "/etc/vitistack/keys/keys.txt")
+        self.assertEqual(env["AUTH_KUBERNETES"], "true")
+        self.assertEqual(env["ANONYMOUS_READ_FROM"], "10.0.0.0/8")
+        self.assertEqual(env["TRUSTED_PROXIES"], "10.1.0.0/16")
+        self.assertEqual(env["RATE_LIMIT"], "60/10")
+        self.assertEqual(env["METRICS_REQUIRE_KEY"], "true")
+        (mount,) = [m for m in c["volumeMounts"] if m["name"] == "api-keys"]
+        self.assertEqual((mount["mountPath"], mount.get("readOnly")), ("/etc/vitistack/keys", True))
+        self.assertNotIn("subPath", mount, "a subPath mount is never updated when the Secret changes")
+        (vol,) = [v for v in deploy["spec"]["template"]["spec"]["volumes"] if v["name"] == "api-keys"]
+        self.assertEqual(vol["secret"]["secretName"], "api-keys")
+        # One ClusterRole per role, granting exactly what the server asks RBAC about.
+        roles = {r["metadata"]["name"]: r["rules"] for r in by_kind(docs, "ClusterRole")}
+        self.assertEqual(roles["rel-vitistack-graphql-viewer"], [{"apiGroups": ["vitistack.io"], "resources": ["kubernetesclusters"], "verbs": ["get"]}])
+        self.assertEqual(roles["rel-vitistack-graphql-operator"], [{"apiGroups": ["vitistack.io"], "resources": ["kubernetesclusters"], "verbs": ["patch"]}])
+        self.assertEqual(roles["rel-vitistack-graphql-admin"], [{"apiGroups": ["vitistack.io"], "resources": ["vitistacks"], "verbs": ["create"]}])
+        for d in docs:
+            kubernetes_validate.validate(d, KUBE_VERSION, strict=True)
+        # Without Kubernetes review: no review permission, no role ClusterRoles.
+        docs = render({"auth": {"kubernetes": False}})
+        (role,) = by_kind(docs, "ClusterRole")
+        self.assertNotIn("tokenreviews", json.dumps(role))
+        self.assertEqual(container(docs)[1]["env"][[e["name"] for e in container(docs)[1]["env"]].index("AUTH_KUBERNETES")]["value"], "false")
 
     def test_database_password_stays_in_a_secret(self):
         url = "postgres://vitistack:s3cr3t-pw@db.infra:5432/vitistack"

@@ -414,6 +414,26 @@ describe('a server that needs a key (no anonymous read)', () => {
     assert.deepEqual(problems.filter((p) => !/401|4403|WebSocket/.test(p)), []);
     await context.close();
   });
+
+  test('reading anonymously from a trusted network, the header offers a sign-in for more', async () => {
+    const open = await startServer(['--demo'], { SIMULATE: 'false', ANONYMOUS_READ_FROM: '127.0.0.0/8', API_KEYS_FILE: join(dir, 'keys') });
+    try {
+      const { page, context, problems } = await openPage(open.base);
+      await page.goto(`${open.base}/`);
+      await eventually('the header says anonymous', async () => (await page.getByTestId('account').textContent()) === 'anonymous · viewer');
+      await page.getByRole('button', { name: 'Sign in' }).click();
+      const form = page.getByRole('dialog', { name: 'Sign in' });
+      assert.ok((await form.textContent()).includes('to do more than read'));
+      await page.getByTestId('key').fill(VIEWER);
+      await form.getByRole('button', { name: 'Sign in' }).click();
+      await eventually('the header names the key', async () => (await page.getByTestId('account').textContent()) === 'key:ci · viewer');
+      await shot(page, 'signed-in');
+      assert.deepEqual(problems, []);
+      await context.close();
+    } finally {
+      await open.stop();
+    }
+  });
 });
 
 describe('a live fleet (the simulator on)', () => {

@@ -578,6 +578,7 @@ impl ServeConfig {
             max_aliases: self.max_query_aliases,
             max_complexity: self.max_query_complexity,
             introspection: self.access.introspection,
+            max_depth: self.max_query_depth,
         }
     }
 

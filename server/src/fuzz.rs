@@ -110,5 +110,83 @@ pub fn document(data: &[u8]) {
     }
 }
 
+/// WebSocket messages: decoded or refused with a close code of the protocol, for either
+/// subprotocol; a decoded message written back decodes the same; a subscription's payload reads
+/// as a request or is refused with 4400; an init payload's token is found without panicking.
+pub fn ws_message(data: &[u8]) {
+    use crate::http::ws_message::{ClientMessage, Protocol, decode, init_token, request};
+    for protocol in [Protocol::Transport, Protocol::Legacy] {
+        let message = match decode(protocol, text(data)) {
+            Ok(m) => m,
+            Err(close) => {
+                assert_eq!(close.code, 4400, "{close:?}");
+                continue;
+            }
+        };
+        let (ty, id, payload) = match (&message, protocol) {
+            (ClientMessage::Init(p), _) => ("connection_init", None, Some(p)),
+            (ClientMessage::Ping, _) => ("ping", None, None),
+            (ClientMessage::Pong, _) => ("pong", None, None),
+            (ClientMessage::Subscribe { id, payload }, Protocol::Transport) => {
+                ("subscribe", Some(id), Some(payload))
+            }
+            (ClientMessage::Subscribe { id, payload }, Protocol::Legacy) => {
+                ("start", Some(id), Some(payload))
+            }
+            (ClientMessage::Complete { id }, Protocol::Transport) => ("complete", Some(id), None),
+            (ClientMessage::Complete { id }, Protocol::Legacy) => ("stop", Some(id), None),
+            (ClientMessage::Terminate, _) => ("connection_terminate", None, None),
+        };
+        let mut back = serde_json::json!({"type": ty});
+        if let Some(id) = id {
+            back["id"] = serde_json::json!(id);
+        }
+        if let Some(p) = payload.filter(|p| !p.is_null()) {
+            back["payload"] = p.clone();
+        }
+        assert_eq!(decode(protocol, &back.to_string()).as_ref(), Ok(&message));
+        match &message {
+            ClientMessage::Subscribe { id, payload } => {
+                if let Err(close) = request(id, payload.clone()) {
+                    assert_eq!(close.code, 4400);
+                }
+            }
+            ClientMessage::Init(payload) => {
+                let _ = init_token(payload);
+            }
+            _ => {}
+        }
+    }
+}
+
+/// API key files: accepted or refused naming the line; a refusal never quotes a key (any word of
+/// 16 characters or more in the third column), and an accepted file finds each of its plain keys.
+pub fn api_keys(data: &[u8]) {
+    use crate::auth::keys::{KeySet, hash};
+    let text = text(data);
+    let column = |n: usize| {
+        text.lines()
+            .filter_map(move |l| l.split('#').next()?.split_whitespace().nth(n))
+    };
+    let names: Vec<&str> = column(0).collect();
+    // (A key that is also written as a name may be quoted as that name.)
+    let keys: Vec<&str> = column(2)
+        .filter(|k| k.len() >= 16 && !k.starts_with("sha256:") && !names.contains(k))
+        .collect();
+    match KeySet::parse(text, "keys") {
+        Err(e) => {
+            assert!(e.starts_with("keys:"), "{e} names the line");
+            for k in keys {
+                assert!(!e.contains(k), "{e} quotes a key");
+            }
+        }
+        Ok(set) => {
+            for k in keys {
+                assert!(set.holds(&hash(k)), "{k} is not found");
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests;

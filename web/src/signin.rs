@@ -39,27 +39,40 @@ fn role_name(role: &me::Role) -> &'static str {
 pub fn Account(state: LinkState) -> impl IntoView {
     let session = expect_context::<Session>().0;
     let key = RwSignal::new(String::new());
+    // The form was opened by the user (reading anonymously), not asked for by the server.
+    let voluntary = RwSignal::new(false);
     let submit = move |ev: leptos::ev::SubmitEvent| {
         ev.prevent_default();
         let k = key.get_untracked();
         if !k.trim().is_empty() {
+            voluntary.set(false);
             net::sign_in(&k);
             key.set(String::new());
         }
     };
     view! {
         <span class="account" data-testid="account">
-            {move || session.get().map(|m| {
+            // Nobody while the server asks for a key (after a sign-out, a refusal).
+            {move || (!state.signin.get()).then(|| session.get()).flatten().map(|m| {
                 let who = if m.anonymous { "anonymous".to_string() } else { m.name.clone() };
                 format!("{who} · {}", role_name(&m.role))
             })}
         </span>
-        <Show when=move || net::key().is_some() && !state.signin.get()>
+        // The signal first: read on every run, so the condition is tracked even without a key.
+        <Show when=move || !state.signin.get() && net::key().is_some()>
             <button type="button" class="signout" on:click=move |_| net::sign_out()>"Sign out"</button>
+        </Show>
+        <Show when=move || !state.signin.get() && net::key().is_none()>
+            <button type="button" class="signout" on:click=move |_| {
+                voluntary.set(true);
+                state.signin.set(true);
+            }>"Sign in"</button>
         </Show>
         <Show when=move || state.signin.get()>
             <form class="signin" role="dialog" aria-label="Sign in" on:submit=submit>
-                <p>{move || if net::key().is_some() {
+                <p>{move || if voluntary.get() {
+                    "Sign in with an API key to do more than read. It is kept for this tab only."
+                } else if net::key().is_some() {
                     "The server refused this key (unknown, revoked or expired). Sign in again."
                 } else {
                     "This server needs an API key. It is kept for this tab only."
@@ -70,6 +83,13 @@ pub fn Account(state: LinkState) -> impl IntoView {
                         on:input=move |ev| key.set(event_target_value(&ev))/>
                 </label>
                 <button type="submit">"Sign in"</button>
+                <Show when=move || voluntary.get()>
+                    " "
+                    <button type="button" on:click=move |_| {
+                        voluntary.set(false);
+                        state.signin.set(false);
+                    }>"Cancel"</button>
+                </Show>
             </form>
         </Show>
     }

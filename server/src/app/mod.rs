@@ -189,8 +189,14 @@ pub async fn start(cfg: &ServeConfig, listener: TcpListener) -> anyhow::Result<R
     let engine = Engine::of(&cfg.db.database_url)?;
     let db_health = Arc::new(DbHealth::new(engine, &cfg.db.database_url));
     let (stop, stop_rx) = watch::channel(false);
-    // Access first: a bad keys file stops the start before anything else has begun.
+    // Access first: a bad keys file or certificate stops the start before anything has begun.
     let access = access(cfg, stop_rx.clone()).await?;
+    let tls = match (&cfg.access.tls_cert_file, &cfg.access.tls_key_file) {
+        (Some(cert), Some(key)) => {
+            Some(crate::http::tls::server_config(cert, key).map_err(anyhow::Error::msg)?)
+        }
+        _ => None,
+    };
 
     let (mode, why) = cfg.resolve_source();
     let embedded = mode != SourceMode::Kube;
@@ -322,26 +328,38 @@ pub async fn start(cfg: &ServeConfig, listener: TcpListener) -> anyhow::Result<R
         events,
         ready: ready.clone(),
         metrics,
-        max_depth: cfg.max_query_depth,
         db_health: db_health.clone(),
         source: source_status.clone(),
         history: Some(history.clone()),
     };
     let addr = listener.local_addr()?;
     let mut http_stop = stop_rx.clone();
-    let task = tokio::spawn(async move {
-        axum::serve(
-            listener,
-            router(state).into_make_service_with_connect_info::<std::net::SocketAddr>(),
-        )
-        .with_graceful_shutdown(async move {
-            tokio::select! {
-                _ = shutdown() => {},
-                _ = http_stop.wait_for(|s| *s) => {},
-            }
-        })
-        .await
-    });
+    let stopped = async move {
+        tokio::select! {
+            _ = shutdown() => {},
+            _ = http_stop.wait_for(|s| *s) => {},
+        }
+    };
+    let app = router(state).into_make_service_with_connect_info::<std::net::SocketAddr>();
+    let task = match &tls {
+        None => tokio::spawn(async move {
+            axum::serve(listener, app)
+                .with_graceful_shutdown(stopped)
+                .await
+        }),
+        Some(config) => {
+            use axum::serve::ListenerExt;
+            // (Tapped with nothing: axum gives connect info, the client's address, for tapped
+            // listeners of any kind.)
+            let listener = crate::http::tls::TlsListener::new(listener, config.clone())?
+                .tap_io(|_: &mut crate::http::tls::Io| {});
+            tokio::spawn(async move {
+                axum::serve(listener, app)
+                    .with_graceful_shutdown(stopped)
+                    .await
+            })
+        }
+    };
 
     if !embedded {
         if cfg.demo || !cfg.manifests.is_empty() {
@@ -495,7 +513,12 @@ pub async fn serve(cfg: ServeConfig) -> anyhow::Result<()> {
         .await
         .map_err(|e| anyhow::anyhow!("cannot listen on {addr} (set PORT or BIND_ADDRESS): {e}"))?;
     let running = start(&cfg, listener).await?;
-    tracing::info!(addr = %running.addr, "serving GraphQL at http://{}/graphql", running.addr);
+    let scheme = if cfg.access.tls_cert_file.is_some() {
+        "https"
+    } else {
+        "http"
+    };
+    tracing::info!(addr = %running.addr, "serving GraphQL at {scheme}://{}/graphql", running.addr);
     running.wait().await
 }
 

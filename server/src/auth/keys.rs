@@ -124,6 +124,13 @@ impl KeySet {
         found.filter(|k| k.expires.is_none_or(|e| e > now))
     }
 
+    /// True when a key has this hash, expired or not (compared in constant time).
+    pub fn holds(&self, hash: &[u8; 32]) -> bool {
+        self.keys
+            .iter()
+            .fold(false, |found, k| found | bool::from(k.hash.ct_eq(hash)))
+    }
+
     /// Number of keys.
     pub fn len(&self) -> usize {
         self.keys.len()

@@ -84,3 +84,15 @@ fn manifests_never_panic_and_accepted_objects_read_back_the_same() {
 fn documents_never_panic() {
     around(&seeds("document"), document);
 }
+
+#[test]
+fn websocket_messages_never_panic_and_read_back_the_same() {
+    let n = around(&seeds("ws_message"), ws_message);
+    assert!(n > 1000, "{n} inputs");
+}
+
+#[test]
+fn api_key_files_never_panic_nor_quote_a_key() {
+    let n = around(&seeds("api_keys"), api_keys);
+    assert!(n > 1000, "{n} inputs");
+}

@@ -246,12 +246,13 @@ impl Documents {
         if plan.validated {
             return self.fast.execute(request).await;
         }
-        let response = strict.execute(request).await;
+        let mut response = strict.execute(request).await;
         if let (Some(known), Some(key)) = (&plan.known, key)
             && ran(&response)
         {
             known.remember(key);
         }
+        super::limits::name_depth_errors(&mut response, self.limits.max_depth);
         response
     }
 

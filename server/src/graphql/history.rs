@@ -262,7 +262,7 @@ impl Loader<(String, usize)> for RecentLoader {
             .collect();
         let found = query::recent_by_uid(&db, &uids, most)
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(read_failed)?;
         Ok(keys
             .iter()
             .map(|(uid, n)| {
@@ -282,7 +282,7 @@ impl Loader<String> for PhaseLoader {
         let db = db_of(&self.0)?;
         let mut found = query::phase_changes_by_uid(&db, keys)
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(read_failed)?;
         Ok(keys
             .iter()
             .map(|k| (k.clone(), found.remove(k).unwrap_or_default()))
@@ -318,6 +318,12 @@ fn page_size(ctx: &Context<'_>, first: i32) -> async_graphql::Result<usize> {
                 format!("first must be between 1 and {max} (MAX_PAGE_SIZE), not {first}"),
             )
         })
+}
+
+/// The message of a failed read: the database's own words (SQL, addresses) stay in the log.
+fn read_failed(e: crate::db::DbError) -> String {
+    tracing::warn!(error = %e, "reading history failed");
+    "reading history failed: the database did not answer (the server's log has the details)".into()
 }
 
 fn unavailable(e: String) -> async_graphql::Error {
@@ -474,7 +480,7 @@ pub async fn events(
     let db = db_of(history).map_err(unavailable)?;
     let mut rows = query::page(&db, &q, limit + 1)
         .await
-        .map_err(|e| unavailable(format!("reading history failed: {e}")))?;
+        .map_err(|e| unavailable(read_failed(e)))?;
     let more = rows.len() > limit;
     rows.truncate(limit);
     let mut conn = Connection::new(after.is_some(), more);
@@ -504,7 +510,7 @@ pub async fn failures_per_day(
     let counts: HashMap<i64, i64> =
         query::entered_phase_per_day(&db, "Machine", "Failed", first_day * DAY_MS)
             .await
-            .map_err(|e| unavailable(format!("reading history failed: {e}")))?
+            .map_err(|e| unavailable(read_failed(e)))?
             .into_iter()
             .collect();
     Ok((first_day..=today)

@@ -26,6 +26,8 @@ pub struct QueryLimits {
     pub max_complexity: usize,
     /// Introspection (`__schema`, `__type`) answered (`INTROSPECTION`).
     pub introspection: bool,
+    /// Deepest selection (`MAX_QUERY_DEPTH`; enforced by the schema, named in its errors here).
+    pub max_depth: usize,
 }
 
 impl Default for QueryLimits {
@@ -35,6 +37,25 @@ impl Default for QueryLimits {
             max_aliases: 100,
             max_complexity: 200_000,
             introspection: true,
+            max_depth: 16,
+        }
+    }
+}
+
+/// async-graphql's wording of a too-deep document (its parser's own recursion guard, and the
+/// schema's depth limit) names neither our limit nor its value: say both.
+pub fn name_depth_errors(response: &mut async_graphql::Response, max_depth: usize) {
+    for e in &mut response.errors {
+        if e.message == "Query is nested too deep."
+            || e.message
+                .starts_with("The recursion depth of the query cannot be greater than")
+        {
+            e.message = format!(
+                "the query is nested deeper than the limit of {max_depth} levels (MAX_QUERY_DEPTH)"
+            );
+            e.extensions
+                .get_or_insert_with(Default::default)
+                .set("code", "DEPTH_LIMIT");
         }
     }
 }

@@ -248,7 +248,7 @@ where
                 return Err(bad_input(
                     "PAGE_SIZE_LIMIT",
                     format!(
-                        "`{name}` is {n}, above the maximum page size of {max_page}; page with `after` instead"
+                        "`{name}` is {n}, above the maximum page size of {max_page} (MAX_PAGE_SIZE); page with `after` instead"
                     ),
                 ));
             }

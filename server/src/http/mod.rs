@@ -6,7 +6,9 @@ pub mod cache;
 mod graphql_http;
 mod metrics;
 pub mod rate;
+pub mod tls;
 pub mod ws;
+pub mod ws_message;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -45,8 +47,6 @@ pub struct AppState {
     pub ready: Arc<AtomicBool>,
     /// Prometheus metrics.
     pub metrics: Arc<Metrics>,
-    /// The depth limit the schema enforces (for error messages).
-    pub max_depth: usize,
     /// The database's state.
     pub db_health: Arc<DbHealth>,
     /// Where objects come from, and how current each kind is.
@@ -108,6 +108,8 @@ pub fn router(state: AppState) -> Router {
         .layer(tower_http::limit::RequestBodyLimitLayer::new(
             MAX_BODY_BYTES,
         ))
+        // A body over the limit is refused before anything reads it; say which limit, as JSON.
+        .layer(axum::middleware::map_response(body_limit_message))
         // A panic is answered 500 with a fixed message: what panicked stays in the log.
         .layer(tower_http::catch_panic::CatchPanicLayer::custom(panicked))
         .with_state(state);
@@ -115,6 +117,16 @@ pub fn router(state: AppState) -> Router {
         Some(cors) => router.layer(cors),
         None => router,
     }
+}
+
+async fn body_limit_message(response: Response) -> Response {
+    if response.status() != StatusCode::PAYLOAD_TOO_LARGE {
+        return response;
+    }
+    let body = json!({"errors": [{"message": format!(
+        "the request body is larger than the limit of {MAX_BODY_BYTES} bytes (MAX_BODY_BYTES)"
+    ), "extensions": {"code": "BODY_LIMIT"}}]});
+    (StatusCode::PAYLOAD_TOO_LARGE, axum::Json(body)).into_response()
 }
 
 fn panicked(_: Box<dyn std::any::Any + Send + 'static>) -> Response {
@@ -215,7 +227,7 @@ async fn graphql_ws(
         .and_then(|v| v.to_str().ok())
         .map(String::from);
     upgrade
-        .protocols(ws::PROTOCOLS)
+        .protocols(ws_message::PROTOCOLS)
         // Small buffers: most sockets are idle subscribers (tungstenite's default is 128 KiB;
         // client messages are small; what the server has ready is written in one flush).
         .read_buffer_size(1024)
@@ -430,11 +442,10 @@ async fn execute_in_time(
             let request = app
                 .query_data(request, snapshot, key)
                 .data(volatile.clone());
-            let mut response = app
+            let response = app
                 .documents
                 .execute(&app.schema, &plan, key, request)
                 .await;
-            rewrite_limit_errors(&mut response, app.max_depth);
             let ok = response.errors.is_empty();
             app.metrics.observe_graphql(started.elapsed(), ok);
             let rejected = rejected(&response);
@@ -457,20 +468,6 @@ async fn execute_in_time(
         })
         .await;
     graphql_http::answer(media, answer.body, answer.rejected)
-}
-
-/// async-graphql's wording names neither the limit nor its value.
-fn rewrite_limit_errors(response: &mut async_graphql::Response, max_depth: usize) {
-    for e in &mut response.errors {
-        if e.message == "Query is nested too deep." {
-            e.message = format!(
-                "the query is nested deeper than the limit of {max_depth} levels (MAX_QUERY_DEPTH)"
-            );
-            e.extensions
-                .get_or_insert_with(Default::default)
-                .set("code", "DEPTH_LIMIT");
-        }
-    }
 }
 
 async fn health() -> Response {

@@ -41,25 +41,6 @@ pub async fn revoked(auth: Arc<Auth>, principal: Principal) {
     }
 }
 
-/// The token a `connection_init` payload carries: `Authorization` (`Bearer <key>` or the key),
-/// `authorization`, `headers.Authorization`, `token` or `apiKey`.
-fn init_token(payload: &Value) -> Option<String> {
-    let field = |v: &Value, names: &[&str]| {
-        names
-            .iter()
-            .find_map(|n| v.get(*n).and_then(Value::as_str).map(str::to_string))
-    };
-    let header = field(payload, &["Authorization", "authorization"]).or_else(|| {
-        payload
-            .get("headers")
-            .and_then(|h| field(h, &["Authorization", "authorization"]))
-    });
-    match header {
-        Some(h) => Some(crate::auth::bearer(&h).map_or(h.clone(), str::to_string)),
-        None => field(payload, &["token", "apiKey", "api_key"]),
-    }
-}
-
 /// Limits and timers of streaming connections (WebSocket and SSE).
 #[derive(Clone, Debug)]
 pub struct StreamSettings {
@@ -226,32 +207,8 @@ const MAX_BATCH: usize = 64;
 /// Bytes a socket buffers before writing (a batch is written in pieces of about this size).
 pub const WRITE_BUFFER_BYTES: usize = 8 * 1024;
 
-/// Which subprotocol the socket speaks.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Protocol {
-    /// `graphql-transport-ws`.
-    Transport,
-    /// `graphql-ws` (subscriptions-transport-ws, legacy).
-    Legacy,
-}
-
-/// The subprotocols offered, in order of preference.
-pub const PROTOCOLS: [&str; 2] = ["graphql-transport-ws", "graphql-ws"];
-
-/// A close the server initiates.
-struct Close {
-    code: u16,
-    reason: String,
-}
-
-impl Close {
-    fn new(code: u16, reason: impl Into<String>) -> Self {
-        Close {
-            code,
-            reason: reason.into(),
-        }
-    }
-}
+use super::ws_message::{ClientMessage, decode, init_token};
+pub use super::ws_message::{Close, Protocol};
 
 type Item = (String, Option<Payload>);
 
@@ -427,39 +384,20 @@ impl Conn {
 
     /// Handle one message; a `connection_init` is returned (its payload) to be authenticated.
     fn receive(&mut self, text: &str) -> Result<Option<Value>, Close> {
-        let msg: Value = serde_json::from_str(text)
-            .map_err(|e| Close::new(4400, format!("Invalid message received: not JSON ({e})")))?;
-        let Some(ty) = msg.get("type").and_then(Value::as_str) else {
-            return Err(Close::new(4400, "Invalid message received: no `type`"));
-        };
-        let id = || -> Result<String, Close> {
-            match msg.get("id").and_then(Value::as_str) {
-                Some(id) if !id.is_empty() => Ok(id.to_string()),
-                _ => Err(Close::new(
-                    4400,
-                    format!("Invalid message received: `{ty}` needs a non-empty string `id`"),
-                )),
-            }
-        };
-        match (self.protocol, ty) {
-            (_, "connection_init") => {
+        match decode(self.protocol, text)? {
+            ClientMessage::Init(payload) => {
                 if self.acked {
                     return Err(Close::new(4429, "Too many initialisation requests"));
                 }
-                Ok(Some(msg.get("payload").cloned().unwrap_or(Value::Null)))
+                Ok(Some(payload))
             }
-            (Protocol::Transport, "ping") => {
+            ClientMessage::Ping => {
                 self.out.push(r#"{"type":"pong"}"#.into());
                 Ok(None)
             }
-            (Protocol::Transport, "pong") => Ok(None),
-            (Protocol::Transport, "subscribe") | (Protocol::Legacy, "start") => {
-                let id = id()?;
-                let payload = msg.get("payload").cloned().unwrap_or(Value::Null);
-                self.start(id, payload).map(|()| None)
-            }
-            (Protocol::Transport, "complete") | (Protocol::Legacy, "stop") => {
-                let id = id()?;
+            ClientMessage::Pong => Ok(None),
+            ClientMessage::Subscribe { id, payload } => self.start(id, payload).map(|()| None),
+            ClientMessage::Complete { id } => {
                 if let Some(op) = self.operations.remove(&id) {
                     op.abort.abort();
                     if self.protocol == Protocol::Legacy {
@@ -469,13 +407,9 @@ impl Conn {
                 }
                 Ok(None)
             }
-            (Protocol::Legacy, "connection_terminate") => {
+            ClientMessage::Terminate => {
                 Err(Close::new(1000, "Connection terminated by the client"))
             }
-            _ => Err(Close::new(
-                4400,
-                format!("Invalid message received: unknown type `{ty}`"),
-            )),
         }
     }
 
@@ -512,12 +446,7 @@ impl Conn {
                 format!("Subscriber for {id} already exists"),
             ));
         }
-        let request: async_graphql::Request = serde_json::from_value(payload).map_err(|e| {
-            Close::new(
-                4400,
-                format!("Invalid message received: bad payload for {id} ({e})"),
-            )
-        })?;
+        let request = super::ws_message::request(&id, payload)?;
         let max = self.app.gate.settings.max_operations_per_socket;
         if self.operations.len() >= max {
             let message = format!(

@@ -559,3 +559,151 @@ async fn a_bad_keys_file_stops_the_start_naming_the_line() {
     );
     assert!(!e.contains("other-key"), "{e}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_serves_https_and_wss_with_the_configured_certificate() {
+    let certified =
+        rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).expect("cert");
+    let dir = std::env::temp_dir().join(format!("vitistack-tls-{}", uuid::Uuid::new_v4()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
+    std::fs::write(&cert, certified.cert.pem()).expect("cert");
+    std::fs::write(&key, certified.signing_key.serialize_pem()).expect("key");
+    let keys = KeysFile::new(&three_keys());
+    let app = spawn(&[
+        "--api-keys-file",
+        keys.path(),
+        "--tls-cert-file",
+        cert.to_str().expect("utf-8"),
+        "--tls-key-file",
+        key.to_str().expect("utf-8"),
+    ])
+    .await;
+    let addr = app.running().addr;
+    let client = reqwest::Client::builder()
+        .add_root_certificate(
+            reqwest::Certificate::from_pem(certified.cert.pem().as_bytes()).expect("pem"),
+        )
+        .resolve("localhost", addr)
+        .build()
+        .expect("client");
+    let url = format!("https://localhost:{}/graphql", addr.port());
+    let res = client
+        .post(&url)
+        .bearer_auth(VIEWER)
+        .json(&json!({"query": ME}))
+        .send()
+        .await
+        .expect("https");
+    assert_eq!(res.status().as_u16(), 200);
+    let body: Value = res.json().await.expect("json");
+    assert_eq!(body["data"]["me"]["name"], "key:ci");
+    // The same port does not speak plain HTTP.
+    assert!(
+        app.client
+            .get(format!("http://{addr}/health/live"))
+            .send()
+            .await
+            .is_err()
+    );
+    // A client that does not trust the certificate is refused at the handshake.
+    let untrusting = reqwest::Client::builder()
+        .resolve("localhost", addr)
+        .build()
+        .expect("client");
+    assert!(
+        untrusting
+            .get(format!("https://localhost:{}/health/live", addr.port()))
+            .send()
+            .await
+            .is_err()
+    );
+    app.stop().await;
+
+    // A key that does not match the certificate stops the start, naming both settings.
+    let other = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).expect("cert");
+    std::fs::write(&key, other.signing_key.serialize_pem()).expect("key");
+    let cfg = {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Args {
+            #[command(flatten)]
+            cfg: vitistack::config::ServeConfig,
+        }
+        let db = TempSqlite::default();
+        Args::try_parse_from([
+            "t",
+            "--database-url",
+            &db.url(),
+            "--tls-cert-file",
+            cert.to_str().expect("utf-8"),
+            "--tls-key-file",
+            key.to_str().expect("utf-8"),
+        ])
+        .expect("args")
+        .cfg
+    };
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    match vitistack::app::start(&cfg, listener).await {
+        Err(e) => assert!(
+            e.to_string().contains("TLS_CERT_FILE / TLS_KEY_FILE"),
+            "{e}"
+        ),
+        Ok(_) => panic!("started with a key that does not match"),
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operation_past_the_timeout_is_stopped_and_named() {
+    use sqlx::Connection;
+    // A history read that waits: another session holds the events table locked.
+    let db = super::persistence::TestDb::postgres().await;
+    let app = spawn(&[
+        "--database-url",
+        &db.url(),
+        "--operation-timeout-seconds",
+        "0.5",
+    ])
+    .await;
+    const EVENTS: &str = "{ events(first: 5) { nodes { sequence } } }";
+    super::eventually("the events table exists", || async {
+        app.query(EVENTS, json!({})).await.get("errors").is_none()
+    })
+    .await;
+    let mut holder = sqlx::PgConnection::connect(&db.url())
+        .await
+        .expect("connect");
+    sqlx::query("BEGIN")
+        .execute(&mut holder)
+        .await
+        .expect("begin");
+    sqlx::query("LOCK TABLE events IN ACCESS EXCLUSIVE MODE")
+        .execute(&mut holder)
+        .await
+        .expect("lock");
+    let res = app
+        .client
+        .post(format!("{}/graphql", app.base))
+        .json(&json!({"query": EVENTS}))
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(res.status().as_u16(), 504);
+    let body: Value = res.json().await.expect("json");
+    assert_eq!(body["errors"][0]["extensions"]["code"], "TIMEOUT", "{body}");
+    assert_eq!(
+        body["errors"][0]["message"],
+        "the operation ran longer than the limit of 0.5 s (OPERATION_TIMEOUT_SECONDS) and was stopped"
+    );
+    // The graph itself does not wait on the database.
+    assert!(app.query("{ sequence }", json!({})).await["data"]["sequence"].is_u64());
+    sqlx::query("ROLLBACK")
+        .execute(&mut holder)
+        .await
+        .expect("rollback");
+    assert!(app.query(EVENTS, json!({})).await.get("errors").is_none());
+    app.stop().await;
+}

@@ -9,6 +9,7 @@ mod fixtures;
 mod persistence;
 mod auth;
 mod history;
+mod hostile;
 mod limits;
 pub mod protocol;
 mod queries;

@@ -1,0 +1,113 @@
+//! HTTPS and WSS with rustls (`TLS_CERT_FILE`, `TLS_KEY_FILE`): a listener for `axum::serve` that
+//! completes each TLS handshake in its own task, so a slow or silent client never holds up the
+//! accept loop. (Written against axum's `Listener` trait rather than taking axum-server: the server
+//! keeps `axum::serve`, its graceful shutdown and connect info, for about sixty lines.)
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc;
+use tokio_rustls::TlsAcceptor;
+use tokio_rustls::server::TlsStream;
+
+/// A connection after its handshake.
+pub type Io = TlsStream<TcpStream>;
+
+/// Longest a client may take to complete its handshake.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The server's TLS settings from PEM files; the error names the file and what is wrong.
+pub fn server_config(cert: &Path, key: &Path) -> Result<Arc<rustls::ServerConfig>, String> {
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(cert)
+        .map_err(|e| format!("TLS_CERT_FILE {}: {e}", cert.display()))?
+        .collect::<Result<_, _>>()
+        .map_err(|e| format!("TLS_CERT_FILE {}: {e}", cert.display()))?;
+    if certs.is_empty() {
+        return Err(format!(
+            "TLS_CERT_FILE {}: no PEM certificate in it",
+            cert.display()
+        ));
+    }
+    let key = PrivateKeyDer::from_pem_file(key)
+        .map_err(|e| format!("TLS_KEY_FILE {}: {e}", key.display()))?;
+    let mut config = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .map_err(|e| format!("TLS: {e}"))?
+    .with_no_client_auth()
+    .with_single_cert(certs, key)
+    .map_err(|e| format!("TLS_CERT_FILE / TLS_KEY_FILE do not make a usable pair: {e}"))?;
+    // HTTP/1.1 only: WebSocket upgrades need it.
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(Arc::new(config))
+}
+
+/// Accepted connections whose TLS handshake completed.
+pub struct TlsListener {
+    ready: mpsc::Receiver<(TlsStream<TcpStream>, SocketAddr)>,
+    local: SocketAddr,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl TlsListener {
+    /// Accept on `listener`, handshaking with `config`.
+    pub fn new(listener: TcpListener, config: Arc<rustls::ServerConfig>) -> std::io::Result<Self> {
+        let local = listener.local_addr()?;
+        let acceptor = TlsAcceptor::from(config);
+        let (tx, ready) = mpsc::channel(256);
+        let task = tokio::spawn(async move {
+            loop {
+                let (tcp, peer) = match listener.accept().await {
+                    Ok(c) => c,
+                    Err(e) => {
+                        // Out of descriptors and the like: wait a little, as axum's listener does.
+                        tracing::warn!(error = %e, "accept failed");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    }
+                };
+                let _ = tcp.set_nodelay(true);
+                let (acceptor, tx) = (acceptor.clone(), tx.clone());
+                tokio::spawn(async move {
+                    match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
+                        Ok(Ok(tls)) => {
+                            let _ = tx.send((tls, peer)).await;
+                        }
+                        Ok(Err(e)) => tracing::debug!(%peer, error = %e, "TLS handshake failed"),
+                        Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
+                    }
+                });
+            }
+        });
+        Ok(TlsListener { ready, local, task })
+    }
+}
+
+impl Drop for TlsListener {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl axum::serve::Listener for TlsListener {
+    type Io = TlsStream<TcpStream>;
+    type Addr = SocketAddr;
+
+    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
+        match self.ready.recv().await {
+            Some(c) => c,
+            // The accept loop never ends while the listener lives.
+            None => std::future::pending().await,
+        }
+    }
+
+    fn local_addr(&self) -> std::io::Result<Self::Addr> {
+        Ok(self.local)
+    }
+}

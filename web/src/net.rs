@@ -75,8 +75,12 @@ fn reconnect() {
         c.state.signin.set(false);
         c.socket.take()
     };
-    // The old socket's close no longer counts: it is not the current one.
+    // The old socket says nothing more: its handlers go before its closures are dropped (by
+    // `open`), or a late event would call a dropped closure.
     if let Some(socket) = old {
+        socket.set_onopen(None);
+        socket.set_onmessage(None);
+        socket.set_onclose(None);
         let _ = socket.close();
     }
     open(&client);

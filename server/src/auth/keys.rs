@@ -25,9 +25,16 @@ pub struct Key {
 }
 
 /// Every key the server accepts now.
+///
+/// A presented key is hashed and looked up by its hash, then compared with the key found in
+/// constant time. The lookup's time depends only on the presented key's own hash, which tells an
+/// attacker nothing about the keys held (finding a key from its hash is the preimage problem), so
+/// the cost is the same for 1 key or 1,000 (`cargo bench --bench auth_cost`: comparing with every
+/// key in constant time took 40 µs per request at 1,000 keys).
 #[derive(Clone, Debug, Default)]
 pub struct KeySet {
     keys: Vec<Key>,
+    by_hash: std::collections::HashMap<[u8; 32], usize>,
 }
 
 /// SHA-256 of a presented key.
@@ -92,7 +99,7 @@ impl KeySet {
             if keys.iter().any(|k| k.name == *name) {
                 return Err(at(format!("the name `{name}` is given twice")));
             }
-            if keys.iter().any(|k| bool::from(k.hash.ct_eq(&hash))) {
+            if keys.iter().any(|k| k.hash == hash) {
                 return Err(at(format!("the key of `{name}` is given twice")));
             }
             keys.push(Key {
@@ -102,7 +109,8 @@ impl KeySet {
                 expires,
             });
         }
-        Ok(KeySet { keys })
+        let by_hash = keys.iter().enumerate().map(|(i, k)| (k.hash, i)).collect();
+        Ok(KeySet { keys, by_hash })
     }
 
     /// Read and parse a key file.
@@ -112,23 +120,20 @@ impl KeySet {
         KeySet::parse(&text, &path.display().to_string())
     }
 
-    /// The key whose hash is `hash`, if it is valid at `now`. Every key is compared, in
-    /// constant time, whichever matches: the time taken says nothing about the keys.
+    /// The key whose hash is `hash`, if it is valid at `now`.
     pub fn find(&self, hash: &[u8; 32], now: jiff::Timestamp) -> Option<&Key> {
-        let mut found = None;
-        for k in &self.keys {
-            if bool::from(k.hash.ct_eq(hash)) {
-                found = Some(k);
-            }
-        }
-        found.filter(|k| k.expires.is_none_or(|e| e > now))
+        self.holding(hash)
+            .filter(|k| k.expires.is_none_or(|e| e > now))
     }
 
-    /// True when a key has this hash, expired or not (compared in constant time).
+    fn holding(&self, hash: &[u8; 32]) -> Option<&Key> {
+        let k = self.keys.get(*self.by_hash.get(hash)?)?;
+        bool::from(k.hash.ct_eq(hash)).then_some(k)
+    }
+
+    /// True when a key has this hash, expired or not.
     pub fn holds(&self, hash: &[u8; 32]) -> bool {
-        self.keys
-            .iter()
-            .fold(false, |found, k| found | bool::from(k.hash.ct_eq(hash)))
+        self.holding(hash).is_some()
     }
 
     /// Number of keys.

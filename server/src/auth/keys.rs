@@ -59,15 +59,19 @@ impl KeySet {
                         .into(),
                 ));
             };
+            // No field but a valid name is ever quoted: a key written in the wrong column must
+            // not end up in a log.
             if !name
                 .chars()
                 .all(|c| c.is_ascii_alphanumeric() || "-_.@:".contains(c))
             {
-                return Err(at(format!(
-                    "the name `{name}` may hold letters, digits and - _ . @ : only"
-                )));
+                return Err(at(
+                    "the name (first column) may hold letters, digits and - _ . @ : only".into(),
+                ));
             }
-            let role: Role = role.parse().map_err(at)?;
+            let role: Role = role.parse().map_err(|_| {
+                at("the role (second column) must be viewer, operator or admin".into())
+            })?;
             let hash = match key.strip_prefix("sha256:") {
                 Some(hex) => parse_hex(hex).ok_or_else(|| {
                     at("a `sha256:` key must be followed by 64 hexadecimal digits".into())
@@ -89,10 +93,11 @@ impl KeySet {
                         })?)
                     }
                     None => {
-                        return Err(at(format!(
-                            "unknown option `{}` (only `expires=` is known)",
-                            option.split('=').next().unwrap_or_default()
-                        )));
+                        return Err(at(
+                            "after the key only `expires=RFC3339` may follow (the key itself \
+                             holds no spaces)"
+                                .into(),
+                        ));
                     }
                 }
             }
@@ -200,7 +205,14 @@ mod tests {
 
         for (text, reason) in [
             ("a viewer", "keys:1: expected `NAME ROLE KEY"),
-            ("a king k0123456789abcdef", "keys:1: unknown role `king`"),
+            (
+                "a king k0123456789abcdef",
+                "keys:1: the role (second column) must be",
+            ),
+            (
+                "a k0123456789abcdef viewer",
+                "keys:1: the role (second column) must be",
+            ),
             (
                 "a viewer short",
                 "keys:1: the key of `a` is 5 characters long",
@@ -223,11 +235,19 @@ mod tests {
             ),
             (
                 "a viewer k0123456789abcdef until=x",
-                "keys:1: unknown option `until`",
+                "keys:1: after the key only `expires=",
+            ),
+            (
+                "a viewer k0123456789abcdef k0123456789abcdefgh",
+                "keys:1: after the key only",
+            ),
+            (
+                "a k0123456789abcdef viewer",
+                "keys:1: the role (second column) must be",
             ),
             (
                 "a/b viewer k0123456789abcdef",
-                "keys:1: the name `a/b` may hold",
+                "keys:1: the name (first column) may hold",
             ),
         ] {
             let e = KeySet::parse(text, "keys").expect_err(text);

@@ -554,7 +554,10 @@ async fn a_bad_keys_file_stops_the_start_naming_the_line() {
         Ok(_) => panic!("started with a bad keys file"),
     };
     assert!(
-        e.contains(&format!("{}:2: unknown role `wizard`", keys.path())),
+        e.contains(&format!(
+            "{}:2: the role (second column) must be viewer, operator or admin",
+            keys.path()
+        )),
         "{e}"
     );
     assert!(!e.contains("other-key"), "{e}");

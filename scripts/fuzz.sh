@@ -20,6 +20,6 @@ for t in "${TARGETS[@]}"; do
   cp -n "fuzz/seeds/$t"/* "fuzz/corpus/$t/" 2>/dev/null || true
   echo "== $t: $EACH s"
   cargo fuzz run --sanitizer none "$t" "fuzz/corpus/$t" -- -max_total_time="$EACH" -max_len=4096 2>&1 |
-    grep -E '^(#[0-9]+ *DONE|Done|==|.*(panicked|SUMMARY|Test unit written))' || true
+    grep -a -E '^(#[0-9]+ *DONE|Done|==|.*(panicked|SUMMARY|Test unit written))' || true
   [ -z "$(ls -A "fuzz/artifacts/$t" 2>/dev/null)" ] || { echo "$t: crash inputs in fuzz/artifacts/$t" >&2; exit 1; }
 done

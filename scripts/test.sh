@@ -3,6 +3,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/tmp/vitistack-target}"
+# No incremental state: every clean clone (as CI makes) would add its own, gigabytes each, to the
+# shared target directory until the disk is full (seen: 32 GB); dependencies are reused regardless.
+export CARGO_INCREMENTAL=0
 export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
 
 # Tools the checks need.

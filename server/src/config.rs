@@ -227,6 +227,16 @@ pub struct ServeConfig {
     #[arg(long, env = "MEMORY_OVERCOMMIT", default_value_t = 1.0)]
     pub memory_overcommit: f64,
 
+    /// Hosts that must still be able to fail once a planned cluster's new Machines are placed;
+    /// creating or scaling below it is refused unless the caller passes `allowOverCapacity`.
+    #[arg(long, env = "MIN_HOSTS_THAT_CAN_FAIL", default_value_t = 1)]
+    pub min_hosts_that_can_fail: usize,
+
+    /// How long a mutation waits for its write to come back through the store (the Kubernetes
+    /// watch) before it answers NOT_YET_VISIBLE.
+    #[arg(long, env = "CHANGE_WAIT_SECONDS", default_value_t = 20)]
+    pub change_wait_seconds: u64,
+
     /// Access: API keys, Kubernetes reviews, anonymous read, limits.
     #[command(flatten)]
     pub access: AccessConfig,

@@ -3,6 +3,7 @@
 
 pub mod app;
 pub mod auth;
+pub mod change;
 pub mod config;
 pub mod db;
 pub mod domain;

@@ -276,6 +276,20 @@ pub async fn start(cfg: &ServeConfig, listener: TcpListener) -> anyhow::Result<R
         None => Arc::new(SourceStatus::embedded()),
     };
 
+    let target = if embedded {
+        crate::change::Target::Embedded
+    } else {
+        crate::change::Target::Kube(
+            source::kube::client(&cfg.kube_settings())
+                .await
+                .map_err(anyhow::Error::msg)?,
+        )
+    };
+    let changer = Arc::new(crate::change::Changer::new(
+        store.clone(),
+        target,
+        Duration::from_secs(cfg.change_wait_seconds.max(1)),
+    ));
     let settings = SchemaSettings {
         max_page_size: cfg.max_page_size,
         max_depth: cfg.max_query_depth,
@@ -290,6 +304,10 @@ pub async fn start(cfg: &ServeConfig, listener: TcpListener) -> anyhow::Result<R
         subscription_metrics: Some(metrics.subscriptions.clone()),
         history: Some(history.clone()),
         introspection: cfg.access.introspection,
+        changer: Some(changer),
+        change: crate::graphql::mutation::ChangeSettings {
+            min_hosts_that_can_fail: cfg.min_hosts_that_can_fail,
+        },
         fanout: Some(crate::graphql::subscription::fanout::Fanout::start(
             &store,
             cfg.subscription_buffer,

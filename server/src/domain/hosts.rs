@@ -329,7 +329,7 @@ pub struct Bin {
 
 /// Place every demand on the bins (first-fit, largest demand first); the first that fits
 /// nowhere, if any.
-fn place(demands: &[Demand], bins: &[Bin]) -> Option<Demand> {
+pub fn place(demands: &[Demand], bins: &[Bin]) -> Option<Demand> {
     let total_cpu: f64 = bins.iter().map(|b| b.vcpus).sum::<f64>().max(1.0);
     let total_mem: f64 = bins.iter().map(|b| b.memory).sum::<f64>().max(1.0);
     let mut order: Vec<&Demand> = demands.iter().collect();
@@ -403,8 +403,13 @@ pub fn redundancy(bins: &[Bin], demands: &[Demand]) -> Redundancy {
 
 /// Redundancy of the whole snapshot.
 pub fn fleet_redundancy(snap: &Snapshot, o: Overcommit) -> Redundancy {
-    let bins: Vec<Bin> = snap
-        .list(crate::model::Kind::Node)
+    let demands: Vec<Demand> = active_vmis(snap).into_iter().map(|(d, _)| d).collect();
+    redundancy(&fleet_bins(snap, o), &demands)
+}
+
+/// The hosts that accept VMs, with what each may give.
+pub fn fleet_bins(snap: &Snapshot, o: Overcommit) -> Vec<Bin> {
+    snap.list(crate::model::Kind::Node)
         .filter_map(|r| match r.as_ref() {
             Resource::Node(n) => {
                 let cap = capacity(n);
@@ -416,9 +421,7 @@ pub fn fleet_redundancy(snap: &Snapshot, o: Overcommit) -> Redundancy {
             }
             _ => None,
         })
-        .collect();
-    let demands: Vec<Demand> = active_vmis(snap).into_iter().map(|(d, _)| d).collect();
-    redundancy(&bins, &demands)
+        .collect()
 }
 
 /// How a VM's cluster was found.

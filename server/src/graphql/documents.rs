@@ -37,6 +37,8 @@ const MAX_REMEMBERED_VARIABLES: usize = 1024;
 struct Known {
     doc: ExecutableDocument,
     only_queries: bool,
+    /// The answer depends on who asks (`me`): it must not be shared between callers.
+    per_caller: bool,
     /// (operation, variables as JSON) of requests that passed strict validation.
     validated: Mutex<Vec<(Option<String>, String)>>,
     bytes: usize,
@@ -97,6 +99,7 @@ pub struct Plan {
     known: Option<Arc<Known>>,
     validated: bool,
     only_queries: bool,
+    per_caller: bool,
     refused: Option<async_graphql::ServerError>,
 }
 
@@ -104,6 +107,12 @@ impl Plan {
     /// Every operation of the document is a query (false when it does not parse).
     pub fn only_queries(&self) -> bool {
         self.only_queries
+    }
+
+    /// Every operation is a query and its answer is the same for every caller: it may be
+    /// cached and shared between concurrent identical requests.
+    pub fn shareable(&self) -> bool {
+        self.only_queries && !self.per_caller
     }
 
     /// The limit the request is over, if any: it must not run.
@@ -132,6 +141,29 @@ fn only_queries(doc: &ExecutableDocument) -> bool {
             ops.values().all(|op| op.node.ty == OperationType::Query)
         }
     }
+}
+
+/// True when the document selects a field whose answer depends on the caller (`me`, a root
+/// field; any field of that name counts, which is only ever more careful).
+fn reads_caller(doc: &ExecutableDocument) -> bool {
+    use async_graphql::parser::types::{Selection, SelectionSet};
+    fn walk(set: &SelectionSet) -> bool {
+        set.items.iter().any(|s| match &s.node {
+            Selection::Field(f) => f.node.name.node == "me" || walk(&f.node.selection_set.node),
+            Selection::InlineFragment(i) => walk(&i.node.selection_set.node),
+            Selection::FragmentSpread(_) => false,
+        })
+    }
+    let ops = match &doc.operations {
+        DocumentOperations::Single(op) => walk(&op.node.selection_set.node),
+        DocumentOperations::Multiple(ops) => {
+            ops.values().any(|op| walk(&op.node.selection_set.node))
+        }
+    };
+    ops || doc
+        .fragments
+        .values()
+        .any(|f| walk(&f.node.selection_set.node))
 }
 
 /// True when a response ran: it passed validation (a request refused before running has no
@@ -167,6 +199,14 @@ impl Documents {
         self.known.find(text).is_some_and(|k| k.only_queries)
     }
 
+    /// True when `text` is a known document of queries whose answers are the same for every
+    /// caller (known without parsing it).
+    pub fn known_shareable(&self, text: &str) -> bool {
+        self.known
+            .find(text)
+            .is_some_and(|k| k.only_queries && !k.per_caller)
+    }
+
     /// Give `request` its parsed document (a copy of the known one, or parsed now and kept), check
     /// the cost limits (tokens before parsing, then aliases and complexity) and say how it runs.
     /// `key` identifies the request (None: it is validated strictly). A document that does not
@@ -176,6 +216,7 @@ impl Documents {
             known: None,
             validated: false,
             only_queries: false,
+            per_caller: false,
             refused: None,
         };
         if let Err(e) = check_tokens(&request.query, &self.limits) {
@@ -196,6 +237,7 @@ impl Documents {
             return Plan {
                 validated: key.is_some_and(|k| known.validated(k)),
                 only_queries: known.only_queries,
+                per_caller: known.per_caller,
                 known: Some(known),
                 refused: None,
             };
@@ -211,10 +253,12 @@ impl Documents {
             };
         }
         let only = only_queries(&doc);
+        let per_caller = reads_caller(&doc);
         let known = (!self.known.is_off()).then(|| {
             let known = Arc::new(Known {
                 doc: doc.clone(),
                 only_queries: only,
+                per_caller,
                 validated: Mutex::default(),
                 bytes: size_of(&request.query),
             });
@@ -227,6 +271,7 @@ impl Documents {
             known,
             validated: false,
             only_queries: only,
+            per_caller,
             refused: None,
         }
     }

@@ -56,6 +56,9 @@ pub struct HistoryEvent {
     pub diff: async_graphql::Json<serde_json::Value>,
     /// For a gap marker: how many events were dropped because the history buffer was full.
     pub dropped: Option<i64>,
+    /// Who asked for this change through this API (`key:NAME`, `kubernetes:USER`); null for
+    /// changes made elsewhere (the operators, kubectl).
+    pub actor: Option<String>,
 }
 
 #[ComplexObject]
@@ -91,6 +94,7 @@ impl From<StoredEvent> for HistoryEvent {
             phase_after: e.phase_after,
             diff: async_graphql::Json(e.diff.0),
             dropped: e.dropped,
+            actor: e.actor,
         }
     }
 }
@@ -544,6 +548,7 @@ mod tests {
             phase_after: phase.map(str::to_string),
             diff: sqlx::types::Json(serde_json::Value::Null),
             dropped: None,
+            actor: None,
         }
     }
 

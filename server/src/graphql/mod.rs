@@ -4,6 +4,7 @@ pub mod documents;
 pub mod generations;
 pub mod history;
 pub mod limits;
+pub mod mutation;
 pub mod paging;
 pub mod parts;
 pub mod query;
@@ -19,7 +20,7 @@ pub use types::Limits;
 pub use volatile::{Volatile, mark_volatile};
 
 /// The schema type served at `/graphql`.
-pub type AppSchema = Schema<QueryRoot, EmptyMutation, subscription::SubscriptionRoot>;
+pub type AppSchema = Schema<QueryRoot, mutation::MutationRoot, subscription::SubscriptionRoot>;
 
 /// Settings that shape the schema.
 #[derive(Clone, Debug)]
@@ -46,6 +47,10 @@ pub struct SchemaSettings {
     pub history: Option<std::sync::Arc<crate::history::History>>,
     /// Answer introspection queries.
     pub introspection: bool,
+    /// Where mutations write (None: they are refused as READ_ONLY).
+    pub changer: Option<std::sync::Arc<crate::change::Changer>>,
+    /// What the mutations check against.
+    pub change: mutation::ChangeSettings,
 }
 
 impl Default for SchemaSettings {
@@ -62,6 +67,10 @@ impl Default for SchemaSettings {
             fanout: None,
             history: None,
             introspection: true,
+            changer: None,
+            change: mutation::ChangeSettings {
+                min_hosts_that_can_fail: 1,
+            },
         }
     }
 }
@@ -79,6 +88,7 @@ pub(crate) fn with_data<Q, M, S>(
         .data(settings.source.clone())
         .data(settings.overcommit)
         .data(settings.store.clone())
+        .data(settings.change)
         .limit_depth(settings.max_depth);
     if !settings.introspection {
         builder = builder.disable_introspection();
@@ -91,6 +101,9 @@ pub(crate) fn with_data<Q, M, S>(
     }
     if let Some(h) = &settings.history {
         builder = builder.data(h.clone());
+    }
+    if let Some(c) = &settings.changer {
+        builder = builder.data(c.clone());
     }
     builder
 }
@@ -119,7 +132,7 @@ fn build_schema_validating(
     with_data(
         Schema::build(
             QueryRoot::default(),
-            EmptyMutation,
+            mutation::MutationRoot,
             subscription::SubscriptionRoot,
         ),
         settings,

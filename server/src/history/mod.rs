@@ -48,6 +48,8 @@ pub struct EventRow {
     pub diff: Value,
     /// For a gap marker: how many events were dropped.
     pub dropped: Option<u64>,
+    /// Who asked for the change through the API (a mutation's principal), when someone did.
+    pub actor: Option<String>,
 }
 
 /// The event type of a gap marker.
@@ -70,6 +72,7 @@ impl EventRow {
             phase_after: None,
             diff: Value::Array(Vec::new()),
             dropped: Some(dropped),
+            actor: None,
         }
     }
 }
@@ -304,6 +307,7 @@ pub fn row_of(c: &Change, at_ms: i64) -> EventRow {
             .flatten(),
         diff: Value::Array(diff(&before, &after)),
         dropped: None,
+        actor: c.actor.as_deref().map(str::to_string),
     }
 }
 

@@ -39,10 +39,12 @@ pub struct StoredEvent {
     pub diff: sqlx::types::Json<Value>,
     /// Events dropped (gap markers).
     pub dropped: Option<i64>,
+    /// Who asked for the change through the API, when someone did.
+    pub actor: Option<String>,
 }
 
 const COLUMNS: &str = "id, at_ms, seq, kind, namespace, name, uid, resource_version, change, \
-                       event_type, phase_before, phase_after, diff, dropped";
+                       event_type, phase_before, phase_after, diff, dropped, actor";
 
 /// What `events(filter)` selects; every part optional.
 #[derive(Clone, Debug, Default)]

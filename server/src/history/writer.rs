@@ -84,7 +84,7 @@ pub fn copy_text(rows: &[EventRow]) -> String {
         let seq = r.seq.to_string();
         let diff = r.diff.to_string();
         let dropped = r.dropped.map(|d| d.to_string());
-        let fields: [Option<&str>; 13] = [
+        let fields: [Option<&str>; 14] = [
             Some(&at),
             Some(&seq),
             Some(r.kind),
@@ -98,6 +98,7 @@ pub fn copy_text(rows: &[EventRow]) -> String {
             r.phase_after.as_deref(),
             Some(&diff),
             dropped.as_deref(),
+            r.actor.as_deref(),
         ];
         for (i, f) in fields.iter().enumerate() {
             if i > 0 {
@@ -125,9 +126,9 @@ async fn insert_postgres(p: &sqlx::PgPool, rows: &[EventRow]) -> Result<u64, DbE
     copy.finish().await?;
     let n = sqlx::query(
         "INSERT INTO events (at_ms, seq, kind, namespace, name, uid, resource_version, change, \
-         event_type, phase_before, phase_after, diff, dropped) \
+         event_type, phase_before, phase_after, diff, dropped, actor) \
          SELECT at_ms, seq, kind, namespace, name, uid, resource_version, change, event_type, \
-         phase_before, phase_after, diff::jsonb, dropped FROM events_in \
+         phase_before, phase_after, diff::jsonb, dropped, actor FROM events_in \
          ON CONFLICT (uid, resource_version, change) DO NOTHING",
     )
     .execute(&mut *tx)
@@ -144,7 +145,7 @@ async fn insert_sqlite(p: &sqlx::SqlitePool, rows: &[EventRow]) -> Result<u64, D
     for chunk in rows.chunks(ROWS_PER_STATEMENT) {
         let mut q = sqlx::QueryBuilder::new(
             "INSERT INTO events (at_ms, seq, kind, namespace, name, uid, resource_version, \
-             change, event_type, phase_before, phase_after, diff, dropped) ",
+             change, event_type, phase_before, phase_after, diff, dropped, actor) ",
         );
         q.push_values(chunk, |mut b, r| {
             b.push_bind(r.at_ms)
@@ -159,7 +160,8 @@ async fn insert_sqlite(p: &sqlx::SqlitePool, rows: &[EventRow]) -> Result<u64, D
                 .push_bind(r.phase_before.as_deref())
                 .push_bind(r.phase_after.as_deref())
                 .push_bind(sqlx::types::Json(&r.diff))
-                .push_bind(r.dropped.map(|d| d as i64));
+                .push_bind(r.dropped.map(|d| d as i64))
+                .push_bind(r.actor.as_deref());
         });
         q.push(" ON CONFLICT (uid, resource_version, change) DO NOTHING");
         added += q.build().execute(&mut *tx).await?.rows_affected();
@@ -527,10 +529,12 @@ mod tests {
     fn copy_text_escapes_what_the_format_reserves() {
         let mut r = EventRow::gap(7, 3, 1_000);
         r.name = "a\tb\\c\nd".into();
+        r.actor = Some("key:ops".into());
         r.diff = serde_json::json!([{"path": "/spec/x", "after": "line\nbreak \\ tab\t"}]);
         let text = copy_text(&[r]);
         let fields: Vec<&str> = text.trim_end_matches('\n').split('\t').collect();
-        assert_eq!(fields.len(), 13, "{text}");
+        assert_eq!(fields.len(), 14, "{text}");
+        assert_eq!(fields[13], "key:ops");
         assert_eq!(fields[4], "a\\tb\\\\c\\nd");
         assert_eq!(fields[9], "\\N", "a null phase");
         assert_eq!(fields[12], "3");

@@ -85,6 +85,15 @@ impl AppState {
             None => request,
         }
     }
+
+    /// What a mutation request carries: no snapshot (its fields read the live graph, which holds
+    /// its own write once it has been made) and its own history loaders.
+    pub fn live_data(&self, request: async_graphql::Request) -> async_graphql::Request {
+        match &self.history {
+            Some(h) => request.data(crate::graphql::history::request_loaders(h.clone())),
+            None => request,
+        }
+    }
 }
 
 /// The router with every route.
@@ -432,11 +441,29 @@ async fn execute_in_time(
     let seq = snapshot.seq();
     let key = cache::Key::of(&request);
     let key = key.as_ref();
+    // A known document of shareable queries is parsed only when its answer is not cached; any
+    // other document is parsed first, to find out whether its answer may be shared at all.
+    let plan = if app.documents.known_shareable(&request.query) {
+        None
+    } else {
+        Some(app.documents.prepare(&mut request, key))
+    };
+    let plan = match plan {
+        // Mutations, and queries whose answer depends on the caller: never cached, never shared
+        // with a concurrent identical request. A mutation reads the live graph, not this
+        // snapshot: its answer shows the graph after its write.
+        Some(plan) if !plan.shareable() => {
+            return execute_unshared(app, request, &plan, snapshot, key, media, started).await;
+        }
+        other => other,
+    };
     let (answer, _) = app
         .cache
         .get_or_execute(seq, key, || async move {
-            // Only queries are kept; a document that does not parse is answered with its errors.
-            let plan = app.documents.prepare(&mut request, key);
+            let plan = match plan {
+                Some(p) => p,
+                None => app.documents.prepare(&mut request, key),
+            };
             let is_query = plan.only_queries();
             let volatile = crate::graphql::Volatile::default();
             let request = app
@@ -448,26 +475,51 @@ async fn execute_in_time(
                 .await;
             let ok = response.errors.is_empty();
             app.metrics.observe_graphql(started.elapsed(), ok);
-            let rejected = rejected(&response);
-            // A request that never ran has no `data` entry at all.
-            let body = if rejected {
-                serde_json::to_vec(&json!({"errors": response.errors}))
-            } else {
-                serde_json::to_vec(&response)
-            };
             cache::Answer {
-                body: body.map(bytes::Bytes::from).unwrap_or_else(|e| {
-                    bytes::Bytes::from(
-                        json!({"errors": [{"message": format!("answer not serializable: {e}")}]})
-                            .to_string(),
-                    )
-                }),
+                body: answer_body(&response),
                 cacheable: ok && is_query && !volatile.is_marked(),
-                rejected,
+                rejected: rejected(&response),
             }
         })
         .await;
     graphql_http::answer(media, answer.body, answer.rejected)
+}
+
+/// Run a request whose answer is not shared: with this snapshot for queries, on the live graph
+/// for mutations.
+async fn execute_unshared(
+    app: &AppState,
+    request: async_graphql::Request,
+    plan: &crate::graphql::documents::Plan,
+    snapshot: Arc<crate::store::Snapshot>,
+    key: Option<&cache::Key>,
+    media: graphql_http::Media,
+    started: Instant,
+) -> Response {
+    let request = if plan.only_queries() {
+        app.query_data(request, snapshot, key)
+    } else {
+        drop(snapshot);
+        app.live_data(request)
+    };
+    let response = app.documents.execute(&app.schema, plan, key, request).await;
+    app.metrics
+        .observe_graphql(started.elapsed(), response.errors.is_empty());
+    graphql_http::answer(media, answer_body(&response), rejected(&response))
+}
+
+/// The JSON body of a response (a request that never ran has no `data` entry at all).
+fn answer_body(response: &async_graphql::Response) -> bytes::Bytes {
+    let body = if rejected(response) {
+        serde_json::to_vec(&json!({"errors": response.errors}))
+    } else {
+        serde_json::to_vec(response)
+    };
+    body.map(bytes::Bytes::from).unwrap_or_else(|e| {
+        bytes::Bytes::from(
+            json!({"errors": [{"message": format!("answer not serializable: {e}")}]}).to_string(),
+        )
+    })
 }
 
 async fn health() -> Response {

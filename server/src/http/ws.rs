@@ -183,9 +183,12 @@ pub fn execute_stream(
             let app = app.clone();
             futures::stream::once(async move {
                 let key = key.as_ref();
-                let request = app
-                    .query_data(request, app.store.snapshot(), key)
-                    .data(principal);
+                let request = if plan.only_queries() {
+                    app.query_data(request, app.store.snapshot(), key)
+                } else {
+                    app.live_data(request)
+                }
+                .data(principal);
                 response(
                     app.documents
                         .execute(&app.schema, &plan, key, request)

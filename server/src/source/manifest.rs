@@ -121,6 +121,20 @@ pub fn parse_str(file: &str, text: &str) -> FileReport {
     report
 }
 
+/// Validate one object given as JSON (a mutation's result): the same checks as a document of a
+/// file named `file`.
+pub fn read_value(file: &str, json: Value) -> FileReport {
+    let mut report = FileReport {
+        file: file.to_string(),
+        ..Default::default()
+    };
+    read_document(&mut report, 0, json);
+    if !report.errors.is_empty() {
+        report.objects.clear();
+    }
+    report
+}
+
 /// Read one file from disk.
 pub fn parse_file(path: &Path) -> FileReport {
     let name = path.display().to_string();
@@ -405,7 +419,7 @@ fn dns_subdomain_problem(name: &str) -> Option<&'static str> {
 }
 
 /// RFC 1123 label rules for namespaces.
-fn dns_label_problem(name: &str) -> Option<&'static str> {
+pub fn dns_label_problem(name: &str) -> Option<&'static str> {
     if name.len() > 63 || name.contains('.') {
         return Some("a namespace must be an RFC 1123 label of at most 63 characters");
     }

@@ -78,6 +78,20 @@ pub struct Change {
     /// Part of loading state that already existed (a source's first list, the demo fleet), not
     /// something that just happened: live views apply it, the event log leaves it out.
     pub loaded: bool,
+    /// Who asked for it through this server (a mutation's principal), when someone did.
+    pub actor: Option<Arc<str>>,
+}
+
+/// What a change a writer waits for must look like (see [`Store::expect`]).
+pub type Intent = Box<dyn Fn(&Change) -> bool + Send + Sync>;
+
+/// A change someone wrote and waits to see: the first change of `key` that fulfils `intent` is
+/// attributed to `actor` and handed over.
+struct Expected {
+    key: Key,
+    actor: Option<Arc<str>>,
+    intent: Intent,
+    done: tokio::sync::oneshot::Sender<Arc<Change>>,
 }
 
 /// A write to the store.
@@ -387,6 +401,8 @@ pub struct Store {
     deriver: Option<Deriver>,
     changes: broadcast::Sender<Arc<Change>>,
     capacity: usize,
+    /// Writes made through this server that their writers wait to see.
+    expected: Mutex<Vec<Expected>>,
 }
 
 impl std::fmt::Debug for Store {
@@ -420,6 +436,7 @@ impl Store {
             deriver: None,
             changes,
             capacity: capacity.max(1),
+            expected: Mutex::new(Vec::new()),
         }
     }
 
@@ -495,16 +512,43 @@ impl Store {
         }
     }
 
+    /// Wait for a change of `key` that fulfils `intent` (a write just sent to the source, which
+    /// comes back through its watch, or applied here): that change carries `actor` and is sent
+    /// on the returned channel. Dropping the receiver withdraws the expectation. Call it before
+    /// the write, so that a change arriving at once is not missed.
+    pub fn expect(
+        &self,
+        key: Key,
+        actor: Option<Arc<str>>,
+        intent: Intent,
+    ) -> tokio::sync::oneshot::Receiver<Arc<Change>> {
+        let (done, rx) = tokio::sync::oneshot::channel();
+        let mut expected = self.expected.lock();
+        expected.retain(|e| !e.done.is_closed());
+        expected.push(Expected {
+            key,
+            actor,
+            intent,
+            done,
+        });
+        rx
+    }
+
     /// Apply writes atomically: readers see all of them or none. Returns the changes made
     /// (writes that change nothing produce no change and no sequence number).
     pub fn apply(&self, ops: Vec<Op>) -> Vec<Arc<Change>> {
-        self.apply_marked(ops, false)
+        self.apply_marked(ops, false, None)
+    }
+
+    /// [`Store::apply`] on behalf of `actor` (a mutation's principal): its changes carry it.
+    pub fn apply_as(&self, ops: Vec<Op>, actor: &Arc<str>) -> Vec<Arc<Change>> {
+        self.apply_marked(ops, false, Some(actor))
     }
 
     /// [`Store::apply`] for state being loaded (a source's first list, the demo fleet): its
     /// changes are marked `loaded`, so the event log does not record them as news.
     pub fn apply_loaded(&self, ops: Vec<Op>) -> Vec<Arc<Change>> {
-        self.apply_marked(ops, true)
+        self.apply_marked(ops, true, None)
     }
 
     /// Load a large amount of state (the demo fleet, manifests at start-up, a source's first
@@ -522,7 +566,7 @@ impl Store {
         while ops.peek().is_some() {
             let chunk: Vec<Op> = ops.by_ref().take(slice).collect();
             self.room_for(chunk.len()).await;
-            made += self.apply_marked(chunk, true).len();
+            made += self.apply_marked(chunk, true, None).len();
         }
         made
     }
@@ -547,7 +591,12 @@ impl Store {
         }
     }
 
-    fn apply_marked(&self, ops: Vec<Op>, loaded: bool) -> Vec<Arc<Change>> {
+    fn apply_marked(
+        &self,
+        ops: Vec<Op>,
+        loaded: bool,
+        actor: Option<&Arc<str>>,
+    ) -> Vec<Arc<Change>> {
         let _guard = self.writer.lock();
         let mut snap = self.current.load_full().successor();
         let mut out = Vec::new();
@@ -588,13 +637,14 @@ impl Store {
                     } else {
                         ChangeType::Added
                     };
-                    out.push(Arc::new(Change {
+                    out.push(Change {
                         seq: snap.seq,
                         change,
                         object,
                         previous,
                         loaded,
-                    }));
+                        actor: None,
+                    });
                 }
                 Op::Delete(key) => {
                     let Some(prev) = snap.objects.remove(&key) else {
@@ -603,19 +653,21 @@ impl Store {
                     snap.by_key.remove(&key);
                     snap.seq += 1;
                     snap.unindex(&key, &prev);
-                    out.push(Arc::new(Change {
+                    out.push(Change {
                         seq: snap.seq,
                         change: ChangeType::Deleted,
                         object: prev.clone(),
                         previous: Some(prev),
                         loaded,
-                    }));
+                        actor: None,
+                    });
                 }
             }
         }
         if out.is_empty() {
-            return out;
+            return Vec::new();
         }
+        let out = self.attribute(out, actor);
         if let Some(derive) = &self.deriver {
             let before = snap.derived.take();
             snap.derived = Some(derive(before.as_ref(), &snap, &out));
@@ -625,7 +677,48 @@ impl Store {
             // No receivers is fine: nobody is listening yet.
             let _ = self.changes.send(c.clone());
         }
+        self.hand_over(&out);
         out
+    }
+
+    /// Give each change its actor when a waiting writer expects it.
+    fn attribute(&self, changes: Vec<Change>, actor: Option<&Arc<str>>) -> Vec<Arc<Change>> {
+        let expected = self.expected.lock();
+        changes
+            .into_iter()
+            .map(|mut c| {
+                if let Some(a) = actor {
+                    c.actor = Some(a.clone());
+                } else if !expected.is_empty() {
+                    let key = Key::of(&c.object);
+                    if let Some(e) = expected
+                        .iter()
+                        .find(|e| e.key == key && !e.done.is_closed() && (e.intent)(&c))
+                    {
+                        c.actor = e.actor.clone();
+                    }
+                }
+                Arc::new(c)
+            })
+            .collect()
+    }
+
+    /// Hand the changes to the writers waiting for them (once the snapshot holds them).
+    fn hand_over(&self, changes: &[Arc<Change>]) {
+        let mut expected = self.expected.lock();
+        if expected.is_empty() {
+            return;
+        }
+        for c in changes {
+            let key = Key::of(&c.object);
+            if let Some(i) = expected
+                .iter()
+                .position(|e| e.key == key && !e.done.is_closed() && (e.intent)(c))
+            {
+                let e = expected.swap_remove(i);
+                let _ = e.done.send(c.clone());
+            }
+        }
     }
 }
 

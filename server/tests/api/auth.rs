@@ -12,21 +12,21 @@ use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use super::protocol::SseReader;
 use super::{TempSqlite, TestApp, Ws, recv, send_json, spawn};
 
-const VIEWER: &str = "viewer-key-0123456789abcdef";
-const OPERATOR: &str = "operator-key-0123456789abcdef";
-const ADMIN: &str = "admin-key-0123456789abcdef";
+pub const VIEWER: &str = "viewer-key-0123456789abcdef";
+pub const OPERATOR: &str = "operator-key-0123456789abcdef";
+pub const ADMIN: &str = "admin-key-0123456789abcdef";
 
 /// A keys file in the temp directory, removed when dropped.
-struct KeysFile(PathBuf);
+pub struct KeysFile(PathBuf);
 
 impl KeysFile {
-    fn new(text: &str) -> KeysFile {
+    pub fn new(text: &str) -> KeysFile {
         let path = std::env::temp_dir().join(format!("vitistack-keys-{}", uuid::Uuid::new_v4()));
         std::fs::write(&path, text).expect("write keys");
         KeysFile(path)
     }
 
-    fn path(&self) -> &str {
+    pub fn path(&self) -> &str {
         self.0.to_str().expect("utf-8 path")
     }
 
@@ -44,7 +44,7 @@ impl Drop for KeysFile {
     }
 }
 
-fn three_keys() -> String {
+pub fn three_keys() -> String {
     let hashed: String = sha256_hex(OPERATOR);
     format!(
         "# name role key\nci viewer {VIEWER}\nops operator sha256:{hashed}\nroot admin {ADMIN}\n"
@@ -60,7 +60,7 @@ fn sha256_hex(s: &str) -> String {
 }
 
 /// POST a query with an optional key; status, headers and body.
-async fn post(
+pub async fn post(
     app: &TestApp,
     key: Option<&str>,
     query: &str,
@@ -80,7 +80,7 @@ async fn post(
 
 /// Open a graphql-transport-ws socket, with `header` as the upgrade's `Authorization` and
 /// `origin` as its `Origin`.
-async fn open(
+pub async fn open(
     app: &TestApp,
     header: Option<&str>,
     origin: Option<&str>,
@@ -104,7 +104,7 @@ async fn open(
 }
 
 /// `connection_init` with `payload`; the answer (ack or close).
-async fn init(ws: &mut Ws, payload: Value) -> Value {
+pub async fn init(ws: &mut Ws, payload: Value) -> Value {
     send_json(ws, json!({"type": "connection_init", "payload": payload})).await;
     recv(ws).await
 }

@@ -11,6 +11,7 @@ mod auth;
 mod history;
 mod hostile;
 mod limits;
+mod mutations;
 pub mod protocol;
 mod queries;
 mod robustness;

@@ -18,7 +18,17 @@
 //! connection, hang watches (connection open, nothing sent, not even bookmarks), install or remove
 //! a resource, and a log of the requests received.
 //!
-//! Not implemented: label/field selectors, create/update/patch over HTTP, discovery, auth.
+//! - `PATCH …/{plural}/{name}` with `application/apply-patch+yaml` (server-side apply): the
+//!   manager's fields are tracked per object (`metadata.managedFields`), fields it owned and no
+//!   longer applies are removed, a field another manager owns with a different value is a 409
+//!   conflict unless `force=true` (which moves ownership), `status` is ignored (subresource),
+//!   `generation` moves when `spec` does; `application/merge-patch+json` (RFC 7386); every list
+//!   is atomic, as in the vitistack CRDs, which mark none;
+//! - `DELETE …/{plural}/{name}`: gone at once, or marked with `deletionTimestamp` while the
+//!   object has finalizers; `GET …/{plural}/{name}`;
+//! - TokenReview and SubjectAccessReview, from users and grants the test sets.
+//!
+//! Not implemented: label/field selectors, create/update over HTTP, discovery, schema validation.
 
 #![allow(dead_code)]
 
@@ -89,6 +99,9 @@ struct Ev {
 struct ResourceState {
     def: ResourceDef,
     objects: BTreeMap<(String, String), Value>,
+    /// Per object: each server-side-apply manager's fields (paths of map keys; a list or a
+    /// scalar is one field).
+    managers: BTreeMap<(String, String), BTreeMap<String, std::collections::BTreeSet<Vec<String>>>>,
 }
 
 struct Inner {
@@ -154,6 +167,7 @@ impl KubeApi {
                     ResourceState {
                         def: d.clone(),
                         objects: BTreeMap::new(),
+                        managers: BTreeMap::new(),
                     },
                 )
             })
@@ -190,7 +204,7 @@ impl KubeApi {
                 "/apis/authorization.k8s.io/v1/subjectaccessreviews",
                 axum::routing::post(access_review),
             )
-            .fallback(handle)
+            .fallback(dispatch)
             .with_state(shared.clone());
         let task = tokio::spawn(async move {
             let _ = axum::serve(listener, app).await;
@@ -706,4 +720,432 @@ fn watch_response(
         .header(header::CONTENT_TYPE, "application/json")
         .body(Body::from_stream(stream))
         .unwrap_or_else(|_| status(500, "InternalError", "response".into()))
+}
+
+/// Writes and single-object reads go to their handlers; everything else is list/watch.
+async fn dispatch(
+    State(shared): State<Arc<Shared>>,
+    method: axum::http::Method,
+    uri: Uri,
+    headers: axum::http::HeaderMap,
+    query: Query<HashMap<String, String>>,
+    body: Bytes,
+) -> Response {
+    let Some((id, ns, name)) = object_route(uri.path()) else {
+        return handle(State(shared), uri, query).await;
+    };
+    let known = shared
+        .inner
+        .lock()
+        .resources
+        .get(&id)
+        .is_some_and(|s| s.def.served);
+    if !known {
+        return status(
+            404,
+            "NotFound",
+            "the server could not find the requested resource".into(),
+        );
+    }
+    match method {
+        axum::http::Method::GET => get_object(&shared, &id, &ns, &name),
+        axum::http::Method::PATCH => {
+            let media = headers
+                .get(header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default()
+                .to_string();
+            patch_object(&shared, &id, &ns, &name, &media, &query.0, &body)
+        }
+        axum::http::Method::DELETE => delete_object(&shared, &id, &ns, &name),
+        _ => status(
+            405,
+            "MethodNotAllowed",
+            format!("{method} is not supported here"),
+        ),
+    }
+}
+
+/// (resource id, namespace or "", name) from an object path.
+fn object_route(path: &str) -> Option<(String, String, String)> {
+    let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
+    let (group, version, rest) = match parts.as_slice() {
+        ["api", v, rest @ ..] => ("", *v, rest),
+        ["apis", g, v, rest @ ..] => (*g, *v, rest),
+        _ => return None,
+    };
+    match rest {
+        [plural, name] => Some((
+            format!("{group}/{version}/{plural}"),
+            String::new(),
+            name.to_string(),
+        )),
+        ["namespaces", ns, plural, name] => Some((
+            format!("{group}/{version}/{plural}"),
+            ns.to_string(),
+            name.to_string(),
+        )),
+        _ => None,
+    }
+}
+
+fn json_response(code: StatusCode, v: &Value) -> Response {
+    (
+        code,
+        [(header::CONTENT_TYPE, "application/json")],
+        v.to_string(),
+    )
+        .into_response()
+}
+
+fn get_object(shared: &Shared, id: &str, ns: &str, name: &str) -> Response {
+    let inner = shared.inner.lock();
+    match inner
+        .resources
+        .get(id)
+        .and_then(|s| s.objects.get(&(ns.to_string(), name.to_string())))
+    {
+        Some(o) => json_response(StatusCode::OK, o),
+        None => status(404, "NotFound", format!("{id} \"{name}\" not found")),
+    }
+}
+
+/// The fields a partial object sets: paths of map keys down to a scalar or a list.
+fn leaf_paths(
+    v: &Value,
+    prefix: &mut Vec<String>,
+    out: &mut std::collections::BTreeSet<Vec<String>>,
+) {
+    match v {
+        Value::Object(m) if !m.is_empty() => {
+            for (k, child) in m {
+                prefix.push(k.clone());
+                leaf_paths(child, prefix, out);
+                prefix.pop();
+            }
+        }
+        _ => {
+            out.insert(prefix.clone());
+        }
+    }
+}
+
+fn at<'a>(v: &'a Value, path: &[String]) -> Option<&'a Value> {
+    path.iter().try_fold(v, |v, k| v.get(k))
+}
+
+fn remove_at(v: &mut Value, path: &[String]) {
+    let Some((last, parents)) = path.split_last() else {
+        return;
+    };
+    let mut cur = v;
+    for k in parents {
+        match cur.get_mut(k) {
+            Some(next) => cur = next,
+            None => return,
+        }
+    }
+    if let Some(m) = cur.as_object_mut() {
+        m.remove(last);
+    }
+}
+
+fn set_at(v: &mut Value, path: &[String], value: Value) {
+    let mut cur = v;
+    for k in path {
+        if !cur.is_object() {
+            *cur = json!({});
+        }
+        cur = cur
+            .as_object_mut()
+            .expect("object")
+            .entry(k.clone())
+            .or_insert(Value::Null);
+    }
+    *cur = value;
+}
+
+/// RFC 7386.
+fn merge_patch(target: &mut Value, patch: &Value) {
+    let Value::Object(p) = patch else {
+        *target = patch.clone();
+        return;
+    };
+    if !target.is_object() {
+        *target = json!({});
+    }
+    let t = target.as_object_mut().expect("object");
+    for (k, v) in p {
+        if v.is_null() {
+            t.remove(k);
+        } else {
+            merge_patch(t.entry(k.clone()).or_insert(Value::Null), v);
+        }
+    }
+}
+
+/// `metadata.managedFields` from the tracked managers (FieldsV1: `f:<key>` maps).
+fn managed_fields(
+    api_version: &str,
+    managers: &BTreeMap<String, std::collections::BTreeSet<Vec<String>>>,
+) -> Value {
+    let entries: Vec<Value> = managers
+        .iter()
+        .filter(|(_, paths)| !paths.is_empty())
+        .map(|(manager, paths)| {
+            let mut fields = json!({});
+            for p in paths {
+                let keyed: Vec<String> = p.iter().map(|k| format!("f:{k}")).collect();
+                set_at(&mut fields, &keyed, json!({}));
+            }
+            let (manager, operation) = manager.split_once('|').unwrap_or((manager, "Apply"));
+            json!({"manager": manager, "operation": operation, "apiVersion": api_version,
+                   "time": "2026-11-01T00:00:00Z", "fieldsType": "FieldsV1", "fieldsV1": fields})
+        })
+        .collect();
+    json!(entries)
+}
+
+fn patch_object(
+    shared: &Shared,
+    id: &str,
+    ns: &str,
+    name: &str,
+    media: &str,
+    q: &HashMap<String, String>,
+    body: &[u8],
+) -> Response {
+    let apply = media.starts_with("application/apply-patch");
+    let merge = media.starts_with("application/merge-patch+json");
+    if !apply && !merge {
+        return status(
+            415,
+            "UnsupportedMediaType",
+            format!(
+                "the body of the request was in an unknown format - accepted media types include: application/apply-patch+yaml, application/merge-patch+json (got {media})"
+            ),
+        );
+    }
+    let Ok(mut patch) = serde_json::from_slice::<Value>(body) else {
+        return status(400, "BadRequest", "the patch is not valid JSON".into());
+    };
+    let manager = q.get("fieldManager").cloned().unwrap_or_default();
+    if apply && manager.is_empty() {
+        return status(
+            400,
+            "BadRequest",
+            "PATCH with apply requires a fieldManager".into(),
+        );
+    }
+    let force = q.get("force").map(String::as_str) == Some("true");
+    let mut inner = shared.inner.lock();
+    let key = (ns.to_string(), name.to_string());
+    let state = inner.resources.get_mut(id).expect("served resource");
+    let def = state.def.clone();
+    let previous = state.objects.get(&key).cloned();
+    if merge && previous.is_none() {
+        return status(
+            404,
+            "NotFound",
+            format!("{} \"{name}\" not found", def.plural),
+        );
+    }
+    if apply {
+        for (field, want) in [
+            ("apiVersion", def.api_version()),
+            ("kind", def.kind.to_string()),
+        ] {
+            if patch.get(field).and_then(Value::as_str) != Some(want.as_str()) {
+                return status(
+                    400,
+                    "BadRequest",
+                    format!("{field} must be {want} in an apply patch"),
+                );
+            }
+        }
+        if patch["metadata"]["name"].as_str() != Some(name) {
+            return status(400, "BadRequest", "metadata.name must match the URL".into());
+        }
+    }
+    if let Some(m) = patch.as_object_mut() {
+        // The status subresource is written through its own endpoint.
+        m.remove("status");
+    }
+    let mut object = previous.clone().unwrap_or_else(|| {
+        json!({"apiVersion": def.api_version(), "kind": def.kind,
+               "metadata": {"name": name, "namespace": ns}})
+    });
+    if !def.namespaced {
+        if let Some(m) = object["metadata"].as_object_mut() {
+            m.remove("namespace");
+        }
+    }
+    let managers = state.managers.entry(key.clone()).or_default();
+    if apply {
+        let mut mine = std::collections::BTreeSet::new();
+        leaf_paths(&patch, &mut Vec::new(), &mut mine);
+        let structural = |p: &Vec<String>| {
+            matches!(p.first().map(String::as_str), Some("apiVersion" | "kind"))
+                || (p.first().map(String::as_str) == Some("metadata")
+                    && matches!(p.get(1).map(String::as_str), Some("name" | "namespace")))
+        };
+        mine.retain(|p| !structural(p));
+        // Conflicts: fields another manager owns, applied with a different value.
+        let mut conflicts = Vec::new();
+        for (other, paths) in managers.iter() {
+            if *other == manager {
+                continue;
+            }
+            for p in paths.intersection(&mine) {
+                if at(&object, p) != at(&patch, p) {
+                    conflicts.push((other.clone(), p.join(".")));
+                }
+            }
+        }
+        if !conflicts.is_empty() && !force {
+            let causes: Vec<Value> = conflicts
+                .iter()
+                .map(|(m, f)| json!({"reason": "FieldManagerConflict", "message": format!("conflict with \"{m}\""), "field": f}))
+                .collect();
+            let body = json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                "message": format!("Apply failed with {} conflicts", conflicts.len()), "reason": "Conflict",
+                "details": {"causes": causes}, "code": 409});
+            return json_response(StatusCode::CONFLICT, &body);
+        }
+        for paths in managers.values_mut() {
+            for p in &mine {
+                paths.remove(p);
+            }
+        }
+        // Fields this manager owned and no longer applies go, unless someone else owns them.
+        let before = managers.remove(&manager).unwrap_or_default();
+        for p in before.difference(&mine) {
+            if !managers.values().any(|ps| ps.contains(p)) {
+                remove_at(&mut object, p);
+            }
+        }
+        merge_patch(&mut object, &patch);
+        managers.insert(manager.clone(), mine);
+    } else {
+        merge_patch(&mut object, &patch);
+        // An update owns what it set; fields it removed are nobody's.
+        let mut set = std::collections::BTreeSet::new();
+        leaf_paths(&patch, &mut Vec::new(), &mut set);
+        let name = format!(
+            "{}|Update",
+            if manager.is_empty() {
+                "unknown"
+            } else {
+                &manager
+            }
+        );
+        for paths in managers.values_mut() {
+            paths.retain(|p| at(&object, p).is_some());
+        }
+        set.retain(|p| at(&object, p).is_some_and(|v| !v.is_null()));
+        managers.entry(name).or_default().extend(set);
+    }
+    let spec_changed = previous
+        .as_ref()
+        .is_none_or(|p| p.get("spec") != object.get("spec"));
+    let generation = previous
+        .as_ref()
+        .and_then(|p| p["metadata"]["generation"].as_i64())
+        .unwrap_or(0);
+    let fields = managed_fields(&def.api_version(), managers);
+    let unchanged = previous.as_ref().is_some_and(|p| {
+        let mut a = p.clone();
+        a["metadata"]["managedFields"] = Value::Null;
+        let mut b = object.clone();
+        b["metadata"]["managedFields"] = Value::Null;
+        a == b
+    });
+    if unchanged {
+        let mut same = previous.clone().expect("previous");
+        same["metadata"]["managedFields"] = fields;
+        state.objects.insert(key, same.clone());
+        return json_response(StatusCode::OK, &same);
+    }
+    inner.rv += 1;
+    inner.uid_counter += 1;
+    let rv = inner.rv;
+    let uid_n = inner.uid_counter;
+    let meta = &mut object["metadata"];
+    meta["resourceVersion"] = json!(rv.to_string());
+    meta["generation"] = json!(if spec_changed {
+        generation + 1
+    } else {
+        generation.max(1)
+    });
+    meta["managedFields"] = fields;
+    if meta.get("uid").is_none() {
+        meta["uid"] = json!(format!("00000000-0000-4000-8000-{uid_n:012}"));
+        meta["creationTimestamp"] = json!("2026-11-01T00:00:00Z");
+    }
+    let state = inner.resources.get_mut(id).expect("served resource");
+    state.objects.insert(key, object.clone());
+    let ev = Ev {
+        rv,
+        resource: id.to_string(),
+        namespace: ns.to_string(),
+        typ: if previous.is_some() {
+            "MODIFIED"
+        } else {
+            "ADDED"
+        },
+        object: object.clone(),
+    };
+    inner.history.push_back(ev.clone());
+    let _ = shared.events.send(ev);
+    let code = if previous.is_some() {
+        StatusCode::OK
+    } else {
+        StatusCode::CREATED
+    };
+    json_response(code, &object)
+}
+
+fn delete_object(shared: &Shared, id: &str, ns: &str, name: &str) -> Response {
+    let mut inner = shared.inner.lock();
+    let key = (ns.to_string(), name.to_string());
+    let state = inner.resources.get_mut(id).expect("served resource");
+    let plural = state.def.plural;
+    let Some(mut object) = state.objects.get(&key).cloned() else {
+        return status(404, "NotFound", format!("{plural} \"{name}\" not found"));
+    };
+    let finalizers = object["metadata"]["finalizers"]
+        .as_array()
+        .is_some_and(|f| !f.is_empty());
+    if finalizers && object["metadata"].get("deletionTimestamp").is_some() {
+        return json_response(StatusCode::OK, &object);
+    }
+    inner.rv += 1;
+    let rv = inner.rv;
+    object["metadata"]["resourceVersion"] = json!(rv.to_string());
+    let state = inner.resources.get_mut(id).expect("served resource");
+    let typ = if finalizers {
+        object["metadata"]["deletionTimestamp"] = json!("2026-11-01T00:00:00Z");
+        state.objects.insert(key.clone(), object.clone());
+        "MODIFIED"
+    } else {
+        state.objects.remove(&key);
+        state.managers.remove(&key);
+        "DELETED"
+    };
+    let ev = Ev {
+        rv,
+        resource: id.to_string(),
+        namespace: ns.to_string(),
+        typ,
+        object: object.clone(),
+    };
+    inner.history.push_back(ev.clone());
+    let _ = shared.events.send(ev);
+    if finalizers {
+        json_response(StatusCode::OK, &object)
+    } else {
+        let done = json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
+            "details": {"name": name, "kind": plural}});
+        json_response(StatusCode::OK, &done)
+    }
 }

@@ -147,7 +147,7 @@ fn reference() -> AppSchema {
     crate::graphql::with_data(
         async_graphql::Schema::build(
             crate::graphql::QueryRoot::default(),
-            async_graphql::EmptyMutation,
+            crate::graphql::mutation::MutationRoot,
             crate::graphql::subscription::SubscriptionRoot,
         ),
         &settings,

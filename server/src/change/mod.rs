@@ -1,0 +1,387 @@
+//! Writes asked for through the API: the object a change would leave is validated as the API
+//! server validates it (field errors by path), the change is sent to the active source
+//! (server-side apply with field manager `vitistack-graphql` on Kubernetes, the store itself on
+//! the embedded source), and the write returns once the store shows it, attributed to whoever
+//! asked, so the caller reads its own write and the event log names them.
+
+pub mod cluster;
+pub mod merge;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams};
+use serde_json::{Value, json};
+
+use crate::model::validation::FieldError;
+use crate::model::{Kind, Resource};
+use crate::store::{ChangeType, Key, Op, Store};
+
+/// The field manager our server-side applies are recorded under.
+pub const FIELD_MANAGER: &str = "vitistack-graphql";
+
+/// Where writes go.
+#[derive(Clone)]
+pub enum Target {
+    /// The embedded store (files, demo, database): written directly.
+    Embedded,
+    /// A Kubernetes API server: written there, seen through the watches.
+    Kube(kube::Client),
+}
+
+/// A change to one object.
+#[derive(Clone, Debug)]
+pub enum Edit {
+    /// Own these fields (an apply configuration: `metadata.name`/`namespace` and the fields to
+    /// set). Creates the object when it does not exist.
+    Apply(Value),
+    /// Remove these annotations (a JSON merge patch setting them to null: server-side apply only
+    /// removes fields its own manager set, and a pause may have been set by kubectl).
+    RemoveAnnotations(Vec<String>),
+    /// Delete the object (its finalizers run as usual).
+    Delete,
+}
+
+/// Why a write was refused or did not complete.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ChangeError {
+    /// `INVALID`, `NOT_FOUND`, `ALREADY_EXISTS`, `CONFLICT`, `READ_ONLY`, `REFUSED_BY_CLUSTER`,
+    /// `NOT_YET_VISIBLE`, `UNAVAILABLE`.
+    pub code: &'static str,
+    /// In plain words.
+    pub message: String,
+    /// For `INVALID`: each field and what is wrong with it.
+    pub fields: Vec<FieldError>,
+}
+
+impl ChangeError {
+    /// An error without field details.
+    pub fn new(code: &'static str, message: impl Into<String>) -> Self {
+        ChangeError {
+            code,
+            message: message.into(),
+            fields: Vec::new(),
+        }
+    }
+
+    /// A refusal listing field errors.
+    pub fn invalid(what: &str, fields: Vec<FieldError>) -> Self {
+        let list: Vec<String> = fields.iter().map(ToString::to_string).collect();
+        ChangeError {
+            code: "INVALID",
+            message: format!("{what} is not valid: {}", list.join("; ")),
+            fields,
+        }
+    }
+}
+
+/// What a write did.
+#[derive(Clone, Debug)]
+pub struct Written {
+    /// The object as the store shows it after the write (its last state after a deletion).
+    pub object: Arc<Resource>,
+    /// False when the object already was as asked: nothing was sent.
+    pub changed: bool,
+}
+
+/// Sends writes to the active source and waits for them to come back through the store.
+pub struct Changer {
+    store: Arc<Store>,
+    target: Target,
+    wait: Duration,
+}
+
+impl std::fmt::Debug for Changer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Changer")
+            .field("kube", &self.is_kube())
+            .field("wait", &self.wait)
+            .finish()
+    }
+}
+
+/// A field error.
+pub fn field(path: &str, reason: impl Into<String>) -> FieldError {
+    FieldError {
+        path: path.to_string(),
+        reason: reason.into(),
+    }
+}
+
+/// The object's full JSON with `apiVersion` and `kind`.
+pub fn full_value(r: &Resource) -> Value {
+    let mut v = r.to_value();
+    if let Some(m) = v.as_object_mut() {
+        m.insert(
+            "apiVersion".into(),
+            json!(r.kind().api_version(r.version())),
+        );
+        m.insert("kind".into(), json!(r.kind().name()));
+    }
+    v
+}
+
+/// Validate a whole object as the API server would; the object the store would hold.
+pub fn validate(kind: Kind, version: &str, mut value: Value) -> Result<Resource, ChangeError> {
+    if let Some(m) = value.as_object_mut() {
+        m.insert("apiVersion".into(), json!(kind.api_version(version)));
+        m.insert("kind".into(), json!(kind.name()));
+    }
+    let report = crate::source::manifest::read_value("<mutation>", value);
+    if !report.errors.is_empty() {
+        let object = report.errors.iter().find_map(|e| e.object.clone());
+        let fields = report
+            .errors
+            .into_iter()
+            .map(|e| field(&e.path, e.reason))
+            .collect();
+        return Err(ChangeError::invalid(
+            object.as_deref().unwrap_or(kind.name()),
+            fields,
+        ));
+    }
+    report
+        .objects
+        .into_iter()
+        .next()
+        .ok_or_else(|| ChangeError::new("INVALID", format!("not a {} object", kind.name())))
+}
+
+impl Changer {
+    /// Writes to `target`, waiting up to `wait` for each to show in `store`.
+    pub fn new(store: Arc<Store>, target: Target, wait: Duration) -> Self {
+        Changer {
+            store,
+            target,
+            wait,
+        }
+    }
+
+    /// The store writes come back to.
+    pub fn store(&self) -> &Arc<Store> {
+        &self.store
+    }
+
+    /// True when writes go to a Kubernetes API server.
+    pub fn is_kube(&self) -> bool {
+        matches!(self.target, Target::Kube(_))
+    }
+
+    /// Apply `edit` to the object `key` (of `version`), as `actor`.
+    pub async fn write(
+        &self,
+        key: &Key,
+        version: &str,
+        edit: Edit,
+        actor: &Arc<str>,
+    ) -> Result<Written, ChangeError> {
+        let current = self.store.snapshot().get_key(key).cloned();
+        let what = key.to_string();
+        // The object the change leaves, validated before anything is sent.
+        let after = match (&edit, &current) {
+            (Edit::Delete, None) | (Edit::RemoveAnnotations(_), None) => {
+                return Err(ChangeError::new(
+                    "NOT_FOUND",
+                    format!("{what} does not exist"),
+                ));
+            }
+            (Edit::Delete, Some(c)) => {
+                if c.meta().deletion_timestamp.is_some() {
+                    return Ok(Written {
+                        object: c.clone(),
+                        changed: false,
+                    });
+                }
+                None
+            }
+            (Edit::Apply(config), c) => {
+                let mut whole = c.as_deref().map_or(json!({}), full_value);
+                merge::merge(&mut whole, config);
+                Some(validate(key.kind, version, whole)?)
+            }
+            (Edit::RemoveAnnotations(names), Some(c)) => {
+                let mut whole = full_value(c);
+                merge::merge(&mut whole, &remove_annotations(names));
+                Some(validate(key.kind, version, whole)?)
+            }
+        };
+        if let (Some(after), Some(c)) = (&after, &current)
+            && same(after, c)
+        {
+            return Ok(Written {
+                object: c.clone(),
+                changed: false,
+            });
+        }
+        let intent: crate::store::Intent = match &edit {
+            Edit::Apply(config) => {
+                // The store's objects carry no apiVersion and kind.
+                let mut config = config.clone();
+                if let Some(m) = config.as_object_mut() {
+                    m.remove("apiVersion");
+                    m.remove("kind");
+                }
+                Box::new(move |c| {
+                    c.change != ChangeType::Deleted && merge::shows(&c.object.to_value(), &config)
+                })
+            }
+            Edit::RemoveAnnotations(names) => {
+                let names = names.clone();
+                Box::new(move |c| {
+                    c.change != ChangeType::Deleted
+                        && names.iter().all(|n| c.object.annotation(n).is_none())
+                })
+            }
+            Edit::Delete => Box::new(|c| {
+                c.change == ChangeType::Deleted || c.object.meta().deletion_timestamp.is_some()
+            }),
+        };
+        let seen = self.store.expect(key.clone(), Some(actor.clone()), intent);
+        let sent = match &self.target {
+            Target::Embedded => {
+                let op = match after {
+                    Some(r) => Op::Upsert(r),
+                    None => Op::Delete(key.clone()),
+                };
+                self.store.apply(vec![op]);
+                String::new()
+            }
+            Target::Kube(client) => send(client, key, version, &edit).await?,
+        };
+        match tokio::time::timeout(self.wait, seen).await {
+            Ok(Ok(change)) => Ok(Written {
+                object: change.object.clone(),
+                changed: true,
+            }),
+            _ => Err(ChangeError::new(
+                "NOT_YET_VISIBLE",
+                format!(
+                    "{what} was written{} but the watch has not shown the change within {} s; \
+                     it will appear when the watch catches up",
+                    if sent.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" (resourceVersion {sent})")
+                    },
+                    self.wait.as_secs()
+                ),
+            )),
+        }
+    }
+}
+
+fn remove_annotations(names: &[String]) -> Value {
+    let annotations: serde_json::Map<String, Value> =
+        names.iter().map(|n| (n.clone(), Value::Null)).collect();
+    json!({"metadata": {"annotations": annotations}})
+}
+
+/// Equal apart from what the API server maintains.
+fn same(a: &Resource, b: &Resource) -> bool {
+    let plain = |r: &Resource| {
+        let mut v = r.to_value();
+        if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
+            for k in [
+                "resourceVersion",
+                "generation",
+                "uid",
+                "creationTimestamp",
+                "managedFields",
+            ] {
+                m.remove(k);
+            }
+        }
+        v
+    };
+    plain(a) == plain(b)
+}
+
+/// Send one edit to the API server; the resourceVersion it answered with.
+async fn send(
+    client: &kube::Client,
+    key: &Key,
+    version: &str,
+    edit: &Edit,
+) -> Result<String, ChangeError> {
+    let ar = ApiResource {
+        group: key.kind.group().into(),
+        version: version.into(),
+        api_version: key.kind.api_version(version),
+        kind: key.kind.name().into(),
+        plural: key.kind.plural().into(),
+    };
+    let api: Api<DynamicObject> = if key.kind.namespaced() {
+        Api::namespaced_with(client.clone(), &key.namespace, &ar)
+    } else {
+        Api::all_with(client.clone(), &ar)
+    };
+    let rv = |o: DynamicObject| o.metadata.resource_version.unwrap_or_default();
+    let sent = match edit {
+        Edit::Apply(config) => {
+            let mut config = config.clone();
+            if let Some(m) = config.as_object_mut() {
+                m.insert("apiVersion".into(), json!(ar.api_version));
+                m.insert("kind".into(), json!(ar.kind));
+            }
+            // Forced: the user asked for exactly this value, whoever set the field before.
+            api.patch(
+                &key.name,
+                &PatchParams::apply(FIELD_MANAGER).force(),
+                &Patch::Apply(config),
+            )
+            .await
+            .map(rv)
+        }
+        Edit::RemoveAnnotations(names) => {
+            let params = PatchParams {
+                field_manager: Some(FIELD_MANAGER.into()),
+                ..Default::default()
+            };
+            api.patch(&key.name, &params, &Patch::Merge(remove_annotations(names)))
+                .await
+                .map(rv)
+        }
+        Edit::Delete => api
+            .delete(&key.name, &DeleteParams::default())
+            .await
+            .map(|e| e.left().map(rv).unwrap_or_default()),
+    };
+    sent.map_err(|e| refused(key, e))
+}
+
+/// The API server's refusal in our words (its message is about the object, never a secret: the
+/// server's own credentials are not in it).
+fn refused(key: &Key, e: kube::Error) -> ChangeError {
+    match e {
+        kube::Error::Api(s) => {
+            let code = match s.code {
+                404 => "NOT_FOUND",
+                409 => "CONFLICT",
+                422 => "INVALID",
+                _ => "REFUSED_BY_CLUSTER",
+            };
+            let mut err = ChangeError::new(
+                code,
+                format!(
+                    "the Kubernetes API refused the change to {key} ({} {}): {}",
+                    s.code, s.reason, s.message
+                ),
+            );
+            if let Some(details) = s.details {
+                err.fields = details
+                    .causes
+                    .into_iter()
+                    .map(|c| field(&c.field, c.message))
+                    .collect();
+            }
+            err
+        }
+        other => {
+            tracing::warn!(object = %key, error = %other, "write to the Kubernetes API failed");
+            ChangeError::new(
+                "UNAVAILABLE",
+                format!("the Kubernetes API could not be reached to change {key}"),
+            )
+        }
+    }
+}

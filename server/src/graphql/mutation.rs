@@ -1,0 +1,574 @@
+//! The mutations: the cluster lifecycle for operators (plan, create, scale, delete, pause,
+//! resume, upgrade) and manifest import for admins. Each is checked for role, validated like the
+//! CRD with field-level errors, written through [`crate::change::Changer`], and answers once the
+//! change is in the store: the fields of its answer read the graph after the write.
+
+use std::sync::Arc;
+
+use async_graphql::{Context, ErrorExtensions, Guard, InputObject, Object, SimpleObject};
+use serde_json::{Value, json};
+
+use crate::auth::{Principal, Role};
+use crate::change::cluster::{
+    self, CapacityVerdict, ClusterInput, ClusterPlan, DO_NOT_RECONCILE, KUBERNETES_TARGET,
+    TALOS_TARGET,
+};
+use crate::change::{ChangeError, Changer, Edit, field, full_value};
+use crate::graphql::types::{ClusterObj, snap};
+use crate::model::Kind;
+use crate::store::{Key, Op};
+
+/// What the mutations are configured with.
+#[derive(Clone, Copy, Debug)]
+pub struct ChangeSettings {
+    /// Hosts that must still be able to fail once new Machines are placed.
+    pub min_hosts_that_can_fail: usize,
+}
+
+/// Refuses callers below a role.
+pub struct RoleGuard(pub Role);
+
+impl Guard for RoleGuard {
+    async fn check(&self, ctx: &Context<'_>) -> async_graphql::Result<()> {
+        let Some(p) = ctx.data_opt::<Principal>() else {
+            return Err(async_graphql::Error::new("this operation needs a caller")
+                .extend_with(|_, e| e.set("code", "FORBIDDEN")));
+        };
+        if p.role >= self.0 {
+            return Ok(());
+        }
+        let need = role_name(self.0);
+        let has = role_name(p.role);
+        Err(async_graphql::Error::new(format!(
+            "this operation needs the {need} role; {} has {has}",
+            p.name
+        ))
+        .extend_with(|_, e| {
+            e.set("code", "FORBIDDEN");
+            e.set("required", need);
+            e.set("role", has);
+        }))
+    }
+}
+
+fn role_name(r: Role) -> &'static str {
+    match r {
+        Role::Viewer => "viewer",
+        Role::Operator => "operator",
+        Role::Admin => "admin",
+    }
+}
+
+impl From<ChangeError> for async_graphql::Error {
+    fn from(e: ChangeError) -> Self {
+        let fields: Vec<async_graphql::Value> = e
+            .fields
+            .iter()
+            .map(|f| {
+                let mut m = async_graphql::indexmap::IndexMap::new();
+                m.insert(
+                    async_graphql::Name::new("path"),
+                    async_graphql::Value::from(f.path.as_str()),
+                );
+                m.insert(
+                    async_graphql::Name::new("reason"),
+                    async_graphql::Value::from(f.reason.as_str()),
+                );
+                async_graphql::Value::Object(m)
+            })
+            .collect();
+        async_graphql::Error::new(e.message).extend_with(move |_, ext| {
+            ext.set("code", e.code);
+            if !fields.is_empty() {
+                ext.set("fields", async_graphql::Value::List(fields.clone()));
+            }
+        })
+    }
+}
+
+/// What a cluster mutation did.
+#[derive(SimpleObject)]
+pub struct ClusterChange {
+    /// The cluster as the graph shows it after the change (its last state after a deletion:
+    /// with finalizers it stays, marked deleting, until talos-operator has torn it down).
+    pub cluster: ClusterObj,
+    /// False when the cluster already was as asked: nothing was written.
+    pub changed: bool,
+    /// For creating and scaling: the plan the change was checked against.
+    pub plan: Option<ClusterPlan>,
+}
+
+/// One manifest file to import.
+#[derive(InputObject)]
+pub struct ManifestFileInput {
+    /// Its name, used in messages (`tenant-a.yaml`).
+    pub name: String,
+    /// YAML or JSON documents (`---` separated).
+    pub content: String,
+}
+
+/// A refused document.
+#[derive(SimpleObject)]
+pub struct ManifestProblem {
+    /// 0-based document index in the file.
+    pub document: i32,
+    /// `Kind namespace/name` when known.
+    pub object: Option<String>,
+    /// Field path ("" for the document as a whole).
+    pub path: String,
+    /// What is wrong.
+    pub reason: String,
+}
+
+/// What importing one file did.
+#[derive(SimpleObject)]
+pub struct ManifestFileResult {
+    /// The file's name.
+    pub name: String,
+    /// True when every document was valid and the file was applied.
+    pub accepted: bool,
+    /// Objects the file holds (applied when accepted).
+    pub objects: i32,
+    /// Why it was refused (nothing of a refused file is applied).
+    pub problems: Vec<ManifestProblem>,
+    /// Remarks that refused nothing (pruned fields, skipped kinds).
+    pub notes: Vec<String>,
+}
+
+/// What `importManifests` did.
+#[derive(SimpleObject)]
+pub struct ImportResult {
+    /// One entry per file, in order.
+    pub files: Vec<ManifestFileResult>,
+    /// Objects created or changed.
+    pub changed: i32,
+    /// Objects that already were as given.
+    pub unchanged: i32,
+}
+
+/// The root of the mutations.
+#[derive(Default)]
+pub struct MutationRoot;
+
+fn changer<'a>(ctx: &Context<'a>) -> async_graphql::Result<&'a Arc<Changer>> {
+    ctx.data_opt::<Arc<Changer>>().ok_or_else(|| {
+        async_graphql::Error::new("changes are not accepted by this server")
+            .extend_with(|_, e| e.set("code", "READ_ONLY"))
+    })
+}
+
+fn actor(ctx: &Context<'_>) -> Arc<str> {
+    ctx.data_opt::<Principal>()
+        .map_or_else(|| Arc::from("unknown"), |p| p.name.clone())
+}
+
+fn settings(ctx: &Context<'_>) -> (crate::domain::hosts::Overcommit, usize) {
+    let o = ctx
+        .data_opt::<crate::domain::hosts::Overcommit>()
+        .copied()
+        .unwrap_or_default();
+    let min = ctx
+        .data_opt::<ChangeSettings>()
+        .map_or(1, |s| s.min_hosts_that_can_fail);
+    (o, min)
+}
+
+/// The cluster `namespace/name` as JSON, or NOT_FOUND.
+fn current_cluster(ctx: &Context<'_>, namespace: &str, name: &str) -> Result<Value, ChangeError> {
+    snap(ctx)
+        .get(Kind::KubernetesCluster, namespace, name)
+        .map(|r| full_value(r))
+        .ok_or_else(|| {
+            ChangeError::new(
+                "NOT_FOUND",
+                format!("KubernetesCluster {namespace}/{name} does not exist"),
+            )
+        })
+}
+
+/// Refuse a plan whose Machines do not fit, unless the caller accepts that.
+fn check_capacity(plan: &ClusterPlan, allow: bool) -> Result<(), ChangeError> {
+    let bad = matches!(
+        plan.capacity.verdict,
+        CapacityVerdict::DoesNotFit | CapacityVerdict::BelowRedundancy
+    );
+    if bad && !allow {
+        return Err(ChangeError::new(
+            "CAPACITY",
+            format!(
+                "{} (pass allowOverCapacity: true to write it anyway)",
+                plan.capacity.message
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn key(namespace: &str, name: &str) -> Key {
+    Key::new(Kind::KubernetesCluster, namespace, name)
+}
+
+/// The answer of a cluster write.
+fn answer(
+    written: crate::change::Written,
+    plan: Option<ClusterPlan>,
+) -> async_graphql::Result<ClusterChange> {
+    let cluster = ClusterObj::new(written.object)
+        .ok_or_else(|| async_graphql::Error::new("the change did not leave a KubernetesCluster"))?;
+    Ok(ClusterChange {
+        cluster,
+        changed: written.changed,
+        plan,
+    })
+}
+
+/// Version strings talos-operator accepts as upgrade targets.
+fn version_problem(v: &str) -> Option<String> {
+    let rest = v.strip_prefix('v').unwrap_or(v);
+    let parts: Vec<&str> = rest.split('.').collect();
+    let ok = parts.len() == 3
+        && parts
+            .iter()
+            .all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit()));
+    (!ok).then(|| {
+        format!("Invalid value: \"{v}\": must be a version like v1.11.5 (^v?\\d+\\.\\d+\\.\\d+$)")
+    })
+}
+
+#[Object]
+impl MutationRoot {
+    /// Preview a cluster without writing anything: the KubernetesCluster, every Machine
+    /// talos-operator will generate for it (or, for an existing cluster, add and remove), their
+    /// YAML, the problems that would refuse it, and whether the new Machines fit on the hosts
+    /// with enough hosts left able to fail.
+    #[graphql(guard = "RoleGuard(Role::Operator)")]
+    async fn cluster_plan(&self, ctx: &Context<'_>, input: ClusterInput) -> ClusterPlan {
+        let (o, min) = settings(ctx);
+        cluster::plan(&snap(ctx), &input, o, min)
+    }
+
+    /// Create a Talos Kubernetes cluster. Refused with field errors when the plan is not valid,
+    /// with `ALREADY_EXISTS` when it exists, and with `CAPACITY` when its Machines do not fit
+    /// (unless `allowOverCapacity`).
+    #[graphql(guard = "RoleGuard(Role::Operator)")]
+    async fn create_kubernetes_cluster(
+        &self,
+        ctx: &Context<'_>,
+        input: ClusterInput,
+        #[graphql(default)] allow_over_capacity: bool,
+    ) -> async_graphql::Result<ClusterChange> {
+        let changer = changer(ctx)?;
+        let (o, min) = settings(ctx);
+        let snapshot = snap(ctx);
+        if snapshot
+            .get(Kind::KubernetesCluster, &input.namespace, &input.name)
+            .is_some()
+        {
+            return Err(ChangeError::new(
+                "ALREADY_EXISTS",
+                format!(
+                    "KubernetesCluster {}/{} exists already: scale or delete it instead",
+                    input.namespace, input.name
+                ),
+            )
+            .into());
+        }
+        let object = input.object(&snapshot);
+        let plan = cluster::plan_object(&snapshot, &object, input.problems(), o, min);
+        drop(snapshot);
+        cluster::refuse_invalid(&plan, "the cluster")?;
+        check_capacity(&plan, allow_over_capacity)?;
+        let written = changer
+            .write(
+                &key(&input.namespace, &input.name),
+                "v1alpha1",
+                Edit::Apply(object),
+                &actor(ctx),
+            )
+            .await?;
+        answer(written, Some(plan))
+    }
+
+    /// Set the replicas of one worker pool. Refused when the pool does not exist, and with
+    /// `CAPACITY` when the new Machines do not fit (unless `allowOverCapacity`).
+    #[graphql(guard = "RoleGuard(Role::Operator)")]
+    async fn scale_node_pool(
+        &self,
+        ctx: &Context<'_>,
+        namespace: String,
+        name: String,
+        pool: String,
+        replicas: i32,
+        #[graphql(default)] allow_over_capacity: bool,
+    ) -> async_graphql::Result<ClusterChange> {
+        let changer = changer(ctx)?;
+        let mut kc = current_cluster(ctx, &namespace, &name)?;
+        if replicas < 0 {
+            return Err(ChangeError::invalid(
+                "the scale",
+                vec![field("replicas", "Invalid value: must be 0 or more")],
+            )
+            .into());
+        }
+        let pools = kc["spec"]["topology"]["workers"]["nodePools"]
+            .as_array_mut()
+            .map(std::mem::take)
+            .unwrap_or_default();
+        let names: Vec<String> = pools
+            .iter()
+            .filter_map(|p| p["name"].as_str().map(str::to_string))
+            .collect();
+        if !names.contains(&pool) {
+            return Err(ChangeError::invalid(
+                "the scale",
+                vec![field(
+                    "pool",
+                    format!(
+                        "Not found: cluster {namespace}/{name} has no node pool \"{pool}\" (it has: {})",
+                        if names.is_empty() { "none".into() } else { names.join(", ") }
+                    ),
+                )],
+            )
+            .into());
+        }
+        let pools: Vec<Value> = pools
+            .into_iter()
+            .map(|mut p| {
+                if p["name"].as_str() == Some(pool.as_str()) {
+                    p["replicas"] = json!(replicas);
+                }
+                p
+            })
+            .collect();
+        kc["spec"]["topology"]["workers"]["nodePools"] = json!(pools);
+        let config = json!({"metadata": {"name": name, "namespace": namespace},
+                            "spec": {"topology": {"workers": {"nodePools": pools}}}});
+        self.scale(ctx, changer, kc, config, allow_over_capacity)
+            .await
+    }
+
+    /// Set the control plane's replicas (odd, at least 1: the CRD's rule). Refused with
+    /// `CAPACITY` when new Machines do not fit (unless `allowOverCapacity`).
+    #[graphql(guard = "RoleGuard(Role::Operator)")]
+    async fn scale_control_plane(
+        &self,
+        ctx: &Context<'_>,
+        namespace: String,
+        name: String,
+        replicas: i32,
+        #[graphql(default)] allow_over_capacity: bool,
+    ) -> async_graphql::Result<ClusterChange> {
+        let changer = changer(ctx)?;
+        let mut kc = current_cluster(ctx, &namespace, &name)?;
+        kc["spec"]["topology"]["controlplane"]["replicas"] = json!(replicas);
+        let config = json!({"metadata": {"name": name, "namespace": namespace},
+                            "spec": {"topology": {"controlplane": {"replicas": replicas}}}});
+        self.scale(ctx, changer, kc, config, allow_over_capacity)
+            .await
+    }
+
+    /// Delete a cluster. `confirm` must repeat its name. talos-operator's finalizer then removes
+    /// its VIP, Secret and Machines; until it has, the cluster shows as deleting.
+    #[graphql(guard = "RoleGuard(Role::Operator)")]
+    async fn delete_kubernetes_cluster(
+        &self,
+        ctx: &Context<'_>,
+        namespace: String,
+        name: String,
+        confirm: String,
+    ) -> async_graphql::Result<ClusterChange> {
+        let changer = changer(ctx)?;
+        current_cluster(ctx, &namespace, &name)?;
+        if confirm != name {
+            return Err(ChangeError::invalid(
+                "the deletion",
+                vec![field(
+                    "confirm",
+                    format!("Invalid value: \"{confirm}\": repeat the cluster's name \"{name}\" to delete it"),
+                )],
+            )
+            .into());
+        }
+        let written = changer
+            .write(
+                &key(&namespace, &name),
+                "v1alpha1",
+                Edit::Delete,
+                &actor(ctx),
+            )
+            .await?;
+        answer(written, None)
+    }
+
+    /// Make talos-operator leave the cluster alone (annotation
+    /// `upgrade.vitistack.io/do-not-reconcile`).
+    #[graphql(guard = "RoleGuard(Role::Operator)")]
+    async fn pause_cluster_reconciliation(
+        &self,
+        ctx: &Context<'_>,
+        namespace: String,
+        name: String,
+    ) -> async_graphql::Result<ClusterChange> {
+        let changer = changer(ctx)?;
+        current_cluster(ctx, &namespace, &name)?;
+        let config = json!({"metadata": {"name": name, "namespace": namespace,
+                                         "annotations": {DO_NOT_RECONCILE: "true"}}});
+        let written = changer
+            .write(
+                &key(&namespace, &name),
+                "v1alpha1",
+                Edit::Apply(config),
+                &actor(ctx),
+            )
+            .await?;
+        answer(written, None)
+    }
+
+    /// Let talos-operator reconcile the cluster again (removes the pause annotation, whoever set
+    /// it).
+    #[graphql(guard = "RoleGuard(Role::Operator)")]
+    async fn resume_cluster_reconciliation(
+        &self,
+        ctx: &Context<'_>,
+        namespace: String,
+        name: String,
+    ) -> async_graphql::Result<ClusterChange> {
+        let changer = changer(ctx)?;
+        current_cluster(ctx, &namespace, &name)?;
+        let written = changer
+            .write(
+                &key(&namespace, &name),
+                "v1alpha1",
+                Edit::RemoveAnnotations(vec![DO_NOT_RECONCILE.into()]),
+                &actor(ctx),
+            )
+            .await?;
+        answer(written, None)
+    }
+
+    /// Ask talos-operator to upgrade Talos and/or Kubernetes (annotations
+    /// `upgrade.vitistack.io/talos-target` and `kubernetes-target`).
+    #[graphql(guard = "RoleGuard(Role::Operator)")]
+    async fn request_upgrade(
+        &self,
+        ctx: &Context<'_>,
+        namespace: String,
+        name: String,
+        talos_version: Option<String>,
+        kubernetes_version: Option<String>,
+    ) -> async_graphql::Result<ClusterChange> {
+        let changer = changer(ctx)?;
+        current_cluster(ctx, &namespace, &name)?;
+        let mut problems = Vec::new();
+        let mut annotations = serde_json::Map::new();
+        for (arg, value, annotation) in [
+            ("talosVersion", &talos_version, TALOS_TARGET),
+            ("kubernetesVersion", &kubernetes_version, KUBERNETES_TARGET),
+        ] {
+            if let Some(v) = value {
+                match version_problem(v) {
+                    Some(p) => problems.push(field(arg, p)),
+                    None => {
+                        annotations.insert(annotation.into(), json!(v));
+                    }
+                }
+            }
+        }
+        if talos_version.is_none() && kubernetes_version.is_none() {
+            problems.push(field(
+                "talosVersion",
+                "Required value: give talosVersion, kubernetesVersion or both",
+            ));
+        }
+        if !problems.is_empty() {
+            return Err(ChangeError::invalid("the upgrade request", problems).into());
+        }
+        let config = json!({"metadata": {"name": name, "namespace": namespace,
+                                         "annotations": annotations}});
+        let written = changer
+            .write(
+                &key(&namespace, &name),
+                "v1alpha1",
+                Edit::Apply(config),
+                &actor(ctx),
+            )
+            .await?;
+        answer(written, None)
+    }
+
+    /// Import manifests into the embedded source, as `vitistack import` does: each file all or
+    /// nothing (one refused document refuses the file), refusals by document and field path.
+    /// With the Kubernetes source, apply manifests to the cluster instead.
+    #[graphql(guard = "RoleGuard(Role::Admin)")]
+    async fn import_manifests(
+        &self,
+        ctx: &Context<'_>,
+        files: Vec<ManifestFileInput>,
+    ) -> async_graphql::Result<ImportResult> {
+        let changer = changer(ctx)?;
+        if changer.is_kube() {
+            return Err(ChangeError::new(
+                "READ_ONLY",
+                "importManifests writes the embedded source; this server reads a Kubernetes cluster: apply the manifests there (kubectl apply) and they appear through the watch",
+            )
+            .into());
+        }
+        let actor = actor(ctx);
+        let mut out = ImportResult {
+            files: Vec::new(),
+            changed: 0,
+            unchanged: 0,
+        };
+        for f in files {
+            let report = crate::source::manifest::parse_str(&f.name, &f.content);
+            let n = report.objects.len();
+            if report.accepted() {
+                let ops = report.objects.iter().cloned().map(Op::Upsert).collect();
+                let made = changer.store().apply_as(ops, &actor).len();
+                out.changed += i32::try_from(made).unwrap_or(i32::MAX);
+                out.unchanged += i32::try_from(n.saturating_sub(made)).unwrap_or(i32::MAX);
+            }
+            out.files.push(ManifestFileResult {
+                name: f.name,
+                accepted: report.accepted(),
+                objects: i32::try_from(n).unwrap_or(i32::MAX),
+                problems: report
+                    .errors
+                    .into_iter()
+                    .map(|e| ManifestProblem {
+                        document: i32::try_from(e.document).unwrap_or(i32::MAX),
+                        object: e.object,
+                        path: e.path,
+                        reason: e.reason,
+                    })
+                    .collect(),
+                notes: report.notes.into_iter().map(|n| n.message).collect(),
+            });
+        }
+        Ok(out)
+    }
+}
+
+impl MutationRoot {
+    /// Plan the scaled cluster `kc`, refuse it when invalid or (unless allowed) over capacity,
+    /// then apply `config`.
+    async fn scale(
+        &self,
+        ctx: &Context<'_>,
+        changer: &Changer,
+        kc: Value,
+        config: Value,
+        allow_over_capacity: bool,
+    ) -> async_graphql::Result<ClusterChange> {
+        let (o, min) = settings(ctx);
+        let plan = cluster::plan_object(&snap(ctx), &kc, Vec::new(), o, min);
+        cluster::refuse_invalid(&plan, "the scaled cluster")?;
+        check_capacity(&plan, allow_over_capacity)?;
+        let ns = kc["metadata"]["namespace"].as_str().unwrap_or_default();
+        let name = kc["metadata"]["name"].as_str().unwrap_or_default();
+        let written = changer
+            .write(&key(ns, name), "v1alpha1", Edit::Apply(config), &actor(ctx))
+            .await?;
+        answer(written, Some(plan))
+    }
+}

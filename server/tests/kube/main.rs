@@ -5,6 +5,7 @@
 mod db_text;
 #[path = "../support/kube_api.rs"]
 mod kube_api;
+mod mutations;
 mod secrets;
 
 use std::time::Duration;

@@ -314,6 +314,17 @@ impl KubeApi {
         rv
     }
 
+    /// An object as the server holds it now.
+    pub fn object(&self, plural: &str, namespace: &str, name: &str) -> Option<Value> {
+        let inner = self.shared.inner.lock();
+        inner
+            .resources
+            .iter()
+            .find(|(k, _)| k.ends_with(&format!("/{plural}")))
+            .and_then(|(_, s)| s.objects.get(&(namespace.to_string(), name.to_string())))
+            .cloned()
+    }
+
     /// Delete an object; returns the resourceVersion of the deletion.
     pub fn delete(&self, plural: &str, namespace: &str, name: &str) -> Option<u64> {
         let mut inner = self.shared.inner.lock();

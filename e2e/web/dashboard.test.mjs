@@ -47,10 +47,12 @@ async function eventually(what, check, patience = PATIENCE) {
   }
 }
 
-async function gql(base, query, variables = {}) {
+async function gql(base, query, variables = {}, key = undefined) {
+  const headers = { 'content-type': 'application/json', accept: 'application/graphql-response+json' };
+  if (key) headers.authorization = `Bearer ${key}`;
   const res = await fetch(`${base}/graphql`, {
     method: 'POST',
-    headers: { 'content-type': 'application/json', accept: 'application/graphql-response+json' },
+    headers,
     body: JSON.stringify({ query, variables }),
   });
   const body = await res.json();
@@ -433,6 +435,84 @@ describe('a server that needs a key (no anonymous read)', () => {
     } finally {
       await open.stop();
     }
+  });
+});
+
+describe('an operator changes a cluster from its page', () => {
+  const VIEWER = 'viewer-key-for-the-dashboard-0123';
+  const OPERATOR = 'operator-key-for-the-dashboard-0123';
+  let server;
+  let dir;
+  before(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'vitistack-keys-'));
+    writeFileSync(join(dir, 'keys'), `ci viewer ${VIEWER}\nops operator ${OPERATOR}\n`);
+    server = await startServer(['--demo'], { SIMULATE: 'false', ANONYMOUS_READ_FROM: '', API_KEYS_FILE: join(dir, 'keys') });
+  });
+  after(async () => { await server?.stop(); rmSync(dir, { recursive: true, force: true }); });
+
+  async function signIn(page, key) {
+    const form = page.getByRole('dialog', { name: 'Sign in' });
+    await eventually('the sign-in form shows', () => form.isVisible());
+    await page.getByTestId('key').fill(key);
+    await form.getByRole('button', { name: 'Sign in' }).click();
+    await eventually('signed in', async () => (await page.getByTestId('connection').textContent()) === 'Live');
+  }
+
+  test('a viewer sees no change panel; an operator previews a scale with its capacity verdict, applies it, and pauses', async () => {
+    // A Ready cluster: its Machines exist, so a bigger pool adds exactly one.
+    const all = (await gql(server.base, '{ clusters(first: 100, filter: {phase: ["Ready"]}) { nodes { namespace name nodePools { name replicas } } } }', {}, VIEWER)).clusters.nodes;
+    const c = all.find((x) => x.nodePools.length > 0);
+    assert.ok(c, 'the demo has a Ready cluster with a pool');
+    const pool = c.nodePools[0];
+    const url = `${server.base}/clusters/${c.namespace}/${c.name}`;
+
+    const viewer = await openPage(server.base);
+    await viewer.page.goto(url);
+    await signIn(viewer.page, VIEWER);
+    await eventually('the cluster page shows its machines', async () => (await viewer.page.getByTestId('machines').count()) === 1);
+    await eventually('the header names the viewer', async () => (await viewer.page.getByTestId('account').textContent()) === 'key:ci · viewer');
+    assert.equal(await viewer.page.getByTestId('operate').count(), 0);
+    await viewer.context.close();
+
+    const { page, context, problems } = await openPage(server.base);
+    await page.goto(url);
+    await signIn(page, OPERATOR);
+    const panel = page.getByTestId('operate');
+    await eventually('the change panel shows', () => panel.isVisible());
+    const input = page.getByTestId(`pool-${pool.name}`);
+    assert.equal(await input.inputValue(), String(pool.replicas));
+    await input.fill(String(pool.replicas + 1));
+    await page.getByTestId('preview').click();
+    const plan = page.getByTestId('plan');
+    await eventually('the preview shows', () => plan.isVisible());
+    // The preview is the server's dry run: the same verdict and the one new machine.
+    const dry = (await gql(server.base, `mutation($ns: String!, $n: String!, $p: String!, $r: Int!) {
+      scaleCluster(namespace: $ns, name: $n, nodePools: [{name: $p, replicas: $r}], dryRun: true) {
+        plan { capacity { verdict } machines { name exists } } } }`,
+    { ns: c.namespace, n: c.name, p: pool.name, r: pool.replicas + 1 }, OPERATOR)).scaleCluster.plan;
+    const added = dry.machines.filter((m) => !m.exists).map((m) => m.name);
+    assert.equal(added.length, 1);
+    assert.deepEqual(await page.getByTestId('added').locator('tbody td:first-child').allTextContents(), added);
+    assert.equal(await page.getByTestId('removed').textContent(), 'No machine is removed.');
+    const verdict = await page.getByTestId('verdict').textContent();
+    assert.equal(verdict, { FITS: 'Fits', BELOW_REDUNDANCY: 'Fits, too few hosts could fail', DOES_NOT_FIT: 'Does not fit', UNKNOWN: 'Capacity unknown' }[dry.capacity.verdict]);
+    await plan.scrollIntoViewIfNeeded();
+    await shot(page, 'operate-preview');
+    if (verdict !== 'Fits') await page.getByTestId('allow').check();
+    await page.getByTestId('apply').click();
+    await eventually('the change is applied', async () => (await page.getByTestId('operate-message').textContent().catch(() => '')).startsWith('Applied'));
+    const now = (await gql(server.base, `{ cluster(namespace: "${c.namespace}", name: "${c.name}") { nodePools { name replicas } } }`, {}, VIEWER)).cluster;
+    assert.equal(now.nodePools.find((p) => p.name === pool.name).replicas, pool.replicas + 1);
+    await eventually('the page shows the new size', async () => (await page.locator('ul.pools').textContent()).includes(`/${pool.replicas + 1} machines`));
+
+    await page.getByTestId('pause').click();
+    await eventually('the page says the cluster is paused', async () => (await page.getByTestId('pause').textContent()) === 'Resume reconciliation');
+    await panel.scrollIntoViewIfNeeded();
+    await shot(page, 'operate-paused');
+    await page.getByTestId('pause').click();
+    await eventually('and resumed', async () => (await page.getByTestId('pause').textContent()) === 'Pause reconciliation');
+    assert.deepEqual(problems.filter((p) => !/401|4403|WebSocket/.test(p)), []);
+    await context.close();
   });
 });
 

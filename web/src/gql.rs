@@ -39,3 +39,6 @@ operation!(MachineList, "graphql/machine_list.graphql");
 operation!(VmList, "graphql/vm_list.graphql");
 operation!(NetworkList, "graphql/network_list.graphql");
 operation!(Me, "graphql/me.graphql");
+operation!(ScaleCluster, "graphql/scale_cluster.graphql");
+operation!(PauseCluster, "graphql/pause_cluster.graphql");
+operation!(ResumeCluster, "graphql/resume_cluster.graphql");

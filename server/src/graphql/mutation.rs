@@ -98,6 +98,15 @@ pub struct ClusterChange {
     pub plan: Option<ClusterPlan>,
 }
 
+/// A pool's new size, for `scaleCluster`.
+#[derive(InputObject)]
+pub struct PoolScale {
+    /// The pool.
+    pub name: String,
+    /// Its machines.
+    pub replicas: i32,
+}
+
 /// One manifest file to import.
 #[derive(InputObject)]
 pub struct ManifestFileInput {
@@ -222,6 +231,63 @@ fn answer(
     })
 }
 
+/// The cluster's pools with new sizes; refused when a pool does not exist or a size is negative.
+fn scaled_pools(
+    kc: &Value,
+    namespace: &str,
+    name: &str,
+    scales: &[PoolScale],
+) -> Result<Vec<Value>, ChangeError> {
+    let pools = kc["spec"]["topology"]["workers"]["nodePools"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let names: Vec<&str> = pools.iter().filter_map(|p| p["name"].as_str()).collect();
+    let mut problems = Vec::new();
+    for (i, s) in scales.iter().enumerate() {
+        let at = if scales.len() == 1 {
+            String::new()
+        } else {
+            format!("nodePools[{i}].")
+        };
+        if !names.contains(&s.name.as_str()) {
+            problems.push(field(
+                &format!("{at}{}", if at.is_empty() { "pool" } else { "name" }),
+                format!(
+                    "Not found: cluster {namespace}/{name} has no node pool \"{}\" (it has: {})",
+                    s.name,
+                    if names.is_empty() {
+                        "none".into()
+                    } else {
+                        names.join(", ")
+                    }
+                ),
+            ));
+        }
+        if s.replicas < 0 {
+            problems.push(field(
+                &format!("{at}replicas"),
+                "Invalid value: must be 0 or more",
+            ));
+        }
+    }
+    if !problems.is_empty() {
+        return Err(ChangeError::invalid("the scale", problems));
+    }
+    Ok(pools
+        .into_iter()
+        .map(|mut p| {
+            if let Some(s) = scales
+                .iter()
+                .find(|s| p["name"].as_str() == Some(s.name.as_str()))
+            {
+                p["replicas"] = json!(s.replicas);
+            }
+            p
+        })
+        .collect())
+}
+
 /// Version strings talos-operator accepts as upgrade targets.
 fn version_problem(v: &str) -> Option<String> {
     let rest = v.strip_prefix('v').unwrap_or(v);
@@ -289,6 +355,52 @@ impl MutationRoot {
         answer(written, Some(plan))
     }
 
+    /// Set the size of a cluster at once: the control plane and any of its pools, in one
+    /// server-side apply. With `dryRun` nothing is written: the answer's plan says which
+    /// Machines talos-operator would add and remove and whether they fit (the dashboard's
+    /// preview). Refused like `scaleNodePool` and `scaleControlPlane`.
+    #[graphql(guard = "RoleGuard(Role::Operator)")]
+    async fn scale_cluster(
+        &self,
+        ctx: &Context<'_>,
+        namespace: String,
+        name: String,
+        control_plane_replicas: Option<i32>,
+        #[graphql(default)] node_pools: Vec<PoolScale>,
+        #[graphql(default)] allow_over_capacity: bool,
+        #[graphql(default)] dry_run: bool,
+    ) -> async_graphql::Result<ClusterChange> {
+        let changer = changer(ctx)?;
+        let mut kc = current_cluster(ctx, &namespace, &name)?;
+        let mut config = json!({"metadata": {"name": name, "namespace": namespace}});
+        if let Some(r) = control_plane_replicas {
+            kc["spec"]["topology"]["controlplane"]["replicas"] = json!(r);
+            config["spec"]["topology"]["controlplane"]["replicas"] = json!(r);
+        }
+        if !node_pools.is_empty() {
+            let pools = scaled_pools(&kc, &namespace, &name, &node_pools)?;
+            kc["spec"]["topology"]["workers"]["nodePools"] = json!(pools);
+            config["spec"]["topology"]["workers"]["nodePools"] = json!(pools);
+        }
+        if dry_run {
+            let (o, min) = settings(ctx);
+            let plan = cluster::plan_object(&snap(ctx), &kc, Vec::new(), o, min);
+            let current = snap(ctx)
+                .get(Kind::KubernetesCluster, &namespace, &name)
+                .cloned()
+                .ok_or_else(|| ChangeError::new("NOT_FOUND", "the cluster went away"))?;
+            return answer(
+                crate::change::Written {
+                    object: current,
+                    changed: false,
+                },
+                Some(plan),
+            );
+        }
+        self.scale(ctx, changer, kc, config, allow_over_capacity)
+            .await
+    }
+
     /// Set the replicas of one worker pool. Refused when the pool does not exist, and with
     /// `CAPACITY` when the new Machines do not fit (unless `allowOverCapacity`).
     #[graphql(guard = "RoleGuard(Role::Operator)")]
@@ -303,43 +415,15 @@ impl MutationRoot {
     ) -> async_graphql::Result<ClusterChange> {
         let changer = changer(ctx)?;
         let mut kc = current_cluster(ctx, &namespace, &name)?;
-        if replicas < 0 {
-            return Err(ChangeError::invalid(
-                "the scale",
-                vec![field("replicas", "Invalid value: must be 0 or more")],
-            )
-            .into());
-        }
-        let pools = kc["spec"]["topology"]["workers"]["nodePools"]
-            .as_array_mut()
-            .map(std::mem::take)
-            .unwrap_or_default();
-        let names: Vec<String> = pools
-            .iter()
-            .filter_map(|p| p["name"].as_str().map(str::to_string))
-            .collect();
-        if !names.contains(&pool) {
-            return Err(ChangeError::invalid(
-                "the scale",
-                vec![field(
-                    "pool",
-                    format!(
-                        "Not found: cluster {namespace}/{name} has no node pool \"{pool}\" (it has: {})",
-                        if names.is_empty() { "none".into() } else { names.join(", ") }
-                    ),
-                )],
-            )
-            .into());
-        }
-        let pools: Vec<Value> = pools
-            .into_iter()
-            .map(|mut p| {
-                if p["name"].as_str() == Some(pool.as_str()) {
-                    p["replicas"] = json!(replicas);
-                }
-                p
-            })
-            .collect();
+        let pools = scaled_pools(
+            &kc,
+            &namespace,
+            &name,
+            &[PoolScale {
+                name: pool,
+                replicas,
+            }],
+        )?;
         kc["spec"]["topology"]["workers"]["nodePools"] = json!(pools);
         let config = json!({"metadata": {"name": name, "namespace": namespace},
                             "spec": {"topology": {"workers": {"nodePools": pools}}}});

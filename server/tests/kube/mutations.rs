@@ -9,7 +9,8 @@ use super::kube_api::KubeApi;
 use super::{Harness, PATIENCE};
 
 fn cluster(name: &str, finalizer: bool) -> Value {
-    let mut meta = json!({"name": name, "namespace": "t", "labels": {"vitistack.io/clusterid": name}});
+    let mut meta =
+        json!({"name": name, "namespace": "t", "labels": {"vitistack.io/clusterid": name}});
     if finalizer {
         meta["finalizers"] = json!(["kubernetescluster.vitistack.io/finalizer"]);
     }
@@ -51,7 +52,10 @@ fn setup(api: &KubeApi) {
     api.add_user(
         "op-token",
         "otto",
-        &[("get", "kubernetesclusters"), ("patch", "kubernetesclusters")],
+        &[
+            ("get", "kubernetesclusters"),
+            ("patch", "kubernetesclusters"),
+        ],
     );
     api.add_user("admin-token", "ada", &[("create", "vitistacks")]);
 }
@@ -85,7 +89,8 @@ fn managers(o: &Value) -> Vec<(String, String)> {
         .unwrap_or_default()
 }
 
-const FIELDS: &str = "changed cluster { name annotations { key value } nodePools { name replicas } }";
+const FIELDS: &str =
+    "changed cluster { name annotations { key value } nodePools { name replicas } }";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mutations_are_server_side_applies_answered_once_the_watch_shows_them() {
@@ -99,25 +104,44 @@ async fn mutations_are_server_side_applies_answered_once_the_watch_shows_them() 
     h.launch(&["--auth-kubernetes"]).await;
     h.ready().await;
     let vars = json!({"ns": "t", "n": "alpha"});
-    let pause = format!("mutation($ns: String!, $n: String!) {{ pauseClusterReconciliation(namespace: $ns, name: $n) {{ {FIELDS} }} }}");
+    let pause = format!(
+        "mutation($ns: String!, $n: String!) {{ pauseClusterReconciliation(namespace: $ns, name: $n) {{ {FIELDS} }} }}"
+    );
 
     // A viewer is refused, and nothing reaches the API server.
-    let before = h.api.object("kubernetesclusters", "t", "alpha").expect("alpha");
+    let before = h
+        .api
+        .object("kubernetesclusters", "t", "alpha")
+        .expect("alpha");
     let v = ask(&h, "view-token", &pause, vars.clone()).await;
     assert_eq!(v["errors"][0]["extensions"]["code"], "FORBIDDEN", "{v}");
-    assert_eq!(h.api.object("kubernetesclusters", "t", "alpha"), Some(before));
+    assert_eq!(
+        h.api.object("kubernetesclusters", "t", "alpha"),
+        Some(before)
+    );
 
     // Pause: an apply by vitistack-graphql; the answer already shows it.
     let v = ask(&h, "op-token", &pause, vars.clone()).await;
-    assert_eq!(v["data"]["pauseClusterReconciliation"]["changed"], true, "{v}");
+    assert_eq!(
+        v["data"]["pauseClusterReconciliation"]["changed"], true,
+        "{v}"
+    );
     assert!(
         v["data"]["pauseClusterReconciliation"]["cluster"]["annotations"]
             .as_array()
-            .is_some_and(|a| a.iter().any(|kv| kv["key"] == "upgrade.vitistack.io/do-not-reconcile")),
+            .is_some_and(|a| a
+                .iter()
+                .any(|kv| kv["key"] == "upgrade.vitistack.io/do-not-reconcile")),
         "{v}"
     );
-    let o = h.api.object("kubernetesclusters", "t", "alpha").expect("alpha");
-    assert_eq!(o["metadata"]["annotations"]["upgrade.vitistack.io/do-not-reconcile"], "true");
+    let o = h
+        .api
+        .object("kubernetesclusters", "t", "alpha")
+        .expect("alpha");
+    assert_eq!(
+        o["metadata"]["annotations"]["upgrade.vitistack.io/do-not-reconcile"],
+        "true"
+    );
     assert!(
         managers(&o).contains(&("vitistack-graphql".into(), "Apply".into())),
         "{:?}",
@@ -138,8 +162,14 @@ async fn mutations_are_server_side_applies_answered_once_the_watch_shows_them() 
     let r = &v["data"]["scaleNodePool"];
     assert_eq!(r["cluster"]["nodePools"][0]["replicas"], 3, "{v}");
     assert_eq!(r["plan"]["capacity"]["verdict"], "FITS", "{v}");
-    let o = h.api.object("kubernetesclusters", "t", "alpha").expect("alpha");
-    assert_eq!(o["spec"]["topology"]["workers"]["nodePools"][0]["replicas"], 3);
+    let o = h
+        .api
+        .object("kubernetesclusters", "t", "alpha")
+        .expect("alpha");
+    assert_eq!(
+        o["spec"]["topology"]["workers"]["nodePools"][0]["replicas"],
+        3
+    );
     assert_eq!(o["metadata"]["generation"].as_i64(), Some(generation + 1));
 
     // Upgrade targets.
@@ -151,8 +181,14 @@ async fn mutations_are_server_side_applies_answered_once_the_watch_shows_them() 
     )
     .await;
     assert!(v.get("errors").is_none(), "{v}");
-    let o = h.api.object("kubernetesclusters", "t", "alpha").expect("alpha");
-    assert_eq!(o["metadata"]["annotations"]["upgrade.vitistack.io/kubernetes-target"], "v1.34.1");
+    let o = h
+        .api
+        .object("kubernetesclusters", "t", "alpha")
+        .expect("alpha");
+    assert_eq!(
+        o["metadata"]["annotations"]["upgrade.vitistack.io/kubernetes-target"],
+        "v1.34.1"
+    );
 
     // Resume removes the pause even when someone else set it (here: kubectl).
     let mut edited = o.clone();
@@ -161,7 +197,9 @@ async fn mutations_are_server_side_applies_answered_once_the_watch_shows_them() 
     h.until("the hand-made pause", |s| {
         s.snapshot()
             .get(vitistack::model::Kind::KubernetesCluster, "t", "alpha")
-            .is_some_and(|c| c.annotation("upgrade.vitistack.io/do-not-reconcile") == Some("by-hand"))
+            .is_some_and(|c| {
+                c.annotation("upgrade.vitistack.io/do-not-reconcile") == Some("by-hand")
+            })
     })
     .await;
     let v = ask(
@@ -171,9 +209,20 @@ async fn mutations_are_server_side_applies_answered_once_the_watch_shows_them() 
         vars.clone(),
     )
     .await;
-    assert_eq!(v["data"]["resumeClusterReconciliation"]["changed"], true, "{v}");
-    let o = h.api.object("kubernetesclusters", "t", "alpha").expect("alpha");
-    assert!(o["metadata"]["annotations"].get("upgrade.vitistack.io/do-not-reconcile").is_none(), "{o}");
+    assert_eq!(
+        v["data"]["resumeClusterReconciliation"]["changed"], true,
+        "{v}"
+    );
+    let o = h
+        .api
+        .object("kubernetesclusters", "t", "alpha")
+        .expect("alpha");
+    assert!(
+        o["metadata"]["annotations"]
+            .get("upgrade.vitistack.io/do-not-reconcile")
+            .is_none(),
+        "{o}"
+    );
 
     // Create: applied with its full spec, in the graph when the answer comes.
     let input = json!({"namespace": "t", "name": "beta", "networkNamespaceName": "net",
@@ -184,25 +233,45 @@ async fn mutations_are_server_side_applies_answered_once_the_watch_shows_them() 
     let v = ask(
         &h,
         "op-token",
-        &format!("mutation($i: ClusterInput!) {{ createKubernetesCluster(input: $i) {{ {FIELDS} }} }}"),
+        &format!(
+            "mutation($i: ClusterInput!) {{ createKubernetesCluster(input: $i) {{ {FIELDS} }} }}"
+        ),
         json!({"i": input}),
     )
     .await;
-    assert_eq!(v["data"]["createKubernetesCluster"]["cluster"]["name"], "beta", "{v}");
-    let o = h.api.object("kubernetesclusters", "t", "beta").expect("beta was created");
+    assert_eq!(
+        v["data"]["createKubernetesCluster"]["cluster"]["name"], "beta",
+        "{v}"
+    );
+    let o = h
+        .api
+        .object("kubernetesclusters", "t", "beta")
+        .expect("beta was created");
     assert_eq!(o["spec"]["topology"]["controlplane"]["replicas"], 3);
-    assert_eq!(managers(&o), [("vitistack-graphql".to_string(), "Apply".to_string())]);
+    assert_eq!(
+        managers(&o),
+        [("vitistack-graphql".to_string(), "Apply".to_string())]
+    );
 
     // Delete: with a finalizer the cluster stays, marked; without one it is gone.
     let delete = "mutation($ns: String!, $n: String!) { deleteKubernetesCluster(namespace: $ns, name: $n, confirm: $n) { changed cluster { name } } }";
     let v = ask(&h, "op-token", delete, vars.clone()).await;
     assert_eq!(v["data"]["deleteKubernetesCluster"]["changed"], true, "{v}");
-    let o = h.api.object("kubernetesclusters", "t", "alpha").expect("alpha waits for its finalizer");
+    let o = h
+        .api
+        .object("kubernetesclusters", "t", "alpha")
+        .expect("alpha waits for its finalizer");
     assert!(o["metadata"]["deletionTimestamp"].is_string(), "{o}");
     let v = ask(&h, "op-token", delete, json!({"ns": "t", "n": "beta"})).await;
     assert_eq!(v["data"]["deleteKubernetesCluster"]["changed"], true, "{v}");
     assert!(h.api.object("kubernetesclusters", "t", "beta").is_none());
-    let v = ask(&h, "view-token", "{ cluster(namespace: \"t\", name: \"beta\") { name } }", json!({})).await;
+    let v = ask(
+        &h,
+        "view-token",
+        "{ cluster(namespace: \"t\", name: \"beta\") { name } }",
+        json!({}),
+    )
+    .await;
     assert!(v["data"]["cluster"].is_null(), "{v}");
 
     // Import writes the embedded source only.
@@ -227,7 +296,11 @@ async fn mutations_are_server_side_applies_answered_once_the_watch_shows_them() 
         .await;
         let actors: Vec<String> = v["data"]["events"]["nodes"]
             .as_array()
-            .map(|ns| ns.iter().filter_map(|n| n["actor"].as_str().map(str::to_string)).collect())
+            .map(|ns| {
+                ns.iter()
+                    .filter_map(|n| n["actor"].as_str().map(str::to_string))
+                    .collect()
+            })
             .unwrap_or_default();
         // pause, scale, upgrade, resume, delete; the hand-made edit has no actor.
         if actors.iter().filter(|a| *a == "kubernetes:otto").count() == 5 {
@@ -252,7 +325,10 @@ async fn apply_raw(api: &KubeApi, manager: &str, force: bool, body: Value) -> (u
         .send()
         .await
         .expect("patch");
-    (res.status().as_u16(), res.json().await.unwrap_or(Value::Null))
+    (
+        res.status().as_u16(),
+        res.json().await.unwrap_or(Value::Null),
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -269,7 +345,10 @@ async fn the_test_server_applies_as_kube_apiserver_does() {
     // Created by the first apply; its fields are the manager's.
     let (code, o) = apply_raw(&api, "a", false, obj(json!({"one": "1", "two": "2"}))).await;
     assert_eq!(code, 201, "{o}");
-    assert_eq!(o["metadata"]["managedFields"][0]["fieldsV1"]["f:metadata"]["f:annotations"]["f:two"], json!({}));
+    assert_eq!(
+        o["metadata"]["managedFields"][0]["fieldsV1"]["f:metadata"]["f:annotations"]["f:two"],
+        json!({})
+    );
     // A field the manager no longer applies is removed.
     let (code, o) = apply_raw(&api, "a", false, obj(json!({"one": "1"}))).await;
     assert_eq!(code, 200);
@@ -277,11 +356,20 @@ async fn the_test_server_applies_as_kube_apiserver_does() {
     // Another manager setting the same field to another value conflicts, unless forced.
     let (code, o) = apply_raw(&api, "b", false, obj(json!({"one": "other"}))).await;
     assert_eq!(code, 409, "{o}");
-    assert_eq!(o["details"]["causes"][0]["field"], "metadata.annotations.one");
-    assert_eq!(api.object("kubernetesclusters", "t", "x").expect("x")["metadata"]["annotations"]["one"], "1");
+    assert_eq!(
+        o["details"]["causes"][0]["field"],
+        "metadata.annotations.one"
+    );
+    assert_eq!(
+        api.object("kubernetesclusters", "t", "x").expect("x")["metadata"]["annotations"]["one"],
+        "1"
+    );
     let (code, _) = apply_raw(&api, "b", true, obj(json!({"one": "other"}))).await;
     assert_eq!(code, 200);
     // Ownership moved: a's next apply without the field leaves b's value alone.
     let (_, o) = apply_raw(&api, "a", false, obj(json!({"three": "3"}))).await;
-    assert_eq!(o["metadata"]["annotations"], json!({"one": "other", "three": "3"}));
+    assert_eq!(
+        o["metadata"]["annotations"],
+        json!({"one": "other", "three": "3"})
+    );
 }

@@ -4,6 +4,7 @@
 use leptos::prelude::*;
 use leptos_router::hooks::use_params_map;
 
+use super::operate::{Operate, Shape};
 use super::{Problem, param};
 use crate::charts::Timeline;
 use crate::format::{self, gib, status_class, wire};
@@ -23,7 +24,10 @@ pub fn Cluster() -> impl IntoView {
     });
     // The global id first (the subscription takes one), then the live view.
     let id = RwSignal::new(None::<Result<Option<String>, String>>);
+    let state = expect_context::<crate::net::LinkState>();
     Effect::new(move |_| {
+        // Asked again at every (re)connection: a page opened before signing in was refused.
+        state.connections.track();
         let (namespace, name) = key.get();
         id.set(None);
         leptos::task::spawn_local(async move {
@@ -89,6 +93,9 @@ fn ClusterLiveView(id: String) -> impl IntoView {
         }
         Err(e) => error.set(Some(e)),
     });
+    // The change panel keeps its state (sizes typed, preview, outcome) across live updates.
+    let shape =
+        Memo::new(move |_| cluster.with(|c| c.as_ref().and_then(|c| c.as_ref().map(shape_of))));
     view! {
         {move || error.get().map(|e| view! { <Problem text=e/> })}
         {move || match cluster.get() {
@@ -96,6 +103,7 @@ fn ClusterLiveView(id: String) -> impl IntoView {
             Some(None) => view! { <Problem text="This cluster was deleted."/> }.into_any(),
             Some(Some(c)) => details(c).into_any(),
         }}
+        <Operate shape/>
         <section aria-labelledby="feed-title">
             <h2 id="feed-title">"Live changes"
                 <span class="count">{move || match seen.get() {
@@ -289,6 +297,24 @@ fn details(c: Live) -> impl IntoView {
             <thead><tr><th>"Machine"</th><th>"Role"</th><th>"Pool"</th><th>"Class"</th><th>"vCPUs"</th><th>"GB"</th><th>"Phase"</th></tr></thead>
             <tbody>{machine_rows}</tbody>
         </table>
+    }
+}
+
+/// What the change panel needs of the cluster.
+fn shape_of(c: &Live) -> Shape {
+    Shape {
+        namespace: c.namespace.clone().unwrap_or_default(),
+        name: c.name.clone(),
+        control_plane: c.control_plane.replicas,
+        pools: c
+            .node_pools
+            .iter()
+            .map(|p| (p.name.clone(), p.replicas))
+            .collect(),
+        paused: c
+            .annotations
+            .iter()
+            .any(|a| a.key == "upgrade.vitistack.io/do-not-reconcile" && !a.value.is_empty()),
     }
 }
 

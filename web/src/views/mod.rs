@@ -7,6 +7,7 @@ pub mod hosts;
 pub mod machines;
 pub mod networks;
 pub mod object;
+pub mod operate;
 pub mod overview;
 pub mod topology;
 pub mod vms;

@@ -196,7 +196,7 @@ class ChartTest(unittest.TestCase):
                 proc.wait(timeout=10)
                 proc.stderr.close()
 
-    def test_rbac_reads_every_watched_kind_and_writes_nothing(self):
+    def test_rbac_reads_every_watched_kind_and_writes_only_kubernetesclusters(self):
         docs = render()
         (binding,) = by_kind(docs, "ClusterRoleBinding")
         (role,) = [r for r in by_kind(docs, "ClusterRole") if r["metadata"]["name"] == binding["roleRef"]["name"]]
@@ -208,6 +208,10 @@ class ChartTest(unittest.TestCase):
             if {(g, r) for g in rule["apiGroups"] for r in rule["resources"]} <= reviews:
                 # Asking the API server about callers' tokens creates review objects, nothing else.
                 self.assertEqual(rule["verbs"], ["create"], rule)
+            elif "create" in rule["verbs"]:
+                # The mutations write KubernetesClusters and nothing else.
+                self.assertEqual((rule["apiGroups"], rule["resources"]), (["vitistack.io"], ["kubernetesclusters"]), rule)
+                self.assertEqual(sorted(rule["verbs"]), ["create", "delete", "patch"], rule)
             else:
                 self.assertEqual(sorted(rule["verbs"]), ["get", "list", "watch"], rule)
         granted = {(g, r) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"]}
@@ -220,6 +224,18 @@ class ChartTest(unittest.TestCase):
                             self.assertIn((crd["spec"]["group"], plural), granted, path)
         for needed in [("kubevirt.io", "virtualmachines"), ("kubevirt.io", "virtualmachineinstances"), ("", "nodes")]:
             self.assertIn(needed, granted)
+
+    def test_mutations_can_be_switched_off_and_then_nothing_is_written(self):
+        docs = render({"changes": {"enabled": False, "minHostsThatCanFail": 2}})
+        _, c = container(docs)
+        env = {e["name"]: e.get("value") for e in c["env"]}
+        self.assertEqual((env["MUTATIONS"], env["MIN_HOSTS_THAT_CAN_FAIL"]), ("false", "2"))
+        (binding,) = by_kind(docs, "ClusterRoleBinding")
+        (role,) = [r for r in by_kind(docs, "ClusterRole") if r["metadata"]["name"] == binding["roleRef"]["name"]]
+        writes = [r for r in role["rules"] if set(r["verbs"]) & {"patch", "delete"}]
+        self.assertEqual(writes, [])
+        defaults = {e["name"]: e.get("value") for e in container(render())[1]["env"]}
+        self.assertEqual((defaults["MUTATIONS"], defaults["CHANGE_WAIT_SECONDS"]), ("true", "20"))
 
     def test_authentication_settings_keys_secret_and_role_cluster_roles(self):
         docs = render({"auth": {"existingSecret": "api-keys", "keysKey": "keys.txt", "anonymousReadFrom": ["10.0.0.0/8"],

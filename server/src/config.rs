@@ -227,6 +227,10 @@ pub struct ServeConfig {
     #[arg(long, env = "MEMORY_OVERCOMMIT", default_value_t = 1.0)]
     pub memory_overcommit: f64,
 
+    /// Accept the mutations (cluster lifecycle, manifest import); false: each answers READ_ONLY.
+    #[arg(long, env = "MUTATIONS", default_value_t = true, action = clap::ArgAction::Set)]
+    pub mutations: bool,
+
     /// Hosts that must still be able to fail once a planned cluster's new Machines are placed;
     /// creating or scaling below it is refused unless the caller passes `allowOverCapacity`.
     #[arg(long, env = "MIN_HOSTS_THAT_CAN_FAIL", default_value_t = 1)]

@@ -276,20 +276,24 @@ pub async fn start(cfg: &ServeConfig, listener: TcpListener) -> anyhow::Result<R
         None => Arc::new(SourceStatus::embedded()),
     };
 
-    let target = if embedded {
-        crate::change::Target::Embedded
+    let changer = if !cfg.mutations {
+        None
     } else {
-        crate::change::Target::Kube(
-            source::kube::client(&cfg.kube_settings())
-                .await
-                .map_err(anyhow::Error::msg)?,
-        )
+        let target = if embedded {
+            crate::change::Target::Embedded
+        } else {
+            crate::change::Target::Kube(
+                source::kube::client(&cfg.kube_settings())
+                    .await
+                    .map_err(anyhow::Error::msg)?,
+            )
+        };
+        Some(Arc::new(crate::change::Changer::new(
+            store.clone(),
+            target,
+            Duration::from_secs(cfg.change_wait_seconds.max(1)),
+        )))
     };
-    let changer = Arc::new(crate::change::Changer::new(
-        store.clone(),
-        target,
-        Duration::from_secs(cfg.change_wait_seconds.max(1)),
-    ));
     let settings = SchemaSettings {
         max_page_size: cfg.max_page_size,
         max_depth: cfg.max_query_depth,
@@ -304,7 +308,7 @@ pub async fn start(cfg: &ServeConfig, listener: TcpListener) -> anyhow::Result<R
         subscription_metrics: Some(metrics.subscriptions.clone()),
         history: Some(history.clone()),
         introspection: cfg.access.introspection,
-        changer: Some(changer),
+        changer,
         change: crate::graphql::mutation::ChangeSettings {
             min_hosts_that_can_fail: cfg.min_hosts_that_can_fail,
         },

@@ -360,6 +360,8 @@ impl MutationRoot {
     /// Machines talos-operator would add and remove and whether they fit (the dashboard's
     /// preview). Refused like `scaleNodePool` and `scaleControlPlane`.
     #[graphql(guard = "RoleGuard(Role::Operator)")]
+    // Each parameter is one of the mutation's GraphQL arguments.
+    #[allow(clippy::too_many_arguments)]
     async fn scale_cluster(
         &self,
         ctx: &Context<'_>,

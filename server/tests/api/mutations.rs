@@ -123,7 +123,7 @@ fn operations(
          json!({"ns": ns, "n": name, "p": pool, "r": replicas + 1 + (n % 2) as i64})),
         ("operator", "scaleControlPlane",
          format!("mutation($ns: String!, $n: String!, $r: Int!) {{ scaleControlPlane(namespace: $ns, name: $n, replicas: $r, allowOverCapacity: true) {{ {CLUSTER_FIELDS} }} }}"),
-         json!({"ns": ns, "n": name, "r": if n % 2 == 0 { 3 } else { 1 }})),
+         json!({"ns": ns, "n": name, "r": if n.is_multiple_of(2) { 3 } else { 1 }})),
         ("operator", "createKubernetesCluster",
          format!("mutation($i: ClusterInput!) {{ createKubernetesCluster(input: $i, allowOverCapacity: true) {{ {CLUSTER_FIELDS} }} }}"),
          json!({"i": cluster_input(ns, nn, &created, 1)})),
@@ -568,4 +568,25 @@ async fn as_operator(app: &TestApp, query: String, variables: Value) -> Value {
         .json()
         .await
         .expect("json")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_mutations_off_every_change_is_refused_as_read_only() {
+    let keys = KeysFile::new(&three_keys());
+    let app = spawn(&[
+        "--api-keys-file",
+        keys.path(),
+        "--demo",
+        "--mutations",
+        "false",
+    ])
+    .await;
+    let (ns, name, _, _, _) = some_cluster(&app).await;
+    let v = post_vars(
+        &app,
+        "mutation($ns: String!, $n: String!) { pauseClusterReconciliation(namespace: $ns, name: $n) { changed } }",
+        json!({"ns": ns, "n": name}),
+    )
+    .await;
+    assert_eq!(v["errors"][0]["extensions"]["code"], "READ_ONLY", "{v}");
 }

@@ -96,12 +96,15 @@ struct Ev {
     object: Value,
 }
 
+/// Each server-side-apply manager's fields: paths of map keys (a list or a scalar is one field).
+type Managers = BTreeMap<String, std::collections::BTreeSet<Vec<String>>>;
+
 struct ResourceState {
     def: ResourceDef,
     objects: BTreeMap<(String, String), Value>,
     /// Per object: each server-side-apply manager's fields (paths of map keys; a list or a
     /// scalar is one field).
-    managers: BTreeMap<(String, String), BTreeMap<String, std::collections::BTreeSet<Vec<String>>>>,
+    managers: BTreeMap<(String, String), Managers>,
 }
 
 struct Inner {
@@ -896,10 +899,7 @@ fn merge_patch(target: &mut Value, patch: &Value) {
 }
 
 /// `metadata.managedFields` from the tracked managers (FieldsV1: `f:<key>` maps).
-fn managed_fields(
-    api_version: &str,
-    managers: &BTreeMap<String, std::collections::BTreeSet<Vec<String>>>,
-) -> Value {
+fn managed_fields(api_version: &str, managers: &Managers) -> Value {
     let entries: Vec<Value> = managers
         .iter()
         .filter(|(_, paths)| !paths.is_empty())
@@ -986,10 +986,10 @@ fn patch_object(
         json!({"apiVersion": def.api_version(), "kind": def.kind,
                "metadata": {"name": name, "namespace": ns}})
     });
-    if !def.namespaced {
-        if let Some(m) = object["metadata"].as_object_mut() {
-            m.remove("namespace");
-        }
+    if !def.namespaced
+        && let Some(m) = object["metadata"].as_object_mut()
+    {
+        m.remove("namespace");
     }
     let managers = state.managers.entry(key.clone()).or_default();
     if apply {

@@ -21,20 +21,7 @@ for mode in key limited; do
 done
 API_KEYS_FILE="$WORK/keys" RATE_LIMIT=0 RATE_LIMIT_ADMIN=1000000000/1000000000 start_server $PORT "$WORK" 0
 
-measure() {
-  local lua=$1 conns=$2
-  wrk -t"$(( conns < 2 ? conns : 2 ))" -c"$conns" -d"${DURATION}s" --latency -s "$lua" "http://127.0.0.1:$PORT/graphql" |
-    python3 -c '
-import re, sys
-out = sys.stdin.read()
-def ms(label):
-    m = re.search(rf"^\s*{label}%\s+([\d.]+)(us|ms|s)\s*$", out, re.M)
-    v, u = float(m.group(1)), m.group(2)
-    return v / 1000 if u == "us" else v * 1000 if u == "s" else v
-rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
-errors = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
-print(f"{rps:.1f} | {ms(50):.3f} | {ms(99):.3f}" + (f" ({errors.group(1)} errors)" if errors else ""))'
-}
+measure() { wrk_run "http://127.0.0.1:$PORT/graphql" "$1" "$2"; }
 
 printf '| round | caller | connections | requests/s | p50 ms | p99 ms |\n|---|---|---|---|---|---|\n'
 for round in $(seq 1 "$ROUNDS"); do

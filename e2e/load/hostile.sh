@@ -18,18 +18,7 @@ printf 'wrk.headers["Authorization"] = "Bearer %s"\n' "$KEY" >> "$WORK/normal.lu
 API_KEYS_FILE="$WORK/keys" ANONYMOUS_READ_FROM= RESPONSE_CACHE_MB=0 start_server $PORT "$WORK" 0
 
 rss() { awk '/^VmRSS:/{printf "%.1f", $2/1024}' "/proc/$PID/status"; }
-measure() {
-  wrk -t1 -c1 -d"${DURATION}s" --latency -s "$WORK/normal.lua" "http://127.0.0.1:$PORT/graphql" |
-    python3 -c '
-import re, sys
-out = sys.stdin.read()
-def ms(label):
-    m = re.search(rf"^\s*{label}%\s+([\d.]+)(us|ms|s)\s*$", out, re.M)
-    v, u = float(m.group(1)), m.group(2)
-    return v / 1000 if u == "us" else v * 1000 if u == "s" else v
-rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
-print(f"{rps:.1f} | {ms(50):.3f} | {ms(99):.3f}")'
-}
+measure() { wrk_run "http://127.0.0.1:$PORT/graphql" "$WORK/normal.lua" 1; }
 printf '| phase | normal query req/s | p50 ms | p99 ms | RSS MiB after |\n|---|---|---|---|---|\n'
 printf '| before | %s | %s |\n' "$(measure)" "$(rss)"
 BASE="http://127.0.0.1:$PORT" KEY=$KEY SECONDS=$((DURATION + 2)) node --experimental-websocket --no-warnings e2e/load/hostile.mjs > "$WORK/attack.txt" &

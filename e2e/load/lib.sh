@@ -17,6 +17,23 @@ open(sys.argv[2], "w").write(f'wrk.method = "POST"\nwrk.headers["Content-Type"] 
 PY
 }
 
+# One wrk run of $3 connections against URL $1 with request script $2; prints
+# "req/s | p50 ms | p99 ms" and, when some answers were not 2xx, how many.
+wrk_run() {
+  local url=$1 lua=$2 conns=$3
+  wrk -t"$(( conns < 2 ? conns : 2 ))" -c"$conns" -d"${DURATION}s" --latency -s "$lua" "$url" |
+    python3 -c '
+import re, sys
+out = sys.stdin.read()
+def ms(label):
+    m = re.search(rf"^\s*{label}%\s+([\d.]+)(us|ms|s)\s*$", out, re.M)
+    v, u = float(m.group(1)), m.group(2)
+    return v / 1000 if u == "us" else v * 1000 if u == "s" else v
+rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
+errors = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+print(f"{rps:.1f} | {ms(50):.3f} | {ms(99):.3f}" + (f" ({errors.group(1)} errors)" if errors else ""))'
+}
+
 # Start the release server on port $1 with the 500-cluster demo in a fresh database under $2,
 # the simulator at $3 steps/s (0: still); extra environment comes from the caller. Sets PID and
 # waits until it is ready.

@@ -16,21 +16,6 @@ WORK=$(mktemp -d); PID=; PEER=
 trap '[ -n "$PID" ] && kill $PID 2>/dev/null; [ -n "$PEER" ] && kill -CONT $PEER 2>/dev/null && kill $PEER 2>/dev/null; rm -rf "$WORK"' EXIT
 for q in dashboard counts; do wrk_script "e2e/load/$q.graphql" "$WORK/$q.lua"; done
 
-# One wrk run: prints "req/s p50 p99" (milliseconds).
-measure() {
-  local url=$1 lua=$2 conns=$3
-  wrk -t"$(( conns < 2 ? conns : 2 ))" -c"$conns" -d"${DURATION}s" --latency -s "$lua" "$url" |
-    python3 -c '
-import re, sys
-out = sys.stdin.read()
-def ms(label):
-    m = re.search(rf"^\s*{label}%\s+([\d.]+)(us|ms|s)\s*$", out, re.M)
-    v, u = float(m.group(1)), m.group(2)
-    return v / 1000 if u == "us" else v * 1000 if u == "s" else v
-rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
-errors = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
-print(f"{rps:.1f} {ms(50):.2f} {ms(99):.2f}" + (f" ({errors.group(1)} errors)" if errors else ""))'
-}
 
 printf '| server | query | connections | requests/s | p50 ms | p99 ms | changes/s to our graph |\n|---|---|---|---|---|---|---|\n'
 for mode in default parts none bare; do
@@ -64,9 +49,9 @@ for mode in default parts none bare; do
   for q in dashboard counts; do
     for conns in 16 1; do
       s0=$(store_seq "$PORT")
-      r=$(measure "http://127.0.0.1:$PORT/graphql" "$WORK/$q.lua" "$conns")
+      r=$(wrk_run "http://127.0.0.1:$PORT/graphql" "$WORK/$q.lua" "$conns")
       s1=$(store_seq "$PORT")
-      echo "| ours ($mode) | $q | $conns | $(echo "$r" | awk '{print $1" | "$2" | "$3" "$4" "$5}') | $(( (s1 - s0) / DURATION )) |"
+      echo "| ours ($mode) | $q | $conns | $r | $(( (s1 - s0) / DURATION )) |"
     done
   done
   kill $PID; wait $PID 2>/dev/null || true; PID=
@@ -74,7 +59,7 @@ for mode in default parts none bare; do
     # The peer is measured with our server stopped: the machine is all its own.
     for q in dashboard counts; do
       for conns in 16 1; do
-        echo "| Apollo Server 5 | $q | $conns | $(measure "http://127.0.0.1:$PEER_PORT/" "$WORK/$q.lua" "$conns" | awk '{print $1" | "$2" | "$3" "$4" "$5}') | – |"
+        echo "| Apollo Server 5 | $q | $conns | $(wrk_run "http://127.0.0.1:$PEER_PORT/" "$WORK/$q.lua" "$conns") | – |"
       done
     done
     # Paused while ours is measured: its own churn takes nothing from ours.

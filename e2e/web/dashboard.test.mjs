@@ -458,7 +458,7 @@ describe('an operator changes a cluster from its page', () => {
     await eventually('signed in', async () => (await page.getByTestId('connection').textContent()) === 'Live');
   }
 
-  test('a viewer sees no change panel; an operator previews a scale with its capacity verdict, applies it, and pauses', async () => {
+  test('a viewer sees no change panel; an operator previews a scale with its capacity verdict, applies it, pauses, requests an upgrade and deletes', async () => {
     // A Ready cluster: its Machines exist, so a bigger pool adds exactly one.
     const all = (await gql(server.base, '{ clusters(first: 100, filter: {phase: ["Ready"]}) { nodes { namespace name nodePools { name replicas } } } }', {}, VIEWER)).clusters.nodes;
     const c = all.find((x) => x.nodePools.length > 0);
@@ -511,6 +511,21 @@ describe('an operator changes a cluster from its page', () => {
     await shot(page, 'operate-paused');
     await page.getByTestId('pause').click();
     await eventually('and resumed', async () => (await page.getByTestId('pause').textContent()) === 'Pause reconciliation');
+
+    await page.getByTestId('kubernetes-target').fill('v1.34.1');
+    await page.getByTestId('upgrade').click();
+    await eventually('the upgrade is requested', async () => (await page.getByTestId('operate-message').textContent().catch(() => '')).startsWith('Upgrade requested'));
+    const annotations = (await gql(server.base, `{ cluster(namespace: "${c.namespace}", name: "${c.name}") { annotations { key value } } }`, {}, VIEWER)).cluster.annotations;
+    assert.ok(annotations.some((a) => a.key === 'upgrade.vitistack.io/kubernetes-target' && a.value === 'v1.34.1'), JSON.stringify(annotations));
+
+    // Deleting needs the name typed.
+    assert.ok(await page.getByTestId('delete').isDisabled());
+    await page.getByTestId('confirm').fill(`${c.name}-not`);
+    assert.ok(await page.getByTestId('delete').isDisabled());
+    await page.getByTestId('confirm').fill(c.name);
+    await page.getByTestId('delete').click();
+    await eventually('the page says the cluster is gone', async () => (await page.getByText('This cluster was deleted.').count()) === 1);
+    assert.equal((await gql(server.base, `{ cluster(namespace: "${c.namespace}", name: "${c.name}") { name } }`, {}, VIEWER)).cluster, null);
     assert.deepEqual(problems.filter((p) => !/401|4403|WebSocket/.test(p)), []);
     await context.close();
   });

@@ -42,3 +42,5 @@ operation!(Me, "graphql/me.graphql");
 operation!(ScaleCluster, "graphql/scale_cluster.graphql");
 operation!(PauseCluster, "graphql/pause_cluster.graphql");
 operation!(ResumeCluster, "graphql/resume_cluster.graphql");
+operation!(RequestUpgrade, "graphql/request_upgrade.graphql");
+operation!(DeleteCluster, "graphql/delete_cluster.graphql");

@@ -590,3 +590,36 @@ async fn with_mutations_off_every_change_is_refused_as_read_only() {
     .await;
     assert_eq!(v["errors"][0]["extensions"]["code"], "READ_ONLY", "{v}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn identical_concurrent_requests_of_different_callers_each_get_their_own_me() {
+    // The response cache runs identical concurrent queries once; an answer that depends on the
+    // caller must never be shared.
+    let keys = KeysFile::new(&three_keys());
+    let app = spawn(&["--api-keys-file", keys.path()]).await;
+    let asks = (0..60).map(|i| {
+        let (key, name) = if i % 2 == 0 {
+            (VIEWER, "key:ci")
+        } else {
+            (OPERATOR, "key:ops")
+        };
+        let client = app.client.clone();
+        let url = format!("{}/graphql", app.base);
+        async move {
+            let v: Value = client
+                .post(url)
+                .bearer_auth(key)
+                .json(&json!({"query": "{ me { name } sequence }"}))
+                .send()
+                .await
+                .expect("post")
+                .json()
+                .await
+                .expect("json");
+            (name, v)
+        }
+    });
+    for (name, v) in futures::future::join_all(asks).await {
+        assert_eq!(v["data"]["me"]["name"], name, "{v}");
+    }
+}

@@ -1,12 +1,14 @@
 //! Changing a cluster, for an operator: new sizes for the control plane and each pool, a preview
 //! of what talos-operator will do (Machines added and removed, whether they fit on the hosts and
-//! how many hosts could still fail), then apply; and pausing or resuming reconciliation.
+//! how many hosts could still fail), then apply; pausing or resuming reconciliation; requesting an
+//! upgrade; deleting it (its name typed to confirm).
 
 use leptos::prelude::*;
 
 use crate::format::gib;
 use crate::gql::{
-    PauseCluster, ResumeCluster, ScaleCluster, pause_cluster, resume_cluster, scale_cluster,
+    DeleteCluster, PauseCluster, RequestUpgrade, ResumeCluster, ScaleCluster, delete_cluster,
+    pause_cluster, request_upgrade, resume_cluster, scale_cluster,
 };
 use crate::net;
 use crate::signin::Session;
@@ -168,6 +170,56 @@ fn Panel(shape: Memo<Option<Shape>>) -> impl IntoView {
             });
         }
     };
+    let talos = RwSignal::new(String::new());
+    let kubernetes = RwSignal::new(String::new());
+    let upgrade = {
+        let (namespace, name) = target.clone();
+        move |ev: leptos::ev::SubmitEvent| {
+            ev.prevent_default();
+            let opt = |s: String| Some(s.trim().to_string()).filter(|s| !s.is_empty());
+            let variables = request_upgrade::Variables {
+                namespace: namespace.clone(),
+                name: name.clone(),
+                talos: opt(talos.get_untracked()),
+                kubernetes: opt(kubernetes.get_untracked()),
+            };
+            busy.set(true);
+            leptos::task::spawn_local(async move {
+                let answer = net::query::<RequestUpgrade>(variables).await;
+                let _ = busy.try_set(false);
+                let _ = message.try_set(Some(match answer {
+                    Ok(_) => (
+                        true,
+                        "Upgrade requested: talos-operator picks up the target versions."
+                            .to_string(),
+                    ),
+                    Err(e) => (false, e),
+                }));
+            });
+        }
+    };
+    let confirm = RwSignal::new(String::new());
+    let delete = {
+        let (namespace, name) = target.clone();
+        move |ev: leptos::ev::SubmitEvent| {
+            ev.prevent_default();
+            let variables = delete_cluster::Variables {
+                namespace: namespace.clone(),
+                name: name.clone(),
+                confirm: confirm.get_untracked(),
+            };
+            busy.set(true);
+            leptos::task::spawn_local(async move {
+                let answer = net::query::<DeleteCluster>(variables).await;
+                let _ = busy.try_set(false);
+                let _ = message.try_set(Some(match answer {
+                    Ok(_) => (true, "Deleting: talos-operator removes its VIP, Secret and Machines, then the cluster.".to_string()),
+                    Err(e) => (false, e),
+                }));
+            });
+        }
+    };
+    let delete_name = name.clone();
     let pool_inputs = pools
         .iter()
         .enumerate()
@@ -202,6 +254,25 @@ fn Panel(shape: Memo<Option<Shape>>) -> impl IntoView {
                 </label>
                 {pool_inputs}
                 <button type="submit" data-testid="preview" disabled=move || busy.get()>"Preview"</button>
+            </form>
+            <form class="scale" on:submit=upgrade>
+                <label>"Talos version "
+                    <input type="text" placeholder="v1.11.5" size="9" data-testid="talos-target"
+                        prop:value=move || talos.get() on:input=move |ev| talos.set(event_target_value(&ev))/>
+                </label>
+                <label>"Kubernetes version "
+                    <input type="text" placeholder="v1.34.1" size="9" data-testid="kubernetes-target"
+                        prop:value=move || kubernetes.get() on:input=move |ev| kubernetes.set(event_target_value(&ev))/>
+                </label>
+                <button type="submit" data-testid="upgrade" disabled=move || busy.get()>"Request upgrade"</button>
+            </form>
+            <form class="scale" on:submit=delete>
+                <label>{format!("Type {delete_name} to delete it ")}
+                    <input type="text" size="16" data-testid="confirm" autocomplete="off"
+                        prop:value=move || confirm.get() on:input=move |ev| confirm.set(event_target_value(&ev))/>
+                </label>
+                <button type="submit" class="danger" data-testid="delete"
+                    disabled={ let n = delete_name.clone(); move || busy.get() || confirm.get() != n }>"Delete cluster"</button>
             </form>
             {move || message.get().map(|(ok, text)| view! {
                 <p class=if ok { "done" } else { "problem" } data-testid="operate-message" role="status">{text}</p>

@@ -562,8 +562,14 @@ fn capacity(
     let mut all = existing.clone();
     all.extend(added.iter().copied());
     let after = hosts::redundancy(&bins, &all);
-    let added_vcpus: f64 = added.iter().map(|d| d.vcpus).sum();
-    let added_memory: f64 = added.iter().map(|d| d.memory_bytes).sum();
+    // (`+ 0.0`: an empty float sum is -0.0.)
+    let added_vcpus: f64 = added.iter().map(|d| d.vcpus).sum::<f64>() + 0.0;
+    let added_memory: f64 = added.iter().map(|d| d.memory_bytes).sum::<f64>() + 0.0;
+    let elsewhere: BTreeSet<&str> = machines
+        .iter()
+        .filter(|m| !m.exists && !on_kubevirt(&m.provider))
+        .map(|m| m.provider.as_str())
+        .collect();
     let gib = |b: f64| format!("{:.1} GiB", b / 1024f64.powi(3));
     let to_i32 = |n: usize| i32::try_from(n).unwrap_or(i32::MAX);
     let (verdict, message) = if !classes_ok {
@@ -571,11 +577,16 @@ fn capacity(
             CapacityVerdict::Unknown,
             "a MachineClass is missing: what the Machines need is not known".to_string(),
         )
-    } else if added.is_empty() {
+    } else if !elsewhere.is_empty() {
         (
-            CapacityVerdict::Fits,
-            "no new Machine on KubeVirt hosts".to_string(),
+            CapacityVerdict::Unknown,
+            format!(
+                "new Machines run on {}: the hosts they land on are not in this graph, so placement cannot be checked",
+                elsewhere.into_iter().collect::<Vec<_>>().join(", ")
+            ),
         )
+    } else if added.is_empty() {
+        (CapacityVerdict::Fits, "no new Machine".to_string())
     } else if bins.is_empty() {
         (
             CapacityVerdict::Unknown,

@@ -266,6 +266,17 @@ fn capacity_says_when_machines_do_not_fit_or_leave_too_few_hosts_able_to_fail() 
         "{}",
         p.capacity.message
     );
+    // Machines on Proxmox: their hosts are not in the graph.
+    let mut i = input(1, &[]);
+    i.control_plane.provider = Some("proxmox".into());
+    let p = plan(&small().snapshot(), &i, Overcommit::default(), 0);
+    assert_eq!(p.capacity.verdict, CapacityVerdict::Unknown);
+    assert!(
+        p.capacity.message.contains("proxmox"),
+        "{}",
+        p.capacity.message
+    );
+    assert_eq!(p.capacity.added_vcpus.to_string(), "0");
     // No host at all: unknown, not a made-up answer.
     let p = plan(
         &store(vec![]).snapshot(),

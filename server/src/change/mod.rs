@@ -236,7 +236,7 @@ impl Changer {
                 c.change == ChangeType::Deleted || c.object.meta().deletion_timestamp.is_some()
             }),
         };
-        let seen = self.store.expect(key.clone(), Some(actor.clone()), intent);
+        let mut seen = self.store.expect(key.clone(), Some(actor.clone()), intent);
         let sent = match &self.target {
             Target::Embedded => {
                 let op = match after {
@@ -248,6 +248,37 @@ impl Changer {
             }
             Target::Kube(client) => send(client, key, version, &edit).await?,
         };
+        if !sent.is_empty() {
+            use tokio::sync::oneshot::error::TryRecvError;
+            match seen.try_recv() {
+                Ok(change) => {
+                    return Ok(Written {
+                        object: change.object.clone(),
+                        changed: true,
+                    });
+                }
+                // The API server found nothing to change (our graph was behind it): the object
+                // it answered with is the one the store holds already.
+                Err(TryRecvError::Empty) => {
+                    let settled = self.store.settled();
+                    if let Ok(change) = seen.try_recv() {
+                        return Ok(Written {
+                            object: change.object.clone(),
+                            changed: true,
+                        });
+                    }
+                    if let Some(held) = settled.get_key(key)
+                        && held.meta().resource_version.as_deref() == Some(sent.as_str())
+                    {
+                        return Ok(Written {
+                            object: held.clone(),
+                            changed: false,
+                        });
+                    }
+                }
+                Err(TryRecvError::Closed) => {}
+            }
+        }
         match tokio::time::timeout(self.wait, seen).await {
             Ok(Ok(change)) => Ok(Written {
                 object: change.object.clone(),

@@ -454,6 +454,13 @@ impl Store {
         self.current.load_full()
     }
 
+    /// The current snapshot once no write is half done: every change it holds has been handed
+    /// to the writers expecting it (see [`Store::expect`]).
+    pub fn settled(&self) -> Arc<Snapshot> {
+        let _guard = self.writer.lock();
+        self.current.load_full()
+    }
+
     /// Changes in the stream not yet read by every reader (the slowest reader's backlog).
     pub fn queued(&self) -> usize {
         self.changes.len()

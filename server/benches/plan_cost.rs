@@ -53,9 +53,10 @@ fn bench(c: &mut Criterion) {
         let snap = store.snapshot();
         for workers in [2i64, 50] {
             let i = input(workers);
-            g.bench_function(format!("fleet_{clusters}_new_cluster_3cp_{workers}w"), |b| {
-                b.iter(|| plan(&snap, &i, Overcommit::default(), 1))
-            });
+            g.bench_function(
+                format!("fleet_{clusters}_new_cluster_3cp_{workers}w"),
+                |b| b.iter(|| plan(&snap, &i, Overcommit::default(), 1)),
+            );
         }
     }
     g.finish();

@@ -118,6 +118,8 @@ pub struct EventFilter {
     pub since: Option<String>,
     /// Before this time (RFC 3339).
     pub until: Option<String>,
+    /// Changes asked for through this API by this caller (`key:NAME`, `kubernetes:USER`).
+    pub actor: Option<String>,
 }
 
 /// Time spent in one phase.
@@ -474,6 +476,7 @@ pub async fn events(
         since_ms: parse_time("since", &f.since)?,
         until_ms: parse_time("until", &f.until)?,
         before_id: after.as_deref().map(decode_cursor).transpose()?,
+        actor: f.actor.clone(),
     };
     if let Some(id) = &f.object_id {
         let key = super::types::decode_id(id).map_err(|e| bad_input("BAD_ID", e))?;

@@ -65,6 +65,8 @@ pub struct EventQuery {
     pub until_ms: Option<i64>,
     /// Only rows with an id below this (the keyset cursor).
     pub before_id: Option<i64>,
+    /// Who asked for the change through the API.
+    pub actor: Option<String>,
 }
 
 /// Up to `limit` events matching `q`, newest first.
@@ -82,6 +84,9 @@ pub async fn page(db: &Db, q: &EventQuery, limit: usize) -> Result<Vec<StoredEve
         }
         if let Some(v) = &q.name {
             b.push(" AND name = ").push_bind(v.clone());
+        }
+        if let Some(v) = &q.actor {
+            b.push(" AND actor = ").push_bind(v.clone());
         }
         if !q.types.is_empty() {
             b.push(" AND event_type IN (");

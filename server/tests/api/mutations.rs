@@ -461,6 +461,25 @@ async fn the_answer_and_the_next_query_show_the_write_and_the_event_log_names_th
         nodes.iter().filter(|e| e["actor"] == "key:ops").count() == 4
     })
     .await;
+    // And by caller: the same four, nobody else's.
+    let by_actor = post(
+        &app,
+        Some(VIEWER),
+        "{ events(filter: {actor: \"key:ops\"}, first: 50) { nodes { actor name } } }",
+    )
+    .await
+    .2;
+    let nodes = by_actor["data"]["events"]["nodes"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(nodes.len(), 4, "{by_actor}");
+    assert!(
+        nodes
+            .iter()
+            .all(|e| e["actor"] == "key:ops" && e["name"] == name.as_str()),
+        "{by_actor}"
+    );
 
     // Creating: the cluster is in the answer and in the graph at once, with its planned pools.
     let v = as_operator(

@@ -301,6 +301,69 @@ impl Changer {
     }
 }
 
+/// The fields our manager applied before, with their live values: the paths its
+/// `managedFields` entry (operation Apply) lists, taken from `live`. Entries below a list
+/// (`k:`/`v:` keys of associative lists, which the vitistack CRDs do not have) count as the
+/// whole list.
+pub fn owned_fields(live: &Value) -> Value {
+    let Some(entry) = live["metadata"]["managedFields"].as_array().and_then(|fs| {
+        fs.iter()
+            .find(|f| f["manager"] == FIELD_MANAGER && f["operation"] == "Apply")
+    }) else {
+        return json!({});
+    };
+    let mut paths = Vec::new();
+    collect_paths(&entry["fieldsV1"], &mut Vec::new(), &mut paths);
+    let mut out = json!({});
+    for path in paths {
+        if path.first().map(String::as_str) == Some("metadata")
+            && matches!(
+                path.get(1).map(String::as_str),
+                Some("name" | "namespace" | "resourceVersion")
+            )
+        {
+            continue;
+        }
+        let Some(value) = path.iter().try_fold(live, |v, k| v.get(k)) else {
+            continue;
+        };
+        let mut at = &mut out;
+        for k in &path {
+            if !at.is_object() {
+                *at = json!({});
+            }
+            at = at
+                .as_object_mut()
+                .map(|m| m.entry(k.clone()).or_insert(Value::Null))
+                .expect("an object");
+        }
+        *at = value.clone();
+    }
+    out
+}
+
+/// Field paths of a FieldsV1 set (`f:<name>` keys; a leaf `{}` or anything else ends a path).
+fn collect_paths(set: &Value, prefix: &mut Vec<String>, out: &mut Vec<Vec<String>>) {
+    let Some(m) = set.as_object().filter(|m| !m.is_empty()) else {
+        if !prefix.is_empty() {
+            out.push(prefix.clone());
+        }
+        return;
+    };
+    if m.keys().any(|k| !k.starts_with("f:") && k != ".") {
+        // Items of a list: the list is the field.
+        out.push(prefix.clone());
+        return;
+    }
+    for (k, v) in m {
+        if let Some(name) = k.strip_prefix("f:") {
+            prefix.push(name.to_string());
+            collect_paths(v, prefix, out);
+            prefix.pop();
+        }
+    }
+}
+
 fn remove_annotations(names: &[String]) -> Value {
     let annotations: serde_json::Map<String, Value> =
         names.iter().map(|n| (n.clone(), Value::Null)).collect();
@@ -348,20 +411,46 @@ async fn send(
     };
     let rv = |o: DynamicObject| o.metadata.resource_version.unwrap_or_default();
     let sent = match edit {
-        Edit::Apply(config) => {
-            let mut config = config.clone();
-            if let Some(m) = config.as_object_mut() {
-                m.insert("apiVersion".into(), json!(ar.api_version));
-                m.insert("kind".into(), json!(ar.kind));
+        Edit::Apply(change) => {
+            // An apply states everything its manager wants: a field it set before and leaves
+            // out now would be removed. So the fields we own keep their live values, and the
+            // change goes on top; the live object's resourceVersion makes it a precondition
+            // (a concurrent write answers 409 and is read again).
+            let mut attempt = 0;
+            loop {
+                attempt += 1;
+                let live = match api.get_opt(&key.name).await {
+                    Ok(o) => o,
+                    Err(e) => return Err(refused(key, e)),
+                };
+                let mut config = match &live {
+                    Some(o) => owned_fields(&serde_json::to_value(o).unwrap_or_default()),
+                    None => json!({}),
+                };
+                merge::merge(&mut config, change);
+                if let Some(m) = config.as_object_mut() {
+                    m.insert("apiVersion".into(), json!(ar.api_version));
+                    m.insert("kind".into(), json!(ar.kind));
+                }
+                if let Some(rv) = live
+                    .as_ref()
+                    .and_then(|o| o.metadata.resource_version.clone())
+                {
+                    config["metadata"]["resourceVersion"] = json!(rv);
+                }
+                // Forced: the user asked for exactly this value, whoever set the field before.
+                match api
+                    .patch(
+                        &key.name,
+                        &PatchParams::apply(FIELD_MANAGER).force(),
+                        &Patch::Apply(config),
+                    )
+                    .await
+                {
+                    Err(kube::Error::Api(s)) if s.code == 409 && attempt < 3 => continue,
+                    other => break other.map(rv),
+                }
             }
-            // Forced: the user asked for exactly this value, whoever set the field before.
-            api.patch(
-                &key.name,
-                &PatchParams::apply(FIELD_MANAGER).force(),
-                &Patch::Apply(config),
-            )
-            .await
-            .map(rv)
         }
         Edit::RemoveAnnotations(names) => {
             let params = PatchParams {
@@ -414,5 +503,30 @@ fn refused(key: &Key, e: kube::Error) -> ChangeError {
                 format!("the Kubernetes API could not be reached to change {key}"),
             )
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn owned_fields_are_read_back_from_our_managed_fields_entry() {
+        let live = json!({
+            "metadata": {"name": "a", "namespace": "t", "annotations": {"mine": "1", "theirs": "2"},
+                "managedFields": [
+                    {"manager": FIELD_MANAGER, "operation": "Apply", "fieldsV1": {
+                        "f:metadata": {"f:annotations": {"f:mine": {}}, "f:name": {}},
+                        "f:spec": {"f:pools": {}, "f:list": {"k:{\"name\":\"x\"}": {".": {}}}}}},
+                    {"manager": "kubectl", "operation": "Apply", "fieldsV1": {
+                        "f:metadata": {"f:annotations": {"f:theirs": {}}}}}]},
+            "spec": {"pools": [{"name": "p", "replicas": 3}], "list": [{"name": "x"}], "other": 1}
+        });
+        assert_eq!(
+            owned_fields(&live),
+            json!({"metadata": {"annotations": {"mine": "1"}},
+                   "spec": {"pools": [{"name": "p", "replicas": 3}], "list": [{"name": "x"}]}})
+        );
+        assert_eq!(owned_fields(&json!({"metadata": {}})), json!({}));
     }
 }

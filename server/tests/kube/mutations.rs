@@ -172,6 +172,69 @@ async fn mutations_are_server_side_applies_answered_once_the_watch_shows_them() 
     );
     assert_eq!(o["metadata"]["generation"].as_i64(), Some(generation + 1));
 
+    // The control plane to 3, previewed first (nothing written), then applied.
+    let before = h
+        .api
+        .object("kubernetesclusters", "t", "alpha")
+        .expect("alpha");
+    let v = ask(
+        &h,
+        "op-token",
+        "mutation($ns: String!, $n: String!) { scaleCluster(namespace: $ns, name: $n, controlPlaneReplicas: 3, dryRun: true) { changed plan { machines { name exists } } } }",
+        vars.clone(),
+    )
+    .await;
+    assert_eq!(v["data"]["scaleCluster"]["changed"], false, "{v}");
+    let planned: Vec<&str> = v["data"]["scaleCluster"]["plan"]["machines"]
+        .as_array()
+        .map(|ms| ms.iter().filter_map(|m| m["name"].as_str()).collect())
+        .unwrap_or_default();
+    assert!(
+        planned.starts_with(&["alpha-ctp0", "alpha-ctp1", "alpha-ctp2"]),
+        "{v}"
+    );
+    assert_eq!(
+        h.api.object("kubernetesclusters", "t", "alpha"),
+        Some(before)
+    );
+    let v = ask(
+        &h,
+        "op-token",
+        &format!("mutation($ns: String!, $n: String!) {{ scaleControlPlane(namespace: $ns, name: $n, replicas: 3) {{ {FIELDS} }} }}"),
+        vars.clone(),
+    )
+    .await;
+    assert_eq!(v["data"]["scaleControlPlane"]["changed"], true, "{v}");
+    let o = h
+        .api
+        .object("kubernetesclusters", "t", "alpha")
+        .expect("alpha");
+    assert_eq!(o["spec"]["topology"]["controlplane"]["replicas"], 3);
+    // An even control plane is refused by field before anything is sent.
+    let v = ask(
+        &h,
+        "op-token",
+        "mutation($ns: String!, $n: String!) { scaleControlPlane(namespace: $ns, name: $n, replicas: 2) { changed } }",
+        vars.clone(),
+    )
+    .await;
+    assert_eq!(v["errors"][0]["extensions"]["code"], "INVALID", "{v}");
+    assert_eq!(
+        h.api.object("kubernetesclusters", "t", "alpha"),
+        Some(o.clone())
+    );
+    // A plan for a new cluster reads the cluster's graph (its hosts, classes).
+    let v = ask(
+        &h,
+        "op-token",
+        "mutation { clusterPlan(input: {namespace: \"t\", name: \"gamma\", networkNamespaceName: \"net\", datacenter: \"d\", region: \"r\", zone: \"z\", project: \"p\", workspace: \"w\", workorder: \"o\", environment: \"dev\", version: \"1.33.1\", controlPlane: {replicas: 1, machineClass: \"small\"}}) { valid capacity { verdict hosts } } }",
+        json!({}),
+    )
+    .await;
+    assert_eq!(v["data"]["clusterPlan"]["valid"], true, "{v}");
+    assert_eq!(v["data"]["clusterPlan"]["capacity"]["hosts"], 2, "{v}");
+    assert!(h.api.object("kubernetesclusters", "t", "gamma").is_none());
+
     // Upgrade targets.
     let v = ask(
         &h,
@@ -188,6 +251,17 @@ async fn mutations_are_server_side_applies_answered_once_the_watch_shows_them() 
     assert_eq!(
         o["metadata"]["annotations"]["upgrade.vitistack.io/kubernetes-target"],
         "v1.34.1"
+    );
+    // Each apply restates what the manager applied before: the earlier sizes and the pause are
+    // still there (an apply without them would have removed them).
+    assert_eq!(
+        o["spec"]["topology"]["workers"]["nodePools"][0]["replicas"], 3,
+        "{o}"
+    );
+    assert_eq!(o["spec"]["topology"]["controlplane"]["replicas"], 3, "{o}");
+    assert_eq!(
+        o["metadata"]["annotations"]["upgrade.vitistack.io/do-not-reconcile"], "true",
+        "{o}"
     );
 
     // Resume removes the pause even when someone else set it (here: kubectl).
@@ -302,8 +376,9 @@ async fn mutations_are_server_side_applies_answered_once_the_watch_shows_them() 
                     .collect()
             })
             .unwrap_or_default();
-        // pause, scale, upgrade, resume, delete; the hand-made edit has no actor.
-        if actors.iter().filter(|a| *a == "kubernetes:otto").count() == 5 {
+        // pause, scale pool, scale control plane, upgrade, resume, delete; the hand-made edit
+        // has no actor.
+        if actors.iter().filter(|a| *a == "kubernetes:otto").count() == 6 {
             break;
         }
         assert!(tokio::time::Instant::now() < deadline, "{v}");

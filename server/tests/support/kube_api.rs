@@ -21,7 +21,8 @@
 //! - `PATCH …/{plural}/{name}` with `application/apply-patch+yaml` (server-side apply): the
 //!   manager's fields are tracked per object (`metadata.managedFields`), fields it owned and no
 //!   longer applies are removed, a field another manager owns with a different value is a 409
-//!   conflict unless `force=true` (which moves ownership), `status` is ignored (subresource),
+//!   conflict unless `force=true` (which moves ownership), a `metadata.resourceVersion` in the
+//!   patch is a precondition (409 when the object moved on), `status` is ignored (subresource),
 //!   `generation` moves when `spec` does; `application/merge-patch+json` (RFC 7386); every list
 //!   is atomic, as in the vitistack CRDs, which mark none;
 //! - `DELETE …/{plural}/{name}`: gone at once, or marked with `deletionTimestamp` while the
@@ -976,6 +977,26 @@ fn patch_object(
         }
         if patch["metadata"]["name"].as_str() != Some(name) {
             return status(400, "BadRequest", "metadata.name must match the URL".into());
+        }
+    }
+    // A resourceVersion in the patch is a precondition, not a field.
+    if let Some(want) = patch["metadata"]
+        .as_object_mut()
+        .and_then(|m| m.remove("resourceVersion"))
+    {
+        let have = previous
+            .as_ref()
+            .map(|p| p["metadata"]["resourceVersion"].clone())
+            .unwrap_or(Value::Null);
+        if have != want {
+            return status(
+                409,
+                "Conflict",
+                format!(
+                    "Operation cannot be fulfilled on {} \"{name}\": the object has been modified; please apply your changes to the latest version and try again",
+                    def.plural
+                ),
+            );
         }
     }
     if let Some(m) = patch.as_object_mut() {

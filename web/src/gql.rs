@@ -44,3 +44,5 @@ operation!(PauseCluster, "graphql/pause_cluster.graphql");
 operation!(ResumeCluster, "graphql/resume_cluster.graphql");
 operation!(RequestUpgrade, "graphql/request_upgrade.graphql");
 operation!(DeleteCluster, "graphql/delete_cluster.graphql");
+operation!(ClusterPlan, "graphql/cluster_plan.graphql");
+operation!(CreateCluster, "graphql/create_cluster.graphql");

@@ -292,6 +292,20 @@ impl ClusterInput {
                 format!("Too long: at most {MAX_CLUSTER_ID} characters, so that Machine names `{id}-wrk<i>` stay valid"),
             ));
         }
+        for (field_name, value) in [
+            ("datacenter", &self.datacenter),
+            ("region", &self.region),
+            ("zone", &self.zone),
+            ("project", &self.project),
+            ("workspace", &self.workspace),
+            ("workorder", &self.workorder),
+            ("environment", &self.environment),
+            ("version", &self.version),
+        ] {
+            if value.trim().is_empty() {
+                out.push(field(field_name, "Required value"));
+            }
+        }
         if self.control_plane.replicas < 1 {
             out.push(field(
                 "controlPlane.replicas",

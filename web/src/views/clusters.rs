@@ -94,6 +94,7 @@ pub fn Clusters() -> impl IntoView {
 
     view! {
         <h1>"Clusters"</h1>
+        <super::new_cluster::NewCluster/>
         <form class="filters" role="search" on:submit=|ev| ev.prevent_default()>
             <label>"Search" <input type="search" prop:value=q on:input=f.on("q") placeholder="name" data-testid="filter-q"/></label>
             <label>"Namespace" <input type="text" prop:value=ns on:change=f.on("ns") data-testid="filter-ns"/></label>

@@ -1,5 +1,5 @@
-//! The event log, newest first, filtered by kind, namespace, name and type (each a URL
-//! parameter); new events appear at the top as they happen.
+//! The event log, newest first, filtered by kind, namespace, name, type and who asked for the
+//! change (each a URL parameter); new events appear at the top as they happen.
 
 use leptos::prelude::*;
 
@@ -11,8 +11,9 @@ use crate::net::{self, LinkState};
 #[component]
 pub fn Events() -> impl IntoView {
     let state = expect_context::<LinkState>();
-    let f = UrlFilters::new("/events", &["kind", "ns", "name", "type"]);
+    let f = UrlFilters::new("/events", &["kind", "ns", "name", "type", "by"]);
     let (kind, ns, name, ty) = (f.get("kind"), f.get("ns"), f.get("name"), f.get("type"));
+    let by = f.get("by");
     let events = net::live_query_all::<EventList>(
         move || event_list::Variables {
             filter: Some(event_list::EventFilter {
@@ -24,6 +25,7 @@ pub fn Events() -> impl IntoView {
                 types: Some(ty.get()).filter(|s| !s.is_empty()).map(|t| vec![t]),
                 since: None,
                 until: None,
+                actor: Some(by.get()).filter(|s| !s.is_empty()),
             }),
             first: Some(200),
         },
@@ -36,6 +38,7 @@ pub fn Events() -> impl IntoView {
             <label>"Namespace" <input type="text" prop:value=ns on:change=f.on("ns") data-testid="filter-ns"/></label>
             <label>"Name" <input type="text" prop:value=name on:change=f.on("name") data-testid="filter-name"/></label>
             <label>"Type" <input type="text" prop:value=ty on:change=f.on("type") placeholder="infrastructure.machine.created" data-testid="filter-type"/></label>
+            <label>"Changed by" <input type="text" prop:value=by on:change=f.on("by") placeholder="key:ops" data-testid="filter-by"/></label>
         </form>
         {move || match events.get() {
             None => view! { <p class="empty">"Loading events…"</p> }.into_any(),
@@ -65,12 +68,13 @@ pub fn Events() -> impl IntoView {
                             <td>{what}</td>
                             <td>{link}</td>
                             <td><span class=format!("status {}", status_class(&after))>{phases}</span></td>
+                            <td>{e.actor.unwrap_or_default()}</td>
                         </tr>
                     }
                 }).collect_view();
                 view! {
                     <table class="list" data-testid="events">
-                        <thead><tr><th>"When (UTC)"</th><th>"Event"</th><th>"Object"</th><th>"Phase"</th></tr></thead>
+                        <thead><tr><th>"When (UTC)"</th><th>"Event"</th><th>"Object"</th><th>"Phase"</th><th>"Changed by"</th></tr></thead>
                         <tbody>{rows}</tbody>
                     </table>
                 }.into_any()

@@ -6,6 +6,7 @@ pub mod events;
 pub mod hosts;
 pub mod machines;
 pub mod networks;
+pub mod new_cluster;
 pub mod object;
 pub mod operate;
 pub mod overview;

@@ -25,7 +25,8 @@ pub struct Shape {
     pub paused: bool,
 }
 
-fn may_change() -> bool {
+/// True when the signed-in caller may change clusters (operator or admin).
+pub fn may_change() -> bool {
     use crate::gql::me::Role;
     expect_context::<Session>()
         .0

@@ -166,6 +166,7 @@ fn a_new_cluster_gets_talos_machine_names_labels_and_classes() {
 fn even_control_planes_bad_names_and_missing_or_disabled_classes_are_field_errors() {
     let s = store(vec![]);
     let mut i = input(2, &[("Bad_Pool", 1), ("x", -1)]);
+    i.zone = " ".into();
     i.control_plane.machine_class = Some("nope".into());
     i.node_pools[1].machine_class = Some("off".into());
     let p = plan(&s.snapshot(), &i, Overcommit::default(), 1);
@@ -174,6 +175,7 @@ fn even_control_planes_bad_names_and_missing_or_disabled_classes_are_field_error
     for want in [
         "nodePools[0].name",
         "nodePools[1].replicas",
+        "zone",
         "spec.topology.controlplane.machineClass",
         "spec.topology.workers.nodePools[1].machineClass",
     ] {

@@ -372,35 +372,18 @@ impl MutationRoot {
         #[graphql(default)] allow_over_capacity: bool,
         #[graphql(default)] dry_run: bool,
     ) -> async_graphql::Result<ClusterChange> {
-        let changer = changer(ctx)?;
-        let mut kc = current_cluster(ctx, &namespace, &name)?;
-        let mut config = json!({"metadata": {"name": name, "namespace": namespace}});
-        if let Some(r) = control_plane_replicas {
-            kc["spec"]["topology"]["controlplane"]["replicas"] = json!(r);
-            config["spec"]["topology"]["controlplane"]["replicas"] = json!(r);
-        }
-        if !node_pools.is_empty() {
-            let pools = scaled_pools(&kc, &namespace, &name, &node_pools)?;
-            kc["spec"]["topology"]["workers"]["nodePools"] = json!(pools);
-            config["spec"]["topology"]["workers"]["nodePools"] = json!(pools);
-        }
-        if dry_run {
-            let (o, min) = settings(ctx);
-            let plan = cluster::plan_object(&snap(ctx), &kc, Vec::new(), o, min);
-            let current = snap(ctx)
-                .get(Kind::KubernetesCluster, &namespace, &name)
-                .cloned()
-                .ok_or_else(|| ChangeError::new("NOT_FOUND", "the cluster went away"))?;
-            return answer(
-                crate::change::Written {
-                    object: current,
-                    changed: false,
-                },
-                Some(plan),
-            );
-        }
-        self.scale(ctx, changer, kc, config, allow_over_capacity)
-            .await
+        self.resize(
+            ctx,
+            Resize {
+                namespace,
+                name,
+                control_plane: control_plane_replicas,
+                pools: node_pools,
+                allow_over_capacity,
+                dry_run,
+            },
+        )
+        .await
     }
 
     /// Set the replicas of one worker pool. Refused when the pool does not exist, and with
@@ -415,22 +398,21 @@ impl MutationRoot {
         replicas: i32,
         #[graphql(default)] allow_over_capacity: bool,
     ) -> async_graphql::Result<ClusterChange> {
-        let changer = changer(ctx)?;
-        let mut kc = current_cluster(ctx, &namespace, &name)?;
-        let pools = scaled_pools(
-            &kc,
-            &namespace,
-            &name,
-            &[PoolScale {
-                name: pool,
-                replicas,
-            }],
-        )?;
-        kc["spec"]["topology"]["workers"]["nodePools"] = json!(pools);
-        let config = json!({"metadata": {"name": name, "namespace": namespace},
-                            "spec": {"topology": {"workers": {"nodePools": pools}}}});
-        self.scale(ctx, changer, kc, config, allow_over_capacity)
-            .await
+        self.resize(
+            ctx,
+            Resize {
+                namespace,
+                name,
+                control_plane: None,
+                pools: vec![PoolScale {
+                    name: pool,
+                    replicas,
+                }],
+                allow_over_capacity,
+                dry_run: false,
+            },
+        )
+        .await
     }
 
     /// Set the control plane's replicas (odd, at least 1: the CRD's rule). Refused with
@@ -444,13 +426,18 @@ impl MutationRoot {
         replicas: i32,
         #[graphql(default)] allow_over_capacity: bool,
     ) -> async_graphql::Result<ClusterChange> {
-        let changer = changer(ctx)?;
-        let mut kc = current_cluster(ctx, &namespace, &name)?;
-        kc["spec"]["topology"]["controlplane"]["replicas"] = json!(replicas);
-        let config = json!({"metadata": {"name": name, "namespace": namespace},
-                            "spec": {"topology": {"controlplane": {"replicas": replicas}}}});
-        self.scale(ctx, changer, kc, config, allow_over_capacity)
-            .await
+        self.resize(
+            ctx,
+            Resize {
+                namespace,
+                name,
+                control_plane: Some(replicas),
+                pools: Vec::new(),
+                allow_over_capacity,
+                dry_run: false,
+            },
+        )
+        .await
     }
 
     /// Delete a cluster. `confirm` must repeat its name. talos-operator's finalizer then removes
@@ -635,25 +622,59 @@ impl MutationRoot {
     }
 }
 
+/// A new size for a cluster: what `scaleCluster`, `scaleNodePool` and `scaleControlPlane` ask.
+struct Resize {
+    namespace: String,
+    name: String,
+    control_plane: Option<i32>,
+    pools: Vec<PoolScale>,
+    allow_over_capacity: bool,
+    dry_run: bool,
+}
+
 impl MutationRoot {
-    /// Plan the scaled cluster `kc`, refuse it when invalid or (unless allowed) over capacity,
-    /// then apply `config`.
-    async fn scale(
-        &self,
-        ctx: &Context<'_>,
-        changer: &Changer,
-        kc: Value,
-        config: Value,
-        allow_over_capacity: bool,
-    ) -> async_graphql::Result<ClusterChange> {
+    /// Plan the resized cluster; with `dry_run` answer the plan, else refuse it when invalid or
+    /// (unless allowed) over capacity, and apply the sizes in one server-side apply.
+    async fn resize(&self, ctx: &Context<'_>, r: Resize) -> async_graphql::Result<ClusterChange> {
+        let changer = changer(ctx)?;
+        let Resize {
+            namespace, name, ..
+        } = &r;
+        let mut kc = current_cluster(ctx, namespace, name)?;
+        let mut config = json!({"metadata": {"name": name, "namespace": namespace}});
+        if let Some(n) = r.control_plane {
+            kc["spec"]["topology"]["controlplane"]["replicas"] = json!(n);
+            config["spec"]["topology"]["controlplane"]["replicas"] = json!(n);
+        }
+        if !r.pools.is_empty() {
+            let pools = scaled_pools(&kc, namespace, name, &r.pools)?;
+            kc["spec"]["topology"]["workers"]["nodePools"] = json!(pools);
+            config["spec"]["topology"]["workers"]["nodePools"] = json!(pools);
+        }
         let (o, min) = settings(ctx);
         let plan = cluster::plan_object(&snap(ctx), &kc, Vec::new(), o, min);
+        if r.dry_run {
+            let current = snap(ctx)
+                .get(Kind::KubernetesCluster, namespace, name)
+                .cloned()
+                .ok_or_else(|| ChangeError::new("NOT_FOUND", "the cluster went away"))?;
+            return answer(
+                crate::change::Written {
+                    object: current,
+                    changed: false,
+                },
+                Some(plan),
+            );
+        }
         cluster::refuse_invalid(&plan, "the scaled cluster")?;
-        check_capacity(&plan, allow_over_capacity)?;
-        let ns = kc["metadata"]["namespace"].as_str().unwrap_or_default();
-        let name = kc["metadata"]["name"].as_str().unwrap_or_default();
+        check_capacity(&plan, r.allow_over_capacity)?;
         let written = changer
-            .write(&key(ns, name), "v1alpha1", Edit::Apply(config), &actor(ctx))
+            .write(
+                &key(namespace, name),
+                "v1alpha1",
+                Edit::Apply(config),
+                &actor(ctx),
+            )
             .await?;
         answer(written, Some(plan))
     }

@@ -206,7 +206,7 @@ impl Changer {
             }
         };
         if let (Some(after), Some(c)) = (&after, &current)
-            && same(after, c)
+            && crate::store::same_content(after, c)
         {
             return Ok(Written {
                 object: c.clone(),
@@ -368,26 +368,6 @@ fn remove_annotations(names: &[String]) -> Value {
     let annotations: serde_json::Map<String, Value> =
         names.iter().map(|n| (n.clone(), Value::Null)).collect();
     json!({"metadata": {"annotations": annotations}})
-}
-
-/// Equal apart from what the API server maintains.
-fn same(a: &Resource, b: &Resource) -> bool {
-    let plain = |r: &Resource| {
-        let mut v = r.to_value();
-        if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
-            for k in [
-                "resourceVersion",
-                "generation",
-                "uid",
-                "creationTimestamp",
-                "managedFields",
-            ] {
-                m.remove(k);
-            }
-        }
-        v
-    };
-    plain(a) == plain(b)
 }
 
 /// Send one edit to the API server; the resourceVersion it answered with.

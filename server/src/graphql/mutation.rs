@@ -182,17 +182,36 @@ fn settings(ctx: &Context<'_>) -> (crate::domain::hosts::Overcommit, usize) {
     (o, min)
 }
 
-/// The cluster `namespace/name` as JSON, or NOT_FOUND.
-fn current_cluster(ctx: &Context<'_>, namespace: &str, name: &str) -> Result<Value, ChangeError> {
+/// The cluster `namespace/name`, or NOT_FOUND.
+fn existing_cluster(
+    ctx: &Context<'_>,
+    namespace: &str,
+    name: &str,
+) -> Result<Arc<crate::model::Resource>, ChangeError> {
     snap(ctx)
         .get(Kind::KubernetesCluster, namespace, name)
-        .map(|r| full_value(r))
+        .cloned()
         .ok_or_else(|| {
             ChangeError::new(
                 "NOT_FOUND",
                 format!("KubernetesCluster {namespace}/{name} does not exist"),
             )
         })
+}
+
+/// Write `edit` to the cluster `namespace/name` as the caller, and answer with the cluster the
+/// store then shows (and the plan the change was checked against).
+async fn write_cluster(
+    ctx: &Context<'_>,
+    changer: &Changer,
+    (namespace, name): (&str, &str),
+    edit: Edit,
+    plan: Option<ClusterPlan>,
+) -> async_graphql::Result<ClusterChange> {
+    let written = changer
+        .write(&key(namespace, name), "v1alpha1", edit, &actor(ctx))
+        .await?;
+    answer(written, plan)
 }
 
 /// Refuse a plan whose Machines do not fit, unless the caller accepts that.
@@ -344,15 +363,14 @@ impl MutationRoot {
         drop(snapshot);
         cluster::refuse_invalid(&plan, "the cluster")?;
         check_capacity(&plan, allow_over_capacity)?;
-        let written = changer
-            .write(
-                &key(&input.namespace, &input.name),
-                "v1alpha1",
-                Edit::Apply(object),
-                &actor(ctx),
-            )
-            .await?;
-        answer(written, Some(plan))
+        write_cluster(
+            ctx,
+            changer,
+            (&input.namespace, &input.name),
+            Edit::Apply(object),
+            Some(plan),
+        )
+        .await
     }
 
     /// Set the size of a cluster at once: the control plane and any of its pools, in one
@@ -451,7 +469,7 @@ impl MutationRoot {
         confirm: String,
     ) -> async_graphql::Result<ClusterChange> {
         let changer = changer(ctx)?;
-        current_cluster(ctx, &namespace, &name)?;
+        existing_cluster(ctx, &namespace, &name)?;
         if confirm != name {
             return Err(ChangeError::invalid(
                 "the deletion",
@@ -462,15 +480,7 @@ impl MutationRoot {
             )
             .into());
         }
-        let written = changer
-            .write(
-                &key(&namespace, &name),
-                "v1alpha1",
-                Edit::Delete,
-                &actor(ctx),
-            )
-            .await?;
-        answer(written, None)
+        write_cluster(ctx, changer, (&namespace, &name), Edit::Delete, None).await
     }
 
     /// Make talos-operator leave the cluster alone (annotation
@@ -483,18 +493,10 @@ impl MutationRoot {
         name: String,
     ) -> async_graphql::Result<ClusterChange> {
         let changer = changer(ctx)?;
-        current_cluster(ctx, &namespace, &name)?;
+        existing_cluster(ctx, &namespace, &name)?;
         let config = json!({"metadata": {"name": name, "namespace": namespace,
                                          "annotations": {DO_NOT_RECONCILE: "true"}}});
-        let written = changer
-            .write(
-                &key(&namespace, &name),
-                "v1alpha1",
-                Edit::Apply(config),
-                &actor(ctx),
-            )
-            .await?;
-        answer(written, None)
+        write_cluster(ctx, changer, (&namespace, &name), Edit::Apply(config), None).await
     }
 
     /// Let talos-operator reconcile the cluster again (removes the pause annotation, whoever set
@@ -507,16 +509,15 @@ impl MutationRoot {
         name: String,
     ) -> async_graphql::Result<ClusterChange> {
         let changer = changer(ctx)?;
-        current_cluster(ctx, &namespace, &name)?;
-        let written = changer
-            .write(
-                &key(&namespace, &name),
-                "v1alpha1",
-                Edit::RemoveAnnotations(vec![DO_NOT_RECONCILE.into()]),
-                &actor(ctx),
-            )
-            .await?;
-        answer(written, None)
+        existing_cluster(ctx, &namespace, &name)?;
+        write_cluster(
+            ctx,
+            changer,
+            (&namespace, &name),
+            Edit::RemoveAnnotations(vec![DO_NOT_RECONCILE.into()]),
+            None,
+        )
+        .await
     }
 
     /// Ask talos-operator to upgrade Talos and/or Kubernetes (annotations
@@ -531,7 +532,7 @@ impl MutationRoot {
         kubernetes_version: Option<String>,
     ) -> async_graphql::Result<ClusterChange> {
         let changer = changer(ctx)?;
-        current_cluster(ctx, &namespace, &name)?;
+        existing_cluster(ctx, &namespace, &name)?;
         let mut problems = Vec::new();
         let mut annotations = serde_json::Map::new();
         for (arg, value, annotation) in [
@@ -558,15 +559,7 @@ impl MutationRoot {
         }
         let config = json!({"metadata": {"name": name, "namespace": namespace,
                                          "annotations": annotations}});
-        let written = changer
-            .write(
-                &key(&namespace, &name),
-                "v1alpha1",
-                Edit::Apply(config),
-                &actor(ctx),
-            )
-            .await?;
-        answer(written, None)
+        write_cluster(ctx, changer, (&namespace, &name), Edit::Apply(config), None).await
     }
 
     /// Import manifests into the embedded source, as `vitistack import` does: each file all or
@@ -640,7 +633,8 @@ impl MutationRoot {
         let Resize {
             namespace, name, ..
         } = &r;
-        let mut kc = current_cluster(ctx, namespace, name)?;
+        let current = existing_cluster(ctx, namespace, name)?;
+        let mut kc = full_value(&current);
         let mut config = json!({"metadata": {"name": name, "namespace": namespace}});
         if let Some(n) = r.control_plane {
             kc["spec"]["topology"]["controlplane"]["replicas"] = json!(n);
@@ -654,10 +648,6 @@ impl MutationRoot {
         let (o, min) = settings(ctx);
         let plan = cluster::plan_object(&snap(ctx), &kc, Vec::new(), o, min);
         if r.dry_run {
-            let current = snap(ctx)
-                .get(Kind::KubernetesCluster, namespace, name)
-                .cloned()
-                .ok_or_else(|| ChangeError::new("NOT_FOUND", "the cluster went away"))?;
             return answer(
                 crate::change::Written {
                     object: current,
@@ -668,14 +658,13 @@ impl MutationRoot {
         }
         cluster::refuse_invalid(&plan, "the scaled cluster")?;
         check_capacity(&plan, r.allow_over_capacity)?;
-        let written = changer
-            .write(
-                &key(namespace, name),
-                "v1alpha1",
-                Edit::Apply(config),
-                &actor(ctx),
-            )
-            .await?;
-        answer(written, Some(plan))
+        write_cluster(
+            ctx,
+            changer,
+            (namespace, name),
+            Edit::Apply(config),
+            Some(plan),
+        )
+        .await
     }
 }

@@ -85,6 +85,9 @@ pub struct Change {
 /// What a change a writer waits for must look like (see [`Store::expect`]).
 pub type Intent = Box<dyn Fn(&Change) -> bool + Send + Sync>;
 
+/// An expectation and the change that fulfilled it.
+type Fulfilled = (Expected, Arc<Change>);
+
 /// A change someone wrote and waits to see: the first change of `key` that fulfils `intent` is
 /// attributed to `actor` and handed over.
 struct Expected {
@@ -674,7 +677,7 @@ impl Store {
         if out.is_empty() {
             return Vec::new();
         }
-        let out = self.attribute(out, actor);
+        let (out, fulfilled) = self.attribute(out, actor);
         if let Some(derive) = &self.deriver {
             let before = snap.derived.take();
             snap.derived = Some(derive(before.as_ref(), &snap, &out));
@@ -684,53 +687,51 @@ impl Store {
             // No receivers is fine: nobody is listening yet.
             let _ = self.changes.send(c.clone());
         }
-        self.hand_over(&out);
+        for (e, c) in fulfilled {
+            let _ = e.done.send(c);
+        }
         out
     }
 
-    /// Give each change its actor when a waiting writer expects it.
-    fn attribute(&self, changes: Vec<Change>, actor: Option<&Arc<str>>) -> Vec<Arc<Change>> {
-        let expected = self.expected.lock();
-        changes
+    /// Give each change its actor, and take the expectation it fulfils (each is evaluated once,
+    /// under the writer lock): the writer is handed the change once the snapshot holds it.
+    fn attribute(
+        &self,
+        changes: Vec<Change>,
+        actor: Option<&Arc<str>>,
+    ) -> (Vec<Arc<Change>>, Vec<Fulfilled>) {
+        let mut expected = self.expected.lock();
+        let mut fulfilled = Vec::new();
+        let changes = changes
             .into_iter()
             .map(|mut c| {
-                if let Some(a) = actor {
-                    c.actor = Some(a.clone());
-                } else if !expected.is_empty() {
-                    let key = Key::of(&c.object);
-                    if let Some(e) = expected
-                        .iter()
-                        .find(|e| e.key == key && !e.done.is_closed() && (e.intent)(&c))
-                    {
-                        c.actor = e.actor.clone();
-                    }
+                // (Nothing expected, the usual case: no key is built.)
+                let found = (!expected.is_empty())
+                    .then(|| {
+                        let key = Key::of(&c.object);
+                        expected
+                            .iter()
+                            .position(|e| e.key == key && !e.done.is_closed() && (e.intent)(&c))
+                    })
+                    .flatten();
+                let e = found.map(|i| expected.swap_remove(i));
+                c.actor = actor
+                    .cloned()
+                    .or_else(|| e.as_ref().and_then(|e| e.actor.clone()));
+                let c = Arc::new(c);
+                if let Some(e) = e {
+                    fulfilled.push((e, c.clone()));
                 }
-                Arc::new(c)
+                c
             })
-            .collect()
-    }
-
-    /// Hand the changes to the writers waiting for them (once the snapshot holds them).
-    fn hand_over(&self, changes: &[Arc<Change>]) {
-        let mut expected = self.expected.lock();
-        if expected.is_empty() {
-            return;
-        }
-        for c in changes {
-            let key = Key::of(&c.object);
-            if let Some(i) = expected
-                .iter()
-                .position(|e| e.key == key && !e.done.is_closed() && (e.intent)(c))
-            {
-                let e = expected.swap_remove(i);
-                let _ = e.done.send(c.clone());
-            }
-        }
+            .collect();
+        (changes, fulfilled)
     }
 }
 
-/// Equal apart from the fields the store itself maintains.
-fn same_content(prev: &Resource, next: &Resource) -> bool {
+/// Equal apart from the fields the store itself maintains (an upsert of such an object changes
+/// nothing).
+pub fn same_content(prev: &Resource, next: &Resource) -> bool {
     let mut a = prev.clone();
     let mut b = next.clone();
     for m in [a.meta_mut(), b.meta_mut()] {

@@ -55,6 +55,11 @@ fi
 # rebuild the crate with different dev-dependency features.
 VITISTACK_BIN="$CARGO_TARGET_DIR/debug/vitistack" "$venv/bin/python" -m unittest -v e2e/chart/test_chart.py 2>&1 | tee -a "$log" || status=1
 
+echo "== the old aggregator's REST contract: schemathesis on /api/v1/openapi.json, promtool on /metrics"
+command -v promtool >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null; } || status=1
+"$venv/bin/python" -c 'import schemathesis' 2>/dev/null || "$venv/bin/pip" install --quiet schemathesis || status=1
+check "REST contract (e2e/rest/check.sh)" bash e2e/rest/check.sh "$venv" "$CARGO_TARGET_DIR/debug/vitistack"
+
 echo "== subscriptions through the reference clients (graphql-ws, ws, graphql-sse on Node)"
 command -v npm >/dev/null || { apt-get update -qq && apt-get install -y -qq nodejs npm >/dev/null; }
 (cd e2e/ws && npm ci --no-audit --no-fund --loglevel=error) || status=1

@@ -32,8 +32,42 @@ fn files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
+/// The commit the binary is built from: `VITISTACK_COMMIT` when the build sets it (a release
+/// pipeline), else what git says of the checkout, else `unknown` (a source tarball).
+fn commit(manifest: &Path) -> String {
+    println!("cargo:rerun-if-env-changed=VITISTACK_COMMIT");
+    if let Ok(c) = std::env::var("VITISTACK_COMMIT")
+        && !c.trim().is_empty()
+    {
+        return c.trim().to_string();
+    }
+    let git = |args: &[&str]| {
+        std::process::Command::new("git")
+            .args(args)
+            .current_dir(manifest)
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+    };
+    // Rebuilt when HEAD moves: HEAD itself (a checkout) and the branch it points at (a commit).
+    if let Some(dir) = git(&["rev-parse", "--absolute-git-dir"]) {
+        let dir = PathBuf::from(dir);
+        println!("cargo:rerun-if-changed={}", dir.join("HEAD").display());
+        if let Some(head) = git(&["symbolic-ref", "-q", "HEAD"]) {
+            println!("cargo:rerun-if-changed={}", dir.join(head).display());
+        }
+        println!(
+            "cargo:rerun-if-changed={}",
+            dir.join("packed-refs").display()
+        );
+    }
+    git(&["rev-parse", "--short=12", "HEAD"]).unwrap_or_else(|| "unknown".into())
+}
+
 fn main() {
     let manifest = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap_or_default());
+    println!("cargo:rustc-env=VITISTACK_COMMIT={}", commit(&manifest));
     let dist = manifest.join("../web/dist");
     // Watch web/ when dist does not exist yet (a missing path would rebuild the server every time).
     let watched = if dist.is_dir() {

@@ -241,6 +241,41 @@ pub struct ServeConfig {
     #[arg(long, env = "CHANGE_WAIT_SECONDS", default_value_t = 20)]
     pub change_wait_seconds: u64,
 
+    /// Serve `/metrics` and count requests for it; false: `/metrics` answers 404.
+    #[arg(long, env = "METRICS_ENABLED", default_value_t = true, action = clap::ArgAction::Set)]
+    pub metrics_enabled: bool,
+
+    /// An operator's object without any status for longer than this (seconds) counts as waiting
+    /// on it: the operator is then reported unhealthy.
+    #[arg(long, env = "OPERATOR_STALL_SECONDS", default_value_t = 300)]
+    pub operator_stall_seconds: u64,
+
+    /// proxmox-operator's endpoint (any URL answering 2xx when it is well), probed every
+    /// PROXMOX_SYNC_INTERVAL; unset: judged from the graph alone.
+    #[arg(long, env = "PROXMOX_OPERATOR_ENDPOINT")]
+    pub proxmox_operator_endpoint: Option<String>,
+    /// How often to probe PROXMOX_OPERATOR_ENDPOINT (`60s`, `2m`, `500ms`, or seconds).
+    #[arg(long, env = "PROXMOX_SYNC_INTERVAL", default_value = "60s")]
+    pub proxmox_sync_interval: String,
+    /// talos-operator's endpoint, probed every TALOS_SYNC_INTERVAL.
+    #[arg(long, env = "TALOS_OPERATOR_ENDPOINT")]
+    pub talos_operator_endpoint: Option<String>,
+    /// How often to probe TALOS_OPERATOR_ENDPOINT.
+    #[arg(long, env = "TALOS_SYNC_INTERVAL", default_value = "60s")]
+    pub talos_sync_interval: String,
+    /// kea-operator's endpoint, probed every KEA_SYNC_INTERVAL.
+    #[arg(long, env = "KEA_OPERATOR_ENDPOINT")]
+    pub kea_operator_endpoint: Option<String>,
+    /// How often to probe KEA_OPERATOR_ENDPOINT.
+    #[arg(long, env = "KEA_SYNC_INTERVAL", default_value = "30s")]
+    pub kea_sync_interval: String,
+    /// kubevirt-operator's endpoint, probed every KUBEVIRT_SYNC_INTERVAL.
+    #[arg(long, env = "KUBEVIRT_OPERATOR_ENDPOINT")]
+    pub kubevirt_operator_endpoint: Option<String>,
+    /// How often to probe KUBEVIRT_OPERATOR_ENDPOINT.
+    #[arg(long, env = "KUBEVIRT_SYNC_INTERVAL", default_value = "45s")]
+    pub kubevirt_sync_interval: String,
+
     /// Access: API keys, Kubernetes reviews, anonymous read, limits.
     #[command(flatten)]
     pub access: AccessConfig,
@@ -670,8 +705,82 @@ impl ServeConfig {
                 return Err(format!("{name} must be at least 1"));
             }
         }
+        self.probe_targets()?;
         Ok(())
     }
+
+    /// The operator endpoints to probe, each with its interval.
+    pub fn probe_targets(&self) -> Result<Vec<crate::source::operators::ProbeTarget>, String> {
+        use crate::source::operators::{Operator, ProbeTarget};
+        let mut targets = Vec::new();
+        for (operator, url, interval) in [
+            (
+                Operator::Proxmox,
+                &self.proxmox_operator_endpoint,
+                &self.proxmox_sync_interval,
+            ),
+            (
+                Operator::Talos,
+                &self.talos_operator_endpoint,
+                &self.talos_sync_interval,
+            ),
+            (
+                Operator::Kea,
+                &self.kea_operator_endpoint,
+                &self.kea_sync_interval,
+            ),
+            (
+                Operator::Kubevirt,
+                &self.kubevirt_operator_endpoint,
+                &self.kubevirt_sync_interval,
+            ),
+        ] {
+            let var = operator.name().to_uppercase();
+            let interval = parse_duration(interval)
+                .filter(|d| !d.is_zero())
+                .ok_or_else(|| {
+                    format!(
+                        "{var}_SYNC_INTERVAL must be a duration above 0 like 60s, 2m or 500ms, not `{interval}`"
+                    )
+                })?;
+            let Some(url) = url.as_deref().map(str::trim).filter(|u| !u.is_empty()) else {
+                continue;
+            };
+            if !(url.starts_with("http://") || url.starts_with("https://"))
+                || reqwest::Url::parse(url).is_err()
+            {
+                return Err(format!(
+                    "{var}_OPERATOR_ENDPOINT must be an http:// or https:// URL"
+                ));
+            }
+            targets.push(ProbeTarget {
+                operator,
+                url: url.to_string(),
+                interval,
+            });
+        }
+        Ok(targets)
+    }
+}
+
+/// A duration written as `500ms`, `60s`, `2m`, `1h`, or a plain number of seconds.
+pub fn parse_duration(s: &str) -> Option<std::time::Duration> {
+    let s = s.trim();
+    let split = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(s.len());
+    let (number, unit) = s.split_at(split);
+    let n: f64 = number.parse().ok()?;
+    let seconds = match unit.trim() {
+        "" | "s" => n,
+        "ms" => n / 1000.0,
+        "m" => n * 60.0,
+        "h" => n * 3600.0,
+        _ => return None,
+    };
+    (0.0..1e9)
+        .contains(&seconds)
+        .then(|| std::time::Duration::from_secs_f64(seconds))
 }
 
 fn vitistack_default_change_buffer() -> usize {

@@ -14,3 +14,15 @@ pub mod http;
 pub mod model;
 pub mod source;
 pub mod store;
+
+/// The server's version (the crate's).
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+/// The git commit the binary was built from (`unknown` outside a checkout); set by `build.rs`.
+pub const COMMIT: &str = env!("VITISTACK_COMMIT");
+/// `vitistack --version`: the version and the commit.
+pub const LONG_VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("VITISTACK_COMMIT"),
+    ")"
+);

@@ -14,7 +14,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 /// A live, typed GraphQL view of a Viti Stack management cluster.
 #[derive(Parser)]
-#[command(name = "vitistack", version, about, long_about = None)]
+#[command(name = "vitistack", version = vitistack::LONG_VERSION, about, long_about = None)]
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,

@@ -185,6 +185,7 @@ pub async fn start(cfg: &ServeConfig, listener: TcpListener) -> anyhow::Result<R
             .derive_with(crate::domain::aggregates::deriver()),
     );
     let ready = Arc::new(AtomicBool::new(false));
+    let stopping = Arc::new(AtomicBool::new(false));
     let metrics = Arc::new(Metrics::new()?);
     let engine = Engine::of(&cfg.db.database_url)?;
     let db_health = Arc::new(DbHealth::new(engine, &cfg.db.database_url));
@@ -294,7 +295,15 @@ pub async fn start(cfg: &ServeConfig, listener: TcpListener) -> anyhow::Result<R
             Duration::from_secs(cfg.change_wait_seconds.max(1)),
         )))
     };
+    let judge = crate::source::operators::Judge {
+        probes: crate::source::operators::Probes::start(
+            cfg.probe_targets().map_err(anyhow::Error::msg)?,
+            stop_rx.clone(),
+        ),
+        stall: Duration::from_secs(cfg.operator_stall_seconds),
+    };
     let settings = SchemaSettings {
+        operators: judge.clone(),
         max_page_size: cfg.max_page_size,
         max_depth: cfg.max_query_depth,
         limits: cfg.query_limits(),
@@ -353,6 +362,11 @@ pub async fn start(cfg: &ServeConfig, listener: TcpListener) -> anyhow::Result<R
         db_health: db_health.clone(),
         source: source_status.clone(),
         history: Some(history.clone()),
+        probes: judge.probes.clone(),
+        operator_stall: judge.stall,
+        stopping: stopping.clone(),
+        metrics_enabled: cfg.metrics_enabled,
+        vitistack_name: cfg.vitistack_name.clone(),
     };
     let addr = listener.local_addr()?;
     let mut http_stop = stop_rx.clone();

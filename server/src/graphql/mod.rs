@@ -51,6 +51,8 @@ pub struct SchemaSettings {
     pub changer: Option<std::sync::Arc<crate::change::Changer>>,
     /// What the mutations check against.
     pub change: mutation::ChangeSettings,
+    /// How the operators are judged (served as `operators`).
+    pub operators: crate::source::operators::Judge,
 }
 
 impl Default for SchemaSettings {
@@ -67,6 +69,7 @@ impl Default for SchemaSettings {
             fanout: None,
             history: None,
             introspection: true,
+            operators: Default::default(),
             changer: None,
             change: mutation::ChangeSettings {
                 min_hosts_that_can_fail: 1,
@@ -86,6 +89,7 @@ pub(crate) fn with_data<Q, M, S>(
         })
         .data(DatacenterName(settings.vitistack_name.clone()))
         .data(settings.source.clone())
+        .data(settings.operators.clone())
         .data(settings.overcommit)
         .data(settings.store.clone())
         .data(settings.change)

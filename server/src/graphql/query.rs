@@ -326,14 +326,17 @@ pub fn infrastructure_summary_full(s: &Snapshot) -> InfrastructureSummary {
 
 /// The Vitistack singleton: the one named by config (VITISTACKCRDNAME), else the first.
 fn datacenter_of(ctx: &Context<'_>) -> Option<Arc<Resource>> {
-    let s = snap(ctx);
     let wanted = ctx
         .data_opt::<DatacenterName>()
         .map(|d| d.0.as_str())
         .unwrap_or("vitistack");
+    datacenter(&snap(ctx), wanted).cloned()
+}
+
+/// The Vitistack named `wanted` (VITISTACKCRDNAME), else the first one.
+pub fn datacenter<'s>(s: &'s Snapshot, wanted: &str) -> Option<&'s Arc<Resource>> {
     s.get(Kind::Vitistack, "", wanted)
         .or_else(|| s.list(Kind::Vitistack).next())
-        .cloned()
 }
 
 /// An object by `metadata.uid`, else a cluster-scoped object of `kind` by name.
@@ -478,10 +481,8 @@ impl Query {
     /// Server version (parity with the old `/v1/info/version`).
     async fn version(&self) -> VersionInfo {
         VersionInfo {
-            version: env!("CARGO_PKG_VERSION").to_string(),
-            commit: option_env!("VITISTACK_COMMIT")
-                .unwrap_or("unknown")
-                .to_string(),
+            version: crate::VERSION.to_string(),
+            commit: crate::COMMIT.to_string(),
         }
     }
 
@@ -624,6 +625,21 @@ impl Query {
         crate::graphql::mark_volatile(ctx);
         ctx.data_unchecked::<Arc<crate::source::status::SourceStatus>>()
             .report(&snap(ctx))
+    }
+
+    /// How the infrastructure operators (proxmox, talos, kea, kubevirt) are doing: judged from
+    /// what the graph shows (their kinds served and current, their objects progressing) and
+    /// their endpoints' answers when probed (`*_OPERATOR_ENDPOINT`).
+    async fn operators(&self, ctx: &Context<'_>) -> Vec<crate::source::operators::OperatorHealth> {
+        // Depends on the clock and the probes, not only on the snapshot.
+        crate::graphql::mark_volatile(ctx);
+        let judge = ctx.data_unchecked::<crate::source::operators::Judge>();
+        crate::source::operators::judge(
+            &snap(ctx),
+            ctx.data_unchecked::<Arc<crate::source::status::SourceStatus>>(),
+            &judge.probes,
+            judge.stall,
+        )
     }
 
     /// Who is asking: the principal of this request and its role (the dashboard offers

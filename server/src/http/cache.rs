@@ -75,6 +75,12 @@ impl ResponseCache {
         }
     }
 
+    /// Entries held, their bytes, and the limit in bytes.
+    pub fn figures(&self) -> (usize, usize, usize) {
+        let st = self.state.lock();
+        (st.slots.len(), st.bytes, self.max_bytes)
+    }
+
     /// The answer for `key` at sequence `seq`: the cached one, or `execute`'s (kept when it is
     /// cacheable and fits).
     pub async fn get_or_execute<F, Fut>(

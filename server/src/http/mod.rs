@@ -4,8 +4,10 @@ pub mod access;
 pub mod assets;
 pub mod cache;
 mod graphql_http;
+pub mod health;
 mod metrics;
 pub mod rate;
+pub mod rest;
 pub mod tls;
 pub mod ws;
 pub mod ws_message;
@@ -63,6 +65,16 @@ pub struct AppState {
     pub history: Option<Arc<crate::history::History>>,
     /// Who may call, how much, and from where.
     pub access: Arc<access::Access>,
+    /// The latest probes of the operators' endpoints.
+    pub probes: Arc<crate::source::operators::Probes>,
+    /// How long an operator's object may go without status before the operator is unhealthy.
+    pub operator_stall: std::time::Duration,
+    /// Set at SIGTERM: `/ready` answers 503, sockets close with 1001.
+    pub stopping: Arc<AtomicBool>,
+    /// `/metrics` is served (METRICS_ENABLED).
+    pub metrics_enabled: bool,
+    /// Which Vitistack is "the" datacenter (VITISTACKCRDNAME).
+    pub vitistack_name: String,
 }
 
 impl AppState {
@@ -107,12 +119,14 @@ pub fn router(state: AppState) -> Router {
             "/graphql/stream",
             get(graphql_sse_get).post(graphql_sse_post),
         )
-        .route("/health", get(health))
-        .route("/health/live", get(health))
-        .route("/health/database", get(health_database))
-        .route("/health/operators", get(health_operators))
-        .route("/ready", get(ready))
+        .route("/health", get(health::health))
+        .route("/health/live", get(health::live))
+        .route("/health/database", get(health::database))
+        .route("/health/operators", get(health::operators))
+        .route("/health/cache", get(health::cache))
+        .route("/ready", get(health::ready))
         .route("/metrics", get(metrics))
+        .merge(rest::routes())
         .fallback(assets::serve)
         .layer(tower_http::limit::RequestBodyLimitLayer::new(
             MAX_BODY_BYTES,
@@ -522,69 +536,18 @@ fn answer_body(response: &async_graphql::Response) -> bytes::Bytes {
     })
 }
 
-async fn health() -> Response {
-    (StatusCode::OK, axum::Json(json!({"status": "ok"}))).into_response()
-}
-
-/// The database's truth: 200 when the last attempt to use it worked, 503 (with the error,
-/// password-free) when it did not. The live API does not depend on it, so `/ready` ignores it.
-async fn health_database(State(app): State<AppState>) -> Response {
-    let h = &app.metrics.history;
-    let report = app.db_health.report(crate::db::health::HistoryFigures {
-        pending: usize::try_from(h.pending.get()).unwrap_or(0),
-        written: h.written.get(),
-        dropped: h.dropped.get(),
-    });
-    let code = if app.db_health.is_up() {
-        StatusCode::OK
-    } else {
-        StatusCode::SERVICE_UNAVAILABLE
-    };
-    (code, axum::Json(report)).into_response()
-}
-
-/// Every watched kind: served, synced, objects, last sync, staleness, error. 503 until every
-/// served kind has synced once.
-async fn health_operators(State(app): State<AppState>) -> Response {
-    let report = app.source.report(&app.store.snapshot());
-    let code = if report.ready {
-        StatusCode::OK
-    } else {
-        StatusCode::SERVICE_UNAVAILABLE
-    };
-    (code, axum::Json(report)).into_response()
-}
-
-/// 200 once everything is loaded and every kind is current; 503 while loading, and while a
-/// kind is stale (its API server does not answer: watches fail or hang), naming the kinds.
-async fn ready(State(app): State<AppState>) -> Response {
-    if !(app.ready.load(Ordering::Acquire) && app.source.synced()) {
-        return (
-            StatusCode::SERVICE_UNAVAILABLE,
-            axum::Json(json!({"status": "loading"})),
-        )
-            .into_response();
-    }
-    let stale = app.source.stale_kinds();
-    if !stale.is_empty() {
-        return (
-            StatusCode::SERVICE_UNAVAILABLE,
-            axum::Json(json!({"status": "stale", "staleKinds": stale})),
-        )
-            .into_response();
-    }
-    (
-        StatusCode::OK,
-        axum::Json(json!({"status": "ready", "sequence": app.store.snapshot().seq()})),
-    )
-        .into_response()
-}
-
 async fn metrics(
     State(app): State<AppState>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     headers: axum::http::HeaderMap,
 ) -> Response {
+    if !app.metrics_enabled {
+        return rest::error(
+            StatusCode::NOT_FOUND,
+            "METRICS_OFF",
+            "metrics are switched off here (METRICS_ENABLED=false)",
+        );
+    }
     if app.access.metrics_require_key {
         match app.access.principal(peer.ip(), &headers).await {
             Ok(p) if !p.is_anonymous() => {}

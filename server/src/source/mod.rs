@@ -5,6 +5,7 @@ pub(crate) mod churn;
 pub mod demo;
 pub mod kube;
 pub mod manifest;
+pub mod operators;
 pub mod simulator;
 pub mod status;
 

@@ -10,6 +10,7 @@ mod persistence;
 mod auth;
 mod history;
 mod hostile;
+mod legacy;
 mod limits;
 mod mutations;
 pub mod protocol;

@@ -1,0 +1,420 @@
+//! The old aggregator's REST routes, answered from the store: `/api/v1/clusters`,
+//! `/api/v1/infrastructure` (vitistack-operator's documented API) and `/v1/...` (the routes it
+//! served), with the OpenAPI document describing them at `/api/v1/openapi.json`.
+//!
+//! Fixed on the way (see the parity notes): lists are sorted and never fail when empty, every
+//! error is JSON `{"error", "code"}`, credentials are blanked as everywhere else, and callers
+//! authenticate as on `/graphql` (API keys, Kubernetes tokens, anonymous networks).
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::extract::{ConnectInfo, Path, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use super::AppState;
+use crate::domain::aggregates::ClusterState;
+use crate::model::{Kind, Resource};
+use crate::source::operators::{self, OperatorResources, OperatorState};
+use crate::store::{Idx, Snapshot, scoped};
+
+/// The OpenAPI 3.1 document of these routes (kept in step with the router by a test).
+pub const OPENAPI: &str = include_str!("openapi.json");
+
+/// The routes, for the router.
+pub fn routes() -> axum::Router<AppState> {
+    use axum::routing::get;
+    axum::Router::new()
+        .route("/api/v1/openapi.json", get(openapi))
+        .route("/api/v1/clusters", get(clusters))
+        .route("/api/v1/infrastructure", get(infrastructure))
+        .route("/v1/info/version", get(version))
+        .route("/v1/vitistack/name", get(vitistack_name))
+        .route("/v1/machineproviders", get(machine_providers))
+        .route("/v1/machineproviders/{uid}", get(machine_provider))
+        .route("/v1/kubernetesproviders", get(kubernetes_providers))
+        .route("/v1/kubernetesproviders/{uid}", get(kubernetes_provider))
+}
+
+/// A JSON error `{"error": message, "code": code}`.
+pub fn error(status: StatusCode, code: &str, message: impl Into<String>) -> Response {
+    (
+        status,
+        axum::Json(json!({"error": message.into(), "code": code})),
+    )
+        .into_response()
+}
+
+/// The caller may read, or the refusal (as JSON errors, with `WWW-Authenticate` on 401 and
+/// `Retry-After` on 429).
+async fn admit(app: &AppState, peer: SocketAddr, headers: &HeaderMap) -> Result<(), Response> {
+    let principal = app
+        .access
+        .principal(peer.ip(), headers)
+        .await
+        .map_err(|r| {
+            let status = StatusCode::from_u16(r.status()).unwrap_or(StatusCode::UNAUTHORIZED);
+            let mut response = error(status, r.code(), r.message());
+            if status == StatusCode::UNAUTHORIZED {
+                response.headers_mut().insert(
+                    header::WWW_AUTHENTICATE,
+                    HeaderValue::from_static("Bearer realm=\"vitistack\""),
+                );
+            }
+            response
+        })?;
+    app.access.rate.check(&principal, 1).map_err(|l| {
+        let mut response = error(StatusCode::TOO_MANY_REQUESTS, "RATE_LIMITED", l.message);
+        if let Ok(v) = HeaderValue::from_str(&l.retry_after.to_string()) {
+            response.headers_mut().insert(header::RETRY_AFTER, v);
+        }
+        response
+    })?;
+    Ok(())
+}
+
+/// A JSON answer with `X-Total-Count`.
+fn counted(body: impl Serialize, total: usize) -> Response {
+    let mut response = axum::Json(body).into_response();
+    response
+        .headers_mut()
+        .insert("x-total-count", HeaderValue::from(total));
+    response
+}
+
+async fn openapi() -> Response {
+    ([(header::CONTENT_TYPE, "application/json")], OPENAPI).into_response()
+}
+
+async fn version() -> Response {
+    axum::Json(json!({"version": crate::VERSION, "commit": crate::COMMIT})).into_response()
+}
+
+async fn vitistack_name(
+    State(app): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+) -> Response {
+    if let Err(refused) = admit(&app, peer, &headers).await {
+        return refused;
+    }
+    let snap = app.store.snapshot();
+    match crate::graphql::query::datacenter(&snap, &app.vitistack_name) {
+        Some(v) => axum::Json(json!({"name": v.name()})).into_response(),
+        None => error(
+            StatusCode::NOT_FOUND,
+            "NOT_FOUND",
+            "no Vitistack object exists yet",
+        ),
+    }
+}
+
+/// Every object of a cluster-scoped kind, sorted by name, credentials blanked.
+fn list(snap: &Snapshot, kind: Kind) -> Vec<Value> {
+    let mut objects: Vec<&Arc<Resource>> = snap.list(kind).collect();
+    objects.sort_by(|a, b| a.name().cmp(b.name()));
+    objects.into_iter().map(|o| full(o)).collect()
+}
+
+fn full(o: &Resource) -> Value {
+    let mut v = o.to_value();
+    crate::model::redact::redact_value(o.kind(), o.version(), &mut v);
+    v
+}
+
+async fn list_route(app: AppState, peer: SocketAddr, headers: HeaderMap, kind: Kind) -> Response {
+    if let Err(refused) = admit(&app, peer, &headers).await {
+        return refused;
+    }
+    let items = list(&app.store.snapshot(), kind);
+    let total = items.len();
+    counted(items, total)
+}
+
+async fn one_route(
+    app: AppState,
+    peer: SocketAddr,
+    headers: HeaderMap,
+    kind: Kind,
+    uid: &str,
+) -> Response {
+    if let Err(refused) = admit(&app, peer, &headers).await {
+        return refused;
+    }
+    if uuid::Uuid::parse_str(uid).is_err() {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "INVALID_UUID",
+            "Invalid UUID format",
+        );
+    }
+    let snap = app.store.snapshot();
+    match snap.by_uid(uid).filter(|o| o.kind() == kind) {
+        Some(o) => axum::Json(full(o)).into_response(),
+        None => {
+            let what = match kind {
+                Kind::MachineProvider => "Machine provider",
+                _ => "Kubernetes provider",
+            };
+            error(
+                StatusCode::NOT_FOUND,
+                "NOT_FOUND",
+                format!("{what} not found"),
+            )
+        }
+    }
+}
+
+async fn machine_providers(
+    State(app): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+) -> Response {
+    list_route(app, peer, headers, Kind::MachineProvider).await
+}
+
+async fn machine_provider(
+    State(app): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+    Path(uid): Path<String>,
+) -> Response {
+    one_route(app, peer, headers, Kind::MachineProvider, &uid).await
+}
+
+async fn kubernetes_providers(
+    State(app): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+) -> Response {
+    list_route(app, peer, headers, Kind::KubernetesProvider).await
+}
+
+async fn kubernetes_provider(
+    State(app): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+    Path(uid): Path<String>,
+) -> Response {
+    one_route(app, peer, headers, Kind::KubernetesProvider, &uid).await
+}
+
+/// One entry of `/api/v1/clusters`, as vitistack-operator documents it.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ClusterEntry {
+    id: String,
+    name: String,
+    namespace: String,
+    /// `active` (Ready, possibly degraded), `failed` (a terminal blocker) or `inactive`
+    /// (still being provisioned, paused or deleted).
+    status: &'static str,
+    nodes: Nodes,
+    operators: ClusterOperators,
+    last_updated: String,
+}
+
+#[derive(Serialize)]
+struct Nodes {
+    total: usize,
+    ready: usize,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ClusterOperators {
+    proxmox: bool,
+    talos: bool,
+    kea: bool,
+    kube_virt: bool,
+}
+
+/// `active`, `failed` or `inactive`: a cluster's state in the old API's words (also the
+/// `status` label of `vitistack_operator_clusters_total`).
+pub fn cluster_status(state: ClusterState) -> &'static str {
+    match state {
+        ClusterState::Ready | ClusterState::Degraded => "active",
+        ClusterState::Failed => "failed",
+        ClusterState::InProgress => "inactive",
+    }
+}
+
+fn cluster_entry(snap: &Snapshot, c: &Resource) -> Option<ClusterEntry> {
+    let Resource::KubernetesCluster(kc) = c else {
+        return None;
+    };
+    let pipeline = crate::domain::pipeline::evaluate(snap, kc);
+    let machines: Vec<&Arc<Resource>> = snap
+        .lookup(
+            Idx::MachineByCluster,
+            &scoped(c.namespace(), &kc.spec.data.cluster_id),
+        )
+        .collect();
+    let providers: Vec<&str> = machines
+        .iter()
+        .filter_map(|m| match m.as_ref() {
+            Resource::Machine(machine) => Some(machine.spec.provider.as_str()),
+            _ => None,
+        })
+        .chain(
+            // Before its Machines exist, the providers its topology asks for.
+            std::iter::once(kc.spec.topology.controlplane.provider.as_str())
+                .filter(|_| machines.is_empty()),
+        )
+        .collect();
+    let kea = machines.iter().any(|m| {
+        matches!(snap.get(Kind::NetworkConfiguration, m.namespace(), m.name()).map(|o| o.as_ref()),
+            Some(Resource::NetworkConfiguration(nc)) if matches!(nc.spec.provider.as_deref(), None | Some("") | Some("kea")))
+    });
+    Some(ClusterEntry {
+        id: if c.uid().is_empty() {
+            format!("{}/{}", c.namespace(), c.name())
+        } else {
+            c.uid().to_string()
+        },
+        name: c.name().to_string(),
+        namespace: c.namespace().to_string(),
+        status: cluster_status(ClusterState::of(&pipeline)),
+        nodes: Nodes {
+            total: machines.len(),
+            ready: machines
+                .iter()
+                .filter(|m| m.phase() == Some("Running"))
+                .count(),
+        },
+        operators: ClusterOperators {
+            proxmox: providers.contains(&"proxmox"),
+            talos: kc.spec.data.provider == "talos",
+            kea,
+            kube_virt: providers.iter().any(|p| matches!(*p, "kubevirt" | "")),
+        },
+        last_updated: last_updated(c),
+    })
+}
+
+/// The latest time an object says it changed: its creation, a manager's write, a condition's
+/// transition, or a `lastUpdated` its operator wrote (RFC 3339).
+fn last_updated(o: &Resource) -> String {
+    let v = o.to_value();
+    let mut latest: Option<jiff::Timestamp> = None;
+    let mut consider = |s: Option<&str>| {
+        if let Some(t) = s.and_then(|s| s.parse::<jiff::Timestamp>().ok()) {
+            latest = Some(latest.map_or(t, |l| l.max(t)));
+        }
+    };
+    consider(
+        v.pointer("/metadata/creationTimestamp")
+            .and_then(Value::as_str),
+    );
+    for m in v
+        .pointer("/metadata/managedFields")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        consider(m.get("time").and_then(Value::as_str));
+    }
+    for c in v
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        consider(c.get("lastTransitionTime").and_then(Value::as_str));
+    }
+    consider(
+        v.pointer("/status/state/lastUpdated")
+            .and_then(Value::as_str),
+    );
+    latest.map(|t| t.to_string()).unwrap_or_default()
+}
+
+async fn clusters(
+    State(app): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+) -> Response {
+    if let Err(refused) = admit(&app, peer, &headers).await {
+        return refused;
+    }
+    let snap = app.store.snapshot();
+    let mut clusters: Vec<&Arc<Resource>> = snap.list(Kind::KubernetesCluster).collect();
+    clusters.sort_by(|a, b| (a.namespace(), a.name()).cmp(&(b.namespace(), b.name())));
+    let entries: Vec<ClusterEntry> = clusters
+        .into_iter()
+        .filter_map(|c| cluster_entry(&snap, c))
+        .collect();
+    let total = entries.len();
+    counted(json!({ "clusters": entries }), total)
+}
+
+#[derive(Serialize)]
+struct OperatorEntry {
+    status: OperatorState,
+    version: String,
+    resources: OperatorResources,
+}
+
+async fn infrastructure(
+    State(app): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+) -> Response {
+    if let Err(refused) = admit(&app, peer, &headers).await {
+        return refused;
+    }
+    let snap = app.store.snapshot();
+    let s = crate::graphql::query::infrastructure_summary(&snap);
+    let phase = |p: &str| {
+        s.machines
+            .by_phase
+            .iter()
+            .filter(|c| c.value == p)
+            .map(|c| c.count)
+            .sum::<usize>()
+    };
+    let pending = ["", "Pending", "Creating", "Provisioning", "Starting"]
+        .iter()
+        .map(|p| phase(p))
+        .sum::<usize>();
+    let storages: Vec<&Arc<Resource>> = snap.list(Kind::ClusterStorage).collect();
+    let available = storages.iter().filter(|c| c.readiness().ready).count();
+    let operators: BTreeMap<String, OperatorEntry> =
+        operators::judge(&snap, &app.source, &app.probes, app.operator_stall)
+            .into_iter()
+            .map(|o| {
+                (
+                    o.operator,
+                    OperatorEntry {
+                        status: o.status,
+                        version: o.version,
+                        resources: o.resources,
+                    },
+                )
+            })
+            .collect();
+    axum::Json(json!({
+        "summary": {
+            "machines": {
+                "total": s.machines.total,
+                "running": s.machines.running,
+                "pending": pending,
+                "failed": s.machines.failed,
+            },
+            "networks": {
+                "total": s.networks.namespaces,
+                "active": s.networks.ready_namespaces,
+            },
+            "storage": {
+                "total": storages.len(),
+                "available": available,
+            },
+        },
+        "operators": operators,
+    }))
+    .into_response()
+}

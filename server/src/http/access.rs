@@ -106,6 +106,8 @@ impl Access {
                 .allow_origin(origins)
                 .allow_methods([axum::http::Method::GET, axum::http::Method::POST])
                 .allow_headers([header::AUTHORIZATION, header::CONTENT_TYPE, header::ACCEPT])
+                // The REST lists' count (`/api/v1/…`, `/v1/…`).
+                .expose_headers([header::HeaderName::from_static("x-total-count")])
                 .max_age(Duration::from_secs(600)),
         )
     }

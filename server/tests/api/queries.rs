@@ -473,7 +473,14 @@ async fn health_ready_metrics_and_graphiql() {
     let get = |p: &str| app.client.get(format!("{}{p}", app.base)).send();
     let h = get("/health").await.expect("h");
     assert_eq!(h.status(), 200);
-    assert_eq!(h.json::<Value>().await.expect("j")["status"], "ok");
+    let h = h.json::<Value>().await.expect("j");
+    // Serving current data: healthy, or degraded when an operator is not (upstream fixtures
+    // carry objects no operator has acted on).
+    assert!(
+        matches!(h["status"].as_str(), Some("healthy" | "degraded")),
+        "{h}"
+    );
+    assert_eq!(h["checks"]["database"], "healthy", "{h}");
     let r = get("/ready").await.expect("r");
     assert_eq!(r.status(), 200);
     app.data("{ sequence }", json!({})).await;

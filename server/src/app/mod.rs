@@ -370,11 +370,14 @@ pub async fn start(cfg: &ServeConfig, listener: TcpListener) -> anyhow::Result<R
     };
     let addr = listener.local_addr()?;
     let mut http_stop = stop_rx.clone();
+    let stopping_now = stopping.clone();
     let stopped = async move {
         tokio::select! {
             _ = shutdown() => {},
             _ = http_stop.wait_for(|s| *s) => {},
         }
+        // Requests still in flight see it: `/ready` and `/health` answer 503 from here on.
+        stopping_now.store(true, Ordering::Release);
     };
     let app = router(state).into_make_service_with_connect_info::<std::net::SocketAddr>();
     let task = match &tls {

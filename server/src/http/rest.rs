@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 use super::AppState;
 use crate::domain::aggregates::ClusterState;
 use crate::model::{Kind, Resource};
-use crate::source::operators::{self, OperatorResources, OperatorState};
+use crate::source::operators::{OperatorResources, OperatorState};
 use crate::store::{Idx, Snapshot, scoped};
 
 /// The OpenAPI 3.1 document of these routes (kept in step with the router by a test).
@@ -383,20 +383,20 @@ async fn infrastructure(
         .sum::<usize>();
     let storages: Vec<&Arc<Resource>> = snap.list(Kind::ClusterStorage).collect();
     let available = storages.iter().filter(|c| c.readiness().ready).count();
-    let operators: BTreeMap<String, OperatorEntry> =
-        operators::judge(&snap, &app.source, &app.probes, app.operator_stall)
-            .into_iter()
-            .map(|o| {
-                (
-                    o.operator,
-                    OperatorEntry {
-                        status: o.status,
-                        version: o.version,
-                        resources: o.resources,
-                    },
-                )
-            })
-            .collect();
+    let operators: BTreeMap<String, OperatorEntry> = app
+        .operators()
+        .into_iter()
+        .map(|o| {
+            (
+                o.operator,
+                OperatorEntry {
+                    status: o.status,
+                    version: o.version,
+                    resources: o.resources,
+                },
+            )
+        })
+        .collect();
     axum::Json(json!({
         "summary": {
             "machines": {

@@ -667,7 +667,7 @@ describe('a server still syncing with its cluster (the Kubernetes API test serve
       api.once('exit', (code) => reject(new Error(`kube_api exited with ${code}`)));
     });
     server = await startServer(['--kubeconfig', join(dir, 'kubeconfig'), '--kube-context', 'test'],
-      { SOURCE: 'kube' }, { until: '/health' });
+      { SOURCE: 'kube' }, { until: '/health/live' });
   });
   after(async () => {
     await server?.stop();

@@ -45,7 +45,9 @@ log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 cargo test --workspace --locked --no-fail-fast 2>&1 | tee "$log" || status=1
 
-echo "== Helm chart (real Helm engine via helm-python-sdk, kubernetes-validate)"
+echo "== Helm chart (real Helm engine via helm-python-sdk, kubernetes-validate; promtool for its alerts and dashboard)"
+command -v promtool >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null; } || status=1
+check "promtool check rules (the chart's alerts)" promtool check rules charts/vitistack-graphql/files/prometheus-rules.yaml
 venv="${VITISTACK_VENV:-/var/tmp/vitistack-venv}"
 if ! "$venv/bin/python" -c 'import helm_python, kubernetes_validate, yaml' 2>/dev/null; then
   python3 -m venv "$venv"
@@ -56,7 +58,6 @@ fi
 VITISTACK_BIN="$CARGO_TARGET_DIR/debug/vitistack" "$venv/bin/python" -m unittest -v e2e/chart/test_chart.py 2>&1 | tee -a "$log" || status=1
 
 echo "== the old aggregator's REST contract: schemathesis on /api/v1/openapi.json, promtool on /metrics"
-command -v promtool >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null; } || status=1
 "$venv/bin/python" -c 'import schemathesis' 2>/dev/null || "$venv/bin/pip" install --quiet schemathesis || status=1
 check "REST contract (e2e/rest/check.sh)" bash e2e/rest/check.sh "$venv" "$CARGO_TARGET_DIR/debug/vitistack"
 

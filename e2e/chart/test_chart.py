@@ -14,6 +14,7 @@ import os
 import re
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 import unittest
@@ -29,6 +30,59 @@ ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
 CHART = os.path.join(ROOT, "charts", "vitistack-graphql")
 SHARED_CRDS = os.path.normpath(os.path.join(ROOT, "..", "shared", "crds"))
 KUBE_VERSION = "1.33"
+RULES = os.path.join(CHART, "files", "prometheus-rules.yaml")
+DASHBOARD = os.path.join(CHART, "files", "grafana-dashboard.json")
+
+
+class Server:
+    """The real server with the demo fleet on a free port, for the checks that need one."""
+
+    def __init__(self, env=None):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        self.tmp = tempfile.TemporaryDirectory()
+        self.env = dict(
+            os.environ,
+            PORT=str(self.port),
+            BIND_ADDRESS="127.0.0.1",
+            DATABASE_URL=f"sqlite://{self.tmp.name}/v.db",
+            SOURCE="embedded",
+            ANONYMOUS_READ_FROM="127.0.0.0/8",
+            LOG_LEVEL="warn",
+            **(env or {}),
+        )
+
+    def __enter__(self):
+        self.proc = subprocess.Popen(
+            [os.environ["VITISTACK_BIN"], "serve", "--demo"], env=self.env,
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        )
+        deadline = time.time() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(f"{self.base}/ready", timeout=2) as r:
+                    if r.status == 200:
+                        return self
+            except OSError:
+                pass
+            if self.proc.poll() is not None or time.time() > deadline:
+                raise AssertionError(f"server did not start: {self.proc.stderr.read().decode()[-2000:]}")
+            time.sleep(0.1)
+
+    @property
+    def base(self):
+        return f"http://127.0.0.1:{self.port}"
+
+    def __exit__(self, *exc):
+        self.proc.terminate()
+        self.proc.wait(timeout=30)
+        self.proc.stderr.close()
+        self.tmp.cleanup()
+
+
+def promtool(*args):
+    return subprocess.run(["promtool", *args], capture_output=True, text=True)
 
 
 def render(values=None):
@@ -74,7 +128,7 @@ class ChartTest(unittest.TestCase):
         kinds = sorted(d["kind"] for d in docs)
         self.assertEqual(
             # The server's own role, and one per vitistack-graphql role (viewer, operator, admin).
-            kinds, ["ClusterRole"] * 4 + ["ClusterRoleBinding", "Deployment", "Service", "ServiceAccount"]
+            kinds, ["ClusterRole"] * 4 + ["ClusterRoleBinding", "Deployment", "Pod", "Service", "ServiceAccount"]
         )
         for d in docs:
             kubernetes_validate.validate(d, KUBE_VERSION, strict=True)
@@ -104,6 +158,48 @@ class ChartTest(unittest.TestCase):
         # never written into the manifest.
         self.assertEqual(env["WEBHOOK_URLS"]["valueFrom"]["secretKeyRef"], {"name": "hooks", "key": "WEBHOOK_URLS"})
         self.assertEqual(env["WEBHOOK_SECRET"]["valueFrom"]["secretKeyRef"], {"name": "hooks", "key": "WEBHOOK_SECRET"})
+
+    def test_production_options_render_valid_kubernetes(self):
+        # Production: PostgreSQL, autoscaling, a disruption budget, a network policy, alerts and a
+        # dashboard, probed operators.
+        docs = render(
+            {
+                "database": {"existingSecret": "pg"},
+                "autoscaling": {"enabled": True, "minReplicas": 2, "maxReplicas": 4},
+                "podDisruptionBudget": {"enabled": True},
+                "networkPolicy": {"enabled": True, "from": [{"namespaceSelector": {"matchLabels": {"name": "ingress"}}}]},
+                "metrics": {"prometheusRule": {"enabled": True}, "grafanaDashboard": {"enabled": True}},
+                "operators": {"talos": {"endpoint": "http://talos-operator.talos:9090", "syncInterval": "2m"}},
+                "shutdown": {"delaySeconds": 10, "timeoutSeconds": 30},
+            }
+        )
+        kinds = {d["kind"] for d in docs}
+        self.assertTrue(
+            {"HorizontalPodAutoscaler", "PodDisruptionBudget", "NetworkPolicy", "PrometheusRule", "ConfigMap"} <= kinds, kinds
+        )
+        for d in docs:
+            if d["kind"] != "PrometheusRule":
+                kubernetes_validate.validate(d, KUBE_VERSION, strict=True)
+        deploy, c = container(docs)
+        self.assertNotIn("replicas", deploy["spec"], "the autoscaler owns the replica count")
+        self.assertEqual(deploy["spec"]["template"]["spec"]["terminationGracePeriodSeconds"], 50)
+        env = {e["name"]: e.get("value") for e in c["env"]}
+        self.assertEqual(env["TALOS_OPERATOR_ENDPOINT"], "http://talos-operator.talos:9090")
+        self.assertEqual(env["TALOS_SYNC_INTERVAL"], "2m")
+        self.assertNotIn("KEA_OPERATOR_ENDPOINT", env)
+        self.assertEqual((env["SHUTDOWN_DELAY_SECONDS"], env["SHUTDOWN_TIMEOUT_SECONDS"]), ("10", "30"))
+        (policy,) = by_kind(docs, "NetworkPolicy")
+        self.assertEqual(policy["spec"]["ingress"][0]["ports"], [{"port": "http", "protocol": "TCP"}])
+        (rule,) = by_kind(docs, "PrometheusRule")
+        with open(RULES) as f:
+            self.assertEqual(rule["spec"]["groups"], yaml.safe_load(f)["groups"])
+        (dashboard,) = by_kind(docs, "ConfigMap")
+        with open(DASHBOARD) as f:
+            self.assertEqual(json.loads(dashboard["data"]["vitistack-graphql.json"]), json.load(f))
+        # One SQLite file has one writer: autoscaling without PostgreSQL is refused.
+        with self.assertRaises(Exception) as ctx:
+            render({"autoscaling": {"enabled": True}})
+        self.assertIn("autoscaling.enabled needs PostgreSQL", str(ctx.exception))
 
     def test_help_never_prints_secret_values(self):
         env = dict(
@@ -307,6 +403,122 @@ class ChartTest(unittest.TestCase):
                 with self.assertRaises(helm_python.HelmValuesError) as ctx:
                     render(values)
                 self.assertIn(field, str(ctx.exception))
+
+
+class MonitoringTest(unittest.TestCase):
+    """The alerts and the dashboard shipped in the chart: valid, and about metrics that exist."""
+
+    @classmethod
+    def setUpClass(cls):
+        with Server() as server, urllib.request.urlopen(f"{server.base}/metrics", timeout=10) as r:
+            cls.exposed = r.read().decode()
+        cls.families = set(re.findall(r"^# TYPE (\S+) ", cls.exposed, re.M))
+
+    def metric_names(self, expr):
+        """Metric names an expression reads (histogram series map to their family)."""
+        names = set(re.findall(r"\b(vitistack_[a-z_]+)", expr))
+        return {re.sub(r"_(bucket|sum|count)$", "", n) if n not in self.families else n for n in names}
+
+    def test_rules_pass_promtool_and_read_exposed_metrics(self):
+        result = promtool("check", "rules", RULES)
+        self.assertEqual(result.returncode, 0, result.stdout + result.stderr)
+        self.assertIn("SUCCESS", result.stdout)
+        with open(RULES) as f:
+            rules = [r for g in yaml.safe_load(f)["groups"] for r in g["rules"]]
+        self.assertGreaterEqual(len(rules), 8)
+        for rule in rules:
+            self.assertTrue(rule["annotations"]["summary"], rule["alert"])
+            self.assertIn(rule["labels"]["severity"], {"critical", "warning", "info"}, rule["alert"])
+            missing = self.metric_names(rule["expr"]) - self.families
+            self.assertEqual(missing, set(), f"{rule['alert']} reads metrics the server does not expose")
+
+    def test_dashboard_is_well_formed_and_every_query_is_valid_promql_on_exposed_metrics(self):
+        with open(DASHBOARD) as f:
+            dash = json.load(f)
+        for key in ("title", "uid", "schemaVersion", "panels", "templating"):
+            self.assertIn(key, dash)
+        variables = {v["name"] for v in dash["templating"]["list"]}
+        self.assertEqual(variables, {"datasource", "instance"})
+        ids = [p["id"] for p in dash["panels"]]
+        self.assertEqual(len(ids), len(set(ids)), "panel ids are unique")
+        cells = set()
+        exprs = []
+        for p in dash["panels"]:
+            g = p["gridPos"]
+            self.assertLessEqual(g["x"] + g["w"], 24, p["title"])
+            for x in range(g["x"], g["x"] + g["w"]):
+                for y in range(g["y"], g["y"] + g["h"]):
+                    self.assertNotIn((x, y), cells, f"{p['title']} overlaps another panel")
+                    cells.add((x, y))
+            if p["type"] == "row":
+                continue
+            self.assertEqual(p["datasource"]["uid"], "${datasource}", p["title"])
+            self.assertTrue(p["targets"], p["title"])
+            for t in p["targets"]:
+                self.assertIn('instance=~"$instance"', t["expr"], p["title"])
+                exprs.append((p["title"], t["expr"]))
+                missing = self.metric_names(t["expr"]) - self.families
+                self.assertEqual(missing, set(), f"{p['title']} reads metrics the server does not expose")
+        # promtool parses every query (Grafana's variables replaced as Grafana would).
+        with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
+            rules = [
+                {"record": f"dashboard:panel_{i}", "expr": e.replace("$__rate_interval", "5m").replace("$instance", ".*")}
+                for i, (_, e) in enumerate(exprs)
+            ]
+            yaml.safe_dump({"groups": [{"name": "dashboard", "rules": rules}]}, f)
+        try:
+            result = promtool("check", "rules", f.name)
+            self.assertEqual(result.returncode, 0, result.stdout + result.stderr)
+        finally:
+            os.unlink(f.name)
+
+    def test_exposed_metrics_pass_promtool(self):
+        result = subprocess.run(["promtool", "check", "metrics"], input=self.exposed, capture_output=True, text=True)
+        self.assertEqual(result.returncode, 0, result.stdout + result.stderr)
+
+
+class HelmTestHookTest(unittest.TestCase):
+    def test_the_hook_runs_the_probe_which_passes_on_a_ready_server_and_fails_otherwise(self):
+        (pod,) = by_kind(render(), "Pod")
+        self.assertEqual(pod["metadata"]["annotations"]["helm.sh/hook"], "test")
+        (probe,) = pod["spec"]["containers"]
+        _, server_container = container(render())
+        self.assertEqual(probe["image"], server_container["image"], "the server's own image")
+        self.assertEqual(probe["args"][0], "probe")
+        self.assertEqual(probe["securityContext"], server_container["securityContext"])
+        self.assertEqual(probe["args"][1], "http://rel-vitistack-graphql:9991")
+        self.assertEqual(pod["spec"]["serviceAccountName"], "rel-vitistack-graphql")
+        self.assertEqual(by_kind(render({"tests": {"enabled": False}}), "Pod"), [])
+        with Server() as server, tempfile.NamedTemporaryFile("w") as token:
+            token.write("not-a-key\n")
+            token.flush()
+            ok = subprocess.run([os.environ["VITISTACK_BIN"], "probe", server.base], capture_output=True, text=True)
+            self.assertEqual(ok.returncode, 0, ok.stdout + ok.stderr)
+            self.assertIn("/ready answers 200", ok.stdout)
+            self.assertIn("/graphql answers version", ok.stdout)
+            # From outside the anonymous network a wrong token is refused, and the probe says so.
+            refused = subprocess.run(
+                [os.environ["VITISTACK_BIN"], "probe", server.base, "--token-file", token.name],
+                capture_output=True, text=True,
+            )
+            self.assertEqual(refused.returncode, 1, refused.stdout)
+            self.assertIn("/graphql answers 401", refused.stdout)
+        # Nothing listening: the probe fails on /ready.
+        down = subprocess.run([os.environ["VITISTACK_BIN"], "probe", "http://127.0.0.1:1"], capture_output=True, text=True)
+        self.assertEqual(down.returncode, 1)
+        self.assertIn("failed: http://127.0.0.1:1/ready", down.stdout)
+
+
+class ReadmeTest(unittest.TestCase):
+    def test_the_values_table_is_current_and_matches_the_schema(self):
+        result = subprocess.run(
+            [sys.executable, os.path.join(ROOT, "scripts", "chart-readme.py"), "--check"], capture_output=True, text=True
+        )
+        self.assertEqual(result.returncode, 0, result.stdout + result.stderr)
+        with open(os.path.join(CHART, "README.md")) as f:
+            readme = f.read()
+        for key in ("metrics.prometheusRule.enabled", "autoscaling.enabled", "networkPolicy.from", "shutdown.delaySeconds"):
+            self.assertIn(f"`{key}`", readme)
 
 
 if __name__ == "__main__":

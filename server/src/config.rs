@@ -241,6 +241,16 @@ pub struct ServeConfig {
     #[arg(long, env = "CHANGE_WAIT_SECONDS", default_value_t = 20)]
     pub change_wait_seconds: u64,
 
+    /// At SIGTERM, keep serving this long (seconds) with `/ready` answering 503, so load
+    /// balancers stop sending new requests before the listener closes.
+    #[arg(long, env = "SHUTDOWN_DELAY_SECONDS", default_value_t = 0)]
+    pub shutdown_delay_seconds: u64,
+
+    /// At SIGTERM, the longest wait (seconds) for requests in flight once the listener is closed;
+    /// then pending history and objects are written (up to 5 s more) and the process exits.
+    #[arg(long, env = "SHUTDOWN_TIMEOUT_SECONDS", default_value_t = 20)]
+    pub shutdown_timeout_seconds: u64,
+
     /// Serve `/metrics` and count requests for it; false: `/metrics` answers 404.
     #[arg(long, env = "METRICS_ENABLED", default_value_t = true, action = clap::ArgAction::Set)]
     pub metrics_enabled: bool,

@@ -11,6 +11,7 @@ pub mod fuzz;
 pub mod graphql;
 pub mod history;
 pub mod http;
+pub mod logging;
 pub mod model;
 pub mod source;
 pub mod store;

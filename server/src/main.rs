@@ -43,26 +43,21 @@ enum Command {
         #[arg(required = true)]
         paths: Vec<PathBuf>,
     },
+    /// Check a running server as `helm test` does: `/ready` answers 200 and a GraphQL query
+    /// answers data. Exit 0 when both hold, 1 (saying which failed) otherwise.
+    Probe {
+        /// The server's base URL, e.g. `http://vitistack-graphql:9991`.
+        url: String,
+        /// A file holding the bearer token to query with (e.g. the pod's service account token).
+        #[arg(long)]
+        token_file: Option<PathBuf>,
+    },
     /// Create or update the database schema (also done at every start of `serve`).
     Migrate {
         /// The database.
         #[command(flatten)]
         db: DbConfig,
     },
-}
-
-fn init_logging(level: &str, json: bool) {
-    let filter = tracing_subscriber::EnvFilter::try_new(level)
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_target(false)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()));
-    if json {
-        builder.json().init();
-    } else {
-        builder.init();
-    }
 }
 
 fn check(paths: &[PathBuf]) -> ExitCode {
@@ -127,6 +122,9 @@ fn main() -> ExitCode {
                 .max_failure(checked)
         }
         Some(Command::Migrate { db }) => block_on(migrate(db)).unwrap_or(ExitCode::FAILURE),
+        Some(Command::Probe { url, token_file }) => {
+            block_on(probe(url, token_file)).unwrap_or(ExitCode::FAILURE)
+        }
         Some(Command::Serve(cfg)) => run(*cfg),
         None => {
             // `vitistack` alone serves with settings from the environment.
@@ -186,6 +184,72 @@ async fn open_db(db: &DbConfig) -> Result<vitistack::db::Db, ExitCode> {
         })
 }
 
+/// `vitistack probe`: `/ready`, then one GraphQL query; each step says what it saw.
+async fn probe(url: String, token_file: Option<PathBuf>) -> ExitCode {
+    let base = url.trim_end_matches('/');
+    let token = match token_file.map(std::fs::read_to_string).transpose() {
+        Ok(t) => t.map(|t| t.trim().to_string()),
+        Err(e) => {
+            eprintln!("error: cannot read the token file: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let client = match reqwest::Client::builder()
+        .timeout(std::time::Duration::from_secs(10))
+        .build()
+    {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match client.get(format!("{base}/ready")).send().await {
+        Ok(r) if r.status().is_success() => println!("ok: {base}/ready answers {}", r.status()),
+        Ok(r) => {
+            println!("failed: {base}/ready answers {}", r.status());
+            return ExitCode::FAILURE;
+        }
+        Err(e) => {
+            println!("failed: {base}/ready: {e}");
+            return ExitCode::FAILURE;
+        }
+    }
+    let mut request = client
+        .post(format!("{base}/graphql"))
+        .json(&serde_json::json!({"query": "{ version { version commit } }"}));
+    if let Some(t) = token {
+        request = request.bearer_auth(t);
+    }
+    let answer = match request.send().await {
+        Ok(r) => (r.status(), r.json::<serde_json::Value>().await),
+        Err(e) => {
+            println!("failed: {base}/graphql: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match answer {
+        (status, Ok(body)) if status.is_success() => match body.pointer("/data/version/version") {
+            Some(v) => {
+                println!("ok: {base}/graphql answers version {v}");
+                ExitCode::SUCCESS
+            }
+            None => {
+                println!("failed: {base}/graphql answers {status} without data: {body}");
+                ExitCode::FAILURE
+            }
+        },
+        (status, Ok(body)) => {
+            println!("failed: {base}/graphql answers {status}: {body}");
+            ExitCode::FAILURE
+        }
+        (status, Err(e)) => {
+            println!("failed: {base}/graphql answers {status}, not JSON: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
 async fn migrate(db: DbConfig) -> ExitCode {
     let pool = match open_db(&db).await {
         Ok(p) => p,
@@ -235,7 +299,7 @@ async fn import(paths: Vec<PathBuf>, db: DbConfig) -> ExitCode {
 }
 
 fn run(cfg: ServeConfig) -> ExitCode {
-    init_logging(&cfg.log_level, cfg.log_json);
+    vitistack::logging::init(&cfg.log_level, cfg.log_json);
     let Some(result) = block_on(vitistack::app::serve(cfg)) else {
         return ExitCode::FAILURE;
     };

@@ -52,6 +52,10 @@ pub struct Running {
     pub history: Arc<crate::history::History>,
     /// The parsed subscription documents (shared by identical subscriptions).
     documents: Arc<crate::graphql::subscription::executor::Documents>,
+    /// The open WebSockets and SSE streams.
+    gate: Arc<crate::http::ws::Gate>,
+    /// The longest wait for requests in flight once the listener is closed.
+    shutdown_timeout: Duration,
 }
 
 impl Running {
@@ -79,12 +83,30 @@ impl Running {
             _kube,
             simulator,
             history_writer,
+            gate,
+            shutdown_timeout,
             ..
         } = self;
         if now {
             let _ = stop.send(true);
         }
-        let served = task.await;
+        let mut task = task;
+        let served = match tokio::time::timeout(shutdown_timeout, &mut task).await {
+            Ok(served) => served,
+            Err(_) => {
+                tracing::warn!(
+                    timeout = ?shutdown_timeout,
+                    "requests still in flight at the shutdown timeout (SHUTDOWN_TIMEOUT_SECONDS); closing them"
+                );
+                task.abort();
+                Ok(Ok(()))
+            }
+        };
+        // Sockets and streams were told to go (1001): give them a moment to say so.
+        let closing = tokio::time::Instant::now() + Duration::from_secs(2);
+        while gate.open() > 0 && tokio::time::Instant::now() < closing {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
         if let Some(sim) = simulator {
             sim.abort();
         }
@@ -186,6 +208,7 @@ pub async fn start(cfg: &ServeConfig, listener: TcpListener) -> anyhow::Result<R
     );
     let ready = Arc::new(AtomicBool::new(false));
     let stopping = Arc::new(AtomicBool::new(false));
+    let (going, going_away) = watch::channel(false);
     let metrics = Arc::new(Metrics::new()?);
     let engine = Engine::of(&cfg.db.database_url)?;
     let db_health = Arc::new(DbHealth::new(engine, &cfg.db.database_url));
@@ -348,12 +371,14 @@ pub async fn start(cfg: &ServeConfig, listener: TcpListener) -> anyhow::Result<R
         metrics.document_hits.clone(),
         metrics.document_misses.clone(),
     ));
+    let gate = Arc::new(crate::http::ws::Gate::new(cfg.stream_settings()));
     let state = AppState {
+        going_away,
         access,
         cache,
         parts,
         documents: query_documents,
-        gate: Arc::new(crate::http::ws::Gate::new(cfg.stream_settings())),
+        gate: gate.clone(),
         store: store.clone(),
         schema,
         events,
@@ -371,13 +396,20 @@ pub async fn start(cfg: &ServeConfig, listener: TcpListener) -> anyhow::Result<R
     let addr = listener.local_addr()?;
     let mut http_stop = stop_rx.clone();
     let stopping_now = stopping.clone();
+    let delay = Duration::from_secs(cfg.shutdown_delay_seconds);
     let stopped = async move {
-        tokio::select! {
-            _ = shutdown() => {},
-            _ = http_stop.wait_for(|s| *s) => {},
-        }
-        // Requests still in flight see it: `/ready` and `/health` answer 503 from here on.
+        let signalled = tokio::select! {
+            _ = shutdown() => true,
+            _ = http_stop.wait_for(|s| *s) => false,
+        };
+        // From here `/ready` and `/health` answer 503, sockets close with 1001, streams end.
         stopping_now.store(true, Ordering::Release);
+        let _ = going.send(true);
+        if signalled && !delay.is_zero() {
+            tracing::info!(delay = ?delay, "not ready; serving on until load balancers have noticed (SHUTDOWN_DELAY_SECONDS)");
+            tokio::time::sleep(delay).await;
+        }
+        tracing::info!("closing the listener; finishing requests in flight");
     };
     let app = router(state).into_make_service_with_connect_info::<std::net::SocketAddr>();
     let task = match &tls {
@@ -464,6 +496,8 @@ pub async fn start(cfg: &ServeConfig, listener: TcpListener) -> anyhow::Result<R
         history_writer,
         history,
         documents,
+        gate,
+        shutdown_timeout: Duration::from_secs(cfg.shutdown_timeout_seconds.max(1)),
     })
 }
 

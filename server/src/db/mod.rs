@@ -292,6 +292,16 @@ impl Db {
         &self.pool
     }
 
+    /// The pool's connections: (idle, in use, the most it opens).
+    pub fn connections(&self) -> (u32, u32, u32) {
+        let (size, idle, max) = with_pool!(self, p => (
+            p.size(),
+            p.num_idle() as u32,
+            p.options().get_max_connections()
+        ));
+        (idle, size.saturating_sub(idle), max)
+    }
+
     /// Count one read statement (see [`statement!`]).
     pub fn count_statement(&self) {
         self.read_statements.inc();

@@ -107,7 +107,10 @@ impl Access {
                 .allow_methods([axum::http::Method::GET, axum::http::Method::POST])
                 .allow_headers([header::AUTHORIZATION, header::CONTENT_TYPE, header::ACCEPT])
                 // The REST lists' count (`/api/v1/…`, `/v1/…`).
-                .expose_headers([header::HeaderName::from_static("x-total-count")])
+                .expose_headers([
+                    header::HeaderName::from_static("x-total-count"),
+                    header::HeaderName::from_static(super::observe::REQUEST_ID),
+                ])
                 .max_age(Duration::from_secs(600)),
         )
     }

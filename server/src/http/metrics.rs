@@ -50,6 +50,10 @@ pub struct Metrics {
     pub history: crate::history::HistoryMetrics,
     /// Changes a reader of the change stream missed because it fell behind, by reader.
     pub lagged: IntCounterVec,
+    /// The old aggregator's `vitistack_operator_*` family.
+    pub operator: super::operator_metrics::OperatorMetrics,
+    /// One scrape at a time: counters kept in step with others advance by differences.
+    scraping: parking_lot::Mutex<()>,
 }
 
 impl Metrics {
@@ -195,9 +199,17 @@ impl Metrics {
         registry.register(Box::new(db_failures.clone()))?;
         registry.register(Box::new(objects.clone()))?;
         registry.register(Box::new(sequence.clone()))?;
+        // Both outcomes exist from the start: panels and alerts read 0, not "no data".
+        for outcome in ["ok", "error"] {
+            requests.with_label_values(&[outcome]);
+            duration.with_label_values(&[outcome]);
+        }
         registry.register(Box::new(requests.clone()))?;
         registry.register(Box::new(duration.clone()))?;
+        let operator = super::operator_metrics::OperatorMetrics::new(&registry)?;
         Ok(Metrics {
+            operator,
+            scraping: parking_lot::Mutex::new(()),
             registry,
             objects,
             sequence,
@@ -241,7 +253,15 @@ impl Metrics {
     }
 
     /// The text exposition, with store gauges read from the snapshot.
-    pub fn render(&self, snap: &Snapshot, db: &DbHealth, source: &OperatorsReport) -> String {
+    pub fn render(
+        &self,
+        snap: &Snapshot,
+        db: &DbHealth,
+        source: &OperatorsReport,
+        scrape: &super::operator_metrics::Scrape<'_>,
+    ) -> String {
+        let _one_at_a_time = self.scraping.lock();
+        self.operator.update(snap, scrape);
         for k in &source.kinds {
             if let Some(served) = k.served {
                 self.kind_served
@@ -278,6 +298,29 @@ impl Metrics {
         {
             return String::new();
         }
-        String::from_utf8(buf).unwrap_or_default()
+        let text = String::from_utf8(buf).unwrap_or_default();
+        // The text encoder cannot write `untyped`; these gauges are declared so by hand.
+        super::operator_metrics::UNTYPED
+            .iter()
+            .fold(text, |text, name| {
+                text.replacen(
+                    &format!("# TYPE {name} gauge\n"),
+                    &format!("# TYPE {name} untyped\n"),
+                    1,
+                )
+            })
+    }
+
+    /// The cache counters under the old `cache_type` names: (type, hits, misses).
+    pub fn caches(&self) -> [(&'static str, u64, u64); 3] {
+        [
+            ("response", self.cache_hits.get(), self.cache_misses.get()),
+            ("part", self.part_hits.get(), self.part_misses.get()),
+            (
+                "document",
+                self.document_hits.get(),
+                self.document_misses.get(),
+            ),
+        ]
     }
 }

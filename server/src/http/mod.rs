@@ -1,11 +1,14 @@
 //! The HTTP surface: GraphQL (POST, and GraphiQL on GET), health, readiness, metrics, and the page.
 
 pub mod access;
+pub mod admin;
 pub mod assets;
 pub mod cache;
 mod graphql_http;
 pub mod health;
 mod metrics;
+pub mod observe;
+pub mod operator_metrics;
 pub mod rate;
 pub mod rest;
 pub mod tls;
@@ -69,8 +72,10 @@ pub struct AppState {
     pub probes: Arc<crate::source::operators::Probes>,
     /// How long an operator's object may go without status before the operator is unhealthy.
     pub operator_stall: std::time::Duration,
-    /// Set at SIGTERM: `/ready` answers 503, sockets close with 1001.
+    /// Set at SIGTERM: `/ready` answers 503.
     pub stopping: Arc<AtomicBool>,
+    /// Turns true at SIGTERM: WebSockets close with 1001, SSE streams end.
+    pub going_away: tokio::sync::watch::Receiver<bool>,
     /// `/metrics` is served (METRICS_ENABLED).
     pub metrics_enabled: bool,
     /// Which Vitistack is "the" datacenter (VITISTACKCRDNAME).
@@ -127,6 +132,7 @@ pub fn router(state: AppState) -> Router {
         .route("/ready", get(health::ready))
         .route("/metrics", get(metrics))
         .merge(rest::routes())
+        .merge(admin::routes())
         .fallback(assets::serve)
         .layer(tower_http::limit::RequestBodyLimitLayer::new(
             MAX_BODY_BYTES,
@@ -135,6 +141,11 @@ pub fn router(state: AppState) -> Router {
         .layer(axum::middleware::map_response(body_limit_message))
         // A panic is answered 500 with a fixed message: what panicked stays in the log.
         .layer(tower_http::catch_panic::CatchPanicLayer::custom(panicked))
+        // Outermost: sees every answer as sent (limits and panics included).
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            observe::observe,
+        ))
         .with_state(state);
     match cors {
         Some(cors) => router.layer(cors),
@@ -330,11 +341,13 @@ fn sse(
             was_revoked.store(true, Ordering::Release);
         }
     };
+    let mut going_away = app.going_away.clone();
     let events = ws::execute_stream(&app, request, principal)
         .map(|payload| {
             Ok::<_, std::convert::Infallible>(Event::default().event("next").data(payload.json()))
         })
         .take_until(revoked)
+        .take_until(async move { ws::gone(&mut going_away).await })
         .chain(
             futures::stream::once(async move { was_revoked.load(Ordering::Acquire) }).filter_map(
                 |revoked| async move {
@@ -558,9 +571,28 @@ async fn metrics(
         }
     }
     let snap = app.store.snapshot();
+    let operators = app.operators();
+    let count =
+        |a: &[std::sync::atomic::AtomicU64; 3]| a.each_ref().map(|c| c.load(Ordering::Relaxed));
+    let scrape = operator_metrics::Scrape {
+        operators: &operators,
+        applied: [
+            crate::store::ChangeType::Added,
+            crate::store::ChangeType::Modified,
+            crate::store::ChangeType::Deleted,
+        ]
+        .map(|c| app.store.applied(c)),
+        undecodable: count(&app.source.undecodable),
+        connections: app
+            .history
+            .as_ref()
+            .and_then(|h| h.db())
+            .map(|db| db.connections()),
+        caches: app.metrics.caches(),
+    };
     let body = app
         .metrics
-        .render(&snap, &app.db_health, &app.source.report(&snap));
+        .render(&snap, &app.db_health, &app.source.report(&snap), &scrape);
     (
         [(
             header::CONTENT_TYPE,

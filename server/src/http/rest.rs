@@ -49,9 +49,13 @@ pub fn error(status: StatusCode, code: &str, message: impl Into<String>) -> Resp
         .into_response()
 }
 
-/// The caller may read, or the refusal (as JSON errors, with `WWW-Authenticate` on 401 and
-/// `Retry-After` on 429).
-async fn admit(app: &AppState, peer: SocketAddr, headers: &HeaderMap) -> Result<(), Response> {
+/// The caller, when it may read; else the refusal (as JSON errors, with `WWW-Authenticate` on
+/// 401 and `Retry-After` on 429).
+pub(crate) async fn admit(
+    app: &AppState,
+    peer: SocketAddr,
+    headers: &HeaderMap,
+) -> Result<crate::auth::Principal, Response> {
     let principal = app
         .access
         .principal(peer.ip(), headers)
@@ -74,7 +78,7 @@ async fn admit(app: &AppState, peer: SocketAddr, headers: &HeaderMap) -> Result<
         }
         response
     })?;
-    Ok(())
+    Ok(principal)
 }
 
 /// A JSON answer with `X-Total-Count`.
@@ -233,16 +237,6 @@ struct ClusterOperators {
     kube_virt: bool,
 }
 
-/// `active`, `failed` or `inactive`: a cluster's state in the old API's words (also the
-/// `status` label of `vitistack_operator_clusters_total`).
-pub fn cluster_status(state: ClusterState) -> &'static str {
-    match state {
-        ClusterState::Ready | ClusterState::Degraded => "active",
-        ClusterState::Failed => "failed",
-        ClusterState::InProgress => "inactive",
-    }
-}
-
 fn cluster_entry(snap: &Snapshot, c: &Resource) -> Option<ClusterEntry> {
     let Resource::KubernetesCluster(kc) = c else {
         return None;
@@ -278,7 +272,7 @@ fn cluster_entry(snap: &Snapshot, c: &Resource) -> Option<ClusterEntry> {
         },
         name: c.name().to_string(),
         namespace: c.namespace().to_string(),
-        status: cluster_status(ClusterState::of(&pipeline)),
+        status: super::operator_metrics::cluster_status(ClusterState::of(&pipeline)),
         nodes: Nodes {
             total: machines.len(),
             ready: machines

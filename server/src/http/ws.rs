@@ -237,6 +237,14 @@ struct Conn {
     out: Vec<String>,
 }
 
+/// The close reason (1001) of sockets open when the server shuts down.
+pub const GOING_AWAY: &str = "Server is shutting down";
+
+/// Resolves once the server shuts down.
+pub async fn gone(going_away: &mut tokio::sync::watch::Receiver<bool>) {
+    let _ = going_away.wait_for(|g| *g).await;
+}
+
 /// Serve one upgraded socket until either side closes it.
 pub async fn serve(
     socket: WebSocket,
@@ -253,6 +261,10 @@ pub async fn serve(
             return;
         }
     };
+    if *app.going_away.borrow() {
+        close(socket, &app, Close::new(1001, GOING_AWAY)).await;
+        return;
+    }
     let _admission = match app.gate.admit(client) {
         Ok(a) => a,
         Err(reason) => {
@@ -307,6 +319,7 @@ impl Conn {
         );
         keepalive.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut changes = self.app.access.auth.changes();
+        let mut going_away = self.app.going_away.clone();
         loop {
             let step: Result<(), Close> = tokio::select! {
                 msg = incoming.next() => match msg {
@@ -333,6 +346,7 @@ impl Conn {
                     self.deliver(id, item);
                     Ok(())
                 }
+                _ = gone(&mut going_away) => Err(Close::new(1001, GOING_AWAY)),
                 _ = &mut init_deadline, if !self.acked => {
                     Err(Close::new(4408, "Connection initialisation timeout"))
                 }

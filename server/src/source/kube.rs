@@ -28,7 +28,7 @@ use kube::{Api, Client};
 use serde_json::Value;
 
 use crate::model::{Kind, Resource};
-use crate::store::{Key, Op, Store};
+use crate::store::{ChangeType, Key, Op, Store};
 
 use super::status::SourceStatus;
 
@@ -439,7 +439,7 @@ impl Watch {
             for obj in page.items {
                 match to_resource(self.kind, version, obj) {
                     Ok(r) => objects.push(r),
-                    Err(e) => undecodable(self.kind, &e),
+                    Err(e) => undecodable(&self.status, ChangeType::Added, self.kind, &e),
                 }
             }
             token = page.metadata.continue_.filter(|t| !t.is_empty());
@@ -572,6 +572,11 @@ impl Watch {
                 Ok(None) => return Ended::Closed,
                 Ok(Some(item)) => item,
             };
+            let change = if matches!(item, Ok(WatchEvent::Added(_))) {
+                ChangeType::Added
+            } else {
+                ChangeType::Modified
+            };
             match item {
                 Ok(WatchEvent::Added(obj) | WatchEvent::Modified(obj)) => {
                     let at = obj.metadata.resource_version.clone();
@@ -579,7 +584,7 @@ impl Watch {
                         Ok(r) => {
                             self.store.apply(vec![Op::Mirror(r)]);
                         }
-                        Err(e) => undecodable(self.kind, &e),
+                        Err(e) => undecodable(&self.status, change, self.kind, &e),
                     }
                     if let Some(at) = at {
                         *rv = at;
@@ -613,7 +618,8 @@ impl Watch {
     }
 }
 
-fn undecodable(kind: Kind, e: &str) {
+fn undecodable(status: &SourceStatus, change: ChangeType, kind: Kind, e: &str) {
+    status.undecodable[change as usize].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     tracing::warn!(kind = kind.name(), error = %e, "object skipped: the model cannot read it");
 }
 

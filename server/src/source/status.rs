@@ -121,6 +121,9 @@ pub struct SourceStatus {
     /// Longest a live watch stays silent (its timeout plus a margin).
     pub window: Duration,
     kinds: Mutex<BTreeMap<&'static str, KindStatus>>,
+    /// Objects the source received but the model could not read (skipped), by the change they
+    /// would have been (indexed by `ChangeType as usize`: listed objects count as added).
+    pub undecodable: [std::sync::atomic::AtomicU64; 3],
 }
 
 impl SourceStatus {
@@ -142,6 +145,7 @@ impl SourceStatus {
             mode: "embedded",
             window: Duration::MAX,
             kinds: Mutex::new(kinds),
+            undecodable: Default::default(),
         }
     }
 
@@ -158,6 +162,7 @@ impl SourceStatus {
             mode: "kube",
             window,
             kinds: Mutex::new(kinds),
+            undecodable: Default::default(),
         }
     }
 

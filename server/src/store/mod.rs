@@ -406,6 +406,8 @@ pub struct Store {
     capacity: usize,
     /// Writes made through this server that their writers wait to see.
     expected: Mutex<Vec<Expected>>,
+    /// Changes applied since start: added, modified, deleted.
+    applied: [std::sync::atomic::AtomicU64; 3],
 }
 
 impl std::fmt::Debug for Store {
@@ -440,7 +442,13 @@ impl Store {
             changes,
             capacity: capacity.max(1),
             expected: Mutex::new(Vec::new()),
+            applied: Default::default(),
         }
+    }
+
+    /// How many changes of each type the store has applied since start.
+    pub fn applied(&self, change: ChangeType) -> u64 {
+        self.applied[change as usize].load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Keep derived state with every snapshot from now on (derived at once from what is held).
@@ -684,6 +692,7 @@ impl Store {
         }
         self.current.store(Arc::new(snap));
         for c in &out {
+            self.applied[c.change as usize].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             // No receivers is fine: nobody is listening yet.
             let _ = self.changes.send(c.clone());
         }

@@ -4,68 +4,8 @@
 
 use serde_json::Value;
 
+use crate::documented::{differences, documented};
 use crate::{TestApp, spawn};
-
-/// The documented shapes, by route.
-fn documented(route: &str) -> Value {
-    let all: Value = serde_json::from_str(include_str!("legacy/documented.json")).expect("fixture");
-    all.get(route)
-        .cloned()
-        .unwrap_or_else(|| panic!("{route} is not documented"))
-}
-
-/// Where `actual` differs from the documented shape: every documented field present with its
-/// type, and no field the documentation does not name (`{}` documents a free-form object).
-fn differences(path: &str, documented: &Value, actual: &Value, out: &mut Vec<String>) {
-    match documented {
-        Value::Object(fields) if fields.is_empty() => {
-            if !actual.is_object() {
-                out.push(format!("{path}: an object expected, got {actual}"));
-            }
-        }
-        Value::Object(fields) => {
-            let Some(got) = actual.as_object() else {
-                out.push(format!("{path}: an object expected, got {actual}"));
-                return;
-            };
-            for (k, d) in fields {
-                match got.get(k) {
-                    Some(a) => differences(&format!("{path}.{k}"), d, a, out),
-                    None => out.push(format!("{path}.{k}: missing")),
-                }
-            }
-            for k in got.keys().filter(|k| !fields.contains_key(*k)) {
-                out.push(format!("{path}.{k}: not documented"));
-            }
-        }
-        Value::Array(items) => {
-            let Some(got) = actual.as_array() else {
-                out.push(format!("{path}: an array expected, got {actual}"));
-                return;
-            };
-            for (i, a) in got.iter().enumerate() {
-                differences(&format!("{path}[{i}]"), &items[0], a, out);
-            }
-        }
-        Value::String(t) => {
-            let ok = match t.as_str() {
-                "string" => actual.is_string(),
-                "integer" => actual.is_u64(),
-                "boolean" => actual.is_boolean(),
-                "timestamp" => actual
-                    .as_str()
-                    .is_some_and(|s| s.parse::<jiff::Timestamp>().is_ok()),
-                choices => actual
-                    .as_str()
-                    .is_some_and(|s| choices.split('|').any(|c| c == s)),
-            };
-            if !ok {
-                out.push(format!("{path}: {t} expected, got {actual}"));
-            }
-        }
-        other => out.push(format!("{path}: the fixture has {other}")),
-    }
-}
 
 /// GET a route and check its body against the documented shape; the body and its headers.
 async fn conforming(app: &TestApp, route: &str) -> (Value, reqwest::header::HeaderMap) {

@@ -13,6 +13,7 @@ mod hostile;
 mod legacy;
 mod limits;
 mod mutations;
+mod operations;
 pub mod protocol;
 mod queries;
 mod robustness;
@@ -20,6 +21,8 @@ mod subscriptions;
 
 #[path = "../support/db_text.rs"]
 mod db_text;
+#[path = "../support/documented.rs"]
+mod documented;
 pub use db_text::table_text;
 
 use std::path::PathBuf;

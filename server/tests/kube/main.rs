@@ -3,6 +3,8 @@
 
 #[path = "../support/db_text.rs"]
 mod db_text;
+#[path = "../support/documented.rs"]
+mod documented;
 #[path = "../support/kube_api.rs"]
 mod kube_api;
 mod mutations;
@@ -948,4 +950,89 @@ async fn kubernetes_tokens_are_reviewed_and_rbac_gives_the_role() {
         "{}",
         texts[1]
     );
+}
+
+/// A manifest of `../shared/fixtures/upstream` as JSON.
+fn upstream(path: &str) -> Value {
+    let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../shared/fixtures/upstream")
+        .join(path);
+    let text = std::fs::read_to_string(&file).expect("fixture");
+    serde_yaml::from_str(&text).expect("YAML")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_old_rest_routes_answer_the_documented_shapes_from_the_watched_cluster() {
+    use documented::{differences, documented};
+    let cluster = upstream("talos-operator/1-kubernetescluster.yaml");
+    let cluster_id = cluster["spec"]["data"]["clusterId"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let ns = "team-a".to_string();
+    let mut cluster = cluster;
+    cluster["metadata"]["namespace"] = json!(ns);
+    let h = Harness::start(|api| {
+        api.apply("kubernetesclusters", cluster.clone());
+        api.apply(
+            "machineproviders",
+            upstream("kubevirt-operator/kubevirt-machineprovider.yaml"),
+        );
+        for i in 0..3 {
+            api.apply(
+                "machines",
+                machine(&ns, &format!("{cluster_id}-m{i}"), &cluster_id),
+            );
+        }
+    })
+    .await;
+    h.ready().await;
+    let conforming = |route: &'static str, body: Value| {
+        let mut out = Vec::new();
+        differences(route, &documented(route), &body, &mut out);
+        assert!(out.is_empty(), "{route}: {out:?}\n{body}");
+    };
+
+    let (code, clusters) = h.get("/api/v1/clusters").await;
+    assert_eq!(code, 200);
+    conforming("/api/v1/clusters", clusters.clone());
+    let entry = &clusters["clusters"][0];
+    assert_eq!(entry["name"], cluster["metadata"]["name"]);
+    // The id is the uid the API server gave the object.
+    let uid = h
+        .store()
+        .snapshot()
+        .list(vitistack::model::Kind::KubernetesCluster)
+        .next()
+        .map(|c| c.uid().to_string())
+        .expect("the cluster");
+    assert_eq!(entry["id"], uid.as_str());
+    assert_eq!(entry["nodes"]["total"], 3, "{entry}");
+    assert_eq!(entry["operators"]["talos"], true, "{entry}");
+    assert_eq!(entry["operators"]["kubeVirt"], true, "{entry}");
+
+    let (code, infra) = h.get("/api/v1/infrastructure").await;
+    assert_eq!(code, 200);
+    conforming("/api/v1/infrastructure", infra.clone());
+    assert_eq!(infra["summary"]["machines"]["total"], 3);
+
+    let (code, health) = h.get("/health").await;
+    assert!(code == 200 || code == 503, "{code}");
+    conforming("/health", health);
+
+    let res = h
+        .client
+        .get(format!("{}/v1/machineproviders", h.base))
+        .send()
+        .await
+        .expect("GET");
+    assert_eq!(res.headers()["x-total-count"], "1");
+    let providers: Value = res.json().await.expect("JSON");
+    let uid = providers[0]["metadata"]["uid"].as_str().expect("uid");
+    let (code, one) = h.get(&format!("/v1/machineproviders/{uid}")).await;
+    assert_eq!(code, 200);
+    assert_eq!(one, providers[0]);
+    assert_eq!(one["spec"]["providerType"], "kubevirt", "{one}");
+    let (code, _) = h.get(&format!("/v1/kubernetesproviders/{uid}")).await;
+    assert_eq!(code, 404);
 }

@@ -517,7 +517,7 @@ async fn no_credential_is_found_anywhere() {
     let logs = std::fs::read_to_string(&log).unwrap_or_default()
         + &std::fs::read_to_string(h.dir.join("err")).unwrap_or_default();
     assert!(
-        logs.contains("\"level\":\"DEBUG\""),
+        logs.contains("\"level\":\"debug\""),
         "the server logged at debug level"
     );
     let frames = frames.lock().join("\n");

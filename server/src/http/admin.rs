@@ -1,0 +1,88 @@
+//! Operating the running server: `GET`/`PUT /admin/log-level` reads and changes the log level
+//! without a restart (admin role).
+
+use std::net::SocketAddr;
+
+use axum::Router;
+use axum::extract::{ConnectInfo, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use serde_json::json;
+
+use super::AppState;
+use super::rest::{admit, error};
+use crate::auth::Role;
+
+/// The admin routes.
+pub fn routes() -> Router<AppState> {
+    Router::new().route("/admin/log-level", get(level).put(set_level))
+}
+
+/// The caller, when it holds the admin role.
+async fn admin(app: &AppState, peer: SocketAddr, headers: &HeaderMap) -> Result<(), Response> {
+    let principal = admit(app, peer, headers).await?;
+    if principal.role != Role::Admin {
+        return Err(error(
+            StatusCode::FORBIDDEN,
+            "FORBIDDEN",
+            format!(
+                "the log level is the admin role's to change; {} has the {} role",
+                principal.name,
+                principal.role.as_str()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn current() -> Response {
+    match crate::logging::level() {
+        Some(level) => axum::Json(json!({ "level": level })).into_response(),
+        None => error(
+            StatusCode::CONFLICT,
+            "NO_LOGGER",
+            "this server does not run the logger (embedded in another program)",
+        ),
+    }
+}
+
+async fn level(
+    State(app): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+) -> Response {
+    if let Err(refused) = admin(&app, peer, &headers).await {
+        return refused;
+    }
+    current()
+}
+
+/// Body: `{"level": "debug"}` (or a filter such as `info,vitistack::source=debug`).
+async fn set_level(
+    State(app): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+    body: bytes::Bytes,
+) -> Response {
+    if let Err(refused) = admin(&app, peer, &headers).await {
+        return refused;
+    }
+    let Some(level) = serde_json::from_slice::<serde_json::Value>(&body)
+        .ok()
+        .and_then(|v| v.get("level").and_then(|l| l.as_str()).map(String::from))
+    else {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "BAD_REQUEST",
+            "send a JSON body {\"level\": \"debug\"} (error, warn, info, debug, trace, or a filter)",
+        );
+    };
+    match crate::logging::set_level(&level) {
+        Ok(()) => current(),
+        Err(reason) if crate::logging::level().is_none() => {
+            error(StatusCode::CONFLICT, "NO_LOGGER", reason)
+        }
+        Err(reason) => error(StatusCode::BAD_REQUEST, "BAD_LEVEL", reason),
+    }
+}

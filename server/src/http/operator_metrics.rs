@@ -1,0 +1,247 @@
+//! The old aggregator's `vitistack_operator_*` metrics, with its names and labels, so the alerts
+//! and panels written for it keep working: gauges computed from the graph at scrape time,
+//! counters kept in step with ours. Every label value comes from a closed set or from the
+//! clusters themselves (never a request path or a free-form status).
+
+use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts, Registry};
+
+use crate::domain::aggregates::ClusterState;
+use crate::model::{Kind, LABEL_CLUSTER_ID, Resource};
+use crate::source::operators::{OperatorHealth, OperatorState};
+use crate::store::{ChangeType, Snapshot};
+
+/// Gauges promtool must see as `untyped`: their names end in `_total`, which the exposition
+/// format reserves for counters, and they are gauges (the old names are kept).
+pub const UNTYPED: [&str; 2] = [
+    "vitistack_operator_clusters_total",
+    "vitistack_operator_machines_total",
+];
+
+/// The methods the request metrics name; any other is `other` (the label stays bounded).
+const METHODS: [&str; 7] = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"];
+
+/// What a scrape reads besides the snapshot.
+pub struct Scrape<'a> {
+    /// Every operator, judged now.
+    pub operators: &'a [OperatorHealth],
+    /// Changes applied to the store since start, by type.
+    pub applied: [u64; 3],
+    /// Source objects that could not be read, by the change they would have been.
+    pub undecodable: [u64; 3],
+    /// The database pool's (idle, in use, max), when connected.
+    pub connections: Option<(u32, u32, u32)>,
+    /// Our cache counters, by the old `cache_type`: (type, hits, misses).
+    pub caches: [(&'static str, u64, u64); 3],
+}
+
+/// The `vitistack_operator_*` family.
+pub struct OperatorMetrics {
+    clusters: IntGaugeVec,
+    machines: IntGaugeVec,
+    requests: IntCounterVec,
+    duration: HistogramVec,
+    cache_hits: IntCounterVec,
+    cache_misses: IntCounterVec,
+    operator_status: IntGaugeVec,
+    events: IntCounterVec,
+    connections: IntGaugeVec,
+}
+
+impl OperatorMetrics {
+    /// Register the family in `registry`; `info` carries this build's version and commit.
+    pub fn new(registry: &Registry) -> Result<Self, prometheus::Error> {
+        let info = IntGaugeVec::new(
+            Opts::new(
+                "vitistack_operator_info",
+                "Build information: always 1, with the version and commit as labels",
+            ),
+            &["version", "commit"],
+        )?;
+        info.with_label_values(&[crate::VERSION, crate::COMMIT])
+            .set(1);
+        let gauge = |name: &str, help: &str, labels: &[&str]| {
+            IntGaugeVec::new(Opts::new(name, help), labels)
+        };
+        let counter = |name: &str, help: &str, labels: &[&str]| {
+            IntCounterVec::new(Opts::new(name, help), labels)
+        };
+        let m = OperatorMetrics {
+            clusters: gauge(
+                UNTYPED[0],
+                "Kubernetes clusters now, by status (active, inactive, failed) and provider type",
+                &["status", "type"],
+            )?,
+            machines: gauge(
+                UNTYPED[1],
+                "Machines now, by operator (provider), status and cluster id",
+                &["operator", "status", "cluster"],
+            )?,
+            requests: counter(
+                "vitistack_operator_api_requests_total",
+                "HTTP requests answered, by method, route template and status code",
+                &["method", "endpoint", "status"],
+            )?,
+            duration: HistogramVec::new(
+                HistogramOpts::new(
+                    "vitistack_operator_api_request_duration_seconds",
+                    "Time to answer an HTTP request, by method and route template",
+                )
+                .buckets(vec![
+                    0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
+                ]),
+                &["method", "endpoint"],
+            )?,
+            cache_hits: counter(
+                "vitistack_operator_cache_hits_total",
+                "Cache hits, by cache (response, part, document)",
+                &["cache_type"],
+            )?,
+            cache_misses: counter(
+                "vitistack_operator_cache_misses_total",
+                "Cache misses, by cache (response, part, document)",
+                &["cache_type"],
+            )?,
+            operator_status: gauge(
+                "vitistack_operator_operator_status",
+                "1 for each operator's current status (healthy, unhealthy, unreachable), else 0",
+                &["operator", "status"],
+            )?,
+            events: counter(
+                "vitistack_operator_events_processed_total",
+                "Object events processed, by type (added, modified, deleted) and outcome (success, error: the object could not be read)",
+                &["event_type", "status"],
+            )?,
+            connections: gauge(
+                "vitistack_operator_database_connections",
+                "Database pool connections, by state (idle, in_use, max)",
+                &["state"],
+            )?,
+        };
+        registry.register(Box::new(info))?;
+        registry.register(Box::new(m.clusters.clone()))?;
+        registry.register(Box::new(m.machines.clone()))?;
+        registry.register(Box::new(m.requests.clone()))?;
+        registry.register(Box::new(m.duration.clone()))?;
+        registry.register(Box::new(m.cache_hits.clone()))?;
+        registry.register(Box::new(m.cache_misses.clone()))?;
+        registry.register(Box::new(m.operator_status.clone()))?;
+        registry.register(Box::new(m.events.clone()))?;
+        registry.register(Box::new(m.connections.clone()))?;
+        Ok(m)
+    }
+
+    /// Count one answered request. `endpoint` is the route template (never the raw path).
+    pub fn observe_request(&self, method: &str, endpoint: &str, status: u16, seconds: f64) {
+        let method = METHODS
+            .iter()
+            .find(|m| **m == method)
+            .copied()
+            .unwrap_or("other");
+        let status = status.to_string();
+        self.requests
+            .with_label_values(&[method, endpoint, status.as_str()])
+            .inc();
+        self.duration
+            .with_label_values(&[method, endpoint])
+            .observe(seconds);
+    }
+
+    /// Bring every scrape-time value up to date (callers serialize scrapes: counters advance by
+    /// the difference to ours).
+    pub fn update(&self, snap: &Snapshot, s: &Scrape<'_>) {
+        self.clusters.reset();
+        for kc in snap.list(Kind::KubernetesCluster) {
+            let Resource::KubernetesCluster(c) = kc.as_ref() else {
+                continue;
+            };
+            let status = cluster_status(ClusterState::of(&crate::domain::pipeline::evaluate(
+                snap, c,
+            )));
+            let kind = known(
+                &c.spec.data.provider,
+                &["talos", "rke2", "k3s", "kubeadm", "aks", "eks", "gke"],
+            );
+            self.clusters.with_label_values(&[status, kind]).inc();
+        }
+        self.machines.reset();
+        for m in snap.list(Kind::Machine) {
+            let Resource::Machine(machine) = m.as_ref() else {
+                continue;
+            };
+            let operator = match machine.spec.provider.as_str() {
+                "" => "kubevirt",
+                p => known(p, &["kubevirt", "proxmox"]),
+            };
+            let cluster = m.label(LABEL_CLUSTER_ID).unwrap_or_default();
+            self.machines
+                .with_label_values(&[operator, machine_status(m.phase()), cluster])
+                .inc();
+        }
+        for o in s.operators {
+            for state in OperatorState::ALL {
+                self.operator_status
+                    .with_label_values(&[o.operator.as_str(), state.name()])
+                    .set(i64::from(o.status == state));
+            }
+        }
+        for (change, name) in [
+            (ChangeType::Added, "added"),
+            (ChangeType::Modified, "modified"),
+            (ChangeType::Deleted, "deleted"),
+        ] {
+            let i = change as usize;
+            catch_up(&self.events, &[name, "success"], s.applied[i]);
+            catch_up(&self.events, &[name, "error"], s.undecodable[i]);
+        }
+        for (cache, hits, misses) in s.caches {
+            catch_up(&self.cache_hits, &[cache], hits);
+            catch_up(&self.cache_misses, &[cache], misses);
+        }
+        self.connections.reset();
+        if let Some((idle, in_use, max)) = s.connections {
+            for (state, n) in [("idle", idle), ("in_use", in_use), ("max", max)] {
+                self.connections
+                    .with_label_values(&[state])
+                    .set(i64::from(n));
+            }
+        }
+    }
+}
+
+/// Advance a counter to `value` (counters only go up).
+fn catch_up(vec: &IntCounterVec, labels: &[&str], value: u64) {
+    let c = vec.with_label_values(labels);
+    c.inc_by(value.saturating_sub(c.get()));
+}
+
+/// `value` when it is one of `known`, else `other`.
+fn known(value: &str, known: &[&'static str]) -> &'static str {
+    known
+        .iter()
+        .find(|k| **k == value)
+        .copied()
+        .unwrap_or("other")
+}
+
+/// `active`, `failed` or `inactive`: a cluster's state in the old API's words (the REST
+/// `status` and the `status` label of `vitistack_operator_clusters_total`).
+pub fn cluster_status(state: ClusterState) -> &'static str {
+    match state {
+        ClusterState::Ready | ClusterState::Degraded => "active",
+        ClusterState::Failed => "failed",
+        ClusterState::InProgress => "inactive",
+    }
+}
+
+/// A Machine's phase as a bounded label: `running`, `pending` (no phase yet, or on its way),
+/// `failed`, `stopped`, `deleting`, else `other`.
+pub fn machine_status(phase: Option<&str>) -> &'static str {
+    match phase.unwrap_or_default() {
+        "Running" => "running",
+        "" | "Pending" | "Creating" | "Provisioning" | "Starting" => "pending",
+        "Failed" | "Error" => "failed",
+        "Stopped" | "Stopping" => "stopped",
+        "Terminating" | "Deleting" => "deleting",
+        _ => "other",
+    }
+}

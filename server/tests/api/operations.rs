@@ -1,0 +1,528 @@
+//! Running it in production: the old aggregator's `vitistack_operator_*` metrics with bounded
+//! labels, JSON logs in the documented shape with request ids, the log level changed while
+//! running, and a SIGTERM that loses nothing (the `vitistack` binary as a process).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::BufRead;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+
+use serde_json::{Value, json};
+
+use crate::auth::{ADMIN, KeysFile, VIEWER, three_keys};
+use crate::documented::{differences, documented};
+use crate::persistence::TestDb;
+use crate::{PATIENCE, eventually, metric, spawn};
+
+/// Series of a family in a `/metrics` text: label maps and values.
+fn series(text: &str, family: &str) -> Vec<(BTreeMap<String, String>, f64)> {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| {
+            let (name, value) = l.rsplit_once(' ')?;
+            let (metric, labels) = match name.split_once('{') {
+                Some((m, rest)) => (m, rest.trim_end_matches('}')),
+                None => (name, ""),
+            };
+            (metric == family).then(|| {
+                let labels = labels
+                    .split("\",")
+                    .filter(|p| !p.is_empty())
+                    .filter_map(|p| {
+                        let (k, v) = p.split_once("=\"")?;
+                        Some((k.to_string(), v.trim_end_matches('"').to_string()))
+                    })
+                    .collect();
+                (labels, value.parse().unwrap_or(f64::NAN))
+            })
+        })
+        .collect()
+}
+
+fn sum(text: &str, family: &str) -> f64 {
+    series(text, family).iter().map(|(_, v)| v).sum()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_old_metrics_are_exposed_with_bounded_labels_and_the_graphs_figures() {
+    let app = spawn(&["--demo"]).await;
+    // 10,000 distinct paths: object-like ids on a templated route, and paths no route knows.
+    let client = app.client.clone();
+    let base = app.base.clone();
+    let sent: Vec<u16> = futures::future::join_all((0..4).map(|worker| {
+        let (client, base) = (client.clone(), base.clone());
+        async move {
+            let mut statuses = Vec::new();
+            for i in 0..2_500 {
+                let path = if i % 2 == 0 {
+                    format!("/v1/machineproviders/{}", uuid::Uuid::new_v4())
+                } else {
+                    format!("/no/such/page-{worker}-{i}")
+                };
+                let res = client
+                    .get(format!("{base}{path}"))
+                    .send()
+                    .await
+                    .expect("GET");
+                statuses.push(res.status().as_u16());
+            }
+            statuses
+        }
+    }))
+    .await
+    .into_iter()
+    .flatten()
+    .collect();
+    assert_eq!(sent.len(), 10_000);
+    let (status, text) = app.get("/metrics").await;
+    assert_eq!(status, 200);
+
+    // Every family of the old table, with its type and exactly its labels.
+    let table = documented("metrics");
+    for (family, spec) in table.as_object().expect("metrics table") {
+        let ty = spec["type"].as_str().expect("type");
+        assert!(
+            text.contains(&format!("# TYPE {family} {ty}\n")),
+            "{family} is not exposed as a {ty}"
+        );
+        let wanted: BTreeSet<String> = spec["labels"]
+            .as_array()
+            .expect("labels")
+            .iter()
+            .map(|l| l.as_str().expect("label").to_string())
+            .collect();
+        let sample = if ty == "histogram" {
+            format!("{family}_count")
+        } else {
+            family.clone()
+        };
+        let all = series(&text, &sample);
+        assert!(!all.is_empty(), "{family} has no series:\n{text}");
+        for (labels, _) in &all {
+            let got: BTreeSet<String> = labels.keys().cloned().collect();
+            assert_eq!(got, wanted, "{family} labels");
+        }
+    }
+
+    // Route templates, never raw paths: the 10,000 requests are two series.
+    let requests = series(&text, "vitistack_operator_api_requests_total");
+    let endpoints: BTreeSet<&str> = requests
+        .iter()
+        .map(|(l, _)| l["endpoint"].as_str())
+        .collect();
+    assert!(
+        endpoints.contains("/v1/machineproviders/{uid}") && endpoints.contains("/{*path}"),
+        "{endpoints:?}"
+    );
+    assert!(
+        requests.len() < 20,
+        "{} request series after 10,000 distinct paths: {requests:?}",
+        requests.len()
+    );
+    assert!(!text.contains("page-0-1"), "a raw path is a label value");
+    let templated: f64 = requests
+        .iter()
+        .filter(|(l, _)| l["endpoint"] == "/v1/machineproviders/{uid}")
+        .map(|(l, v)| {
+            assert_eq!(l["status"], "404", "unknown uids answer 404");
+            *v
+        })
+        .sum();
+    assert_eq!(templated, 5_000.0);
+    assert!(
+        sum(
+            &text,
+            "vitistack_operator_api_request_duration_seconds_count"
+        ) >= 10_000.0
+    );
+
+    // The figures are the graph's.
+    let data = app
+        .data(
+            "{ clusters(first: 1) { totalCount } machines(first: 1) { totalCount } version { version commit } operators { operator status } }",
+            json!({}),
+        )
+        .await;
+    assert_eq!(
+        sum(&text, "vitistack_operator_clusters_total"),
+        data["clusters"]["totalCount"].as_f64().expect("count")
+    );
+    assert_eq!(
+        sum(&text, "vitistack_operator_machines_total"),
+        data["machines"]["totalCount"].as_f64().expect("count")
+    );
+    let info = series(&text, "vitistack_operator_info");
+    assert_eq!(info.len(), 1);
+    assert_eq!(
+        info[0].0["version"],
+        data["version"]["version"].as_str().expect("v")
+    );
+    assert_eq!(
+        info[0].0["commit"],
+        data["version"]["commit"].as_str().expect("c")
+    );
+    for o in data["operators"].as_array().expect("operators") {
+        let name = o["operator"].as_str().expect("name");
+        let state = o["status"].as_str().expect("status").to_lowercase();
+        assert_eq!(
+            metric(
+                &text,
+                &format!(
+                    "vitistack_operator_operator_status{{operator=\"{name}\",status=\"{state}\"}}"
+                )
+            ),
+            1,
+            "{name} is {state}"
+        );
+    }
+    // The demo fleet was loaded through the store: every object was an added event.
+    let added = metric(
+        &text,
+        "vitistack_operator_events_processed_total{event_type=\"added\",status=\"success\"}",
+    );
+    assert!(added >= 200, "{added} added events");
+    // The cache counters follow ours.
+    let ours = metric(&text, "vitistack_graphql_cache_misses_total");
+    assert_eq!(
+        metric(
+            &text,
+            "vitistack_operator_cache_misses_total{cache_type=\"response\"}"
+        ),
+        ours
+    );
+    assert!(
+        metric(
+            &text,
+            "vitistack_operator_database_connections{state=\"max\"}"
+        ) >= 1
+    );
+}
+
+/// The `vitistack` binary serving on a port of its own, its stdout read line by line.
+struct Process {
+    child: Child,
+    base: String,
+    lines: Arc<Mutex<Vec<String>>>,
+}
+
+impl Process {
+    fn start(env: &[(&str, &str)]) -> Process {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_vitistack"))
+            .arg("serve")
+            .env("PORT", "0")
+            .env("BIND_ADDRESS", "127.0.0.1")
+            .env("LOG_JSON_LOGGING", "true")
+            .env("LOG_LEVEL", "info")
+            .env("RATE_LIMIT", "0")
+            .envs(env.iter().copied())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start vitistack");
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let stdout = child.stdout.take().expect("stdout");
+        let sink = lines.clone();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stdout)
+                .lines()
+                .map_while(Result::ok)
+            {
+                sink.lock().expect("lines").push(line);
+            }
+        });
+        let deadline = std::time::Instant::now() + PATIENCE * 4;
+        let addr = loop {
+            let found = lines.lock().expect("lines").iter().find_map(|l| {
+                let v: Value = serde_json::from_str(l).ok()?;
+                v["message"]
+                    .as_str()?
+                    .starts_with("serving GraphQL")
+                    .then(|| v["addr"].as_str().map(String::from))?
+            });
+            if let Some(addr) = found {
+                break addr;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the server did not start: {:?}",
+                lines.lock().expect("lines")
+            );
+            std::thread::sleep(std::time::Duration::from_millis(25));
+        };
+        Process {
+            child,
+            base: format!("http://{addr}"),
+            lines,
+        }
+    }
+
+    /// The log lines so far, as JSON (every line must be JSON).
+    fn log(&self) -> Vec<Value> {
+        self.lines
+            .lock()
+            .expect("lines")
+            .iter()
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+            .collect()
+    }
+
+    /// The request log line with this request id.
+    fn request_line(&self, id: &str) -> Option<Value> {
+        self.log()
+            .into_iter()
+            .find(|l| l["requestId"] == id && l.get("statusCode").is_some())
+    }
+
+    fn terminate(&self) {
+        let status = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .expect("kill");
+        assert!(status.success());
+    }
+
+    /// Wait for the process to exit; its exit code.
+    async fn exited(&mut self) -> Option<i32> {
+        let deadline = tokio::time::Instant::now() + PATIENCE * 2;
+        loop {
+            if let Some(status) = self.child.try_wait().expect("wait") {
+                return status.code();
+            }
+            assert!(tokio::time::Instant::now() < deadline, "still running");
+            tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+        }
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn logs_are_json_lines_with_request_ids_and_the_level_changes_while_running() {
+    let keys = KeysFile::new(&three_keys());
+    let db = TestDb::sqlite();
+    let url = db.url();
+    let server = Process::start(&[("API_KEYS_FILE", keys.path()), ("DATABASE_URL", &url)]);
+    let client = reqwest::Client::new();
+    let get = |path: &str, id: &str| {
+        client
+            .get(format!("{}{path}", server.base))
+            .header("x-request-id", id)
+            .header("user-agent", "ops-test/1.0")
+            .bearer_auth(VIEWER)
+            .send()
+    };
+
+    // A request id is taken, returned, and carried into the log line.
+    let res = get("/api/v1/clusters", "abc-123").await.expect("GET");
+    assert_eq!(res.status(), 200);
+    assert_eq!(res.headers()["x-request-id"], "abc-123");
+    // One that is not a sensible token is replaced by a new one.
+    let hostile = "x".repeat(300);
+    let res = get("/v1/vitistack/name", &hostile).await.expect("GET");
+    let made = res.headers()["x-request-id"]
+        .to_str()
+        .expect("id")
+        .to_string();
+    assert!(uuid::Uuid::parse_str(&made).is_ok(), "{made}");
+    // Probes are not logged.
+    get("/health", "probe-1").await.expect("GET");
+    get("/ready", "probe-2").await.expect("GET");
+    get("/v1/info/version", "after-probes").await.expect("GET");
+    eventually("the request lines", || async {
+        server.request_line("after-probes").is_some() && server.request_line(&made).is_some()
+    })
+    .await;
+    let line = server.request_line("abc-123").expect("logged");
+    let mut out = Vec::new();
+    differences("log", &documented("log"), &line, &mut out);
+    assert!(out.is_empty(), "{out:?}\n{line}");
+    assert_eq!(line["level"], "info");
+    assert_eq!(line["component"], "http");
+    assert_eq!(line["method"], "GET");
+    assert_eq!(line["path"], "/api/v1/clusters");
+    assert_eq!(line["statusCode"], 200);
+    assert_eq!(line["userAgent"], "ops-test/1.0");
+    for probe in ["probe-1", "probe-2"] {
+        assert!(
+            server.log().iter().all(|l| l["requestId"] != probe),
+            "{probe} was logged"
+        );
+    }
+    // Every line is JSON with the documented head, and no key is ever logged.
+    for l in server.log() {
+        for key in ["timestamp", "level", "component", "message"] {
+            assert!(l.get(key).is_some(), "{key} missing: {l}");
+        }
+    }
+    let all = server.lines.lock().expect("lines").join("\n");
+    assert!(
+        !all.contains(VIEWER) && !all.contains(ADMIN),
+        "a key was logged"
+    );
+
+    // The level changes at runtime: admin only, a bad level is refused with the reason.
+    let put = |key: &'static str, body: Value| {
+        client
+            .put(format!("{}/admin/log-level", server.base))
+            .bearer_auth(key)
+            .json(&body)
+            .send()
+    };
+    let res = put(VIEWER, json!({"level": "warn"})).await.expect("PUT");
+    assert_eq!(res.status(), 403);
+    let res = put(ADMIN, json!({"level": "no[such"})).await.expect("PUT");
+    assert_eq!(res.status(), 400);
+    let body: Value = res.json().await.expect("JSON");
+    assert_eq!(body["code"], "BAD_LEVEL", "{body}");
+    let res = put(ADMIN, json!({"level": "warn"})).await.expect("PUT");
+    assert_eq!(res.status(), 200);
+    assert_eq!(res.json::<Value>().await.expect("JSON")["level"], "warn");
+    get("/v1/info/version", "while-warn").await.expect("GET");
+    let res = put(ADMIN, json!({"level": "info"})).await.expect("PUT");
+    assert_eq!(res.status(), 200);
+    get("/v1/info/version", "back-at-info").await.expect("GET");
+    eventually("the line after the level came back", || async {
+        server.request_line("back-at-info").is_some()
+    })
+    .await;
+    // Lines are written in order: the request made at warn would be above this one.
+    assert!(
+        server.request_line("while-warn").is_none(),
+        "an info line was logged at warn"
+    );
+    drop(db);
+}
+
+/// Rows in the history table for `kind`.
+async fn history_rows(db: &TestDb, kind: &str) -> i64 {
+    let sql = "SELECT COUNT(*) FROM events WHERE kind = $1";
+    match db {
+        TestDb::Sqlite(_) => {
+            let pool = sqlx::SqlitePool::connect(&db.url()).await.expect("sqlite");
+            let n: i64 = sqlx::query_scalar(sql)
+                .bind(kind)
+                .fetch_one(&pool)
+                .await
+                .expect("count");
+            pool.close().await;
+            n
+        }
+        TestDb::Postgres { .. } => {
+            let pool = sqlx::PgPool::connect(&db.url()).await.expect("postgres");
+            let n: i64 = sqlx::query_scalar(sql)
+                .bind(kind)
+                .fetch_one(&pool)
+                .await
+                .expect("count");
+            pool.close().await;
+            n
+        }
+    }
+}
+
+async fn drains_at_sigterm(db: TestDb) {
+    let keys = KeysFile::new(&three_keys());
+    let url = db.url();
+    let mut server = Process::start(&[("API_KEYS_FILE", keys.path()), ("DATABASE_URL", &url)]);
+    // A subscriber, acknowledged.
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+    let mut req = format!("{}/graphql/ws", server.base.replacen("http", "ws", 1))
+        .into_client_request()
+        .expect("request");
+    req.headers_mut().insert(
+        "Sec-WebSocket-Protocol",
+        "graphql-transport-ws".parse().expect("header"),
+    );
+    let (mut ws, _) = tokio_tungstenite::connect_async(req)
+        .await
+        .expect("connect");
+    crate::send_json(
+        &mut ws,
+        json!({"type": "connection_init", "payload": {"authorization": format!("Bearer {VIEWER}")}}),
+    )
+    .await;
+    assert_eq!(crate::recv(&mut ws).await["type"], "connection_ack");
+
+    // 1,000 changes in one write, then SIGTERM the moment the write is answered: the history
+    // writer has them queued, not written.
+    let manifests: String = (0..1_000)
+        .map(|n| format!("---\napiVersion: vitistack.io/v1alpha1\nkind: MachineClass\nmetadata:\n  name: drain-{n}\nspec:\n  displayName: x\n  enabled: true\n  category: standard\n  machineProviders: [kubevirt]\n  cpu:\n    cores: 1\n  memory:\n    quantity: 1Gi\n"))
+        .collect();
+    let client = reqwest::Client::new();
+    let res: Value = client
+        .post(format!("{}/graphql", server.base))
+        .bearer_auth(ADMIN)
+        .json(&json!({
+            "query": "mutation($f: [ManifestFileInput!]!) { importManifests(files: $f) { changed } }",
+            "variables": {"f": [{"name": "drain.yaml", "content": manifests}]},
+        }))
+        .send()
+        .await
+        .expect("POST")
+        .json()
+        .await
+        .expect("JSON");
+    assert_eq!(res["data"]["importManifests"]["changed"], 1_000, "{res}");
+    server.terminate();
+
+    let closed = crate::recv(&mut ws).await;
+    assert_eq!(closed["close"], 1001, "{closed}");
+    assert_eq!(closed["reason"], "Server is shutting down");
+
+    assert_eq!(server.exited().await, Some(0), "{:?}", server.log());
+    assert_eq!(history_rows(&db, "MachineClass").await, 1_000);
+    // The objects were written too: a restart serves them.
+    let again = spawn(&["--database-url", &url]).await;
+    let data = again
+        .data("{ machineClasses(first: 1) { totalCount } }", json!({}))
+        .await;
+    assert_eq!(data["machineClasses"]["totalCount"], 1_000);
+    again.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_closes_sockets_with_1001_and_loses_no_change_sqlite() {
+    drains_at_sigterm(TestDb::sqlite()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_closes_sockets_with_1001_and_loses_no_change_postgres() {
+    drains_at_sigterm(TestDb::postgres().await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_turns_ready_to_503_while_serving_on_for_the_delay() {
+    let db = TestDb::sqlite();
+    let url = db.url();
+    let mut server = Process::start(&[
+        ("ANONYMOUS_READ_FROM", "127.0.0.0/8"),
+        ("DATABASE_URL", &url),
+        ("SHUTDOWN_DELAY_SECONDS", "3"),
+    ]);
+    let client = reqwest::Client::new();
+    let status = |path: &'static str| {
+        let request = client.get(format!("{}{path}", server.base)).send();
+        async move { request.await.map(|r| r.status().as_u16()).ok() }
+    };
+    assert_eq!(status("/ready").await, Some(200));
+    server.terminate();
+    eventually("/ready answers 503", || async {
+        status("/ready").await == Some(503)
+    })
+    .await;
+    // Still serving meanwhile: queries are answered, only the probes say "going".
+    assert_eq!(status("/v1/info/version").await, Some(200));
+    assert_eq!(status("/health/live").await, Some(503));
+    assert_eq!(server.exited().await, Some(0));
+    assert!(
+        server.log().iter().any(|l| l["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("SHUTDOWN_DELAY_SECONDS"))),
+        "the delay is logged"
+    );
+}

@@ -1,17 +1,14 @@
 //! Operating the running server: `GET`/`PUT /admin/log-level` reads and changes the log level
 //! without a restart (admin role).
 
-use std::net::SocketAddr;
-
 use axum::Router;
-use axum::extract::{ConnectInfo, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use serde_json::json;
 
 use super::AppState;
-use super::rest::{admit, error};
+use super::rest::{Admitted, error};
 use crate::auth::Role;
 
 /// The admin routes.
@@ -20,8 +17,7 @@ pub fn routes() -> Router<AppState> {
 }
 
 /// The caller, when it holds the admin role.
-async fn admin(app: &AppState, peer: SocketAddr, headers: &HeaderMap) -> Result<(), Response> {
-    let principal = admit(app, peer, headers).await?;
+fn admin(Admitted { principal, .. }: &Admitted) -> Result<(), Response> {
     if principal.role != Role::Admin {
         return Err(error(
             StatusCode::FORBIDDEN,
@@ -47,25 +43,16 @@ fn current() -> Response {
     }
 }
 
-async fn level(
-    State(app): State<AppState>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
-    headers: HeaderMap,
-) -> Response {
-    if let Err(refused) = admin(&app, peer, &headers).await {
+async fn level(caller: Admitted) -> Response {
+    if let Err(refused) = admin(&caller) {
         return refused;
     }
     current()
 }
 
 /// Body: `{"level": "debug"}` (or a filter such as `info,vitistack::source=debug`).
-async fn set_level(
-    State(app): State<AppState>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
-    headers: HeaderMap,
-    body: bytes::Bytes,
-) -> Response {
-    if let Err(refused) = admin(&app, peer, &headers).await {
+async fn set_level(caller: Admitted, body: bytes::Bytes) -> Response {
+    if let Err(refused) = admin(&caller) {
         return refused;
     }
     let Some(level) = serde_json::from_slice::<serde_json::Value>(&body)

@@ -260,6 +260,7 @@ async fn graphql_ws(
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .map(String::from);
+    let span = tracing::Span::current();
     upgrade
         .protocols(ws_message::PROTOCOLS)
         // Small buffers: most sockets are idle subscribers (tungstenite's default is 128 KiB;
@@ -269,7 +270,11 @@ async fn graphql_ws(
         // The same bound as an HTTP body: larger frames and messages are refused with 1009.
         .max_frame_size(MAX_BODY_BYTES)
         .max_message_size(MAX_BODY_BYTES)
-        .on_upgrade(move |socket| ws::serve(socket, app, client, authorization))
+        // The socket's lines carry the upgrade request's id (its span, taken here: the socket
+        // is served on a task of its own).
+        .on_upgrade(move |socket| {
+            tracing::Instrument::instrument(ws::serve(socket, app, client, authorization), span)
+        })
 }
 
 /// GraphQL over SSE (GET with `query`, `variables`, `operationName` parameters).

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use axum::extract::{ConnectInfo, Path, State};
+use axum::extract::{ConnectInfo, Path};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
@@ -34,10 +34,24 @@ pub fn routes() -> axum::Router<AppState> {
         .route("/api/v1/infrastructure", get(infrastructure))
         .route("/v1/info/version", get(version))
         .route("/v1/vitistack/name", get(vitistack_name))
-        .route("/v1/machineproviders", get(machine_providers))
-        .route("/v1/machineproviders/{uid}", get(machine_provider))
-        .route("/v1/kubernetesproviders", get(kubernetes_providers))
-        .route("/v1/kubernetesproviders/{uid}", get(kubernetes_provider))
+        .route(
+            "/v1/machineproviders",
+            get(|a: Admitted| list_route(a, Kind::MachineProvider)),
+        )
+        .route(
+            "/v1/machineproviders/{uid}",
+            get(|a: Admitted, Path(uid): Path<String>| one_route(a, Kind::MachineProvider, uid)),
+        )
+        .route(
+            "/v1/kubernetesproviders",
+            get(|a: Admitted| list_route(a, Kind::KubernetesProvider)),
+        )
+        .route(
+            "/v1/kubernetesproviders/{uid}",
+            get(|a: Admitted, Path(uid): Path<String>| {
+                one_route(a, Kind::KubernetesProvider, uid)
+            }),
+        )
 }
 
 /// A JSON error `{"error": message, "code": code}`.
@@ -49,9 +63,44 @@ pub fn error(status: StatusCode, code: &str, message: impl Into<String>) -> Resp
         .into_response()
 }
 
+/// A caller that may read (authenticated, within its rate limit), with the server's state; as an
+/// extractor, a caller that may not is answered the refusal before the handler runs.
+pub(crate) struct Admitted {
+    /// The server's state.
+    pub app: AppState,
+    /// Who called.
+    pub principal: crate::auth::Principal,
+}
+
+impl axum::extract::FromRequestParts<AppState> for Admitted {
+    type Rejection = Response;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        app: &AppState,
+    ) -> Result<Self, Response> {
+        let peer = parts
+            .extensions
+            .get::<ConnectInfo<SocketAddr>>()
+            .map(|c| c.0)
+            .ok_or_else(|| {
+                error(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "INTERNAL",
+                    "the caller's address is unknown",
+                )
+            })?;
+        let principal = admit(app, peer, &parts.headers).await?;
+        Ok(Admitted {
+            app: app.clone(),
+            principal,
+        })
+    }
+}
+
 /// The caller, when it may read; else the refusal (as JSON errors, with `WWW-Authenticate` on
 /// 401 and `Retry-After` on 429).
-pub(crate) async fn admit(
+async fn admit(
     app: &AppState,
     peer: SocketAddr,
     headers: &HeaderMap,
@@ -98,14 +147,7 @@ async fn version() -> Response {
     axum::Json(json!({"version": crate::VERSION, "commit": crate::COMMIT})).into_response()
 }
 
-async fn vitistack_name(
-    State(app): State<AppState>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
-    headers: HeaderMap,
-) -> Response {
-    if let Err(refused) = admit(&app, peer, &headers).await {
-        return refused;
-    }
+async fn vitistack_name(Admitted { app, .. }: Admitted) -> Response {
     let snap = app.store.snapshot();
     match crate::graphql::query::datacenter(&snap, &app.vitistack_name) {
         Some(v) => axum::Json(json!({"name": v.name()})).into_response(),
@@ -130,26 +172,14 @@ fn full(o: &Resource) -> Value {
     v
 }
 
-async fn list_route(app: AppState, peer: SocketAddr, headers: HeaderMap, kind: Kind) -> Response {
-    if let Err(refused) = admit(&app, peer, &headers).await {
-        return refused;
-    }
+async fn list_route(Admitted { app, .. }: Admitted, kind: Kind) -> Response {
     let items = list(&app.store.snapshot(), kind);
     let total = items.len();
     counted(items, total)
 }
 
-async fn one_route(
-    app: AppState,
-    peer: SocketAddr,
-    headers: HeaderMap,
-    kind: Kind,
-    uid: &str,
-) -> Response {
-    if let Err(refused) = admit(&app, peer, &headers).await {
-        return refused;
-    }
-    if uuid::Uuid::parse_str(uid).is_err() {
+async fn one_route(Admitted { app, .. }: Admitted, kind: Kind, uid: String) -> Response {
+    if uuid::Uuid::parse_str(&uid).is_err() {
         return error(
             StatusCode::BAD_REQUEST,
             "INVALID_UUID",
@@ -157,7 +187,7 @@ async fn one_route(
         );
     }
     let snap = app.store.snapshot();
-    match snap.by_uid(uid).filter(|o| o.kind() == kind) {
+    match snap.by_uid(&uid).filter(|o| o.kind() == kind) {
         Some(o) => axum::Json(full(o)).into_response(),
         None => {
             let what = match kind {
@@ -171,40 +201,6 @@ async fn one_route(
             )
         }
     }
-}
-
-async fn machine_providers(
-    State(app): State<AppState>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
-    headers: HeaderMap,
-) -> Response {
-    list_route(app, peer, headers, Kind::MachineProvider).await
-}
-
-async fn machine_provider(
-    State(app): State<AppState>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
-    headers: HeaderMap,
-    Path(uid): Path<String>,
-) -> Response {
-    one_route(app, peer, headers, Kind::MachineProvider, &uid).await
-}
-
-async fn kubernetes_providers(
-    State(app): State<AppState>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
-    headers: HeaderMap,
-) -> Response {
-    list_route(app, peer, headers, Kind::KubernetesProvider).await
-}
-
-async fn kubernetes_provider(
-    State(app): State<AppState>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
-    headers: HeaderMap,
-    Path(uid): Path<String>,
-) -> Response {
-    one_route(app, peer, headers, Kind::KubernetesProvider, &uid).await
 }
 
 /// One entry of `/api/v1/clusters`, as vitistack-operator documents it.
@@ -327,14 +323,7 @@ fn last_updated(o: &Resource) -> String {
     latest.map(|t| t.to_string()).unwrap_or_default()
 }
 
-async fn clusters(
-    State(app): State<AppState>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
-    headers: HeaderMap,
-) -> Response {
-    if let Err(refused) = admit(&app, peer, &headers).await {
-        return refused;
-    }
+async fn clusters(Admitted { app, .. }: Admitted) -> Response {
     let snap = app.store.snapshot();
     let mut clusters: Vec<&Arc<Resource>> = snap.list(Kind::KubernetesCluster).collect();
     clusters.sort_by(|a, b| (a.namespace(), a.name()).cmp(&(b.namespace(), b.name())));
@@ -353,14 +342,7 @@ struct OperatorEntry {
     resources: OperatorResources,
 }
 
-async fn infrastructure(
-    State(app): State<AppState>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
-    headers: HeaderMap,
-) -> Response {
-    if let Err(refused) = admit(&app, peer, &headers).await {
-        return refused;
-    }
+async fn infrastructure(Admitted { app, .. }: Admitted) -> Response {
     let snap = app.store.snapshot();
     let s = crate::graphql::query::infrastructure_summary(&snap);
     let phase = |p: &str| {

@@ -286,6 +286,7 @@ pub async fn serve(
         out: Vec::new(),
     };
     let ended = conn.run(socket).await;
+    tracing::debug!(code = ?ended, "WebSocket closed (None: by the client)");
     app.metrics.ws_closed(ended);
 }
 

@@ -42,7 +42,7 @@ start_server() {
   [ "$churn" != 0 ] && sim=(env SIMULATE=true SIMULATE_STEPS_PER_SECOND="$churn")
   # Read as a local client without a key and without a rate limit, unless the caller says otherwise.
   ANONYMOUS_READ_FROM="${ANONYMOUS_READ_FROM-127.0.0.0/8}" RATE_LIMIT="${RATE_LIMIT-0}" \
-  DATABASE_URL="sqlite://$dir/load.db" PORT=$port BIND_ADDRESS=127.0.0.1 LOG_LEVEL=warn \
+  DATABASE_URL="sqlite://$dir/load.db" PORT=$port BIND_ADDRESS=127.0.0.1 LOG_LEVEL="${LOG_LEVEL-warn}" \
     "${sim[@]}" "$CARGO_TARGET_DIR/release/vitistack" serve --demo --demo-clusters 500 &
   PID=$!
   for _ in $(seq 1 300); do curl -sf "http://127.0.0.1:$port/ready" >/dev/null && return 0; sleep 0.1; done

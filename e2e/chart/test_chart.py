@@ -432,6 +432,11 @@ class MonitoringTest(unittest.TestCase):
             missing = self.metric_names(rule["expr"]) - self.families
             self.assertEqual(missing, set(), f"{rule['alert']} reads metrics the server does not expose")
 
+    def test_alerts_fire_when_what_they_name_happens(self):
+        result = promtool("test", "rules", os.path.join(HERE, "alerts.test.yaml"))
+        self.assertEqual(result.returncode, 0, result.stdout + result.stderr)
+        self.assertIn("SUCCESS", result.stdout)
+
     def test_dashboard_is_well_formed_and_every_query_is_valid_promql_on_exposed_metrics(self):
         with open(DASHBOARD) as f:
             dash = json.load(f)

@@ -48,9 +48,7 @@ pub fn routes() -> axum::Router<AppState> {
         )
         .route(
             "/v1/kubernetesproviders/{uid}",
-            get(|a: Admitted, Path(uid): Path<String>| {
-                one_route(a, Kind::KubernetesProvider, uid)
-            }),
+            get(|a: Admitted, Path(uid): Path<String>| one_route(a, Kind::KubernetesProvider, uid)),
         )
 }
 

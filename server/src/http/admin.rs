@@ -16,10 +16,10 @@ pub fn routes() -> Router<AppState> {
     Router::new().route("/admin/log-level", get(level).put(set_level))
 }
 
-/// The caller, when it holds the admin role.
-fn admin(Admitted { principal, .. }: &Admitted) -> Result<(), Response> {
+/// The refusal when the caller does not hold the admin role.
+fn not_admin(Admitted { principal, .. }: &Admitted) -> Option<Response> {
     if principal.role != Role::Admin {
-        return Err(error(
+        return Some(error(
             StatusCode::FORBIDDEN,
             "FORBIDDEN",
             format!(
@@ -29,7 +29,7 @@ fn admin(Admitted { principal, .. }: &Admitted) -> Result<(), Response> {
             ),
         ));
     }
-    Ok(())
+    None
 }
 
 fn current() -> Response {
@@ -44,7 +44,7 @@ fn current() -> Response {
 }
 
 async fn level(caller: Admitted) -> Response {
-    if let Err(refused) = admin(&caller) {
+    if let Some(refused) = not_admin(&caller) {
         return refused;
     }
     current()
@@ -52,7 +52,7 @@ async fn level(caller: Admitted) -> Response {
 
 /// Body: `{"level": "debug"}` (or a filter such as `info,vitistack::source=debug`).
 async fn set_level(caller: Admitted, body: bytes::Bytes) -> Response {
-    if let Err(refused) = admin(&caller) {
+    if let Some(refused) = not_admin(&caller) {
         return refused;
     }
     let Some(level) = serde_json::from_slice::<serde_json::Value>(&body)

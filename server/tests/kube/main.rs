@@ -984,9 +984,21 @@ async fn the_old_rest_routes_answer_the_documented_shapes_from_the_watched_clust
                 machine(&ns, &format!("{cluster_id}-m{i}"), &cluster_id),
             );
         }
+        api.apply(
+            "vitistacks",
+            json!({"metadata": {"name": "vitistack"}, "spec": {"displayName": "South", "infrastructure": "prod", "region": "south", "zone": "az1"}}),
+        );
     })
     .await;
     h.ready().await;
+    for route in ["/v1/info/version", "/v1/vitistack/name"] {
+        let (code, body) = h.get(route).await;
+        assert_eq!(code, 200, "{route}: {body}");
+        let mut out = Vec::new();
+        differences(route, &documented(route), &body, &mut out);
+        assert!(out.is_empty(), "{route}: {out:?}\n{body}");
+    }
+    assert_eq!(h.get("/v1/vitistack/name").await.1["name"], "vitistack");
     let conforming = |route: &'static str, body: Value| {
         let mut out = Vec::new();
         differences(route, &documented(route), &body, &mut out);

@@ -207,7 +207,6 @@ pub async fn start(cfg: &ServeConfig, listener: TcpListener) -> anyhow::Result<R
             .derive_with(crate::domain::aggregates::deriver()),
     );
     let ready = Arc::new(AtomicBool::new(false));
-    let stopping = Arc::new(AtomicBool::new(false));
     let (going, going_away) = watch::channel(false);
     let metrics = Arc::new(Metrics::new()?);
     let engine = Engine::of(&cfg.db.database_url)?;
@@ -389,13 +388,11 @@ pub async fn start(cfg: &ServeConfig, listener: TcpListener) -> anyhow::Result<R
         history: Some(history.clone()),
         probes: judge.probes.clone(),
         operator_stall: judge.stall,
-        stopping: stopping.clone(),
         metrics_enabled: cfg.metrics_enabled,
         vitistack_name: cfg.vitistack_name.clone(),
     };
     let addr = listener.local_addr()?;
     let mut http_stop = stop_rx.clone();
-    let stopping_now = stopping.clone();
     let delay = Duration::from_secs(cfg.shutdown_delay_seconds);
     let stopped = async move {
         let signalled = tokio::select! {
@@ -403,8 +400,7 @@ pub async fn start(cfg: &ServeConfig, listener: TcpListener) -> anyhow::Result<R
             _ = http_stop.wait_for(|s| *s) => false,
         };
         // From here `/ready` and `/health` answer 503, sockets close with 1001, streams end.
-        stopping_now.store(true, Ordering::Release);
-        let _ = going.send(true);
+        going.send_replace(true);
         if signalled && !delay.is_zero() {
             tracing::info!(delay = ?delay, "not ready; serving on until load balancers have noticed (SHUTDOWN_DELAY_SECONDS)");
             tokio::time::sleep(delay).await;

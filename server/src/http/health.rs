@@ -58,11 +58,14 @@ impl AppState {
         )
     }
 
+    /// True once SIGTERM has come.
+    pub fn is_stopping(&self) -> bool {
+        *self.going_away.borrow()
+    }
+
     /// True once loaded, while every kind is current and the server is not stopping.
     fn current(&self) -> bool {
-        self.ready.load(Ordering::Acquire)
-            && !self.stopping.load(Ordering::Acquire)
-            && self.source.ready()
+        self.ready.load(Ordering::Acquire) && !self.is_stopping() && self.source.ready()
     }
 }
 
@@ -97,7 +100,7 @@ pub async fn health(State(app): State<AppState>) -> Response {
 
 /// `/health/live`: the process serves requests (503 once it is stopping).
 pub async fn live(State(app): State<AppState>) -> Response {
-    if app.stopping.load(Ordering::Acquire) {
+    if app.is_stopping() {
         return (
             StatusCode::SERVICE_UNAVAILABLE,
             axum::Json(json!({"status": "unhealthy", "reason": "stopping"})),
@@ -172,7 +175,7 @@ pub async fn ready(State(app): State<AppState>) -> Response {
     let unavailable = |body: serde_json::Value| {
         (StatusCode::SERVICE_UNAVAILABLE, axum::Json(body)).into_response()
     };
-    if app.stopping.load(Ordering::Acquire) {
+    if app.is_stopping() {
         return unavailable(json!({"status": "stopping"}));
     }
     if !(app.ready.load(Ordering::Acquire) && app.source.synced()) {

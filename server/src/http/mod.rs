@@ -72,9 +72,8 @@ pub struct AppState {
     pub probes: Arc<crate::source::operators::Probes>,
     /// How long an operator's object may go without status before the operator is unhealthy.
     pub operator_stall: std::time::Duration,
-    /// Set at SIGTERM: `/ready` answers 503.
-    pub stopping: Arc<AtomicBool>,
-    /// Turns true at SIGTERM: WebSockets close with 1001, SSE streams end.
+    /// Turns true at SIGTERM: `/ready` and the health routes answer 503, WebSockets close with
+    /// 1001, SSE streams end.
     pub going_away: tokio::sync::watch::Receiver<bool>,
     /// `/metrics` is served (METRICS_ENABLED).
     pub metrics_enabled: bool,

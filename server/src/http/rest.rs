@@ -343,17 +343,13 @@ struct OperatorEntry {
 async fn infrastructure(Admitted { app, .. }: Admitted) -> Response {
     let snap = app.store.snapshot();
     let s = crate::graphql::query::infrastructure_summary(&snap);
-    let phase = |p: &str| {
-        s.machines
-            .by_phase
-            .iter()
-            .filter(|c| c.value == p)
-            .map(|c| c.count)
-            .sum::<usize>()
-    };
-    let pending = ["", "Pending", "Creating", "Provisioning", "Starting"]
+    // Pending as the machines metric counts it: no phase yet, or on its way.
+    let pending = s
+        .machines
+        .by_phase
         .iter()
-        .map(|p| phase(p))
+        .filter(|c| super::operator_metrics::machine_status(Some(&c.value)) == "pending")
+        .map(|c| c.count)
         .sum::<usize>();
     let storages: Vec<&Arc<Resource>> = snap.list(Kind::ClusterStorage).collect();
     let available = storages.iter().filter(|c| c.readiness().ready).count();

@@ -261,7 +261,7 @@ impl Metrics {
         scrape: &super::operator_metrics::Scrape<'_>,
     ) -> String {
         let _one_at_a_time = self.scraping.lock();
-        self.operator.update(snap, scrape);
+        self.operator.update(snap, scrape, self.caches());
         for k in &source.kinds {
             if let Some(served) = k.served {
                 self.kind_served
@@ -312,7 +312,7 @@ impl Metrics {
     }
 
     /// The cache counters under the old `cache_type` names: (type, hits, misses).
-    pub fn caches(&self) -> [(&'static str, u64, u64); 3] {
+    fn caches(&self) -> [(&'static str, u64, u64); 3] {
         [
             ("response", self.cache_hits.get(), self.cache_misses.get()),
             ("part", self.part_hits.get(), self.part_misses.get()),

@@ -592,7 +592,6 @@ async fn metrics(
             .as_ref()
             .and_then(|h| h.db())
             .map(|db| db.connections()),
-        caches: app.metrics.caches(),
     };
     let body = app
         .metrics

@@ -30,8 +30,6 @@ pub struct Scrape<'a> {
     pub undecodable: [u64; 3],
     /// The database pool's (idle, in use, max), when connected.
     pub connections: Option<(u32, u32, u32)>,
-    /// Our cache counters, by the old `cache_type`: (type, hits, misses).
-    pub caches: [(&'static str, u64, u64); 3],
 }
 
 /// The `vitistack_operator_*` family.
@@ -148,7 +146,8 @@ impl OperatorMetrics {
 
     /// Bring every scrape-time value up to date (callers serialize scrapes: counters advance by
     /// the difference to ours).
-    pub fn update(&self, snap: &Snapshot, s: &Scrape<'_>) {
+    /// `caches` are our cache counters by the old `cache_type`: (type, hits, misses).
+    pub fn update(&self, snap: &Snapshot, s: &Scrape<'_>, caches: [(&'static str, u64, u64); 3]) {
         self.clusters.reset();
         for kc in snap.list(Kind::KubernetesCluster) {
             let Resource::KubernetesCluster(c) = kc.as_ref() else {
@@ -193,7 +192,7 @@ impl OperatorMetrics {
             catch_up(&self.events, &[name, "success"], s.applied[i]);
             catch_up(&self.events, &[name, "error"], s.undecodable[i]);
         }
-        for (cache, hits, misses) in s.caches {
+        for (cache, hits, misses) in caches {
             catch_up(&self.cache_hits, &[cache], hits);
             catch_up(&self.cache_misses, &[cache], misses);
         }

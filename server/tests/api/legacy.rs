@@ -7,8 +7,8 @@ use serde_json::Value;
 use crate::documented::{differences, documented};
 use crate::{TestApp, spawn};
 
-/// GET a route and check its body against the documented shape; the body and its headers.
-async fn conforming(app: &TestApp, route: &str) -> (Value, reqwest::header::HeaderMap) {
+/// GET a route that must answer 200 with JSON; the body and the headers.
+async fn get_ok(app: &TestApp, route: &str) -> (Value, reqwest::header::HeaderMap) {
     let res = app
         .client
         .get(format!("{}{route}", app.base))
@@ -17,7 +17,12 @@ async fn conforming(app: &TestApp, route: &str) -> (Value, reqwest::header::Head
         .expect("GET");
     let headers = res.headers().clone();
     assert_eq!(res.status(), 200, "{route}");
-    let body: Value = res.json().await.expect("JSON");
+    (res.json().await.expect("JSON"), headers)
+}
+
+/// GET a route and check its body against the documented shape; the body and its headers.
+async fn conforming(app: &TestApp, route: &str) -> (Value, reqwest::header::HeaderMap) {
+    let (body, headers) = get_ok(app, route).await;
     let mut out = Vec::new();
     differences(route, &documented(route), &body, &mut out);
     assert!(
@@ -118,15 +123,9 @@ async fn rest_routes_answer_the_documented_shapes_with_the_graphs_figures() {
         ("/v1/machineproviders", "machineProviders"),
         ("/v1/kubernetesproviders", "kubernetesProviders"),
     ] {
-        let res = app
-            .client
-            .get(format!("{}{route}", app.base))
-            .send()
-            .await
-            .expect("GET");
-        assert_eq!(res.status(), 200);
-        let n = total(res.headers());
-        let items: Vec<Value> = res.json().await.expect("JSON");
+        let (items, headers) = get_ok(&app, route).await;
+        let n = total(&headers);
+        let items: Vec<Value> = serde_json::from_value(items).expect("a JSON array");
         let in_graph = graph[field]["nodes"].as_array().expect("nodes");
         assert_eq!(items.len(), in_graph.len(), "{route}");
         assert_eq!(n, items.len(), "{route} X-Total-Count");

@@ -4,7 +4,7 @@
 Usage:
     scripts/gen-model.py [--crds DIR] [--check]
 
-DIR defaults to ../shared/crds next to the project root. The output is committed:
+DIR defaults to crds/ in the repository (copied from upstream, see crds/README.md). The output is committed:
   server/src/model/generated.rs   serde types for every kind (spec/status trees)
   server/src/model/schemas/*.json the openAPIV3Schema of every served version, descriptions removed
 
@@ -260,7 +260,7 @@ def render(crd_dir):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--crds", default=os.path.join(os.path.dirname(ROOT), "shared", "crds"))
+    ap.add_argument("--crds", default=os.path.join(ROOT, "crds"))
     ap.add_argument("--check", action="store_true")
     args = ap.parse_args()
     rs, schemas = render(args.crds)

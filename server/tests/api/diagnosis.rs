@@ -131,7 +131,7 @@ async fn a_missing_network_namespace_is_named_even_though_it_does_not_exist() {
     let dir = std::env::temp_dir().join(format!("vitistack-ghost-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("dir");
     let kc = std::fs::read_to_string(
-        super::shared().join("fixtures/upstream/talos-operator/1-kubernetescluster.yaml"),
+        super::fixtures().join("upstream/talos-operator/1-kubernetescluster.yaml"),
     )
     .expect("fixture")
     .replace(

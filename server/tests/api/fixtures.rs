@@ -4,11 +4,11 @@ use serde_json::json;
 use vitistack::source::manifest::{expand_paths, parse_file};
 use vitistack::store::Store;
 
-use super::{shared, spawn};
+use super::{fixtures, spawn};
 
 #[test]
 fn every_upstream_fixture_loads() {
-    let files = expand_paths(&[shared().join("fixtures/upstream")]).expect("fixtures");
+    let files = expand_paths(&[fixtures().join("upstream")]).expect("fixtures");
     assert!(files.len() >= 40, "{} files", files.len());
     for f in files {
         let r = parse_file(&f);
@@ -59,7 +59,7 @@ const INVALID: &[(&str, usize, &str, &str)] = &[
 
 #[test]
 fn every_invalid_fixture_is_refused_with_a_located_reason() {
-    let dir = shared().join("fixtures/invalid");
+    let dir = fixtures().join("invalid");
     let present = expand_paths(std::slice::from_ref(&dir)).expect("dir").len();
     assert_eq!(
         present,
@@ -86,7 +86,7 @@ fn every_invalid_fixture_is_refused_with_a_located_reason() {
 
 #[test]
 fn the_bad_enum_file_reports_every_refused_document() {
-    let r = parse_file(&shared().join("fixtures/invalid/old-kubernetesprovider-bad-enum.yaml"));
+    let r = parse_file(&fixtures().join("invalid/old-kubernetesprovider-bad-enum.yaml"));
     let docs: std::collections::BTreeSet<usize> = r.errors.iter().map(|e| e.document).collect();
     assert!(
         docs.len() >= 2,
@@ -107,8 +107,8 @@ async fn a_refused_file_changes_nothing_in_the_store() {
     let summary = vitistack::source::import_paths(
         &store,
         &[
-            shared().join("fixtures/invalid"),
-            shared().join("fixtures/upstream/common"),
+            fixtures().join("invalid"),
+            fixtures().join("upstream/common"),
         ],
         vitistack::source::Apply::Atomic,
     )
@@ -123,7 +123,7 @@ async fn a_refused_file_changes_nothing_in_the_store() {
 
 #[tokio::test]
 async fn fixtures_are_served_with_their_relationships() {
-    let app = spawn(&[shared().join("fixtures/upstream").to_str().expect("path")]).await;
+    let app = spawn(&[fixtures().join("upstream").to_str().expect("path")]).await;
     assert_eq!(app.running().import.refused_files(), 0);
     // Two KCs point at the v1alpha2 static NN; the v1alpha2 NN answers with its provisioning provider.
     let d = app

@@ -2,6 +2,7 @@
 //! demo fleet, queried over HTTP like a client would.
 
 mod cache;
+mod commands;
 mod dashboard;
 mod diagnosis;
 mod fixtures;
@@ -14,6 +15,7 @@ mod legacy;
 mod limits;
 mod mutations;
 mod operations;
+mod process;
 pub mod protocol;
 mod queries;
 mod robustness;
@@ -31,9 +33,9 @@ use clap::Parser;
 use serde_json::{Value, json};
 use vitistack::config::ServeConfig;
 
-/// `../shared` next to the project root.
-pub fn shared() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared")
+/// The repository's manifest fixtures (`fixtures/`: `upstream/` and `invalid/`).
+pub fn fixtures() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fixtures")
 }
 
 #[derive(Parser)]
@@ -277,6 +279,6 @@ pub async fn acked(app: &TestApp) -> Ws {
 
 /// A server with the demo fleet and every upstream fixture.
 pub async fn spawn_full() -> TestApp {
-    let upstream = shared().join("fixtures/upstream");
+    let upstream = fixtures().join("upstream");
     spawn(&["--demo", upstream.to_str().expect("utf-8 path")]).await
 }

@@ -11,7 +11,7 @@ use vitistack::db::{Db, PoolSettings, objects};
 use vitistack::model::Kind;
 use vitistack::store::{Key, Op};
 
-use crate::{TempSqlite, TestApp, shared, spawn};
+use crate::{TempSqlite, TestApp, fixtures, spawn};
 
 /// Where the PostgreSQL tests create their databases.
 fn postgres_admin_url() -> String {
@@ -169,7 +169,7 @@ pub async fn start(db: &TestDb, extra: &[&str]) -> TestApp {
 }
 
 async fn objects_survive_a_restart_with_their_identity(db: &TestDb) {
-    let upstream = shared().join("fixtures/upstream");
+    let upstream = fixtures().join("upstream");
     let first = start(db, &["--demo", upstream.to_str().expect("utf-8")]).await;
     let before = first.data(CLUSTERS, json!({})).await;
     let objects_before = first.running().store.snapshot().len();
@@ -253,7 +253,7 @@ async fn import_command_stores_what_the_server_then_serves(db: &TestDb) {
     assert!(out.contains("schema is at migration 4"), "{out}");
 
     // Refused files store nothing, and the command says so with exit 1.
-    let invalid = shared().join("fixtures/invalid");
+    let invalid = fixtures().join("invalid");
     let (code, out) = run(vec![
         "import".into(),
         "--database-url".into(),
@@ -264,7 +264,7 @@ async fn import_command_stores_what_the_server_then_serves(db: &TestDb) {
     assert!(out.contains("7 files refused"), "{out}");
     assert!(db.stored().await.is_empty());
 
-    let upstream = shared().join("fixtures/upstream");
+    let upstream = fixtures().join("upstream");
     let (code, out) = run(vec![
         "import".into(),
         "--database-url".into(),
@@ -628,7 +628,7 @@ async fn a_database_away_at_start_up_gets_every_object_when_it_returns(db: &Test
     let earlier = start(db, &["--demo"]).await;
     let earlier_count = earlier.running().store.snapshot().len();
     earlier.stop().await;
-    let upstream = shared().join("fixtures/upstream");
+    let upstream = fixtures().join("upstream");
     let away = Away::new(db).await;
     let app = start_away(&away, &[upstream.to_str().expect("utf-8")]).await;
     let (code, body) = app.get("/health/database").await;

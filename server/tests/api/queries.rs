@@ -518,7 +518,7 @@ async fn the_remaining_relationships_resolve_both_ways() {
         "apiVersion: vitistack.io/v1alpha2\nkind: IPAllocation\nmetadata:\n  name: test-networkconfiguration-testeth1\n  namespace: default\nspec:\n  networkNamespaceName: test-static-networknamespace\n  networkConfigurationName: test-networkconfiguration\n  interfaceName: testeth1\nstatus:\n  phase: Allocated\n  address: 10.0.1.10\n  gateway: 10.0.1.1\n  prefix: 24\n",
     )
     .expect("write");
-    let upstream = super::shared().join("fixtures/upstream");
+    let upstream = super::fixtures().join("upstream");
     let app = spawn(&[
         "--demo",
         upstream.to_str().expect("path"),

@@ -41,6 +41,9 @@ pub struct Running {
     pub source: Arc<SourceStatus>,
     task: tokio::task::JoinHandle<std::io::Result<()>>,
     stop: watch::Sender<bool>,
+    /// Turns true once the listener is closing (after a signal and `SHUTDOWN_DELAY_SECONDS`, or
+    /// the stop channel): the shutdown timeout counts from then.
+    closing: watch::Receiver<bool>,
     /// Embedded source: the task writing objects to the database (it owns the connection).
     writer: Option<tokio::task::JoinHandle<Option<Db>>>,
     /// Kube source: the connection, held for closing (nothing is written yet).
@@ -64,7 +67,7 @@ impl Running {
         self.documents.clone()
     }
 
-    /// Serve until SIGINT/SIGTERM, then write what is pending and return.
+    /// Serve until SIGINT/SIGTERM, then drain, write what is pending and return.
     pub async fn wait(self) -> anyhow::Result<()> {
         self.shut_down(false).await
     }
@@ -78,6 +81,7 @@ impl Running {
         let Running {
             task,
             stop,
+            mut closing,
             writer,
             db,
             _kube,
@@ -91,7 +95,17 @@ impl Running {
             let _ = stop.send(true);
         }
         let mut task = task;
-        let served = match tokio::time::timeout(shutdown_timeout, &mut task).await {
+        // Serve until the listener starts closing (a signal, or the stop channel just sent), or
+        // until serving ends by itself; only then does the shutdown timeout start.
+        let ended = tokio::select! {
+            served = &mut task => Some(served),
+            _ = closing.wait_for(|c| *c) => None,
+        };
+        let finished = match ended {
+            Some(served) => Ok(served),
+            None => tokio::time::timeout(shutdown_timeout, &mut task).await,
+        };
+        let served = match finished {
             Ok(served) => served,
             Err(_) => {
                 tracing::warn!(
@@ -103,8 +117,8 @@ impl Running {
             }
         };
         // Sockets and streams were told to go (1001): give them a moment to say so.
-        let closing = tokio::time::Instant::now() + Duration::from_secs(2);
-        while gate.open() > 0 && tokio::time::Instant::now() < closing {
+        let said = tokio::time::Instant::now() + Duration::from_secs(2);
+        while gate.open() > 0 && tokio::time::Instant::now() < said {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         if let Some(sim) = simulator {
@@ -394,6 +408,7 @@ pub async fn start(cfg: &ServeConfig, listener: TcpListener) -> anyhow::Result<R
     let addr = listener.local_addr()?;
     let mut http_stop = stop_rx.clone();
     let delay = Duration::from_secs(cfg.shutdown_delay_seconds);
+    let (closing_tx, closing) = watch::channel(false);
     let stopped = async move {
         let signalled = tokio::select! {
             _ = shutdown() => true,
@@ -406,6 +421,7 @@ pub async fn start(cfg: &ServeConfig, listener: TcpListener) -> anyhow::Result<R
             tokio::time::sleep(delay).await;
         }
         tracing::info!("closing the listener; finishing requests in flight");
+        closing_tx.send_replace(true);
     };
     let app = router(state).into_make_service_with_connect_info::<std::net::SocketAddr>();
     let task = match &tls {
@@ -485,6 +501,7 @@ pub async fn start(cfg: &ServeConfig, listener: TcpListener) -> anyhow::Result<R
         source: source_status,
         task,
         stop,
+        closing,
         writer,
         db,
         _kube: kube,

@@ -3,16 +3,14 @@
 //! running, and a SIGTERM that loses nothing (the `vitistack` binary as a process).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::BufRead;
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
 
 use crate::auth::{ADMIN, KeysFile, VIEWER, three_keys};
 use crate::documented::{differences, documented};
 use crate::persistence::TestDb;
-use crate::{PATIENCE, eventually, metric, spawn};
+use crate::process::Process;
+use crate::{eventually, metric, spawn};
 
 /// Series of a family in a `/metrics` text: label maps and values.
 fn series(text: &str, family: &str) -> Vec<(BTreeMap<String, String>, f64)> {
@@ -196,109 +194,6 @@ async fn the_old_metrics_are_exposed_with_bounded_labels_and_the_graphs_figures(
             "vitistack_operator_database_connections{state=\"max\"}"
         ) >= 1
     );
-}
-
-/// The `vitistack` binary serving on a port of its own, its stdout read line by line.
-struct Process {
-    child: Child,
-    base: String,
-    lines: Arc<Mutex<Vec<String>>>,
-}
-
-impl Process {
-    fn start(env: &[(&str, &str)]) -> Process {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_vitistack"))
-            .arg("serve")
-            .env("PORT", "0")
-            .env("BIND_ADDRESS", "127.0.0.1")
-            .env("LOG_JSON_LOGGING", "true")
-            .env("LOG_LEVEL", "info")
-            .env("RATE_LIMIT", "0")
-            .envs(env.iter().copied())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("start vitistack");
-        let lines = Arc::new(Mutex::new(Vec::new()));
-        let stdout = child.stdout.take().expect("stdout");
-        let sink = lines.clone();
-        std::thread::spawn(move || {
-            for line in std::io::BufReader::new(stdout)
-                .lines()
-                .map_while(Result::ok)
-            {
-                sink.lock().expect("lines").push(line);
-            }
-        });
-        let deadline = std::time::Instant::now() + PATIENCE * 4;
-        let addr = loop {
-            let found = lines.lock().expect("lines").iter().find_map(|l| {
-                let v: Value = serde_json::from_str(l).ok()?;
-                v["message"]
-                    .as_str()?
-                    .starts_with("serving GraphQL")
-                    .then(|| v["addr"].as_str().map(String::from))?
-            });
-            if let Some(addr) = found {
-                break addr;
-            }
-            assert!(
-                std::time::Instant::now() < deadline,
-                "the server did not start: {:?}",
-                lines.lock().expect("lines")
-            );
-            std::thread::sleep(std::time::Duration::from_millis(25));
-        };
-        Process {
-            child,
-            base: format!("http://{addr}"),
-            lines,
-        }
-    }
-
-    /// The log lines so far, as JSON (every line must be JSON).
-    fn log(&self) -> Vec<Value> {
-        self.lines
-            .lock()
-            .expect("lines")
-            .iter()
-            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
-            .collect()
-    }
-
-    /// The request log line with this request id.
-    fn request_line(&self, id: &str) -> Option<Value> {
-        self.log()
-            .into_iter()
-            .find(|l| l["requestId"] == id && l.get("statusCode").is_some())
-    }
-
-    fn terminate(&self) {
-        let status = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status()
-            .expect("kill");
-        assert!(status.success());
-    }
-
-    /// Wait for the process to exit; its exit code.
-    async fn exited(&mut self) -> Option<i32> {
-        let deadline = tokio::time::Instant::now() + PATIENCE * 2;
-        loop {
-            if let Some(status) = self.child.try_wait().expect("wait") {
-                return status.code();
-            }
-            assert!(tokio::time::Instant::now() < deadline, "still running");
-            tokio::time::sleep(std::time::Duration::from_millis(25)).await;
-        }
-    }
-}
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -526,3 +421,4 @@ async fn sigterm_turns_ready_to_503_while_serving_on_for_the_delay() {
         "the delay is logged"
     );
 }
+

@@ -2,7 +2,7 @@
 //
 //   VITISTACK_BIN=/var/tmp/vitistack-target/release/vitistack node bench.mjs [size|first|latency|soak]...
 //
-// size     compressed bytes of what the page loads (web/dist, gzip as served)
+// size     compressed bytes of what the first page load fetches, and of what is loaded on demand
 // first    navigation → the overview showing real numbers (tiles and charts), on DEMO_CLUSTERS=500;
 //          median and max of 7 loads
 // latency  change-to-pixel on DEMO_CLUSTERS=500, simulator at 20 steps/s: the page of a cluster in
@@ -11,7 +11,7 @@
 //          by store sequence); the bench follows the busiest cluster until 100 changes are in
 // soak     JS heap, WebAssembly memory and DOM nodes of an open overview (DEMO_CLUSTERS=500) during
 //          10 minutes of simulator churn at 20 steps/s (SOAK_MINUTES to change)
-import { readdirSync, statSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
@@ -37,16 +37,10 @@ async function gql(base, query, variables = {}) {
   return (await res.json()).data;
 }
 
+/** What the first load fetches and what is loaded on demand: scripts/web-budget.py's rule. */
 function size() {
-  const dir = join(here, '../../web/dist/assets');
-  const rows = {};
-  for (const f of readdirSync(dir)) {
-    if (!f.endsWith('.gz')) continue;
-    const kind = f.replace(/\.gz$/, '').split('.').pop();
-    rows[kind] = (rows[kind] ?? 0) + statSync(join(dir, f)).size;
-  }
-  const total = Object.values(rows).reduce((a, b) => a + b, 0);
-  console.log(`size: ${Object.entries(rows).map(([k, v]) => `${k} ${(v / 1024).toFixed(1)} KiB`).join(', ')}; total ${(total / 1024).toFixed(1)} KiB gzip`);
+  const out = execFileSync('python3', [join(here, '../../scripts/web-budget.py'), '--report'], { encoding: 'utf8' });
+  console.log(`size: ${out.trim()}`);
 }
 
 /** Resolves in the page when the overview shows real numbers; returns ms since navigation start. */

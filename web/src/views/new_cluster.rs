@@ -28,6 +28,12 @@ const FIELDS: &[(&str, &str, &str)] = &[
     ("Pool class", "pool_class", "medium"),
 ];
 
+/// The form's code, loaded when it is first opened (a separate WebAssembly module).
+#[leptos::lazy]
+fn form() -> AnyView {
+    view! { <Form/> }.into_any()
+}
+
 /// The "New cluster" button and form; nothing for a viewer.
 #[component]
 pub fn NewCluster() -> impl IntoView {
@@ -41,7 +47,9 @@ pub fn NewCluster() -> impl IntoView {
                 </button>
             </p>
             <Show when=move || open.get()>
-                <Form/>
+                <Suspense fallback=|| view! { <p class="empty">"Loading the form…"</p> }>
+                    {move || Suspend::new(async move { form().await })}
+                </Suspense>
             </Show>
         </Show>
     }

@@ -34,14 +34,22 @@ pub fn may_change() -> bool {
         .is_some_and(|m| matches!(m.role, Role::OPERATOR | Role::ADMIN))
 }
 
-/// The panel, once the cluster is known; nothing for a viewer.
+/// The panel, once the cluster is known; nothing for a viewer. Its code is loaded only then
+/// (a separate WebAssembly module): viewers never download it.
 #[component]
 pub fn Operate(shape: Memo<Option<Shape>>) -> impl IntoView {
     view! {
         <Show when=move || may_change() && shape.with(Option::is_some)>
-            <Panel shape/>
+            <Suspense fallback=|| view! { <p class="empty">"Loading the change panel…"</p> }>
+                {move || Suspend::new(async move { panel(shape).await })}
+            </Suspense>
         </Show>
     }
+}
+
+#[leptos::lazy]
+fn panel(shape: Memo<Option<Shape>>) -> AnyView {
+    view! { <Panel shape/> }.into_any()
 }
 
 fn verdict_class(v: &scale_cluster::CapacityVerdict) -> &'static str {

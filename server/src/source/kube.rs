@@ -7,11 +7,13 @@
 //! atomic replacement of that kind's objects in scope (objects missing from it are deletions);
 //! the first list is loaded paced ([`Store::load`]), as the state the server starts from.
 //!
-//! Liveness: a watch that sends nothing, not even a bookmark, for its timeout plus a margin has
-//! not been closed by the API server as promised: it hangs. It is restarted, the kind is
-//! reported stale (GraphQL `sources`, `/health/operators`, `/ready`, metrics, a warning), and when
-//! the next watch hangs too the kind is relisted, so changes made meanwhile arrive within a
-//! bounded time. Errors back off exponentially with jitter; a kind whose resource is not
+//! Liveness: watches ask for bookmarks, and an API server that does progress sends one (or an
+//! event) before it closes a watch at its timeout (kube-apiserver sends it 2 s before). A watch
+//! that ends with neither proves nothing: one closed at its timeout with nothing sent, or one that
+//! stays open past its timeout plus a margin (it hangs). Either is counted silent: the kind is
+//! reported stale from the last event or bookmark received (GraphQL `sources`,
+//! `/health/operators`, `/ready`, metrics, a warning), and when the next watch is silent too the
+//! kind is relisted, so changes made meanwhile arrive within about two watch timeouts. Errors back off exponentially with jitter; a kind whose resource is not
 //! installed (404) is reported and retried slowly, never fatal.
 //!
 //! Why not kube-runtime's `watcher`: it hides bookmarks and its idle restarts, so neither
@@ -80,36 +82,89 @@ impl Default for KubeSettings {
 }
 
 /// Build a client the way kubectl would: `KUBECONFIG` (with `KUBE_CONTEXT`), else in-cluster
-/// service account, else `~/.kube/config`.
+/// service account, else `~/.kube/config`. A kubeconfig that cannot be used is refused with one
+/// line naming the file and what is wrong with it.
 pub async fn client(settings: &KubeSettings) -> Result<Client, String> {
     let opts = kube::config::KubeConfigOptions {
         context: settings.context.clone(),
         ..Default::default()
     };
-    let config = match &settings.kubeconfig {
-        Some(paths) => {
-            let mut merged: Option<kube::config::Kubeconfig> = None;
-            for path in std::env::split_paths(paths).filter(|p| !p.as_os_str().is_empty()) {
-                let kc = kube::config::Kubeconfig::read_from(&path)
-                    .map_err(|e| format!("KUBECONFIG {}: {e}", path.display()))?;
-                merged = Some(match merged {
-                    None => kc,
-                    Some(m) => m.merge(kc).map_err(|e| format!("KUBECONFIG: {e}"))?,
-                });
-            }
-            let kc = merged.ok_or("KUBECONFIG is empty")?;
-            kube::Config::from_custom_kubeconfig(kc, &opts)
+    let files: Vec<std::path::PathBuf> = match (&settings.kubeconfig, &settings.context) {
+        (Some(paths), _) => std::env::split_paths(paths)
+            .filter(|p| !p.as_os_str().is_empty())
+            .collect(),
+        // A context names an entry of the default kubeconfig.
+        (None, Some(_)) => vec![default_kubeconfig().ok_or(
+            "KUBE_CONTEXT is set but there is no KUBECONFIG and no home directory to find ~/.kube/config in",
+        )?],
+        (None, None) => {
+            let config = kube::Config::infer()
                 .await
-                .map_err(|e| format!("KUBECONFIG {paths}: {e}"))?
+                .map_err(|e| format!("no cluster configuration found: {e}"))?;
+            return Client::try_from(config)
+                .map_err(|e| format!("cannot build a Kubernetes client: {e}"));
         }
-        None if settings.context.is_some() => kube::Config::from_kubeconfig(&opts)
-            .await
-            .map_err(|e| format!("KUBE_CONTEXT: {e}"))?,
-        None => kube::Config::infer()
-            .await
-            .map_err(|e| format!("no cluster configuration found: {e}"))?,
     };
-    Client::try_from(config).map_err(|e| format!("cannot build a Kubernetes client: {e}"))
+    let named = files
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect::<Vec<_>>()
+        .join(":");
+    let mut merged: Option<kube::config::Kubeconfig> = None;
+    for path in &files {
+        let kc = kube::config::Kubeconfig::read_from(path)
+            .map_err(|e| format!("kubeconfig {}: {}", path.display(), explain(&e, None)))?;
+        merged = Some(match merged {
+            None => kc,
+            Some(m) => m
+                .merge(kc)
+                .map_err(|e| format!("kubeconfig {named}: {}", explain(&e, None)))?,
+        });
+    }
+    let kc = merged.ok_or("KUBECONFIG is set but names no file")?;
+    let contexts: Vec<String> = kc.contexts.iter().map(|c| c.name.clone()).collect();
+    let config = kube::Config::from_custom_kubeconfig(kc, &opts)
+        .await
+        .map_err(|e| format!("kubeconfig {named}: {}", explain(&e, Some(&contexts))))?;
+    Client::try_from(config).map_err(|e| format!("kubeconfig {named}: cannot build a client: {e}"))
+}
+
+/// `~/.kube/config`, as kubectl finds it.
+fn default_kubeconfig() -> Option<std::path::PathBuf> {
+    std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .map(|h| std::path::PathBuf::from(h).join(".kube").join("config"))
+}
+
+/// What is wrong with a kubeconfig, in words (the file is named by the caller); `contexts`:
+/// the contexts it has, named when the one asked for is not among them.
+fn explain(e: &kube::config::KubeconfigError, contexts: Option<&[String]>) -> String {
+    use kube::config::KubeconfigError as K;
+    let known = || match contexts {
+        Some([]) | None => "it has no context at all".to_string(),
+        Some(names) => format!("it has {}", names.join(", ")),
+    };
+    match e {
+        K::ReadConfig(io, _) => format!("cannot read it: {io}"),
+        // The parser's message goes on with a picture of the line: its first line says it.
+        K::Parse(p) => format!(
+            "not a kubeconfig (YAML): {}",
+            p.to_string()
+                .lines()
+                .next()
+                .unwrap_or_default()
+                .trim_start_matches("error: ")
+        ),
+        K::CurrentContextNotSet => format!(
+            "it names no current-context (set current-context in it, or KUBE_CONTEXT); {}",
+            known()
+        ),
+        K::LoadContext(name) => format!("no context named {name:?} (KUBE_CONTEXT); {}", known()),
+        K::LoadClusterOfContext(name) => {
+            format!("context {name:?} names a cluster the file does not have")
+        }
+        other => other.to_string(),
+    }
 }
 
 /// The version of each kind the source watches: the first version the CRD serves (the one the
@@ -151,12 +206,21 @@ pub async fn connect(store: Arc<Store>, settings: &KubeSettings) -> Result<KubeS
         .build()
         .map_err(|e| format!("cannot start the source's thread: {e}"))?;
     // The client on that runtime too: its connections are driven there.
-    let client = {
+    let connected = {
         let settings = settings.clone();
         runtime
             .spawn(async move { client(&settings).await })
             .await
-            .map_err(|e| format!("cannot connect: {e}"))??
+            .map_err(|e| format!("cannot connect: {e}"))
+            .and_then(|c| c)
+    };
+    let client = match connected {
+        Ok(c) => c,
+        Err(e) => {
+            // Dropping a runtime blocks on its threads, which async code may not do.
+            runtime.shutdown_background();
+            return Err(e);
+        }
     };
     let mut source = start_on(runtime.handle(), client, store, settings);
     source.runtime = Some(runtime);
@@ -263,7 +327,7 @@ const LIST_PAGE: u32 = 500;
 
 /// How one watch ended.
 enum Ended {
-    /// The API server closed it (at its timeout): watch again from the same version.
+    /// The API server closed it (at its timeout): progress when it sent something.
     Closed,
     /// The connection broke mid-stream: watch again from the same version.
     Broken(String),
@@ -271,6 +335,15 @@ enum Ended {
     Silent,
     /// The version is too old (410 Gone): relist.
     Gone,
+}
+
+/// What a watch delivered.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Delivered {
+    /// An object added, modified or deleted.
+    Event,
+    /// A bookmark: the watch has reached a resourceVersion, nothing changed.
+    Bookmark,
 }
 
 /// Why a request failed.
@@ -324,19 +397,18 @@ impl Watch {
         }
     }
 
-    /// The data is current as of now (a list, an event, a bookmark, an orderly close).
-    fn alive(&self, rv: Option<&str>, from_watch: bool, event: bool) {
+    /// The watch delivered something: the data is current as of now, at `rv`; the kind is no
+    /// longer silent.
+    fn received(&mut self, rv: &str, what: Delivered) {
+        self.delivered = true;
         let (scope, now) = (self.scope_key(), jiff::Timestamp::now());
         self.status.update(self.kind, |k| {
             k.received_at.insert(scope.clone(), now);
-            if let Some(rv) = rv {
-                k.resource_versions.insert(scope.clone(), rv.to_string());
-            }
-            if event {
+            k.resource_versions.insert(scope.clone(), rv.to_string());
+            if what == Delivered::Event {
                 k.last_event_at = Some(now);
             }
-            if from_watch && k.silent_watches.remove(&scope).is_some() && k.failing_since.is_none()
-            {
+            if k.silent_watches.remove(&scope).is_some() && k.failing_since.is_none() {
                 k.error = None;
                 tracing::info!(kind = self.kind.name(), "watch alive again");
             }
@@ -504,20 +576,25 @@ impl Watch {
                 },
             };
             let opened = tokio::time::Instant::now();
-            match self.follow(stream, version, &mut rv).await {
-                Ended::Closed
-                    if !self.delivered && opened.elapsed() < self.settings.watch_timeout / 2 =>
-                {
-                    // Closed at once with nothing sent: not the API server's timeout; back off.
-                    self.failed(
-                        "watch",
-                        "the watch closed at once without sending anything".into(),
-                    )
-                    .await;
+            let why = match self.follow(stream, version, &mut rv).await {
+                // It sent an event or a bookmark, then the API server closed it at its timeout
+                // (the proof of progress came with what it sent): watch on from there.
+                Ended::Closed if self.delivered => {
+                    self.backoff.reset();
+                    continue;
                 }
                 Ended::Closed => {
-                    self.backoff.reset();
-                    self.alive(Some(&rv), true, false);
+                    if opened.elapsed() < self.settings.watch_timeout / 2 {
+                        // Closed at once with nothing sent: not the API server's timeout; back off.
+                        self.failed(
+                            "watch",
+                            "the watch closed at once without sending anything".into(),
+                        )
+                        .await;
+                    }
+                    // Asked for bookmarks, a live API server sends one before it closes a watch
+                    // at its timeout: a close with neither event nor bookmark proves nothing.
+                    "closed without an event or a bookmark"
                 }
                 Ended::Broken(e) => {
                     // A dropped connection: resume at once; a watch that keeps breaking before it
@@ -527,33 +604,42 @@ impl Watch {
                     } else {
                         self.failed("watch", e).await;
                     }
+                    continue;
                 }
                 Ended::Gone => return Failure::Gone,
-                Ended::Silent => {
-                    let scope = self.scope_key();
-                    let window = self.settings.window();
-                    let mut silent = 0;
-                    self.status.update(self.kind, |k| {
-                        let n = k.silent_watches.entry(scope.clone()).or_insert(0);
-                        *n += 1;
-                        silent = *n;
-                        k.error = Some(format!(
-                            "the watch sent nothing (no event, no bookmark) for {:.0} s, {silent} time(s) in a row: the API server does not answer",
-                            window.as_secs_f64()
-                        ));
-                    });
-                    if silent >= SILENT_WATCHES_BEFORE_RELIST {
-                        tracing::warn!(
-                            kind = self.kind.name(),
-                            silent,
-                            "watches keep hanging; relisting"
-                        );
-                        return Failure::Other("silent".into());
-                    }
-                    tracing::warn!(kind = self.kind.name(), window = ?window, "watch silent for longer than its timeout; restarting it");
-                }
+                Ended::Silent => "stayed open past its timeout without an event or a bookmark",
+            };
+            if self.silent(why) {
+                return Failure::Other("silent".into());
             }
         }
+    }
+
+    /// A watch ended without proving progress (`why`): counted, the kind reported stale from
+    /// the last event or bookmark received; true when it is time to relist.
+    fn silent(&self, why: &str) -> bool {
+        let scope = self.scope_key();
+        let timeout = self.settings.watch_timeout;
+        let mut silent = 0;
+        self.status.update(self.kind, |k| {
+            let n = k.silent_watches.entry(scope.clone()).or_insert(0);
+            *n += 1;
+            silent = *n;
+            k.error = Some(format!(
+                "the watch sent nothing (no event, no bookmark) in its {:.0} s: it {why}, {silent} time(s) in a row; the API server does not answer",
+                timeout.as_secs_f64()
+            ));
+        });
+        if silent >= SILENT_WATCHES_BEFORE_RELIST {
+            tracing::warn!(
+                kind = self.kind.name(),
+                silent,
+                "watches keep sending nothing; relisting"
+            );
+            return true;
+        }
+        tracing::warn!(kind = self.kind.name(), timeout = ?timeout, "the watch {why}; the kind is stale; watching again");
+        false
     }
 
     /// Apply a watch's events until it ends.
@@ -589,8 +675,7 @@ impl Watch {
                     if let Some(at) = at {
                         *rv = at;
                     }
-                    self.alive(Some(rv), true, true);
-                    self.delivered = true;
+                    self.received(rv, Delivered::Event);
                 }
                 Ok(WatchEvent::Deleted(obj)) => {
                     let ns = obj.metadata.namespace.clone().unwrap_or_default();
@@ -600,13 +685,11 @@ impl Watch {
                     if let Some(at) = obj.metadata.resource_version {
                         *rv = at;
                     }
-                    self.alive(Some(rv), true, true);
-                    self.delivered = true;
+                    self.received(rv, Delivered::Event);
                 }
                 Ok(WatchEvent::Bookmark(bm)) => {
                     *rv = bm.metadata.resource_version;
-                    self.alive(Some(rv), true, false);
-                    self.delivered = true;
+                    self.received(rv, Delivered::Bookmark);
                 }
                 Ok(WatchEvent::Error(s)) if s.code == 410 => return Ended::Gone,
                 Ok(WatchEvent::Error(s)) => {

@@ -1,11 +1,11 @@
 //! Where the store's objects come from and how current each kind is: the state the sources keep
 //! and the report `/health/operators`, GraphQL `sources` and `/metrics` serve.
 //!
-//! A kind is current while its watches prove they are alive: an event, a bookmark, a completed
-//! list, or the API server closing a watch at its timeout as it promised. A watch that sends
-//! nothing for longer than its timeout plus a margin (the API server hangs, a proxy swallows the
-//! stream) does not prove anything; from then on the kind is *stale* until a watch proves alive
-//! again, and its staleness counts from the last proof received. So is a kind whose watch fails.
+//! A kind is current while its watches prove they are alive: an event, a bookmark or a completed
+//! list. A watch that ends without sending either (closed at its timeout with nothing, or open
+//! past it: the API server hangs or stalls, a proxy swallows the stream) does not prove anything;
+//! from then on the kind is *stale* until a watch proves alive again, and its staleness counts
+//! from the last proof received. So is a kind whose watch fails.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -30,7 +30,7 @@ pub struct KindStatus {
     /// When the last watch event was applied.
     pub last_event_at: Option<jiff::Timestamp>,
     /// Per watch scope (namespace, "" for all): when the data was last proven current (a list, an
-    /// event, a bookmark, the API server closing a watch at its timeout).
+    /// event, a bookmark).
     pub received_at: BTreeMap<String, jiff::Timestamp>,
     /// Per watch scope: watches in a row that ended by sending nothing at all.
     pub silent_watches: BTreeMap<String, u32>,
@@ -237,7 +237,7 @@ pub struct KindReport {
     /// Listed at least once.
     pub synced: bool,
     /// The data may be behind the cluster: the watch fails, or went silent (sent neither events
-    /// nor bookmarks, nor closed at its timeout) and no watch has proven alive since.
+    /// nor bookmarks before it ended) and no watch has proven alive since.
     pub stale: bool,
     /// Objects in the store.
     pub objects: usize,
@@ -245,8 +245,8 @@ pub struct KindReport {
     pub last_synced_at: Option<String>,
     /// Last event applied (RFC 3339).
     pub last_event_at: Option<String>,
-    /// When the data was last proven current: a list, an event, a bookmark, or a watch closed
-    /// by the API server at its timeout (RFC 3339; the oldest over the watched namespaces).
+    /// When the data was last proven current: a list, an event or a bookmark (RFC 3339; the
+    /// oldest over the watched namespaces).
     pub last_received_at: Option<String>,
     /// The resourceVersion the watch has reached (the lowest over the watched namespaces).
     pub resource_version: Option<String>,

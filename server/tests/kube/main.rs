@@ -81,8 +81,6 @@ impl Harness {
             kubeconfig.to_str().expect("utf-8"),
             "--kube-context",
             "test",
-            "--watch-timeout-seconds",
-            "2",
             "--watch-backoff-min-ms",
             "100",
             "--watch-backoff-max-seconds",
@@ -98,6 +96,12 @@ impl Harness {
         }
         if !extra.iter().any(|a| a.starts_with("--rate-limit")) {
             argv.extend(["--rate-limit", "0"]);
+        }
+        if !extra
+            .iter()
+            .any(|a| a.starts_with("--watch-timeout-seconds"))
+        {
+            argv.extend(["--watch-timeout-seconds", "2"]);
         }
         argv.extend_from_slice(extra);
         let cfg = Args::try_parse_from(argv).expect("args").cfg;
@@ -173,6 +177,26 @@ impl Harness {
             tokio::time::sleep(Duration::from_millis(25)).await;
         }
         panic!("timed out waiting for {what}");
+    }
+
+    /// Wait until `cond` holds for the Machine entry of `sources`.
+    async fn until_sources(&self, what: &str, cond: impl Fn(&Value) -> bool) {
+        let deadline = tokio::time::Instant::now() + PATIENCE;
+        loop {
+            let k = machine_kind(
+                &self
+                    .data("{ sources { kinds { name stale error } } }")
+                    .await,
+            );
+            if cond(&k) {
+                return;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "timed out waiting for {what}: {k}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
     }
 }
 
@@ -388,28 +412,29 @@ async fn hung_watch_is_detected_and_restarted() {
     assert!(watches_after > watches_before, "a new watch was opened");
 }
 
-/// An API server whose watches all hang (open, nothing sent, not even bookmarks; lists still
-/// answer): after two silent watches in a row (timeout 2 s + 1 s margin each) the kind is
-/// relisted, so a change made meanwhile arrives while the watches still hang; throughout, the
-/// kind is reported stale in `sources`, `/health/operators`, `/ready` and `/metrics`.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn watches_that_keep_hanging_are_reported_stale_and_relisted() {
-    let h = Harness::start(|api| {
-        api.apply("machines", machine("team-a", "m0", "c1"));
-    })
-    .await;
-    h.ready().await;
+/// The Machine entry of a `sources` answer.
+fn machine_kind(data: &Value) -> Value {
+    data["sources"]["kinds"]
+        .as_array()
+        .and_then(|ks| ks.iter().find(|k| k["name"] == "Machine"))
+        .cloned()
+        .unwrap_or(Value::Null)
+}
+
+/// An API server whose watches send nothing (`silence(true)`; lists still answer) while a
+/// Machine is added: the kind is reported stale in `sources` (with `reason` in its error),
+/// `/health/operators`, `/ready` and `/metrics`, and relisted so the Machine arrives while the
+/// watches still send nothing; once they send again (`silence(false)`) it is current and ready.
+async fn silent_watches_are_reported_stale_and_relisted(
+    h: &Harness,
+    silence: impl Fn(bool),
+    reason: &str,
+) {
     let lists_before = h.lists("machines");
-    h.api.hang(true);
+    silence(true);
+    let started = std::time::Instant::now();
     h.api.apply("machines", machine("team-a", "m1", "c1"));
     // Stale, and said so everywhere, before the relist brings m1.
-    let machine_kind = |data: &Value| {
-        data["sources"]["kinds"]
-            .as_array()
-            .and_then(|ks| ks.iter().find(|k| k["name"] == "Machine"))
-            .cloned()
-            .unwrap_or(Value::Null)
-    };
     let deadline = tokio::time::Instant::now() + PATIENCE;
     let stale = loop {
         let data = h
@@ -426,12 +451,18 @@ async fn watches_that_keep_hanging_are_reported_stale_and_relisted() {
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
-    assert!(
-        stale["error"]
-            .as_str()
-            .is_some_and(|e| e.contains("sent nothing")),
-        "{stale}"
+    eprintln!(
+        "Machine reported stale {:.1} s after the watches went silent",
+        started.elapsed().as_secs_f64()
     );
+    let error = stale["error"].as_str().unwrap_or_default();
+    assert!(error.contains("sent nothing"), "{stale}");
+    // The error names what happened once the watch's own timer saw it (before, the clock alone
+    // may have said stale).
+    h.until_sources("the error names the silent watch", |k| {
+        k["error"].as_str().is_some_and(|e| e.contains(reason))
+    })
+    .await;
     assert!(stale["staleSeconds"].as_f64() > Some(0.0), "{stale}");
     let (code, body) = h.get("/ready").await;
     assert_eq!(code, 503, "{body}");
@@ -456,20 +487,24 @@ async fn watches_that_keep_hanging_are_reported_stale_and_relisted() {
         metrics.contains("vitistack_source_kind_stale{kind=\"Machine\"} 1"),
         "{metrics}"
     );
-    // The watches still hang; the relist brings m1 anyway.
-    h.until("m1 through a relist while the watches hang", |s| {
+    // The watches still send nothing; the relist brings m1 anyway.
+    h.until("m1 through a relist while the watches send nothing", |s| {
         machine_count(s) == 2
     })
     .await;
+    eprintln!(
+        "m1 arrived by a relist {:.1} s after the watches went silent",
+        started.elapsed().as_secs_f64()
+    );
     let lists_after = h.lists("machines");
     assert!(lists_after > lists_before, "relisted");
     assert_eq!(
         machine_kind(&h.data("{ sources { kinds { name stale } } }").await)["stale"],
         true,
-        "still stale: the watches still hang"
+        "still stale: the watches still send nothing"
     );
     // The API server answers again: current, ready.
-    h.api.hang(false);
+    silence(false);
     h.ready().await;
     let k = machine_kind(
         &h.data("{ sources { kinds { name stale staleSeconds error } } }")
@@ -478,6 +513,58 @@ async fn watches_that_keep_hanging_are_reported_stale_and_relisted() {
     assert_eq!(k["stale"], false, "{k}");
     assert_eq!(k["staleSeconds"], 0.0, "{k}");
     assert!(k["error"].is_null(), "{k}");
+}
+
+/// Watches that hang (open, nothing sent, not even bookmarks, never closed): after two silent
+/// watches in a row (timeout 2 s + 1 s margin each) the kind is relisted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watches_that_keep_hanging_are_reported_stale_and_relisted() {
+    let h = Harness::start(|api| {
+        api.apply("machines", machine("team-a", "m0", "c1"));
+    })
+    .await;
+    h.ready().await;
+    silent_watches_are_reported_stale_and_relisted(
+        &h,
+        |on| h.api.hang(on),
+        "stayed open past its timeout",
+    )
+    .await;
+}
+
+/// A stalled API server: its watches deliver no event and no bookmark and close normally at
+/// their `timeoutSeconds` (5 s here, bookmarks otherwise only every minute and 2 s before the
+/// deadline, as kube-apiserver sends them). A close with nothing sent proves nothing: the kind is
+/// stale after the first such watch and relisted after the second, while the stall goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_api_server_closing_watches_with_nothing_sent_is_reported_stale_and_relisted() {
+    let api = KubeApi::start(&kube_api::watched_resources(), Duration::from_secs(60)).await;
+    api.apply("machines", machine("team-a", "m0", "c1"));
+    let mut h = Harness::unstarted(api);
+    h.launch(&["--watch-timeout-seconds", "5"]).await;
+    h.ready().await;
+    // Healthy first: watches that close at their timeout after the deadline bookmark keep the
+    // kind current (two have been closed and replaced).
+    let opened = h.watches("machines");
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    while h.watches("machines") < opened + 2 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "watches are not renewed"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let k = machine_kind(&h.data("{ sources { kinds { name stale error } } }").await);
+    assert_eq!(
+        k["stale"], false,
+        "a healthy watch closed at its timeout: {k}"
+    );
+    silent_watches_are_reported_stale_and_relisted(
+        &h,
+        |on| h.api.stall(on),
+        "closed without an event or a bookmark",
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -952,10 +1039,10 @@ async fn kubernetes_tokens_are_reviewed_and_rbac_gives_the_role() {
     );
 }
 
-/// A manifest of `../shared/fixtures/upstream` as JSON.
+/// A manifest of the repository's `fixtures/upstream` as JSON.
 fn upstream(path: &str) -> Value {
     let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../shared/fixtures/upstream")
+        .join("../fixtures/upstream")
         .join(path);
     let text = std::fs::read_to_string(&file).expect("fixture");
     serde_yaml::from_str(&text).expect("YAML")

@@ -7,16 +7,18 @@
 //! - `GET /api/v1/{plural}`, `/apis/{group}/{version}/{plural}` and the `namespaces/{ns}/` forms:
 //!   a `…List` with `metadata.resourceVersion`, paged by `limit`/`continue`;
 //! - `?watch=true&resourceVersion=N`: a chunked stream of `{"type","object"}` lines replaying every
-//!   change after N, then live changes; `BOOKMARK` events when `allowWatchBookmarks=true`; the stream
-//!   ends after `timeoutSeconds`;
+//!   change after N, then live changes; `BOOKMARK` events when `allowWatchBookmarks=true`, every
+//!   `bookmark_every` and, as kube-apiserver does, 2 s before the watch's deadline (when that is
+//!   still ahead); the stream ends after `timeoutSeconds`;
 //! - a `resourceVersion` older than the retained history gets `410 Gone` (an `ERROR` event with a
 //!   `Status` of code 410 on watches, HTTP 410 on lists), as after etcd compaction;
 //! - resources not installed answer `404 NotFound` with a `Status` body;
 //! - resourceVersions are one cluster-wide counter, as in etcd.
 //!
 //! Test controls (in process): apply/delete objects, compact history, drop every open watch
-//! connection, hang watches (connection open, nothing sent, not even bookmarks), install or remove
-//! a resource, and a log of the requests received.
+//! connection, hang watches (connection open, nothing sent, not even bookmarks, never closed),
+//! stall them (nothing sent, closed normally at their timeout), install or remove a resource, and
+//! a log of the requests received.
 //!
 //! - `PATCH …/{plural}/{name}` with `application/apply-patch+yaml` (server-side apply): the
 //!   manager's fields are tracked per object (`metadata.managedFields`), fields it owned and no
@@ -136,6 +138,7 @@ struct Shared {
     events: broadcast::Sender<Ev>,
     drop_gen: watch::Sender<u64>,
     hang: AtomicBool,
+    stall: AtomicBool,
     hold_lists: watch::Sender<bool>,
     bookmark_every: Duration,
     requests: Mutex<Vec<Request>>,
@@ -188,6 +191,7 @@ impl KubeApi {
             events,
             drop_gen: watch::channel(0).0,
             hang: AtomicBool::new(false),
+            stall: AtomicBool::new(false),
             hold_lists: watch::channel(false).0,
             bookmark_every,
             requests: Mutex::new(Vec::new()),
@@ -391,6 +395,13 @@ impl KubeApi {
     /// While on, watch streams go silent (and stay silent): connection open, nothing sent.
     pub fn hang(&self, on: bool) {
         self.shared.hang.store(on, Ordering::SeqCst);
+    }
+
+    /// While on, the API server stalls: watches deliver no event and no bookmark, and close
+    /// normally at their `timeoutSeconds` (lists still answer). A watch that saw the stall stays
+    /// silent until it closes, as it would have to replay what it held back.
+    pub fn stall(&self, on: bool) {
+        self.shared.stall.store(on, Ordering::SeqCst);
     }
 
     /// While on, list requests wait (as a slow API server would).
@@ -658,10 +669,14 @@ fn watch_response(
             let _ = tx.send(Ok(line("ERROR", &err))).await;
             return;
         }
+        let stalled = || shared.stall.load(Ordering::SeqCst);
+        // Once a watch has seen the stall it sends nothing more: what it held back would have
+        // to come first.
+        let mut silent = stalled();
         let mut last_rv = since;
         let mut seen_rv = since.max(current);
         for ev in replay {
-            if shared.hang.load(Ordering::SeqCst) {
+            if shared.hang.load(Ordering::SeqCst) || silent {
                 break;
             }
             last_rv = ev.rv;
@@ -669,7 +684,12 @@ fn watch_response(
                 return;
             }
         }
-        let deadline = timeout.map(|t| tokio::time::Instant::now() + t);
+        let far = tokio::time::Instant::now() + Duration::from_secs(24 * 3600);
+        let deadline = timeout.map_or(far, |t| tokio::time::Instant::now() + t);
+        // kube-apiserver's last bookmark: 2 s before the deadline, when that is still ahead.
+        let mut last_bookmark = timeout
+            .filter(|t| *t > Duration::from_secs(2))
+            .map(|_| deadline - Duration::from_secs(2));
         let mut tick = tokio::time::interval(shared.bookmark_every);
         tick.tick().await;
         loop {
@@ -683,8 +703,9 @@ fn watch_response(
                 }
                 return;
             }
-            let until_deadline = deadline
-                .unwrap_or_else(|| tokio::time::Instant::now() + Duration::from_secs(24 * 3600));
+            silent = silent || stalled();
+            let bookmark = json!({"kind": kind, "apiVersion": api_version,
+                "metadata": {"resourceVersion": seen_rv.max(last_rv).to_string()}});
             tokio::select! {
                 ev = live.recv() => match ev {
                     Ok(ev) => {
@@ -695,6 +716,8 @@ fn watch_response(
                             || ev.rv <= last_rv
                             || namespace.as_ref().is_some_and(|ns| ns != &ev.namespace)
                             || shared.hang.load(Ordering::SeqCst)
+                            || silent
+                            || stalled()
                         {
                             continue;
                         }
@@ -710,15 +733,18 @@ fn watch_response(
                         return;
                     }
                 },
-                _ = tick.tick(), if bookmarks => {
-                    let rv = seen_rv.max(last_rv);
-                    let bm = json!({"kind": kind, "apiVersion": api_version,
-                        "metadata": {"resourceVersion": rv.to_string()}});
-                    if tx.send(Ok(line("BOOKMARK", &bm))).await.is_err() {
+                _ = tick.tick(), if bookmarks && !silent => {
+                    if tx.send(Ok(line("BOOKMARK", &bookmark))).await.is_err() {
                         return;
                     }
                 }
-                _ = tokio::time::sleep_until(until_deadline) => return,
+                _ = tokio::time::sleep_until(last_bookmark.unwrap_or(far)), if bookmarks && last_bookmark.is_some() => {
+                    last_bookmark = None;
+                    if !silent && tx.send(Ok(line("BOOKMARK", &bookmark))).await.is_err() {
+                        return;
+                    }
+                }
+                _ = tokio::time::sleep_until(deadline) => return,
                 _ = drop_rx.changed() => {
                     let _ = tx.send(Err(std::io::Error::other("connection dropped"))).await;
                     return;

@@ -50,17 +50,25 @@ fn commit(manifest: &Path) -> String {
             .filter(|o| o.status.success())
             .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
     };
-    // Rebuilt when HEAD moves: HEAD itself (a checkout) and the branch it points at (a commit).
+    // Rebuilt when HEAD moves: HEAD itself (a checkout) and the branch it points at (a commit),
+    // loose or packed. Only paths that exist are watched: cargo counts a missing one as changed
+    // on every build, and then recompiled the whole server each time (`packed-refs` is absent
+    // until git packs refs). The branch's folder is watched rather than its file, so the loose
+    // ref a commit writes beside a packed one is seen too.
     if let Some(dir) = git(&["rev-parse", "--absolute-git-dir"]) {
         let dir = PathBuf::from(dir);
-        println!("cargo:rerun-if-changed={}", dir.join("HEAD").display());
-        if let Some(head) = git(&["symbolic-ref", "-q", "HEAD"]) {
-            println!("cargo:rerun-if-changed={}", dir.join(head).display());
+        let common = git(&["rev-parse", "--git-common-dir"])
+            .map(|c| manifest.join(c))
+            .unwrap_or_else(|| dir.clone());
+        let mut watched = vec![dir.join("HEAD"), common.join("packed-refs")];
+        if let Some(head) = git(&["symbolic-ref", "-q", "HEAD"])
+            && let Some(folder) = common.join(head).parent()
+        {
+            watched.push(folder.to_path_buf());
         }
-        println!(
-            "cargo:rerun-if-changed={}",
-            dir.join("packed-refs").display()
-        );
+        for path in watched.into_iter().filter(|p| p.exists()) {
+            println!("cargo:rerun-if-changed={}", path.display());
+        }
     }
     git(&["rev-parse", "--short=12", "HEAD"]).unwrap_or_else(|| "unknown".into())
 }

@@ -9,7 +9,10 @@ mod merge;
 pub mod object_writer;
 pub mod objects;
 
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
+use std::sync::{Arc, LazyLock, Weak};
 use std::time::Duration;
 
 use sqlx::ConnectOptions;
@@ -157,6 +160,29 @@ pub enum Pool {
 pub struct Db {
     pool: Pool,
     read_statements: prometheus::IntCounter,
+    /// SQLite: the file's write turn, shared by every pool of this process on the same file.
+    turn: Option<Arc<tokio::sync::Mutex<()>>>,
+}
+
+/// One writer at a time per SQLite file, taken in this process. SQLite itself lets one writer
+/// in, and another that waits longer than the busy timeout fails with `database is locked`
+/// (seen under load: a batch of object writes held the lock while the history writer waited).
+/// Our writers (objects, history, its retention, webhook deliveries, imports) take turns here
+/// instead, queued in order without a time limit; the busy timeout is left to other processes.
+/// Every pool opened on the same file in this process shares the turn (the history writer
+/// opens its own when the database was away at start-up).
+fn sqlite_turn(file: &Path) -> Arc<tokio::sync::Mutex<()>> {
+    type Turns = HashMap<PathBuf, Weak<tokio::sync::Mutex<()>>>;
+    static TURNS: LazyLock<parking_lot::Mutex<Turns>> = LazyLock::new(Default::default);
+    let key = std::fs::canonicalize(file).unwrap_or_else(|_| file.to_path_buf());
+    let mut turns = TURNS.lock();
+    turns.retain(|_, t| t.strong_count() > 0);
+    if let Some(turn) = turns.get(&key).and_then(Weak::upgrade) {
+        return turn;
+    }
+    let turn = Arc::new(tokio::sync::Mutex::new(()));
+    turns.insert(key, Arc::downgrade(&turn));
+    turn
 }
 
 /// Run the same code against whichever pool `db` holds (the statements are engine-neutral or
@@ -198,6 +224,7 @@ impl Db {
                     .synchronous(SqliteSynchronous::Normal)
                     .busy_timeout(settings.acquire_timeout)
                     .log_slow_statements(SLOW_STATEMENT_LEVEL, SLOW_STATEMENT);
+                let file = opts.get_filename().to_path_buf();
                 let pool = SqlitePoolOptions::new()
                     .max_connections(settings.max_open.max(1))
                     .min_connections(settings.min_idle.min(settings.max_open))
@@ -209,6 +236,7 @@ impl Db {
                 Ok(Db {
                     pool: Pool::Sqlite(pool),
                     read_statements: settings.read_statements.clone(),
+                    turn: Some(sqlite_turn(&file)),
                 })
             }
             Engine::Postgres => {
@@ -243,6 +271,7 @@ impl Db {
                 Ok(Db {
                     pool: Pool::Postgres(pool),
                     read_statements: settings.read_statements.clone(),
+                    turn: None,
                 })
             }
         }
@@ -300,6 +329,15 @@ impl Db {
             p.options().get_max_connections()
         ));
         (idle, size.saturating_sub(idle), max)
+    }
+
+    /// Wait for this process's turn to write (SQLite: one writer per file, see [`sqlite_turn`];
+    /// PostgreSQL: at once). Hold what it returns until the write is committed.
+    pub async fn write_turn(&self) -> Option<tokio::sync::OwnedMutexGuard<()>> {
+        match &self.turn {
+            Some(turn) => Some(turn.clone().lock_owned().await),
+            None => None,
+        }
     }
 
     /// Count one read statement (see [`statement!`]).

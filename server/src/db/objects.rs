@@ -141,6 +141,7 @@ pub async fn rewrite_all(db: &Db, store: &Store) -> Result<usize, DbError> {
 
 async fn write_in_tx(db: &Db, batch: &BTreeMap<Key, Option<Arc<Resource>>>) -> Result<(), DbError> {
     let s = sql(db.engine());
+    let _turn = db.write_turn().await;
     with_pool!(db, p => {
         let mut tx = p.begin().await?;
         for (key, object) in batch {

@@ -203,6 +203,7 @@ pub async fn entered_phase_per_day(
 
 /// Delete events older than `cutoff_ms`; returns how many.
 pub async fn delete_before(db: &Db, cutoff_ms: i64) -> Result<u64, DbError> {
+    let _turn = db.write_turn().await;
     let n = with_pool!(db, p => {
         sqlx::query(match db.engine() {
             crate::db::Engine::Sqlite => "DELETE FROM events WHERE at_ms < ?1",

@@ -237,6 +237,7 @@ async fn record(
     let status = a.status.map(i32::from);
     let attempts = a.attempts as i32;
     let pg = db.engine() == crate::db::Engine::Postgres;
+    let _turn = db.write_turn().await;
     let id = with_pool!(db, p => match id {
         None => {
             let sql = if pg {

@@ -53,6 +53,7 @@ pub async fn insert(db: &Db, rows: &[EventRow]) -> Result<u64, DbError> {
     if rows.is_empty() {
         return Ok(0);
     }
+    let _turn = db.write_turn().await;
     match db.pool() {
         Pool::Postgres(p) => insert_postgres(p, rows).await,
         Pool::Sqlite(p) => insert_sqlite(p, rows).await,

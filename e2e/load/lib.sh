@@ -41,9 +41,12 @@ start_server() {
   local port=$1 dir=$2 churn=$3 sim=()
   [ "$churn" != 0 ] && sim=(env SIMULATE=true SIMULATE_STEPS_PER_SECOND="$churn")
   # Read as a local client without a key and without a rate limit, unless the caller says otherwise.
+  # SERVER_LOG=FILE: the server's log goes through a pipe into FILE (as a container runtime
+  # collects it), not to the terminal.
   ANONYMOUS_READ_FROM="${ANONYMOUS_READ_FROM-127.0.0.0/8}" RATE_LIMIT="${RATE_LIMIT-0}" \
   DATABASE_URL="sqlite://$dir/load.db" PORT=$port BIND_ADDRESS=127.0.0.1 LOG_LEVEL="${LOG_LEVEL-warn}" \
-    "${sim[@]}" "$CARGO_TARGET_DIR/release/vitistack" serve --demo --demo-clusters 500 &
+    "${sim[@]}" "$CARGO_TARGET_DIR/release/vitistack" serve --demo --demo-clusters 500 \
+    > >(if [ -n "${SERVER_LOG:-}" ]; then cat > "$SERVER_LOG"; else cat; fi) &
   PID=$!
   for _ in $(seq 1 300); do curl -sf "http://127.0.0.1:$port/ready" >/dev/null && return 0; sleep 0.1; done
   echo "the server on port $port did not become ready" >&2

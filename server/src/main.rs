@@ -300,15 +300,17 @@ async fn import(paths: Vec<PathBuf>, db: DbConfig) -> ExitCode {
 
 fn run(cfg: ServeConfig) -> ExitCode {
     vitistack::logging::init(&cfg.log_level, cfg.log_json);
-    let Some(result) = block_on(vitistack::app::serve(cfg)) else {
-        return ExitCode::FAILURE;
-    };
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
+    let result = block_on(vitistack::app::serve(cfg));
+    let code = match result {
+        None => ExitCode::FAILURE,
+        Some(Ok(())) => ExitCode::SUCCESS,
+        Some(Err(e)) => {
             tracing::error!("{e:#}");
             eprintln!("error: {e:#}");
             ExitCode::FAILURE
         }
-    }
+    };
+    // Lines still on their way out are written before the process ends.
+    vitistack::logging::flush();
+    code
 }

@@ -19,7 +19,7 @@ use crate::db::objects;
 use crate::db::redact_url;
 use crate::db::{Db, Engine};
 use crate::graphql::{SchemaSettings, build_executor_schemas, build_schema};
-use crate::http::{AppState, Metrics, router};
+use crate::http::{AppState, Metrics, ServerState, router};
 use crate::source::kube::KubeSource;
 use crate::source::status::SourceStatus;
 use crate::source::{self, ImportSummary, demo::FleetSpec};
@@ -385,7 +385,7 @@ pub async fn start(cfg: &ServeConfig, listener: TcpListener) -> anyhow::Result<R
         metrics.document_misses.clone(),
     ));
     let gate = Arc::new(crate::http::ws::Gate::new(cfg.stream_settings()));
-    let state = AppState {
+    let state = AppState::new(ServerState {
         going_away,
         access,
         cache,
@@ -404,7 +404,7 @@ pub async fn start(cfg: &ServeConfig, listener: TcpListener) -> anyhow::Result<R
         operator_stall: judge.stall,
         metrics_enabled: cfg.metrics_enabled,
         vitistack_name: cfg.vitistack_name.clone(),
-    };
+    });
     let addr = listener.local_addr()?;
     let mut http_stop = stop_rx.clone();
     let delay = Duration::from_secs(cfg.shutdown_delay_seconds);

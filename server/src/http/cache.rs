@@ -27,6 +27,8 @@ pub struct Answer {
     pub cacheable: bool,
     /// The request failed before it ran (its status depends on the media type).
     pub rejected: bool,
+    /// It did not finish within the request timeout (no body; never kept).
+    pub timed_out: bool,
 }
 
 type Slot = Arc<OnceCell<Answer>>;
@@ -179,6 +181,7 @@ mod tests {
             body: Bytes::from(body.to_owned()),
             cacheable,
             rejected: false,
+            timed_out: false,
         }
     }
 

@@ -148,6 +148,16 @@ pub fn parse_post(
             "the request body is empty: send {\"query\": \"…\"}",
         ));
     }
+    // The common request (an object with a query string and maps or nulls beside it) is read
+    // straight into the request; anything else is read as JSON first, for an error that says
+    // what is wrong (a list, a query that is not a string, a duplicate key, ...). The JSON
+    // value in between cost a tenth of a cached request.
+    if body.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{')
+        && let Ok(request) = serde_json::from_slice::<async_graphql::Request>(body)
+        && !request.query.is_empty()
+    {
+        return Ok(request);
+    }
     let value: serde_json::Value = serde_json::from_slice(body).map_err(|e| {
         refuse(
             StatusCode::BAD_REQUEST,

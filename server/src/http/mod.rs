@@ -39,9 +39,28 @@ use crate::store::Store;
 /// Largest request body accepted on `/graphql`, and largest WebSocket frame and message (bytes).
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;
 
-/// Everything a request handler needs.
+/// Everything a request handler needs, shared: a clone is one reference count. (axum clones the
+/// state for every extractor and middleware of a request; as a struct of twenty `Arc`s, whose
+/// counts bounced between the cores, that was a tenth of a cached request's time.)
 #[derive(Clone)]
-pub struct AppState {
+pub struct AppState(Arc<ServerState>);
+
+impl AppState {
+    /// Share `state` with every request.
+    pub fn new(state: ServerState) -> Self {
+        AppState(Arc::new(state))
+    }
+}
+
+impl std::ops::Deref for AppState {
+    type Target = ServerState;
+    fn deref(&self) -> &ServerState {
+        &self.0
+    }
+}
+
+/// What the server's requests share (see [`AppState`]).
+pub struct ServerState {
     /// The graph.
     pub store: Arc<Store>,
     /// The GraphQL schema.
@@ -81,7 +100,7 @@ pub struct AppState {
     pub vitistack_name: String,
 }
 
-impl AppState {
+impl ServerState {
     /// What every query request carries besides the document: the snapshot it reads, the kept
     /// parts of earlier answers to the same request (`key`), and its own history loaders (a
     /// page's history is prefetched into them).
@@ -440,26 +459,21 @@ fn rejected(response: &async_graphql::Response) -> bool {
         && response.errors.iter().all(|e| e.path.is_empty())
 }
 
-async fn execute(
-    app: &AppState,
-    request: async_graphql::Request,
-    media: graphql_http::Media,
-    principal: crate::auth::Principal,
-) -> Response {
-    let timeout = app.access.timeout;
-    match tokio::time::timeout(timeout, execute_in_time(app, request, media, principal)).await {
-        Ok(r) => r,
-        Err(_) => graphql_http::refuse(
-            StatusCode::GATEWAY_TIMEOUT,
-            media,
-            "TIMEOUT",
-            access::timeout_message(timeout),
-        )
-        .into_response(),
-    }
+/// The answer to a request that did not finish within `API_TIMEOUT`.
+fn timed_out(app: &AppState, media: graphql_http::Media) -> Response {
+    graphql_http::refuse(
+        StatusCode::GATEWAY_TIMEOUT,
+        media,
+        "TIMEOUT",
+        access::timeout_message(app.access.timeout),
+    )
+    .into_response()
 }
 
-async fn execute_in_time(
+/// Execute a query or mutation within `API_TIMEOUT`. Only work that runs is timed: an answer
+/// taken from the cache is not (a timer per request cost a cached request a twentieth of its
+/// time), and a request that shares a concurrent identical one's execution shares its time limit.
+async fn execute(
     app: &AppState,
     mut request: async_graphql::Request,
     media: graphql_http::Media,
@@ -484,7 +498,11 @@ async fn execute_in_time(
         // with a concurrent identical request. A mutation reads the live graph, not this
         // snapshot: its answer shows the graph after its write.
         Some(plan) if !plan.shareable() => {
-            return execute_unshared(app, request, &plan, snapshot, key, media, started).await;
+            let run = execute_unshared(app, request, &plan, snapshot, key, media, started);
+            return match tokio::time::timeout(app.access.timeout, run).await {
+                Ok(response) => response,
+                Err(_) => timed_out(app, media),
+            };
         }
         other => other,
     };
@@ -500,19 +518,28 @@ async fn execute_in_time(
             let request = app
                 .query_data(request, snapshot, key)
                 .data(volatile.clone());
-            let response = app
-                .documents
-                .execute(&app.schema, &plan, key, request)
-                .await;
+            let run = app.documents.execute(&app.schema, &plan, key, request);
+            let Ok(response) = tokio::time::timeout(app.access.timeout, run).await else {
+                return cache::Answer {
+                    body: bytes::Bytes::new(),
+                    cacheable: false,
+                    rejected: false,
+                    timed_out: true,
+                };
+            };
             let ok = response.errors.is_empty();
             app.metrics.observe_graphql(started.elapsed(), ok);
             cache::Answer {
                 body: answer_body(&response),
                 cacheable: ok && is_query && !volatile.is_marked(),
                 rejected: rejected(&response),
+                timed_out: false,
             }
         })
         .await;
+    if answer.timed_out {
+        return timed_out(app, media);
+    }
     graphql_http::answer(media, answer.body, answer.rejected)
 }
 

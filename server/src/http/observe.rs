@@ -31,8 +31,9 @@ pub fn request_id(headers: &HeaderMap) -> HeaderValue {
         })
         .cloned()
         .unwrap_or_else(|| {
-            HeaderValue::from_str(&uuid::Uuid::new_v4().to_string())
-                .unwrap_or(HeaderValue::from_static("unknown"))
+            let mut text = [0u8; uuid::fmt::Hyphenated::LENGTH];
+            let text = uuid::Uuid::new_v4().hyphenated().encode_lower(&mut text);
+            HeaderValue::from_str(text).unwrap_or(HeaderValue::from_static("unknown"))
         })
 }
 
@@ -41,45 +42,51 @@ fn quiet(path: &str) -> bool {
     path == "/health" || path.starts_with("/health/") || path == "/ready"
 }
 
-/// The middleware: runs the request in a span carrying its id, then counts and logs it.
+/// The middleware: runs the request in a span carrying its id, then counts and logs it. A
+/// request that gets no line (a probe, or a level above `info`) costs no string: only its id
+/// and its metrics.
 pub async fn observe(State(app): State<AppState>, mut request: Request, next: Next) -> Response {
     let started = Instant::now();
     let id = request_id(request.headers());
     request.headers_mut().insert(REQUEST_ID, id.clone());
-    let method = request.method().as_str().to_string();
-    let path = request.uri().path().to_string();
-    let endpoint = request
-        .extensions()
-        .get::<MatchedPath>()
-        .map_or(FALLBACK, MatchedPath::as_str)
-        .to_string();
-    let user_agent: String = request
-        .headers()
-        .get(header::USER_AGENT)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default()
-        .chars()
-        .take(256)
-        .collect();
-    let request_id = id.to_str().unwrap_or_default().to_string();
-    let span = tracing::info_span!(
-        "request",
-        requestId = %request_id,
-        method = %method,
-        path = %path
-    );
-    let mut response = next.run(request).instrument(span.clone()).await;
+    let method = request.method().clone();
+    let endpoint = request.extensions().get::<MatchedPath>().cloned();
+    let logged = tracing::enabled!(tracing::Level::INFO) && !quiet(request.uri().path());
+    let (mut response, line) = if logged {
+        let path = request.uri().path().to_string();
+        let user_agent: String = request
+            .headers()
+            .get(header::USER_AGENT)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .chars()
+            .take(256)
+            .collect();
+        let span = tracing::info_span!(
+            "request",
+            requestId = id.to_str().unwrap_or_default(),
+            method = method.as_str(),
+            path = path.as_str()
+        );
+        let response = next.run(request).instrument(span.clone()).await;
+        (response, Some((span, path, user_agent)))
+    } else {
+        (next.run(request).await, None)
+    };
     let took = started.elapsed();
     let status = response.status().as_u16();
-    app.metrics
-        .operator
-        .observe_request(&method, &endpoint, status, took.as_secs_f64());
-    if !quiet(&path) {
+    app.metrics.operator.observe_request(
+        method.as_str(),
+        endpoint.as_ref().map_or(FALLBACK, MatchedPath::as_str),
+        status,
+        took.as_secs_f64(),
+    );
+    if let Some((span, path, user_agent)) = line {
         let _in = span.enter();
         tracing::info!(
             statusCode = status,
             duration = took.as_micros() as f64 / 1000.0,
-            userAgent = %user_agent,
+            userAgent = user_agent.as_str(),
             "{method} {path} {status}"
         );
     }

@@ -42,17 +42,16 @@ fn quiet(path: &str) -> bool {
     path == "/health" || path.starts_with("/health/") || path == "/ready"
 }
 
-/// The middleware: runs the request in a span carrying its id, then counts and logs it. A
-/// request that gets no line (a probe, or a level above `info`) costs no string: only its id
-/// and its metrics.
+/// The middleware: runs the request in a span carrying its id, then counts and logs it. Above
+/// `info` (no request lines, and the span would be off anyway) a request costs no string: only
+/// its id and its metrics. Probes run in their span but get no line.
 pub async fn observe(State(app): State<AppState>, mut request: Request, next: Next) -> Response {
     let started = Instant::now();
     let id = request_id(request.headers());
     request.headers_mut().insert(REQUEST_ID, id.clone());
     let method = request.method().clone();
     let endpoint = request.extensions().get::<MatchedPath>().cloned();
-    let logged = tracing::enabled!(tracing::Level::INFO) && !quiet(request.uri().path());
-    let (mut response, line) = if logged {
+    let (mut response, line) = if tracing::enabled!(tracing::Level::INFO) {
         let path = request.uri().path().to_string();
         let user_agent: String = request
             .headers()
@@ -81,7 +80,7 @@ pub async fn observe(State(app): State<AppState>, mut request: Request, next: Ne
         status,
         took.as_secs_f64(),
     );
-    if let Some((span, path, user_agent)) = line {
+    if let Some((span, path, user_agent)) = line.filter(|(_, path, _)| !quiet(path)) {
         let _in = span.enter();
         tracing::info!(
             statusCode = status,

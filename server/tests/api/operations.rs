@@ -294,6 +294,23 @@ async fn logs_are_json_lines_with_request_ids_and_the_level_changes_while_runnin
 }
 
 /// Rows in the history table for `kind`.
+/// Import one manifest file through the API as the admin; the GraphQL answer.
+async fn import_as_admin(client: &reqwest::Client, base: &str, name: &str, content: &str) -> Value {
+    client
+        .post(format!("{base}/graphql"))
+        .bearer_auth(ADMIN)
+        .json(&json!({
+            "query": "mutation($f: [ManifestFileInput!]!) { importManifests(files: $f) { changed } }",
+            "variables": {"f": [{"name": name, "content": content}]},
+        }))
+        .send()
+        .await
+        .expect("POST")
+        .json()
+        .await
+        .expect("JSON")
+}
+
 async fn history_rows(db: &TestDb, kind: &str) -> i64 {
     let sql = "SELECT COUNT(*) FROM events WHERE kind = $1";
     match db {
@@ -349,19 +366,7 @@ async fn drains_at_sigterm(db: TestDb) {
         .map(|n| format!("---\napiVersion: vitistack.io/v1alpha1\nkind: MachineClass\nmetadata:\n  name: drain-{n}\nspec:\n  displayName: x\n  enabled: true\n  category: standard\n  machineProviders: [kubevirt]\n  cpu:\n    cores: 1\n  memory:\n    quantity: 1Gi\n"))
         .collect();
     let client = reqwest::Client::new();
-    let res: Value = client
-        .post(format!("{}/graphql", server.base))
-        .bearer_auth(ADMIN)
-        .json(&json!({
-            "query": "mutation($f: [ManifestFileInput!]!) { importManifests(files: $f) { changed } }",
-            "variables": {"f": [{"name": "drain.yaml", "content": manifests}]},
-        }))
-        .send()
-        .await
-        .expect("POST")
-        .json()
-        .await
-        .expect("JSON");
+    let res = import_as_admin(&client, &server.base, "drain.yaml", &manifests).await;
     assert_eq!(res["data"]["importManifests"]["changed"], 1_000, "{res}");
     server.terminate();
 
@@ -454,19 +459,8 @@ async fn sqlite_writers_take_turns_under_load_nothing_locked_nothing_lost() {
         let manifests: String = (0..OBJECTS)
             .map(|n| format!("---\napiVersion: vitistack.io/v1alpha1\nkind: MachineClass\nmetadata:\n  name: load-{n}\nspec:\n  displayName: round {round}\n  enabled: true\n  category: standard\n  machineProviders: [kubevirt]\n  cpu:\n    cores: 1\n  memory:\n    quantity: 1Gi\n"))
             .collect();
-        let res: Value = client
-            .post(format!("{}/graphql", server.base))
-            .bearer_auth(ADMIN)
-            .json(&json!({
-                "query": "mutation($f: [ManifestFileInput!]!) { importManifests(files: $f) { changed } }",
-                "variables": {"f": [{"name": format!("round-{round}.yaml"), "content": manifests}]},
-            }))
-            .send()
-            .await
-            .expect("POST")
-            .json()
-            .await
-            .expect("JSON");
+        let file = format!("round-{round}.yaml");
+        let res = import_as_admin(&client, &server.base, &file, &manifests).await;
         assert_eq!(res["data"]["importManifests"]["changed"], OBJECTS, "{res}");
     }
     server.terminate();

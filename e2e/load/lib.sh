@@ -48,9 +48,21 @@ start_server() {
     "${sim[@]}" "$CARGO_TARGET_DIR/release/vitistack" serve --demo --demo-clusters 500 \
     > >(if [ -n "${SERVER_LOG:-}" ]; then cat > "$SERVER_LOG"; else cat; fi) &
   PID=$!
-  for _ in $(seq 1 300); do curl -sf "http://127.0.0.1:$port/ready" >/dev/null && return 0; sleep 0.1; done
+  for _ in $(seq 1 300); do curl -sf "http://127.0.0.1:$port/ready" >/dev/null && { settled "$port"; return 0; }; sleep 0.1; done
   echo "the server on port $port did not become ready" >&2
   return 1
+}
+
+# Wait (at most 2 min) until the server on port $1 has written what loading the fleet queued
+# (objects and history): measurements start from the steady state, not during the first writes.
+settled() {
+  local port=$1
+  for _ in $(seq 1 1200); do
+    curl -s "http://127.0.0.1:$port/metrics" |
+      awk '/^vitistack_(database_pending_writes|history_pending_events) /{s+=$2; n++} END{exit !(n>0 && s==0)}' && return 0
+    sleep 0.1
+  done
+  echo "the server on port $port still had writes pending after 2 min; measuring anyway" >&2
 }
 
 # The store's sequence number on port $1 (changes applied so far).

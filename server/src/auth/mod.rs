@@ -95,12 +95,30 @@ pub struct Principal {
     pub address: IpAddr,
 }
 
+/// Whom rate limits count against (made per request: no text is formatted for it).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum RateKey {
+    /// An anonymous caller, by its address.
+    Anonymous(IpAddr),
+    /// A principal, by name.
+    Named(Arc<str>),
+}
+
+impl std::fmt::Display for RateKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RateKey::Anonymous(address) => write!(f, "anonymous@{address}"),
+            RateKey::Named(name) => f.write_str(name),
+        }
+    }
+}
+
 impl Principal {
     /// Whom rate limits count against: the principal, or its address when anonymous.
-    pub fn rate_key(&self) -> String {
+    pub fn rate_key(&self) -> RateKey {
         match self.credential {
-            Credential::Anonymous => format!("anonymous@{}", self.address),
-            _ => self.name.to_string(),
+            Credential::Anonymous => RateKey::Anonymous(self.address),
+            _ => RateKey::Named(self.name.clone()),
         }
     }
 
@@ -297,8 +315,10 @@ impl Auth {
                 .iter()
                 .any(|n| n.contains(&address))
             {
+                static ANONYMOUS: std::sync::LazyLock<Arc<str>> =
+                    std::sync::LazyLock::new(|| "anonymous".into());
                 return Ok(Principal {
-                    name: "anonymous".into(),
+                    name: ANONYMOUS.clone(),
                     role: Role::Viewer,
                     credential: Credential::Anonymous,
                     address,
@@ -316,12 +336,15 @@ impl Auth {
             });
         }
         match &self.reviewer {
-            Some(r) => r.review(token, hash).await.map(|(name, role)| Principal {
-                name,
-                role,
-                credential: Credential::Kubernetes(hash, Token(token.into())),
-                address,
-            }),
+            // Boxed: a review's state is large, and every request would carry it otherwise.
+            Some(r) => Box::pin(r.review(token, hash))
+                .await
+                .map(|(name, role)| Principal {
+                    name,
+                    role,
+                    credential: Credential::Kubernetes(hash, Token(token.into())),
+                    address,
+                }),
             None => Err(Refusal::Invalid),
         }
     }

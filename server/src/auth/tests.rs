@@ -34,7 +34,7 @@ async fn keys_anonymous_networks_and_revocation() {
         .await
         .expect("anonymous");
     assert_eq!((anon.role, anon.is_anonymous()), (Role::Viewer, true));
-    assert_eq!(anon.rate_key(), "anonymous@10.1.1.1");
+    assert_eq!(anon.rate_key().to_string(), "anonymous@10.1.1.1");
     assert_eq!(
         auth.authenticate(None, ip("192.0.2.1"))
             .await

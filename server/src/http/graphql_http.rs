@@ -109,6 +109,15 @@ pub fn not_acceptable() -> Response {
     .into_response()
 }
 
+/// True when the request's `Content-Type` is `application/json` (with any parameters).
+pub fn is_json(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|essence| essence.trim().eq_ignore_ascii_case("application/json"))
+}
+
 /// Read a POST body: `Content-Type: application/json` and a JSON object with a string `query`
 /// and optional `operationName` (string), `variables` and `extensions` (maps); null for the
 /// optional ones is allowed.

@@ -152,18 +152,18 @@ pub fn router(state: AppState) -> Router {
         .merge(rest::routes())
         .merge(admin::routes())
         .fallback(assets::serve)
-        .layer(tower_http::limit::RequestBodyLimitLayer::new(
-            MAX_BODY_BYTES,
-        ))
-        // A body over the limit is refused before anything reads it; say which limit, as JSON.
-        .layer(axum::middleware::map_response(body_limit_message))
-        // A panic is answered 500 with a fixed message: what panicked stays in the log.
-        .layer(tower_http::catch_panic::CatchPanicLayer::custom(panicked))
-        // Outermost: sees every answer as sent (limits and panics included).
-        .layer(axum::middleware::from_fn_with_state(
-            state.clone(),
-            observe::observe,
-        ))
+        // The layers every request passes, composed into one service: axum boxes each layer it
+        // is given for every route, and a boxed layer cost a request an allocation and a move.
+        // The observer also refuses bodies over the limit and answers panics (see `observe`).
+        .layer(
+            tower::ServiceBuilder::new()
+                .layer(axum::middleware::from_fn_with_state(
+                    state.clone(),
+                    observe::observe,
+                ))
+                // Bodies read by extractors stop at the limit (413).
+                .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES)),
+        )
         .with_state(state);
     match cors {
         Some(cors) => router.layer(cors),
@@ -171,17 +171,17 @@ pub fn router(state: AppState) -> Router {
     }
 }
 
-async fn body_limit_message(response: Response) -> Response {
-    if response.status() != StatusCode::PAYLOAD_TOO_LARGE {
-        return response;
-    }
+/// The answer to a body over [`MAX_BODY_BYTES`]: which limit, as JSON.
+pub(crate) fn body_too_large() -> Response {
     let body = json!({"errors": [{"message": format!(
         "the request body is larger than the limit of {MAX_BODY_BYTES} bytes (MAX_BODY_BYTES)"
     ), "extensions": {"code": "BODY_LIMIT"}}]});
     (StatusCode::PAYLOAD_TOO_LARGE, axum::Json(body)).into_response()
 }
 
-fn panicked(_: Box<dyn std::any::Any + Send + 'static>) -> Response {
+/// The answer to a request whose handler panicked: 500 with a fixed message (what panicked stays
+/// in the log).
+pub(crate) fn panicked() -> Response {
     tracing::error!("a request handler panicked");
     let body =
         json!({"errors": [{"message": "internal error", "extensions": {"code": "INTERNAL"}}]});
@@ -254,7 +254,7 @@ async fn graphql_get(
         )
         .into_response();
     }
-    execute(&app, request, media, principal).await
+    execute(&app, request, media, principal, None).await
 }
 
 /// GraphQL over WebSocket: `graphql-transport-ws` and the legacy `graphql-ws` subprotocol.
@@ -278,7 +278,7 @@ async fn graphql_ws(
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .map(String::from);
-    let span = tracing::Span::current();
+    let context = crate::logging::current_request();
     upgrade
         .protocols(ws_message::PROTOCOLS)
         // Small buffers: most sockets are idle subscribers (tungstenite's default is 128 KiB;
@@ -288,10 +288,14 @@ async fn graphql_ws(
         // The same bound as an HTTP body: larger frames and messages are refused with 1009.
         .max_frame_size(MAX_BODY_BYTES)
         .max_message_size(MAX_BODY_BYTES)
-        // The socket's lines carry the upgrade request's id (its span, taken here: the socket
-        // is served on a task of its own).
-        .on_upgrade(move |socket| {
-            tracing::Instrument::instrument(ws::serve(socket, app, client, authorization), span)
+        // The socket's lines carry the upgrade request's id (taken here: the socket is served on
+        // a task of its own).
+        .on_upgrade(move |socket| async move {
+            let serve = ws::serve(socket, app, client, authorization);
+            match context {
+                Some(context) => crate::logging::in_request(context, serve).await.0,
+                None => serve.await,
+            }
         })
 }
 
@@ -407,12 +411,27 @@ impl Drop for Held {
     }
 }
 
+/// A request's headers, taken from it rather than copied (axum's `HeaderMap` extractor clones
+/// them); for a handler whose other extractors do not read headers.
+struct Headers(axum::http::HeaderMap);
+
+impl<S: Send + Sync> axum::extract::FromRequestParts<S> for Headers {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        _: &S,
+    ) -> Result<Self, Self::Rejection> {
+        Ok(Headers(std::mem::take(&mut parts.headers)))
+    }
+}
+
 /// POST: a JSON answer in the media type the client accepts, or an SSE stream when it accepts
 /// only `text/event-stream`.
 async fn graphql(
     State(app): State<AppState>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
-    headers: axum::http::HeaderMap,
+    Headers(headers): Headers,
     body: bytes::Bytes,
 ) -> Response {
     let wants_sse = headers
@@ -441,6 +460,13 @@ async fn graphql(
             None => return graphql_http::not_acceptable(),
         }
     };
+    // A body asked before on this version of the graph is answered as it was.
+    if !wants_sse
+        && graphql_http::is_json(&headers)
+        && let Some(answer) = app.cache.by_body(app.store.snapshot().seq(), &body)
+    {
+        return graphql_http::answer(media, answer.body, answer.rejected);
+    }
     let request = match graphql_http::parse_post(&headers, &body, media) {
         Ok(r) => r,
         Err(refused) => return refused.into_response(),
@@ -448,7 +474,7 @@ async fn graphql(
     if wants_sse {
         return sse(app, principal, request);
     }
-    execute(&app, request, media, principal).await
+    execute(&app, request, media, principal, Some(&body)).await
 }
 
 /// True when a response is a request that failed before it ran (parse, validation, variables,
@@ -478,6 +504,7 @@ async fn execute(
     mut request: async_graphql::Request,
     media: graphql_http::Media,
     principal: crate::auth::Principal,
+    body: Option<&[u8]>,
 ) -> Response {
     let started = Instant::now();
     request = request.data(principal);
@@ -498,7 +525,11 @@ async fn execute(
         // with a concurrent identical request. A mutation reads the live graph, not this
         // snapshot: its answer shows the graph after its write.
         Some(plan) if !plan.shareable() => {
-            let run = execute_unshared(app, request, &plan, snapshot, key, media, started);
+            // Boxed, as is the execution below: an executing request's state is large, and a
+            // request answered from the cache would otherwise carry (and move) it too.
+            let run = Box::pin(execute_unshared(
+                app, request, &plan, snapshot, key, media, started,
+            ));
             return match tokio::time::timeout(app.access.timeout, run).await {
                 Ok(response) => response,
                 Err(_) => timed_out(app, media),
@@ -508,37 +539,42 @@ async fn execute(
     };
     let (answer, _) = app
         .cache
-        .get_or_execute(seq, key, || async move {
-            let plan = match plan {
-                Some(p) => p,
-                None => app.documents.prepare(&mut request, key),
-            };
-            let is_query = plan.only_queries();
-            let volatile = crate::graphql::Volatile::default();
-            let request = app
-                .query_data(request, snapshot, key)
-                .data(volatile.clone());
-            let run = app.documents.execute(&app.schema, &plan, key, request);
-            let Ok(response) = tokio::time::timeout(app.access.timeout, run).await else {
-                return cache::Answer {
-                    body: bytes::Bytes::new(),
-                    cacheable: false,
-                    rejected: false,
-                    timed_out: true,
+        .get_or_execute(seq, key, || {
+            Box::pin(async move {
+                let plan = match plan {
+                    Some(p) => p,
+                    None => app.documents.prepare(&mut request, key),
                 };
-            };
-            let ok = response.errors.is_empty();
-            app.metrics.observe_graphql(started.elapsed(), ok);
-            cache::Answer {
-                body: answer_body(&response),
-                cacheable: ok && is_query && !volatile.is_marked(),
-                rejected: rejected(&response),
-                timed_out: false,
-            }
+                let is_query = plan.only_queries();
+                let volatile = crate::graphql::Volatile::default();
+                let request = app
+                    .query_data(request, snapshot, key)
+                    .data(volatile.clone());
+                let run = app.documents.execute(&app.schema, &plan, key, request);
+                let Ok(response) = tokio::time::timeout(app.access.timeout, run).await else {
+                    return cache::Answer {
+                        body: bytes::Bytes::new(),
+                        cacheable: false,
+                        rejected: false,
+                        timed_out: true,
+                    };
+                };
+                let ok = response.errors.is_empty();
+                app.metrics.observe_graphql(started.elapsed(), ok);
+                cache::Answer {
+                    body: answer_body(&response),
+                    cacheable: ok && is_query && !volatile.is_marked(),
+                    rejected: rejected(&response),
+                    timed_out: false,
+                }
+            })
         })
         .await;
     if answer.timed_out {
         return timed_out(app, media);
+    }
+    if let (true, Some(key), Some(body)) = (answer.cacheable, key, body) {
+        app.cache.index_body(seq, key, body);
     }
     graphql_http::answer(media, answer.body, answer.rejected)
 }

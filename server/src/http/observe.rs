@@ -1,15 +1,18 @@
 //! Every HTTP request: its request id (taken from `X-Request-Id` or made, returned, and carried
-//! in the span its handler runs in), its log line and its request metrics.
+//! by the task that serves it into every line logged meanwhile), its log line and its request
+//! metrics.
 
+use std::panic::AssertUnwindSafe;
 use std::time::Instant;
 
 use axum::extract::{MatchedPath, Request, State};
-use axum::http::{HeaderMap, HeaderValue, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::Response;
-use tracing::Instrument;
+use futures::FutureExt;
 
 use super::AppState;
+use crate::logging::{self, RequestContext};
 
 /// The request id header, read and answered.
 pub const REQUEST_ID: &str = "x-request-id";
@@ -42,53 +45,67 @@ fn quiet(path: &str) -> bool {
     path == "/health" || path.starts_with("/health/") || path == "/ready"
 }
 
-/// The middleware: runs the request in a span carrying its id, then counts and logs it. Above
-/// `info` (no request lines, and the span would be off anyway) a request costs no string: only
-/// its id and its metrics. Probes run in their span but get no line.
-pub async fn observe(State(app): State<AppState>, mut request: Request, next: Next) -> Response {
+/// True when the request says its body is longer than the limit.
+fn declared_too_large(request: &Request) -> bool {
+    request
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok()?.parse::<u64>().ok())
+        .is_some_and(|n| n > super::MAX_BODY_BYTES as u64)
+}
+
+/// The middleware every request passes: serves it as a task carrying its context (lines logged
+/// meanwhile carry its id), then counts it and writes its line. Probes get no line; above `info`
+/// no line is made at all. It also refuses a body declared longer than the limit before anything
+/// reads it, says which limit any 413 is about, and answers a handler's panic with 500. (One
+/// middleware rather than a layer each: every layer cost a request a boxed future.)
+pub async fn observe(State(app): State<AppState>, request: Request, next: Next) -> Response {
     let started = Instant::now();
     let id = request_id(request.headers());
-    request.headers_mut().insert(REQUEST_ID, id.clone());
-    let method = request.method().clone();
     let endpoint = request.extensions().get::<MatchedPath>().cloned();
-    let (mut response, line) = if tracing::enabled!(tracing::Level::INFO) {
-        let path = request.uri().path().to_string();
-        let user_agent: String = request
-            .headers()
-            .get(header::USER_AGENT)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or_default()
-            .chars()
-            .take(256)
-            .collect();
-        let span = tracing::info_span!(
-            "request",
-            requestId = id.to_str().unwrap_or_default(),
-            method = method.as_str(),
-            path = path.as_str()
-        );
-        let response = next.run(request).instrument(span.clone()).await;
-        (response, Some((span, path, user_agent)))
-    } else {
-        (next.run(request).await, None)
+    // The line is decided before the request is served: its user agent is taken along.
+    let user_agent = (tracing::enabled!(tracing::Level::INFO) && !quiet(request.uri().path()))
+        .then(|| request.headers().get(header::USER_AGENT).cloned());
+    let context = RequestContext {
+        id,
+        method: request.method().clone(),
+        uri: request.uri().clone(),
     };
+    let serve = async {
+        if declared_too_large(&request) {
+            return super::body_too_large();
+        }
+        match AssertUnwindSafe(next.run(request)).catch_unwind().await {
+            Ok(response) if response.status() == StatusCode::PAYLOAD_TOO_LARGE => {
+                super::body_too_large()
+            }
+            Ok(response) => response,
+            Err(_) => super::panicked(),
+        }
+    };
+    let (mut response, context) = logging::in_request(context, serve).await;
     let took = started.elapsed();
     let status = response.status().as_u16();
+    let Some(context) = context else {
+        return response;
+    };
     app.metrics.operator.observe_request(
-        method.as_str(),
+        context.method.as_str(),
         endpoint.as_ref().map_or(FALLBACK, MatchedPath::as_str),
         status,
         took.as_secs_f64(),
     );
-    if let Some((span, path, user_agent)) = line.filter(|(_, path, _)| !quiet(path)) {
-        let _in = span.enter();
-        tracing::info!(
-            statusCode = status,
-            duration = took.as_micros() as f64 / 1000.0,
-            userAgent = user_agent.as_str(),
-            "{method} {path} {status}"
-        );
+    if let Some(user_agent) = user_agent {
+        logging::access(&logging::AccessLine {
+            request: &context,
+            status,
+            took,
+            user_agent: user_agent
+                .as_ref()
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default(),
+        });
     }
-    response.headers_mut().insert(REQUEST_ID, id);
+    response.headers_mut().insert(REQUEST_ID, context.id);
     response
 }

@@ -8,7 +8,7 @@ use std::time::Duration;
 use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultKeyedRateLimiter, Quota};
 
-use crate::auth::{Principal, Role};
+use crate::auth::{Principal, RateKey, Role};
 
 /// One role's limit.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -60,7 +60,7 @@ pub struct Limited {
 
 /// The limits of every role.
 pub struct RateLimits {
-    limiters: Vec<(Role, RateLimit, Option<DefaultKeyedRateLimiter<String>>)>,
+    limiters: Vec<(Role, RateLimit, Option<DefaultKeyedRateLimiter<RateKey>>)>,
     clock: DefaultClock,
 }
 

@@ -264,6 +264,7 @@ async fn logs_are_json_lines_with_request_ids_and_the_level_changes_while_runnin
     let put = |key: &'static str, body: Value| {
         client
             .put(format!("{}/admin/log-level", server.base))
+            .header("x-request-id", "level-change")
             .bearer_auth(key)
             .json(&body)
             .send()
@@ -285,6 +286,21 @@ async fn logs_are_json_lines_with_request_ids_and_the_level_changes_while_runnin
         server.request_line("back-at-info").is_some()
     })
     .await;
+    // A line logged while a request is served carries the request's id, method and path.
+    let changed = server
+        .log()
+        .into_iter()
+        .find(|l| l["message"] == "log level changed" && l["level"] == "info")
+        .expect("the level change is logged");
+    assert_eq!(
+        (&changed["requestId"], &changed["method"], &changed["path"]),
+        (
+            &json!("level-change"),
+            &json!("PUT"),
+            &json!("/admin/log-level")
+        ),
+        "{changed}"
+    );
     // Lines are written in order: the request made at warn would be above this one.
     assert!(
         server.request_line("while-warn").is_none(),

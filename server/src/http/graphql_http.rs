@@ -126,17 +126,11 @@ pub fn parse_post(
     body: &[u8],
     media: Media,
 ) -> Result<async_graphql::Request, Refusal> {
-    let content_type = headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default();
-    let essence = content_type
-        .split(';')
-        .next()
-        .unwrap_or_default()
-        .trim()
-        .to_ascii_lowercase();
-    if essence != "application/json" {
+    if !is_json(headers) {
+        let content_type = headers
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default();
         let said = if content_type.is_empty() {
             "no Content-Type".to_string()
         } else {

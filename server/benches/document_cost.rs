@@ -7,10 +7,8 @@
 //! `cargo bench --bench document_cost`; env: DOC_PADDING_KB (1000), DEMO_CLUSTERS (0: the small
 //! demo), VITISTACK_BIN (another build of the server to compare with).
 
-#[path = "support/runtime.rs"]
-mod runtime;
-#[path = "support/server.rs"]
-mod server;
+use vitistack_testkit::runtime;
+use vitistack_testkit::server;
 
 use std::time::{Duration, Instant};
 
@@ -42,7 +40,14 @@ fn main() {
 async fn run() {
     let padding_kb = env("DOC_PADDING_KB", 1_000) as usize;
     let clusters = env("DEMO_CLUSTERS", 0);
-    let server = Server::start("doccost", clusters, &[], Duration::from_secs(300)).await;
+    let server = Server::start(
+        env!("CARGO_BIN_EXE_vitistack"),
+        "doccost",
+        clusters,
+        &[],
+        Duration::from_secs(300),
+    )
+    .await;
     let (pid, bin) = (server.pid, server.bin.clone());
     tokio::time::sleep(Duration::from_secs(1)).await;
     let mut ws = server.ws().await;

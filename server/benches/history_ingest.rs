@@ -12,8 +12,7 @@
 //! `cargo bench --bench history_ingest`; env: INGEST_EVENTS (200000), INGEST_POSTGRES (admin
 //! URL, default postgres://postgres@127.0.0.1:5432/postgres; `off` to skip PostgreSQL).
 
-#[path = "support/runtime.rs"]
-mod runtime;
+use vitistack_testkit::runtime;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

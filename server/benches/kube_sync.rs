@@ -5,10 +5,8 @@
 //! release binary, `SOURCE=kube`, a kubeconfig pointing at the test server), so its memory is
 //! measured alone. Run with `cargo bench --bench kube_sync`; `KUBE_SYNC_OBJECTS` changes the size.
 
-#[path = "../tests/support/kube_api.rs"]
-mod kube_api;
-#[path = "support/proc.rs"]
-mod proc;
+use vitistack_testkit::kube_api;
+use vitistack_testkit::proc;
 
 use proc::status_kib;
 
@@ -84,7 +82,7 @@ async fn run(target: usize) {
     let kubeconfig = dir.join("kubeconfig");
     api.write_kubeconfig(&kubeconfig);
     let started = Instant::now();
-    let (mut child, port) = proc::spawn_server(&dir, &[]);
+    let (mut child, port) = proc::spawn_server(env!("CARGO_BIN_EXE_vitistack"), &dir, &[]);
     let pid = child.id();
     let client = reqwest::Client::new();
     let ready_url = format!("http://127.0.0.1:{port}/ready");

@@ -6,13 +6,9 @@
 //! `cargo bench --bench snapshot_memory`; env: SNAP_SUBSCRIBERS (1000), SNAP_CLUSTERS (500),
 //! VITISTACK_BIN (another build of the server to compare with, e.g. an older commit's).
 
-#[path = "support/proc.rs"]
-#[allow(dead_code)]
-mod proc;
-#[path = "support/runtime.rs"]
-mod runtime;
-#[path = "support/server.rs"]
-mod server;
+use vitistack_testkit::proc;
+use vitistack_testkit::runtime;
+use vitistack_testkit::server;
 
 use std::time::{Duration, Instant};
 
@@ -47,6 +43,7 @@ async fn run() {
     let subscribers = env("SNAP_SUBSCRIBERS", 1_000) as usize;
     let clusters = env("SNAP_CLUSTERS", 500);
     let server = Server::start(
+        env!("CARGO_BIN_EXE_vitistack"),
         "snapmem",
         clusters,
         &[("STREAM_MAX_CONNECTIONS_PER_CLIENT", "100000")],

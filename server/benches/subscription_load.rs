@@ -3,7 +3,7 @@
 //! delivered events/s, change-to-client latency (p50/p99/max), and the server's resident memory
 //! per idle subscriber.
 //!
-//! The change source is the Kubernetes API test server (`tests/support/kube_api.rs`) in this
+//! The change source is the Kubernetes API test server (`vitistack-testkit`'s `kube_api`) in this
 //! process; the vitistack server runs as its own process (`SOURCE=kube`), so its memory is
 //! measured alone. A change is a Machine whose annotation `load.vitistack.io/applied-at` carries
 //! the time (µs since the epoch) it was applied at the API; a subscriber's latency is its arrival
@@ -20,13 +20,10 @@
 //! Besides delivery and latency it prints the server's CPU time over the run (per 1,000 delivered
 //! events) and whether the graph kept up: how long after the last change the store held them all.
 
-#[path = "../tests/support/kube_api.rs"]
-mod kube_api;
-#[path = "support/proc.rs"]
-mod proc;
+use vitistack_testkit::kube_api;
+use vitistack_testkit::proc;
 
-#[path = "support/runtime.rs"]
-mod runtime;
+use vitistack_testkit::runtime;
 
 use proc::status_kib;
 
@@ -285,6 +282,7 @@ async fn run() {
     api.write_kubeconfig(&kubeconfig);
     let limit = (subscribers + 100).to_string();
     let (mut child, port) = proc::spawn_server(
+        env!("CARGO_BIN_EXE_vitistack"),
         &dir,
         &[
             ("STREAM_MAX_CONNECTIONS", limit.clone()),

@@ -6,8 +6,7 @@
 //! `ready` once listening. Lines on stdin control it: `release` answers the held lists, `hold`
 //! holds them again. It stops when stdin closes.
 
-#[path = "../tests/support/kube_api.rs"]
-mod kube_api;
+use vitistack_testkit::kube_api;
 
 use std::io::BufRead;
 use std::time::Duration;

@@ -382,8 +382,8 @@ pub struct AccessConfig {
 
 impl AccessConfig {
     /// The authentication settings; the error names the variable and the bad value.
-    pub fn auth_settings(&self) -> Result<crate::auth::AuthSettings, String> {
-        let nets = |name: &str, values: &[String]| {
+    pub fn auth_settings(&self) -> Result<crate::auth::AuthSettings, ConfigError> {
+        let nets = |name: &'static str, values: &[String]| {
             values
                 .iter()
                 .map(|v| v.trim())
@@ -392,16 +392,19 @@ impl AccessConfig {
                     v.parse::<ipnet::IpNet>()
                         .or_else(|_| v.parse::<IpAddr>().map(ipnet::IpNet::from))
                         .map_err(|_| {
-                            format!("{name}: `{v}` is not an address or a CIDR (10.0.0.0/8)")
+                            ConfigError::invalid(
+                                name,
+                                format!("`{v}` is not an address or a CIDR (10.0.0.0/8)"),
+                            )
                         })
                 })
-                .collect::<Result<Vec<_>, String>>()
+                .collect::<Result<Vec<_>, ConfigError>>()
         };
         if !(self.api_keys_reload_seconds.is_finite() && self.api_keys_reload_seconds > 0.0) {
-            return Err(format!(
-                "API_KEYS_RELOAD_SECONDS must be a number above 0, not {}",
-                self.api_keys_reload_seconds
-            ));
+            return Err(ConfigError::NotPositive {
+                setting: "API_KEYS_RELOAD_SECONDS",
+                value: self.api_keys_reload_seconds,
+            });
         }
         Ok(crate::auth::AuthSettings {
             keys_file: self.api_keys_file.clone(),
@@ -425,12 +428,15 @@ impl AccessConfig {
     /// The rate limit of each role.
     pub fn rate_limits(
         &self,
-    ) -> Result<Vec<(crate::auth::Role, crate::http::rate::RateLimit)>, String> {
+    ) -> Result<Vec<(crate::auth::Role, crate::http::rate::RateLimit)>, ConfigError> {
         use crate::auth::Role;
         let base = self
             .rate_limit
             .parse()
-            .map_err(|e| format!("RATE_LIMIT: {e}"))?;
+            .map_err(|e| ConfigError::RateLimit {
+                setting: "RATE_LIMIT",
+                source: e,
+            })?;
         [
             (Role::Viewer, "RATE_LIMIT_VIEWER", &self.rate_limit_viewer),
             (
@@ -445,38 +451,43 @@ impl AccessConfig {
             Some(v) => v
                 .parse()
                 .map(|l| (role, l))
-                .map_err(|e| format!("{name}: {e}")),
+                .map_err(|e| ConfigError::RateLimit {
+                    setting: name,
+                    source: e,
+                }),
             None => Ok((role, base)),
         })
         .collect()
     }
 
     /// The longest an operation may run.
-    pub fn operation_timeout(&self) -> Result<std::time::Duration, String> {
+    pub fn operation_timeout(&self) -> Result<std::time::Duration, ConfigError> {
         let s = self.operation_timeout_seconds;
         if !(s.is_finite() && s > 0.0) {
-            return Err(format!(
-                "OPERATION_TIMEOUT_SECONDS must be a number above 0, not {s}"
-            ));
+            return Err(ConfigError::NotPositive {
+                setting: "OPERATION_TIMEOUT_SECONDS",
+                value: s,
+            });
         }
         Ok(std::time::Duration::from_secs_f64(s))
     }
 
     /// Check what clap cannot.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), ConfigError> {
         self.auth_settings()?;
         self.rate_limits()?;
         self.operation_timeout()?;
         for o in &self.cors_allowed_origins {
             let o = o.trim();
             if !(o.is_empty() || o.starts_with("http://") || o.starts_with("https://")) {
-                return Err(format!(
-                    "CORS_ALLOWED_ORIGINS: `{o}` must be an origin like https://ops.example.com"
+                return Err(ConfigError::invalid(
+                    "CORS_ALLOWED_ORIGINS",
+                    format!("`{o}` must be an origin like https://ops.example.com"),
                 ));
             }
         }
         if self.tls_cert_file.is_some() != self.tls_key_file.is_some() {
-            return Err("TLS_CERT_FILE and TLS_KEY_FILE are set together or not at all".into());
+            return Err(ConfigError::TlsPair);
         }
         Ok(())
     }
@@ -488,6 +499,40 @@ impl AccessConfig {
             .map(|o| o.trim().trim_end_matches('/').to_string())
             .filter(|o| !o.is_empty())
             .collect()
+    }
+}
+
+/// A setting that cannot be used: the error names the variable and what it accepts.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("{0} must be at least 1")]
+    Zero(&'static str),
+    #[error("{setting} must be a number above 0, not {value}")]
+    NotPositive { setting: &'static str, value: f64 },
+    #[error("{setting} must be a duration above 0 like 60s, 2m or 500ms, not `{value}`")]
+    NotADuration { setting: String, value: String },
+    #[error("{0} must be an http:// or https:// URL")]
+    NotAUrl(String),
+    #[error("{setting}: {source}")]
+    RateLimit {
+        setting: &'static str,
+        source: crate::http::rate::RateLimitError,
+    },
+    #[error("TLS_CERT_FILE and TLS_KEY_FILE are set together or not at all")]
+    TlsPair,
+    #[error(transparent)]
+    Database(#[from] crate::db::DbError),
+    /// Anything else: the variable and what is wrong with its value.
+    #[error("{setting}: {reason}")]
+    Invalid {
+        setting: &'static str,
+        reason: String,
+    },
+}
+
+impl ConfigError {
+    fn invalid(setting: &'static str, reason: String) -> Self {
+        ConfigError::Invalid { setting, reason }
     }
 }
 
@@ -545,10 +590,10 @@ impl DbConfig {
     }
 
     /// Check the URL; the error names the variable and what it accepts.
-    pub fn validate(&self) -> Result<(), String> {
-        crate::db::Engine::of(&self.database_url).map_err(|e| e.to_string())?;
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        crate::db::Engine::of(&self.database_url)?;
         if self.db_max_open_conns == 0 {
-            return Err("DB_MAX_OPEN_CONNS must be at least 1".into());
+            return Err(ConfigError::Zero("DB_MAX_OPEN_CONNS"));
         }
         Ok(())
     }
@@ -652,7 +697,7 @@ impl ServeConfig {
     }
 
     /// Check settings that clap cannot; the error names the variable and what it accepts.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), ConfigError> {
         self.db.validate()?;
         self.access.validate()?;
         for u in self.webhook_urls.iter().map(|u| u.0.as_str()) {
@@ -660,9 +705,12 @@ impl ServeConfig {
                 continue;
             }
             if !(u.starts_with("http://") || u.starts_with("https://")) {
-                return Err(format!(
-                    "WEBHOOK_URLS: `{}` must start with http:// or https://",
-                    crate::history::webhooks::endpoint_label(u)
+                return Err(ConfigError::invalid(
+                    "WEBHOOK_URLS",
+                    format!(
+                        "`{}` must start with http:// or https://",
+                        crate::history::webhooks::endpoint_label(u)
+                    ),
                 ));
             }
         }
@@ -672,11 +720,14 @@ impl ServeConfig {
             ("MEMORY_OVERCOMMIT", self.memory_overcommit),
         ] {
             if !(v.is_finite() && v > 0.0) {
-                return Err(format!("{name} must be a number above 0, not {v}"));
+                return Err(ConfigError::NotPositive {
+                    setting: name,
+                    value: v,
+                });
             }
         }
         if self.max_page_size == 0 {
-            return Err("MAX_PAGE_SIZE must be at least 1".into());
+            return Err(ConfigError::Zero("MAX_PAGE_SIZE"));
         }
         for (name, v) in [
             (
@@ -712,7 +763,7 @@ impl ServeConfig {
             ),
         ] {
             if v == 0 {
-                return Err(format!("{name} must be at least 1"));
+                return Err(ConfigError::Zero(name));
             }
         }
         self.probe_targets()?;
@@ -720,7 +771,7 @@ impl ServeConfig {
     }
 
     /// The operator endpoints to probe, each with its interval.
-    pub fn probe_targets(&self) -> Result<Vec<crate::source::operators::ProbeTarget>, String> {
+    pub fn probe_targets(&self) -> Result<Vec<crate::source::operators::ProbeTarget>, ConfigError> {
         use crate::source::operators::{Operator, ProbeTarget};
         let mut targets = Vec::new();
         for (operator, url, interval) in [
@@ -748,10 +799,9 @@ impl ServeConfig {
             let var = operator.name().to_uppercase();
             let interval = parse_duration(interval)
                 .filter(|d| !d.is_zero())
-                .ok_or_else(|| {
-                    format!(
-                        "{var}_SYNC_INTERVAL must be a duration above 0 like 60s, 2m or 500ms, not `{interval}`"
-                    )
+                .ok_or_else(|| ConfigError::NotADuration {
+                    setting: format!("{var}_SYNC_INTERVAL"),
+                    value: interval.to_string(),
                 })?;
             let Some(url) = url.as_deref().map(str::trim).filter(|u| !u.is_empty()) else {
                 continue;
@@ -759,9 +809,7 @@ impl ServeConfig {
             if !(url.starts_with("http://") || url.starts_with("https://"))
                 || reqwest::Url::parse(url).is_err()
             {
-                return Err(format!(
-                    "{var}_OPERATOR_ENDPOINT must be an http:// or https:// URL"
-                ));
+                return Err(ConfigError::NotAUrl(format!("{var}_OPERATOR_ENDPOINT")));
             }
             targets.push(ProbeTarget {
                 operator,

@@ -192,6 +192,7 @@ pub fn api_keys(data: &[u8]) {
         .collect();
     match KeySet::parse(text, "keys") {
         Err(e) => {
+            let e = e.to_string();
             assert!(e.starts_with("keys:"), "{e} names the line");
             for w in words {
                 assert!(!e.contains(w), "{e} quotes what may be a key");

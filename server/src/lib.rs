@@ -7,12 +7,14 @@ pub mod change;
 pub mod config;
 pub mod db;
 pub mod domain;
+pub mod error;
 pub mod fuzz;
 pub mod graphql;
 pub mod history;
 pub mod http;
 pub mod logging;
 pub mod model;
+pub mod retry;
 pub mod source;
 pub mod store;
 

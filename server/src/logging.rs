@@ -213,19 +213,32 @@ pub fn level() -> Option<String> {
     FILTER.get().map(|(_, text)| text.lock().clone())
 }
 
+/// Why the log level was not changed.
+#[derive(Debug, thiserror::Error)]
+pub enum LevelError {
+    #[error("the level must be 1 to 512 characters")]
+    Length,
+    #[error("not a log level or filter: {0}")]
+    Filter(String),
+    /// This process did not install the logger (the server runs inside another program).
+    #[error("no logger is installed in this process")]
+    NoLogger,
+    #[error("{0}")]
+    Reload(String),
+}
+
 /// Change the level while running: a level (`error`, `warn`, `info`, `debug`, `trace`) or a
 /// filter directive list. Refused, with the reason, when it cannot be read or no logger runs.
-pub fn set_level(level: &str) -> Result<(), String> {
+pub fn set_level(level: &str) -> Result<(), LevelError> {
     let level = level.trim();
     if level.is_empty() || level.len() > 512 {
-        return Err("the level must be 1 to 512 characters".into());
+        return Err(LevelError::Length);
     }
-    let filter =
-        EnvFilter::try_new(level).map_err(|e| format!("not a log level or filter: {e}"))?;
-    let (handle, text) = FILTER
-        .get()
-        .ok_or_else(|| "no logger is installed in this process".to_string())?;
-    handle.reload(filter).map_err(|e| e.to_string())?;
+    let filter = EnvFilter::try_new(level).map_err(|e| LevelError::Filter(e.to_string()))?;
+    let (handle, text) = FILTER.get().ok_or(LevelError::NoLogger)?;
+    handle
+        .reload(filter)
+        .map_err(|e| LevelError::Reload(e.to_string()))?;
     *text.lock() = level.to_string();
     tracing::info!(level, "log level changed");
     Ok(())

@@ -37,6 +37,24 @@ pub struct KeySet {
     by_hash: std::collections::HashMap<[u8; 32], usize>,
 }
 
+/// Why a key file was not taken (the keys themselves are never in it).
+#[derive(Debug, thiserror::Error)]
+pub enum KeysError {
+    /// The file could not be read.
+    #[error("API_KEYS_FILE {}: {source}", path.display())]
+    Read {
+        path: std::path::PathBuf,
+        source: std::io::Error,
+    },
+    /// A line of it is wrong.
+    #[error("{origin}:{line}: {reason}")]
+    Line {
+        origin: String,
+        line: usize,
+        reason: String,
+    },
+}
+
 /// SHA-256 of a presented key.
 pub fn hash(key: &str) -> [u8; 32] {
     Sha256::digest(key.as_bytes()).into()
@@ -44,14 +62,18 @@ pub fn hash(key: &str) -> [u8; 32] {
 
 impl KeySet {
     /// The keys of a file's text; `origin` names the file in errors.
-    pub fn parse(text: &str, origin: &str) -> Result<KeySet, String> {
+    pub fn parse(text: &str, origin: &str) -> Result<KeySet, KeysError> {
         let mut keys: Vec<Key> = Vec::new();
         for (n, line) in text.lines().enumerate() {
             let line = line.split('#').next().unwrap_or_default().trim();
             if line.is_empty() {
                 continue;
             }
-            let at = |reason: String| format!("{origin}:{}: {reason}", n + 1);
+            let at = |reason: String| KeysError::Line {
+                origin: origin.to_string(),
+                line: n + 1,
+                reason,
+            };
             let fields: Vec<&str> = line.split_whitespace().collect();
             let [name, role, key, rest @ ..] = fields.as_slice() else {
                 return Err(at(
@@ -119,9 +141,11 @@ impl KeySet {
     }
 
     /// Read and parse a key file.
-    pub fn read(path: &Path) -> Result<KeySet, String> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| format!("API_KEYS_FILE {}: {e}", path.display()))?;
+    pub fn read(path: &Path) -> Result<KeySet, KeysError> {
+        let text = std::fs::read_to_string(path).map_err(|source| KeysError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
         KeySet::parse(&text, &path.display().to_string())
     }
 
@@ -250,7 +274,7 @@ mod tests {
                 "keys:1: the name (first column) may hold",
             ),
         ] {
-            let e = KeySet::parse(text, "keys").expect_err(text);
+            let e = KeySet::parse(text, "keys").expect_err(text).to_string();
             assert!(e.starts_with(reason), "{text}: {e}");
             assert!(!e.contains("k0123456789abcde"), "a key in an error: {e}");
         }

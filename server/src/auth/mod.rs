@@ -5,6 +5,7 @@
 pub mod keys;
 pub mod review;
 
+use crate::error::ErrorCode;
 use std::net::IpAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -50,15 +51,29 @@ impl std::fmt::Display for Role {
     }
 }
 
-impl std::str::FromStr for Role {
-    type Err = String;
+/// A role name that is none of the three.
+#[derive(Debug, PartialEq, thiserror::Error)]
+#[error("unknown role `{0}` (viewer, operator or admin)")]
+pub struct UnknownRole(pub String);
 
-    fn from_str(s: &str) -> Result<Self, String> {
+impl std::str::FromStr for Role {
+    type Err = UnknownRole;
+
+    fn from_str(s: &str) -> Result<Self, UnknownRole> {
         Role::ALL
             .into_iter()
             .find(|r| r.as_str().eq_ignore_ascii_case(s))
-            .ok_or_else(|| format!("unknown role `{s}` (viewer, operator or admin)"))
+            .ok_or_else(|| UnknownRole(s.to_string()))
     }
+}
+
+/// Why authentication could not be set up (the server does not start).
+#[derive(Debug, thiserror::Error)]
+pub enum AuthError {
+    #[error(transparent)]
+    Keys(#[from] keys::KeysError),
+    #[error("AUTH_KUBERNETES needs a cluster (KUBECONFIG or in-cluster)")]
+    NoCluster,
 }
 
 /// How a principal proved who it is.
@@ -179,22 +194,13 @@ impl Refusal {
         }
     }
 
-    /// The HTTP status: 401 without a valid credential, 403 with one that grants nothing, 503
-    /// when it cannot be checked.
-    pub fn status(&self) -> u16 {
+    /// The error code clients branch on (its status: 401 without a valid credential, 403 with
+    /// one that grants nothing, 503 when it cannot be checked).
+    pub fn code(&self) -> ErrorCode {
         match self {
-            Refusal::Missing | Refusal::Invalid => 401,
-            Refusal::NoRole(_) => 403,
-            Refusal::Unavailable => 503,
-        }
-    }
-
-    /// The error code clients branch on.
-    pub fn code(&self) -> &'static str {
-        match self {
-            Refusal::Missing | Refusal::Invalid => "UNAUTHENTICATED",
-            Refusal::NoRole(_) => "FORBIDDEN",
-            Refusal::Unavailable => "AUTHENTICATION_UNAVAILABLE",
+            Refusal::Missing | Refusal::Invalid => ErrorCode::Unauthenticated,
+            Refusal::NoRole(_) => ErrorCode::Forbidden,
+            Refusal::Unavailable => ErrorCode::AuthenticationUnavailable,
         }
     }
 }
@@ -224,7 +230,7 @@ pub struct Auth {
 
 impl Auth {
     /// Load the keys file (a refused file stops the start, naming line and reason).
-    pub fn new(settings: AuthSettings, kube: Option<kube::Client>) -> Result<Arc<Auth>, String> {
+    pub fn new(settings: AuthSettings, kube: Option<kube::Client>) -> Result<Arc<Auth>, AuthError> {
         let keys = match &settings.keys_file {
             Some(path) => KeySet::read(path)?,
             None => KeySet::default(),
@@ -232,7 +238,7 @@ impl Auth {
         let reviewer = match (&settings.kubernetes, kube) {
             (Some(s), Some(client)) => Some(review::Reviewer::new(client, s.clone())),
             (Some(_), None) => {
-                return Err("AUTH_KUBERNETES needs a cluster (KUBECONFIG or in-cluster)".into());
+                return Err(AuthError::NoCluster);
             }
             (None, _) => None,
         };
@@ -450,6 +456,7 @@ impl Auth {
                     }
                     // A file being rewritten, or wrong: the keys in force stay.
                     Some(Err(e)) => {
+                        let e = e.to_string();
                         if last_error.as_ref() != Some(&e) {
                             tracing::warn!(error = %e, "API keys file refused; the keys in force stay");
                             last_error = Some(e);

@@ -7,6 +7,7 @@
 pub mod cluster;
 pub mod merge;
 
+use crate::error::ErrorCode;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -45,9 +46,9 @@ pub enum Edit {
 /// Why a write was refused or did not complete.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ChangeError {
-    /// `INVALID`, `NOT_FOUND`, `ALREADY_EXISTS`, `CONFLICT`, `READ_ONLY`, `REFUSED_BY_CLUSTER`,
-    /// `NOT_YET_VISIBLE`, `UNAVAILABLE`.
-    pub code: &'static str,
+    /// `INVALID`, `NOT_FOUND`, `ALREADY_EXISTS`, `CONFLICT`, `READ_ONLY`, `CAPACITY`,
+    /// `REFUSED_BY_CLUSTER`, `NOT_YET_VISIBLE`, `UNAVAILABLE`.
+    pub code: ErrorCode,
     /// In plain words.
     pub message: String,
     /// For `INVALID`: each field and what is wrong with it.
@@ -56,7 +57,7 @@ pub struct ChangeError {
 
 impl ChangeError {
     /// An error without field details.
-    pub fn new(code: &'static str, message: impl Into<String>) -> Self {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
         ChangeError {
             code,
             message: message.into(),
@@ -68,7 +69,7 @@ impl ChangeError {
     pub fn invalid(what: &str, fields: Vec<FieldError>) -> Self {
         let list: Vec<String> = fields.iter().map(ToString::to_string).collect();
         ChangeError {
-            code: "INVALID",
+            code: ErrorCode::Invalid,
             message: format!("{what} is not valid: {}", list.join("; ")),
             fields,
         }
@@ -140,11 +141,9 @@ pub fn validate(kind: Kind, version: &str, mut value: Value) -> Result<Resource,
             fields,
         ));
     }
-    report
-        .objects
-        .into_iter()
-        .next()
-        .ok_or_else(|| ChangeError::new("INVALID", format!("not a {} object", kind.name())))
+    report.objects.into_iter().next().ok_or_else(|| {
+        ChangeError::new(ErrorCode::Invalid, format!("not a {} object", kind.name()))
+    })
 }
 
 impl Changer {
@@ -181,7 +180,7 @@ impl Changer {
         let after = match (&edit, &current) {
             (Edit::Delete, None) | (Edit::RemoveAnnotations(_), None) => {
                 return Err(ChangeError::new(
-                    "NOT_FOUND",
+                    ErrorCode::NotFound,
                     format!("{what} does not exist"),
                 ));
             }
@@ -285,7 +284,7 @@ impl Changer {
                 changed: true,
             }),
             _ => Err(ChangeError::new(
-                "NOT_YET_VISIBLE",
+                ErrorCode::NotYetVisible,
                 format!(
                     "{what} was written{} but the watch has not shown the change within {} s; \
                      it will appear when the watch catches up",
@@ -455,10 +454,10 @@ fn refused(key: &Key, e: kube::Error) -> ChangeError {
     match e {
         kube::Error::Api(s) => {
             let code = match s.code {
-                404 => "NOT_FOUND",
-                409 => "CONFLICT",
-                422 => "INVALID",
-                _ => "REFUSED_BY_CLUSTER",
+                404 => ErrorCode::NotFound,
+                409 => ErrorCode::Conflict,
+                422 => ErrorCode::Invalid,
+                _ => ErrorCode::RefusedByCluster,
             };
             let mut err = ChangeError::new(
                 code,
@@ -479,7 +478,7 @@ fn refused(key: &Key, e: kube::Error) -> ChangeError {
         other => {
             tracing::warn!(object = %key, error = %other, "write to the Kubernetes API failed");
             ChangeError::new(
-                "UNAVAILABLE",
+                ErrorCode::Unavailable,
                 format!("the Kubernetes API could not be reached to change {key}"),
             )
         }

@@ -170,7 +170,7 @@ async fn run_writer(
         Start::Connected(db) => (Some(db), None),
         Start::Retry { url, pool } => (None, Some((url, pool))),
     };
-    let first_backoff = settings.flush_interval.max(Duration::from_millis(50));
+
     let mut intake = Intake {
         rx,
         pending: BTreeMap::new(),
@@ -180,7 +180,10 @@ async fn run_writer(
         lagged,
     };
     let mut due = intake.rewrite.then(Instant::now);
-    let mut backoff = first_backoff;
+    let mut backoff = crate::retry::Backoff::new(
+        settings.flush_interval.max(Duration::from_millis(50)),
+        MAX_BACKOFF,
+    );
     let mut stop_deadline: Option<Instant> = None;
     loop {
         if stop_deadline.is_none() {
@@ -248,7 +251,7 @@ async fn run_writer(
                 health.wrote(n);
                 due = (!intake.pending.is_empty() || intake.rewrite)
                     .then(|| Instant::now() + settings.flush_interval);
-                backoff = first_backoff;
+                backoff.reset();
             }
             Err(e) => {
                 if let Some(e) = e {
@@ -260,8 +263,7 @@ async fn run_writer(
                     intake.pending.entry(k).or_insert(v);
                 }
                 intake.rewrite |= was_rewrite;
-                due = Some(Instant::now() + backoff);
-                backoff = (backoff * 2).min(MAX_BACKOFF);
+                due = Some(Instant::now() + backoff.delay());
             }
         }
         health
@@ -278,7 +280,7 @@ async fn run_writer(
                 );
                 return db;
             }
-            tokio::time::sleep(backoff.min(Duration::from_millis(500))).await;
+            tokio::time::sleep(backoff.upcoming().min(Duration::from_millis(500))).await;
         }
     }
 }

@@ -59,15 +59,18 @@ pub async fn load(db: &Db) -> Result<(Vec<Resource>, Vec<SkippedRow>), DbError> 
     let mut objects = Vec::with_capacity(rows.len());
     let mut skipped = Vec::new();
     for (kind, api_version, body) in rows {
-        let decoded = kind.parse::<Kind>().and_then(|k| {
-            let version = api_version
-                .rsplit('/')
-                .next()
-                .unwrap_or_default()
-                .to_string();
-            let value = serde_json::from_str(&body).map_err(|e| e.to_string())?;
-            Resource::from_value(k, &version, value).map_err(|e| e.to_string())
-        });
+        let decoded = kind
+            .parse::<Kind>()
+            .map_err(|e| e.to_string())
+            .and_then(|k| {
+                let version = api_version
+                    .rsplit('/')
+                    .next()
+                    .unwrap_or_default()
+                    .to_string();
+                let value = serde_json::from_str(&body).map_err(|e| e.to_string())?;
+                Resource::from_value(k, &version, value).map_err(|e| e.to_string())
+            });
         match decoded {
             Ok(r) => objects.push(r),
             Err(reason) => skipped.push(SkippedRow { kind, reason }),

@@ -5,15 +5,16 @@
 //! History is read from the database, not from the request's snapshot, so every answer that
 //! touches it is marked volatile (never kept by the response cache).
 
-use std::collections::{HashMap, HashSet};
+use crate::error::ErrorCode;
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use async_graphql::connection::{Connection, Edge};
-use async_graphql::dataloader::{DataLoader, HashMapCache, Loader};
-use async_graphql::{ComplexObject, Context, ErrorExtensions, ID, InputObject, SimpleObject};
+use async_graphql::{ComplexObject, Context, ID, InputObject, SimpleObject};
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 
+use super::loaders::{Loaders, ReadError, db_of, read_failed};
 use super::paging::bad_input;
 use super::types::{Node, snap, to_node};
 use crate::history::query::{self, EventQuery, StoredEvent};
@@ -144,161 +145,10 @@ pub struct DayCount {
     pub count: i64,
 }
 
-/// Reads the recent events of many objects at once: (uid, how many) → newest first.
-pub struct RecentLoader(Arc<History>);
-
-/// Reads the phase changes of many objects at once: uid → oldest first.
-pub struct PhaseLoader(Arc<History>);
-
-/// The history DataLoaders of one request (each query, each rendered subscription event), with
-/// a cache that lives as long as the request: a page resolver fills them for all its items at
-/// once ([`prefetch`]) before they resolve, so a page costs one statement per loader by
-/// construction, not by timing.
-pub struct Loaders {
-    /// Recent events per object.
-    pub recent: DataLoader<RecentLoader, HashMapCache>,
-    /// Phase changes per object.
-    pub phases: DataLoader<PhaseLoader, HashMapCache>,
-}
-
-/// How long a loader collects keys before it reads. Only an optimisation for shapes the page
-/// resolvers do not prefetch (e.g. `nodes(ids)`); nothing depends on it for correctness.
-const BATCH_WINDOW: std::time::Duration = std::time::Duration::from_millis(5);
-
-/// Loaders for one request.
-pub fn request_loaders(history: Arc<History>) -> Loaders {
-    Loaders {
-        recent: DataLoader::with_cache(
-            RecentLoader(history.clone()),
-            tokio::spawn,
-            HashMapCache::default(),
-        )
-        .delay(BATCH_WINDOW),
-        phases: DataLoader::with_cache(PhaseLoader(history), tokio::spawn, HashMapCache::default())
-            .delay(BATCH_WINDOW),
-    }
-}
-
-/// Default of `history(first:)`.
-const DEFAULT_HISTORY: i32 = 20;
-
-/// Load, for every object of a page at once, the history the page's selection asks for (looked
-/// ahead: `nodes { … }` or `edges { node { … } }` selecting `history`, `phaseTimeline` or a
-/// time-to figure): one statement per loader (and per distinct `history(first:)`), whose results
-/// the items then read from the request's loaders. Does nothing outside a request with loaders.
-pub async fn prefetch(ctx: &Context<'_>, uids: &[&str]) {
-    let Some(loaders) = ctx.data_opt::<Loaders>() else {
-        return;
-    };
-    if uids.is_empty() {
-        return;
-    }
-    let look = ctx.look_ahead();
-    let items = [look.field("nodes"), look.field("edges").field("node")];
-    let mut firsts: Vec<usize> = Vec::new();
-    let mut phases = false;
-    for item in &items {
-        for f in item.field("history").selection_fields() {
-            let first = f
-                .arguments()
-                .ok()
-                .and_then(|args| {
-                    args.into_iter()
-                        .find(|(n, _)| n.as_str() == "first")
-                        .and_then(|(_, v)| match v {
-                            async_graphql::Value::Number(n) => n.as_i64(),
-                            _ => None,
-                        })
-                })
-                .unwrap_or(i64::from(DEFAULT_HISTORY));
-            let max = super::types::max_page_size(ctx);
-            if let Ok(n) = usize::try_from(first)
-                && (1..=max).contains(&n)
-                && !firsts.contains(&n)
-            {
-                firsts.push(n);
-            }
-        }
-        phases |= [
-            "phaseTimeline",
-            "timeToRunningSeconds",
-            "timeToReadySeconds",
-        ]
-        .iter()
-        .any(|f| item.field(f).exists());
-    }
-    for n in firsts {
-        // Errors surface where the items read (the database may be away).
-        let _ = loaders
-            .recent
-            .load_many(uids.iter().map(|u| (u.to_string(), n)))
-            .await;
-    }
-    if phases {
-        let _ = loaders
-            .phases
-            .load_many(uids.iter().map(|u| u.to_string()))
-            .await;
-    }
-}
-
-const UNAVAILABLE: &str = "DATABASE_UNAVAILABLE";
-
-fn db_of(history: &History) -> Result<crate::db::Db, String> {
-    history.db().ok_or_else(|| {
-        "history is unavailable: the database is not reachable (see /health/database)".to_string()
-    })
-}
-
-impl Loader<(String, usize)> for RecentLoader {
-    type Value = Vec<StoredEvent>;
-    type Error = String;
-
-    async fn load(
-        &self,
-        keys: &[(String, usize)],
-    ) -> Result<HashMap<(String, usize), Vec<StoredEvent>>, String> {
-        let db = db_of(&self.0)?;
-        let most = keys.iter().map(|k| k.1).max().unwrap_or(0);
-        let uids: Vec<String> = keys
-            .iter()
-            .map(|k| k.0.clone())
-            .collect::<HashSet<_>>()
-            .into_iter()
-            .collect();
-        let found = query::recent_by_uid(&db, &uids, most)
-            .await
-            .map_err(read_failed)?;
-        Ok(keys
-            .iter()
-            .map(|(uid, n)| {
-                let mut events = found.get(uid).cloned().unwrap_or_default();
-                events.truncate(*n);
-                ((uid.clone(), *n), events)
-            })
-            .collect())
-    }
-}
-
-impl Loader<String> for PhaseLoader {
-    type Value = Vec<StoredEvent>;
-    type Error = String;
-
-    async fn load(&self, keys: &[String]) -> Result<HashMap<String, Vec<StoredEvent>>, String> {
-        let db = db_of(&self.0)?;
-        let mut found = query::phase_changes_by_uid(&db, keys)
-            .await
-            .map_err(read_failed)?;
-        Ok(keys
-            .iter()
-            .map(|k| (k.clone(), found.remove(k).unwrap_or_default()))
-            .collect())
-    }
-}
+const UNAVAILABLE: ErrorCode = ErrorCode::DatabaseUnavailable;
 
 fn not_kept() -> async_graphql::Error {
-    async_graphql::Error::new("history is not kept by this server")
-        .extend_with(|_, e| e.set("code", UNAVAILABLE))
+    UNAVAILABLE.graphql("history is not kept by this server")
 }
 
 /// The request's loaders (history is kept and this request reads it).
@@ -314,26 +164,20 @@ fn history_of<'a>(ctx: &Context<'a>) -> async_graphql::Result<&'a Arc<History>> 
 
 /// `first` checked against MAX_PAGE_SIZE.
 fn page_size(ctx: &Context<'_>, first: i32) -> async_graphql::Result<usize> {
-    let max = super::types::max_page_size(ctx);
+    let max = super::paging::max_page_size(ctx);
     usize::try_from(first)
         .ok()
         .filter(|n| (1..=max).contains(n))
         .ok_or_else(|| {
             bad_input(
-                "BAD_PAGE_SIZE",
+                ErrorCode::BadPageSize,
                 format!("first must be between 1 and {max} (MAX_PAGE_SIZE), not {first}"),
             )
         })
 }
 
-/// The message of a failed read: the database's own words (SQL, addresses) stay in the log.
-fn read_failed(e: crate::db::DbError) -> String {
-    tracing::warn!(error = %e, "reading history failed");
-    "reading history failed: the database did not answer (the server's log has the details)".into()
-}
-
-fn unavailable(e: String) -> async_graphql::Error {
-    async_graphql::Error::new(e).extend_with(|_, x| x.set("code", UNAVAILABLE))
+fn unavailable(e: ReadError) -> async_graphql::Error {
+    UNAVAILABLE.graphql(e.to_string())
 }
 
 /// The newest `first` events of the object `uid`.
@@ -431,7 +275,7 @@ fn parse_time(field: &str, v: &Option<String>) -> async_graphql::Result<Option<i
                 .map(|t| t.as_millisecond())
                 .map_err(|e| {
                     bad_input(
-                        "BAD_TIME",
+                        ErrorCode::BadTime,
                         format!("filter.{field} `{t}` is not an RFC 3339 time: {e}"),
                     )
                 })
@@ -451,7 +295,12 @@ fn decode_cursor(c: &str) -> async_graphql::Result<i64> {
         .ok()
         .and_then(|b| String::from_utf8(b).ok())
         .and_then(|s| s.strip_prefix(CURSOR_PREFIX)?.parse().ok())
-        .ok_or_else(|| bad_input("BAD_CURSOR", format!("`{c}` is not a cursor of events")))
+        .ok_or_else(|| {
+            bad_input(
+                ErrorCode::BadCursor,
+                format!("`{c}` is not a cursor of events"),
+            )
+        })
 }
 
 /// `events(filter, first, after)`: newest first.
@@ -479,7 +328,8 @@ pub async fn events(
         actor: f.actor.clone(),
     };
     if let Some(id) = &f.object_id {
-        let key = super::types::decode_id(id).map_err(|e| bad_input("BAD_ID", e))?;
+        let key =
+            super::types::decode_id(id).map_err(|e| bad_input(ErrorCode::BadId, e.to_string()))?;
         q.kind = Some(key.kind.name().to_string());
         q.namespace = Some(key.namespace.clone());
         q.name = Some(key.name.clone());
@@ -505,7 +355,7 @@ pub async fn failures_per_day(
 ) -> async_graphql::Result<Vec<DayCount>> {
     if !(1..=366).contains(&days) {
         return Err(bad_input(
-            "BAD_DAYS",
+            ErrorCode::BadDays,
             format!("days must be between 1 and 366, not {days}"),
         ));
     }

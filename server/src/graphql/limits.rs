@@ -8,11 +8,12 @@
 //! number of `ids` for `nodes(ids:)`. Computed on the document (the largest over its
 //! operations), with variables resolved, before validation: a costly document never runs.
 
+use crate::error::ErrorCode;
 use std::sync::Arc;
 
 use async_graphql::extensions::{Extension, ExtensionContext, ExtensionFactory, NextParseQuery};
 use async_graphql::parser::types::{ExecutableDocument, Selection, SelectionSet};
-use async_graphql::{ErrorExtensions, ServerError, ServerResult, Variables};
+use async_graphql::{ServerError, ServerResult, Variables};
 
 /// The limits (`MAX_QUERY_TOKENS`, `MAX_QUERY_ALIASES`, `MAX_QUERY_COMPLEXITY`; depth is
 /// async-graphql's own `MAX_QUERY_DEPTH`).
@@ -55,15 +56,14 @@ pub fn name_depth_errors(response: &mut async_graphql::Response, max_depth: usiz
             );
             e.extensions
                 .get_or_insert_with(Default::default)
-                .set("code", "DEPTH_LIMIT");
+                .set("code", ErrorCode::DepthLimit);
         }
     }
 }
 
 /// A refusal naming the limit: `code` is the error's `extensions.code`.
-fn refusal(code: &'static str, message: String) -> ServerError {
-    async_graphql::Error::new(message)
-        .extend_with(|_, e| e.set("code", code))
+fn refusal(code: ErrorCode, message: String) -> ServerError {
+    code.graphql(message)
         .into_server_error(async_graphql::Pos::default())
 }
 
@@ -129,7 +129,7 @@ pub fn check_tokens(text: &str, limits: &QueryLimits) -> Result<(), ServerError>
     let n = count_tokens(text, limits.max_tokens);
     if n > limits.max_tokens {
         return Err(refusal(
-            "TOKEN_LIMIT",
+            ErrorCode::TokenLimit,
             format!(
                 "the document has more than {} tokens, the limit (MAX_QUERY_TOKENS)",
                 limits.max_tokens
@@ -179,7 +179,7 @@ pub fn check_introspection(
     for set in sets {
         if introspects(set) {
             return Err(refusal(
-                "INTROSPECTION_OFF",
+                ErrorCode::IntrospectionOff,
                 "introspection (__schema, __type) is switched off here (INTROSPECTION=false)"
                     .into(),
             ));
@@ -200,7 +200,7 @@ pub fn check_aliases(doc: &ExecutableDocument, limits: &QueryLimits) -> Result<(
     }
     if n > limits.max_aliases {
         return Err(refusal(
-            "ALIAS_LIMIT",
+            ErrorCode::AliasLimit,
             format!(
                 "the document has {n} aliased fields, above the limit of {} (MAX_QUERY_ALIASES)",
                 limits.max_aliases
@@ -323,7 +323,7 @@ pub fn check_complexity(
     let c = complexity(doc, variables);
     if c > limits.max_complexity {
         return Err(refusal(
-            "COMPLEXITY_LIMIT",
+            ErrorCode::ComplexityLimit,
             format!(
                 "the query's complexity is {c}, above the limit of {} (MAX_QUERY_COMPLEXITY): \
                  ask for fewer items (`first`) or fewer fields",

@@ -4,6 +4,7 @@ pub mod documents;
 pub mod generations;
 pub mod history;
 pub mod limits;
+pub mod loaders;
 pub mod mutation;
 pub mod paging;
 pub mod parts;
@@ -15,8 +16,8 @@ mod volatile;
 
 use async_graphql::{EmptyMutation, Schema};
 
+pub use paging::Limits;
 pub use query::{DatacenterName, QueryRoot};
-pub use types::Limits;
 pub use volatile::{Volatile, mark_volatile};
 
 /// The schema type served at `/graphql`.

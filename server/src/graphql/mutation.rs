@@ -3,6 +3,7 @@
 //! CRD with field-level errors, written through [`crate::change::Changer`], and answers once the
 //! change is in the store: the fields of its answer read the graph after the write.
 
+use crate::error::ErrorCode;
 use std::sync::Arc;
 
 use async_graphql::{Context, ErrorExtensions, Guard, InputObject, Object, SimpleObject};
@@ -31,8 +32,7 @@ pub struct RoleGuard(pub Role);
 impl Guard for RoleGuard {
     async fn check(&self, ctx: &Context<'_>) -> async_graphql::Result<()> {
         let Some(p) = ctx.data_opt::<Principal>() else {
-            return Err(async_graphql::Error::new("this operation needs a caller")
-                .extend_with(|_, e| e.set("code", "FORBIDDEN")));
+            return Err(ErrorCode::Forbidden.graphql("this operation needs a caller"));
         };
         if p.role >= self.0 {
             return Ok(());
@@ -44,7 +44,7 @@ impl Guard for RoleGuard {
             p.name
         ))
         .extend_with(|_, e| {
-            e.set("code", "FORBIDDEN");
+            e.set("code", ErrorCode::Forbidden);
             e.set("required", need);
             e.set("role", has);
         }))
@@ -160,10 +160,8 @@ pub struct ImportResult {
 pub struct MutationRoot;
 
 fn changer<'a>(ctx: &Context<'a>) -> async_graphql::Result<&'a Arc<Changer>> {
-    ctx.data_opt::<Arc<Changer>>().ok_or_else(|| {
-        async_graphql::Error::new("changes are not accepted by this server")
-            .extend_with(|_, e| e.set("code", "READ_ONLY"))
-    })
+    ctx.data_opt::<Arc<Changer>>()
+        .ok_or_else(|| ErrorCode::ReadOnly.graphql("changes are not accepted by this server"))
 }
 
 fn actor(ctx: &Context<'_>) -> Arc<str> {
@@ -193,7 +191,7 @@ fn existing_cluster(
         .cloned()
         .ok_or_else(|| {
             ChangeError::new(
-                "NOT_FOUND",
+                ErrorCode::NotFound,
                 format!("KubernetesCluster {namespace}/{name} does not exist"),
             )
         })
@@ -222,7 +220,7 @@ fn check_capacity(plan: &ClusterPlan, allow: bool) -> Result<(), ChangeError> {
     );
     if bad && !allow {
         return Err(ChangeError::new(
-            "CAPACITY",
+            ErrorCode::Capacity,
             format!(
                 "{} (pass allowOverCapacity: true to write it anyway)",
                 plan.capacity.message
@@ -350,7 +348,7 @@ impl MutationRoot {
             .is_some()
         {
             return Err(ChangeError::new(
-                "ALREADY_EXISTS",
+                ErrorCode::AlreadyExists,
                 format!(
                     "KubernetesCluster {}/{} exists already: scale or delete it instead",
                     input.namespace, input.name
@@ -574,7 +572,7 @@ impl MutationRoot {
         let changer = changer(ctx)?;
         if changer.is_kube() {
             return Err(ChangeError::new(
-                "READ_ONLY",
+                ErrorCode::ReadOnly,
                 "importManifests writes the embedded source; this server reads a Kubernetes cluster: apply the manifests there (kubectl apply) and they appear through the watch",
             )
             .into());

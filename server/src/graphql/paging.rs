@@ -1,15 +1,28 @@
 //! Relay connections over store objects: filters, label selectors, sorting, and keyset cursors that
 //! stay valid while objects come and go.
 
+use crate::error::ErrorCode;
 use std::cmp::Ordering;
 use std::sync::Arc;
 
 use async_graphql::connection::{Connection, CursorType, Edge};
-use async_graphql::{Enum, ErrorExtensions, InputObject, OutputType, SimpleObject};
+use async_graphql::{Enum, InputObject, OutputType, SimpleObject};
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 
 use crate::model::Resource;
+
+/// Query limits shared by every resolver.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    /// Largest `first`/`last` a connection accepts.
+    pub max_page_size: usize,
+}
+
+/// The largest `first`/`last` (MAX_PAGE_SIZE; 500 in a schema built without limits).
+pub fn max_page_size(ctx: &async_graphql::Context<'_>) -> usize {
+    ctx.data_opt::<Limits>().map_or(500, |l| l.max_page_size)
+}
 
 /// Page size when neither `first` nor `last` is given.
 pub const DEFAULT_PAGE_SIZE: usize = 50;
@@ -152,8 +165,8 @@ fn sort_value(r: &Resource, f: SortField) -> (std::borrow::Cow<'_, str>, &str, &
 }
 
 /// A GraphQL error with a machine-readable code.
-pub fn bad_input(code: &'static str, message: String) -> async_graphql::Error {
-    async_graphql::Error::new(message).extend_with(|_, e| e.set("code", code))
+pub fn bad_input(code: ErrorCode, message: String) -> async_graphql::Error {
+    code.graphql(message)
 }
 
 /// A filter ready to test objects (the label selector parsed once).
@@ -173,7 +186,10 @@ impl CompiledFilter {
             .as_ref()
             .map(|sel| {
                 super::selector::parse(sel).map_err(|e| {
-                    bad_input("BAD_LABEL_SELECTOR", format!("labelSelector `{sel}`: {e}"))
+                    bad_input(
+                        ErrorCode::BadLabelSelector,
+                        format!("labelSelector `{sel}`: {e}"),
+                    )
                 })
             })
             .transpose()?;
@@ -240,13 +256,13 @@ where
         if let Some(n) = v {
             if n < 0 {
                 return Err(bad_input(
-                    "BAD_PAGE_SIZE",
+                    ErrorCode::BadPageSize,
                     format!("`{name}` must not be negative (got {n})"),
                 ));
             }
             if n as usize > max_page {
                 return Err(bad_input(
-                    "PAGE_SIZE_LIMIT",
+                    ErrorCode::PageSizeLimit,
                     format!(
                         "`{name}` is {n}, above the maximum page size of {max_page} (MAX_PAGE_SIZE); page with `after` instead"
                     ),
@@ -272,7 +288,7 @@ where
         let Some(raw) = raw else { return Ok(None) };
         let c = Cursor::decode_cursor(raw).map_err(|e| {
             bad_input(
-                "BAD_CURSOR",
+                ErrorCode::BadCursor,
                 format!("`{arg}` cursor `{raw}` is invalid: {e}"),
             )
         })?;
@@ -285,7 +301,7 @@ where
         };
         if made_for != field {
             return Err(bad_input(
-                "BAD_CURSOR",
+                ErrorCode::BadCursor,
                 format!(
                     "`{arg}` cursor was made for sorting by {made_for}, this query sorts by {field}"
                 ),

@@ -1,5 +1,6 @@
 //! The Query root: lookups, one connection per kind, the datacenter, and summaries.
 
+use crate::error::ErrorCode;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -443,7 +444,7 @@ impl Default for ListQuery {
 impl Query {
     /// Any object by global id; null when it no longer exists. A malformed id is an error.
     async fn node(&self, ctx: &Context<'_>, id: ID) -> async_graphql::Result<Option<Node>> {
-        let key = decode_id(&id).map_err(|e| bad_input("BAD_ID", e))?;
+        let key = decode_id(&id).map_err(|e| bad_input(ErrorCode::BadId, e.to_string()))?;
         Ok(snap(ctx).get_key(&key).cloned().map(to_node))
     }
 
@@ -455,14 +456,14 @@ impl Query {
     ) -> async_graphql::Result<Vec<Option<Node>>> {
         if ids.len() > 500 {
             return Err(bad_input(
-                "TOO_MANY_IDS",
+                ErrorCode::TooManyIds,
                 format!("nodes accepts at most 500 ids (got {})", ids.len()),
             ));
         }
         let s = snap(ctx);
         ids.iter()
             .map(|id| {
-                let key = decode_id(id).map_err(|e| bad_input("BAD_ID", e))?;
+                let key = decode_id(id).map_err(|e| bad_input(ErrorCode::BadId, e.to_string()))?;
                 Ok(s.get_key(&key).cloned().map(to_node))
             })
             .collect()
@@ -518,7 +519,7 @@ impl Query {
                 ClusterObj::new,
             )),
             (None, None) => Err(bad_input(
-                "MISSING_ARGUMENT",
+                ErrorCode::MissingArgument,
                 "cluster needs `name` or `clusterId`".into(),
             )),
         }

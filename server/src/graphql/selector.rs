@@ -52,8 +52,25 @@ fn valid_value(v: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
 }
 
+/// Why a label selector does not parse.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SelectorError {
+    #[error("unbalanced `)` at position {0}")]
+    Unbalanced(usize),
+    #[error("missing `)`")]
+    Unclosed,
+    #[error("empty requirement (two commas in a row?)")]
+    Empty,
+    #[error("`{0}` is not a valid label key")]
+    Key(String),
+    #[error("`{0}` is not a valid label value")]
+    Value(String),
+    #[error("expected a value set like `(a,b)`, found `{0}`")]
+    Set(String),
+}
+
 /// Split on commas that are not inside parentheses.
-fn split_top(s: &str) -> Result<Vec<&str>, String> {
+fn split_top(s: &str) -> Result<Vec<&str>, SelectorError> {
     let mut out = Vec::new();
     let (mut depth, mut start) = (0i32, 0usize);
     for (i, c) in s.char_indices() {
@@ -62,7 +79,7 @@ fn split_top(s: &str) -> Result<Vec<&str>, String> {
             ')' => {
                 depth -= 1;
                 if depth < 0 {
-                    return Err(format!("unbalanced `)` at position {i}"));
+                    return Err(SelectorError::Unbalanced(i));
                 }
             }
             ',' if depth == 0 => {
@@ -73,14 +90,14 @@ fn split_top(s: &str) -> Result<Vec<&str>, String> {
         }
     }
     if depth != 0 {
-        return Err("missing `)`".into());
+        return Err(SelectorError::Unclosed);
     }
     out.push(&s[start..]);
     Ok(out)
 }
 
 /// Parse a selector. The empty string selects everything.
-pub fn parse(text: &str) -> Result<Selector, String> {
+pub fn parse(text: &str) -> Result<Selector, SelectorError> {
     let mut reqs = Vec::new();
     if text.trim().is_empty() {
         return Ok(Selector(reqs));
@@ -88,30 +105,30 @@ pub fn parse(text: &str) -> Result<Selector, String> {
     for term in split_top(text)? {
         let term = term.trim();
         if term.is_empty() {
-            return Err("empty requirement (two commas in a row?)".into());
+            return Err(SelectorError::Empty);
         }
-        let check_key = |k: &str| -> Result<String, String> {
+        let check_key = |k: &str| -> Result<String, SelectorError> {
             let k = k.trim();
             if valid_key(k) {
                 Ok(k.to_string())
             } else {
-                Err(format!("`{k}` is not a valid label key"))
+                Err(SelectorError::Key(k.to_string()))
             }
         };
-        let check_value = |v: &str| -> Result<String, String> {
+        let check_value = |v: &str| -> Result<String, SelectorError> {
             let v = v.trim();
             if valid_value(v) {
                 Ok(v.to_string())
             } else {
-                Err(format!("`{v}` is not a valid label value"))
+                Err(SelectorError::Value(v.to_string()))
             }
         };
-        let set = |rest: &str| -> Result<Vec<String>, String> {
+        let set = |rest: &str| -> Result<Vec<String>, SelectorError> {
             let rest = rest.trim();
             let inner = rest
                 .strip_prefix('(')
                 .and_then(|r| r.strip_suffix(')'))
-                .ok_or_else(|| format!("expected a value set like `(a,b)`, found `{rest}`"))?;
+                .ok_or_else(|| SelectorError::Set(rest.to_string()))?;
             inner.split(',').map(check_value).collect()
         };
         if let Some(k) = term.strip_prefix('!') {
@@ -171,13 +188,11 @@ mod tests {
 
     #[test]
     fn garbage_is_refused_with_a_reason() {
-        assert!(parse("env in dev").unwrap_err().contains("value set"));
-        assert!(parse("a=b,,c").unwrap_err().contains("empty requirement"));
-        assert!(parse("env in (dev").unwrap_err().contains("missing `)`"));
-        assert!(
-            parse("bad key=x")
-                .unwrap_err()
-                .contains("not a valid label key")
-        );
+        let reason = |s: &str| parse(s).expect_err(s).to_string();
+        assert!(reason("env in dev").contains("value set"));
+        assert!(reason("a=b,,c").contains("empty requirement"));
+        assert!(reason("env in (dev").contains("missing `)`"));
+        assert!(reason("bad key=x").contains("not a valid label key"));
+        assert_eq!(parse("a)"), Err(SelectorError::Unbalanced(1)));
     }
 }

@@ -301,7 +301,7 @@ async fn deliver_all(
         let body = payload(&row).to_string();
         let delivery = uuid::Uuid::new_v4().to_string();
         let mut id = None;
-        let mut delay = settings.first_retry;
+        let mut backoff = crate::retry::Backoff::new(settings.first_retry, Duration::from_secs(60));
         for attempt in 1..=settings.max_attempts.max(1) {
             let mut req = client
                 .post(&url)
@@ -353,8 +353,7 @@ async fn deliver_all(
                 tracing::warn!(endpoint = %label, event = %row.event_type, attempts = attempt, error = ?error, "webhook delivery failed");
                 break;
             }
-            tokio::time::sleep(delay).await;
-            delay = (delay * 2).min(Duration::from_secs(60));
+            tokio::time::sleep(backoff.delay()).await;
         }
     }
 }

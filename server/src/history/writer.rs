@@ -389,8 +389,7 @@ async fn run(
         open: true,
         lagged,
     };
-    let first_backoff = Duration::from_millis(100);
-    let mut backoff = first_backoff;
+    let mut backoff = crate::retry::Backoff::new(Duration::from_millis(100), MAX_BACKOFF);
     let mut due: Option<Instant> = None;
     let mut retention_due = Instant::now();
     let mut stopping: Option<Instant> = None;
@@ -464,7 +463,7 @@ async fn run(
                 health.ok();
                 // Room again: a gap waiting for it is marked now, not at the next event.
                 q.mark_gap();
-                backoff = first_backoff;
+                backoff.reset();
                 if Instant::now() >= retention_due
                     && let Some(db) = &db
                 {
@@ -499,8 +498,7 @@ async fn run(
                 for row in batch.into_iter().rev() {
                     q.rows.push_front(row);
                 }
-                due = Some(Instant::now() + backoff);
-                backoff = (backoff * 2).min(MAX_BACKOFF);
+                due = Some(Instant::now() + backoff.delay());
             }
         }
         q.gauge();
@@ -516,7 +514,7 @@ async fn run(
                 return;
             }
             if due.is_some_and(|d| d > Instant::now()) {
-                tokio::time::sleep(backoff.min(Duration::from_millis(500))).await;
+                tokio::time::sleep(backoff.upcoming().min(Duration::from_millis(500))).await;
             }
         }
     }

@@ -2,11 +2,12 @@
 //! the operation timeout, CORS and WebSocket origins, and the switches for GraphiQL and
 //! `/metrics`. Every route asks here, so HTTP, WebSocket and SSE treat a caller alike.
 
+use crate::error::ErrorCode;
 use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 
 use super::graphql_http::{self, Media};
@@ -118,9 +119,8 @@ impl Access {
 
 /// The answer to a refused credential: 401 (with `WWW-Authenticate`), 403 or 503.
 pub fn refused(r: &Refusal, media: Media) -> Response {
-    let status = StatusCode::from_u16(r.status()).unwrap_or(StatusCode::UNAUTHORIZED);
-    let mut response = graphql_http::refuse(status, media, r.code(), r.message()).into_response();
-    if status == StatusCode::UNAUTHORIZED {
+    let mut response = graphql_http::refuse(media, r.code(), r.message()).into_response();
+    if r.code() == ErrorCode::Unauthenticated {
         response.headers_mut().insert(
             header::WWW_AUTHENTICATE,
             HeaderValue::from_static("Bearer realm=\"vitistack\""),
@@ -131,13 +131,8 @@ pub fn refused(r: &Refusal, media: Media) -> Response {
 
 /// The answer to an operation over the rate limit: 429 with `Retry-After`.
 pub fn limited(l: &Limited, media: Media) -> Response {
-    let mut response = graphql_http::refuse(
-        StatusCode::TOO_MANY_REQUESTS,
-        media,
-        "RATE_LIMITED",
-        l.message.clone(),
-    )
-    .into_response();
+    let mut response =
+        graphql_http::refuse(media, ErrorCode::RateLimited, l.message.clone()).into_response();
     if let Ok(v) = HeaderValue::from_str(&l.retry_after.to_string()) {
         response.headers_mut().insert(header::RETRY_AFTER, v);
     }

@@ -1,8 +1,8 @@
 //! Operating the running server: `GET`/`PUT /admin/log-level` reads and changes the log level
 //! without a restart (admin role).
 
+use crate::error::ErrorCode;
 use axum::Router;
-use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use serde_json::json;
@@ -20,8 +20,7 @@ pub fn routes() -> Router<AppState> {
 fn not_admin(Admitted { principal, .. }: &Admitted) -> Option<Response> {
     if principal.role != Role::Admin {
         return Some(error(
-            StatusCode::FORBIDDEN,
-            "FORBIDDEN",
+            ErrorCode::Forbidden,
             format!(
                 "the log level is the admin role's to change; {} has the {} role",
                 principal.name,
@@ -36,8 +35,7 @@ fn current() -> Response {
     match crate::logging::level() {
         Some(level) => axum::Json(json!({ "level": level })).into_response(),
         None => error(
-            StatusCode::CONFLICT,
-            "NO_LOGGER",
+            ErrorCode::NoLogger,
             "this server does not run the logger (embedded in another program)",
         ),
     }
@@ -60,16 +58,13 @@ async fn set_level(caller: Admitted, body: bytes::Bytes) -> Response {
         .and_then(|v| v.get("level").and_then(|l| l.as_str()).map(String::from))
     else {
         return error(
-            StatusCode::BAD_REQUEST,
-            "BAD_REQUEST",
+            ErrorCode::BadRequest,
             "send a JSON body {\"level\": \"debug\"} (error, warn, info, debug, trace, or a filter)",
         );
     };
     match crate::logging::set_level(&level) {
         Ok(()) => current(),
-        Err(reason) if crate::logging::level().is_none() => {
-            error(StatusCode::CONFLICT, "NO_LOGGER", reason)
-        }
-        Err(reason) => error(StatusCode::BAD_REQUEST, "BAD_LEVEL", reason),
+        Err(e) if crate::logging::level().is_none() => error(ErrorCode::NoLogger, e.to_string()),
+        Err(e) => error(ErrorCode::BadLevel, e.to_string()),
     }
 }

@@ -11,6 +11,7 @@
 //!   GraphQL request (not JSON, no `query`, wrong parameter types) with 400, a mutation over GET
 //!   with 405.
 
+use crate::error::ErrorCode;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
@@ -63,19 +64,18 @@ pub fn negotiate(headers: &HeaderMap) -> Option<Media> {
 
 /// A refusal before anything runs: answered as a GraphQL error body (`errors` only).
 #[derive(Debug)]
-pub struct Refusal {
-    status: StatusCode,
+pub struct Rejected {
     media: Media,
-    code: &'static str,
+    code: ErrorCode,
     message: String,
 }
 
-impl IntoResponse for Refusal {
+impl IntoResponse for Rejected {
     fn into_response(self) -> Response {
         let body =
             json!({"errors": [{"message": self.message, "extensions": {"code": self.code}}]});
         (
-            self.status,
+            self.code.status(),
             [(header::CONTENT_TYPE, self.media.content_type())],
             body.to_string(),
         )
@@ -83,15 +83,9 @@ impl IntoResponse for Refusal {
     }
 }
 
-/// A refusal with this status, code and message.
-pub fn refuse(
-    status: StatusCode,
-    media: Media,
-    code: &'static str,
-    message: impl Into<String>,
-) -> Refusal {
-    Refusal {
-        status,
+/// A refusal with this code (and its status) and message.
+pub fn refuse(media: Media, code: ErrorCode, message: impl Into<String>) -> Rejected {
+    Rejected {
         media,
         code,
         message: message.into(),
@@ -101,9 +95,8 @@ pub fn refuse(
 /// The client accepts no media type a GraphQL answer comes in.
 pub fn not_acceptable() -> Response {
     refuse(
-        StatusCode::NOT_ACCEPTABLE,
         Media::Json,
-        "NOT_ACCEPTABLE",
+        ErrorCode::NotAcceptable,
         "Accept must allow application/graphql-response+json or application/json",
     )
     .into_response()
@@ -125,7 +118,7 @@ pub fn parse_post(
     headers: &HeaderMap,
     body: &[u8],
     media: Media,
-) -> Result<async_graphql::Request, Refusal> {
+) -> Result<async_graphql::Request, Rejected> {
     if !is_json(headers) {
         let content_type = headers
             .get(header::CONTENT_TYPE)
@@ -137,17 +130,15 @@ pub fn parse_post(
             format!("Content-Type {content_type}")
         };
         return Err(refuse(
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
             media,
-            "BAD_CONTENT_TYPE",
+            ErrorCode::BadContentType,
             format!("a GraphQL POST must be Content-Type: application/json, not {said}"),
         ));
     }
     if body.is_empty() {
         return Err(refuse(
-            StatusCode::BAD_REQUEST,
             media,
-            "BAD_REQUEST",
+            ErrorCode::BadRequest,
             "the request body is empty: send {\"query\": \"…\"}",
         ));
     }
@@ -163,9 +154,8 @@ pub fn parse_post(
     }
     let value: serde_json::Value = serde_json::from_slice(body).map_err(|e| {
         refuse(
-            StatusCode::BAD_REQUEST,
             media,
-            "BAD_REQUEST",
+            ErrorCode::BadRequest,
             format!("the request body is not JSON: {e}"),
         )
     })?;
@@ -173,12 +163,11 @@ pub fn parse_post(
 }
 
 /// Read GET parameters (`query`, `operationName`, `variables` and `extensions` as JSON text).
-pub fn parse_get(query_string: &str, media: Media) -> Result<async_graphql::Request, Refusal> {
+pub fn parse_get(query_string: &str, media: Media) -> Result<async_graphql::Request, Rejected> {
     let mut request = async_graphql::http::parse_query_string(query_string).map_err(|e| {
         refuse(
-            StatusCode::BAD_REQUEST,
             media,
-            "BAD_REQUEST",
+            ErrorCode::BadRequest,
             format!("not a GraphQL GET request: {e}"),
         )
     })?;
@@ -189,8 +178,8 @@ pub fn parse_get(query_string: &str, media: Media) -> Result<async_graphql::Requ
 }
 
 /// The request from its parameters, with the types the specification requires.
-fn from_params(value: serde_json::Value, media: Media) -> Result<async_graphql::Request, Refusal> {
-    let bad = |message: String| refuse(StatusCode::BAD_REQUEST, media, "BAD_REQUEST", message);
+fn from_params(value: serde_json::Value, media: Media) -> Result<async_graphql::Request, Rejected> {
+    let bad = |message: String| refuse(media, ErrorCode::BadRequest, message);
     let serde_json::Value::Object(map) = value else {
         return Err(bad(
             "a GraphQL request is a JSON object (batches are not accepted)".into(),

@@ -15,6 +15,7 @@ pub mod tls;
 pub mod ws;
 pub mod ws_message;
 
+use crate::error::ErrorCode;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
@@ -116,7 +117,7 @@ impl ServerState {
             request = request.data(parts);
         }
         match &self.history {
-            Some(h) => request.data(crate::graphql::history::request_loaders(h.clone())),
+            Some(h) => request.data(crate::graphql::loaders::request_loaders(h.clone())),
             None => request,
         }
     }
@@ -125,7 +126,7 @@ impl ServerState {
     /// its own write once it has been made) and its own history loaders.
     pub fn live_data(&self, request: async_graphql::Request) -> async_graphql::Request {
         match &self.history {
-            Some(h) => request.data(crate::graphql::history::request_loaders(h.clone())),
+            Some(h) => request.data(crate::graphql::loaders::request_loaders(h.clone())),
             None => request,
         }
     }
@@ -173,19 +174,26 @@ pub fn router(state: AppState) -> Router {
 
 /// The answer to a body over [`MAX_BODY_BYTES`]: which limit, as JSON.
 pub(crate) fn body_too_large() -> Response {
-    let body = json!({"errors": [{"message": format!(
-        "the request body is larger than the limit of {MAX_BODY_BYTES} bytes (MAX_BODY_BYTES)"
-    ), "extensions": {"code": "BODY_LIMIT"}}]});
-    (StatusCode::PAYLOAD_TOO_LARGE, axum::Json(body)).into_response()
+    graphql_http::refuse(
+        graphql_http::Media::Json,
+        ErrorCode::BodyLimit,
+        format!(
+            "the request body is larger than the limit of {MAX_BODY_BYTES} bytes (MAX_BODY_BYTES)"
+        ),
+    )
+    .into_response()
 }
 
 /// The answer to a request whose handler panicked: 500 with a fixed message (what panicked stays
 /// in the log).
 pub(crate) fn panicked() -> Response {
     tracing::error!("a request handler panicked");
-    let body =
-        json!({"errors": [{"message": "internal error", "extensions": {"code": "INTERNAL"}}]});
-    (StatusCode::INTERNAL_SERVER_ERROR, axum::Json(body)).into_response()
+    graphql_http::refuse(
+        graphql_http::Media::Json,
+        ErrorCode::Internal,
+        "internal error",
+    )
+    .into_response()
 }
 
 /// GET with a `query` parameter executes a query (GraphQL over HTTP; mutations are refused with
@@ -201,10 +209,8 @@ async fn graphql_get(
         .filter(|q| q.split('&').any(|p| p.starts_with("query=")))
     else {
         if !app.access.graphiql {
-            return graphql_http::refuse(
-                StatusCode::NOT_FOUND,
-                graphql_http::Media::Json,
-                "GRAPHIQL_OFF",
+            return graphql_http::refuse(graphql_http::Media::Json,
+                ErrorCode::GraphiqlOff,
                 "GraphiQL is switched off here (GRAPHIQL=false); send queries with POST or GET ?query=",
             )
             .into_response();
@@ -244,10 +250,8 @@ async fn graphql_get(
         && let Some(ty) = ws::operation_type(doc, name.as_deref())
         && ty != async_graphql::parser::types::OperationType::Query
     {
-        return graphql_http::refuse(
-            StatusCode::METHOD_NOT_ALLOWED,
-            media,
-            "METHOD_NOT_ALLOWED",
+        return graphql_http::refuse(media,
+            ErrorCode::MethodNotAllowed,
             format!(
                 "a {ty} cannot run over GET: use POST (subscriptions: /graphql/ws or /graphql/stream)"
             ),
@@ -352,8 +356,12 @@ fn sse(
     let admission = match app.gate.admit(principal.address) {
         Ok(a) => a,
         Err(reason) => {
-            let body = json!({"errors": [{"message": reason, "extensions": {"code": "CONNECTION_LIMIT"}}]});
-            return (StatusCode::TOO_MANY_REQUESTS, axum::Json(body)).into_response();
+            return graphql_http::refuse(
+                graphql_http::Media::Json,
+                ErrorCode::ConnectionLimit,
+                reason.to_string(),
+            )
+            .into_response();
         }
     };
     let open = Held::new(&app.metrics.sse_open);
@@ -379,7 +387,7 @@ fn sse(
             futures::stream::once(async move { was_revoked.load(Ordering::Acquire) }).filter_map(
                 |revoked| async move {
                     revoked.then(|| {
-                        let body = json!({"errors": [{"message": ws::REVOKED, "extensions": {"code": "FORBIDDEN"}}]});
+                        let body = json!({"errors": [{"message": ws::REVOKED, "extensions": {"code": ErrorCode::Forbidden}}]});
                         Ok(Event::default().event("next").data(body.to_string()))
                     })
                 },
@@ -488,9 +496,8 @@ fn rejected(response: &async_graphql::Response) -> bool {
 /// The answer to a request that did not finish within `API_TIMEOUT`.
 fn timed_out(app: &AppState, media: graphql_http::Media) -> Response {
     graphql_http::refuse(
-        StatusCode::GATEWAY_TIMEOUT,
         media,
-        "TIMEOUT",
+        ErrorCode::Timeout,
         access::timeout_message(app.access.timeout),
     )
     .into_response()
@@ -623,8 +630,7 @@ async fn metrics(
 ) -> Response {
     if !app.metrics_enabled {
         return rest::error(
-            StatusCode::NOT_FOUND,
-            "METRICS_OFF",
+            ErrorCode::MetricsOff,
             "metrics are switched off here (METRICS_ENABLED=false)",
         );
     }

@@ -19,16 +19,33 @@ pub struct RateLimit {
     pub burst: u32,
 }
 
+/// Why a text is not a rate limit.
+#[derive(Debug, PartialEq, thiserror::Error)]
+pub enum RateLimitError {
+    #[error("`{text}`: {what} `{value}` is not a whole number (PER_MINUTE/BURST, e.g. 60/10)")]
+    NotANumber {
+        text: String,
+        what: &'static str,
+        value: String,
+    },
+    #[error("`{0}`: the burst must be at least 1")]
+    NoBurst(String),
+}
+
 impl std::str::FromStr for RateLimit {
-    type Err = String;
+    type Err = RateLimitError;
 
     /// `PER_MINUTE/BURST` (`60/10`), `PER_MINUTE` (burst = the rate), or `0` (unlimited).
-    fn from_str(s: &str) -> Result<Self, String> {
+    fn from_str(s: &str) -> Result<Self, RateLimitError> {
         let (rate, burst) = s.split_once('/').unwrap_or((s, ""));
-        let number = |v: &str, what: &str| {
-            v.trim().parse::<u32>().map_err(|_| {
-                format!("`{s}`: {what} `{v}` is not a whole number (PER_MINUTE/BURST, e.g. 60/10)")
-            })
+        let number = |v: &str, what: &'static str| {
+            v.trim()
+                .parse::<u32>()
+                .map_err(|_| RateLimitError::NotANumber {
+                    text: s.to_string(),
+                    what,
+                    value: v.to_string(),
+                })
         };
         let per_minute = number(rate, "the rate")?;
         let burst = if burst.is_empty() {
@@ -37,7 +54,7 @@ impl std::str::FromStr for RateLimit {
             number(burst, "the burst")?
         };
         if per_minute > 0 && burst == 0 {
-            return Err(format!("`{s}`: the burst must be at least 1"));
+            return Err(RateLimitError::NoBurst(s.to_string()));
         }
         Ok(RateLimit { per_minute, burst })
     }
@@ -154,7 +171,13 @@ mod tests {
             })
         );
         assert!("60/0".parse::<RateLimit>().is_err());
-        assert!("fast".parse::<RateLimit>().unwrap_err().contains("`fast`"));
+        assert!(
+            "fast"
+                .parse::<RateLimit>()
+                .unwrap_err()
+                .to_string()
+                .contains("`fast`")
+        );
 
         let limits = RateLimits::new(&[
             (Role::Viewer, "60/10".parse().expect("limit")),

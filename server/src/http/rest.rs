@@ -6,12 +6,13 @@
 //! error is JSON `{"error", "code"}`, credentials are blanked as everywhere else, and callers
 //! authenticate as on `/graphql` (API keys, Kubernetes tokens, anonymous networks).
 
+use crate::error::ErrorCode;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::extract::{ConnectInfo, Path};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -52,10 +53,10 @@ pub fn routes() -> axum::Router<AppState> {
         )
 }
 
-/// A JSON error `{"error": message, "code": code}`.
-pub fn error(status: StatusCode, code: &str, message: impl Into<String>) -> Response {
+/// A JSON error `{"error": message, "code": code}`, with the code's status.
+pub fn error(code: ErrorCode, message: impl Into<String>) -> Response {
     (
-        status,
+        code.status(),
         axum::Json(json!({"error": message.into(), "code": code})),
     )
         .into_response()
@@ -81,13 +82,7 @@ impl axum::extract::FromRequestParts<AppState> for Admitted {
             .extensions
             .get::<ConnectInfo<SocketAddr>>()
             .map(|c| c.0)
-            .ok_or_else(|| {
-                error(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    "INTERNAL",
-                    "the caller's address is unknown",
-                )
-            })?;
+            .ok_or_else(|| error(ErrorCode::Internal, "the caller's address is unknown"))?;
         let principal = admit(app, peer, &parts.headers).await?;
         Ok(Admitted {
             app: app.clone(),
@@ -108,9 +103,8 @@ async fn admit(
         .principal(peer.ip(), headers)
         .await
         .map_err(|r| {
-            let status = StatusCode::from_u16(r.status()).unwrap_or(StatusCode::UNAUTHORIZED);
-            let mut response = error(status, r.code(), r.message());
-            if status == StatusCode::UNAUTHORIZED {
+            let mut response = error(r.code(), r.message());
+            if r.code() == ErrorCode::Unauthenticated {
                 response.headers_mut().insert(
                     header::WWW_AUTHENTICATE,
                     HeaderValue::from_static("Bearer realm=\"vitistack\""),
@@ -119,7 +113,7 @@ async fn admit(
             response
         })?;
     app.access.rate.check(&principal, 1).map_err(|l| {
-        let mut response = error(StatusCode::TOO_MANY_REQUESTS, "RATE_LIMITED", l.message);
+        let mut response = error(ErrorCode::RateLimited, l.message);
         if let Ok(v) = HeaderValue::from_str(&l.retry_after.to_string()) {
             response.headers_mut().insert(header::RETRY_AFTER, v);
         }
@@ -149,11 +143,7 @@ async fn vitistack_name(Admitted { app, .. }: Admitted) -> Response {
     let snap = app.store.snapshot();
     match crate::graphql::query::datacenter(&snap, &app.vitistack_name) {
         Some(v) => axum::Json(json!({"name": v.name()})).into_response(),
-        None => error(
-            StatusCode::NOT_FOUND,
-            "NOT_FOUND",
-            "no Vitistack object exists yet",
-        ),
+        None => error(ErrorCode::NotFound, "no Vitistack object exists yet"),
     }
 }
 
@@ -178,11 +168,7 @@ async fn list_route(Admitted { app, .. }: Admitted, kind: Kind) -> Response {
 
 async fn one_route(Admitted { app, .. }: Admitted, kind: Kind, uid: String) -> Response {
     if uuid::Uuid::parse_str(&uid).is_err() {
-        return error(
-            StatusCode::BAD_REQUEST,
-            "INVALID_UUID",
-            "Invalid UUID format",
-        );
+        return error(ErrorCode::InvalidUuid, "Invalid UUID format");
     }
     let snap = app.store.snapshot();
     match snap.by_uid(&uid).filter(|o| o.kind() == kind) {
@@ -192,11 +178,7 @@ async fn one_route(Admitted { app, .. }: Admitted, kind: Kind, uid: String) -> R
                 Kind::MachineProvider => "Machine provider",
                 _ => "Kubernetes provider",
             };
-            error(
-                StatusCode::NOT_FOUND,
-                "NOT_FOUND",
-                format!("{what} not found"),
-            )
+            error(ErrorCode::NotFound, format!("{what} not found"))
         }
     }
 }

@@ -21,28 +21,50 @@ pub type Io = TlsStream<TcpStream>;
 /// Longest a client may take to complete its handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// Why the TLS files cannot be served: the file and what is wrong with it.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    #[error("TLS_CERT_FILE {}: {reason}", file.display())]
+    Cert {
+        file: std::path::PathBuf,
+        reason: String,
+    },
+    #[error("TLS_KEY_FILE {}: {reason}", file.display())]
+    Key {
+        file: std::path::PathBuf,
+        reason: String,
+    },
+    #[error("TLS: {0}")]
+    Protocols(rustls::Error),
+    #[error("TLS_CERT_FILE / TLS_KEY_FILE do not make a usable pair: {0}")]
+    Pair(rustls::Error),
+}
+
 /// The server's TLS settings from PEM files; the error names the file and what is wrong.
-pub fn server_config(cert: &Path, key: &Path) -> Result<Arc<rustls::ServerConfig>, String> {
+pub fn server_config(cert: &Path, key: &Path) -> Result<Arc<rustls::ServerConfig>, TlsError> {
+    let bad_cert = |reason: String| TlsError::Cert {
+        file: cert.to_path_buf(),
+        reason,
+    };
     let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(cert)
-        .map_err(|e| format!("TLS_CERT_FILE {}: {e}", cert.display()))?
+        .map_err(|e| bad_cert(e.to_string()))?
         .collect::<Result<_, _>>()
-        .map_err(|e| format!("TLS_CERT_FILE {}: {e}", cert.display()))?;
+        .map_err(|e| bad_cert(e.to_string()))?;
     if certs.is_empty() {
-        return Err(format!(
-            "TLS_CERT_FILE {}: no PEM certificate in it",
-            cert.display()
-        ));
+        return Err(bad_cert("no PEM certificate in it".into()));
     }
-    let key = PrivateKeyDer::from_pem_file(key)
-        .map_err(|e| format!("TLS_KEY_FILE {}: {e}", key.display()))?;
+    let key = PrivateKeyDer::from_pem_file(key).map_err(|e| TlsError::Key {
+        file: key.to_path_buf(),
+        reason: e.to_string(),
+    })?;
     let mut config = rustls::ServerConfig::builder_with_provider(Arc::new(
         rustls::crypto::ring::default_provider(),
     ))
     .with_safe_default_protocol_versions()
-    .map_err(|e| format!("TLS: {e}"))?
+    .map_err(TlsError::Protocols)?
     .with_no_client_auth()
     .with_single_cert(certs, key)
-    .map_err(|e| format!("TLS_CERT_FILE / TLS_KEY_FILE do not make a usable pair: {e}"))?;
+    .map_err(TlsError::Pair)?;
     // HTTP/1.1 only: WebSocket upgrades need it.
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(Arc::new(config))

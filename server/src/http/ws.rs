@@ -8,6 +8,7 @@
 //! 4408) and no server ping. This layer enforces the spec's codes, pings, and our caps:
 //! operations per socket, sockets per client and sockets in total (shared with SSE streams).
 
+use crate::error::ErrorCode;
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -83,6 +84,23 @@ pub struct Admission {
     client: IpAddr,
 }
 
+/// Which streaming limit refuses a connection, with its value.
+#[derive(Debug, thiserror::Error)]
+pub enum GateFull {
+    #[error(
+        "server has {open} streaming connections open, the limit (STREAM_MAX_CONNECTIONS) is {limit}"
+    )]
+    Total { open: usize, limit: usize },
+    #[error(
+        "{client} has {open} streaming connections open, the limit per client (STREAM_MAX_CONNECTIONS_PER_CLIENT) is {limit}"
+    )]
+    PerClient {
+        client: IpAddr,
+        open: usize,
+        limit: usize,
+    },
+}
+
 impl Gate {
     /// A gate with these limits.
     pub fn new(settings: StreamSettings) -> Self {
@@ -94,21 +112,22 @@ impl Gate {
     }
 
     /// Take a place for `client`, or say which limit refuses it.
-    pub fn admit(self: &Arc<Self>, client: IpAddr) -> Result<Admission, String> {
+    pub fn admit(self: &Arc<Self>, client: IpAddr) -> Result<Admission, GateFull> {
         let mut per = self.per_client.lock();
         let total = self.total.load(Ordering::Acquire);
         if total >= self.settings.max_total {
-            return Err(format!(
-                "server has {total} streaming connections open, the limit (STREAM_MAX_CONNECTIONS) is {}",
-                self.settings.max_total
-            ));
+            return Err(GateFull::Total {
+                open: total,
+                limit: self.settings.max_total,
+            });
         }
         let mine = per.entry(client).or_insert(0);
         if *mine >= self.settings.max_per_client {
-            return Err(format!(
-                "{client} has {mine} streaming connections open, the limit per client (STREAM_MAX_CONNECTIONS_PER_CLIENT) is {}",
-                self.settings.max_per_client
-            ));
+            return Err(GateFull::PerClient {
+                client,
+                open: *mine,
+                limit: self.settings.max_per_client,
+            });
         }
         *mine += 1;
         self.total.fetch_add(1, Ordering::AcqRel);
@@ -269,7 +288,7 @@ pub async fn serve(
         Ok(a) => a,
         Err(reason) => {
             // 1013 "try again later": the standard code for a server at capacity.
-            close(socket, &app, Close::new(1013, reason)).await;
+            close(socket, &app, Close::new(1013, reason.to_string())).await;
             return;
         }
     };
@@ -471,11 +490,11 @@ impl Conn {
                 "this socket already runs {} operations, the limit (STREAM_MAX_OPERATIONS_PER_SOCKET) is {max}; complete one first or open another socket",
                 self.operations.len()
             );
-            self.refuse(&id, &message, "OPERATION_LIMIT");
+            self.refuse(&id, &message, ErrorCode::OperationLimit);
             return Ok(());
         }
         if let Err(limited) = self.app.access.rate.check(&principal, 1) {
-            self.refuse(&id, &limited.message, "RATE_LIMITED");
+            self.refuse(&id, &limited.message, ErrorCode::RateLimited);
             return Ok(());
         }
         let stream = execute_stream(&self.app, request, principal);
@@ -498,7 +517,7 @@ impl Conn {
     }
 
     /// Refuse one operation with an `error` message; the socket stays open.
-    fn refuse(&mut self, id: &str, message: &str, code: &str) {
+    fn refuse(&mut self, id: &str, message: &str, code: ErrorCode) {
         let errors = json!([{"message": message, "extensions": {"code": code}}]);
         let payload = match self.protocol {
             Protocol::Transport => errors,

@@ -96,8 +96,13 @@ impl fmt::Display for Kind {
     }
 }
 
+/// A name that is no kind this server knows.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("`{0}` is not a vitistack.io kind")]
+pub struct UnknownKind(pub String);
+
 impl FromStr for Kind {
-    type Err = String;
+    type Err = UnknownKind;
 
     /// Accepts the kind, its plural or its short name, case-insensitively.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
@@ -109,6 +114,6 @@ impl FromStr for Kind {
                     || k.plural().eq_ignore_ascii_case(s)
                     || k.short_name().eq_ignore_ascii_case(s)
             })
-            .ok_or_else(|| format!("`{s}` is not a vitistack.io kind"))
+            .ok_or_else(|| UnknownKind(s.to_string()))
     }
 }

@@ -6,6 +6,7 @@ pub mod kind;
 pub mod kubevirt;
 pub mod quantity;
 pub mod redact;
+pub mod secret_name;
 pub mod validation;
 pub mod vocab;
 

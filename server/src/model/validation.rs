@@ -100,7 +100,7 @@ enum Rule {
 }
 
 impl Schema {
-    fn compile(v: &Value) -> Result<Schema, String> {
+    fn compile(v: &Value) -> Result<Schema, SchemaError> {
         let mut s = Schema {
             ty: v.get("type").and_then(Value::as_str).map(str::to_string),
             required: str_list(v.get("required")),
@@ -127,7 +127,10 @@ impl Schema {
             ..Schema::default()
         };
         if let Some(p) = v.get("pattern").and_then(Value::as_str) {
-            let re = Regex::new(p).map_err(|e| format!("pattern {p}: {e}"))?;
+            let re = Regex::new(p).map_err(|e| SchemaError::Pattern {
+                pattern: p.to_string(),
+                reason: e.to_string(),
+            })?;
             s.pattern = Some((p.to_string(), re));
         }
         if let Some(props) = v.get("properties").and_then(Value::as_object) {
@@ -157,19 +160,18 @@ impl Schema {
                 .and_then(Value::as_str)
                 .unwrap_or(text)
                 .to_string();
-            let modulo = modulo_rule()?;
+            let modulo = modulo_rule().map_err(|e| SchemaError::Rule(e.to_string()))?;
             if let Some(c) = modulo.captures(text) {
-                let modulus = c[1].parse().map_err(|_| format!("rule {text}"))?;
-                let remainder = c[2].parse().map_err(|_| format!("rule {text}"))?;
+                let number = |n: &str| n.parse().map_err(|_| SchemaError::Rule(text.to_string()));
+                let modulus = number(&c[1])?;
+                let remainder = number(&c[2])?;
                 s.rules.push(Rule::Modulo {
                     modulus,
                     remainder,
                     message,
                 });
             } else {
-                return Err(format!(
-                    "CEL rule `{text}` is not understood; teach model::validation about it"
-                ));
+                return Err(SchemaError::UnknownRule(text.to_string()));
             }
         }
         Ok(s)
@@ -412,13 +414,11 @@ impl Schema {
 }
 
 /// The one CEL shape the CRDs use: `self % N == M`.
-fn modulo_rule() -> Result<&'static Regex, String> {
-    static RE: OnceLock<Result<Regex, String>> = OnceLock::new();
-    RE.get_or_init(|| {
-        Regex::new(r"^\s*self\s*%\s*(\d+)\s*==\s*(\d+)\s*$").map_err(|e| e.to_string())
-    })
-    .as_ref()
-    .map_err(Clone::clone)
+fn modulo_rule() -> Result<&'static Regex, regex::Error> {
+    static RE: OnceLock<Result<Regex, regex::Error>> = OnceLock::new();
+    RE.get_or_init(|| Regex::new(r"^\s*self\s*%\s*(\d+)\s*==\s*(\d+)\s*$"))
+        .as_ref()
+        .map_err(Clone::clone)
 }
 
 impl Schema {
@@ -437,7 +437,7 @@ impl Schema {
                 && prop.ty.as_deref() == Some("object");
             let config_map =
                 free_map && (in_auth || matches!(name.as_str(), "config" | "configuration"));
-            if super::redact::is_secret_name(name) || config_map {
+            if super::secret_name::is_secret_name(name) || config_map {
                 prop.secret = true;
                 out.push(child);
             } else {
@@ -521,42 +521,64 @@ impl KindSchema {
 
 type SchemaTable = HashMap<(Kind, &'static str), KindSchema>;
 
-static SCHEMAS: OnceLock<Result<SchemaTable, String>> = OnceLock::new();
+static SCHEMAS: OnceLock<Result<SchemaTable, SchemaError>> = OnceLock::new();
+
+/// Why there is no schema to check an object against.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum SchemaError {
+    /// The version is not one the CRD serves.
+    #[error("{group}/{version} is not served; {kind} serves {served}")]
+    NotServed {
+        group: &'static str,
+        version: String,
+        kind: &'static str,
+        served: String,
+    },
+    /// An embedded schema file cannot be read (a build defect: the tests load every one).
+    #[error("{file}: {reason}")]
+    Embedded { file: &'static str, reason: String },
+    #[error("pattern {pattern}: {reason}")]
+    Pattern { pattern: String, reason: String },
+    #[error("rule {0}")]
+    Rule(String),
+    #[error("CEL rule `{0}` is not understood; teach model::validation about it")]
+    UnknownRule(String),
+}
 
 /// The schema the API server would apply to `kind` at `version`, or why there is none.
-pub fn schema_for(kind: Kind, version: &str) -> Result<&'static KindSchema, String> {
+pub fn schema_for(kind: Kind, version: &str) -> Result<&'static KindSchema, SchemaError> {
     let all = SCHEMAS
         .get_or_init(load_all)
         .as_ref()
         .map_err(Clone::clone)?;
     let key = kind.versions().iter().copied().find(|v| *v == version);
-    key.and_then(|v| all.get(&(kind, v))).ok_or_else(|| {
-        format!(
-            "{}/{version} is not served; {} serves {}",
-            super::kind::GROUP,
-            kind.name(),
-            kind.versions().join(", ")
-        )
-    })
+    key.and_then(|v| all.get(&(kind, v)))
+        .ok_or_else(|| SchemaError::NotServed {
+            group: super::kind::GROUP,
+            version: version.to_string(),
+            kind: kind.name(),
+            served: kind.versions().join(", "),
+        })
 }
 
-fn load_all() -> Result<SchemaTable, String> {
+fn load_all() -> Result<SchemaTable, SchemaError> {
     let mut map = HashMap::new();
-    for (file, text) in EMBEDDED {
-        let doc: Value = serde_json::from_str(text).map_err(|e| format!("{file}: {e}"))?;
+    for &(file, text) in EMBEDDED {
+        let embedded = |reason: String| SchemaError::Embedded { file, reason };
+        let doc: Value = serde_json::from_str(text).map_err(|e| embedded(e.to_string()))?;
         let kind_name = doc.get("kind").and_then(Value::as_str).unwrap_or_default();
         let version = doc
             .get("version")
             .and_then(Value::as_str)
             .unwrap_or_default();
-        let kind: Kind = kind_name.parse()?;
+        let kind: Kind = kind_name.parse().map_err(|e| embedded(format!("{e}")))?;
         let Some(v) = kind.versions().iter().copied().find(|v| *v == version) else {
-            return Err(format!(
-                "{file}: {kind_name} {version} is not in Kind::versions"
-            ));
+            return Err(embedded(format!(
+                "{kind_name} {version} is not in Kind::versions"
+            )));
         };
         let mut root = Schema::compile(doc.get("schema").unwrap_or(&Value::Null))
-            .map_err(|e| format!("{file}: {e}"))?;
+            .map_err(|e| embedded(e.to_string()))?;
         let mut secret_paths = Vec::new();
         root.mark_secrets("", &mut secret_paths);
         map.insert(
@@ -621,7 +643,7 @@ fn type_err(path: &str, value: &Value, expected: &str) -> FieldError {
 /// A value as an error message quotes it: shortened, and never a credential's.
 fn shown(value: &Value, hide: usize) -> String {
     if hide > 0 {
-        return format!("\"{}\"", super::redact::REDACTED);
+        return format!("\"{}\"", super::secret_name::REDACTED);
     }
     let text = value.to_string();
     if text.chars().count() > 80 {

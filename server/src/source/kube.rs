@@ -30,6 +30,7 @@ use kube::{Api, Client};
 use serde_json::Value;
 
 use crate::model::{Kind, Resource};
+use crate::retry::Backoff;
 use crate::store::{ChangeType, Key, Op, Store};
 
 use super::status::SourceStatus;
@@ -81,10 +82,41 @@ impl Default for KubeSettings {
     }
 }
 
+/// Why no client could be built for the cluster (one line, naming the file where there is one).
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error(
+        "KUBE_CONTEXT is set but there is no KUBECONFIG and no home directory to find ~/.kube/config in"
+    )]
+    NoHome,
+    #[error("no cluster configuration found: {0}")]
+    NoConfig(kube::config::InferConfigError),
+    #[error("cannot build a Kubernetes client: {0}")]
+    Build(kube::Error),
+    #[error("KUBECONFIG is set but names no file")]
+    NoFile,
+    /// A kubeconfig that cannot be used: the file(s) and what is wrong.
+    #[error("kubeconfig {file}: {reason}")]
+    Kubeconfig { file: String, reason: String },
+    #[error("cannot start the source's thread: {0}")]
+    Thread(std::io::Error),
+    #[error("cannot connect: {0}")]
+    Join(tokio::task::JoinError),
+}
+
+impl ClientError {
+    fn kubeconfig(file: impl std::fmt::Display, reason: String) -> Self {
+        ClientError::Kubeconfig {
+            file: file.to_string(),
+            reason,
+        }
+    }
+}
+
 /// Build a client the way kubectl would: `KUBECONFIG` (with `KUBE_CONTEXT`), else in-cluster
 /// service account, else `~/.kube/config`. A kubeconfig that cannot be used is refused with one
 /// line naming the file and what is wrong with it.
-pub async fn client(settings: &KubeSettings) -> Result<Client, String> {
+pub async fn client(settings: &KubeSettings) -> Result<Client, ClientError> {
     let opts = kube::config::KubeConfigOptions {
         context: settings.context.clone(),
         ..Default::default()
@@ -94,15 +126,10 @@ pub async fn client(settings: &KubeSettings) -> Result<Client, String> {
             .filter(|p| !p.as_os_str().is_empty())
             .collect(),
         // A context names an entry of the default kubeconfig.
-        (None, Some(_)) => vec![default_kubeconfig().ok_or(
-            "KUBE_CONTEXT is set but there is no KUBECONFIG and no home directory to find ~/.kube/config in",
-        )?],
+        (None, Some(_)) => vec![default_kubeconfig().ok_or(ClientError::NoHome)?],
         (None, None) => {
-            let config = kube::Config::infer()
-                .await
-                .map_err(|e| format!("no cluster configuration found: {e}"))?;
-            return Client::try_from(config)
-                .map_err(|e| format!("cannot build a Kubernetes client: {e}"));
+            let config = kube::Config::infer().await.map_err(ClientError::NoConfig)?;
+            return Client::try_from(config).map_err(ClientError::Build);
         }
     };
     let named = files
@@ -113,20 +140,21 @@ pub async fn client(settings: &KubeSettings) -> Result<Client, String> {
     let mut merged: Option<kube::config::Kubeconfig> = None;
     for path in &files {
         let kc = kube::config::Kubeconfig::read_from(path)
-            .map_err(|e| format!("kubeconfig {}: {}", path.display(), explain(&e, None)))?;
+            .map_err(|e| ClientError::kubeconfig(path.display(), explain(&e, None)))?;
         merged = Some(match merged {
             None => kc,
             Some(m) => m
                 .merge(kc)
-                .map_err(|e| format!("kubeconfig {named}: {}", explain(&e, None)))?,
+                .map_err(|e| ClientError::kubeconfig(&named, explain(&e, None)))?,
         });
     }
-    let kc = merged.ok_or("KUBECONFIG is set but names no file")?;
+    let kc = merged.ok_or(ClientError::NoFile)?;
     let contexts: Vec<String> = kc.contexts.iter().map(|c| c.name.clone()).collect();
     let config = kube::Config::from_custom_kubeconfig(kc, &opts)
         .await
-        .map_err(|e| format!("kubeconfig {named}: {}", explain(&e, Some(&contexts))))?;
-    Client::try_from(config).map_err(|e| format!("kubeconfig {named}: cannot build a client: {e}"))
+        .map_err(|e| ClientError::kubeconfig(&named, explain(&e, Some(&contexts))))?;
+    Client::try_from(config)
+        .map_err(|e| ClientError::kubeconfig(&named, format!("cannot build a client: {e}")))
 }
 
 /// `~/.kube/config`, as kubectl finds it.
@@ -198,20 +226,23 @@ impl Drop for KubeSource {
 
 /// Connect with `settings` and start one watcher per kind (per namespace for namespaced kinds
 /// when scoped), on the source's own thread.
-pub async fn connect(store: Arc<Store>, settings: &KubeSettings) -> Result<KubeSource, String> {
+pub async fn connect(
+    store: Arc<Store>,
+    settings: &KubeSettings,
+) -> Result<KubeSource, ClientError> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .thread_name("vitistack-source")
         .enable_all()
         .build()
-        .map_err(|e| format!("cannot start the source's thread: {e}"))?;
+        .map_err(ClientError::Thread)?;
     // The client on that runtime too: its connections are driven there.
     let connected = {
         let settings = settings.clone();
         runtime
             .spawn(async move { client(&settings).await })
             .await
-            .map_err(|e| format!("cannot connect: {e}"))
+            .map_err(ClientError::Join)
             .and_then(|c| c)
     };
     let client = match connected {
@@ -272,8 +303,12 @@ fn start_on(
 
 /// A store object from an API object: managedFields and node image lists dropped (credentials
 /// are blanked as the object is built).
-pub fn to_resource(kind: Kind, version: &str, obj: DynamicObject) -> Result<Resource, String> {
-    let mut value = serde_json::to_value(obj).map_err(|e| e.to_string())?;
+pub fn to_resource(
+    kind: Kind,
+    version: &str,
+    obj: DynamicObject,
+) -> Result<Resource, serde_json::Error> {
+    let mut value = serde_json::to_value(obj)?;
     if let Some(map) = value.as_object_mut() {
         map.remove("apiVersion");
         map.remove("kind");
@@ -287,36 +322,7 @@ pub fn to_resource(kind: Kind, version: &str, obj: DynamicObject) -> Result<Reso
             status.remove("images");
         }
     }
-    Resource::from_value(kind, version, value).map_err(|e| e.to_string())
-}
-
-/// Exponential backoff with full jitter.
-struct Backoff {
-    next: Duration,
-    min: Duration,
-    max: Duration,
-}
-
-impl Backoff {
-    fn new(min: Duration, max: Duration) -> Self {
-        Backoff {
-            next: min,
-            min,
-            max,
-        }
-    }
-
-    fn reset(&mut self) {
-        self.next = self.min;
-    }
-
-    fn delay(&mut self) -> Duration {
-        let base = self.next;
-        self.next = (self.next * 2).min(self.max);
-        // Half fixed, half random: never a tight loop, never a thundering herd.
-        let jitter = rand::random_range(0.0..=0.5);
-        base.mul_f64(0.5 + jitter)
-    }
+    Resource::from_value(kind, version, value)
 }
 
 /// Watches in a row that may hang before the kind is relisted instead of watched again.
@@ -354,6 +360,16 @@ enum Failure {
     Gone,
     /// Anything else.
     Other(String),
+}
+
+/// Why a list-and-watch stopped, which says what comes next.
+enum Stopped {
+    /// The version is not served: try the next one, then wait.
+    Absent,
+    /// The resourceVersion is too old: relist at once.
+    Gone,
+    /// A failure (already recorded and waited out) or a silent watch: relist.
+    Relist,
 }
 
 fn failure(e: &kube::Error) -> Failure {
@@ -443,7 +459,7 @@ impl Watch {
             self.status
                 .update(self.kind, |k| k.api_version = api_version.clone());
             match self.list_and_watch(version).await {
-                Failure::Absent => {
+                Stopped::Absent => {
                     // Kinds served in several versions (NetworkNamespace) try the next one, and
                     // come back round to the first.
                     vi = (vi + 1) % versions.len();
@@ -476,22 +492,22 @@ impl Watch {
                     });
                     tokio::time::sleep(delay).await;
                 }
-                Failure::Gone | Failure::Other(_) => absent_in_a_row = 0,
+                Stopped::Gone | Stopped::Relist => absent_in_a_row = 0,
             }
         }
     }
 
     /// List, then watch until a relist is needed; returns why it stopped (Absent: the version
     /// is not served; otherwise: relist).
-    async fn list_and_watch(&mut self, version: &'static str) -> Failure {
+    async fn list_and_watch(&mut self, version: &'static str) -> Stopped {
         let api = self.api(version);
         let rv = match self.list(&api, version).await {
             Ok(rv) => rv,
-            Err(Failure::Absent) => return Failure::Absent,
-            Err(Failure::Gone) => return Failure::Gone,
+            Err(Failure::Absent) => return Stopped::Absent,
+            Err(Failure::Gone) => return Stopped::Gone,
             Err(Failure::Other(e)) => {
                 self.failed("list", e).await;
-                return Failure::Other(String::new());
+                return Stopped::Relist;
             }
         };
         self.watch(&api, version, rv).await
@@ -556,7 +572,7 @@ impl Watch {
     }
 
     /// Watch from `rv` until the kind must be relisted (or its version is not served).
-    async fn watch(&mut self, api: &Api<DynamicObject>, version: &str, mut rv: String) -> Failure {
+    async fn watch(&mut self, api: &Api<DynamicObject>, version: &str, mut rv: String) -> Stopped {
         let timeout = self
             .settings
             .watch_timeout
@@ -567,8 +583,8 @@ impl Watch {
             let stream = match api.watch(&params, &rv).await {
                 Ok(s) => s,
                 Err(e) => match failure(&e) {
-                    Failure::Gone => return Failure::Gone,
-                    Failure::Absent => return Failure::Absent,
+                    Failure::Gone => return Stopped::Gone,
+                    Failure::Absent => return Stopped::Absent,
                     Failure::Other(e) => {
                         self.failed("watch", e).await;
                         continue;
@@ -606,11 +622,11 @@ impl Watch {
                     }
                     continue;
                 }
-                Ended::Gone => return Failure::Gone,
+                Ended::Gone => return Stopped::Gone,
                 Ended::Silent => "stayed open past its timeout without an event or a bookmark",
             };
             if self.silent(why) {
-                return Failure::Other("silent".into());
+                return Stopped::Relist;
             }
         }
     }
@@ -701,7 +717,7 @@ impl Watch {
     }
 }
 
-fn undecodable(status: &SourceStatus, change: ChangeType, kind: Kind, e: &str) {
+fn undecodable(status: &SourceStatus, change: ChangeType, kind: Kind, e: &serde_json::Error) {
     status.undecodable[change as usize].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     tracing::warn!(kind = kind.name(), error = %e, "object skipped: the model cannot read it");
 }

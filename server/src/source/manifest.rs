@@ -270,7 +270,7 @@ fn read_document(report: &mut FileReport, index: usize, mut json: Value) {
         Err(e) => {
             report
                 .errors
-                .push(doc_error(&file, index, None, "apiVersion", e));
+                .push(doc_error(&file, index, None, "apiVersion", e.to_string()));
             return;
         }
     };

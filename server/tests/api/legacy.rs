@@ -1,5 +1,5 @@
 //! The old aggregator's contract: its REST routes and `/health`, shape by shape against the
-//! JSON its documentation promises (`legacy/documented.json`), and their figures against the
+//! JSON its documentation promises (`testkit/src/documented.json`), and their figures against the
 //! GraphQL graph they are drawn from.
 
 use serde_json::Value;
@@ -386,7 +386,7 @@ async fn a_bad_operator_endpoint_or_interval_stops_the_start_naming_the_variable
         let cfg = <crate::Args as clap::Parser>::try_parse_from(argv)
             .expect("args")
             .cfg;
-        let err = cfg.validate().expect_err("refused");
+        let err = cfg.validate().expect_err("refused").to_string();
         assert!(err.contains(var), "{err}");
     }
 }

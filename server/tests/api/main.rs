@@ -21,11 +21,9 @@ mod queries;
 mod robustness;
 mod subscriptions;
 
-#[path = "../support/db_text.rs"]
-mod db_text;
-#[path = "../support/documented.rs"]
-mod documented;
 pub use db_text::table_text;
+use vitistack_testkit::db_text;
+use vitistack_testkit::documented;
 
 use std::path::PathBuf;
 

@@ -141,8 +141,17 @@ impl Update {
 #[derive(Default)]
 struct Opening(Mutex<Vec<BoxStream<'static, Seq<Update>>>>);
 
-/// What the root field answers while opening (the document's result is not sent).
-const OPENED: &str = "\u{0}subscription opened";
+/// What the root field answers once it has left its stream in the [`Opening`]: a typed marker
+/// (the field is non-null like the served one, so it cannot answer null; the document's result
+/// is not sent), told apart from real errors by its type, not its words.
+#[derive(Debug)]
+struct Opened;
+
+impl std::fmt::Display for Opened {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("subscription opened")
+    }
+}
 
 /// The root field: open the stream (first run) or return the event being rendered.
 fn field<T: Clone + Send + 'static>(
@@ -164,7 +173,7 @@ fn field<T: Clone + Send + 'static>(
         .0
         .lock()
         .push(stream.map(move |(seq, t)| (seq, wrap(t))).boxed());
-    Err(async_graphql::Error::new(OPENED))
+    Err(async_graphql::Error::new_with_source(Opened))
 }
 
 /// The event schema's root: the `Subscription` fields with the same arguments, as query fields.
@@ -634,7 +643,7 @@ impl Runner {
         let errors: Vec<ServerError> = response
             .errors
             .into_iter()
-            .filter(|e| e.message != OPENED)
+            .filter(|e| e.source::<Opened>().is_none())
             .collect();
         if !errors.is_empty() {
             return Err(Response::from_errors(errors));
@@ -654,7 +663,7 @@ impl Runner {
     fn render(&self, event: Update) -> BoxFuture<'static, Arc<str>> {
         let mut r = self.request().data(event).data(self.store.snapshot());
         if let Some(h) = &self.schemas.history {
-            r = r.data(crate::graphql::history::request_loaders(h.clone()));
+            r = r.data(crate::graphql::loaders::request_loaders(h.clone()));
         }
         let schema = self.schemas.render.clone();
         async move { Arc::from(to_json(&schema.execute(r).await)) }.boxed()

@@ -9,6 +9,7 @@
 pub mod executor;
 pub mod fanout;
 
+use crate::error::ErrorCode;
 use std::sync::Arc;
 
 use async_graphql::{Context, Enum, SimpleObject, Subscription};
@@ -535,7 +536,7 @@ where
 fn debounce_of(ms: u32) -> async_graphql::Result<std::time::Duration> {
     if !(10..=60_000).contains(&ms) {
         return Err(bad_input(
-            "BAD_DEBOUNCE",
+            ErrorCode::BadDebounce,
             format!("debounceMs must be between 10 and 60000, not {ms}"),
         ));
     }
@@ -566,10 +567,11 @@ fn cluster_changed(
     id: async_graphql::ID,
     mode: Mode,
 ) -> async_graphql::Result<futures::stream::BoxStream<'static, Seq<ClusterEvent>>> {
-    let key = crate::graphql::types::decode_id(&id).map_err(|e| bad_input("BAD_ID", e))?;
+    let key = crate::graphql::types::decode_id(&id)
+        .map_err(|e| bad_input(ErrorCode::BadId, e.to_string()))?;
     if key.kind != Kind::KubernetesCluster {
         return Err(bad_input(
-            "BAD_ID",
+            ErrorCode::BadId,
             format!("{id:?} is a {}, not a KubernetesCluster", key.kind),
         ));
     }
@@ -580,7 +582,7 @@ fn cluster_changed(
     let current = snap.get_key(&key).cloned();
     let Some(Resource::KubernetesCluster(kc)) = current.as_deref() else {
         return Err(bad_input(
-            "NOT_FOUND",
+            ErrorCode::NotFound,
             format!("no KubernetesCluster {key}"),
         ));
     };
@@ -693,7 +695,7 @@ pub(crate) mod open {
                     .collect::<Result<Vec<_>, _>>()
             })
             .transpose()
-            .map_err(|e| bad_input("BAD_KIND", e))?;
+            .map_err(|e| bad_input(ErrorCode::BadKind, e.to_string()))?;
         let filter = CompiledFilter::new(&Filter {
             namespace,
             label_selector,

@@ -36,24 +36,12 @@ pub fn snap<'a>(ctx: &Context<'a>) -> std::borrow::Cow<'a, Arc<Snapshot>> {
     }
 }
 
-/// Query limits shared by every resolver.
-#[derive(Clone, Copy, Debug)]
-pub struct Limits {
-    /// Largest `first`/`last` a connection accepts.
-    pub max_page_size: usize,
-}
-
-/// The largest `first`/`last` (MAX_PAGE_SIZE; 500 in a schema built without limits).
-pub fn max_page_size(ctx: &Context<'_>) -> usize {
-    ctx.data_opt::<Limits>().map_or(500, |l| l.max_page_size)
-}
-
 /// A Relay connection of store objects.
 /// Its items are resolved through [`Memo`], so their values can be kept across changes.
 pub type Conn<T> = async_graphql::connection::Connection<Cursor, Memo<T>, ConnectionFields>;
 
 /// Filter, sort and paginate objects for a connection field; the history the selection asks of
-/// the page's items is loaded for all of them at once (see [`crate::graphql::history::prefetch`]).
+/// the page's items is loaded for all of them at once (see [`crate::graphql::loaders::prefetch`]).
 pub async fn connection<T: async_graphql::OutputType + ShowsObject>(
     ctx: &Context<'_>,
     mut items: Vec<Arc<Resource>>,
@@ -62,7 +50,7 @@ pub async fn connection<T: async_graphql::OutputType + ShowsObject>(
     page: PageArgs,
     wrap: impl Fn(Arc<Resource>) -> Option<T>,
 ) -> async_graphql::Result<Conn<T>> {
-    let max = max_page_size(ctx);
+    let max = super::paging::max_page_size(ctx);
     paging::apply_filter(&mut items, filter)?;
     items.retain(|r| wrap(r.clone()).is_some());
     // Items of another kind are dropped first so that totalCount and the pages agree.
@@ -76,7 +64,7 @@ pub async fn connection<T: async_graphql::OutputType + ShowsObject>(
         })
         .filter(|u| !u.is_empty())
         .collect();
-    crate::graphql::history::prefetch(ctx, &uids).await;
+    crate::graphql::loaders::prefetch(ctx, &uids).await;
     Ok(conn)
 }
 
@@ -86,21 +74,28 @@ pub fn global_id(r: &Resource) -> async_graphql::ID {
     async_graphql::ID(URL_SAFE_NO_PAD.encode(serde_json::to_vec(&parts).unwrap_or_default()))
 }
 
+/// Why a text is not a global id of this server.
+#[derive(Debug, PartialEq, thiserror::Error)]
+pub enum IdError {
+    #[error("`{0}` is not a global id of this server")]
+    NotAnId(String),
+    #[error("`{0}` names an unknown kind")]
+    UnknownKind(String),
+}
+
 /// Decode a global id into a key, or say why it is not one.
-pub fn decode_id(id: &str) -> Result<Key, String> {
-    let bytes = URL_SAFE_NO_PAD
-        .decode(id)
-        .map_err(|_| format!("`{id}` is not a global id of this server"))?;
-    let parts: Vec<String> = serde_json::from_slice(&bytes)
-        .map_err(|_| format!("`{id}` is not a global id of this server"))?;
+pub fn decode_id(id: &str) -> Result<Key, IdError> {
+    let not_an_id = || IdError::NotAnId(id.to_string());
+    let bytes = URL_SAFE_NO_PAD.decode(id).map_err(|_| not_an_id())?;
+    let parts: Vec<String> = serde_json::from_slice(&bytes).map_err(|_| not_an_id())?;
     match parts.as_slice() {
         [kind, ns, name] => {
             let kind: Kind = kind
                 .parse()
-                .map_err(|_| format!("`{id}` names an unknown kind"))?;
+                .map_err(|_| IdError::UnknownKind(id.to_string()))?;
             Ok(Key::new(kind, ns, name))
         }
-        _ => Err(format!("`{id}` is not a global id of this server")),
+        _ => Err(not_an_id()),
     }
 }
 

@@ -138,6 +138,8 @@ struct Shared {
     events: broadcast::Sender<Ev>,
     drop_gen: watch::Sender<u64>,
     hang: AtomicBool,
+    /// How many times `hang(true)` was called: a watch open when it was is hung for good.
+    hangs: std::sync::atomic::AtomicU64,
     stall: AtomicBool,
     hold_lists: watch::Sender<bool>,
     bookmark_every: Duration,
@@ -191,6 +193,7 @@ impl KubeApi {
             events,
             drop_gen: watch::channel(0).0,
             hang: AtomicBool::new(false),
+            hangs: std::sync::atomic::AtomicU64::new(0),
             stall: AtomicBool::new(false),
             hold_lists: watch::channel(false).0,
             bookmark_every,
@@ -392,8 +395,13 @@ impl KubeApi {
         self.shared.drop_gen.send_modify(|g| *g += 1);
     }
 
-    /// While on, watch streams go silent (and stay silent): connection open, nothing sent.
+    /// While on, watch streams go silent (and stay silent): connection open, nothing sent. A
+    /// watch that was open at `hang(true)` stays hung after `hang(false)`; only watches opened
+    /// after that are answered again.
     pub fn hang(&self, on: bool) {
+        if on {
+            self.shared.hangs.fetch_add(1, Ordering::SeqCst);
+        }
         self.shared.hang.store(on, Ordering::SeqCst);
     }
 
@@ -662,7 +670,12 @@ fn watch_response(
         )
     };
     let mut drop_rx = shared.drop_gen.subscribe();
+    let hangs_at_open = shared.hangs.load(Ordering::SeqCst);
     tokio::spawn(async move {
+        let hung = || {
+            shared.hang.load(Ordering::SeqCst)
+                || shared.hangs.load(Ordering::SeqCst) > hangs_at_open
+        };
         if let Some((asked, oldest)) = gone {
             let err = json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
                 "message": format!("too old resource version: {asked} ({oldest})"), "reason": "Expired", "code": 410});
@@ -676,7 +689,7 @@ fn watch_response(
         let mut last_rv = since;
         let mut seen_rv = since.max(current);
         for ev in replay {
-            if shared.hang.load(Ordering::SeqCst) || silent {
+            if hung() || silent {
                 break;
             }
             last_rv = ev.rv;
@@ -693,7 +706,7 @@ fn watch_response(
         let mut tick = tokio::time::interval(shared.bookmark_every);
         tick.tick().await;
         loop {
-            if shared.hang.load(Ordering::SeqCst) {
+            if hung() {
                 // Silent for good: the client has to notice and reconnect.
                 tokio::select! {
                     _ = drop_rx.changed() => {
@@ -715,7 +728,7 @@ fn watch_response(
                         if ev.resource != id
                             || ev.rv <= last_rv
                             || namespace.as_ref().is_some_and(|ns| ns != &ev.namespace)
-                            || shared.hang.load(Ordering::SeqCst)
+                            || hung()
                             || silent
                             || stalled()
                         {

@@ -13,14 +13,19 @@ pub fn status_kib(pid: u32, field: &str) -> u64 {
         .unwrap_or(0)
 }
 
-/// The server as a child process: `SOURCE=kube` against the API test server whose kubeconfig is
+/// The server (`bin`: the calling package's `env!("CARGO_BIN_EXE_vitistack")`) as a child
+/// process: `SOURCE=kube` against the API test server whose kubeconfig is
 /// in `dir`, its SQLite file in `dir`, plus `extra` environment. Returns the child and its port.
-pub fn spawn_server(dir: &std::path::Path, extra: &[(&str, String)]) -> (std::process::Child, u16) {
+pub fn spawn_server(
+    bin: &str,
+    dir: &std::path::Path,
+    extra: &[(&str, String)],
+) -> (std::process::Child, u16) {
     let port = {
         let l = std::net::TcpListener::bind("127.0.0.1:0").expect("port");
         l.local_addr().expect("addr").port()
     };
-    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_vitistack"));
+    let mut cmd = std::process::Command::new(bin);
     cmd.arg("serve")
         .env("SOURCE", "kube")
         .env("KUBECONFIG", dir.join("kubeconfig"))

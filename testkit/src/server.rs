@@ -27,16 +27,17 @@ pub struct Server {
 }
 
 impl Server {
-    /// Start it with the demo of `clusters` clusters and `extra` environment; wait up to
+    /// Start `built` (the calling package's `env!("CARGO_BIN_EXE_vitistack")`, or VITISTACK_BIN
+    /// when set) with the demo of `clusters` clusters and `extra` environment; wait up to
     /// `ready_within` for `/ready`.
     pub async fn start(
+        built: &str,
         tag: &str,
         clusters: u64,
         extra: &[(&str, &str)],
         ready_within: Duration,
     ) -> Self {
-        let bin = std::env::var("VITISTACK_BIN")
-            .unwrap_or_else(|_| env!("CARGO_BIN_EXE_vitistack").to_string());
+        let bin = std::env::var("VITISTACK_BIN").unwrap_or_else(|_| built.to_string());
         let dir = std::env::temp_dir().join(format!("vitistack-{tag}-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("dir");
         let port = {

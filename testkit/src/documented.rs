@@ -1,4 +1,4 @@
-//! The old aggregator's documented JSON (`tests/api/legacy/documented.json`: its REST routes,
+//! The old aggregator's documented JSON (`documented.json` beside this file: its REST routes,
 //! `/health`, its metrics table and its log line), and a field-by-field comparison against it;
 //! shared by the embedded-source and kube-source tests.
 #![allow(dead_code)]
@@ -7,8 +7,7 @@ use serde_json::Value;
 
 /// The documented shapes, by route.
 pub fn documented(route: &str) -> Value {
-    let all: Value =
-        serde_json::from_str(include_str!("../api/legacy/documented.json")).expect("fixture");
+    let all: Value = serde_json::from_str(include_str!("documented.json")).expect("fixture");
     all.get(route)
         .cloned()
         .unwrap_or_else(|| panic!("{route} is not documented"))

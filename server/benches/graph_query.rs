@@ -121,7 +121,7 @@ fn dashboard(c: &mut Criterion) {
     }
     // The same through the known documents (DOCUMENT_CACHE_MB): not parsed again, not validated
     // again (the server's path; `kept_500` parses and validates every time).
-    let documents = vitistack::graphql::documents::Documents::new(
+    let documents = vitistack::graphql::documents::QueryDocuments::new(
         vitistack::graphql::build_fast_schema(&SchemaSettings::default()),
         SchemaSettings::default().limits,
         16 << 20,

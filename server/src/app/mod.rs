@@ -54,7 +54,7 @@ pub struct Running {
     /// The event log.
     pub history: Arc<crate::history::History>,
     /// The parsed subscription documents (shared by identical subscriptions).
-    documents: Arc<crate::graphql::subscription::executor::Documents>,
+    documents: Arc<crate::graphql::subscription::executor::SubscriptionDocuments>,
     /// The open WebSockets and SSE streams.
     gate: Arc<crate::http::ws::Gate>,
     /// The longest wait for requests in flight once the listener is closed.
@@ -63,7 +63,9 @@ pub struct Running {
 
 impl Running {
     /// The parsed subscription documents held now.
-    pub fn executor_documents(&self) -> Arc<crate::graphql::subscription::executor::Documents> {
+    pub fn executor_documents(
+        &self,
+    ) -> Arc<crate::graphql::subscription::executor::SubscriptionDocuments> {
         self.documents.clone()
     }
 
@@ -377,7 +379,7 @@ pub async fn start(cfg: &ServeConfig, listener: TcpListener) -> anyhow::Result<R
         metrics.part_hits.clone(),
         metrics.part_misses.clone(),
     ));
-    let query_documents = Arc::new(crate::graphql::documents::Documents::new(
+    let query_documents = Arc::new(crate::graphql::documents::QueryDocuments::new(
         crate::graphql::build_fast_schema(&settings),
         cfg.query_limits(),
         cfg.document_cache_mb.saturating_mul(1024 * 1024),

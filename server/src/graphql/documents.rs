@@ -86,7 +86,7 @@ impl Weighed for Known {
 }
 
 /// The known documents and the schema that runs requests validated before.
-pub struct Documents {
+pub struct QueryDocuments {
     fast: AppSchema,
     limits: QueryLimits,
     known: Generations<Arc<str>, Known>,
@@ -174,8 +174,8 @@ fn ran(response: &Response) -> bool {
         || response.errors.iter().any(|e| !e.path.is_empty())
 }
 
-impl Documents {
-    /// Documents of at most `max_bytes` in all (0: every request is parsed and validated), run
+impl QueryDocuments {
+    /// QueryDocuments of at most `max_bytes` in all (0: every request is parsed and validated), run
     /// on `fast` (the schema built with [`async_graphql::ValidationMode::Fast`]) once validated.
     pub fn new(
         fast: AppSchema,
@@ -184,7 +184,7 @@ impl Documents {
         hits: prometheus::IntCounter,
         misses: prometheus::IntCounter,
     ) -> Self {
-        Documents {
+        QueryDocuments {
             fast,
             limits,
             known: Generations::new(max_bytes),

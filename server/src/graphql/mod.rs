@@ -115,7 +115,7 @@ pub(crate) fn with_data<Q, M, S>(
 
 /// Build the schema. The store snapshot is added per request (see `http`).
 ///
-/// Its requests go through [`documents::Documents`], which enforces the cost limits (tokens,
+/// Its requests go through [`documents::QueryDocuments`], which enforces the cost limits (tokens,
 /// aliases, complexity) before anything runs; the depth limit is the schema's own. The limits are
 /// not an async-graphql extension here: with any extension installed, async-graphql resolves
 /// every field through the extension chain (a registry lookup by type and field name, and one

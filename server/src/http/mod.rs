@@ -81,7 +81,7 @@ pub struct ServerState {
     /// Parts of answers kept across changes.
     pub parts: Arc<crate::graphql::parts::PartCache>,
     /// Query documents parsed once, and the requests they passed strict validation with.
-    pub documents: Arc<crate::graphql::documents::Documents>,
+    pub documents: Arc<crate::graphql::documents::QueryDocuments>,
     /// Admits WebSockets and SSE streams under the caps.
     pub gate: Arc<ws::Gate>,
     /// The event log (each query gets its own history loaders).

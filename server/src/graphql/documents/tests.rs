@@ -5,7 +5,7 @@ use crate::graphql::{SchemaSettings, build_fast_schema, build_schema};
 use crate::source::demo::{FleetSpec, fleet};
 use crate::store::{Op, Snapshot, Store};
 
-/// Documents, each with requests that pass validation and requests that fail it, where whether a
+/// QueryDocuments, each with requests that pass validation and requests that fail it, where whether a
 /// request passes depends on its variables or its operation name: a remembered validation must
 /// never stand in for one that would fail.
 const REQUESTS: &[(&str, Option<&str>, &str)] = &[
@@ -103,8 +103,8 @@ fn demo() -> Arc<Snapshot> {
     store.snapshot()
 }
 
-fn documents(max_bytes: usize) -> Documents {
-    Documents::new(
+fn documents(max_bytes: usize) -> QueryDocuments {
+    QueryDocuments::new(
         build_fast_schema(&SchemaSettings::default()),
         SchemaSettings::default().limits,
         max_bytes,
@@ -115,7 +115,7 @@ fn documents(max_bytes: usize) -> Documents {
 
 /// The answer through the known documents (prepared, run on the fast schema once validated).
 async fn through(
-    docs: &Documents,
+    docs: &QueryDocuments,
     strict: &AppSchema,
     r: async_graphql::Request,
     snap: &Arc<Snapshot>,

@@ -1,0 +1,329 @@
+use super::*;
+use crate::model::{Kind, Resource};
+use crate::source::demo::{FleetSpec, fleet};
+use crate::store::{Op, Store};
+
+/// A store with the demo fleet and one Ready cluster to break.
+fn ready_cluster() -> (Store, Arc<Resource>) {
+    let store = Store::new();
+    store.apply_loaded(
+        fleet(&FleetSpec::demo())
+            .into_iter()
+            .map(Op::Upsert)
+            .collect(),
+    );
+    let kc = store
+        .snapshot()
+        .list(Kind::KubernetesCluster)
+        .find(|c| c.phase() == Some("Ready"))
+        .cloned()
+        .expect("a Ready cluster");
+    (store, kc)
+}
+
+fn eval(store: &Store, kc: &Resource) -> Pipeline {
+    let snap = store.snapshot();
+    let Some(Resource::KubernetesCluster(k)) = snap.get_key(&Key::of(kc)).map(|r| r.as_ref())
+    else {
+        panic!("cluster gone")
+    };
+    evaluate(&snap, k)
+}
+
+fn edit(store: &Store, key: &Key, f: impl FnOnce(&mut Resource)) {
+    let mut r = store
+        .snapshot()
+        .get_key(key)
+        .map(|r| (**r).clone())
+        .expect("object");
+    f(&mut r);
+    store.apply(vec![Op::Upsert(r)]);
+}
+
+#[test]
+fn a_ready_cluster_has_every_step_done() {
+    let (store, kc) = ready_cluster();
+    let p = eval(&store, &kc);
+    assert!(p.ready());
+    assert!(p.steps.iter().all(|s| s.state == StepState::Done));
+    assert_eq!(p.steps.len(), Stage::ALL.len());
+}
+
+#[test]
+fn a_vip_that_is_ready_without_an_address_still_blocks() {
+    let (store, kc) = ready_cluster();
+    let Resource::KubernetesCluster(k) = kc.as_ref() else {
+        unreachable!()
+    };
+    let vip = Key::new(
+        Kind::ControlPlaneVirtualSharedIp,
+        kc.namespace(),
+        &k.spec.data.cluster_id,
+    );
+    edit(&store, &vip, |r| {
+        if let Resource::ControlPlaneVirtualSharedIp(v) = r {
+            v.status.as_mut().expect("status").load_balancer_ips = Some(vec![]);
+        }
+    });
+    // The cluster says Ready: a warning.
+    let p = eval(&store, &kc);
+    assert_eq!((p.stage, p.degraded()), (Stage::Ready, true));
+    assert_eq!(p.warnings[0].stage, Stage::VipReady);
+    assert!(
+        p.warnings[0]
+            .reason
+            .ends_with("is Ready but has no loadBalancerIps"),
+        "{}",
+        p.warnings[0].reason
+    );
+    // A cluster being built: a blocker.
+    edit(&store, &Key::of(&kc), |r| {
+        if let Resource::KubernetesCluster(k) = r {
+            k.status.as_mut().expect("status").phase = crate::model::ClusterPhase::default();
+        }
+    });
+    let p = eval(&store, &kc);
+    assert_eq!(p.stage, Stage::VipReady);
+    assert!(
+        p.blockers[0]
+            .reason
+            .ends_with("is Ready but has no loadBalancerIps"),
+        "{}",
+        p.blockers[0].reason
+    );
+}
+
+#[test]
+fn a_deleted_network_configuration_is_named() {
+    let (store, kc) = ready_cluster();
+    let Resource::KubernetesCluster(k) = kc.as_ref() else {
+        unreachable!()
+    };
+    let machine = store
+        .snapshot()
+        .lookup(
+            Idx::MachineByCluster,
+            &scoped(kc.namespace(), &k.spec.data.cluster_id),
+        )
+        .next()
+        .cloned()
+        .expect("machine");
+    store.apply(vec![Op::Delete(Key::new(
+        Kind::NetworkConfiguration,
+        machine.namespace(),
+        machine.name(),
+    ))]);
+    let p = eval(&store, &kc);
+    assert!(p.degraded(), "Ready by its own status");
+    assert_eq!(p.warnings[0].stage, Stage::IpsAllocated);
+    assert!(p.warnings[0].object.is_none());
+    assert!(
+        p.warnings[0].reason.contains("does not exist"),
+        "{}",
+        p.warnings[0].reason
+    );
+}
+
+#[test]
+fn a_failed_cluster_phase_is_terminal() {
+    let (store, kc) = ready_cluster();
+    edit(&store, &Key::of(&kc), |r| {
+        if let Resource::KubernetesCluster(k) = r {
+            k.status.as_mut().expect("status").phase = crate::model::ClusterPhase::Failed;
+        }
+    });
+    let p = eval(&store, &kc);
+    assert_eq!(p.stage, Stage::Talos);
+    assert!(p.failed());
+    assert_eq!(
+        p.steps
+            .iter()
+            .find(|s| s.stage == Stage::Talos)
+            .map(|s| s.state),
+        Some(StepState::Failed)
+    );
+}
+
+#[test]
+fn scaling_up_blocks_on_missing_machines() {
+    let (store, kc) = ready_cluster();
+    edit(&store, &Key::of(&kc), |r| {
+        if let Resource::KubernetesCluster(k) = r {
+            k.spec.topology.workers.node_pools[0].replicas += 2;
+        }
+    });
+    // Still Ready by its own status while it scales: the missing Machines are a warning.
+    let p = eval(&store, &kc);
+    assert!(p.degraded());
+    assert_eq!(p.warnings[0].stage, Stage::MachinesCreated);
+    assert!(
+        p.warnings[0].reason.contains("has not created 2 yet"),
+        "{}",
+        p.warnings[0].reason
+    );
+}
+
+/// The first Machine of a cluster.
+fn first_machine(store: &Store, kc: &Resource) -> Arc<Resource> {
+    let Resource::KubernetesCluster(k) = kc else {
+        unreachable!()
+    };
+    store
+        .snapshot()
+        .lookup(
+            Idx::MachineByCluster,
+            &scoped(kc.namespace(), &k.spec.data.cluster_id),
+        )
+        .next()
+        .cloned()
+        .expect("machine")
+}
+
+#[test]
+fn every_blocker_is_listed_terminal_first_with_its_stage_and_what_the_status_says() {
+    let (store, kc) = ready_cluster();
+    edit(&store, &Key::of(&kc), |r| {
+        if let Resource::KubernetesCluster(k) = r {
+            k.status.as_mut().expect("status").phase = crate::model::ClusterPhase::default();
+        }
+    });
+    let m = first_machine(&store, &kc);
+    // Its NetworkConfiguration is Ready by phase but has no address yet…
+    edit(
+        &store,
+        &Key::new(Kind::NetworkConfiguration, m.namespace(), m.name()),
+        |r| {
+            if let Resource::NetworkConfiguration(c) = r {
+                let st = c.status.as_mut().expect("status");
+                st.phase = Some(crate::model::NetworkPhase::Ready);
+                st.conditions = None;
+                for i in st.network_interfaces.iter_mut().flatten() {
+                    i.ipv4_addresses = None;
+                    i.ip_allocated = Some(false);
+                }
+            }
+        },
+    );
+    // …and another Machine cannot pull its image (terminal).
+    let Resource::KubernetesCluster(k) = kc.as_ref() else {
+        unreachable!()
+    };
+    let failed = store
+        .snapshot()
+        .lookup(
+            Idx::MachineByCluster,
+            &scoped(kc.namespace(), &k.spec.data.cluster_id),
+        )
+        .nth(1)
+        .cloned()
+        .expect("a second machine");
+    edit(&store, &Key::of(&failed), |r| {
+        if let Resource::Machine(m) = r {
+            let st = m.status.get_or_insert_with(Default::default);
+            st.phase = Some(MachinePhase::Failed);
+            st.failure_message = Some("ErrImagePull".into());
+        }
+    });
+    let p = eval(&store, &kc);
+    assert_eq!(p.stage, Stage::IpsAllocated, "the first stage not done");
+    assert!(p.failed());
+    let listed: Vec<(Stage, Key, bool)> = p
+        .blockers
+        .iter()
+        .map(|b| (b.stage, b.key.clone(), b.terminal))
+        .collect();
+    assert_eq!(
+        listed,
+        [
+            (Stage::MachinesRunning, Key::of(&failed), true),
+            (
+                Stage::IpsAllocated,
+                Key::new(Kind::NetworkConfiguration, m.namespace(), m.name()),
+                false
+            ),
+        ],
+        "{:#?}",
+        p.blockers
+    );
+    assert!(p.blockers[0].reason.contains("ErrImagePull"));
+    let nc = &p.blockers[1].reason;
+    assert!(
+        nc.contains("phase Ready") && nc.contains("ipAllocated=false"),
+        "{nc}"
+    );
+    assert!(!nc.contains("no status"), "{nc}");
+    let state = |s: Stage| p.steps.iter().find(|x| x.stage == s).map(|x| x.state);
+    assert_eq!(state(Stage::IpsAllocated), Some(StepState::InProgress));
+    assert_eq!(state(Stage::MachinesRunning), Some(StepState::Failed));
+    assert_eq!(state(Stage::VipReady), Some(StepState::NotStarted));
+    assert!(p.summary("c").contains("ErrImagePull"), "terminal first");
+}
+
+#[test]
+fn a_ready_cluster_with_a_broken_network_is_ready_and_degraded() {
+    let (store, kc) = ready_cluster();
+    let Resource::KubernetesCluster(k) = kc.as_ref() else {
+        unreachable!()
+    };
+    let nn = Key::new(
+        Kind::NetworkNamespace,
+        kc.namespace(),
+        &k.spec.data.network_namespace_name,
+    );
+    edit(&store, &nn, |r| {
+        if let Resource::NetworkNamespace(n) = r {
+            let st = n.status.get_or_insert_with(Default::default);
+            st.phase = Some(crate::model::NetworkPhase::Error);
+            st.conditions = None;
+        }
+    });
+    let p = eval(&store, &kc);
+    assert!(p.ready(), "the cluster's own status says Ready");
+    assert!(p.degraded());
+    assert!(p.blockers.is_empty());
+    assert_eq!(p.warnings.len(), 1, "{:#?}", p.warnings);
+    assert_eq!(
+        (p.warnings[0].stage, &p.warnings[0].key),
+        (Stage::Network, &nn)
+    );
+    assert_eq!(
+        p.steps
+            .iter()
+            .find(|s| s.stage == Stage::Network)
+            .map(|s| s.state),
+        Some(StepState::Degraded)
+    );
+    assert!(p.summary("c").contains("Ready but degraded"));
+}
+
+#[test]
+fn what_the_operators_have_not_reached_yet_is_not_a_blocker() {
+    let (store, kc) = ready_cluster();
+    edit(&store, &Key::of(&kc), |r| {
+        if let Resource::KubernetesCluster(k) = r {
+            k.status.as_mut().expect("status").phase = crate::model::ClusterPhase::default();
+            k.spec.topology.workers.node_pools[0].replicas += 2;
+        }
+    });
+    let Resource::KubernetesCluster(k) = kc.as_ref() else {
+        unreachable!()
+    };
+    let nn = Key::new(
+        Kind::NetworkNamespace,
+        kc.namespace(),
+        &k.spec.data.network_namespace_name,
+    );
+    edit(&store, &nn, |r| {
+        if let Resource::NetworkNamespace(n) = r {
+            n.status = None;
+        }
+    });
+    let p = eval(&store, &kc);
+    assert_eq!(p.stage, Stage::Network);
+    let keys: Vec<&Key> = p.blockers.iter().map(|b| &b.key).collect();
+    assert_eq!(
+        keys,
+        [&nn],
+        "missing Machines and a progressing phase wait for the network"
+    );
+}

@@ -1,0 +1,210 @@
+//! The stream of one subscription to objects: which objects it wants, its snapshot sent one
+//! object at a time, then the changes after it from the fan-out (RESYNC when it falls behind).
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use async_graphql::Context;
+use futures::Stream;
+
+use super::events::{After, Mode, ResourceEvent, ResourceEventType, Seq};
+use super::fanout::{Fanout, Subscriber};
+use super::metrics::Active;
+use crate::graphql::paging::CompiledFilter;
+use crate::model::{Kind, Resource};
+use crate::store::{Change, ChangeType, Snapshot, Store};
+
+/// Which objects a subscription wants.
+#[derive(Clone, Default)]
+pub(super) struct Interest {
+    pub(super) kinds: Option<Vec<Kind>>,
+    pub(super) filter: CompiledFilter,
+}
+
+impl Interest {
+    fn matches(&self, r: &Resource) -> bool {
+        self.kinds.as_ref().is_none_or(|ks| ks.contains(&r.kind())) && self.filter.matches(r)
+    }
+
+    /// What a change means to a subscriber holding the matching objects: an object that starts
+    /// matching is ADDED, one that stops matching is DELETED, others are as they happened.
+    fn event_type(&self, c: &Change) -> Option<ResourceEventType> {
+        let now = self.matches(&c.object);
+        let was = c.previous.as_ref().is_some_and(|p| self.matches(p));
+        match (c.change, was, now) {
+            (ChangeType::Deleted, _, true) | (ChangeType::Deleted, true, _) => {
+                Some(ResourceEventType::Deleted)
+            }
+            (ChangeType::Added, _, true) | (ChangeType::Modified, false, true) => {
+                Some(ResourceEventType::Added)
+            }
+            (ChangeType::Modified, true, true) => Some(ResourceEventType::Modified),
+            (ChangeType::Modified, true, false) => Some(ResourceEventType::Deleted),
+            _ => None,
+        }
+    }
+}
+
+/// Where a subscription is in sending a snapshot: the snapshot itself (immutable, shared with
+/// every reader of that version) and the last object sent. Objects are read from the snapshot
+/// one event at a time, so a subscription holds no copy of the objects it has still to send.
+pub(super) struct SnapshotCursor {
+    snap: Arc<Snapshot>,
+    kinds: Vec<Kind>,
+    kind: usize,
+    after: Option<crate::store::Key>,
+}
+
+impl SnapshotCursor {
+    fn new(snap: Arc<Snapshot>, interest: &Interest) -> Self {
+        SnapshotCursor {
+            snap,
+            kinds: interest.kinds.clone().unwrap_or_else(|| Kind::ALL.to_vec()),
+            kind: 0,
+            after: None,
+        }
+    }
+
+    /// The next matching object as an ADDED event; None once the snapshot is through.
+    fn next(&mut self, interest: &Interest) -> Option<ResourceEvent> {
+        while let Some(kind) = self.kinds.get(self.kind).copied() {
+            let found = self
+                .snap
+                .list_after(kind, interest.filter.namespace(), self.after.as_ref())
+                .find(|r| interest.matches(r))
+                .cloned();
+            match found {
+                Some(r) => {
+                    self.after = Some(crate::store::Key::of(&r));
+                    return Some(ResourceEvent::of(
+                        ResourceEventType::Added,
+                        self.snap.seq(),
+                        &r,
+                    ));
+                }
+                None => {
+                    self.kind += 1;
+                    self.after = None;
+                }
+            }
+        }
+        None
+    }
+}
+
+pub(super) struct State {
+    store: Arc<Store>,
+    /// The fan-out's queue (none for an opening, which reads only a snapshot).
+    sub: Option<Subscriber>,
+    interest: Arc<Interest>,
+    /// Changes up to here are already reflected (the snapshot's sequence).
+    after: u64,
+    /// The snapshot being sent, then SYNCED.
+    cursor: Option<SnapshotCursor>,
+    /// RESYNC to send first ([`Mode::Resync`]).
+    resync: Option<u64>,
+    mode: Mode,
+    active: Active,
+}
+
+/// The fan-out a subscription registers with (served by the app; absent when printing the SDL).
+pub(super) fn fanout_of(ctx: &Context<'_>) -> async_graphql::Result<Arc<Fanout>> {
+    ctx.data_opt::<Arc<Fanout>>()
+        .cloned()
+        .ok_or_else(|| async_graphql::Error::new("subscriptions are not served by this schema"))
+}
+
+/// Snapshot (optional) then every matching change, with RESYNC on overflow; `mode` picks the
+/// part (see [`Mode`]).
+pub(super) fn changes(
+    store: Arc<Store>,
+    fanout: &Fanout,
+    interest: Interest,
+    snapshot: bool,
+    active: Active,
+    mode: Mode,
+    after: Option<&Arc<After>>,
+) -> impl Stream<Item = Seq<ResourceEvent>> + use<> {
+    let interest = Arc::new(interest);
+    let wants = interest.clone();
+    // Register first, then read: nothing between the two can be missed.
+    let sub = matches!(mode, Mode::Whole | Mode::Live).then(|| {
+        fanout.register(
+            interest.kinds.as_deref(),
+            interest.filter.namespace(),
+            move |c| wants.event_type(c).is_some(),
+        )
+    });
+    let snap = store.snapshot();
+    After::note(after, snap.seq());
+    let snapshot = match mode {
+        Mode::Whole | Mode::Opening => snapshot,
+        Mode::Live => false,
+        Mode::Resync => true,
+    };
+    let state = State {
+        after: snap.seq(),
+        resync: (mode == Mode::Resync).then(|| snap.seq()),
+        cursor: snapshot.then(|| SnapshotCursor::new(snap, &interest)),
+        store,
+        sub,
+        interest,
+        mode,
+        active,
+    };
+    futures::stream::unfold(state, |mut st| async move {
+        loop {
+            if let Some(seq) = st.resync.take() {
+                st.active.event(true);
+                let ev = ResourceEvent::marker(ResourceEventType::Resync, seq);
+                return Some(((seq, ev), st));
+            }
+            if let Some(cursor) = &mut st.cursor {
+                st.active.event(false);
+                let ev = match cursor.next(&st.interest) {
+                    Some(ev) => ev,
+                    None => {
+                        let seq = cursor.snap.seq();
+                        // Idle subscriptions hold no snapshot.
+                        st.cursor = None;
+                        ResourceEvent::marker(ResourceEventType::Synced, seq)
+                    }
+                };
+                return Some(((ev.sequence, ev), st));
+            }
+            let sub = st.sub.as_mut()?;
+            if sub.overflowed.swap(false, Ordering::AcqRel) {
+                // Changes were dropped for this subscriber: start over from a fresh snapshot
+                // (a shared stream only says so: each of its subscribers reads its own).
+                while sub.rx.try_recv().is_ok() {}
+                let snap = st.store.snapshot();
+                st.after = snap.seq();
+                if st.mode == Mode::Whole {
+                    st.cursor = Some(SnapshotCursor::new(snap.clone(), &st.interest));
+                }
+                st.active.event(true);
+                return Some((
+                    (
+                        snap.seq(),
+                        ResourceEvent::marker(ResourceEventType::Resync, snap.seq()),
+                    ),
+                    st,
+                ));
+            }
+            match sub.rx.recv().await {
+                Some(Some(c)) => {
+                    if c.seq <= st.after {
+                        continue;
+                    }
+                    let Some(t) = st.interest.event_type(&c) else {
+                        continue;
+                    };
+                    st.active.event(false);
+                    return Some(((c.seq, ResourceEvent::of(t, c.seq, &c.object)), st));
+                }
+                Some(None) => continue, // look at the overflow flag
+                None => return None,
+            }
+        }
+    })
+}

@@ -656,6 +656,47 @@ impl ServeConfig {
         }
     }
 
+    /// The source chosen (and why), with its settings; settings the other source would read are
+    /// said to be ignored.
+    pub fn source_settings(&self) -> (crate::source::SourceSettings, &'static str) {
+        use crate::source::SourceSettings;
+        let (mode, why) = self.resolve_source();
+        if mode == SourceMode::Kube {
+            if self.demo || !self.manifests.is_empty() {
+                tracing::warn!("demo and manifest files are ignored with the kube source");
+            }
+            if self.simulate {
+                tracing::warn!("SIMULATE needs the embedded source with --demo: not simulating");
+            }
+            return (SourceSettings::Kube(self.kube_settings()), why);
+        }
+        if self.simulate && !self.demo {
+            tracing::warn!("SIMULATE needs the embedded source with --demo: not simulating");
+        }
+        let demo = self.demo.then(|| {
+            if self.demo_clusters == 0 {
+                crate::source::demo::FleetSpec::demo()
+            } else {
+                crate::source::demo::FleetSpec::large_demo(self.demo_clusters)
+            }
+        });
+        let settings = crate::source::embedded::EmbeddedSettings {
+            simulate: (self.simulate && demo.is_some()).then_some(
+                crate::source::simulator::SimulatorSettings {
+                    steps_per_second: self.simulate_steps_per_second,
+                    seed: 11,
+                },
+            ),
+            demo,
+            manifests: self.manifests.clone(),
+            writer: crate::db::object_writer::WriterSettings {
+                flush_interval: std::time::Duration::from_millis(self.db_flush_interval_ms.max(1)),
+                batch_size: self.db_batch_size.max(1),
+            },
+        };
+        (SourceSettings::Embedded(settings), why)
+    }
+
     /// Watch settings.
     pub fn kube_settings(&self) -> crate::source::kube::KubeSettings {
         use std::time::Duration;
@@ -771,8 +812,8 @@ impl ServeConfig {
     }
 
     /// The operator endpoints to probe, each with its interval.
-    pub fn probe_targets(&self) -> Result<Vec<crate::source::operators::ProbeTarget>, ConfigError> {
-        use crate::source::operators::{Operator, ProbeTarget};
+    pub fn probe_targets(&self) -> Result<Vec<crate::domain::operators::ProbeTarget>, ConfigError> {
+        use crate::domain::operators::{Operator, ProbeTarget};
         let mut targets = Vec::new();
         for (operator, url, interval) in [
             (

@@ -11,18 +11,15 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use crate::config::ServeConfig;
-use crate::config::SourceMode;
 use crate::db::Start;
 use crate::db::health::DbHealth;
-use crate::db::object_writer::{self, WriterSettings};
-use crate::db::objects;
 use crate::db::redact_url;
 use crate::db::{Db, Engine};
 use crate::graphql::{SchemaSettings, build_executor_schemas, build_schema};
 use crate::http::{AppState, Metrics, ServerState, router};
-use crate::source::kube::KubeSource;
+use crate::source::Source;
 use crate::source::status::SourceStatus;
-use crate::source::{self, ImportSummary, demo::FleetSpec};
+use crate::source::{self, ImportSummary};
 use crate::store::Store;
 
 /// A running server.
@@ -44,12 +41,8 @@ pub struct Running {
     /// Turns true once the listener is closing (after a signal and `SHUTDOWN_DELAY_SECONDS`, or
     /// the stop channel): the shutdown timeout counts from then.
     closing: watch::Receiver<bool>,
-    /// Embedded source: the task writing objects to the database (it owns the connection).
-    writer: Option<tokio::task::JoinHandle<Option<Db>>>,
-    /// Kube source: the connection, held for closing (nothing is written yet).
-    db: Option<Db>,
-    _kube: Option<KubeSource>,
-    simulator: Option<tokio::task::JoinHandle<()>>,
+    /// Where objects come from (it holds the database connection for closing).
+    feed: Source,
     history_writer: tokio::task::JoinHandle<()>,
     /// The event log.
     pub history: Arc<crate::history::History>,
@@ -84,10 +77,7 @@ impl Running {
             task,
             stop,
             mut closing,
-            writer,
-            db,
-            _kube,
-            simulator,
+            feed,
             history_writer,
             gate,
             shutdown_timeout,
@@ -123,16 +113,10 @@ impl Running {
         while gate.open() > 0 && tokio::time::Instant::now() < said {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
-        if let Some(sim) = simulator {
-            sim.abort();
-        }
-        // The watchers run until the server has stopped serving.
-        drop(_kube);
+        // The source runs until the server has stopped serving; then what it has pending is
+        // written.
         let _ = stop.send(true);
-        let db = match writer {
-            Some(w) => w.await.ok().flatten(),
-            None => db,
-        };
+        let db = feed.stop().await;
         let _ = history_writer.await;
         if let Some(db) = db {
             db.close().await;
@@ -144,24 +128,18 @@ impl Running {
     /// Stop at once, without waiting for pending writes (tests simulating a crash).
     pub fn abort(&self) {
         self.task.abort();
-        if let Some(w) = &self.writer {
-            w.abort();
-        }
-        if let Some(s) = &self.simulator {
-            s.abort();
-        }
+        self.feed.abort();
         self.history_writer.abort();
     }
 }
 
-/// Connect to the database and (embedded source) read back its objects. A database that does
-/// not answer does not stop the server: it is retried in the background.
+/// Connect to the database. A database that does not answer does not stop the server: it is
+/// retried in the background.
 async fn open_database(
     cfg: &ServeConfig,
-    store: Option<&Store>,
     health: &DbHealth,
     read_statements: prometheus::IntCounter,
-) -> (Start, usize) {
+) -> Start {
     let url = &cfg.db.database_url;
     let pool = crate::db::PoolSettings {
         read_statements,
@@ -178,44 +156,21 @@ async fn open_database(
     match opened {
         Ok(db) => {
             health.ok();
-            let restored = match store {
-                None => Ok(0),
-                Some(store) => match objects::load_logged(&db).await {
-                    Ok(stored) => {
-                        let n = store.restore(stored);
-                        // Past every version the history recorded too (objects deleted since,
-                        // or written there before the objects table caught up).
-                        objects::max_sequence(&db).await.map(|seq| {
-                            store.advance_to(seq);
-                            n
-                        })
-                    }
-                    Err(e) => Err(e),
-                },
-            };
-            let restored = restored.unwrap_or_else(|e| {
-                tracing::warn!(error = %e, "reading stored objects failed");
-                health.failed(&e);
-                0
-            });
-            tracing::info!(engine = db.engine().name(), database = %redact_url(url), restored, "database ready");
-            (Start::Connected(db), restored)
+            tracing::info!(engine = db.engine().name(), database = %redact_url(url), "database ready");
+            Start::Connected(db)
         }
         Err(e) => {
             tracing::error!(error = %e, "database unreachable; serving without it and retrying in the background");
             health.failed(&e);
-            (
-                Start::Retry {
-                    url: url.to_string(),
-                    pool,
-                },
-                0,
-            )
+            Start::Retry {
+                url: url.to_string(),
+                pool,
+            }
         }
     }
 }
 
-/// Load the embedded source and start serving on `listener`.
+/// Start the source and serve on `listener`.
 pub async fn start(cfg: &ServeConfig, listener: TcpListener) -> anyhow::Result<Running> {
     cfg.validate().map_err(anyhow::Error::msg)?;
     let store = Arc::new(
@@ -237,25 +192,22 @@ pub async fn start(cfg: &ServeConfig, listener: TcpListener) -> anyhow::Result<R
         _ => None,
     };
 
-    let (mode, why) = cfg.resolve_source();
-    let embedded = mode != SourceMode::Kube;
+    let (source_settings, why) = cfg.source_settings();
     tracing::info!(
-        source = if embedded { "embedded" } else { "kube" },
+        source = source_settings.name(),
         reason = why,
         database = %redact_url(&cfg.db.database_url),
         "source: {}",
-        if embedded { "embedded store" } else { "Kubernetes watches" }
+        source_settings.name()
     );
 
-    // The database first: objects kept from an earlier run come back before anything new.
-    // With the kube source the cluster is the truth: nothing is restored or written back.
-    let (db_start, restored) = open_database(
-        cfg,
-        embedded.then_some(store.as_ref()),
-        &db_health,
-        metrics.history.queries.clone(),
-    )
-    .await;
+    // The database first: what the source kept in an earlier run comes back before anything
+    // new (the kube source keeps nothing: the cluster is the truth).
+    let db_start = open_database(cfg, &db_health, metrics.history.queries.clone()).await;
+    let restored = source_settings.restore(&db_start, &store, &db_health).await;
+    if restored > 0 {
+        tracing::info!(restored, "objects read back from the database");
+    }
     // The event log: its own writer on the change stream, its own connection when the database
     // was away at start-up.
     let history = Arc::new(crate::history::History::new(
@@ -277,64 +229,33 @@ pub async fn start(cfg: &ServeConfig, listener: TcpListener) -> anyhow::Result<R
         stop_rx.clone(),
         metrics.lagged.with_label_values(&["history"]),
     );
-    let (writer, db) = if embedded {
-        let writer = object_writer::spawn_writer(
+    let mut feed = source_settings
+        .start(
+            &store,
             db_start,
-            store.clone(),
-            store.subscribe(),
+            restored,
             db_health.clone(),
             stop_rx.clone(),
-            WriterSettings {
-                flush_interval: Duration::from_millis(cfg.db_flush_interval_ms.max(1)),
-                batch_size: cfg.db_batch_size.max(1),
-            },
             metrics.lagged.with_label_values(&["object_writer"]),
-        );
-        (Some(writer), None)
-    } else {
-        // No object writer: its retry path would merge stored embedded objects into the
-        // cluster's graph. The connection is kept for closing (and for history, later).
-        match db_start {
-            Start::Connected(db) => (None, Some(db)),
-            Start::Retry { .. } => (None, None),
-        }
-    };
-
-    let kube = if embedded {
-        None
-    } else {
-        let settings = cfg.kube_settings();
-        Some(
-            source::kube::connect(store.clone(), &settings)
-                .await
-                .map_err(anyhow::Error::msg)?,
         )
-    };
-    let source_status = match &kube {
-        Some(k) => k.status.clone(),
-        None => Arc::new(SourceStatus::embedded()),
-    };
+        .await
+        .map_err(anyhow::Error::msg)?;
+    let source_status = feed.status();
 
     let changer = if !cfg.mutations {
         None
     } else {
-        let target = if embedded {
-            crate::change::Target::Embedded
-        } else {
-            crate::change::Target::Kube(
-                source::kube::client(&cfg.kube_settings())
-                    .await
-                    .map_err(anyhow::Error::msg)?,
-            )
-        };
+        let target = crate::change::Target::of(&feed)
+            .await
+            .map_err(anyhow::Error::msg)?;
         Some(Arc::new(crate::change::Changer::new(
             store.clone(),
             target,
             Duration::from_secs(cfg.change_wait_seconds.max(1)),
         )))
     };
-    let judge = crate::source::operators::Judge {
-        probes: crate::source::operators::Probes::start(
+    let judge = crate::domain::operators::Judge {
+        probes: crate::domain::operators::Probes::start(
             cfg.probe_targets().map_err(anyhow::Error::msg)?,
             stop_rx.clone(),
         ),
@@ -446,53 +367,7 @@ pub async fn start(cfg: &ServeConfig, listener: TcpListener) -> anyhow::Result<R
         }
     };
 
-    if !embedded {
-        if cfg.demo || !cfg.manifests.is_empty() {
-            tracing::warn!("demo and manifest files are ignored with the kube source");
-        }
-    } else if cfg.demo && restored > 0 {
-        tracing::info!(
-            restored,
-            "demo fleet not loaded: the database already holds objects from an earlier run"
-        );
-    } else if cfg.demo {
-        let n = source::load_demo(&store, &demo_spec(cfg)).await;
-        tracing::info!(
-            objects = n,
-            clusters = demo_spec(cfg).clusters,
-            "demo fleet loaded"
-        );
-    }
-    let simulator = if !cfg.simulate {
-        None
-    } else if !embedded || !cfg.demo {
-        tracing::warn!("SIMULATE needs the embedded source with --demo: not simulating");
-        None
-    } else {
-        if restored > 0 {
-            tracing::warn!(
-                "simulator: the database holds objects from an earlier run; the demo's clusters \
-                 are reset to their generated state, clusters an earlier simulation created stay as stored"
-            );
-        }
-        let settings = source::simulator::SimulatorSettings {
-            steps_per_second: cfg.simulate_steps_per_second,
-            seed: 11,
-        };
-        Some(source::simulator::start(
-            store.clone(),
-            &demo_spec(cfg),
-            &settings,
-            restored > 0,
-        ))
-    };
-    let import = if cfg.manifests.is_empty() || !embedded {
-        ImportSummary::default()
-    } else {
-        let summary = source::import_paths(&store, &cfg.manifests, source::Apply::Load).await?;
-        log_import(&summary);
-        summary
-    };
+    let import = feed.load(&store).await?;
     ready.store(true, Ordering::Release);
     Ok(Running {
         addr,
@@ -504,10 +379,7 @@ pub async fn start(cfg: &ServeConfig, listener: TcpListener) -> anyhow::Result<R
         task,
         stop,
         closing,
-        writer,
-        db,
-        _kube: kube,
-        simulator,
+        feed,
         history_writer,
         history,
         documents,
@@ -568,30 +440,6 @@ async fn access(
         }
     });
     Ok(access)
-}
-
-fn demo_spec(cfg: &ServeConfig) -> FleetSpec {
-    if cfg.demo_clusters == 0 {
-        FleetSpec::demo()
-    } else {
-        FleetSpec::large_demo(cfg.demo_clusters)
-    }
-}
-
-/// Log what an import refused and noted.
-pub fn log_import(summary: &ImportSummary) {
-    for e in summary.errors() {
-        tracing::warn!(file = %e.file, document = e.document, path = %e.path, reason = %e.reason, "manifest refused");
-    }
-    for n in summary.notes() {
-        tracing::info!(file = %n.file, document = n.document, "{}", n.message);
-    }
-    tracing::info!(
-        files = summary.files.len(),
-        refused = summary.refused_files(),
-        changed = summary.changed,
-        "manifests loaded"
-    );
 }
 
 /// Start from configuration: bind, load, serve until SIGINT/SIGTERM.

@@ -30,6 +30,19 @@ pub enum Target {
     Kube(kube::Client),
 }
 
+impl Target {
+    /// Where writes to `source`'s objects go: the embedded store itself, or the cluster it
+    /// watches (through a client of the serving runtime's own).
+    pub async fn of(
+        source: &crate::source::Source,
+    ) -> Result<Self, crate::source::kube::ClientError> {
+        Ok(match source.kube_settings() {
+            None => Target::Embedded,
+            Some(settings) => Target::Kube(crate::source::kube::client(settings).await?),
+        })
+    }
+}
+
 /// A change to one object.
 #[derive(Clone, Debug)]
 pub enum Edit {

@@ -2,5 +2,7 @@
 
 pub mod aggregates;
 pub mod hosts;
+pub mod operators;
 pub mod pipeline;
 pub mod resources;
+pub mod summary;

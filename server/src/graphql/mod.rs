@@ -53,7 +53,7 @@ pub struct SchemaSettings {
     /// What the mutations check against.
     pub change: mutation::ChangeSettings,
     /// How the operators are judged (served as `operators`).
-    pub operators: crate::source::operators::Judge,
+    pub operators: crate::domain::operators::Judge,
 }
 
 impl Default for SchemaSettings {

@@ -11,7 +11,7 @@ use serde::Serialize;
 use serde_json::json;
 
 use super::AppState;
-use crate::source::operators::{self, OperatorHealth, OperatorState};
+use crate::domain::operators::{self, OperatorHealth, OperatorState};
 
 /// The overall state: `healthy`, `degraded` (serving, but the database is away or an operator
 /// is not healthy) or `unhealthy` (the graph is not current: loading, a watch is behind, or

@@ -89,7 +89,7 @@ pub struct ServerState {
     /// Who may call, how much, and from where.
     pub access: Arc<access::Access>,
     /// The latest probes of the operators' endpoints.
-    pub probes: Arc<crate::source::operators::Probes>,
+    pub probes: Arc<crate::domain::operators::Probes>,
     /// How long an operator's object may go without status before the operator is unhealthy.
     pub operator_stall: std::time::Duration,
     /// Turns true at SIGTERM: `/ready` and the health routes answer 503, WebSockets close with

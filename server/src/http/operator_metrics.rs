@@ -7,7 +7,7 @@ use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts, 
 
 use crate::domain::aggregates::ClusterState;
 use crate::model::{Kind, LABEL_CLUSTER_ID, Resource};
-use crate::source::operators::{OperatorHealth, OperatorState};
+use crate::domain::operators::{OperatorHealth, OperatorState};
 use crate::store::{ChangeType, Snapshot};
 
 /// Gauges promtool must see as `untyped`: their names end in `_total`, which the exposition
@@ -178,7 +178,11 @@ impl OperatorMetrics {
             };
             let cluster = m.label(LABEL_CLUSTER_ID).unwrap_or_default();
             self.machines
-                .with_label_values(&[operator, machine_status(m.phase()), cluster])
+                .with_label_values(&[
+                    operator,
+                    crate::model::vocab::MachineState::of(m.phase()).as_str(),
+                    cluster,
+                ])
                 .inc();
         }
         for o in s.operators {
@@ -234,18 +238,5 @@ pub fn cluster_status(state: ClusterState) -> &'static str {
         ClusterState::Ready | ClusterState::Degraded => "active",
         ClusterState::Failed => "failed",
         ClusterState::InProgress => "inactive",
-    }
-}
-
-/// A Machine's phase as a bounded label: `running`, `pending` (no phase yet, or on its way),
-/// `failed`, `stopped`, `deleting`, else `other`.
-pub fn machine_status(phase: Option<&str>) -> &'static str {
-    match phase.unwrap_or_default() {
-        "Running" => "running",
-        "" | "Pending" | "Creating" | "Provisioning" | "Starting" => "pending",
-        "Failed" | "Error" => "failed",
-        "Stopped" | "Stopping" => "stopped",
-        "Terminating" | "Deleting" => "deleting",
-        _ => "other",
     }
 }

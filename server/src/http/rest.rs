@@ -7,6 +7,7 @@
 //! authenticate as on `/graphql` (API keys, Kubernetes tokens, anonymous networks).
 
 use crate::error::ErrorCode;
+use crate::model::vocab::MachineState;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -20,7 +21,7 @@ use serde_json::{Value, json};
 use super::AppState;
 use crate::domain::aggregates::ClusterState;
 use crate::model::{Kind, Resource};
-use crate::source::operators::{OperatorResources, OperatorState};
+use crate::domain::operators::{OperatorResources, OperatorState};
 use crate::store::{Idx, Snapshot, scoped};
 
 /// The OpenAPI 3.1 document of these routes (kept in step with the router by a test).
@@ -141,7 +142,7 @@ async fn version() -> Response {
 
 async fn vitistack_name(Admitted { app, .. }: Admitted) -> Response {
     let snap = app.store.snapshot();
-    match crate::graphql::query::datacenter(&snap, &app.vitistack_name) {
+    match crate::domain::summary::datacenter(&snap, &app.vitistack_name) {
         Some(v) => axum::Json(json!({"name": v.name()})).into_response(),
         None => error(ErrorCode::NotFound, "no Vitistack object exists yet"),
     }
@@ -324,13 +325,13 @@ struct OperatorEntry {
 
 async fn infrastructure(Admitted { app, .. }: Admitted) -> Response {
     let snap = app.store.snapshot();
-    let s = crate::graphql::query::infrastructure_summary(&snap);
+    let s = crate::domain::summary::infrastructure_summary(&snap);
     // Pending as the machines metric counts it: no phase yet, or on its way.
     let pending = s
         .machines
         .by_phase
         .iter()
-        .filter(|c| super::operator_metrics::machine_status(Some(&c.value)) == "pending")
+        .filter(|c| MachineState::of(Some(&c.value)) == MachineState::Pending)
         .map(|c| c.count)
         .sum::<usize>();
     let storages: Vec<&Arc<Resource>> = snap.list(Kind::ClusterStorage).collect();

@@ -115,6 +115,52 @@ open_vocab! {
     ConditionStatus { True = "True", False = "False", Unknown = "Unknown" }
 }
 
+/// What a Machine's phase means for the people who run it: the one rule every view (metrics'
+/// `status` label, the old aggregator's pending count, the dashboard) sorts phases by. The
+/// phases operators write beyond [`MachinePhase`] (`Provisioning`, `Starting`, `Error`,
+/// `Deleting`) are sorted too.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum MachineState {
+    /// `Running`.
+    Running,
+    /// No phase yet, or on its way: `Pending`, `Creating`, `Provisioning`, `Starting`.
+    Pending,
+    /// `Failed`, `Error`.
+    Failed,
+    /// `Stopped`, `Stopping`.
+    Stopped,
+    /// `Terminating`, `Deleting`.
+    Deleting,
+    /// Any other phase.
+    Other,
+}
+
+impl MachineState {
+    /// The status of a Machine in `phase` (None: no phase yet).
+    pub fn of(phase: Option<&str>) -> Self {
+        match phase.unwrap_or_default() {
+            "Running" => MachineState::Running,
+            "" | "Pending" | "Creating" | "Provisioning" | "Starting" => MachineState::Pending,
+            "Failed" | "Error" => MachineState::Failed,
+            "Stopped" | "Stopping" => MachineState::Stopped,
+            "Terminating" | "Deleting" => MachineState::Deleting,
+            _ => MachineState::Other,
+        }
+    }
+
+    /// As a metric label: `running`, `pending`, `failed`, `stopped`, `deleting`, `other`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MachineState::Running => "running",
+            MachineState::Pending => "pending",
+            MachineState::Failed => "failed",
+            MachineState::Stopped => "stopped",
+            MachineState::Deleting => "deleting",
+            MachineState::Other => "other",
+        }
+    }
+}
+
 /// One status condition. Covers metav1.Condition, the Machine's own condition type and the KC's.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Condition {

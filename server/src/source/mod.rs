@@ -3,9 +3,9 @@
 #[cfg(test)]
 pub(crate) mod churn;
 pub mod demo;
+pub mod embedded;
 pub mod kube;
 pub mod manifest;
-pub mod operators;
 pub mod simulator;
 pub mod status;
 
@@ -39,6 +39,158 @@ impl ImportSummary {
     /// Number of files refused.
     pub fn refused_files(&self) -> usize {
         self.files.iter().filter(|f| !f.accepted()).count()
+    }
+
+    /// Log what the import refused and noted.
+    pub fn log(&self) {
+        for e in self.errors() {
+            tracing::warn!(file = %e.file, document = e.document, path = %e.path, reason = %e.reason, "manifest refused");
+        }
+        for n in self.notes() {
+            tracing::info!(file = %n.file, document = n.document, "{}", n.message);
+        }
+        tracing::info!(
+            files = self.files.len(),
+            refused = self.refused_files(),
+            changed = self.changed,
+            "manifests loaded"
+        );
+    }
+}
+
+/// Which source feeds the store, with its settings: chosen once, from configuration.
+#[derive(Clone, Debug)]
+pub enum SourceSettings {
+    /// The database, the demo fleet, manifests and mutations.
+    Embedded(embedded::EmbeddedSettings),
+    /// Watches on a Kubernetes API server.
+    Kube(kube::KubeSettings),
+}
+
+/// A running source: where the store's objects come from.
+pub enum Source {
+    /// See [`embedded`].
+    Embedded(embedded::EmbeddedSource),
+    /// See [`kube`]: the watchers, and the database connection held for closing (the cluster is
+    /// the truth: nothing is written back).
+    Kube {
+        source: kube::KubeSource,
+        settings: kube::KubeSettings,
+        db: Option<crate::db::Db>,
+    },
+}
+
+impl SourceSettings {
+    /// `embedded` or `kube`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            SourceSettings::Embedded(_) => "embedded",
+            SourceSettings::Kube(_) => "kube",
+        }
+    }
+
+    /// Read back what an earlier run kept, before anything else writes the store (the embedded
+    /// source: its objects; the kube source: nothing, the cluster is the truth).
+    pub async fn restore(
+        &self,
+        db: &crate::db::Start,
+        store: &Store,
+        health: &crate::db::health::DbHealth,
+    ) -> usize {
+        let (SourceSettings::Embedded(_), crate::db::Start::Connected(db)) = (self, db) else {
+            return 0;
+        };
+        embedded::restore(db, store).await.unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "reading stored objects failed");
+            health.failed(&e);
+            0
+        })
+    }
+
+    /// Start the source on `store`.
+    pub async fn start(
+        self,
+        store: &std::sync::Arc<Store>,
+        db: crate::db::Start,
+        restored: usize,
+        health: std::sync::Arc<crate::db::health::DbHealth>,
+        stop: tokio::sync::watch::Receiver<bool>,
+        lagged: prometheus::IntCounter,
+    ) -> Result<Source, kube::ClientError> {
+        Ok(match self {
+            SourceSettings::Embedded(settings) => {
+                Source::Embedded(embedded::EmbeddedSource::start(
+                    store.clone(),
+                    settings,
+                    db,
+                    restored,
+                    health,
+                    stop,
+                    lagged,
+                ))
+            }
+            SourceSettings::Kube(settings) => Source::Kube {
+                source: kube::connect(store.clone(), &settings).await?,
+                settings,
+                db: match db {
+                    crate::db::Start::Connected(db) => Some(db),
+                    crate::db::Start::Retry { .. } => None,
+                },
+            },
+        })
+    }
+}
+
+impl Source {
+    /// Per-kind state: how current each kind is.
+    pub fn status(&self) -> std::sync::Arc<status::SourceStatus> {
+        match self {
+            Source::Embedded(e) => e.status(),
+            Source::Kube { source, .. } => source.status.clone(),
+        }
+    }
+
+    /// How to reach the cluster, for the kube source.
+    pub fn kube_settings(&self) -> Option<&kube::KubeSettings> {
+        match self {
+            Source::Embedded(_) => None,
+            Source::Kube { settings, .. } => Some(settings),
+        }
+    }
+
+    /// Objects read back from the database at start-up.
+    pub fn restored(&self) -> usize {
+        match self {
+            Source::Embedded(e) => e.restored(),
+            Source::Kube { .. } => 0,
+        }
+    }
+
+    /// Load what the source loads once the server answers (the embedded source's demo fleet,
+    /// simulator and manifests; the kube source's first lists are already under way).
+    pub async fn load(&mut self, store: &std::sync::Arc<Store>) -> anyhow::Result<ImportSummary> {
+        match self {
+            Source::Embedded(e) => e.load(store).await,
+            Source::Kube { .. } => Ok(ImportSummary::default()),
+        }
+    }
+
+    /// Stop at once (tests simulating a crash).
+    pub fn abort(&self) {
+        if let Source::Embedded(e) = self {
+            e.abort();
+        }
+    }
+
+    /// Stop, write what is pending; the database connection, for closing.
+    pub async fn stop(self) -> Option<crate::db::Db> {
+        match self {
+            Source::Embedded(e) => e.stop().await,
+            Source::Kube { source, db, .. } => {
+                drop(source);
+                db
+            }
+        }
     }
 }
 

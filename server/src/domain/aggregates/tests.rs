@@ -1,7 +1,7 @@
 use serde_json::json;
 
 use super::*;
-use crate::graphql::query::{
+use crate::domain::summary::{
     cluster_summary, cluster_summary_full, infrastructure_summary, infrastructure_summary_full,
 };
 use crate::source::churn::Churn;

@@ -118,7 +118,7 @@ pub(crate) mod open {
     pub(crate) fn infrastructure_summary(
         ctx: &Context<'_>,
         debounce_ms: u32,
-    ) -> Opened<crate::graphql::query::InfrastructureSummary> {
+    ) -> Opened<crate::domain::summary::InfrastructureSummary> {
         let debounce = debounce_of(debounce_ms)?;
         let store = ctx.data_unchecked::<Arc<Store>>().clone();
         let active = Active::new(counted(ctx), "infrastructureSummary");
@@ -126,7 +126,7 @@ pub(crate) mod open {
             store,
             debounce,
             active,
-            crate::graphql::query::infrastructure_summary,
+            crate::domain::summary::infrastructure_summary,
             mode(ctx),
             ctx.data_opt::<Arc<After>>(),
         ))
@@ -211,7 +211,7 @@ impl SubscriptionRoot {
         ctx: &Context<'_>,
         #[graphql(default = 250)] debounce_ms: u32,
     ) -> async_graphql::Result<
-        impl Stream<Item = crate::graphql::query::InfrastructureSummary> + use<>,
+        impl Stream<Item = crate::domain::summary::InfrastructureSummary> + use<>,
     > {
         open::infrastructure_summary(ctx, debounce_ms).map(events)
     }

@@ -99,29 +99,7 @@ pub fn decode_id(id: &str) -> Result<Key, IdError> {
     }
 }
 
-/// A 64-bit integer, for byte counts and their sums: GraphQL's `Int` is 32-bit, and a 16 GiB
-/// machine already does not fit it (graphql-js servers and gateways refuse such an `Int`).
-/// Written as a JSON number; exact up to 2^63 − 1 (JavaScript clients read it exactly up to 2^53).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
-pub struct Long(pub i64);
-
-/// A 64-bit integer (byte counts and their sums; GraphQL's `Int` is 32-bit), as a JSON number.
-#[async_graphql::Scalar(name = "Long")]
-impl async_graphql::ScalarType for Long {
-    fn parse(value: async_graphql::Value) -> async_graphql::InputValueResult<Self> {
-        match &value {
-            async_graphql::Value::Number(n) => n
-                .as_i64()
-                .map(Long)
-                .ok_or_else(|| async_graphql::InputValueError::custom("not a 64-bit integer")),
-            _ => Err(async_graphql::InputValueError::expected_type(value)),
-        }
-    }
-
-    fn to_value(&self) -> async_graphql::Value {
-        async_graphql::Value::Number(self.0.into())
-    }
-}
+pub use crate::domain::summary::Long;
 
 /// A label or annotation.
 #[derive(SimpleObject, Clone, Debug)]

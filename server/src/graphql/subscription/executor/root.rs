@@ -10,8 +10,8 @@ use parking_lot::Mutex;
 
 use super::super::{ClusterEvent, ResourceEvent, ResourceEventType, Seq, open};
 use super::{Hubs, SubscriptionDocuments};
+use crate::domain::summary::InfrastructureSummary;
 use crate::graphql::paging::Filter;
-use crate::graphql::query::InfrastructureSummary;
 use crate::graphql::types::HostCapacity;
 
 /// The schema our executor runs subscription documents against.

@@ -198,7 +198,7 @@ pub async fn start(cfg: &ServeConfig, listener: TcpListener) -> anyhow::Result<R
         reason = why,
         database = %redact_url(&cfg.db.database_url),
         "source: {}",
-        source_settings.name()
+        source_settings.describe()
     );
 
     // The database first: what the source kept in an earlier run comes back before anything
@@ -288,8 +288,8 @@ pub async fn start(cfg: &ServeConfig, listener: TcpListener) -> anyhow::Result<R
         )),
     };
     let schema = build_schema(&settings);
-    let events = build_executor_schemas(&settings);
-    let documents = events.documents.clone();
+    let subscription_schemas = build_executor_schemas(&settings);
+    let documents = subscription_schemas.documents.clone();
     let cache = Arc::new(crate::http::cache::ResponseCache::new(
         cfg.response_cache_mb.saturating_mul(1024 * 1024),
         metrics.cache_hits.clone(),
@@ -317,7 +317,7 @@ pub async fn start(cfg: &ServeConfig, listener: TcpListener) -> anyhow::Result<R
         gate: gate.clone(),
         store: store.clone(),
         schema,
-        events,
+        subscription_schemas,
         ready: ready.clone(),
         metrics,
         db_health: db_health.clone(),

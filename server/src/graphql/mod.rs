@@ -184,3 +184,11 @@ pub fn build_executor_schemas(
 pub fn sdl() -> String {
     build_schema(&SchemaSettings::default()).sdl()
 }
+
+/// True when a response is a request that failed before it ran (parse, validation, variables,
+/// limits): no data, and only errors without a path.
+pub fn rejected(response: &async_graphql::Response) -> bool {
+    response.data == async_graphql::Value::Null
+        && !response.errors.is_empty()
+        && response.errors.iter().all(|e| e.path.is_empty())
+}

@@ -6,8 +6,8 @@
 use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts, Registry};
 
 use crate::domain::aggregates::ClusterState;
-use crate::model::{Kind, LABEL_CLUSTER_ID, Resource};
 use crate::domain::operators::{OperatorHealth, OperatorState};
+use crate::model::{Kind, LABEL_CLUSTER_ID, Resource};
 use crate::store::{ChangeType, Snapshot};
 
 /// Gauges promtool must see as `untyped`: their names end in `_total`, which the exposition

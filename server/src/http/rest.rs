@@ -20,8 +20,8 @@ use serde_json::{Value, json};
 
 use super::AppState;
 use crate::domain::aggregates::ClusterState;
-use crate::model::{Kind, Resource};
 use crate::domain::operators::{OperatorResources, OperatorState};
+use crate::model::{Kind, Resource};
 use crate::store::{Idx, Snapshot, scoped};
 
 /// The OpenAPI 3.1 document of these routes (kept in step with the router by a test).

@@ -190,7 +190,7 @@ pub fn execute_stream(
         });
     match subscription {
         Some(Some(prepared)) => crate::graphql::subscription::executor::subscribe(
-            app.events.clone(),
+            app.subscription_schemas.clone(),
             app.store.clone(),
             prepared,
             std::mem::take(&mut request.variables),
@@ -543,10 +543,7 @@ impl Conn {
         // (with a path, e.g. bad arguments of a subscription field) are a result: `next`, as
         // the graphql-ws reference server does.
         if let Payload::Response(response) = &payload {
-            let refused = !op.started
-                && response.data == async_graphql::Value::Null
-                && response.is_err()
-                && response.errors.iter().all(|e| e.path.is_empty());
+            let refused = !op.started && crate::graphql::rejected(response);
             if refused && self.protocol == Protocol::Transport {
                 if let Some(op) = self.operations.remove(&id) {
                     op.abort.abort();

@@ -89,6 +89,14 @@ impl SourceSettings {
         }
     }
 
+    /// What feeds the store, in words.
+    pub fn describe(&self) -> &'static str {
+        match self {
+            SourceSettings::Embedded(_) => "embedded store",
+            SourceSettings::Kube(_) => "Kubernetes watches",
+        }
+    }
+
     /// Read back what an earlier run kept, before anything else writes the store (the embedded
     /// source: its objects; the kube source: nothing, the cluster is the truth).
     pub async fn restore(

@@ -1,0 +1,386 @@
+//! A GraphQL request's way through the server, over POST, GET and SSE: admit the caller, read
+//! the request, answer from the cache or execute it (queries on one snapshot, within the time
+//! limit), and the one rule for a request rejected before it ran. WebSockets (`ws.rs`) take the
+//! same steps per operation.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use axum::extract::{ConnectInfo, State};
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+use futures::StreamExt;
+use serde_json::json;
+
+use async_graphql::http::GraphiQLSource;
+use axum::response::Html;
+
+use super::{AppState, Held, access, cache, graphql_http, ws};
+use crate::error::ErrorCode;
+
+/// GET with a `query` parameter executes a query (GraphQL over HTTP; mutations are refused with
+/// 405); a bare GET opens GraphiQL.
+pub(super) async fn graphql_get(
+    State(app): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: axum::http::HeaderMap,
+    uri: axum::http::Uri,
+) -> Response {
+    let Some(query) = uri
+        .query()
+        .filter(|q| q.split('&').any(|p| p.starts_with("query=")))
+    else {
+        if !app.access.graphiql {
+            return graphql_http::refuse(graphql_http::Media::Json,
+                ErrorCode::GraphiqlOff,
+                "GraphiQL is switched off here (GRAPHIQL=false); send queries with POST or GET ?query=",
+            )
+            .into_response();
+        }
+        let page = GraphiQLSource::build()
+            .endpoint("/graphql")
+            .subscription_endpoint("/graphql/ws")
+            .title("vitistack GraphQL")
+            .finish();
+        return Html(page).into_response();
+    };
+    // Who is asking comes first: nothing else is said to a caller without a credential.
+    let media = graphql_http::negotiate(&headers);
+    let principal = match app
+        .access
+        .admit(
+            peer.ip(),
+            &headers,
+            media.unwrap_or(graphql_http::Media::Json),
+        )
+        .await
+    {
+        Ok(p) => p,
+        Err(refused) => return refused,
+    };
+    let Some(media) = media else {
+        return graphql_http::not_acceptable();
+    };
+    let mut request = match graphql_http::parse_get(query, media) {
+        Ok(r) => r,
+        Err(refused) => return refused.into_response(),
+    };
+    let name = request.operation_name.clone();
+    // Only a document not known to hold queries alone is parsed to find the operation's type.
+    if !app.documents.known_queries(&request.query)
+        && let Ok(doc) = request.parsed_query()
+        && let Some(ty) = ws::operation_type(doc, name.as_deref())
+        && ty != async_graphql::parser::types::OperationType::Query
+    {
+        return graphql_http::refuse(media,
+            ErrorCode::MethodNotAllowed,
+            format!(
+                "a {ty} cannot run over GET: use POST (subscriptions: /graphql/ws or /graphql/stream)"
+            ),
+        )
+        .into_response();
+    }
+    execute(&app, request, media, principal, None).await
+}
+
+/// GraphQL over SSE (GET with `query`, `variables`, `operationName` parameters).
+pub(super) async fn graphql_sse_get(
+    State(app): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: axum::http::HeaderMap,
+    uri: axum::http::Uri,
+) -> Response {
+    let principal = match app
+        .access
+        .admit(peer.ip(), &headers, graphql_http::Media::Json)
+        .await
+    {
+        Ok(p) => p,
+        Err(refused) => return refused,
+    };
+    match graphql_http::parse_get(uri.query().unwrap_or_default(), graphql_http::Media::Json) {
+        Ok(req) => sse(app, principal, req),
+        Err(refused) => refused.into_response(),
+    }
+}
+
+/// GraphQL over SSE (POST with a JSON body, as on `/graphql`).
+pub(super) async fn graphql_sse_post(
+    State(app): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: axum::http::HeaderMap,
+    body: bytes::Bytes,
+) -> Response {
+    let principal = match app
+        .access
+        .admit(peer.ip(), &headers, graphql_http::Media::Json)
+        .await
+    {
+        Ok(p) => p,
+        Err(refused) => return refused,
+    };
+    match graphql_http::parse_post(&headers, &body, graphql_http::Media::Json) {
+        Ok(req) => sse(app, principal, req),
+        Err(refused) => refused.into_response(),
+    }
+}
+
+/// One operation as an event stream: `next` events (each a GraphQL response), then `complete`.
+/// Same semantics as a WebSocket operation; counts against the same connection caps.
+pub(super) fn sse(
+    app: AppState,
+    principal: crate::auth::Principal,
+    request: async_graphql::Request,
+) -> Response {
+    use axum::response::sse::{Event, KeepAlive, Sse};
+    let admission = match app.gate.admit(principal.address) {
+        Ok(a) => a,
+        Err(reason) => {
+            return graphql_http::refuse(
+                graphql_http::Media::Json,
+                ErrorCode::ConnectionLimit,
+                reason.to_string(),
+            )
+            .into_response();
+        }
+    };
+    let open = Held::new(&app.metrics.sse_open);
+    let keepalive = app.gate.settings.keepalive;
+    // A stream whose key is revoked ends with a FORBIDDEN error, as a socket closes with 4403.
+    let was_revoked = Arc::new(AtomicBool::new(false));
+    let revoked = {
+        let was_revoked = was_revoked.clone();
+        let revoked = ws::revoked(app.access.auth.clone(), principal.clone());
+        async move {
+            revoked.await;
+            was_revoked.store(true, Ordering::Release);
+        }
+    };
+    let mut going_away = app.going_away.clone();
+    let events = ws::execute_stream(&app, request, principal)
+        .map(|payload| {
+            Ok::<_, std::convert::Infallible>(Event::default().event("next").data(payload.json()))
+        })
+        .take_until(revoked)
+        .take_until(async move { ws::gone(&mut going_away).await })
+        .chain(
+            futures::stream::once(async move { was_revoked.load(Ordering::Acquire) }).filter_map(
+                |revoked| async move {
+                    revoked.then(|| {
+                        let body = json!({"errors": [{"message": ws::REVOKED, "extensions": {"code": ErrorCode::Forbidden}}]});
+                        Ok(Event::default().event("next").data(body.to_string()))
+                    })
+                },
+            ),
+        )
+        .chain(futures::stream::once(async move {
+            // Held until the stream ends or the client goes away.
+            drop((admission, open));
+            Ok(Event::default().event("complete").data(""))
+        }));
+    Sse::new(events)
+        .keep_alive(KeepAlive::new().interval(keepalive))
+        .into_response()
+}
+
+/// A request's headers, taken from it rather than copied (axum's `HeaderMap` extractor clones
+/// them); for a handler whose other extractors do not read headers.
+pub(super) struct Headers(axum::http::HeaderMap);
+
+impl<S: Send + Sync> axum::extract::FromRequestParts<S> for Headers {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        _: &S,
+    ) -> Result<Self, Self::Rejection> {
+        Ok(Headers(std::mem::take(&mut parts.headers)))
+    }
+}
+
+/// POST: a JSON answer in the media type the client accepts, or an SSE stream when it accepts
+/// only `text/event-stream`.
+pub(super) async fn graphql(
+    State(app): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    Headers(headers): Headers,
+    body: bytes::Bytes,
+) -> Response {
+    let wants_sse = headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|a| a.contains("text/event-stream") && !a.contains("json"));
+    let negotiated = graphql_http::negotiate(&headers);
+    // Who is asking comes first: nothing else is said to a caller without a credential.
+    let principal = match app
+        .access
+        .admit(
+            peer.ip(),
+            &headers,
+            negotiated.unwrap_or(graphql_http::Media::Json),
+        )
+        .await
+    {
+        Ok(p) => p,
+        Err(refused) => return refused,
+    };
+    let media = if wants_sse {
+        graphql_http::Media::Json
+    } else {
+        match negotiated {
+            Some(m) => m,
+            None => return graphql_http::not_acceptable(),
+        }
+    };
+    // A body asked before on this version of the graph is answered as it was.
+    if !wants_sse
+        && graphql_http::is_json(&headers)
+        && let Some(answer) = app.cache.by_body(app.store.snapshot().seq(), &body)
+    {
+        return graphql_http::answer(media, answer.body, answer.rejected);
+    }
+    let request = match graphql_http::parse_post(&headers, &body, media) {
+        Ok(r) => r,
+        Err(refused) => return refused.into_response(),
+    };
+    if wants_sse {
+        return sse(app, principal, request);
+    }
+    execute(&app, request, media, principal, Some(&body)).await
+}
+
+/// The answer to a request that did not finish within `API_TIMEOUT`.
+pub(super) fn timed_out(app: &AppState, media: graphql_http::Media) -> Response {
+    graphql_http::refuse(
+        media,
+        ErrorCode::Timeout,
+        access::timeout_message(app.access.timeout),
+    )
+    .into_response()
+}
+
+/// Execute a query or mutation within `API_TIMEOUT`. Only work that runs is timed: an answer
+/// taken from the cache is not (a timer per request cost a cached request a twentieth of its
+/// time), and a request that shares a concurrent identical one's execution shares its time limit.
+pub(super) async fn execute(
+    app: &AppState,
+    mut request: async_graphql::Request,
+    media: graphql_http::Media,
+    principal: crate::auth::Principal,
+    body: Option<&[u8]>,
+) -> Response {
+    let started = Instant::now();
+    request = request.data(principal);
+    // One snapshot per request: every field of the answer reads the same version of the graph.
+    let snapshot = app.store.snapshot();
+    let seq = snapshot.seq();
+    let key = cache::Key::of(&request);
+    let key = key.as_ref();
+    // A known document of shareable queries is parsed only when its answer is not cached; any
+    // other document is parsed first, to find out whether its answer may be shared at all.
+    let plan = if app.documents.known_shareable(&request.query) {
+        None
+    } else {
+        Some(app.documents.prepare(&mut request, key))
+    };
+    let plan = match plan {
+        // Mutations, and queries whose answer depends on the caller: never cached, never shared
+        // with a concurrent identical request. A mutation reads the live graph, not this
+        // snapshot: its answer shows the graph after its write.
+        Some(plan) if !plan.shareable() => {
+            // Boxed, as is the execution below: an executing request's state is large, and a
+            // request answered from the cache would otherwise carry (and move) it too.
+            let run = Box::pin(execute_unshared(
+                app, request, &plan, snapshot, key, media, started,
+            ));
+            return match tokio::time::timeout(app.access.timeout, run).await {
+                Ok(response) => response,
+                Err(_) => timed_out(app, media),
+            };
+        }
+        other => other,
+    };
+    let (answer, _) = app
+        .cache
+        .get_or_execute(seq, key, || {
+            Box::pin(async move {
+                let plan = match plan {
+                    Some(p) => p,
+                    None => app.documents.prepare(&mut request, key),
+                };
+                let is_query = plan.only_queries();
+                let volatile = crate::graphql::Volatile::default();
+                let request = app
+                    .query_data(request, snapshot, key)
+                    .data(volatile.clone());
+                let run = app.documents.execute(&app.schema, &plan, key, request);
+                let Ok(response) = tokio::time::timeout(app.access.timeout, run).await else {
+                    return cache::Answer {
+                        body: bytes::Bytes::new(),
+                        cacheable: false,
+                        rejected: false,
+                        timed_out: true,
+                    };
+                };
+                let ok = response.errors.is_empty();
+                app.metrics.observe_graphql(started.elapsed(), ok);
+                cache::Answer {
+                    body: answer_body(&response),
+                    cacheable: ok && is_query && !volatile.is_marked(),
+                    rejected: crate::graphql::rejected(&response),
+                    timed_out: false,
+                }
+            })
+        })
+        .await;
+    if answer.timed_out {
+        return timed_out(app, media);
+    }
+    if let (true, Some(key), Some(body)) = (answer.cacheable, key, body) {
+        app.cache.index_body(seq, key, body);
+    }
+    graphql_http::answer(media, answer.body, answer.rejected)
+}
+
+/// Run a request whose answer is not shared: with this snapshot for queries, on the live graph
+/// for mutations.
+pub(super) async fn execute_unshared(
+    app: &AppState,
+    request: async_graphql::Request,
+    plan: &crate::graphql::documents::Plan,
+    snapshot: Arc<crate::store::Snapshot>,
+    key: Option<&cache::Key>,
+    media: graphql_http::Media,
+    started: Instant,
+) -> Response {
+    let request = if plan.only_queries() {
+        app.query_data(request, snapshot, key)
+    } else {
+        drop(snapshot);
+        app.live_data(request)
+    };
+    let response = app.documents.execute(&app.schema, plan, key, request).await;
+    app.metrics
+        .observe_graphql(started.elapsed(), response.errors.is_empty());
+    graphql_http::answer(
+        media,
+        answer_body(&response),
+        crate::graphql::rejected(&response),
+    )
+}
+
+/// The JSON body of a response (a request that never ran has no `data` entry at all).
+pub(super) fn answer_body(response: &async_graphql::Response) -> bytes::Bytes {
+    let body = if crate::graphql::rejected(response) {
+        serde_json::to_vec(&json!({"errors": response.errors}))
+    } else {
+        serde_json::to_vec(response)
+    };
+    body.map(bytes::Bytes::from).unwrap_or_else(|e| {
+        bytes::Bytes::from(
+            json!({"errors": [{"message": format!("answer not serializable: {e}")}]}).to_string(),
+        )
+    })
+}

@@ -1,0 +1,103 @@
+//! What every request handler shares: the server's state behind one reference count, and what
+//! each GraphQL request carries besides its document.
+
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
+use super::{Metrics, access, cache, ws};
+use crate::db::health::DbHealth;
+use crate::graphql::AppSchema;
+use crate::source::status::SourceStatus;
+use crate::store::Store;
+
+/// Everything a request handler needs, shared: a clone is one reference count. (axum clones the
+/// state for every extractor and middleware of a request; as a struct of twenty `Arc`s, whose
+/// counts bounced between the cores, that was a tenth of a cached request's time.)
+#[derive(Clone)]
+pub struct AppState(Arc<ServerState>);
+
+impl AppState {
+    /// Share `state` with every request.
+    pub fn new(state: ServerState) -> Self {
+        AppState(Arc::new(state))
+    }
+}
+
+impl std::ops::Deref for AppState {
+    type Target = ServerState;
+    fn deref(&self) -> &ServerState {
+        &self.0
+    }
+}
+
+/// What the server's requests share (see [`AppState`]).
+pub struct ServerState {
+    /// The graph.
+    pub store: Arc<Store>,
+    /// The GraphQL schema.
+    pub schema: AppSchema,
+    /// The schema our subscription executor runs documents against.
+    pub subscription_schemas: crate::graphql::subscription::executor::ExecutorSchemas,
+    /// Set once every source has loaded.
+    pub ready: Arc<AtomicBool>,
+    /// Prometheus metrics.
+    pub metrics: Arc<Metrics>,
+    /// The database's state.
+    pub db_health: Arc<DbHealth>,
+    /// Where objects come from, and how current each kind is.
+    pub source: Arc<SourceStatus>,
+    /// Answers to repeated queries on an unchanged graph.
+    pub cache: Arc<cache::ResponseCache>,
+    /// Parts of answers kept across changes.
+    pub parts: Arc<crate::graphql::parts::PartCache>,
+    /// Query documents parsed once, and the requests they passed strict validation with.
+    pub documents: Arc<crate::graphql::documents::QueryDocuments>,
+    /// Admits WebSockets and SSE streams under the caps.
+    pub gate: Arc<ws::Gate>,
+    /// The event log (each query gets its own history loaders).
+    pub history: Option<Arc<crate::history::History>>,
+    /// Who may call, how much, and from where.
+    pub access: Arc<access::Access>,
+    /// The latest probes of the operators' endpoints.
+    pub probes: Arc<crate::domain::operators::Probes>,
+    /// How long an operator's object may go without status before the operator is unhealthy.
+    pub operator_stall: std::time::Duration,
+    /// Turns true at SIGTERM: `/ready` and the health routes answer 503, WebSockets close with
+    /// 1001, SSE streams end.
+    pub going_away: tokio::sync::watch::Receiver<bool>,
+    /// `/metrics` is served (METRICS_ENABLED).
+    pub metrics_enabled: bool,
+    /// Which Vitistack is "the" datacenter (VITISTACKCRDNAME).
+    pub vitistack_name: String,
+}
+
+impl ServerState {
+    /// What every query request carries besides the document: the snapshot it reads, the kept
+    /// parts of earlier answers to the same request (`key`), and its own history loaders (a
+    /// page's history is prefetched into them).
+    pub fn query_data(
+        &self,
+        request: async_graphql::Request,
+        snapshot: Arc<crate::store::Snapshot>,
+        key: Option<&cache::Key>,
+    ) -> async_graphql::Request {
+        let parts = self.parts.for_request(key, snapshot.clone());
+        let mut request = request.data(snapshot);
+        if let Some(parts) = parts {
+            request = request.data(parts);
+        }
+        match &self.history {
+            Some(h) => request.data(crate::graphql::loaders::request_loaders(h.clone())),
+            None => request,
+        }
+    }
+
+    /// What a mutation request carries: no snapshot (its fields read the live graph, which holds
+    /// its own write once it has been made) and its own history loaders.
+    pub fn live_data(&self, request: async_graphql::Request) -> async_graphql::Request {
+        match &self.history {
+            Some(h) => request.data(crate::graphql::loaders::request_loaders(h.clone())),
+            None => request,
+        }
+    }
+}

@@ -1,0 +1,215 @@
+//! Who may call, how much and from where: authentication, rate limits, origins, TLS.
+
+use std::net::IpAddr;
+use std::path::PathBuf;
+
+use clap::Args;
+
+use super::ConfigError;
+
+/// Who may call, how much, and from where.
+#[derive(Args, Clone, Debug)]
+pub struct AccessConfig {
+    /// API keys: one per line, `NAME ROLE KEY [expires=RFC3339]`, ROLE viewer, operator or admin,
+    /// KEY the key (at least 16 characters) or `sha256:<hex>` of it. Sent as
+    /// `Authorization: Bearer <key>`. Re-read every API_KEYS_RELOAD_SECONDS.
+    #[arg(long, env = "API_KEYS_FILE")]
+    pub api_keys_file: Option<PathBuf>,
+
+    /// How often the keys file is re-read: a removed or expired key's open sockets are closed
+    /// (4403) within this.
+    #[arg(long, env = "API_KEYS_RELOAD_SECONDS", default_value_t = 5.0)]
+    pub api_keys_reload_seconds: f64,
+
+    /// Accept Kubernetes bearer tokens: TokenReview authenticates, SubjectAccessReviews on
+    /// vitistack.io resources give the role (create vitistacks: admin; patch kubernetesclusters:
+    /// operator; get kubernetesclusters: viewer).
+    #[arg(long, env = "AUTH_KUBERNETES", default_value_t = false, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
+    pub auth_kubernetes: bool,
+
+    /// Seconds a token review's answer is kept.
+    #[arg(long, env = "AUTH_CACHE_SECONDS", default_value_t = 10)]
+    pub auth_cache_seconds: u64,
+
+    /// Audiences a Kubernetes token must be meant for (comma-separated; empty: the API server's).
+    #[arg(long, env = "AUTH_AUDIENCES", value_delimiter = ',')]
+    pub auth_audiences: Vec<String>,
+
+    /// Networks (CIDRs, comma-separated) whose clients may read (viewer) without a key. Empty
+    /// (the default): every GraphQL request needs a key. `scripts/run.sh` sets 127.0.0.0/8,::1/128.
+    #[arg(long, env = "ANONYMOUS_READ_FROM", value_delimiter = ',')]
+    pub anonymous_read_from: Vec<String>,
+
+    /// Proxies (CIDRs, comma-separated) whose `X-Forwarded-For` names the client (for rate limits
+    /// and anonymous read). Other peers' `X-Forwarded-For` is ignored.
+    #[arg(long, env = "TRUSTED_PROXIES", value_delimiter = ',')]
+    pub trusted_proxies: Vec<String>,
+
+    /// `/metrics` needs a key (any role) too.
+    #[arg(long, env = "METRICS_REQUIRE_KEY", default_value_t = false, action = clap::ArgAction::Set)]
+    pub metrics_require_key: bool,
+
+    /// Operations per minute and burst for every role, `PER_MINUTE/BURST` (0: unlimited). Counted
+    /// per principal, per client address when anonymous. (The old operator: 60/10.)
+    #[arg(long, env = "RATE_LIMIT", default_value = "600/100")]
+    pub rate_limit: String,
+
+    /// The viewer role's limit, when not RATE_LIMIT.
+    #[arg(long, env = "RATE_LIMIT_VIEWER")]
+    pub rate_limit_viewer: Option<String>,
+
+    /// The operator role's limit, when not RATE_LIMIT.
+    #[arg(long, env = "RATE_LIMIT_OPERATOR")]
+    pub rate_limit_operator: Option<String>,
+
+    /// The admin role's limit, when not RATE_LIMIT.
+    #[arg(long, env = "RATE_LIMIT_ADMIN")]
+    pub rate_limit_admin: Option<String>,
+
+    /// Longest time one operation may run (seconds) before it is answered with a TIMEOUT error.
+    #[arg(long, env = "OPERATION_TIMEOUT_SECONDS", default_value_t = 30.0)]
+    pub operation_timeout_seconds: f64,
+
+    /// Answer introspection queries (`__schema`, `__type`).
+    #[arg(long, env = "INTROSPECTION", default_value_t = true, action = clap::ArgAction::Set)]
+    pub introspection: bool,
+
+    /// Serve GraphiQL on a bare GET of /graphql.
+    #[arg(long, env = "GRAPHIQL", default_value_t = true, action = clap::ArgAction::Set)]
+    pub graphiql: bool,
+
+    /// Origins (comma-separated, e.g. https://ops.example.com) other pages may call the API from
+    /// (CORS), and open WebSockets from. Empty: the page's own origin only.
+    #[arg(long, env = "CORS_ALLOWED_ORIGINS", value_delimiter = ',')]
+    pub cors_allowed_origins: Vec<String>,
+
+    /// PEM certificate chain: with TLS_KEY_FILE, serve HTTPS and WSS (rustls).
+    #[arg(long, env = "TLS_CERT_FILE")]
+    pub tls_cert_file: Option<PathBuf>,
+
+    /// PEM private key of TLS_CERT_FILE.
+    #[arg(long, env = "TLS_KEY_FILE")]
+    pub tls_key_file: Option<PathBuf>,
+}
+
+impl AccessConfig {
+    /// The authentication settings; the error names the variable and the bad value.
+    pub fn auth_settings(&self) -> Result<crate::auth::AuthSettings, ConfigError> {
+        let nets = |name: &'static str, values: &[String]| {
+            values
+                .iter()
+                .map(|v| v.trim())
+                .filter(|v| !v.is_empty())
+                .map(|v| {
+                    v.parse::<ipnet::IpNet>()
+                        .or_else(|_| v.parse::<IpAddr>().map(ipnet::IpNet::from))
+                        .map_err(|_| {
+                            ConfigError::invalid(
+                                name,
+                                format!("`{v}` is not an address or a CIDR (10.0.0.0/8)"),
+                            )
+                        })
+                })
+                .collect::<Result<Vec<_>, ConfigError>>()
+        };
+        if !(self.api_keys_reload_seconds.is_finite() && self.api_keys_reload_seconds > 0.0) {
+            return Err(ConfigError::NotPositive {
+                setting: "API_KEYS_RELOAD_SECONDS",
+                value: self.api_keys_reload_seconds,
+            });
+        }
+        Ok(crate::auth::AuthSettings {
+            keys_file: self.api_keys_file.clone(),
+            reload: std::time::Duration::from_secs_f64(self.api_keys_reload_seconds),
+            kubernetes: self
+                .auth_kubernetes
+                .then(|| crate::auth::review::ReviewSettings {
+                    ttl: std::time::Duration::from_secs(self.auth_cache_seconds),
+                    audiences: self
+                        .auth_audiences
+                        .iter()
+                        .map(|a| a.trim().to_string())
+                        .filter(|a| !a.is_empty())
+                        .collect(),
+                }),
+            anonymous_from: nets("ANONYMOUS_READ_FROM", &self.anonymous_read_from)?,
+            trusted_proxies: nets("TRUSTED_PROXIES", &self.trusted_proxies)?,
+        })
+    }
+
+    /// The rate limit of each role.
+    pub fn rate_limits(
+        &self,
+    ) -> Result<Vec<(crate::auth::Role, crate::http::rate::RateLimit)>, ConfigError> {
+        use crate::auth::Role;
+        let base = self
+            .rate_limit
+            .parse()
+            .map_err(|e| ConfigError::RateLimit {
+                setting: "RATE_LIMIT",
+                source: e,
+            })?;
+        [
+            (Role::Viewer, "RATE_LIMIT_VIEWER", &self.rate_limit_viewer),
+            (
+                Role::Operator,
+                "RATE_LIMIT_OPERATOR",
+                &self.rate_limit_operator,
+            ),
+            (Role::Admin, "RATE_LIMIT_ADMIN", &self.rate_limit_admin),
+        ]
+        .into_iter()
+        .map(|(role, name, v)| match v {
+            Some(v) => v
+                .parse()
+                .map(|l| (role, l))
+                .map_err(|e| ConfigError::RateLimit {
+                    setting: name,
+                    source: e,
+                }),
+            None => Ok((role, base)),
+        })
+        .collect()
+    }
+
+    /// The longest an operation may run.
+    pub fn operation_timeout(&self) -> Result<std::time::Duration, ConfigError> {
+        let s = self.operation_timeout_seconds;
+        if !(s.is_finite() && s > 0.0) {
+            return Err(ConfigError::NotPositive {
+                setting: "OPERATION_TIMEOUT_SECONDS",
+                value: s,
+            });
+        }
+        Ok(std::time::Duration::from_secs_f64(s))
+    }
+
+    /// Check what clap cannot.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        self.auth_settings()?;
+        self.rate_limits()?;
+        self.operation_timeout()?;
+        for o in &self.cors_allowed_origins {
+            let o = o.trim();
+            if !(o.is_empty() || o.starts_with("http://") || o.starts_with("https://")) {
+                return Err(ConfigError::invalid(
+                    "CORS_ALLOWED_ORIGINS",
+                    format!("`{o}` must be an origin like https://ops.example.com"),
+                ));
+            }
+        }
+        if self.tls_cert_file.is_some() != self.tls_key_file.is_some() {
+            return Err(ConfigError::TlsPair);
+        }
+        Ok(())
+    }
+
+    /// The allowed origins, without a trailing slash.
+    pub fn origins(&self) -> Vec<String> {
+        self.cors_allowed_origins
+            .iter()
+            .map(|o| o.trim().trim_end_matches('/').to_string())
+            .filter(|o| !o.is_empty())
+            .collect()
+    }
+}

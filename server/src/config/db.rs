@@ -1,0 +1,57 @@
+//! The database settings `serve`, `migrate` and `import` share.
+
+use clap::Args;
+
+use super::{ConfigError, DatabaseUrl};
+
+/// Database settings, shared by `serve`, `migrate` and `import`.
+#[derive(Args, Clone, Debug)]
+pub struct DbConfig {
+    /// Database for history and embedded-mode objects: `sqlite://FILE` (created if missing) or
+    /// `postgres://USER:PASSWORD@HOST:PORT/DB`.
+    #[arg(
+        long,
+        env = "DATABASE_URL",
+        default_value = "sqlite://vitistack.db",
+        hide_env_values = true
+    )]
+    pub database_url: DatabaseUrl,
+
+    /// Largest number of open database connections.
+    #[arg(long, env = "DB_MAX_OPEN_CONNS", default_value_t = 10)]
+    pub db_max_open_conns: u32,
+
+    /// Database connections kept open when idle.
+    #[arg(long, env = "DB_MAX_IDLE_CONNS", default_value_t = 2)]
+    pub db_max_idle_conns: u32,
+
+    /// Close database connections older than this many seconds.
+    #[arg(long, env = "DB_CONN_MAX_LIFETIME_SECONDS", default_value_t = 1800)]
+    pub db_conn_max_lifetime_seconds: u64,
+
+    /// Give up connecting (or waiting for a free connection) after this many seconds.
+    #[arg(long, env = "DB_CONNECT_TIMEOUT_SECONDS", default_value_t = 5)]
+    pub db_connect_timeout_seconds: u64,
+}
+
+impl DbConfig {
+    /// Pool settings.
+    pub fn pool(&self) -> crate::db::PoolSettings {
+        crate::db::PoolSettings {
+            max_open: self.db_max_open_conns,
+            min_idle: self.db_max_idle_conns,
+            max_lifetime: std::time::Duration::from_secs(self.db_conn_max_lifetime_seconds),
+            acquire_timeout: std::time::Duration::from_secs(self.db_connect_timeout_seconds.max(1)),
+            read_statements: crate::db::unregistered_counter(),
+        }
+    }
+
+    /// Check the URL; the error names the variable and what it accepts.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        crate::db::Engine::of(&self.database_url)?;
+        if self.db_max_open_conns == 0 {
+            return Err(ConfigError::Zero("DB_MAX_OPEN_CONNS"));
+        }
+        Ok(())
+    }
+}

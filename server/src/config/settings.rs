@@ -1,0 +1,301 @@
+//! Each module's settings, assembled from the command line and environment.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+
+use super::{ConfigError, ServeConfig, SourceMode};
+
+impl ServeConfig {
+    /// How the history writer batches, bounds and expires events.
+    pub fn history_settings(&self) -> crate::history::writer::HistorySettings {
+        crate::history::writer::HistorySettings {
+            buffer: self.history_buffer,
+            batch_size: self.history_batch_size,
+            flush_interval: std::time::Duration::from_millis(self.history_flush_interval_ms),
+            retention: std::time::Duration::from_secs(
+                self.history_retention_days.saturating_mul(24 * 3600),
+            ),
+        }
+    }
+
+    /// Webhook endpoints and delivery policy.
+    pub fn webhook_settings(&self) -> crate::history::webhooks::WebhookSettings {
+        crate::history::webhooks::WebhookSettings {
+            urls: self
+                .webhook_urls
+                .iter()
+                .filter(|u| !u.0.trim().is_empty())
+                .map(|u| u.0.clone())
+                .collect(),
+            secret: self
+                .webhook_secret
+                .as_ref()
+                .map(|s| s.0.clone())
+                .filter(|s| !s.is_empty()),
+            events: self.webhook_events.clone(),
+            timeout: std::time::Duration::from_secs(self.webhook_timeout_seconds.max(1)),
+            max_attempts: self.webhook_max_attempts.max(1),
+            first_retry: std::time::Duration::from_millis(self.webhook_retry_ms),
+            queue: self.webhook_queue.max(1),
+        }
+    }
+
+    /// The source to use, and why (for the start-up message).
+    pub fn resolve_source(&self) -> (SourceMode, &'static str) {
+        match self.source {
+            SourceMode::Kube => (SourceMode::Kube, "SOURCE=kube"),
+            SourceMode::Embedded => (SourceMode::Embedded, "SOURCE=embedded"),
+            SourceMode::Auto if self.demo => (SourceMode::Embedded, "demo requested"),
+            SourceMode::Auto if self.kubeconfig.is_some() => {
+                (SourceMode::Kube, "KUBECONFIG is set")
+            }
+            SourceMode::Auto if self.kube_context.is_some() => {
+                (SourceMode::Kube, "KUBE_CONTEXT is set")
+            }
+            SourceMode::Auto if std::env::var_os("KUBERNETES_SERVICE_HOST").is_some() => {
+                (SourceMode::Kube, "running in a cluster")
+            }
+            SourceMode::Auto => (
+                SourceMode::Embedded,
+                "no cluster configured (set KUBECONFIG or SOURCE=kube to watch one)",
+            ),
+        }
+    }
+
+    /// The source chosen (and why), with its settings; settings the other source would read are
+    /// said to be ignored.
+    pub fn source_settings(&self) -> (crate::source::SourceSettings, &'static str) {
+        use crate::source::SourceSettings;
+        let (mode, why) = self.resolve_source();
+        if mode == SourceMode::Kube {
+            if self.demo || !self.manifests.is_empty() {
+                tracing::warn!("demo and manifest files are ignored with the kube source");
+            }
+            if self.simulate {
+                tracing::warn!("SIMULATE needs the embedded source with --demo: not simulating");
+            }
+            return (SourceSettings::Kube(self.kube_settings()), why);
+        }
+        if self.simulate && !self.demo {
+            tracing::warn!("SIMULATE needs the embedded source with --demo: not simulating");
+        }
+        let demo = self.demo.then(|| {
+            if self.demo_clusters == 0 {
+                crate::source::demo::FleetSpec::demo()
+            } else {
+                crate::source::demo::FleetSpec::large_demo(self.demo_clusters)
+            }
+        });
+        let settings = crate::source::embedded::EmbeddedSettings {
+            simulate: (self.simulate && demo.is_some()).then_some(
+                crate::source::simulator::SimulatorSettings {
+                    steps_per_second: self.simulate_steps_per_second,
+                    seed: 11,
+                },
+            ),
+            demo,
+            manifests: self.manifests.clone(),
+            writer: crate::db::object_writer::WriterSettings {
+                flush_interval: std::time::Duration::from_millis(self.db_flush_interval_ms.max(1)),
+                batch_size: self.db_batch_size.max(1),
+            },
+        };
+        (SourceSettings::Embedded(settings), why)
+    }
+
+    /// Watch settings.
+    pub fn kube_settings(&self) -> crate::source::kube::KubeSettings {
+        use std::time::Duration;
+        crate::source::kube::KubeSettings {
+            kubeconfig: self.kubeconfig.clone(),
+            context: self.kube_context.clone(),
+            namespaces: self
+                .watch_namespaces
+                .iter()
+                .map(|n| n.trim().to_string())
+                .filter(|n| !n.is_empty())
+                .collect(),
+            watch_timeout: Duration::from_secs(self.watch_timeout_seconds.max(1)),
+            min_backoff: Duration::from_millis(self.watch_backoff_min_ms.max(10)),
+            max_backoff: Duration::from_secs(self.watch_backoff_max_seconds.max(1)),
+            absent_retry: Duration::from_secs(self.absent_kind_retry_seconds.max(1)),
+        }
+    }
+
+    /// The query cost limits.
+    pub fn query_limits(&self) -> crate::graphql::limits::QueryLimits {
+        crate::graphql::limits::QueryLimits {
+            max_tokens: self.max_query_tokens,
+            max_aliases: self.max_query_aliases,
+            max_complexity: self.max_query_complexity,
+            introspection: self.access.introspection,
+            max_depth: self.max_query_depth,
+        }
+    }
+
+    /// The socket address to listen on.
+    pub fn listen_addr(&self) -> SocketAddr {
+        let ip = self.bind_address.unwrap_or(if self.development {
+            IpAddr::V4(Ipv4Addr::LOCALHOST)
+        } else {
+            IpAddr::V4(Ipv4Addr::UNSPECIFIED)
+        });
+        SocketAddr::new(ip, self.port)
+    }
+
+    /// Check settings that clap cannot; the error names the variable and what it accepts.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        self.db.validate()?;
+        self.access.validate()?;
+        for u in self.webhook_urls.iter().map(|u| u.0.as_str()) {
+            if u.trim().is_empty() {
+                continue;
+            }
+            if !(u.starts_with("http://") || u.starts_with("https://")) {
+                return Err(ConfigError::invalid(
+                    "WEBHOOK_URLS",
+                    format!(
+                        "`{}` must start with http:// or https://",
+                        crate::history::webhooks::endpoint_label(u)
+                    ),
+                ));
+            }
+        }
+        for (name, v) in [
+            ("SIMULATE_STEPS_PER_SECOND", self.simulate_steps_per_second),
+            ("CPU_OVERCOMMIT", self.cpu_overcommit),
+            ("MEMORY_OVERCOMMIT", self.memory_overcommit),
+        ] {
+            if !(v.is_finite() && v > 0.0) {
+                return Err(ConfigError::NotPositive {
+                    setting: name,
+                    value: v,
+                });
+            }
+        }
+        if self.max_page_size == 0 {
+            return Err(ConfigError::Zero("MAX_PAGE_SIZE"));
+        }
+        for (name, v) in [
+            (
+                "WS_INIT_TIMEOUT_SECONDS",
+                self.ws_init_timeout_seconds as usize,
+            ),
+            (
+                "STREAM_KEEPALIVE_SECONDS",
+                self.stream_keepalive_seconds as usize,
+            ),
+            (
+                "STREAM_MAX_OPERATIONS_PER_SOCKET",
+                self.stream_max_operations_per_socket,
+            ),
+            (
+                "STREAM_MAX_CONNECTIONS_PER_CLIENT",
+                self.stream_max_connections_per_client,
+            ),
+            ("STREAM_MAX_CONNECTIONS", self.stream_max_connections),
+            ("CHANGE_BUFFER", self.change_buffer),
+            ("MAX_QUERY_TOKENS", self.max_query_tokens),
+            ("MAX_QUERY_COMPLEXITY", self.max_query_complexity),
+            ("SUBSCRIPTION_BUFFER", self.subscription_buffer),
+            ("HISTORY_BUFFER", self.history_buffer),
+            ("HISTORY_BATCH_SIZE", self.history_batch_size),
+            (
+                "HISTORY_FLUSH_INTERVAL_MS",
+                self.history_flush_interval_ms as usize,
+            ),
+            (
+                "HISTORY_RETENTION_DAYS",
+                self.history_retention_days as usize,
+            ),
+        ] {
+            if v == 0 {
+                return Err(ConfigError::Zero(name));
+            }
+        }
+        self.probe_targets()?;
+        Ok(())
+    }
+
+    /// The operator endpoints to probe, each with its interval.
+    pub fn probe_targets(&self) -> Result<Vec<crate::domain::operators::ProbeTarget>, ConfigError> {
+        use crate::domain::operators::{Operator, ProbeTarget};
+        let mut targets = Vec::new();
+        for (operator, url, interval) in [
+            (
+                Operator::Proxmox,
+                &self.proxmox_operator_endpoint,
+                &self.proxmox_sync_interval,
+            ),
+            (
+                Operator::Talos,
+                &self.talos_operator_endpoint,
+                &self.talos_sync_interval,
+            ),
+            (
+                Operator::Kea,
+                &self.kea_operator_endpoint,
+                &self.kea_sync_interval,
+            ),
+            (
+                Operator::Kubevirt,
+                &self.kubevirt_operator_endpoint,
+                &self.kubevirt_sync_interval,
+            ),
+        ] {
+            let var = operator.name().to_uppercase();
+            let interval = parse_duration(interval)
+                .filter(|d| !d.is_zero())
+                .ok_or_else(|| ConfigError::NotADuration {
+                    setting: format!("{var}_SYNC_INTERVAL"),
+                    value: interval.to_string(),
+                })?;
+            let Some(url) = url.as_deref().map(str::trim).filter(|u| !u.is_empty()) else {
+                continue;
+            };
+            if !(url.starts_with("http://") || url.starts_with("https://"))
+                || reqwest::Url::parse(url).is_err()
+            {
+                return Err(ConfigError::NotAUrl(format!("{var}_OPERATOR_ENDPOINT")));
+            }
+            targets.push(ProbeTarget {
+                operator,
+                url: url.to_string(),
+                interval,
+            });
+        }
+        Ok(targets)
+    }
+}
+
+/// A duration written as `500ms`, `60s`, `2m`, `1h`, or a plain number of seconds.
+pub fn parse_duration(s: &str) -> Option<std::time::Duration> {
+    let s = s.trim();
+    let split = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(s.len());
+    let (number, unit) = s.split_at(split);
+    let n: f64 = number.parse().ok()?;
+    let seconds = match unit.trim() {
+        "" | "s" => n,
+        "ms" => n / 1000.0,
+        "m" => n * 60.0,
+        "h" => n * 3600.0,
+        _ => return None,
+    };
+    (0.0..1e9)
+        .contains(&seconds)
+        .then(|| std::time::Duration::from_secs_f64(seconds))
+}
+
+impl ServeConfig {
+    /// The streaming limits and timers.
+    pub fn stream_settings(&self) -> crate::http::ws::StreamSettings {
+        crate::http::ws::StreamSettings {
+            init_timeout: std::time::Duration::from_secs(self.ws_init_timeout_seconds),
+            keepalive: std::time::Duration::from_secs(self.stream_keepalive_seconds),
+            max_operations_per_socket: self.stream_max_operations_per_socket,
+            max_per_client: self.stream_max_connections_per_client,
+            max_total: self.stream_max_connections,
+        }
+    }
+}

@@ -4,17 +4,23 @@
 //! whether they fit: on the hosts' free allocatable CPU and memory, with "hosts that can fail"
 //! kept at or above a minimum once they are placed.
 
+mod capacity;
+mod types;
+
+use capacity::{capacity, class_demand};
+pub use types::{
+    CapacityCheck, CapacityVerdict, ClusterInput, ClusterPlan, ControlPlaneInput, FieldProblem,
+    NodePoolInput, PlannedMachine, PlannedRole,
+};
+
 use std::collections::BTreeSet;
 
-use async_graphql::{Enum, InputObject, SimpleObject};
 use serde_json::{Value, json};
 
 use super::{ChangeError, field};
-use crate::domain::hosts::{self, Demand, Overcommit};
+use crate::domain::hosts::Overcommit;
 use crate::model::validation::FieldError;
-use crate::model::{
-    ANNOTATION_NODE_POOL, Kind, LABEL_CLUSTER_ID, LABEL_NODE_ROLE, MachineClass, Resource,
-};
+use crate::model::{ANNOTATION_NODE_POOL, Kind, LABEL_CLUSTER_ID, LABEL_NODE_ROLE, Resource};
 use crate::store::{Idx, Snapshot, scoped};
 
 /// Annotation that makes talos-operator skip a cluster (any non-empty value).
@@ -23,177 +29,6 @@ pub const DO_NOT_RECONCILE: &str = "upgrade.vitistack.io/do-not-reconcile";
 pub const TALOS_TARGET: &str = "upgrade.vitistack.io/talos-target";
 /// Annotation asking talos-operator to upgrade Kubernetes to a version.
 pub const KUBERNETES_TARGET: &str = "upgrade.vitistack.io/kubernetes-target";
-
-/// The control plane of a cluster to create.
-#[derive(InputObject, Clone, Debug)]
-pub struct ControlPlaneInput {
-    /// Machines (odd: etcd needs a majority).
-    pub replicas: i64,
-    /// MachineClass (default `large`, talos-operator's default).
-    pub machine_class: Option<String>,
-    /// Machine provider type (`kubevirt`, `proxmox`; default `kubevirt`).
-    pub provider: Option<String>,
-    /// Kubernetes version of the control plane (default: the cluster's).
-    pub version: Option<String>,
-}
-
-/// A worker node pool of a cluster to create.
-#[derive(InputObject, Clone, Debug)]
-pub struct NodePoolInput {
-    /// Pool name (a DNS label).
-    pub name: String,
-    /// Machines.
-    pub replicas: i64,
-    /// MachineClass (default `medium`, talos-operator's default).
-    pub machine_class: Option<String>,
-    /// Machine provider type (default: the control plane's).
-    pub provider: Option<String>,
-    /// Kubernetes version (default: the cluster's).
-    pub version: Option<String>,
-}
-
-/// A Talos Kubernetes cluster as `createKubernetesCluster` and `clusterPlan` take it.
-#[derive(InputObject, Clone, Debug)]
-pub struct ClusterInput {
-    /// Namespace (the tenant's: its NetworkNamespace lives there).
-    pub namespace: String,
-    /// `metadata.name`.
-    pub name: String,
-    /// `spec.data.clusterId`, the value of every child's `vitistack.io/clusterid` label and the
-    /// prefix of its Machines' names (default: the name).
-    pub cluster_id: Option<String>,
-    /// `spec.data.provider` (default `talos`; talos-operator acts on `talos` only).
-    pub provider: Option<String>,
-    /// `spec.data.datacenter`, e.g. `test-south-az1`.
-    pub datacenter: String,
-    /// `spec.data.region`.
-    pub region: String,
-    /// `spec.data.zone`.
-    pub zone: String,
-    /// `spec.data.project`.
-    pub project: String,
-    /// `spec.data.workspace`.
-    pub workspace: String,
-    /// `spec.data.workorder`.
-    pub workorder: String,
-    /// `spec.data.environment` (dev, test, prod, …).
-    pub environment: String,
-    /// `spec.data.networkNamespaceName` (default: the namespace's only NetworkNamespace).
-    pub network_namespace_name: Option<String>,
-    /// Kubernetes version (`topology.version`).
-    pub version: String,
-    /// The control plane.
-    pub control_plane: ControlPlaneInput,
-    /// Worker pools.
-    #[graphql(default)]
-    pub node_pools: Vec<NodePoolInput>,
-}
-
-/// Control-plane or worker.
-#[derive(Enum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum PlannedRole {
-    /// Runs etcd and the API server.
-    ControlPlane,
-    /// Runs workloads.
-    Worker,
-}
-
-/// A Machine talos-operator will have for the cluster.
-#[derive(SimpleObject, Clone, Debug)]
-pub struct PlannedMachine {
-    /// `<clusterId>-ctp<i>` or `<clusterId>-wrk<i>`.
-    pub name: String,
-    /// Its role.
-    pub role: PlannedRole,
-    /// Its node pool (workers).
-    pub node_pool: Option<String>,
-    /// Its MachineClass.
-    pub machine_class: String,
-    /// Its provider type.
-    pub provider: String,
-    /// vCPUs its class gives (sockets × cores × threads).
-    pub vcpus: f64,
-    /// Memory its class gives, in bytes.
-    pub memory_bytes: f64,
-    /// True when the Machine exists already.
-    pub exists: bool,
-    /// The Machine as talos-operator will write it (YAML, without status).
-    pub yaml: String,
-}
-
-/// Whether the planned Machines fit.
-#[derive(Enum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum CapacityVerdict {
-    /// They fit, and hosts that can fail stays at or above the minimum.
-    Fits,
-    /// They fit with every host up, but fewer hosts than the minimum could then fail.
-    BelowRedundancy,
-    /// They do not fit on the hosts' free allocatable CPU and memory.
-    DoesNotFit,
-    /// The graph holds no KubeVirt hosts to place them on (e.g. Proxmox machines), or a
-    /// MachineClass is missing: nothing can be said.
-    Unknown,
-}
-
-/// The capacity check of a plan.
-#[derive(SimpleObject, Clone, Debug)]
-pub struct CapacityCheck {
-    /// The verdict.
-    pub verdict: CapacityVerdict,
-    /// In plain words.
-    pub message: String,
-    /// Hosts that accept VMs.
-    pub hosts: i32,
-    /// vCPUs the new Machines need (on KubeVirt hosts).
-    pub added_vcpus: f64,
-    /// Memory the new Machines need, in bytes.
-    pub added_memory_bytes: f64,
-    /// Hosts that can fail now.
-    pub hosts_that_can_fail_before: i32,
-    /// Hosts that can fail once the new Machines are placed.
-    pub hosts_that_can_fail_after: i32,
-    /// The minimum configured (`MIN_HOSTS_THAT_CAN_FAIL`).
-    pub minimum_hosts_that_can_fail: i32,
-}
-
-/// One field the API server (or talos-operator) would refuse.
-#[derive(SimpleObject, Clone, Debug, PartialEq, Eq)]
-pub struct FieldProblem {
-    /// Field path in the object (`spec.topology.controlplane.replicas`) or the input.
-    pub path: String,
-    /// What is wrong.
-    pub reason: String,
-}
-
-impl From<FieldError> for FieldProblem {
-    fn from(e: FieldError) -> Self {
-        FieldProblem {
-            path: e.path,
-            reason: e.reason,
-        }
-    }
-}
-
-/// What creating (or changing to) a cluster would do, computed without writing anything.
-#[derive(SimpleObject, Clone, Debug)]
-pub struct ClusterPlan {
-    /// True when nothing would refuse it: `problems` is empty.
-    pub valid: bool,
-    /// Why it would be refused.
-    pub problems: Vec<FieldProblem>,
-    /// True when the cluster exists (the plan is then a change of it).
-    pub exists: bool,
-    /// The KubernetesCluster (YAML).
-    pub cluster_yaml: String,
-    /// Every Machine the cluster will have.
-    pub machines: Vec<PlannedMachine>,
-    /// Existing Machines talos-operator will remove (scaling down).
-    pub removed: Vec<String>,
-    /// Whether the new Machines fit.
-    pub capacity: CapacityCheck,
-    /// Things that will not refuse the cluster but will hold it up.
-    pub warnings: Vec<String>,
-}
 
 /// `true` for a DNS label.
 fn label_problem(value: &str) -> Option<String> {
@@ -339,26 +174,6 @@ fn only_network_namespace(snap: &Snapshot, namespace: &str) -> Option<String> {
     let mut it = snap.list_in(Kind::NetworkNamespace, namespace);
     let first = it.next()?;
     it.next().is_none().then(|| first.name().to_string())
-}
-
-/// What a class gives: vCPUs and memory bytes; None when the class is missing.
-fn class_demand(snap: &Snapshot, class: &str) -> Option<(Demand, bool)> {
-    match snap.get(Kind::MachineClass, "", class)?.as_ref() {
-        Resource::MachineClass(mc) => {
-            let MachineClass { spec, .. } = mc.as_ref();
-            let n = |v: Option<i64>| v.filter(|v| *v > 0).unwrap_or(1) as f64;
-            let vcpus = (spec.cpu.cores.max(1) as f64) * n(spec.cpu.sockets) * n(spec.cpu.threads);
-            let memory = spec.memory.quantity.value().unwrap_or(0.0);
-            Some((
-                Demand {
-                    vcpus,
-                    memory_bytes: memory,
-                },
-                spec.enabled,
-            ))
-        }
-        _ => None,
-    }
 }
 
 /// A cluster's topology read from its object: (control plane (replicas, class, provider),
@@ -544,110 +359,6 @@ fn machines(snap: &Snapshot, kc: &Value) -> (Vec<PlannedMachine>, Vec<String>) {
         }
     }
     (out, removed)
-}
-
-/// True for Machines that land on KubeVirt hosts (kubevirt-operator takes `kubevirt` or empty).
-fn on_kubevirt(provider: &str) -> bool {
-    provider.is_empty() || provider == "kubevirt"
-}
-
-/// Check that the new Machines fit and that enough hosts can still fail.
-fn capacity(
-    snap: &Snapshot,
-    machines: &[PlannedMachine],
-    o: Overcommit,
-    minimum: usize,
-    classes_ok: bool,
-) -> CapacityCheck {
-    let bins = hosts::fleet_bins(snap, o);
-    let existing: Vec<Demand> = hosts::active_vmis(snap)
-        .into_iter()
-        .map(|(d, _)| d)
-        .collect();
-    let added: Vec<Demand> = machines
-        .iter()
-        .filter(|m| !m.exists && on_kubevirt(&m.provider))
-        .map(|m| Demand {
-            vcpus: m.vcpus,
-            memory_bytes: m.memory_bytes,
-        })
-        .collect();
-    let before = hosts::redundancy(&bins, &existing);
-    let mut all = existing.clone();
-    all.extend(added.iter().copied());
-    let after = hosts::redundancy(&bins, &all);
-    // (`+ 0.0`: an empty float sum is -0.0.)
-    let added_vcpus: f64 = added.iter().map(|d| d.vcpus).sum::<f64>() + 0.0;
-    let added_memory: f64 = added.iter().map(|d| d.memory_bytes).sum::<f64>() + 0.0;
-    let elsewhere: BTreeSet<&str> = machines
-        .iter()
-        .filter(|m| !m.exists && !on_kubevirt(&m.provider))
-        .map(|m| m.provider.as_str())
-        .collect();
-    let gib = |b: f64| format!("{:.1} GiB", b / 1024f64.powi(3));
-    let to_i32 = |n: usize| i32::try_from(n).unwrap_or(i32::MAX);
-    let (verdict, message) = if !classes_ok {
-        (
-            CapacityVerdict::Unknown,
-            "a MachineClass is missing: what the Machines need is not known".to_string(),
-        )
-    } else if !elsewhere.is_empty() {
-        (
-            CapacityVerdict::Unknown,
-            format!(
-                "new Machines run on {}: the hosts they land on are not in this graph, so placement cannot be checked",
-                elsewhere.into_iter().collect::<Vec<_>>().join(", ")
-            ),
-        )
-    } else if added.is_empty() {
-        (CapacityVerdict::Fits, "no new Machine".to_string())
-    } else if bins.is_empty() {
-        (
-            CapacityVerdict::Unknown,
-            "the graph holds no KubeVirt host that accepts VMs: placement cannot be checked"
-                .to_string(),
-        )
-    } else if let Some(d) = hosts::place(&all, &bins) {
-        (
-            CapacityVerdict::DoesNotFit,
-            format!(
-                "{} new Machines ({added_vcpus} vCPU, {}) do not fit on the {} hosts' free allocatable CPU and memory: a VM of {} vCPU / {} fits nowhere",
-                added.len(),
-                gib(added_memory),
-                bins.len(),
-                d.vcpus,
-                gib(d.memory_bytes)
-            ),
-        )
-    } else if after.hosts_that_can_fail < minimum {
-        (
-            CapacityVerdict::BelowRedundancy,
-            format!(
-                "they fit, but then {} host(s) can fail where MIN_HOSTS_THAT_CAN_FAIL is {minimum} ({} now): {}",
-                after.hosts_that_can_fail, before.hosts_that_can_fail, after.limit
-            ),
-        )
-    } else {
-        (
-            CapacityVerdict::Fits,
-            format!(
-                "{} new Machines ({added_vcpus} vCPU, {}) fit; {} host(s) can still fail (minimum {minimum})",
-                added.len(),
-                gib(added_memory),
-                after.hosts_that_can_fail
-            ),
-        )
-    };
-    CapacityCheck {
-        verdict,
-        message,
-        hosts: to_i32(bins.len()),
-        added_vcpus,
-        added_memory_bytes: added_memory,
-        hosts_that_can_fail_before: to_i32(before.hosts_that_can_fail),
-        hosts_that_can_fail_after: to_i32(after.hosts_that_can_fail),
-        minimum_hosts_that_can_fail: to_i32(minimum),
-    }
 }
 
 /// Problems with the classes a cluster names: missing or disabled (talos-operator refuses both).

@@ -3,10 +3,18 @@
 //! CRD with field-level errors, written through [`crate::change::Changer`], and answers once the
 //! change is in the store: the fields of its answer read the graph after the write.
 
+mod guard;
+mod types;
+
+pub use guard::RoleGuard;
+pub use types::{
+    ClusterChange, ImportResult, ManifestFileInput, ManifestFileResult, ManifestProblem, PoolScale,
+};
+
 use crate::error::ErrorCode;
 use std::sync::Arc;
 
-use async_graphql::{Context, ErrorExtensions, Guard, InputObject, Object, SimpleObject};
+use async_graphql::{Context, Object};
 use serde_json::{Value, json};
 
 use crate::auth::{Principal, Role};
@@ -24,135 +32,6 @@ use crate::store::{Key, Op};
 pub struct ChangeSettings {
     /// Hosts that must still be able to fail once new Machines are placed.
     pub min_hosts_that_can_fail: usize,
-}
-
-/// Refuses callers below a role.
-pub struct RoleGuard(pub Role);
-
-impl Guard for RoleGuard {
-    async fn check(&self, ctx: &Context<'_>) -> async_graphql::Result<()> {
-        let Some(p) = ctx.data_opt::<Principal>() else {
-            return Err(ErrorCode::Forbidden.graphql("this operation needs a caller"));
-        };
-        if p.role >= self.0 {
-            return Ok(());
-        }
-        let need = role_name(self.0);
-        let has = role_name(p.role);
-        Err(async_graphql::Error::new(format!(
-            "this operation needs the {need} role; {} has {has}",
-            p.name
-        ))
-        .extend_with(|_, e| {
-            e.set("code", ErrorCode::Forbidden);
-            e.set("required", need);
-            e.set("role", has);
-        }))
-    }
-}
-
-fn role_name(r: Role) -> &'static str {
-    match r {
-        Role::Viewer => "viewer",
-        Role::Operator => "operator",
-        Role::Admin => "admin",
-    }
-}
-
-impl From<ChangeError> for async_graphql::Error {
-    fn from(e: ChangeError) -> Self {
-        let fields: Vec<async_graphql::Value> = e
-            .fields
-            .iter()
-            .map(|f| {
-                let mut m = async_graphql::indexmap::IndexMap::new();
-                m.insert(
-                    async_graphql::Name::new("path"),
-                    async_graphql::Value::from(f.path.as_str()),
-                );
-                m.insert(
-                    async_graphql::Name::new("reason"),
-                    async_graphql::Value::from(f.reason.as_str()),
-                );
-                async_graphql::Value::Object(m)
-            })
-            .collect();
-        async_graphql::Error::new(e.message).extend_with(move |_, ext| {
-            ext.set("code", e.code);
-            if !fields.is_empty() {
-                ext.set("fields", async_graphql::Value::List(fields.clone()));
-            }
-        })
-    }
-}
-
-/// What a cluster mutation did.
-#[derive(SimpleObject)]
-pub struct ClusterChange {
-    /// The cluster as the graph shows it after the change (its last state after a deletion:
-    /// with finalizers it stays, marked deleting, until talos-operator has torn it down).
-    pub cluster: ClusterObj,
-    /// False when the cluster already was as asked: nothing was written.
-    pub changed: bool,
-    /// For creating and scaling: the plan the change was checked against.
-    pub plan: Option<ClusterPlan>,
-}
-
-/// A pool's new size, for `scaleCluster`.
-#[derive(InputObject)]
-pub struct PoolScale {
-    /// The pool.
-    pub name: String,
-    /// Its machines.
-    pub replicas: i32,
-}
-
-/// One manifest file to import.
-#[derive(InputObject)]
-pub struct ManifestFileInput {
-    /// Its name, used in messages (`tenant-a.yaml`).
-    pub name: String,
-    /// YAML or JSON documents (`---` separated).
-    pub content: String,
-}
-
-/// A refused document.
-#[derive(SimpleObject)]
-pub struct ManifestProblem {
-    /// 0-based document index in the file.
-    pub document: i32,
-    /// `Kind namespace/name` when known.
-    pub object: Option<String>,
-    /// Field path ("" for the document as a whole).
-    pub path: String,
-    /// What is wrong.
-    pub reason: String,
-}
-
-/// What importing one file did.
-#[derive(SimpleObject)]
-pub struct ManifestFileResult {
-    /// The file's name.
-    pub name: String,
-    /// True when every document was valid and the file was applied.
-    pub accepted: bool,
-    /// Objects the file holds (applied when accepted).
-    pub objects: i32,
-    /// Why it was refused (nothing of a refused file is applied).
-    pub problems: Vec<ManifestProblem>,
-    /// Remarks that refused nothing (pruned fields, skipped kinds).
-    pub notes: Vec<String>,
-}
-
-/// What `importManifests` did.
-#[derive(SimpleObject)]
-pub struct ImportResult {
-    /// One entry per file, in order.
-    pub files: Vec<ManifestFileResult>,
-    /// Objects created or changed.
-    pub changed: i32,
-    /// Objects that already were as given.
-    pub unchanged: i32,
 }
 
 /// The root of the mutations.

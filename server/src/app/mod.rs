@@ -49,7 +49,7 @@ pub struct Running {
     /// The parsed subscription documents (shared by identical subscriptions).
     documents: Arc<crate::graphql::subscription::executor::SubscriptionDocuments>,
     /// The open WebSockets and SSE streams.
-    gate: Arc<crate::http::ws::Gate>,
+    gate: Arc<crate::http::streams::Gate>,
     /// The longest wait for requests in flight once the listener is closed.
     shutdown_timeout: Duration,
 }
@@ -307,7 +307,7 @@ pub async fn start(cfg: &ServeConfig, listener: TcpListener) -> anyhow::Result<R
         metrics.document_hits.clone(),
         metrics.document_misses.clone(),
     ));
-    let gate = Arc::new(crate::http::ws::Gate::new(cfg.stream_settings()));
+    let gate = Arc::new(crate::http::streams::Gate::new(cfg.stream_settings()));
     let state = AppState::new(ServerState {
         going_away,
         access,

@@ -13,7 +13,7 @@ use super::Role;
 
 /// One key, as its hash.
 #[derive(Clone, Debug)]
-pub struct Key {
+pub struct ApiKey {
     /// Who holds it (shown in history and logs).
     pub name: String,
     /// What it may do.
@@ -33,7 +33,7 @@ pub struct Key {
 /// key in constant time took 40 µs per request at 1,000 keys).
 #[derive(Clone, Debug, Default)]
 pub struct KeySet {
-    keys: Vec<Key>,
+    keys: Vec<ApiKey>,
     by_hash: std::collections::HashMap<[u8; 32], usize>,
 }
 
@@ -63,7 +63,7 @@ pub fn hash(key: &str) -> [u8; 32] {
 impl KeySet {
     /// The keys of a file's text; `origin` names the file in errors.
     pub fn parse(text: &str, origin: &str) -> Result<KeySet, KeysError> {
-        let mut keys: Vec<Key> = Vec::new();
+        let mut keys: Vec<ApiKey> = Vec::new();
         for (n, line) in text.lines().enumerate() {
             let line = line.split('#').next().unwrap_or_default().trim();
             if line.is_empty() {
@@ -129,7 +129,7 @@ impl KeySet {
             if keys.iter().any(|k| k.hash == hash) {
                 return Err(at(format!("the key of `{name}` is given twice")));
             }
-            keys.push(Key {
+            keys.push(ApiKey {
                 name: name.to_string(),
                 role,
                 hash,
@@ -150,12 +150,12 @@ impl KeySet {
     }
 
     /// The key whose hash is `hash`, if it is valid at `now`.
-    pub fn find(&self, hash: &[u8; 32], now: jiff::Timestamp) -> Option<&Key> {
+    pub fn find(&self, hash: &[u8; 32], now: jiff::Timestamp) -> Option<&ApiKey> {
         self.holding(hash)
             .filter(|k| k.expires.is_none_or(|e| e > now))
     }
 
-    fn holding(&self, hash: &[u8; 32]) -> Option<&Key> {
+    fn holding(&self, hash: &[u8; 32]) -> Option<&ApiKey> {
         let k = self.keys.get(*self.by_hash.get(hash)?)?;
         bool::from(k.hash.ct_eq(hash)).then_some(k)
     }

@@ -289,8 +289,8 @@ pub fn parse_duration(s: &str) -> Option<std::time::Duration> {
 
 impl ServeConfig {
     /// The streaming limits and timers.
-    pub fn stream_settings(&self) -> crate::http::ws::StreamSettings {
-        crate::http::ws::StreamSettings {
+    pub fn stream_settings(&self) -> crate::http::streams::StreamSettings {
+        crate::http::streams::StreamSettings {
             init_timeout: std::time::Duration::from_secs(self.ws_init_timeout_seconds),
             keepalive: std::time::Duration::from_secs(self.stream_keepalive_seconds),
             max_operations_per_socket: self.stream_max_operations_per_socket,

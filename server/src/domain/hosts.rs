@@ -95,7 +95,7 @@ pub fn vmi_active(vmi: &VirtualMachineInstance) -> bool {
 /// A node's Ready condition, three ways (the old page folded Unknown into NotReady).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, async_graphql::Enum)]
 #[graphql(name = "HostReadiness")]
-pub enum Readiness {
+pub enum HostReadiness {
     /// Ready=True.
     Ready,
     /// Ready=False.
@@ -116,7 +116,7 @@ pub struct Capacity {
     /// Memory bytes allocatable (capacity when the node does not say).
     pub memory_allocatable: f64,
     /// Ready condition.
-    pub readiness: Readiness,
+    pub readiness: HostReadiness,
     /// `spec.unschedulable` (cordoned).
     pub unschedulable: bool,
     /// Taints with effect NoSchedule or NoExecute (VMs do not tolerate them by default).
@@ -130,7 +130,9 @@ pub struct Capacity {
 impl Capacity {
     /// True when new VMs can be placed here.
     pub fn accepts_vms(&self) -> bool {
-        self.readiness == Readiness::Ready && !self.unschedulable && self.blocking_taints.is_empty()
+        self.readiness == HostReadiness::Ready
+            && !self.unschedulable
+            && self.blocking_taints.is_empty()
     }
 
     /// vCPUs that may be promised to VMs.
@@ -171,9 +173,9 @@ pub fn capacity(node: &Node) -> Capacity {
         .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"))
         .map(|c| c.status.as_str())
     {
-        Some("True") => Readiness::Ready,
-        Some("False") => Readiness::NotReady,
-        _ => Readiness::Unknown,
+        Some("True") => HostReadiness::Ready,
+        Some("False") => HostReadiness::NotReady,
+        _ => HostReadiness::Unknown,
     };
     let pressures = conditions
         .map(|cs| {

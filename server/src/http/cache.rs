@@ -16,7 +16,7 @@ use parking_lot::Mutex;
 use tokio::sync::OnceCell;
 
 /// What identifies an answer, besides the snapshot sequence.
-pub use crate::graphql::parts::RequestKey as Key;
+pub use crate::graphql::parts::RequestKey;
 
 /// An executed answer: the serialized body, and whether it may be kept.
 #[derive(Clone)]
@@ -35,7 +35,7 @@ type Slot = Arc<OnceCell<Answer>>;
 
 struct State {
     seq: u64,
-    slots: HashMap<Key, Slot>,
+    slots: HashMap<RequestKey, Slot>,
     /// The same answers by the exact POST body that asked for them (see [`ResponseCache::by_body`]).
     bodies: HashMap<Bytes, Slot>,
     bytes: usize,
@@ -91,7 +91,7 @@ impl ResponseCache {
     pub async fn get_or_execute<F, Fut>(
         &self,
         seq: u64,
-        key: Option<&Key>,
+        key: Option<&RequestKey>,
         execute: F,
     ) -> (Answer, Outcome)
     where
@@ -154,7 +154,7 @@ impl ResponseCache {
     }
 
     /// Index `body`, whose request has `key`, to the answer kept for `key` at `seq` (if one is).
-    pub fn index_body(&self, seq: u64, key: &Key, body: &[u8]) {
+    pub fn index_body(&self, seq: u64, key: &RequestKey, body: &[u8]) {
         let mut st = self.state.lock();
         let size = body.len() + 64;
         if st.seq != seq
@@ -178,7 +178,7 @@ impl ResponseCache {
 
     /// The slot for `key` at `seq` (created if missing), or None when the answer must not be
     /// shared: an older snapshot than the cache's, or the cache is full of keys.
-    fn slot(&self, seq: u64, key: &Key) -> Option<Slot> {
+    fn slot(&self, seq: u64, key: &RequestKey) -> Option<Slot> {
         let mut st = self.state.lock();
         if st.seq != seq {
             if seq < st.seq {
@@ -215,8 +215,8 @@ mod tests {
         )
     }
 
-    fn key(q: &str) -> Option<Key> {
-        Key::of(&async_graphql::Request::new(q))
+    fn key(q: &str) -> Option<RequestKey> {
+        RequestKey::of(&async_graphql::Request::new(q))
     }
 
     fn answer(body: &str, cacheable: bool) -> Answer {

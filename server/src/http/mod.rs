@@ -13,6 +13,7 @@ mod pipeline;
 pub mod rate;
 pub mod rest;
 mod state;
+pub mod streams;
 pub mod tls;
 pub mod ws;
 pub mod ws_message;

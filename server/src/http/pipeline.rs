@@ -17,8 +17,14 @@ use serde_json::json;
 use async_graphql::http::GraphiQLSource;
 use axum::response::Html;
 
-use super::{AppState, Held, access, cache, graphql_http, ws};
+use super::{AppState, Held, access, cache, graphql_http, streams};
+use async_graphql::parser::types::OperationType;
+use futures::stream::BoxStream;
+
+use crate::auth::Principal;
 use crate::error::ErrorCode;
+use crate::graphql::subscription::executor::Payload;
+use async_graphql::parser::types::ExecutableDocument;
 
 /// GET with a `query` parameter executes a query (GraphQL over HTTP; mutations are refused with
 /// 405); a bare GET opens GraphiQL.
@@ -71,7 +77,7 @@ pub(super) async fn graphql_get(
     // Only a document not known to hold queries alone is parsed to find the operation's type.
     if !app.documents.known_queries(&request.query)
         && let Ok(doc) = request.parsed_query()
-        && let Some(ty) = ws::operation_type(doc, name.as_deref())
+        && let Some(ty) = operation_type(doc, name.as_deref())
         && ty != async_graphql::parser::types::OperationType::Query
     {
         return graphql_http::refuse(media,
@@ -152,24 +158,24 @@ pub(super) fn sse(
     let was_revoked = Arc::new(AtomicBool::new(false));
     let revoked = {
         let was_revoked = was_revoked.clone();
-        let revoked = ws::revoked(app.access.auth.clone(), principal.clone());
+        let revoked = streams::revoked(app.access.auth.clone(), principal.clone());
         async move {
             revoked.await;
             was_revoked.store(true, Ordering::Release);
         }
     };
     let mut going_away = app.going_away.clone();
-    let events = ws::execute_stream(&app, request, principal)
+    let events = execute_stream(&app, request, principal)
         .map(|payload| {
             Ok::<_, std::convert::Infallible>(Event::default().event("next").data(payload.json()))
         })
         .take_until(revoked)
-        .take_until(async move { ws::gone(&mut going_away).await })
+        .take_until(async move { streams::gone(&mut going_away).await })
         .chain(
             futures::stream::once(async move { was_revoked.load(Ordering::Acquire) }).filter_map(
                 |revoked| async move {
                     revoked.then(|| {
-                        let body = json!({"errors": [{"message": ws::REVOKED, "extensions": {"code": ErrorCode::Forbidden}}]});
+                        let body = json!({"errors": [{"message": streams::REVOKED, "extensions": {"code": ErrorCode::Forbidden}}]});
                         Ok(Event::default().event("next").data(body.to_string()))
                     })
                 },
@@ -276,7 +282,7 @@ pub(super) async fn execute(
     // One snapshot per request: every field of the answer reads the same version of the graph.
     let snapshot = app.store.snapshot();
     let seq = snapshot.seq();
-    let key = cache::Key::of(&request);
+    let key = cache::RequestKey::of(&request);
     let key = key.as_ref();
     // A known document of shareable queries is parsed only when its answer is not cached; any
     // other document is parsed first, to find out whether its answer may be shared at all.
@@ -351,7 +357,7 @@ pub(super) async fn execute_unshared(
     request: async_graphql::Request,
     plan: &crate::graphql::documents::Plan,
     snapshot: Arc<crate::store::Snapshot>,
-    key: Option<&cache::Key>,
+    key: Option<&cache::RequestKey>,
     media: graphql_http::Media,
     started: Instant,
 ) -> Response {
@@ -383,4 +389,71 @@ pub(super) fn answer_body(response: &async_graphql::Response) -> bytes::Bytes {
             json!({"errors": [{"message": format!("answer not serializable: {e}")}]}).to_string(),
         )
     })
+}
+
+/// Execute `request` as a stream: queries read one snapshot for the whole answer; subscriptions
+/// go to our executor (`graphql::subscription::executor`) and read the live store as their events happen.
+pub(super) fn execute_stream(
+    app: &AppState,
+    mut request: async_graphql::Request,
+    principal: Principal,
+) -> BoxStream<'static, Payload> {
+    // The document is parsed once per text (see `graphql::documents`), and refused before it runs
+    // when it is over a limit: a huge document costs its length once, nothing more.
+    let key = super::cache::RequestKey::of(&request);
+    let plan = app.documents.prepare(&mut request, key.as_ref());
+    if let Some(e) = plan.refused() {
+        let refused = Payload::Response(Box::new(async_graphql::Response::from_errors(vec![
+            e.clone(),
+        ])));
+        return futures::stream::once(async move { refused }).boxed();
+    }
+    let name = request.operation_name.clone();
+    let query = request.query.clone();
+    let subscription = (!plan.only_queries())
+        .then(|| request.parsed_query().ok())
+        .flatten()
+        .and_then(|d| {
+            (operation_type(d, name.as_deref()) == Some(OperationType::Subscription)).then(|| {
+                crate::graphql::subscription::executor::as_query(&query, d, name.as_deref())
+            })
+        });
+    match subscription {
+        Some(Some(prepared)) => crate::graphql::subscription::executor::subscribe(
+            app.subscription_schemas.clone(),
+            app.store.clone(),
+            prepared,
+            std::mem::take(&mut request.variables),
+            name,
+        ),
+        // A subscription whose keyword could not be located: async-graphql's own executor.
+        Some(None) => app.schema.execute_stream(request).map(response).boxed(),
+        None => {
+            let app = app.clone();
+            futures::stream::once(async move {
+                let key = key.as_ref();
+                let request = if plan.only_queries() {
+                    app.query_data(request, app.store.snapshot(), key)
+                } else {
+                    app.live_data(request)
+                }
+                .data(principal);
+                response(
+                    app.documents
+                        .execute(&app.schema, &plan, key, request)
+                        .await,
+                )
+            })
+            .boxed()
+        }
+    }
+}
+
+fn response(r: async_graphql::Response) -> Payload {
+    Payload::Response(Box::new(r))
+}
+
+/// The type of the operation a document would run (None when it names no runnable operation).
+pub fn operation_type(doc: &ExecutableDocument, name: Option<&str>) -> Option<OperationType> {
+    crate::graphql::subscription::executor::find_operation(doc, name).map(|op| op.node.ty)
 }

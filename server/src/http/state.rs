@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
-use super::{Metrics, access, cache, ws};
+use super::{Metrics, access, cache, streams};
 use crate::db::health::DbHealth;
 use crate::graphql::AppSchema;
 use crate::source::status::SourceStatus;
@@ -53,7 +53,7 @@ pub struct ServerState {
     /// Query documents parsed once, and the requests they passed strict validation with.
     pub documents: Arc<crate::graphql::documents::QueryDocuments>,
     /// Admits WebSockets and SSE streams under the caps.
-    pub gate: Arc<ws::Gate>,
+    pub gate: Arc<streams::Gate>,
     /// The event log (each query gets its own history loaders).
     pub history: Option<Arc<crate::history::History>>,
     /// Who may call, how much, and from where.
@@ -79,7 +79,7 @@ impl ServerState {
         &self,
         request: async_graphql::Request,
         snapshot: Arc<crate::store::Snapshot>,
-        key: Option<&cache::Key>,
+        key: Option<&cache::RequestKey>,
     ) -> async_graphql::Request {
         let parts = self.parts.for_request(key, snapshot.clone());
         let mut request = request.data(snapshot);

@@ -11,217 +11,16 @@
 use crate::error::ErrorCode;
 use std::collections::HashMap;
 use std::net::IpAddr;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Duration;
 
-use async_graphql::parser::types::{ExecutableDocument, OperationType};
 use axum::extract::ws::{CloseFrame, Message, WebSocket};
 use futures::stream::{AbortHandle, Abortable, BoxStream, SelectAll};
 use futures::{SinkExt, StreamExt};
-use parking_lot::Mutex;
 use serde_json::{Value, json};
 
 use super::AppState;
-use crate::auth::{Auth, Principal};
+use super::streams::{GOING_AWAY, REVOKED, gone};
+use crate::auth::Principal;
 use crate::graphql::subscription::executor::Payload;
-
-/// The close reason (4403) and error of a socket or stream whose credential stopped working.
-pub const REVOKED: &str = "Forbidden: the key was revoked or has expired";
-
-/// Resolves when `principal`'s credential stops working (never for one that cannot).
-pub async fn revoked(auth: Arc<Auth>, principal: Principal) {
-    let mut changes = auth.changes();
-    loop {
-        if changes.changed().await.is_err() {
-            return std::future::pending().await;
-        }
-        if !auth.still_valid(&principal).await {
-            return;
-        }
-    }
-}
-
-/// Limits and timers of streaming connections (WebSocket and SSE).
-#[derive(Clone, Debug)]
-pub struct StreamSettings {
-    /// Time a WebSocket client has to send `connection_init` (close 4408 after).
-    pub init_timeout: Duration,
-    /// Interval of server keep-alives (`ping`, `ka`, SSE comments).
-    pub keepalive: Duration,
-    /// Operations running at once on one socket.
-    pub max_operations_per_socket: usize,
-    /// Open sockets and SSE streams per client address.
-    pub max_per_client: usize,
-    /// Open sockets and SSE streams in total.
-    pub max_total: usize,
-}
-
-impl Default for StreamSettings {
-    fn default() -> Self {
-        StreamSettings {
-            init_timeout: Duration::from_secs(3),
-            keepalive: Duration::from_secs(12),
-            max_operations_per_socket: 100,
-            max_per_client: 1_000,
-            max_total: 20_000,
-        }
-    }
-}
-
-/// Admits streaming connections under the caps. Until authentication exists, a client (the
-/// principal the per-client cap counts) is the peer's IP address.
-pub struct Gate {
-    /// The limits.
-    pub settings: StreamSettings,
-    total: AtomicUsize,
-    per_client: Mutex<HashMap<IpAddr, usize>>,
-}
-
-/// One admitted connection; releases its place when dropped.
-pub struct Admission {
-    gate: Arc<Gate>,
-    client: IpAddr,
-}
-
-/// Which streaming limit refuses a connection, with its value.
-#[derive(Debug, thiserror::Error)]
-pub enum GateFull {
-    #[error(
-        "server has {open} streaming connections open, the limit (STREAM_MAX_CONNECTIONS) is {limit}"
-    )]
-    Total { open: usize, limit: usize },
-    #[error(
-        "{client} has {open} streaming connections open, the limit per client (STREAM_MAX_CONNECTIONS_PER_CLIENT) is {limit}"
-    )]
-    PerClient {
-        client: IpAddr,
-        open: usize,
-        limit: usize,
-    },
-}
-
-impl Gate {
-    /// A gate with these limits.
-    pub fn new(settings: StreamSettings) -> Self {
-        Gate {
-            settings,
-            total: AtomicUsize::new(0),
-            per_client: Mutex::new(HashMap::new()),
-        }
-    }
-
-    /// Take a place for `client`, or say which limit refuses it.
-    pub fn admit(self: &Arc<Self>, client: IpAddr) -> Result<Admission, GateFull> {
-        let mut per = self.per_client.lock();
-        let total = self.total.load(Ordering::Acquire);
-        if total >= self.settings.max_total {
-            return Err(GateFull::Total {
-                open: total,
-                limit: self.settings.max_total,
-            });
-        }
-        let mine = per.entry(client).or_insert(0);
-        if *mine >= self.settings.max_per_client {
-            return Err(GateFull::PerClient {
-                client,
-                open: *mine,
-                limit: self.settings.max_per_client,
-            });
-        }
-        *mine += 1;
-        self.total.fetch_add(1, Ordering::AcqRel);
-        Ok(Admission {
-            gate: self.clone(),
-            client,
-        })
-    }
-
-    /// Connections open now.
-    pub fn open(&self) -> usize {
-        self.total.load(Ordering::Acquire)
-    }
-}
-
-impl Drop for Admission {
-    fn drop(&mut self) {
-        let mut per = self.gate.per_client.lock();
-        if let Some(n) = per.get_mut(&self.client) {
-            *n -= 1;
-            if *n == 0 {
-                per.remove(&self.client);
-            }
-        }
-        self.gate.total.fetch_sub(1, Ordering::AcqRel);
-    }
-}
-
-/// The type of the operation a document would run (None when it names no runnable operation).
-pub fn operation_type(doc: &ExecutableDocument, name: Option<&str>) -> Option<OperationType> {
-    crate::graphql::subscription::executor::find_operation(doc, name).map(|op| op.node.ty)
-}
-
-/// Execute `request` as a stream: queries read one snapshot for the whole answer; subscriptions
-/// go to our executor (`graphql::subscription::executor`) and read the live store as their events happen.
-pub fn execute_stream(
-    app: &AppState,
-    mut request: async_graphql::Request,
-    principal: Principal,
-) -> BoxStream<'static, Payload> {
-    // The document is parsed once per text (see `graphql::documents`), and refused before it runs
-    // when it is over a limit: a huge document costs its length once, nothing more.
-    let key = super::cache::Key::of(&request);
-    let plan = app.documents.prepare(&mut request, key.as_ref());
-    if let Some(e) = plan.refused() {
-        let refused = Payload::Response(Box::new(async_graphql::Response::from_errors(vec![
-            e.clone(),
-        ])));
-        return futures::stream::once(async move { refused }).boxed();
-    }
-    let name = request.operation_name.clone();
-    let query = request.query.clone();
-    let subscription = (!plan.only_queries())
-        .then(|| request.parsed_query().ok())
-        .flatten()
-        .and_then(|d| {
-            (operation_type(d, name.as_deref()) == Some(OperationType::Subscription)).then(|| {
-                crate::graphql::subscription::executor::as_query(&query, d, name.as_deref())
-            })
-        });
-    match subscription {
-        Some(Some(prepared)) => crate::graphql::subscription::executor::subscribe(
-            app.subscription_schemas.clone(),
-            app.store.clone(),
-            prepared,
-            std::mem::take(&mut request.variables),
-            name,
-        ),
-        // A subscription whose keyword could not be located: async-graphql's own executor.
-        Some(None) => app.schema.execute_stream(request).map(response).boxed(),
-        None => {
-            let app = app.clone();
-            futures::stream::once(async move {
-                let key = key.as_ref();
-                let request = if plan.only_queries() {
-                    app.query_data(request, app.store.snapshot(), key)
-                } else {
-                    app.live_data(request)
-                }
-                .data(principal);
-                response(
-                    app.documents
-                        .execute(&app.schema, &plan, key, request)
-                        .await,
-                )
-            })
-            .boxed()
-        }
-    }
-}
-
-fn response(r: async_graphql::Response) -> Payload {
-    Payload::Response(Box::new(r))
-}
 
 /// Most messages written to a socket in one go.
 const MAX_BATCH: usize = 64;
@@ -254,14 +53,6 @@ struct Conn {
     streams: SelectAll<BoxStream<'static, Item>>,
     /// Messages to send before reading on.
     out: Vec<String>,
-}
-
-/// The close reason (1001) of sockets open when the server shuts down.
-pub const GOING_AWAY: &str = "Server is shutting down";
-
-/// Resolves once the server shuts down.
-pub async fn gone(going_away: &mut tokio::sync::watch::Receiver<bool>) {
-    let _ = going_away.wait_for(|g| *g).await;
 }
 
 /// Serve one upgraded socket until either side closes it.
@@ -497,7 +288,7 @@ impl Conn {
             self.refuse(&id, &limited.message, ErrorCode::RateLimited);
             return Ok(());
         }
-        let stream = execute_stream(&self.app, request, principal);
+        let stream = super::pipeline::execute_stream(&self.app, request, principal);
         let (abort, registration) = AbortHandle::new_pair();
         let end_id = id.clone();
         let item_id = id.clone();

@@ -119,6 +119,14 @@ pub const CHANGE_BUFFER: usize = 4_096;
 /// How long [`Store::load`] waits for a change stream reader that makes no progress at all.
 pub const STALLED_READER: std::time::Duration = std::time::Duration::from_secs(2);
 
+/// How a write's changes arrive: as news (the event log records them) or as state being loaded
+/// (a source's first list, the demo fleet: marked `loaded`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Arrival {
+    News,
+    Loaded,
+}
+
 /// The store: the current snapshot plus the change stream. Writers are serialized.
 pub struct Store {
     current: ArcSwap<Snapshot>,
@@ -277,18 +285,18 @@ impl Store {
     /// Apply writes atomically: readers see all of them or none. Returns the changes made
     /// (writes that change nothing produce no change and no sequence number).
     pub fn apply(&self, ops: Vec<Op>) -> Vec<Arc<Change>> {
-        self.apply_marked(ops, false, None)
+        self.apply_marked(ops, Arrival::News, None)
     }
 
     /// [`Store::apply`] on behalf of `actor` (a mutation's principal): its changes carry it.
     pub fn apply_as(&self, ops: Vec<Op>, actor: &Arc<str>) -> Vec<Arc<Change>> {
-        self.apply_marked(ops, false, Some(actor))
+        self.apply_marked(ops, Arrival::News, Some(actor))
     }
 
     /// [`Store::apply`] for state being loaded (a source's first list, the demo fleet): its
     /// changes are marked `loaded`, so the event log does not record them as news.
     pub fn apply_loaded(&self, ops: Vec<Op>) -> Vec<Arc<Change>> {
-        self.apply_marked(ops, true, None)
+        self.apply_marked(ops, Arrival::Loaded, None)
     }
 
     /// Load a large amount of state (the demo fleet, manifests at start-up, a source's first
@@ -306,7 +314,7 @@ impl Store {
         while ops.peek().is_some() {
             let chunk: Vec<Op> = ops.by_ref().take(slice).collect();
             self.room_for(chunk.len()).await;
-            made += self.apply_marked(chunk, true, None).len();
+            made += self.apply_marked(chunk, Arrival::Loaded, None).len();
         }
         made
     }
@@ -334,9 +342,10 @@ impl Store {
     fn apply_marked(
         &self,
         ops: Vec<Op>,
-        loaded: bool,
+        arrival: Arrival,
         actor: Option<&Arc<str>>,
     ) -> Vec<Arc<Change>> {
+        let loaded = arrival == Arrival::Loaded;
         let _guard = self.writer.lock();
         let mut snap = self.current.load_full().successor();
         let mut out = Vec::new();

@@ -87,7 +87,7 @@ fn readiness_keeps_unknown_apart_and_reads_cordons_taints_and_pressure() {
     let c = capacity(&n);
     assert_eq!(
         c.readiness,
-        Readiness::Unknown,
+        HostReadiness::Unknown,
         "the old page said NotReady"
     );
     assert!(c.unschedulable);
@@ -105,7 +105,7 @@ fn readiness_keeps_unknown_apart_and_reads_cordons_taints_and_pressure() {
     let plain = node(
         json!({"metadata": {"name": "w"}, "status": {"conditions": [{"type": "Ready", "status": "False"}]}}),
     );
-    assert_eq!(capacity(&plain).readiness, Readiness::NotReady);
+    assert_eq!(capacity(&plain).readiness, HostReadiness::NotReady);
     assert_eq!(capacity(&plain).roles, vec!["worker"]);
 }
 

@@ -29,7 +29,7 @@ mod hub;
 mod root;
 
 pub use documents::{Prepared, SubscriptionDocuments, as_query, find_operation};
-use hub::{Cursor, Frame, Hub, HubKey, Read, Ring, to_json};
+use hub::{Frame, Hub, HubKey, Ring, RingCursor, RingRead, to_json};
 pub use hub::{Hubs, Payload};
 pub use root::{ExecutorRoot, ExecutorSchema, ExecutorSchemas, Update};
 use root::{Opened, Opening};
@@ -198,12 +198,12 @@ impl Runner {
 }
 
 /// One subscriber: its opening, then its hub's events after the opening's sequence number.
-struct Subscriber {
+struct HubSubscriber {
     runner: Runner,
     /// Held so the hub lives while anyone listens.
     hub: Arc<Hub>,
     /// Its position in the hub's frames.
-    at: Arc<Cursor>,
+    at: Arc<RingCursor>,
     /// The opening (or a resync) being sent.
     opening: Option<BoxStream<'static, Seq<Update>>>,
     /// Events up to here are in what was sent.
@@ -215,7 +215,7 @@ struct Subscriber {
     resyncing: bool,
 }
 
-impl Subscriber {
+impl HubSubscriber {
     async fn next(&mut self) -> Option<Payload> {
         let payload = self.take().await?;
         self.active.event(std::mem::take(&mut self.resyncing));
@@ -242,11 +242,11 @@ impl Subscriber {
             }
             let at = self.at.at.load(Ordering::Acquire);
             let frame = match self.hub.ring.next(at).await {
-                Read::Frame(frame) => {
+                RingRead::Frame(frame) => {
                     self.at.at.store(at + 1, Ordering::Release);
                     (!frame.resync).then_some(frame)
                 }
-                Read::Lagged => {
+                RingRead::Lagged => {
                     // Fell out of the ring (counted by the ring when it happened).
                     self.at.overflowed.store(false, Ordering::Release);
                     self.at
@@ -254,8 +254,8 @@ impl Subscriber {
                         .store(self.hub.ring.end_position(), Ordering::Release);
                     None
                 }
-                Read::Pending => continue,
-                Read::Ended => return None,
+                RingRead::Pending => continue,
+                RingRead::Ended => return None,
             };
             let Some(frame) = frame else {
                 // Missed changes: RESYNC and a fresh opening, read from now.
@@ -328,7 +328,7 @@ pub fn subscribe(
             Err(r) => return refused(r).boxed(),
         };
         let active = Active::new(runner.schemas.metrics.clone(), runner.field());
-        let sub = Subscriber {
+        let sub = HubSubscriber {
             runner,
             hub,
             at,

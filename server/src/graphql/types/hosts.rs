@@ -4,7 +4,7 @@
 use async_graphql::{Context, SimpleObject};
 
 use super::{ClusterObj, MachineObj, many, node_type, one, snap};
-use crate::domain::hosts::{self, MembershipSource, Overcommit, Readiness};
+use crate::domain::hosts::{self, HostReadiness, MembershipSource, Overcommit};
 use crate::model::{Kind, Resource};
 use crate::store::{Idx, scoped};
 
@@ -96,7 +96,7 @@ node_type! {
         /// Roles from `node-role.kubernetes.io/*` labels (`worker` when none).
         async fn roles(&self) -> Vec<String> { self.cap().roles }
         /// Ready, NotReady or Unknown (a kubelet that stopped reporting is Unknown, not NotReady).
-        async fn readiness(&self) -> Readiness { self.cap().readiness }
+        async fn readiness(&self) -> HostReadiness { self.cap().readiness }
         /// Cordoned (`spec.unschedulable`).
         async fn unschedulable(&self) -> bool { self.cap().unschedulable }
         /// NoSchedule / NoExecute taints (`key:effect`).
@@ -282,7 +282,7 @@ pub fn host_capacity_full(s: &crate::store::Snapshot, o: Overcommit) -> HostCapa
         if let Resource::Node(n) = r.as_ref() {
             let cap = hosts::capacity(n);
             hosts_n += 1;
-            if cap.readiness == Readiness::Ready {
+            if cap.readiness == HostReadiness::Ready {
                 ready += 1;
             }
             if cap.accepts_vms() {

@@ -55,13 +55,13 @@ pub(super) struct Ring {
     pub(super) capacity: usize,
     /// Where each subscriber is, so that one falling out of the ring is counted when it
     /// happens (`vitistack_subscription_overflows_total`), not when it next reads.
-    pub(super) readers: Mutex<Vec<std::sync::Weak<Cursor>>>,
+    pub(super) readers: Mutex<Vec<std::sync::Weak<RingCursor>>>,
     pub(super) overflows: Option<prometheus::IntCounter>,
 }
 
 /// A subscriber's position in its hub's ring, and whether it has fallen out of it.
 #[derive(Default)]
-pub(super) struct Cursor {
+pub(super) struct RingCursor {
     pub(super) at: std::sync::atomic::AtomicU64,
     pub(super) overflowed: std::sync::atomic::AtomicBool,
 }
@@ -74,7 +74,7 @@ pub(super) struct RingFrames {
 }
 
 /// What a subscriber finds at its position in a ring.
-pub(super) enum Read {
+pub(super) enum RingRead {
     Frame(Arc<Frame>),
     /// The frames from its position on were dropped (it fell further behind than the ring holds).
     Lagged,
@@ -127,8 +127,8 @@ impl Ring {
     }
 
     /// A new reader at the end of the ring.
-    pub(super) fn reader(&self) -> Arc<Cursor> {
-        let c = Arc::new(Cursor::default());
+    pub(super) fn reader(&self) -> Arc<RingCursor> {
+        let c = Arc::new(RingCursor::default());
         c.at.store(self.end_position(), Ordering::Release);
         self.readers.lock().push(Arc::downgrade(&c));
         c
@@ -145,27 +145,27 @@ impl Ring {
         r.first + r.frames.len() as u64
     }
 
-    pub(super) fn read(&self, at: u64) -> Read {
+    pub(super) fn read(&self, at: u64) -> RingRead {
         let r = self.inner.lock();
         if at < r.first {
-            return Read::Lagged;
+            return RingRead::Lagged;
         }
         match r.frames.get((at - r.first) as usize) {
-            Some(f) => Read::Frame(f.clone()),
-            None if r.ended => Read::Ended,
-            None => Read::Pending,
+            Some(f) => RingRead::Frame(f.clone()),
+            None if r.ended => RingRead::Ended,
+            None => RingRead::Pending,
         }
     }
 
     /// The frame at `at` once there is one.
-    pub(super) async fn next(&self, at: u64) -> Read {
+    pub(super) async fn next(&self, at: u64) -> RingRead {
         loop {
             let notified = self.notify.notified();
             let mut notified = std::pin::pin!(notified);
             // Registered before looking, so a frame pushed in between still wakes us.
             notified.as_mut().enable();
             match self.read(at) {
-                Read::Pending => notified.await,
+                RingRead::Pending => notified.await,
                 other => return other,
             }
         }

@@ -48,7 +48,24 @@ pub struct SkippedRow {
     /// Kind column.
     pub kind: String,
     /// Why it was skipped.
-    pub reason: String,
+    pub reason: RowError,
+}
+
+/// Why a stored row no longer decodes.
+#[derive(Clone, Debug, thiserror::Error)]
+pub enum RowError {
+    /// A kind this version does not know.
+    #[error(transparent)]
+    Kind(#[from] crate::model::kind::UnknownKind),
+    /// A body the model cannot read.
+    #[error("{0}")]
+    Body(std::sync::Arc<serde_json::Error>),
+}
+
+impl From<serde_json::Error> for RowError {
+    fn from(e: serde_json::Error) -> Self {
+        RowError::Body(std::sync::Arc::new(e))
+    }
 }
 
 /// Every stored object, plus the rows that no longer decode.
@@ -59,18 +76,11 @@ pub async fn load(db: &Db) -> Result<(Vec<Resource>, Vec<SkippedRow>), DbError> 
     let mut objects = Vec::with_capacity(rows.len());
     let mut skipped = Vec::new();
     for (kind, api_version, body) in rows {
-        let decoded = kind
-            .parse::<Kind>()
-            .map_err(|e| e.to_string())
-            .and_then(|k| {
-                let version = api_version
-                    .rsplit('/')
-                    .next()
-                    .unwrap_or_default()
-                    .to_string();
-                let value = serde_json::from_str(&body).map_err(|e| e.to_string())?;
-                Resource::from_value(k, &version, value).map_err(|e| e.to_string())
-            });
+        let decoded = kind.parse::<Kind>().map_err(RowError::from).and_then(|k| {
+            let version = api_version.rsplit('/').next().unwrap_or_default();
+            let value = serde_json::from_str(&body)?;
+            Ok(Resource::from_value(k, version, value)?)
+        });
         match decoded {
             Ok(r) => objects.push(r),
             Err(reason) => skipped.push(SkippedRow { kind, reason }),

@@ -108,21 +108,30 @@ pub enum Cursor {
 /// (sort value, namespace, name).
 type SortKey = (String, String, String);
 
+/// Why a text is not a cursor of this server's lists.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum CursorError {
+    #[error("not base64url")]
+    NotBase64,
+    #[error("not a cursor of this server")]
+    Foreign,
+}
+
 impl CursorType for Cursor {
-    type Error = String;
+    type Error = CursorError;
 
     fn decode_cursor(s: &str) -> Result<Self, Self::Error> {
         let bytes = URL_SAFE_NO_PAD
             .decode(s)
-            .map_err(|_| "not base64url".to_string())?;
-        let parts: Vec<String> = serde_json::from_slice(&bytes)
-            .map_err(|_| "not a cursor of this server".to_string())?;
+            .map_err(|_| CursorError::NotBase64)?;
+        let parts: Vec<String> =
+            serde_json::from_slice(&bytes).map_err(|_| CursorError::Foreign)?;
         match parts.as_slice() {
             [v, field, value, ns, name] if v == "c1" => Ok(Cursor::Decoded {
                 field: field.clone(),
                 key: (value.clone(), ns.clone(), name.clone()),
             }),
-            _ => Err("not a cursor of this server".into()),
+            _ => Err(CursorError::Foreign),
         }
     }
 

@@ -52,18 +52,10 @@ pub(super) async fn graphql_get(
             .finish();
         return Html(page).into_response();
     };
-    // Who is asking comes first: nothing else is said to a caller without a credential.
-    let media = graphql_http::negotiate(&headers);
-    let principal = match app
-        .access
-        .admit(
-            peer.ip(),
-            &headers,
-            media.unwrap_or(graphql_http::Media::Json),
-        )
-        .await
-    {
-        Ok(p) => p,
+    // Who is asking comes first: nothing else is said to a caller without a credential. (Not
+    // an extractor here: the GraphiQL page above is served to anyone.)
+    let Caller { principal, media } = match Caller::admit(&app, peer, &headers).await {
+        Ok(c) => c,
         Err(refused) => return refused,
     };
     let Some(media) = media else {
@@ -94,18 +86,9 @@ pub(super) async fn graphql_get(
 /// GraphQL over SSE (GET with `query`, `variables`, `operationName` parameters).
 pub(super) async fn graphql_sse_get(
     State(app): State<AppState>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
-    headers: axum::http::HeaderMap,
+    Caller { principal, .. }: Caller,
     uri: axum::http::Uri,
 ) -> Response {
-    let principal = match app
-        .access
-        .admit(peer.ip(), &headers, graphql_http::Media::Json)
-        .await
-    {
-        Ok(p) => p,
-        Err(refused) => return refused,
-    };
     match graphql_http::parse_get(uri.query().unwrap_or_default(), graphql_http::Media::Json) {
         Ok(req) => sse(app, principal, req),
         Err(refused) => refused.into_response(),
@@ -115,18 +98,10 @@ pub(super) async fn graphql_sse_get(
 /// GraphQL over SSE (POST with a JSON body, as on `/graphql`).
 pub(super) async fn graphql_sse_post(
     State(app): State<AppState>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    Caller { principal, .. }: Caller,
     headers: axum::http::HeaderMap,
     body: bytes::Bytes,
 ) -> Response {
-    let principal = match app
-        .access
-        .admit(peer.ip(), &headers, graphql_http::Media::Json)
-        .await
-    {
-        Ok(p) => p,
-        Err(refused) => return refused,
-    };
     match graphql_http::parse_post(&headers, &body, graphql_http::Media::Json) {
         Ok(req) => sse(app, principal, req),
         Err(refused) => refused.into_response(),
@@ -191,6 +166,58 @@ pub(super) fn sse(
         .into_response()
 }
 
+/// A GraphQL caller: admitted (authenticated, within its rate limit, as the REST routes'
+/// `Admitted`), with the media type its answer goes in (None: its `Accept` allows none). As an
+/// extractor, a caller that may not ask is answered the refusal, as a GraphQL error in the media
+/// type it accepts, before the handler runs.
+pub(super) struct Caller {
+    pub(super) principal: Principal,
+    pub(super) media: Option<graphql_http::Media>,
+}
+
+impl Caller {
+    /// Admit the caller at `peer` with these headers, or the answer refusing it.
+    pub(super) async fn admit(
+        app: &AppState,
+        peer: SocketAddr,
+        headers: &axum::http::HeaderMap,
+    ) -> Result<Caller, Response> {
+        let media = graphql_http::negotiate(headers);
+        let principal = app
+            .access
+            .admit(
+                peer.ip(),
+                headers,
+                media.unwrap_or(graphql_http::Media::Json),
+            )
+            .await?;
+        Ok(Caller { principal, media })
+    }
+}
+
+impl axum::extract::FromRequestParts<AppState> for Caller {
+    type Rejection = Response;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        app: &AppState,
+    ) -> Result<Self, Response> {
+        let peer = parts
+            .extensions
+            .get::<ConnectInfo<SocketAddr>>()
+            .map(|c| c.0)
+            .ok_or_else(|| {
+                graphql_http::refuse(
+                    graphql_http::Media::Json,
+                    ErrorCode::Internal,
+                    "the caller's address is unknown",
+                )
+                .into_response()
+            })?;
+        Caller::admit(app, peer, &parts.headers).await
+    }
+}
+
 /// A request's headers, taken from it rather than copied (axum's `HeaderMap` extractor clones
 /// them); for a handler whose other extractors do not read headers.
 pub(super) struct Headers(axum::http::HeaderMap);
@@ -210,7 +237,11 @@ impl<S: Send + Sync> axum::extract::FromRequestParts<S> for Headers {
 /// only `text/event-stream`.
 pub(super) async fn graphql(
     State(app): State<AppState>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    // Who is asking comes first: nothing else is said to a caller without a credential.
+    Caller {
+        principal,
+        media: negotiated,
+    }: Caller,
     Headers(headers): Headers,
     body: bytes::Bytes,
 ) -> Response {
@@ -218,20 +249,6 @@ pub(super) async fn graphql(
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|a| a.contains("text/event-stream") && !a.contains("json"));
-    let negotiated = graphql_http::negotiate(&headers);
-    // Who is asking comes first: nothing else is said to a caller without a credential.
-    let principal = match app
-        .access
-        .admit(
-            peer.ip(),
-            &headers,
-            negotiated.unwrap_or(graphql_http::Media::Json),
-        )
-        .await
-    {
-        Ok(p) => p,
-        Err(refused) => return refused,
-    };
     let media = if wants_sse {
         graphql_http::Media::Json
     } else {

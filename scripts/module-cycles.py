@@ -34,13 +34,7 @@ def edges():
         src = top_module(path)
         if src in ASSEMBLERS or path.name == "tests.rs":
             continue
-        text = path.read_text(encoding="utf-8")
-        cut = text.find("#[cfg(test)]\nmod tests")
-        if cut >= 0:
-            text = text[:cut]
-        # Only code: drop line comments (doc comments may name other modules freely).
-        code = "\n".join(l.split("//", 1)[0] for l in text.splitlines())
-        for m in pattern.finditer(code):
+        for m in pattern.finditer(code_of(path)):
             dst = m.group(1)
             if dst in ASSEMBLERS - {"lib"}:
                 graph[src].setdefault(dst, set()).add(str(path.relative_to(SRC)))
@@ -64,6 +58,8 @@ def module_files():
 
 
 def code_of(path: Path) -> str:
+    """A file's code: without its inline test module, and without line comments (doc comments
+    may name other modules freely)."""
     text = path.read_text(encoding="utf-8")
     cut = text.find("#[cfg(test)]\nmod tests")
     if cut >= 0:

@@ -15,7 +15,6 @@ use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 
 use super::loaders::{Loaders, ReadError, db_of, read_failed};
-use super::paging::bad_input;
 use super::types::{Node, snap, to_node};
 use crate::history::query::{self, EventQuery, StoredEvent};
 use crate::history::{History, rfc3339};
@@ -169,10 +168,9 @@ fn page_size(ctx: &Context<'_>, first: i32) -> async_graphql::Result<usize> {
         .ok()
         .filter(|n| (1..=max).contains(n))
         .ok_or_else(|| {
-            bad_input(
-                ErrorCode::BadPageSize,
-                format!("first must be between 1 and {max} (MAX_PAGE_SIZE), not {first}"),
-            )
+            ErrorCode::BadPageSize.graphql(format!(
+                "first must be between 1 and {max} (MAX_PAGE_SIZE), not {first}"
+            ))
         })
 }
 
@@ -274,10 +272,8 @@ fn parse_time(field: &str, v: &Option<String>) -> async_graphql::Result<Option<i
             t.parse::<jiff::Timestamp>()
                 .map(|t| t.as_millisecond())
                 .map_err(|e| {
-                    bad_input(
-                        ErrorCode::BadTime,
-                        format!("filter.{field} `{t}` is not an RFC 3339 time: {e}"),
-                    )
+                    ErrorCode::BadTime
+                        .graphql(format!("filter.{field} `{t}` is not an RFC 3339 time: {e}"))
                 })
         })
         .transpose()
@@ -295,12 +291,7 @@ fn decode_cursor(c: &str) -> async_graphql::Result<i64> {
         .ok()
         .and_then(|b| String::from_utf8(b).ok())
         .and_then(|s| s.strip_prefix(CURSOR_PREFIX)?.parse().ok())
-        .ok_or_else(|| {
-            bad_input(
-                ErrorCode::BadCursor,
-                format!("`{c}` is not a cursor of events"),
-            )
-        })
+        .ok_or_else(|| ErrorCode::BadCursor.graphql(format!("`{c}` is not a cursor of events")))
 }
 
 /// `events(filter, first, after)`: newest first.
@@ -329,7 +320,7 @@ pub async fn events(
     };
     if let Some(id) = &f.object_id {
         let key =
-            super::types::decode_id(id).map_err(|e| bad_input(ErrorCode::BadId, e.to_string()))?;
+            super::types::decode_id(id).map_err(|e| ErrorCode::BadId.graphql(e.to_string()))?;
         q.kind = Some(key.kind.name().to_string());
         q.namespace = Some(key.namespace.clone());
         q.name = Some(key.name.clone());
@@ -354,10 +345,9 @@ pub async fn failures_per_day(
     days: i32,
 ) -> async_graphql::Result<Vec<DayCount>> {
     if !(1..=366).contains(&days) {
-        return Err(bad_input(
-            ErrorCode::BadDays,
-            format!("days must be between 1 and 366, not {days}"),
-        ));
+        return Err(
+            ErrorCode::BadDays.graphql(format!("days must be between 1 and 366, not {days}"))
+        );
     }
     let history = history_of(ctx)?;
     let db = db_of(history).map_err(unavailable)?;

@@ -173,11 +173,6 @@ fn sort_value(r: &Resource, f: SortField) -> (std::borrow::Cow<'_, str>, &str, &
     (value, r.namespace(), r.name())
 }
 
-/// A GraphQL error with a machine-readable code.
-pub fn bad_input(code: ErrorCode, message: String) -> async_graphql::Error {
-    code.graphql(message)
-}
-
 /// A filter ready to test objects (the label selector parsed once).
 #[derive(Clone, Default)]
 pub struct CompiledFilter {
@@ -195,10 +190,7 @@ impl CompiledFilter {
             .as_ref()
             .map(|sel| {
                 super::selector::parse(sel).map_err(|e| {
-                    bad_input(
-                        ErrorCode::BadLabelSelector,
-                        format!("labelSelector `{sel}`: {e}"),
-                    )
+                    ErrorCode::BadLabelSelector.graphql(format!("labelSelector `{sel}`: {e}"))
                 })
             })
             .transpose()?;
@@ -264,15 +256,11 @@ where
     for (name, v) in [("first", page.first), ("last", page.last)] {
         if let Some(n) = v {
             if n < 0 {
-                return Err(bad_input(
-                    ErrorCode::BadPageSize,
-                    format!("`{name}` must not be negative (got {n})"),
-                ));
+                return Err(ErrorCode::BadPageSize
+                    .graphql(format!("`{name}` must not be negative (got {n})")));
             }
             if n as usize > max_page {
-                return Err(bad_input(
-                    ErrorCode::PageSizeLimit,
-                    format!(
+                return Err(ErrorCode::PageSizeLimit.graphql(format!(
                         "`{name}` is {n}, above the maximum page size of {max_page} (MAX_PAGE_SIZE); page with `after` instead"
                     ),
                 ));
@@ -296,10 +284,7 @@ where
     let decode = |arg: &str, raw: &Option<String>| -> async_graphql::Result<Option<SortKey>> {
         let Some(raw) = raw else { return Ok(None) };
         let c = Cursor::decode_cursor(raw).map_err(|e| {
-            bad_input(
-                ErrorCode::BadCursor,
-                format!("`{arg}` cursor `{raw}` is invalid: {e}"),
-            )
+            ErrorCode::BadCursor.graphql(format!("`{arg}` cursor `{raw}` is invalid: {e}"))
         })?;
         let Cursor::Decoded {
             field: made_for,
@@ -309,12 +294,9 @@ where
             return Ok(None);
         };
         if made_for != field {
-            return Err(bad_input(
-                ErrorCode::BadCursor,
-                format!(
-                    "`{arg}` cursor was made for sorting by {made_for}, this query sorts by {field}"
-                ),
-            ));
+            return Err(ErrorCode::BadCursor.graphql(format!(
+                "`{arg}` cursor was made for sorting by {made_for}, this query sorts by {field}"
+            )));
         }
         Ok(Some(key))
     };

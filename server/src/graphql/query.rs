@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use async_graphql::{Context, ID, Object, SimpleObject};
 
-use super::paging::{Filter, PageArgs, Sort, bad_input};
+use super::paging::{Filter, PageArgs, Sort};
 use super::types::*;
 pub use crate::domain::summary::{
     ClusterSummary, Count, InfrastructureSummary, MachineSummary, NetworkSummary, StorageSummary,
@@ -139,7 +139,7 @@ impl Default for ListQuery {
 impl Query {
     /// Any object by global id; null when it no longer exists. A malformed id is an error.
     async fn node(&self, ctx: &Context<'_>, id: ID) -> async_graphql::Result<Option<Node>> {
-        let key = decode_id(&id).map_err(|e| bad_input(ErrorCode::BadId, e.to_string()))?;
+        let key = decode_id(&id).map_err(|e| ErrorCode::BadId.graphql(e.to_string()))?;
         Ok(snap(ctx).get_key(&key).cloned().map(to_node))
     }
 
@@ -150,15 +150,13 @@ impl Query {
         ids: Vec<ID>,
     ) -> async_graphql::Result<Vec<Option<Node>>> {
         if ids.len() > 500 {
-            return Err(bad_input(
-                ErrorCode::TooManyIds,
-                format!("nodes accepts at most 500 ids (got {})", ids.len()),
-            ));
+            return Err(ErrorCode::TooManyIds
+                .graphql(format!("nodes accepts at most 500 ids (got {})", ids.len())));
         }
         let s = snap(ctx);
         ids.iter()
             .map(|id| {
-                let key = decode_id(id).map_err(|e| bad_input(ErrorCode::BadId, e.to_string()))?;
+                let key = decode_id(id).map_err(|e| ErrorCode::BadId.graphql(e.to_string()))?;
                 Ok(s.get_key(&key).cloned().map(to_node))
             })
             .collect()
@@ -213,10 +211,9 @@ impl Query {
                 s.lookup_one(Idx::ClusterById, &scoped(&namespace, &id)),
                 ClusterObj::new,
             )),
-            (None, None) => Err(bad_input(
-                ErrorCode::MissingArgument,
-                "cluster needs `name` or `clusterId`".into(),
-            )),
+            (None, None) => {
+                Err(ErrorCode::MissingArgument.graphql("cluster needs `name` or `clusterId`"))
+            }
         }
     }
 

@@ -60,20 +60,51 @@ impl Access {
             .await
     }
 
-    /// The principal, or the answer refusing the request.
+    /// The principal, or the answer refusing the request as a GraphQL error in `media`.
     pub async fn admit(
         &self,
         peer: IpAddr,
         headers: &HeaderMap,
         media: Media,
     ) -> Result<Principal, Response> {
+        self.admit_as(peer, headers, graphql_body(media)).await
+    }
+
+    /// The caller of a request, from its parts (its address: axum's connect info), admitted as
+    /// [`Access::admit_as`] does.
+    pub async fn admit_parts(
+        &self,
+        parts: &axum::http::request::Parts,
+        body: impl Fn(ErrorCode, String) -> Response,
+    ) -> Result<Principal, Response> {
+        let Some(peer) = parts
+            .extensions
+            .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+            .map(|c| c.0)
+        else {
+            return Err(body(
+                ErrorCode::Internal,
+                "the caller's address is unknown".to_string(),
+            ));
+        };
+        self.admit_as(peer.ip(), &parts.headers, body).await
+    }
+
+    /// The principal, or the answer refusing the request: its body written by `body` (the
+    /// route's error shape), with `WWW-Authenticate` on 401 and `Retry-After` on 429.
+    pub async fn admit_as(
+        &self,
+        peer: IpAddr,
+        headers: &HeaderMap,
+        body: impl Fn(ErrorCode, String) -> Response,
+    ) -> Result<Principal, Response> {
         let principal = self
             .principal(peer, headers)
             .await
-            .map_err(|r| refused(&r, media))?;
+            .map_err(|r| refused_as(&r, &body))?;
         self.rate
             .check(&principal, 1)
-            .map_err(|l| limited(&l, media))?;
+            .map_err(|l| limited_as(&l, &body))?;
         Ok(principal)
     }
 
@@ -117,9 +148,18 @@ impl Access {
     }
 }
 
+/// A GraphQL error body in `media`.
+pub fn graphql_body(media: Media) -> impl Fn(ErrorCode, String) -> Response {
+    move |code, message| graphql_http::refuse(media, code, message).into_response()
+}
+
 /// The answer to a refused credential: 401 (with `WWW-Authenticate`), 403 or 503.
 pub fn refused(r: &Refusal, media: Media) -> Response {
-    let mut response = graphql_http::refuse(media, r.code(), r.message()).into_response();
+    refused_as(r, &graphql_body(media))
+}
+
+fn refused_as(r: &Refusal, body: &impl Fn(ErrorCode, String) -> Response) -> Response {
+    let mut response = body(r.code(), r.message());
     if r.code() == ErrorCode::Unauthenticated {
         response.headers_mut().insert(
             header::WWW_AUTHENTICATE,
@@ -130,9 +170,8 @@ pub fn refused(r: &Refusal, media: Media) -> Response {
 }
 
 /// The answer to an operation over the rate limit: 429 with `Retry-After`.
-pub fn limited(l: &Limited, media: Media) -> Response {
-    let mut response =
-        graphql_http::refuse(media, ErrorCode::RateLimited, l.message.clone()).into_response();
+fn limited_as(l: &Limited, body: &impl Fn(ErrorCode, String) -> Response) -> Response {
+    let mut response = body(ErrorCode::RateLimited, l.message.clone());
     if let Ok(v) = HeaderValue::from_str(&l.retry_after.to_string()) {
         response.headers_mut().insert(header::RETRY_AFTER, v);
     }

@@ -202,19 +202,15 @@ impl axum::extract::FromRequestParts<AppState> for Caller {
         parts: &mut axum::http::request::Parts,
         app: &AppState,
     ) -> Result<Self, Response> {
-        let peer = parts
-            .extensions
-            .get::<ConnectInfo<SocketAddr>>()
-            .map(|c| c.0)
-            .ok_or_else(|| {
-                graphql_http::refuse(
-                    graphql_http::Media::Json,
-                    ErrorCode::Internal,
-                    "the caller's address is unknown",
-                )
-                .into_response()
-            })?;
-        Caller::admit(app, peer, &parts.headers).await
+        let media = graphql_http::negotiate(&parts.headers);
+        let principal = app
+            .access
+            .admit_parts(
+                parts,
+                access::graphql_body(media.unwrap_or(graphql_http::Media::Json)),
+            )
+            .await?;
+        Ok(Caller { principal, media })
     }
 }
 

@@ -9,11 +9,10 @@
 use crate::error::ErrorCode;
 use crate::model::vocab::MachineState;
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
 use std::sync::Arc;
 
-use axum::extract::{ConnectInfo, Path};
-use axum::http::{HeaderMap, HeaderValue, header};
+use axum::extract::Path;
+use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -64,7 +63,8 @@ pub fn error(code: ErrorCode, message: impl Into<String>) -> Response {
 }
 
 /// A caller that may read (authenticated, within its rate limit), with the server's state; as an
-/// extractor, a caller that may not is answered the refusal before the handler runs.
+/// extractor, a caller that may not is answered the refusal before the handler runs (JSON
+/// `{error, code}`, with `WWW-Authenticate` on 401 and `Retry-After` on 429).
 pub(crate) struct Admitted {
     /// The server's state.
     pub app: AppState,
@@ -79,48 +79,12 @@ impl axum::extract::FromRequestParts<AppState> for Admitted {
         parts: &mut axum::http::request::Parts,
         app: &AppState,
     ) -> Result<Self, Response> {
-        let peer = parts
-            .extensions
-            .get::<ConnectInfo<SocketAddr>>()
-            .map(|c| c.0)
-            .ok_or_else(|| error(ErrorCode::Internal, "the caller's address is unknown"))?;
-        let principal = admit(app, peer, &parts.headers).await?;
+        let principal = app.access.admit_parts(parts, error).await?;
         Ok(Admitted {
             app: app.clone(),
             principal,
         })
     }
-}
-
-/// The caller, when it may read; else the refusal (as JSON errors, with `WWW-Authenticate` on
-/// 401 and `Retry-After` on 429).
-async fn admit(
-    app: &AppState,
-    peer: SocketAddr,
-    headers: &HeaderMap,
-) -> Result<crate::auth::Principal, Response> {
-    let principal = app
-        .access
-        .principal(peer.ip(), headers)
-        .await
-        .map_err(|r| {
-            let mut response = error(r.code(), r.message());
-            if r.code() == ErrorCode::Unauthenticated {
-                response.headers_mut().insert(
-                    header::WWW_AUTHENTICATE,
-                    HeaderValue::from_static("Bearer realm=\"vitistack\""),
-                );
-            }
-            response
-        })?;
-    app.access.rate.check(&principal, 1).map_err(|l| {
-        let mut response = error(ErrorCode::RateLimited, l.message);
-        if let Ok(v) = HeaderValue::from_str(&l.retry_after.to_string()) {
-            response.headers_mut().insert(header::RETRY_AFTER, v);
-        }
-        response
-    })?;
-    Ok(principal)
 }
 
 /// A JSON answer with `X-Total-Count`.

@@ -9,7 +9,6 @@ use tokio::sync::broadcast;
 use super::events::{After, Mode, Seq};
 use super::metrics::Active;
 use crate::error::ErrorCode;
-use crate::graphql::paging::bad_input;
 use crate::store::{Snapshot, Store};
 
 /// An aggregate of the graph, sent first as it is, then again after changes settle (`debounce`)
@@ -63,10 +62,8 @@ where
 
 pub(super) fn debounce_of(ms: u32) -> async_graphql::Result<std::time::Duration> {
     if !(10..=60_000).contains(&ms) {
-        return Err(bad_input(
-            ErrorCode::BadDebounce,
-            format!("debounceMs must be between 10 and 60000, not {ms}"),
-        ));
+        return Err(ErrorCode::BadDebounce
+            .graphql(format!("debounceMs must be between 10 and 60000, not {ms}")));
     }
     Ok(std::time::Duration::from_millis(u64::from(ms)))
 }

@@ -10,7 +10,6 @@ use tokio::sync::broadcast;
 use super::events::{After, ClusterEvent, Mode, ResourceEvent, ResourceEventType, Seq};
 use super::metrics::{Active, counted};
 use crate::error::ErrorCode;
-use crate::graphql::paging::bad_input;
 use crate::model::{Kind, Resource};
 use crate::store::{ChangeType, Snapshot, Store};
 
@@ -94,12 +93,11 @@ pub(super) fn cluster_changed(
     mode: Mode,
 ) -> async_graphql::Result<futures::stream::BoxStream<'static, Seq<ClusterEvent>>> {
     let key = crate::graphql::types::decode_id(&id)
-        .map_err(|e| bad_input(ErrorCode::BadId, e.to_string()))?;
+        .map_err(|e| ErrorCode::BadId.graphql(e.to_string()))?;
     if key.kind != Kind::KubernetesCluster {
-        return Err(bad_input(
-            ErrorCode::BadId,
-            format!("{id:?} is a {}, not a KubernetesCluster", key.kind),
-        ));
+        return Err(
+            ErrorCode::BadId.graphql(format!("{id:?} is a {}, not a KubernetesCluster", key.kind))
+        );
     }
     let store = ctx.data_unchecked::<Arc<Store>>().clone();
     let active = Active::new(counted(ctx), "clusterChanged");
@@ -107,10 +105,7 @@ pub(super) fn cluster_changed(
     let snap = store.snapshot();
     let current = snap.get_key(&key).cloned();
     let Some(Resource::KubernetesCluster(kc)) = current.as_deref() else {
-        return Err(bad_input(
-            ErrorCode::NotFound,
-            format!("no KubernetesCluster {key}"),
-        ));
+        return Err(ErrorCode::NotFound.graphql(format!("no KubernetesCluster {key}")));
     };
     let refs = ClusterRefs::of(kc);
     After::note(ctx.data_opt::<Arc<After>>(), snap.seq());

@@ -29,7 +29,7 @@ use std::sync::Arc;
 use async_graphql::{Context, Subscription};
 use futures::{Stream, StreamExt};
 
-use crate::graphql::paging::{CompiledFilter, Filter, bad_input};
+use crate::graphql::paging::{CompiledFilter, Filter};
 use crate::model::Kind;
 use crate::store::Store;
 
@@ -61,7 +61,7 @@ pub(crate) mod open {
                     .collect::<Result<Vec<_>, _>>()
             })
             .transpose()
-            .map_err(|e| bad_input(ErrorCode::BadKind, e.to_string()))?;
+            .map_err(|e| ErrorCode::BadKind.graphql(e.to_string()))?;
         let filter = CompiledFilter::new(&Filter {
             namespace,
             label_selector,

@@ -1,5 +1,7 @@
 //! How numbers and states look: the old status page's thresholds and units, kept as its users
-//! learned them (legacy-parity A.6), and the names of the pipeline's stages.
+//! learned them (legacy-parity A.6), and the words for the schema's enums.
+
+use crate::gql::{CapacityVerdict, HostReadiness, NodeRole, PhaseState, PipelineStage};
 
 /// Class of an overview percentage: below 60 `ok`, below 85 `warn`, else `err`.
 pub fn percent_class(percent: f64) -> &'static str {
@@ -23,21 +25,14 @@ pub fn bar_class(percent: f64) -> &'static str {
     }
 }
 
-/// Class of a VM or Machine phase: running, error, scheduling or unknown.
-pub fn status_class(status: &str) -> &'static str {
-    let s = status.to_ascii_lowercase();
-    if s == "running" || s == "ready" {
-        "running"
-    } else if s.contains("error") || s.contains("unschedulable") || s.contains("fail") {
-        "error"
-    } else if s.contains("scheduling")
-        || s.contains("pending")
-        || s.contains("provisioning")
-        || s.contains("starting")
-    {
-        "scheduling"
-    } else {
-        "unknown"
+/// The CSS class of what a phase means (the server's `phaseState`): running, error, scheduling
+/// (on its way) or unknown, the old page's four colours.
+pub fn state_class(state: PhaseState) -> &'static str {
+    match state {
+        PhaseState::Running => "running",
+        PhaseState::Failed => "error",
+        PhaseState::Pending => "scheduling",
+        PhaseState::Stopped | PhaseState::Deleting | PhaseState::Other => "unknown",
     }
 }
 
@@ -83,32 +78,72 @@ pub fn plural(n: i64, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
 }
 
-/// The wire name of a generated enum value (`IPS_ALLOCATED`).
-pub fn wire<T: serde::Serialize>(value: &T) -> String {
-    serde_json::to_value(value)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_owned))
-        .unwrap_or_default()
+impl PipelineStage {
+    /// The words the dashboard shows for the stage.
+    pub fn label(self) -> &'static str {
+        match self {
+            PipelineStage::Network => "Network",
+            PipelineStage::MachinesCreated => "Machines created",
+            PipelineStage::IpsAllocated => "IPs allocated",
+            PipelineStage::MachinesRunning => "Machines running",
+            PipelineStage::VipReady => "VIP ready",
+            PipelineStage::Talos => "Talos bootstrap",
+            PipelineStage::Ready => "Ready",
+            PipelineStage::Other => "Unknown stage",
+        }
+    }
+
+    /// The stage's place in the pipeline (an unknown one last).
+    pub fn order(self) -> usize {
+        PipelineStage::ALL
+            .iter()
+            .position(|s| *s == self)
+            .unwrap_or(PipelineStage::ALL.len())
+    }
+
+    /// The stage a URL's `stage` parameter names.
+    pub fn from_wire(wire: &str) -> Option<Self> {
+        PipelineStage::ALL
+            .iter()
+            .copied()
+            .find(|s| s.wire() == wire)
+    }
 }
 
-/// Pipeline stages in order, with the words the dashboard shows.
-pub const STAGES: [(&str, &str); 7] = [
-    ("NETWORK", "Network"),
-    ("MACHINES_CREATED", "Machines created"),
-    ("IPS_ALLOCATED", "IPs allocated"),
-    ("MACHINES_RUNNING", "Machines running"),
-    ("VIP_READY", "VIP ready"),
-    ("TALOS", "Talos bootstrap"),
-    ("READY", "Ready"),
-];
+impl CapacityVerdict {
+    /// The verdict in words, and its CSS class.
+    pub fn words(self) -> (&'static str, &'static str) {
+        match self {
+            CapacityVerdict::Fits => ("Fits", "verdict ok"),
+            CapacityVerdict::BelowRedundancy => ("Fits, too few hosts could fail", "verdict warn"),
+            CapacityVerdict::DoesNotFit => ("Does not fit", "verdict bad"),
+            CapacityVerdict::Unknown | CapacityVerdict::Other => {
+                ("Capacity unknown", "verdict unknown")
+            }
+        }
+    }
+}
 
-/// The words for a stage's wire name.
-pub fn stage_label(wire: &str) -> String {
-    STAGES
-        .iter()
-        .find(|(w, _)| *w == wire)
-        .map(|(_, label)| (*label).to_owned())
-        .unwrap_or_else(|| wire.to_owned())
+impl NodeRole {
+    /// The role in words (`control plane`).
+    pub fn words(self) -> &'static str {
+        match self {
+            NodeRole::ControlPlane => "control plane",
+            NodeRole::Worker => "worker",
+            NodeRole::Other => "",
+        }
+    }
+}
+
+impl HostReadiness {
+    /// As the old page wrote it.
+    pub fn words(self) -> &'static str {
+        match self {
+            HostReadiness::Ready => "Ready",
+            HostReadiness::NotReady => "NotReady",
+            HostReadiness::Unknown | HostReadiness::Other => "Unknown",
+        }
+    }
 }
 
 /// A time as the browser's local clock shows it.
@@ -135,12 +170,13 @@ mod tests {
     }
 
     #[test]
-    fn statuses_classify_like_the_old_page() {
-        assert_eq!(status_class("Running"), "running");
-        assert_eq!(status_class("ErrorUnschedulable"), "error");
-        assert_eq!(status_class("Failed"), "error");
-        assert_eq!(status_class("Pending"), "scheduling");
-        assert_eq!(status_class("Succeeded"), "unknown");
+    fn states_colour_like_the_old_page() {
+        assert_eq!(state_class(PhaseState::Running), "running");
+        assert_eq!(state_class(PhaseState::Failed), "error");
+        assert_eq!(state_class(PhaseState::Pending), "scheduling");
+        assert_eq!(state_class(PhaseState::Other), "unknown");
+        let unknown: PhaseState = serde_json::from_str("\"HIBERNATING\"").expect("any value reads");
+        assert_eq!(unknown, PhaseState::Other);
     }
 
     #[test]
@@ -157,7 +193,12 @@ mod tests {
             ("0".to_string(), "0.0".to_string())
         );
         assert_eq!(plural(1, "host", "hosts"), "1 host");
-        assert_eq!(stage_label("IPS_ALLOCATED"), "IPs allocated");
-        assert_eq!(stage_label("NEW_STAGE"), "NEW_STAGE");
+        assert_eq!(PipelineStage::IpsAllocated.label(), "IPs allocated");
+        assert_eq!(
+            PipelineStage::from_wire("IPS_ALLOCATED"),
+            Some(PipelineStage::IpsAllocated)
+        );
+        assert_eq!(PipelineStage::from_wire("NEW_STAGE"), None);
+        assert!(PipelineStage::Network.order() < PipelineStage::Ready.order());
     }
 }

@@ -10,6 +10,93 @@ pub type JSON = serde_json::Value;
 /// The server's 64-bit integer scalar (byte counts).
 pub type Long = i64;
 
+/// The schema's enums the views match on, defined once for every operation (graphql_client's
+/// `extern_enums`): each operation would otherwise have its own copy of each, and the views
+/// compared them as strings. A value this dashboard does not know yet reads as `Other`.
+macro_rules! schema_enum {
+    ($(#[$meta:meta])* $name:ident { $($(#[$vmeta:meta])* $variant:ident = $wire:literal),* $(,)? }) => {
+        $(#[$meta])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        pub enum $name {
+            $($(#[$vmeta])* $variant,)*
+            /// A value newer than this dashboard.
+            Other,
+        }
+
+        // By hand, not derived: serde's derive for an enum with an `other` value is about 700
+        // bytes of WebAssembly per enum and per reader, this is a string read and a look-up.
+        impl<'de> serde::Deserialize<'de> for $name {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                let wire = String::deserialize(d)?;
+                Ok($name::ALL.iter().copied().find(|v| v.wire() == wire).unwrap_or($name::Other))
+            }
+        }
+
+        // Not every enum's views list its values or write them into a URL.
+        #[allow(dead_code)]
+        impl $name {
+            /// Every value, in the schema's order.
+            pub const ALL: &[$name] = &[$($name::$variant),*];
+
+            /// The value as the schema spells it (URL parameters carry it).
+            pub fn wire(self) -> &'static str {
+                match self {
+                    $($name::$variant => $wire,)*
+                    $name::Other => "",
+                }
+            }
+        }
+    };
+}
+
+schema_enum! {
+    /// Where a cluster is in the operators' pipeline.
+    PipelineStage {
+        Network = "NETWORK", MachinesCreated = "MACHINES_CREATED", IpsAllocated = "IPS_ALLOCATED",
+        MachinesRunning = "MACHINES_RUNNING", VipReady = "VIP_READY", Talos = "TALOS", Ready = "READY",
+    }
+}
+schema_enum! {
+    /// How far one pipeline stage got.
+    PipelineStepState {
+        Done = "DONE", InProgress = "IN_PROGRESS", Failed = "FAILED", NotStarted = "NOT_STARTED",
+        Degraded = "DEGRADED",
+    }
+}
+schema_enum! {
+    /// A host's Ready condition.
+    HostReadiness { Ready = "READY", NotReady = "NOT_READY", Unknown = "UNKNOWN" }
+}
+schema_enum! {
+    /// What a phase means (the server's one rule, `phaseState`).
+    PhaseState {
+        Running = "RUNNING", Pending = "PENDING", Failed = "FAILED", Stopped = "STOPPED",
+        Deleting = "DELETING",
+    }
+}
+schema_enum! {
+    /// Whether a planned change fits on the hosts.
+    CapacityVerdict {
+        Fits = "FITS", BelowRedundancy = "BELOW_REDUNDANCY", DoesNotFit = "DOES_NOT_FIT",
+        Unknown = "UNKNOWN",
+    }
+}
+schema_enum! {
+    /// A Machine's role.
+    NodeRole { ControlPlane = "CONTROL_PLANE", Worker = "WORKER" }
+}
+schema_enum! {
+    /// A planned Machine's role.
+    PlannedRole { ControlPlane = "CONTROL_PLANE", Worker = "WORKER" }
+}
+schema_enum! {
+    /// What happened to an object.
+    ResourceEventType {
+        Added = "ADDED", Modified = "MODIFIED", Deleted = "DELETED", Synced = "SYNCED",
+        Resync = "RESYNC",
+    }
+}
+
 macro_rules! operation {
     ($name:ident, $file:literal) => {
         #[derive(GraphQLQuery)]
@@ -17,7 +104,17 @@ macro_rules! operation {
                                                             schema_path = "../schema.graphql",
                                                             query_path = $file,
                                                             response_derives = "Clone, PartialEq",
-                                                            variables_derives = "Clone, PartialEq"
+                                                            variables_derives = "Clone, PartialEq",
+                                                            extern_enums(
+                                                                "PipelineStage",
+                                                                "PipelineStepState",
+                                                                "HostReadiness",
+                                                                "PhaseState",
+                                                                "CapacityVerdict",
+                                                                "NodeRole",
+                                                                "PlannedRole",
+                                                                "ResourceEventType"
+                                                            )
                                                         )]
         pub struct $name;
     };

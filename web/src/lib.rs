@@ -4,6 +4,7 @@
 mod charts;
 mod format;
 mod gql;
+mod keyed;
 mod net;
 mod signin;
 mod views;

@@ -18,6 +18,7 @@ use super::loaders::{Loaders, ReadError, db_of, read_failed};
 use super::types::{Node, snap, to_node};
 use crate::history::query::{self, EventQuery, StoredEvent};
 use crate::history::{History, rfc3339};
+use crate::model::vocab::PhaseState;
 
 /// One entry of the event log.
 #[derive(SimpleObject, Clone, Debug)]
@@ -74,6 +75,16 @@ impl HistoryEvent {
             return None;
         }
         snap(ctx).by_uid(&self.uid).cloned().map(to_node)
+    }
+
+    /// What the phase after the change means (as `phaseState` on the object); `DELETING` after a
+    /// deletion.
+    async fn phase_state_after(&self) -> PhaseState {
+        if self.change == "DELETED" {
+            PhaseState::Deleting
+        } else {
+            PhaseState::of(self.phase_after.as_deref())
+        }
     }
 }
 
@@ -133,6 +144,8 @@ pub struct PhaseSpan {
     pub until: Option<String>,
     /// Seconds spent in the phase (null while it is still in it).
     pub seconds: Option<f64>,
+    /// What the phase means (as `phaseState` on the object).
+    pub phase_state: PhaseState,
 }
 
 /// Failures on one UTC day.
@@ -232,6 +245,7 @@ pub fn timeline(events: &[StoredEvent]) -> Vec<PhaseSpan> {
             since: rfc3339(*from),
             until: to.map(rfc3339),
             seconds: to.map(|t| (t - from) as f64 / 1000.0),
+            phase_state: PhaseState::of(Some(phase)),
         });
     }
     out

@@ -180,7 +180,7 @@ impl OperatorMetrics {
             self.machines
                 .with_label_values(&[
                     operator,
-                    crate::model::vocab::MachineState::of(m.phase()).as_str(),
+                    crate::model::vocab::PhaseState::of(m.phase()).as_str(),
                     cluster,
                 ])
                 .inc();

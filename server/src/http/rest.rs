@@ -7,7 +7,7 @@
 //! authenticate as on `/graphql` (API keys, Kubernetes tokens, anonymous networks).
 
 use crate::error::ErrorCode;
-use crate::model::vocab::MachineState;
+use crate::model::vocab::PhaseState;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -295,7 +295,7 @@ async fn infrastructure(Admitted { app, .. }: Admitted) -> Response {
         .machines
         .by_phase
         .iter()
-        .filter(|c| MachineState::of(Some(&c.value)) == MachineState::Pending)
+        .filter(|c| PhaseState::of(Some(&c.value)) == PhaseState::Pending)
         .map(|c| c.count)
         .sum::<usize>();
     let storages: Vec<&Arc<Resource>> = snap.list(Kind::ClusterStorage).collect();

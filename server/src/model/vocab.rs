@@ -115,17 +115,19 @@ open_vocab! {
     ConditionStatus { True = "True", False = "False", Unknown = "Unknown" }
 }
 
-/// What a Machine's phase means for the people who run it: the one rule every view (metrics'
-/// `status` label, the old aggregator's pending count, the dashboard) sorts phases by. The
-/// phases operators write beyond [`MachinePhase`] (`Provisioning`, `Starting`, `Error`,
-/// `Deleting`) are sorted too.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum MachineState {
-    /// `Running`.
+/// What a phase means for the people who run it: the one rule every view sorts phases by
+/// (metrics' `status` label, the old aggregator's pending count, the dashboard's colours, served
+/// as `phaseState`). It reads the phases of every kind: a Machine's, a VirtualMachine's printable
+/// status and a VirtualMachineInstance's (KubeVirt), the network objects' and a cluster's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, async_graphql::Enum)]
+pub enum PhaseState {
+    /// `Running`, `Ready`.
     Running,
-    /// No phase yet, or on its way: `Pending`, `Creating`, `Provisioning`, `Starting`.
+    /// No phase yet, or on its way: `Pending`, `Creating`, `Provisioning`, `Starting`,
+    /// `Scheduling`, `Scheduled`, `WaitingForVolumeBinding`.
     Pending,
-    /// `Failed`, `Error`.
+    /// `Failed`, `Error`, and KubeVirt's and talos-operator's error states (`ErrorUnschedulable`,
+    /// `CrashLoopBackOff`, `ErrImagePull`, `UpgradeFailed`, `ValidationError`, …).
     Failed,
     /// `Stopped`, `Stopping`.
     Stopped,
@@ -135,28 +137,37 @@ pub enum MachineState {
     Other,
 }
 
-impl MachineState {
-    /// The status of a Machine in `phase` (None: no phase yet).
+impl PhaseState {
+    /// What `phase` means (None: no phase yet).
     pub fn of(phase: Option<&str>) -> Self {
         match phase.unwrap_or_default() {
-            "Running" => MachineState::Running,
-            "" | "Pending" | "Creating" | "Provisioning" | "Starting" => MachineState::Pending,
-            "Failed" | "Error" => MachineState::Failed,
-            "Stopped" | "Stopping" => MachineState::Stopped,
-            "Terminating" | "Deleting" => MachineState::Deleting,
-            _ => MachineState::Other,
+            "Running" | "Ready" => PhaseState::Running,
+            ""
+            | "Pending"
+            | "Creating"
+            | "Provisioning"
+            | "Starting"
+            | "Scheduling"
+            | "Scheduled"
+            | "WaitingForVolumeBinding" => PhaseState::Pending,
+            "Failed" | "Error" | "ErrorUnschedulable" | "Unschedulable" | "CrashLoopBackOff"
+            | "ErrImagePull" | "ImagePullBackOff" | "ErrorPvcNotFound" | "DataVolumeError"
+            | "UpgradeFailed" | "ValidationError" => PhaseState::Failed,
+            "Stopped" | "Stopping" => PhaseState::Stopped,
+            "Terminating" | "Deleting" => PhaseState::Deleting,
+            _ => PhaseState::Other,
         }
     }
 
     /// As a metric label: `running`, `pending`, `failed`, `stopped`, `deleting`, `other`.
     pub fn as_str(self) -> &'static str {
         match self {
-            MachineState::Running => "running",
-            MachineState::Pending => "pending",
-            MachineState::Failed => "failed",
-            MachineState::Stopped => "stopped",
-            MachineState::Deleting => "deleting",
-            MachineState::Other => "other",
+            PhaseState::Running => "running",
+            PhaseState::Pending => "pending",
+            PhaseState::Failed => "failed",
+            PhaseState::Stopped => "stopped",
+            PhaseState::Deleting => "deleting",
+            PhaseState::Other => "other",
         }
     }
 }
@@ -213,5 +224,29 @@ mod tests {
         assert_eq!(odd.as_str(), "Hibernating");
         let p: ClusterPhase = serde_json::from_str("\"ControlPlaneIPsPending\"").expect("phase");
         assert_eq!(p, ClusterPhase::ControlPlaneIpsPending);
+    }
+
+    #[test]
+    fn phases_sort_like_the_old_page() {
+        use PhaseState as S;
+        let cases = [
+            (None, S::Pending),
+            (Some("Running"), S::Running),
+            (Some("Ready"), S::Running),
+            (Some("Scheduling"), S::Pending),
+            (Some("Provisioning"), S::Pending),
+            (Some("ErrorUnschedulable"), S::Failed),
+            (Some("CrashLoopBackOff"), S::Failed),
+            (Some("Failed"), S::Failed),
+            (Some("UpgradeFailed"), S::Failed),
+            (Some("Stopped"), S::Stopped),
+            (Some("Terminating"), S::Deleting),
+            (Some("Succeeded"), S::Other),
+            (Some("Bootstrapping"), S::Other),
+        ];
+        for (phase, state) in cases {
+            assert_eq!(PhaseState::of(phase), state, "{phase:?}");
+        }
+        assert_eq!(PhaseState::of(Some("Stopping")).as_str(), "stopped");
     }
 }

@@ -4,16 +4,17 @@
 use leptos::prelude::*;
 use leptos_router::hooks::use_params_map;
 
+use super::list::{Item, each, each_keyed};
 use super::operate::{Operate, Shape};
 use super::{Problem, param};
-use crate::charts::Timeline;
-use crate::format::{self, gib, status_class, wire};
+use crate::charts::{Span, Timeline};
+use crate::format::{self, gib, state_class};
 use crate::gql::{
     ClusterHistory, ClusterId, ClusterLive, cluster_history, cluster_id, cluster_live,
 };
 use crate::net;
 
-type Live = cluster_live::ClusterLiveClusterChangedCluster;
+type Shown = cluster_live::ClusterLiveClusterChangedCluster;
 
 #[component]
 pub fn Cluster() -> impl IntoView {
@@ -50,16 +51,25 @@ pub fn Cluster() -> impl IntoView {
     }
 }
 
-/// A change the page saw, newest first.
+/// A change the page saw, newest first (`n` counts them: the feed's key).
 #[derive(Clone, PartialEq)]
 struct Seen {
+    n: u64,
     at: f64,
     what: String,
 }
 
+/// Where the live view is: waiting for the first event, the cluster is gone, or it is there.
+#[derive(Clone, Copy, PartialEq)]
+enum Showing {
+    Loading,
+    Deleted,
+    Present,
+}
+
 #[component]
 fn ClusterLiveView(id: String) -> impl IntoView {
-    let cluster = RwSignal::new(None::<Option<Live>>);
+    let cluster = RwSignal::new(None::<Option<Shown>>);
     let error = RwSignal::new(None::<String>);
     let feed = RwSignal::new(Vec::<Seen>::new());
     // Changes seen since the page opened (the feed keeps only the newest 50).
@@ -72,38 +82,55 @@ fn ClusterLiveView(id: String) -> impl IntoView {
             if let Some(changed) = event.changed {
                 let what = format!(
                     "{} {} {}",
-                    wire(&changed.type_),
+                    changed.type_.wire(),
                     changed.kind.unwrap_or_default(),
                     changed.name.unwrap_or_default()
                 );
+                let n = seen.get_untracked() + 1;
                 feed.update(|f| {
                     f.insert(
                         0,
                         Seen {
+                            n,
                             at: net::now_ms(),
                             what,
                         },
                     );
                     f.truncate(50);
                 });
-                seen.update(|n| *n += 1);
+                seen.set(n);
                 last.set(event.sequence);
             }
             cluster.set(Some(event.cluster));
         }
         Err(e) => error.set(Some(e)),
     });
+    let showing = Memo::new(
+        move |_| match cluster.with(|c| c.as_ref().map(Option::is_some)) {
+            None => Showing::Loading,
+            Some(false) => Showing::Deleted,
+            Some(true) => Showing::Present,
+        },
+    );
+    let shown = Current(cluster);
     // The change panel keeps its state (sizes typed, preview, outcome) across live updates.
-    let shape =
-        Memo::new(move |_| cluster.with(|c| c.as_ref().and_then(|c| c.as_ref().map(shape_of))));
+    let shape = Memo::new(move |_| shown.with(|c| c.map(shape_of)));
     view! {
         {move || error.get().map(|e| view! { <Problem text=e/> })}
-        {move || match cluster.get() {
-            None => view! { <p class="empty">"Loading…"</p> }.into_any(),
-            Some(None) => view! { <Problem text="This cluster was deleted."/> }.into_any(),
-            Some(Some(c)) => details(c).into_any(),
+        {move || match showing.get() {
+            Showing::Loading => view! { <p class="empty">"Loading…"</p> }.into_any(),
+            Showing::Deleted => view! { <Problem text="This cluster was deleted."/> }.into_any(),
+            Showing::Present => view! { <Details shown/> }.into_any(),
         }}
         <Operate shape/>
+        <Feed feed seen last/>
+    }
+}
+
+/// What changed since the page opened, newest first.
+#[component]
+fn Feed(feed: RwSignal<Vec<Seen>>, seen: RwSignal<u64>, last: RwSignal<i64>) -> impl IntoView {
+    view! {
         <section aria-labelledby="feed-title">
             <h2 id="feed-title">"Live changes"
                 <span class="count">{move || match seen.get() {
@@ -112,141 +139,154 @@ fn ClusterLiveView(id: String) -> impl IntoView {
                 }}</span>
             </h2>
             <ol class="feed" data-testid="feed" data-changes=move || seen.get().to_string() data-sequence=move || last.get().to_string()>
-                {move || {
-                    let f = feed.get();
-                    if f.is_empty() {
-                        return view! { <li class="empty">"Nothing has changed since this page opened."</li> }.into_any();
-                    }
-                    f.into_iter()
-                        .map(|s| view! { <li><time>{format::clock(s.at)}</time>" "{s.what}</li> })
-                        .collect_view()
-                        .into_any()
-                }}
+                <Show when=move || seen.get() == 0>
+                    <li class="empty">"Nothing has changed since this page opened."</li>
+                </Show>
+                {each(move || feed.with(|f| f.iter().map(|s| {
+                    let (at, what) = (s.at, s.what.clone());
+                    Item::new(s.n.to_string(), 0, move || view! { <li><time>{format::clock(at)}</time>" "{what}</li> })
+                }).collect()))}
             </ol>
         </section>
     }
 }
 
-fn details(c: Live) -> impl IntoView {
-    let stage = wire(&c.pipeline.stage);
-    let d = c.diagnosis;
-    let state_class = format::health_class(d.ready, d.degraded, d.failed);
-    let steps = c
-        .pipeline
-        .steps
-        .into_iter()
-        .map(|s| {
-            let state = wire(&s.state);
-            let class = format!("step {}", state.to_ascii_lowercase().replace('_', "-"));
-            let label = format::stage_label(&wire(&s.stage));
-            view! {
-                <li class=class title=s.detail.clone()>
-                    <span class="name">{label}</span>
-                    <span class="state">{state.replace('_', " ").to_ascii_lowercase()}</span>
-                    <span class="detail">{s.detail.clone()}</span>
-                </li>
-            }
-        })
-        .collect_view();
-    let blockers = d
-        .blockers
-        .into_iter()
-        .map(|b| {
-            let target = format!("{} {}", b.kind, b.name);
-            let link = match b.object {
-                Some(o) => view! { <a href=format!("/objects/{}", js_sys::encode_uri_component(&o.id))>{target}</a> }.into_any(),
-                None => view! { <span>{target}" (missing)"</span> }.into_any(),
-            };
-            let class = if b.terminal { "blocker terminal" } else { "blocker" };
-            view! {
-                <li class=class>
-                    <span class="stage">{format::stage_label(&wire(&b.stage))}</span>
-                    {link}
-                    <p>{b.reason}</p>
-                </li>
-            }
-        })
-        .collect_view();
-    let warnings = d
-        .warnings
-        .into_iter()
-        .map(|w| {
-            let target = format!("{} {}", w.kind, w.name);
-            let link = match w.object {
-                Some(o) => view! { <a href=format!("/objects/{}", js_sys::encode_uri_component(&o.id))>{target}</a> }.into_any(),
-                None => view! { <span>{target}</span> }.into_any(),
-            };
-            view! { <li class="blocker warning">{link}<p>{w.reason}</p></li> }
-        })
-        .collect_view();
-    let mut machines = c.machines.nodes;
-    machines.sort_by_key(|m| {
-        (
-            m.role.as_ref().map(wire),
-            m.node_pool.clone(),
-            m.name.clone(),
+/// The cluster as the last event showed it (None before the first, Some(None) once deleted).
+#[derive(Clone, Copy)]
+struct Current(RwSignal<Option<Option<Shown>>>);
+
+impl Current {
+    /// Reads the cluster shown (None when there is none), tracked.
+    fn with<R>(self, f: impl FnOnce(Option<&Shown>) -> R) -> R {
+        self.0.with(|c| f(c.as_ref().and_then(Option::as_ref)))
+    }
+}
+
+/// A value of the cluster shown, read with `f` (None once it is gone).
+fn read<T: 'static>(
+    shown: Current,
+    f: fn(&Shown) -> T,
+) -> impl Fn() -> Option<T> + Copy + Send + Sync + 'static {
+    move || shown.with(|c| c.map(f))
+}
+
+/// The cluster: its stage and diagnosis, the pipeline, what blocks it, its facts and machines.
+#[component]
+fn Details(shown: Current) -> impl IntoView {
+    let name = read(shown, |c| c.name.clone());
+    let stage = read(shown, |c| c.pipeline.stage.label());
+    let class = read(shown, |c| {
+        let d = &c.diagnosis;
+        format!(
+            "pill {}",
+            format::health_class(d.ready, d.degraded, d.failed)
         )
     });
-    let machine_rows = machines
-        .into_iter()
-        .map(|m| {
-            let phase = m.phase.unwrap_or_default();
-            let memory = m.resources.memory_bytes.map(|b| gib(b as f64, 0)).unwrap_or_default();
-            view! {
-                <tr>
-                    <td>{m.name}</td>
-                    <td>{m.role.as_ref().map(wire).unwrap_or_default().replace('_', " ").to_ascii_lowercase()}</td>
-                    <td>{m.node_pool.unwrap_or_default()}</td>
-                    <td>{m.machine_class_name.unwrap_or_default()}</td>
-                    <td class="num">{m.resources.vcpus}</td>
-                    <td class="num">{memory}</td>
-                    <td><span class=format!("status {}", status_class(&phase))>{phase.clone()}</span></td>
-                </tr>
-            }
-        })
-        .collect_view();
-    let pools = c
-        .node_pools
-        .into_iter()
-        .map(|p| view! { <li>{format!("{}: {}/{} machines ({})", p.name, p.ready_replicas, p.replicas, p.machine_class_name)}</li> })
-        .collect_view();
-    let network = c
-        .network_namespace
-        .map(|n| {
-            format!(
-                "{} ({})",
-                n.name,
-                n.phase.unwrap_or_else(|| "no phase".into())
-            )
-        })
-        .unwrap_or_else(|| "missing".into());
-    let vip = c
-        .control_plane_vip
-        .map(|v| {
-            format!(
-                "{} ({})",
-                v.name,
-                v.phase.unwrap_or_else(|| "no phase".into())
-            )
-        })
-        .unwrap_or_else(|| "missing".into());
+    let summary = read(shown, |c| c.diagnosis.summary.clone());
+    view! {
+        <h1>{name}" "<span class=class data-testid="cluster-stage">{stage}</span></h1>
+        <p class="summary" data-testid="diagnosis">{summary}</p>
+        <ol class="pipeline" aria-label="Pipeline" data-testid="pipeline">
+            {each_keyed(
+                move || shown.with(|c| c.map(|c| c.pipeline.steps.clone()).unwrap_or_default()),
+                |s| s.stage.wire().to_owned(),
+                step,
+            )}
+        </ol>
+        <ul class="blockers" data-testid="blockers">
+            {each_keyed(
+                move || shown.with(|c| c.map(|c| c.diagnosis.blockers.clone()).unwrap_or_default()),
+                |b| format!("{}/{}/{}", b.kind, b.namespace.clone().unwrap_or_default(), b.name),
+                blocker,
+            )}
+            {each_keyed(
+                move || shown.with(|c| c.map(|c| c.diagnosis.warnings.clone()).unwrap_or_default()),
+                |w| format!("{}/{}/{}", w.kind, w.namespace.clone().unwrap_or_default(), w.name),
+                warning,
+            )}
+        </ul>
+        {move || shown.with(|c| c.cloned().map(facts))}
+        <Machines shown/>
+    }
+}
+
+type Step = cluster_live::ClusterLiveClusterChangedClusterPipelineSteps;
+type Blocker = cluster_live::ClusterLiveClusterChangedClusterDiagnosisBlockers;
+type Warning = cluster_live::ClusterLiveClusterChangedClusterDiagnosisWarnings;
+type Machine = cluster_live::ClusterLiveClusterChangedClusterMachinesNodes;
+
+fn step(s: Step) -> impl IntoView {
+    let state = s.state.wire();
+    let class = format!("step {}", state.to_ascii_lowercase().replace('_', "-"));
+    let title = s.detail.clone();
+    view! {
+        <li class=class title=title>
+            <span class="name">{s.stage.label()}</span>
+            <span class="state">{state.replace('_', " ").to_ascii_lowercase()}</span>
+            <span class="detail">{s.detail}</span>
+        </li>
+    }
+}
+
+/// A link to an object's page, or its name when it does not exist.
+fn object_link(id: Option<String>, target: String, missing: &'static str) -> AnyView {
+    match id {
+        Some(id) => {
+            view! { <a href=format!("/objects/{}", js_sys::encode_uri_component(&id))>{target}</a> }
+                .into_any()
+        }
+        None => view! { <span>{target}{missing}</span> }.into_any(),
+    }
+}
+
+fn blocker(b: Blocker) -> impl IntoView {
+    let link = object_link(
+        b.object.map(|o| o.id),
+        format!("{} {}", b.kind, b.name),
+        " (missing)",
+    );
+    let class = if b.terminal {
+        "blocker terminal"
+    } else {
+        "blocker"
+    };
+    view! {
+        <li class=class>
+            <span class="stage">{b.stage.label()}</span>
+            {link}
+            <p>{b.reason}</p>
+        </li>
+    }
+}
+
+fn warning(w: Warning) -> impl IntoView {
+    let link = object_link(w.object.map(|o| o.id), format!("{} {}", w.kind, w.name), "");
+    view! { <li class="blocker warning">{link}<p>{w.reason}</p></li> }
+}
+
+/// `name (phase)`, or `missing`.
+fn named_phase(name: Option<(String, Option<String>)>) -> String {
+    name.map(|(n, p)| format!("{n} ({})", p.unwrap_or_else(|| "no phase".into())))
+        .unwrap_or_else(|| "missing".into())
+}
+
+fn facts(c: Shown) -> impl IntoView {
+    let network = named_phase(c.network_namespace.map(|n| (n.name, n.phase)));
+    let vip = named_phase(c.control_plane_vip.map(|v| (v.name, v.phase)));
     let link = |id: &str, text: String| {
-        view! { <a href=format!("/objects/{}", js_sys::encode_uri_component(id))>{text}</a> }
+        view! { <li><a href=format!("/objects/{}", js_sys::encode_uri_component(id))>{text}</a></li> }
     };
     let storage = c
         .cluster_storages
         .iter()
         .map(|s| {
-            let text = format!(
-                "{} ({}{})",
-                s.name,
-                s.phase.clone().unwrap_or_else(|| "no phase".into()),
-                s.storage_type
-                    .as_deref()
-                    .map(|t| format!(", {t}"))
-                    .unwrap_or_default()
-            );
-            view! { <li>{link(&s.id, text)}</li> }
+            let kind = s
+                .storage_type
+                .as_deref()
+                .map(|t| format!(", {t}"))
+                .unwrap_or_default();
+            let phase = s.phase.clone().unwrap_or_else(|| "no phase".into());
+            link(&s.id, format!("{} ({phase}{kind})", s.name))
         })
         .collect_view();
     let backups = c
@@ -264,17 +304,18 @@ fn details(c: Live) -> impl IntoView {
                 b.backup_count
                     .map(|n| format::plural(n, "backup", "backups")),
             );
-            view! { <li>{link(&b.id, format!("{} ({})", b.name, parts.join(", ")))}</li> }
+            link(&b.id, format!("{} ({})", b.name, parts.join(", ")))
         })
         .collect_view();
-    let none = |what: &'static str| view! { <li class="empty">{what}</li> };
-    let storage_empty = c.cluster_storages.is_empty().then(|| none("none"));
-    let backups_empty = c.etcd_backups.is_empty().then(|| none("none"));
+    let none = |empty: bool| empty.then(|| view! { <li class="empty">"none"</li> });
+    let storage_empty = none(c.cluster_storages.is_empty());
+    let backups_empty = none(c.etcd_backups.is_empty());
+    let pools = c
+        .node_pools
+        .into_iter()
+        .map(|p| view! { <li>{format!("{}: {}/{} machines ({})", p.name, p.ready_replicas, p.replicas, p.machine_class_name)}</li> })
+        .collect_view();
     view! {
-        <h1>{c.name.clone()}" "<span class=format!("pill {state_class}") data-testid="cluster-stage">{format::stage_label(&stage)}</span></h1>
-        <p class="summary" data-testid="diagnosis">{d.summary}</p>
-        <ol class="pipeline" aria-label="Pipeline" data-testid="pipeline">{steps}</ol>
-        <ul class="blockers" data-testid="blockers">{blockers}{warnings}</ul>
         <dl class="facts">
             <dt>"Namespace"</dt><dd>{c.namespace.unwrap_or_default()}</dd>
             <dt>"Cluster id"</dt><dd>{c.cluster_id}</dd>
@@ -292,16 +333,53 @@ fn details(c: Live) -> impl IntoView {
         </dl>
         <h2>"Node pools"</h2>
         <ul class="pools">{pools}</ul>
+    }
+}
+
+/// The cluster's machines by role, pool and name; keyed by machine.
+#[component]
+fn Machines(shown: Current) -> impl IntoView {
+    let machines = move || {
+        let mut machines = shown.with(|c| c.map(|c| c.machines.nodes.clone()).unwrap_or_default());
+        machines.sort_by_key(|m| {
+            (
+                m.role.map(|r| r.words()),
+                m.node_pool.clone(),
+                m.name.clone(),
+            )
+        });
+        machines
+    };
+    view! {
         <h2>"Machines"</h2>
         <table class="list" data-testid="machines">
             <thead><tr><th>"Machine"</th><th>"Role"</th><th>"Pool"</th><th>"Class"</th><th>"vCPUs"</th><th>"GB"</th><th>"Phase"</th></tr></thead>
-            <tbody>{machine_rows}</tbody>
+            <tbody>{each_keyed(machines, |m| m.name.clone(), machine_row)}</tbody>
         </table>
     }
 }
 
+fn machine_row(m: Machine) -> impl IntoView {
+    let memory = m
+        .resources
+        .memory_bytes
+        .map(|b| gib(b as f64, 0))
+        .unwrap_or_default();
+    view! {
+        <tr>
+            <td>{m.name}</td>
+            <td>{m.role.map(|r| r.words()).unwrap_or_default()}</td>
+            <td>{m.node_pool.unwrap_or_default()}</td>
+            <td>{m.machine_class_name.unwrap_or_default()}</td>
+            <td class="num">{m.resources.vcpus}</td>
+            <td class="num">{memory}</td>
+            <td><span class=format!("status {}", state_class(m.phase_state))>{m.phase.unwrap_or_default()}</span></td>
+        </tr>
+    }
+}
+
 /// What the change panel needs of the cluster.
-fn shape_of(c: &Live) -> Shape {
+fn shape_of(c: &Shown) -> Shape {
     Shape {
         namespace: c.namespace.clone().unwrap_or_default(),
         name: c.name.clone(),
@@ -322,7 +400,7 @@ fn shape_of(c: &Live) -> Shape {
 #[component]
 fn History(key: Memo<(String, String)>) -> impl IntoView {
     let state = expect_context::<crate::net::LinkState>();
-    let history = net::live_query::<ClusterHistory>(
+    let history = net::live::<ClusterHistory>(
         move || {
             let (namespace, name) = key.get();
             cluster_history::Variables { namespace, name }
@@ -336,7 +414,12 @@ fn History(key: Memo<(String, String)>) -> impl IntoView {
             .map(|c| {
                 c.phase_timeline
                     .into_iter()
-                    .map(|p| (p.phase, p.since, p.until))
+                    .map(|p| Span {
+                        phase: p.phase,
+                        since: p.since,
+                        until: p.until,
+                        state: p.phase_state,
+                    })
                     .collect()
             })
             .unwrap_or_default(),

@@ -2,12 +2,12 @@
 
 use leptos::prelude::*;
 
+use super::list::{Filter, Input, Item, ListPage, ListSpec, each, each_keyed, given};
 use super::overview::CLUSTER_KINDS;
-use super::{Problem, UrlFilters, windowed};
+use super::{Loaded, Problem, loaded};
 use crate::charts::short;
-use crate::format::status_class;
-use crate::format::{self, wire};
-use crate::gql::{ClusterList, ClusterVms, cluster_list, cluster_vms};
+use crate::format::{self, state_class};
+use crate::gql::{ClusterList, ClusterVms, PipelineStage, cluster_list, cluster_vms};
 use crate::net::{self, LinkState};
 
 type Row = cluster_list::ClusterListClustersNodes;
@@ -15,25 +15,84 @@ type Row = cluster_list::ClusterListClustersNodes;
 /// Up to this many clusters are also shown as cards above the table (the old page's switch).
 const CARDS_UP_TO: usize = 6;
 
+static SPEC: ListSpec = ListSpec {
+    title: "Clusters",
+    path: "/clusters",
+    testid: "clusters",
+    count: "cluster",
+    noun: "clusters",
+    loading: "Loading clusters…",
+    filters: &[
+        Filter {
+            key: "q",
+            label: "Search",
+            input: Input::Search("name"),
+        },
+        Filter {
+            key: "ns",
+            label: "Namespace",
+            input: Input::Text(""),
+        },
+        Filter {
+            key: "phase",
+            label: "Phase",
+            input: Input::Text(""),
+        },
+        Filter {
+            key: "stage",
+            label: "Stage",
+            input: Input::Choice(stages),
+        },
+        Filter {
+            key: "state",
+            label: "State",
+            input: Input::Choice(states),
+        },
+    ],
+    columns: &[
+        ("Cluster", Some("name")),
+        ("Namespace", Some("namespace")),
+        ("Phase", Some("phase")),
+        ("Stage", Some("stage")),
+        ("Machines", None),
+        ("Diagnosis", None),
+    ],
+};
+
+fn stages() -> Vec<(&'static str, &'static str)> {
+    PipelineStage::ALL
+        .iter()
+        .map(|s| (s.wire(), s.label()))
+        .collect()
+}
+
+fn states() -> Vec<(&'static str, &'static str)> {
+    vec![
+        ("attention", "Needs attention"),
+        ("failed", "Failed"),
+        ("ready", "Ready"),
+    ]
+}
+
 #[component]
 pub fn Clusters() -> impl IntoView {
     let state = expect_context::<LinkState>();
-    let f = UrlFilters::new("/clusters", &["q", "ns", "phase", "stage", "state", "sort"]);
+    let url = SPEC.url();
     let (q, ns, phase, stage, health, sort) = (
-        f.get("q"),
-        f.get("ns"),
-        f.get("phase"),
-        f.get("stage"),
-        f.get("state"),
-        f.get("sort"),
+        url.get("q"),
+        url.get("ns"),
+        url.get("phase"),
+        url.get("stage"),
+        url.get("state"),
+        url.get("sort"),
     );
-    let clusters = net::live_query::<ClusterList>(
+    let clusters = net::live::<ClusterList>(
         move || cluster_list::Variables {
             filter: Some(cluster_list::Filter {
-                namespace: Some(ns.get()).filter(|s| !s.is_empty()),
-                phase: Some(phase.get()).filter(|s| !s.is_empty()).map(|p| vec![p]),
+                namespace: given(ns),
+                phase: given(phase).map(|p| vec![p]),
                 label_selector: None,
-                search: Some(q.get()).filter(|s| !s.is_empty()),
+                search: given(q),
             }),
             first: Some(500),
         },
@@ -45,11 +104,12 @@ pub fn Clusters() -> impl IntoView {
             return None;
         };
         let (stage, health, sort) = (stage.get(), health.get(), sort.get());
+        let stage = PipelineStage::from_wire(&stage);
         let mut rows: Vec<Row> = data
             .clusters
             .nodes
             .into_iter()
-            .filter(|c| stage.is_empty() || wire(&c.pipeline.stage) == stage)
+            .filter(|c| stage.is_none_or(|s| c.pipeline.stage == s))
             .filter(|c| match health.as_str() {
                 "ready" => c.diagnosis.ready && !c.diagnosis.degraded,
                 "attention" => !c.diagnosis.ready || c.diagnosis.degraded,
@@ -57,14 +117,8 @@ pub fn Clusters() -> impl IntoView {
                 _ => true,
             })
             .collect();
-        let order = |c: &Row| {
-            format::STAGES
-                .iter()
-                .position(|(w, _)| *w == wire(&c.pipeline.stage))
-                .unwrap_or(99)
-        };
         match sort.trim_start_matches('-') {
-            "stage" => rows.sort_by_key(|c| (order(c), c.name.clone())),
+            "stage" => rows.sort_by_key(|c| (c.pipeline.stage.order(), c.name.clone())),
             "namespace" => rows.sort_by_key(|c| (c.namespace.clone(), c.name.clone())),
             "phase" => rows.sort_by_key(|c| (c.phase.clone(), c.name.clone())),
             _ => rows.sort_by_key(|c| c.name.clone()),
@@ -74,90 +128,32 @@ pub fn Clusters() -> impl IntoView {
         }
         Some((rows, data.clusters.total_count))
     });
-
-    // Which clusters get a card, one `namespace\tname\tclusterId` line each: a card is built when
-    // its cluster starts to be shown and then follows its row (rebuilding every card on every
-    // answer fetched each card's VMs again and left reactive state behind). A string, since the
-    // app has string memos already: a new memo type costs the dashboard's size budget ~1 KB.
-    let card_keys = Memo::new(move |_| {
+    // Six clusters or fewer are also cards, keyed by cluster alone: a card is built when its
+    // cluster starts to be shown and then follows its row itself (rebuilding every card on every
+    // answer fetched each card's VMs again and left reactive state behind).
+    let cards = move || {
         rows.with(|r| match r {
-            Some((rows, _)) if !rows.is_empty() && rows.len() <= CARDS_UP_TO => rows
-                .iter()
-                .map(|c| {
-                    let namespace = c.namespace.as_deref().unwrap_or_default();
-                    format!("{namespace}\t{}\t{}\n", c.name, c.cluster_id)
-                })
-                .collect(),
-            _ => String::new(),
+            Some((rows, _)) if rows.len() <= CARDS_UP_TO => {
+                rows.iter().map(|c| c.id.clone()).collect()
+            }
+            _ => Vec::new(),
         })
-    });
-
+    };
+    let extra = move || {
+        view! {
+            <Show when=move || !cards().is_empty()>
+                <div class="cards" data-testid="cluster-cards">
+                    {each(move || cards().into_iter().map(|id| {
+                        Item::scoped(id.clone(), move || view! { <ClusterCard id rows/> })
+                    }).collect())}
+                </div>
+            </Show>
+        }
+    };
     view! {
-        <h1>"Clusters"</h1>
-        <super::new_cluster::NewCluster/>
-        <form class="filters" role="search" on:submit=|ev| ev.prevent_default()>
-            <label>"Search" <input type="search" prop:value=q on:input=f.on("q") placeholder="name" data-testid="filter-q"/></label>
-            <label>"Namespace" <input type="text" prop:value=ns on:change=f.on("ns") data-testid="filter-ns"/></label>
-            <label>"Phase" <input type="text" prop:value=phase on:change=f.on("phase") data-testid="filter-phase"/></label>
-            <label>"Stage"
-                <select on:change=f.on("stage") data-testid="filter-stage" prop:value=stage>
-                    <option value="">"Any"</option>
-                    {format::STAGES.iter().map(|(w, l)| view! { <option value=*w selected=move || stage.get() == *w>{*l}</option> }).collect_view()}
-                </select>
-            </label>
-            <label>"State"
-                <select on:change=f.on("state") data-testid="filter-state" prop:value=health>
-                    <option value="">"Any"</option>
-                    <option value="attention" selected=move || health.get() == "attention">"Needs attention"</option>
-                    <option value="failed" selected=move || health.get() == "failed">"Failed"</option>
-                    <option value="ready" selected=move || health.get() == "ready">"Ready"</option>
-                </select>
-            </label>
-        </form>
-        {move || match (clusters.get(), rows.with(Option::is_some)) {
-            (Some(Err(e)), _) => Some(view! { <Problem text=e/> }.into_any()),
-            (_, false) => Some(view! { <p class="empty">"Loading clusters…"</p> }.into_any()),
-            _ => None,
-        }}
-        <p class="count" data-testid="cluster-count">
-            {move || rows.with(|r| r.as_ref().map(|(rows, total)| format!("{} of {total} clusters", rows.len())))}
-        </p>
-        {move || {
-            let keys = card_keys.get();
-            (!keys.is_empty()).then(|| {
-                let cards = keys
-                    .lines()
-                    .filter_map(|line| {
-                        let mut parts = line.split('\t').map(str::to_owned);
-                        let (namespace, name, cluster_id) = (parts.next()?, parts.next()?, parts.next()?);
-                        Some(view! { <ClusterCard namespace name cluster_id rows/> })
-                    })
-                    .collect_view();
-                view! { <div class="cards" data-testid="cluster-cards">{cards}</div> }
-            })
-        }}
-        {windowed(
-            "clusters",
-            view! {
-                {f.header("name", "Cluster")}
-                {f.header("namespace", "Namespace")}
-                {f.header("phase", "Phase")}
-                {f.header("stage", "Stage")}
-                <th>"Machines"</th>
-                <th>"Diagnosis"</th>
-            },
-            rows,
-            row,
-        )}
+        <ListPage spec=&SPEC url state=loaded(clusters) rows key=|c: &Row| c.id.clone() row
+            intro=|| view! { <super::new_cluster::NewCluster/> } extra/>
     }
-}
-
-/// The row of cluster `(namespace, name)`, when it is listed.
-fn find<'a>(rows: &'a Option<(Vec<Row>, i64)>, key: &(String, String)) -> Option<&'a Row> {
-    rows.as_ref()?
-        .0
-        .iter()
-        .find(|c| c.name == key.1 && c.namespace.as_deref() == Some(key.0.as_str()))
 }
 
 /// A cluster's health class: failed, progress (not Ready or degraded) or ready.
@@ -166,16 +162,16 @@ fn health(c: &Row) -> &'static str {
     format::health_class(d.ready, d.degraded, d.failed)
 }
 
-fn row(c: &Row) -> impl IntoView + use<> {
+fn row(c: Row) -> impl IntoView {
     let namespace = c.namespace.clone().unwrap_or_default();
     let href = format!("/clusters/{namespace}/{}", c.name);
-    let class = health(c);
+    let class = health(&c);
     view! {
         <tr class=class>
             <td><a href=href>{c.name.clone()}</a></td>
             <td>{namespace}</td>
             <td>{c.phase.clone().unwrap_or_default()}</td>
-            <td><span class=format!("stage {class}")>{format::stage_label(&wire(&c.pipeline.stage))}</span></td>
+            <td><span class=format!("stage {class}")>{c.pipeline.stage.label()}</span></td>
             <td class="num">{c.desired_machines}</td>
             <td class="summary" title=c.diagnosis.summary.clone()>{c.diagnosis.summary.clone()}</td>
         </tr>
@@ -183,103 +179,124 @@ fn row(c: &Row) -> impl IntoView + use<> {
 }
 
 /// Six clusters or fewer are drawn as cards, as the old page did: each cluster's VMs as pills
-/// coloured by status, and a line of totals.
+/// coloured by status, and a line of totals. The card follows its cluster's row.
 #[component]
-fn ClusterCard(
-    namespace: String,
-    name: String,
-    cluster_id: String,
-    rows: Memo<Option<(Vec<Row>, i64)>>,
-) -> impl IntoView {
-    let state = expect_context::<LinkState>();
-    // The card's row as it is now (its stage, health and diagnosis change while it is shown).
-    let key = (namespace.clone(), name.clone());
-    let vms = net::live_query::<ClusterVms>(
-        {
-            let namespace = namespace.clone();
-            move || cluster_vms::Variables {
-                filter: Some(cluster_vms::Filter {
-                    namespace: Some(namespace.clone()),
-                    phase: None,
-                    label_selector: None,
-                    search: None,
-                }),
+fn ClusterCard(id: String, rows: Memo<Option<(Vec<Row>, i64)>>) -> impl IntoView {
+    let card = move || {
+        rows.with(|r| {
+            r.as_ref()
+                .and_then(|(rows, _)| rows.iter().find(|c| c.id == id).cloned())
+        })
+    };
+    let Some(first) = untrack(card.clone()) else {
+        return ().into_any();
+    };
+    let namespace = first.namespace.clone().unwrap_or_default();
+    let href = format!("/clusters/{namespace}/{}", first.name);
+    let header = move || {
+        card().map(|c| {
+            let class = health(&c);
+            view! {
+                <header class=class>
+                    <h2><a href=href.clone()>{format!("⎈ {}", c.name)}</a></h2>
+                    <span class=format!("stage {class}")>{c.pipeline.stage.label()}</span>
+                </header>
+                <p class="summary">{c.diagnosis.summary}</p>
             }
+        })
+    };
+    view! {
+        <article class="card cluster" data-testid="cluster-card">
+            {header}
+            <CardVms namespace cluster_id=first.cluster_id/>
+        </article>
+    }
+    .into_any()
+}
+
+type CardVm = cluster_vms::ClusterVmsVirtualMachinesNodes;
+
+/// A card's VMs as pills (each a link to its object) and their totals.
+#[component]
+fn CardVms(namespace: String, cluster_id: String) -> impl IntoView {
+    let state = expect_context::<LinkState>();
+    let vms = net::live::<ClusterVms>(
+        move || cluster_vms::Variables {
+            filter: Some(cluster_vms::Filter {
+                namespace: Some(namespace.clone()),
+                phase: None,
+                label_selector: None,
+                search: None,
+            }),
         },
         &["VirtualMachine", "VirtualMachineInstance"],
         state,
     );
-    let href = format!("/clusters/{namespace}/{name}");
-    let body = move || match vms.get() {
-        None => view! { <p class="empty">"Loading VMs…"</p> }.into_any(),
-        Some(Err(e)) => view! { <Problem text=e/> }.into_any(),
-        Some(Ok(data)) => {
-            let vms: Vec<_> = data
+    let mine = Memo::new(move |_| {
+        vms.with(|v| match v {
+            Some(Ok(data)) => data
                 .virtual_machines
                 .nodes
-                .into_iter()
+                .iter()
                 .filter(|v| {
                     v.membership
                         .as_ref()
                         .is_some_and(|m| m.cluster_id == cluster_id)
                 })
-                .collect();
-            let running = vms
-                .iter()
-                .filter(|v| v.phase.as_deref() == Some("Running"))
-                .count();
-            let vcpus: f64 = vms.iter().map(|v| v.vcpus).sum();
-            let memory: f64 = vms.iter().map(|v| v.memory_bytes).sum();
-            let mut hosts: Vec<&str> = vms
-                .iter()
-                .filter_map(|v| v.instance.as_ref()?.node_name.as_deref())
-                .collect();
-            hosts.sort_unstable();
-            hosts.dedup();
-            let totals = format!(
-                "{running}/{} running · {} vCPU · {} GB memory · {}",
-                vms.len(),
-                format::cores(vcpus),
-                format::gib(memory, 1),
-                format::plural(hosts.len() as i64, "host", "hosts")
-            );
-            let pills = vms
-                .iter()
-                .map(|v| {
-                    let phase = v.phase.clone().unwrap_or_default();
-                    let title = format!("{}/{}", v.namespace.clone().unwrap_or_default(), v.name);
-                    let href = format!("/objects/{}", js_sys::encode_uri_component(&v.id));
-                    let class = format!("pill {}", status_class(&phase));
-                    view! {
-                        <li><a class=class href=href title=title>
-                            <span class="name">{short(&v.name)}</span>
-                            <span class="status">{phase}</span>
-                        </a></li>
-                    }
-                })
-                .collect_view();
-            let empty = vms.is_empty().then(|| view! { <p class="empty">"No KubeVirt VMs (another machine provider, or none made yet)."</p> });
-            view! {
-                <ul class="pills">{pills}</ul>
-                {empty}
-                <footer data-testid="cluster-card-totals">{totals}</footer>
-            }
-            .into_any()
-        }
-    };
+                .cloned()
+                .collect(),
+            _ => Vec::new(),
+        })
+    });
+    let state = loaded(vms);
     view! {
-        <article class="card cluster" data-testid="cluster-card">
-            {move || rows.with(|r| find(r, &key).map(|c| {
-                let class = health(c);
-                view! {
-                    <header class=class>
-                        <h2><a href=href.clone()>{format!("⎈ {}", c.name)}</a></h2>
-                        <span class=format!("stage {class}")>{format::stage_label(&wire(&c.pipeline.stage))}</span>
-                    </header>
-                    <p class="summary">{c.diagnosis.summary.clone()}</p>
-                }
-            }))}
-            {body}
-        </article>
+        {move || match state.get() {
+            Loaded::Loading => Some(view! { <p class="empty">"Loading VMs…"</p> }.into_any()),
+            Loaded::Failed(e) => Some(view! { <Problem text=e/> }.into_any()),
+            Loaded::Ready => None,
+        }}
+        <ul class="pills">
+            {each_keyed(move || mine.get(), |v: &CardVm| v.id.clone(), pill)}
+        </ul>
+        <Show when=move || state.get() == Loaded::Ready && mine.with(Vec::is_empty)>
+            <p class="empty">"No KubeVirt VMs (another machine provider, or none made yet)."</p>
+        </Show>
+        <Show when=move || state.get() == Loaded::Ready>
+            <footer data-testid="cluster-card-totals">{move || mine.with(|v| totals(v))}</footer>
+        </Show>
     }
+}
+
+fn pill(v: CardVm) -> impl IntoView {
+    let title = format!("{}/{}", v.namespace.clone().unwrap_or_default(), v.name);
+    let href = format!("/objects/{}", js_sys::encode_uri_component(&v.id));
+    view! {
+        <li><a class=format!("pill {}", state_class(v.phase_state)) href=href title=title>
+            <span class="name">{short(&v.name)}</span>
+            <span class="status">{v.phase.clone().unwrap_or_default()}</span>
+        </a></li>
+    }
+}
+
+/// "2/3 running · 6 vCPU · 12.0 GB memory · 2 hosts".
+fn totals(vms: &[CardVm]) -> String {
+    let running = vms
+        .iter()
+        .filter(|v| v.phase.as_deref() == Some("Running"))
+        .count();
+    let vcpus: f64 = vms.iter().map(|v| v.vcpus).sum();
+    let memory: f64 = vms.iter().map(|v| v.memory_bytes).sum();
+    let mut hosts: Vec<&str> = vms
+        .iter()
+        .filter_map(|v| v.instance.as_ref()?.node_name.as_deref())
+        .collect();
+    hosts.sort_unstable();
+    hosts.dedup();
+    format!(
+        "{running}/{} running · {} vCPU · {} GB memory · {}",
+        vms.len(),
+        format::cores(vcpus),
+        format::gib(memory, 1),
+        format::plural(hosts.len() as i64, "host", "hosts")
+    )
 }

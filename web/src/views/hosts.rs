@@ -2,14 +2,13 @@
 //! CPU and memory allocation against the server's limits, and the VMs placed on each.
 
 use leptos::prelude::*;
-use leptos_router::NavigateOptions;
-use leptos_router::hooks::{use_navigate, use_query_map};
 
+use super::list::{UrlFilters, each_keyed};
 use super::overview::HOST_KINDS;
-use super::{Problem, param, query_string};
+use super::{Loaded, Problem, loaded};
 use crate::charts::short;
-use crate::format::{self, bar_class, gib, status_class, wire};
-use crate::gql::{HostList, host_list};
+use crate::format::{self, bar_class, gib, state_class};
+use crate::gql::{HostList, HostReadiness, host_list};
 use crate::net::{self, LinkState};
 
 type Host = host_list::HostListHostsNodes;
@@ -17,34 +16,44 @@ type Host = host_list::HostListHostsNodes;
 #[component]
 pub fn Hosts() -> impl IntoView {
     let state = expect_context::<LinkState>();
-    let query = use_query_map();
-    let q = Memo::new(move |_| param(&query.read(), "q"));
-    let navigate = use_navigate();
-    let hosts = net::live_query::<HostList>(|| host_list::Variables, HOST_KINDS, state);
+    let url = UrlFilters::new("/hosts", ["q"]);
+    let q = url.get("q");
+    let hosts = net::live::<HostList>(|| host_list::Variables, HOST_KINDS, state);
+    let shown = move || {
+        let needle = q.get().to_lowercase();
+        hosts
+            .data(|d| {
+                d.hosts
+                    .nodes
+                    .iter()
+                    .filter(|h| {
+                        needle.is_empty()
+                            || h.name.to_lowercase().contains(&needle)
+                            || h.vms
+                                .iter()
+                                .any(|v| v.name.to_lowercase().contains(&needle))
+                    })
+                    .cloned()
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let state = loaded(hosts);
     view! {
         <h1>"Hosts"</h1>
         <form class="filters" role="search" on:submit=|ev| ev.prevent_default()>
             <label>"Search" <input type="search" prop:value=q data-testid="filter-q" placeholder="host or VM name"
-                on:input=move |ev| {
-                    let v = event_target_value(&ev);
-                    navigate(&format!("/hosts{}", query_string(&[("q", &v)])), NavigateOptions { replace: true, ..Default::default() });
-                }/></label>
+                on:input=url.on("q")/></label>
         </form>
-        {move || match hosts.get() {
-            None => view! { <p class="empty">"Loading hosts…"</p> }.into_any(),
-            Some(Err(e)) => view! { <Problem text=e/> }.into_any(),
-            Some(Ok(data)) => {
-                let needle = q.get().to_lowercase();
-                let cards = data
-                    .hosts
-                    .nodes
-                    .into_iter()
-                    .filter(|h| needle.is_empty() || h.name.to_lowercase().contains(&needle)
-                        || h.vms.iter().any(|v| v.name.to_lowercase().contains(&needle)))
-                    .map(card)
-                    .collect_view();
-                view! { <div class="cards" data-testid="hosts">{cards}</div> }.into_any()
+        {move || match state.get() {
+            Loaded::Loading => view! { <p class="empty">"Loading hosts…"</p> }.into_any(),
+            Loaded::Failed(e) => view! { <Problem text=e/> }.into_any(),
+            Loaded::Ready => view! {
+                <div class="cards" data-testid="hosts">
+                    {each_keyed(shown, |h: &Host| h.id.clone(), card)}
+                </div>
             }
+            .into_any(),
         }}
     }
 }
@@ -63,8 +72,7 @@ fn meter(label: String, percent: f64) -> impl IntoView {
 }
 
 fn card(h: Host) -> impl IntoView {
-    let readiness = wire(&h.readiness);
-    let ready = readiness == "READY";
+    let ready = h.readiness == HostReadiness::Ready;
     let a = &h.allocation;
     let cpu = meter(
         format!(
@@ -101,24 +109,19 @@ fn card(h: Host) -> impl IntoView {
         .vms
         .into_iter()
         .map(|v| {
+            let class = format!("status {}", state_class(v.phase_state));
             let phase = v.phase.unwrap_or_default();
             let title = format!("{}/{}", v.namespace.unwrap_or_default(), v.name);
             view! {
                 <li class="vm" title=title>
                     <span class="name">{short(&v.name)}</span>
-                    <span class=format!("status {}", status_class(&phase))>{phase.clone()}</span>
+                    <span class=class>{phase}</span>
                     <span>{format!("{} vCPU · {} GB", format::cores(v.vcpus), gib(v.memory_bytes, 0))}</span>
                 </li>
             }
         })
         .collect_view();
-    let status = if ready {
-        "Ready"
-    } else if readiness == "NOT_READY" {
-        "NotReady"
-    } else {
-        "Unknown"
-    };
+    let status = h.readiness.words();
     view! {
         <article class="card host" id=format!("host-{}", h.name) data-testid="host-card">
             <header>

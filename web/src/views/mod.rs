@@ -4,19 +4,21 @@ pub mod cluster;
 pub mod clusters;
 pub mod events;
 pub mod hosts;
+pub mod list;
 pub mod machines;
 pub mod networks;
 pub mod new_cluster;
 pub mod object;
 pub mod operate;
 pub mod overview;
+pub mod plan;
 pub mod topology;
 pub mod vms;
 
 use leptos::prelude::*;
 
 use crate::gql::{SourcesNow, sources_now};
-use crate::net::{self, LinkState};
+use crate::net::{self, LinkState, Live};
 
 /// Where a live query is: waiting for its first answer, failed (why), or answered.
 #[derive(Clone, PartialEq)]
@@ -31,9 +33,7 @@ pub enum Loaded {
 /// a branch rebuilt on every answer left part of its reactive state behind each time (the app's
 /// WebAssembly heap grew by ~5 KiB per answer on the overview; measured with
 /// `e2e/web/heapprobe.mjs`).
-pub fn loaded<T: Send + Sync + 'static>(
-    query: RwSignal<Option<Result<T, String>>>,
-) -> Memo<Loaded> {
+pub fn loaded<T: 'static>(query: Live<T>) -> Memo<Loaded> {
     Memo::new(move |_| {
         query.with(|q| match q {
             None => Loaded::Loading,
@@ -187,156 +187,5 @@ pub fn query_string(pairs: &[(&str, &str)]) -> String {
         String::new()
     } else {
         format!("?{}", parts.join("&"))
-    }
-}
-
-/// Rows drawn at a time; the rest of a long list is empty space of the right height.
-const WINDOW: usize = 60;
-/// Every row's height (CSS keeps rows on one line).
-const ROW_HEIGHT: f64 = 34.0;
-
-/// A table that draws only the rows in view (and a margin around them): a list of thousands
-/// scrolls like one of sixty. `rows` holds the filtered, sorted rows and the total before filtering.
-pub fn windowed<T, V>(
-    testid: &'static str,
-    head: impl IntoView + 'static,
-    rows: Memo<Option<(Vec<T>, i64)>>,
-    row: fn(&T) -> V,
-) -> impl IntoView
-where
-    T: Send + Sync + 'static,
-    V: IntoView + 'static,
-{
-    let scroll = RwSignal::new(0.0_f64);
-    view! {
-        <div class="scroller" on:scroll=move |ev| {
-            let el: web_sys::Element = event_target(&ev);
-            scroll.set(f64::from(el.scroll_top()));
-        }>
-            <table class="list" data-testid=testid>
-                <thead><tr>{head}</tr></thead>
-                <tbody>
-                    {move || rows.with(|r| {
-                        let rows = r.as_ref().map(|(rows, _)| rows.as_slice()).unwrap_or_default();
-                        let shown = rows.len();
-                        let start = ((scroll.get() / ROW_HEIGHT) as usize).saturating_sub(10).min(shown);
-                        let end = (start + WINDOW).min(shown);
-                        let above = start as f64 * ROW_HEIGHT;
-                        let below = (shown - end) as f64 * ROW_HEIGHT;
-                        view! {
-                            <tr class="spacer" aria-hidden="true" style=format!("height: {above}px")></tr>
-                            {rows[start..end].iter().map(row).collect_view()}
-                            <tr class="spacer" aria-hidden="true" style=format!("height: {below}px")></tr>
-                        }
-                    })}
-                </tbody>
-            </table>
-        </div>
-    }
-}
-
-/// `aria-sort` of a column header for the URL's `sort` (`key` ascending, `-key` descending; no
-/// sort means by name).
-pub fn sort_state(sort: &str, key: &str) -> &'static str {
-    if sort == key || (key == "name" && sort.is_empty()) {
-        "ascending"
-    } else if sort.strip_prefix('-') == Some(key) {
-        "descending"
-    } else {
-        "none"
-    }
-}
-
-/// The `sort` after a click on `key`'s header: ascending first, then descending.
-pub fn next_sort(sort: &str, key: &str) -> String {
-    if sort_state(sort, key) == "ascending" {
-        format!("-{key}")
-    } else {
-        key.to_owned()
-    }
-}
-
-/// The router's navigation, shared by a page's filter handlers.
-type Navigate = std::rc::Rc<dyn Fn(&str, leptos_router::NavigateOptions)>;
-
-/// A list page's filters, kept in the URL: each a memo of its query parameter, and a setter
-/// that writes one into the URL (typing in a search box replaces the history entry; choosing a
-/// filter adds one, so back and forward walk the filters).
-#[derive(Clone)]
-pub struct UrlFilters {
-    path: &'static str,
-    keys: &'static [&'static str],
-    query: Memo<leptos_router::params::ParamsMap>,
-    navigate: Navigate,
-}
-
-impl UrlFilters {
-    /// The filters of the page at `path`, named `keys`.
-    pub fn new(path: &'static str, keys: &'static [&'static str]) -> Self {
-        let navigate = leptos_router::hooks::use_navigate();
-        UrlFilters {
-            path,
-            keys,
-            query: leptos_router::hooks::use_query_map(),
-            navigate: std::rc::Rc::new(move |url, options| navigate(url, options)),
-        }
-    }
-
-    /// The value of `key` (empty when absent).
-    pub fn get(&self, key: &'static str) -> Memo<String> {
-        let query = self.query;
-        Memo::new(move |_| param(&query.read(), key))
-    }
-
-    /// Writes `key` into the URL.
-    pub fn set(&self, key: &'static str, value: String) {
-        let query = self.query.read_untracked();
-        let values: Vec<(&str, String)> = self
-            .keys
-            .iter()
-            .map(|k| {
-                (
-                    *k,
-                    if *k == key {
-                        value.clone()
-                    } else {
-                        param(&query, k)
-                    },
-                )
-            })
-            .collect();
-        let pairs: Vec<(&str, &str)> = values.iter().map(|(k, v)| (*k, v.as_str())).collect();
-        let options = leptos_router::NavigateOptions {
-            replace: key == "q",
-            ..Default::default()
-        };
-        (self.navigate)(&format!("{}{}", self.path, query_string(&pairs)), options);
-    }
-
-    /// An input handler that writes the input's value into `key`.
-    pub fn on(&self, key: &'static str) -> impl Fn(leptos::ev::Event) + use<> {
-        let this = self.clone();
-        move |ev| this.set(key, event_target_value(&ev))
-    }
-
-    /// A sortable column header for `key`.
-    pub fn header(&self, key: &'static str, label: &'static str) -> impl IntoView + use<> {
-        let sort = self.get("sort");
-        let this = self.clone();
-        view! {
-            <th aria-sort=move || sort_state(&sort.get(), key)>
-                <button type="button" on:click=move |_| this.set("sort", next_sort(&sort.get_untracked(), key))>{label}</button>
-            </th>
-        }
-    }
-}
-
-/// Sorts `rows` by the URL's `sort` (`key` or `-key`) with `by` giving each key's sort value.
-pub fn sort_rows<T>(rows: &mut [T], sort: &str, by: impl Fn(&str, &T) -> String) {
-    let key = sort.trim_start_matches('-');
-    let key = if key.is_empty() { "name" } else { key };
-    rows.sort_by_cached_key(|r| by(key, r));
-    if sort.starts_with('-') {
-        rows.reverse();
     }
 }

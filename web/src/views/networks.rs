@@ -3,25 +3,66 @@
 
 use leptos::prelude::*;
 
-use super::{Problem, UrlFilters, sort_rows, windowed};
-use crate::format::status_class;
-use crate::gql::{NetworkList, network_list};
+use super::list::{Filter, Input, ListPage, ListSpec, given, sort_rows, then_name};
+use super::loaded;
+use crate::format::state_class;
+use crate::gql::{NetworkList, PhaseState, network_list};
 use crate::net::{self, LinkState};
 
 type Row = network_list::NetworkListNetworkNamespacesNodes;
 
+static SPEC: ListSpec = ListSpec {
+    title: "Networks",
+    path: "/networks",
+    testid: "networks",
+    count: "network",
+    noun: "networks",
+    loading: "Loading networks…",
+    filters: &[
+        Filter {
+            key: "q",
+            label: "Search",
+            input: Input::Search("name"),
+        },
+        Filter {
+            key: "ns",
+            label: "Namespace",
+            input: Input::Text(""),
+        },
+        Filter {
+            key: "phase",
+            label: "Phase",
+            input: Input::Text(""),
+        },
+    ],
+    columns: &[
+        ("Network namespace", Some("name")),
+        ("Namespace", Some("namespace")),
+        ("Phase", Some("phase")),
+        ("Status", None),
+        ("VLAN", None),
+        ("IPv4 prefix", None),
+        ("Clusters", None),
+    ],
+};
+
 #[component]
 pub fn Networks() -> impl IntoView {
     let state = expect_context::<LinkState>();
-    let f = UrlFilters::new("/networks", &["q", "ns", "phase", "sort"]);
-    let (q, ns, phase, sort) = (f.get("q"), f.get("ns"), f.get("phase"), f.get("sort"));
-    let networks = net::live_query::<NetworkList>(
+    let url = SPEC.url();
+    let (q, ns, phase, sort) = (
+        url.get("q"),
+        url.get("ns"),
+        url.get("phase"),
+        url.get("sort"),
+    );
+    let networks = net::live::<NetworkList>(
         move || network_list::Variables {
             filter: Some(network_list::Filter {
-                namespace: Some(ns.get()).filter(|s| !s.is_empty()),
-                phase: Some(phase.get()).filter(|s| !s.is_empty()).map(|p| vec![p]),
+                namespace: given(ns),
+                phase: given(phase).map(|p| vec![p]),
                 label_selector: None,
-                search: Some(q.get()).filter(|s| !s.is_empty()),
+                search: given(q),
             }),
             first: Some(500),
         },
@@ -34,54 +75,24 @@ pub fn Networks() -> impl IntoView {
         };
         let mut rows = data.network_namespaces.nodes;
         sort_rows(&mut rows, &sort.get(), |key, n| match key {
-            "namespace" => format!(
-                "{}\u{0}{}",
-                n.namespace.as_deref().unwrap_or_default(),
-                n.name
-            ),
-            "phase" => format!("{}\u{0}{}", n.phase.as_deref().unwrap_or_default(), n.name),
+            "namespace" => then_name(n.namespace.as_deref(), &n.name),
+            "phase" => then_name(n.phase.as_deref(), &n.name),
             _ => n.name.clone(),
         });
         Some((rows, data.network_namespaces.total_count))
     });
-    view! {
-        <h1>"Networks"</h1>
-        <form class="filters" role="search" on:submit=|ev| ev.prevent_default()>
-            <label>"Search" <input type="search" prop:value=q on:input=f.on("q") placeholder="name" data-testid="filter-q"/></label>
-            <label>"Namespace" <input type="text" prop:value=ns on:change=f.on("ns") data-testid="filter-ns"/></label>
-            <label>"Phase" <input type="text" prop:value=phase on:change=f.on("phase") data-testid="filter-phase"/></label>
-        </form>
-        {move || match (networks.get(), rows.with(Option::is_some)) {
-            (Some(Err(e)), _) => Some(view! { <Problem text=e/> }.into_any()),
-            (_, false) => Some(view! { <p class="empty">"Loading networks…"</p> }.into_any()),
-            _ => None,
-        }}
-        <p class="count" data-testid="network-count">
-            {move || rows.with(|r| r.as_ref().map(|(rows, total)| format!("{} of {total} networks", rows.len())))}
-        </p>
-        {windowed(
-            "networks",
-            view! {
-                {f.header("name", "Network namespace")}
-                {f.header("namespace", "Namespace")}
-                {f.header("phase", "Phase")}
-                <th>"Status"</th>
-                <th>"VLAN"</th>
-                <th>"IPv4 prefix"</th>
-                <th>"Clusters"</th>
-            },
-            rows,
-            row,
-        )}
-    }
+    view! { <ListPage spec=&SPEC url state=loaded(networks) rows key=|n: &Row| n.id.clone() row/> }
 }
 
-fn row(n: &Row) -> impl IntoView + use<> {
-    let phase = n.phase.clone().unwrap_or_default();
-    let class = if n.ready {
-        "running"
+fn row(n: Row) -> impl IntoView {
+    let phase = n
+        .phase
+        .clone()
+        .unwrap_or_else(|| "no status yet".to_owned());
+    let state = if n.ready {
+        PhaseState::Running
     } else {
-        status_class(&phase)
+        n.phase_state
     };
     let clusters = n
         .clusters
@@ -99,7 +110,7 @@ fn row(n: &Row) -> impl IntoView + use<> {
         <tr>
             <td><a href=format!("/objects/{}", js_sys::encode_uri_component(&n.id))>{n.name.clone()}</a></td>
             <td>{n.namespace.clone().unwrap_or_default()}</td>
-            <td><span class=format!("status {class}")>{if phase.is_empty() { "no status yet".to_owned() } else { phase.clone() }}</span></td>
+            <td><span class=format!("status {}", state_class(state))>{phase}</span></td>
             <td>{n.status_text.clone().unwrap_or_default()}</td>
             <td class="num">{n.vlan_id.map(|v| v.to_string()).unwrap_or_default()}</td>
             <td>{n.ipv4_prefix.clone().unwrap_or_default()}</td>

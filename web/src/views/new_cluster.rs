@@ -5,10 +5,9 @@
 use leptos::prelude::*;
 use leptos_router::hooks::use_navigate;
 
+use super::plan::{Ids, Plan, PlanPreview};
 use crate::gql::{ClusterPlan, CreateCluster, cluster_plan, create_cluster};
 use crate::net;
-
-type Plan = cluster_plan::ClusterPlanClusterPlan;
 
 /// The form's fields, in order: (label, variable, placeholder).
 const FIELDS: &[(&str, &str, &str)] = &[
@@ -55,48 +54,45 @@ pub fn NewCluster() -> impl IntoView {
     }
 }
 
-#[component]
-fn Form() -> impl IntoView {
-    let values: Vec<RwSignal<String>> = FIELDS
-        .iter()
-        .map(|_| RwSignal::new(String::new()))
-        .collect();
-    let cp = RwSignal::new(3_i64);
-    let workers = RwSignal::new(2_i64);
-    let allow = RwSignal::new(false);
-    let plan = RwSignal::new(None::<Plan>);
-    let busy = RwSignal::new(false);
-    let message = RwSignal::new(None::<String>);
-    let value = {
-        let values = values.clone();
-        move |var: &str| {
-            FIELDS
-                .iter()
-                .position(|(_, v, _)| *v == var)
-                .map(|i| values[i].get_untracked().trim().to_string())
-                .unwrap_or_default()
-        }
-    };
-    let input = move || {
+/// What the form holds: one value per field, the control-plane and worker counts.
+#[derive(Clone)]
+struct Entered {
+    values: Vec<RwSignal<String>>,
+    cp: RwSignal<i64>,
+    workers: RwSignal<i64>,
+}
+
+impl Entered {
+    /// The trimmed value of field `var`.
+    fn value(&self, var: &str) -> String {
+        FIELDS
+            .iter()
+            .position(|(_, v, _)| *v == var)
+            .map(|i| self.values[i].get_untracked().trim().to_string())
+            .unwrap_or_default()
+    }
+
+    /// The cluster as the plan mutation takes it.
+    fn input(&self) -> cluster_plan::ClusterInput {
         let opt = |s: String| Some(s).filter(|s| !s.is_empty());
-        let pool = value("pool");
+        let pool = self.value("pool");
         cluster_plan::ClusterInput {
-            namespace: value("namespace"),
-            name: value("name"),
+            namespace: self.value("namespace"),
+            name: self.value("name"),
             cluster_id: None,
             provider: None,
-            datacenter: value("datacenter"),
-            region: value("region"),
-            zone: value("zone"),
-            project: value("project"),
-            workspace: value("workspace"),
-            workorder: value("workorder"),
-            environment: value("environment"),
-            network_namespace_name: opt(value("nn")),
-            version: value("version"),
+            datacenter: self.value("datacenter"),
+            region: self.value("region"),
+            zone: self.value("zone"),
+            project: self.value("project"),
+            workspace: self.value("workspace"),
+            workorder: self.value("workorder"),
+            environment: self.value("environment"),
+            network_namespace_name: opt(self.value("nn")),
+            version: self.value("version"),
             control_plane: cluster_plan::ControlPlaneInput {
-                replicas: cp.get_untracked(),
-                machine_class: opt(value("cp_class")),
+                replicas: self.cp.get_untracked(),
+                machine_class: opt(self.value("cp_class")),
                 provider: None,
                 version: None,
             },
@@ -105,93 +101,64 @@ fn Form() -> impl IntoView {
             } else {
                 vec![cluster_plan::NodePoolInput {
                     name: pool,
-                    replicas: workers.get_untracked(),
-                    machine_class: opt(value("pool_class")),
+                    replicas: self.workers.get_untracked(),
+                    machine_class: opt(self.value("pool_class")),
                     provider: None,
                     version: None,
                 }]
             },
         }
-    };
-    let preview = {
-        let input = input.clone();
-        move |ev: leptos::ev::SubmitEvent| {
-            ev.prevent_default();
-            let variables = cluster_plan::Variables { input: input() };
-            busy.set(true);
-            message.set(None);
-            leptos::task::spawn_local(async move {
-                let answer = net::query::<ClusterPlan>(variables).await;
-                let _ = busy.try_set(false);
-                match answer {
-                    Ok(d) => {
-                        let _ = plan.try_set(Some(d.cluster_plan));
-                    }
-                    Err(e) => {
-                        let _ = message.try_set(Some(e));
-                    }
-                }
-            });
-        }
-    };
-    let navigate = use_navigate();
-    let create = move |_| {
-        // The same input as previewed, in the create mutation's own generated types.
-        let i = input();
-        let as_create = create_cluster::ClusterInput {
-            namespace: i.namespace,
-            name: i.name,
-            cluster_id: i.cluster_id,
-            provider: i.provider,
-            datacenter: i.datacenter,
-            region: i.region,
-            zone: i.zone,
-            project: i.project,
-            workspace: i.workspace,
-            workorder: i.workorder,
-            environment: i.environment,
-            network_namespace_name: i.network_namespace_name,
-            version: i.version,
-            control_plane: create_cluster::ControlPlaneInput {
-                replicas: i.control_plane.replicas,
-                machine_class: i.control_plane.machine_class,
-                provider: i.control_plane.provider,
-                version: i.control_plane.version,
-            },
-            node_pools: i
-                .node_pools
-                .into_iter()
-                .map(|p| create_cluster::NodePoolInput {
-                    name: p.name,
-                    replicas: p.replicas,
-                    machine_class: p.machine_class,
-                    provider: p.provider,
-                    version: p.version,
-                })
-                .collect(),
-        };
-        let variables = create_cluster::Variables {
-            input: as_create,
-            allow: allow.get_untracked(),
-        };
-        busy.set(true);
-        let navigate = navigate.clone();
-        leptos::task::spawn_local(async move {
-            let answer = net::query::<CreateCluster>(variables).await;
-            let _ = busy.try_set(false);
-            match answer {
-                Ok(d) => {
-                    let c = d.create_kubernetes_cluster.cluster;
-                    let ns = c.namespace.unwrap_or_default();
-                    navigate(&format!("/clusters/{ns}/{}", c.name), Default::default());
-                }
-                Err(e) => {
-                    let _ = message.try_set(Some(e));
-                }
-            }
-        });
-    };
-    let inputs = FIELDS
+    }
+}
+
+/// The same input as previewed, in the create mutation's own generated types.
+fn as_create(i: cluster_plan::ClusterInput) -> create_cluster::ClusterInput {
+    create_cluster::ClusterInput {
+        namespace: i.namespace,
+        name: i.name,
+        cluster_id: i.cluster_id,
+        provider: i.provider,
+        datacenter: i.datacenter,
+        region: i.region,
+        zone: i.zone,
+        project: i.project,
+        workspace: i.workspace,
+        workorder: i.workorder,
+        environment: i.environment,
+        network_namespace_name: i.network_namespace_name,
+        version: i.version,
+        control_plane: create_cluster::ControlPlaneInput {
+            replicas: i.control_plane.replicas,
+            machine_class: i.control_plane.machine_class,
+            provider: i.control_plane.provider,
+            version: i.control_plane.version,
+        },
+        node_pools: i
+            .node_pools
+            .into_iter()
+            .map(|p| create_cluster::NodePoolInput {
+                name: p.name,
+                replicas: p.replicas,
+                machine_class: p.machine_class,
+                provider: p.provider,
+                version: p.version,
+            })
+            .collect(),
+    }
+}
+
+/// The test ids of the new-cluster preview.
+static IDS: Ids = Ids {
+    plan: "new-plan",
+    verdict: "new-verdict",
+    problems: "new-problems",
+    machines: "new-machines",
+    machine: "Machine",
+};
+
+/// A labelled text input for each of the form's fields.
+fn field_inputs(values: &[RwSignal<String>]) -> impl IntoView + use<> {
+    FIELDS
         .iter()
         .zip(values.iter().copied())
         .map(|((label, var, placeholder), v)| {
@@ -202,7 +169,68 @@ fn Form() -> impl IntoView {
                 </label>
             }
         })
-        .collect_view();
+        .collect_view()
+}
+
+#[component]
+fn Form() -> impl IntoView {
+    let entered = Entered {
+        values: FIELDS
+            .iter()
+            .map(|_| RwSignal::new(String::new()))
+            .collect(),
+        cp: RwSignal::new(3_i64),
+        workers: RwSignal::new(2_i64),
+    };
+    let allow = RwSignal::new(false);
+    let plan = RwSignal::new(None::<Plan>);
+    let busy = RwSignal::new(false);
+    let message = RwSignal::new(None::<String>);
+    let preview = {
+        let entered = entered.clone();
+        move |ev: leptos::ev::SubmitEvent| {
+            ev.prevent_default();
+            let variables = cluster_plan::Variables {
+                input: entered.input(),
+            };
+            busy.set(true);
+            message.set(None);
+            leptos::task::spawn_local(async move {
+                let answer = net::query::<ClusterPlan>(variables).await;
+                let _ = busy.try_set(false);
+                match answer {
+                    Ok(d) => drop(plan.try_set(Some(d.cluster_plan.into()))),
+                    Err(e) => drop(message.try_set(Some(e))),
+                }
+            });
+        }
+    };
+    let navigate = use_navigate();
+    let create = {
+        let entered = entered.clone();
+        move |_| {
+            let variables = create_cluster::Variables {
+                input: as_create(entered.input()),
+                allow: allow.get_untracked(),
+            };
+            busy.set(true);
+            let navigate = navigate.clone();
+            leptos::task::spawn_local(async move {
+                let answer = net::query::<CreateCluster>(variables).await;
+                let _ = busy.try_set(false);
+                match answer {
+                    Ok(d) => {
+                        let c = d.create_kubernetes_cluster.cluster;
+                        let ns = c.namespace.unwrap_or_default();
+                        navigate(&format!("/clusters/{ns}/{}", c.name), Default::default());
+                    }
+                    Err(e) => drop(message.try_set(Some(e))),
+                }
+            });
+        }
+    };
+    let (cp, workers) = (entered.cp, entered.workers);
+    let inputs = field_inputs(&entered.values);
     view! {
         <section class="operate" aria-labelledby="new-title" data-testid="new-form">
             <h2 id="new-title">"New cluster"</h2>
@@ -221,7 +249,7 @@ fn Form() -> impl IntoView {
                 <button type="submit" data-testid="new-preview" disabled=move || busy.get()>"Preview"</button>
             </form>
             {move || message.get().map(|text| view! { <p class="problem" role="status" data-testid="new-message">{text}</p> })}
-            {move || plan.get().map(plan_view)}
+            {move || plan.get().map(|p| view! { <PlanPreview plan=p ids=&IDS/> })}
             <Show when=move || plan.with(|p| p.as_ref().is_some_and(|p| p.valid))>
                 <p class="apply">
                     <label><input type="checkbox" prop:checked=move || allow.get()
@@ -233,48 +261,5 @@ fn Form() -> impl IntoView {
                 </p>
             </Show>
         </section>
-    }
-}
-
-fn plan_view(p: Plan) -> impl IntoView {
-    use cluster_plan::CapacityVerdict as V;
-    let (class, text) = match p.capacity.verdict {
-        V::FITS => ("verdict ok", "Fits"),
-        V::BELOW_REDUNDANCY => ("verdict warn", "Fits, too few hosts could fail"),
-        V::DOES_NOT_FIT => ("verdict bad", "Does not fit"),
-        _ => ("verdict unknown", "Capacity unknown"),
-    };
-    let problems = p
-        .problems
-        .into_iter()
-        .map(|e| view! { <li><code>{e.path}</code>": "{e.reason}</li> })
-        .collect_view();
-    let warnings = p
-        .warnings
-        .into_iter()
-        .map(|w| view! { <li>{w}</li> })
-        .collect_view();
-    let rows = p
-        .machines
-        .into_iter()
-        .map(|m| {
-            let role = match m.role {
-                cluster_plan::PlannedRole::CONTROL_PLANE => "control plane",
-                _ => "worker",
-            };
-            view! { <tr><td>{m.name}</td><td>{role}</td><td>{m.node_pool.unwrap_or_default()}</td><td>{m.machine_class}</td></tr> }
-        })
-        .collect_view();
-    view! {
-        <div class="plan" data-testid="new-plan">
-            <p><span class=class data-testid="new-verdict">{text}</span>" "{p.capacity.message}</p>
-            <ul class="problems" data-testid="new-problems">{problems}</ul>
-            <ul class="warnings">{warnings}</ul>
-            <table class="list" data-testid="new-machines">
-                <thead><tr><th>"Machine"</th><th>"Role"</th><th>"Pool"</th><th>"Class"</th></tr></thead>
-                <tbody>{rows}</tbody>
-            </table>
-            <details><summary>"KubernetesCluster YAML"</summary><pre data-testid="new-yaml">{p.cluster_yaml}</pre></details>
-        </div>
     }
 }

@@ -3,14 +3,15 @@
 
 use leptos::prelude::*;
 
+use super::list::each_keyed;
 use super::{Loaded, Problem, Sources, Tile, loaded};
-use crate::charts::{Bar, CountBars, StackedBars};
-use crate::format::{self, gib, percent, percent_class, plural, wire};
+use crate::charts::{Bar, CountBars, CountRow, StackedBars};
+use crate::format::{self, gib, percent, percent_class, plural};
 use crate::gql::{
-    ClusterList, HostList, HostsLive, SummaryLive, cluster_list, host_list, hosts_live,
-    summary_live,
+    ClusterList, HostList, HostsLive, PipelineStage, SummaryLive, cluster_list, host_list,
+    hosts_live, summary_live,
 };
-use crate::net::{self, LinkState};
+use crate::net::{self, LinkState, Live};
 
 /// The kinds whose changes move host allocation.
 pub const HOST_KINDS: &[&str] = &["Node", "VirtualMachineInstance", "VirtualMachine"];
@@ -25,16 +26,15 @@ pub const CLUSTER_KINDS: &[&str] = &[
     "EtcdBackup",
 ];
 
+type Capacity = hosts_live::HostsLiveHostsChanged;
+type Summary = summary_live::SummaryLiveInfrastructureSummary;
+type Attention = cluster_list::ClusterListClustersNodes;
+
 #[component]
 pub fn Overview() -> impl IntoView {
     let state = expect_context::<LinkState>();
-    // Until the server has read every kind, what it has is partial: say so instead of drawing it.
-    let sources = expect_context::<Sources>();
-    let synced = move || sources.synced();
-    let syncing =
-        || view! { <p class="empty">"Waiting for the server to finish reading the cluster…"</p> };
-    let capacity = RwSignal::new(None::<hosts_live::HostsLiveHostsChanged>);
-    let summary = RwSignal::new(None::<summary_live::SummaryLiveInfrastructureSummary>);
+    let capacity = RwSignal::new(None::<Capacity>);
+    let summary = RwSignal::new(None::<Summary>);
     let error = RwSignal::new(None::<String>);
     net::subscribe::<HostsLive>(hosts_live::Variables, move |event| match event {
         Ok(data) => capacity.set(Some(data.hosts_changed)),
@@ -44,8 +44,8 @@ pub fn Overview() -> impl IntoView {
         Ok(data) => summary.set(Some(data.infrastructure_summary)),
         Err(e) => error.set(Some(e)),
     });
-    let hosts = net::live_query::<HostList>(|| host_list::Variables, HOST_KINDS, state);
-    let clusters = net::live_query::<ClusterList>(
+    let hosts = net::live::<HostList>(|| host_list::Variables, HOST_KINDS, state);
+    let clusters = net::live::<ClusterList>(
         || cluster_list::Variables {
             filter: None,
             first: Some(500),
@@ -53,65 +53,74 @@ pub fn Overview() -> impl IntoView {
         CLUSTER_KINDS,
         state,
     );
-
-    let cap = move |f: fn(&hosts_live::HostsLiveHostsChanged) -> String| {
-        Signal::derive(move || capacity.with(|c| c.as_ref().map(f)))
-    };
-    let cap_text = move |f: fn(&hosts_live::HostsLiveHostsChanged) -> String| {
-        Signal::derive(move || capacity.with(|c| c.as_ref().map(f).unwrap_or_default()))
-    };
-    let cap_class = move |f: fn(&hosts_live::HostsLiveHostsChanged) -> &'static str| {
-        Signal::derive(move || capacity.with(|c| c.as_ref().map(f).unwrap_or("")))
-    };
-    let sum = move |f: fn(&summary_live::SummaryLiveInfrastructureSummary) -> String| {
-        Signal::derive(move || summary.with(|s| s.as_ref().map(f)))
-    };
-    let sum_text = move |f: fn(&summary_live::SummaryLiveInfrastructureSummary) -> String| {
-        Signal::derive(move || summary.with(|s| s.as_ref().map(f).unwrap_or_default()))
-    };
-    let sum_class =
-        move |f: fn(&summary_live::SummaryLiveInfrastructureSummary) -> &'static str| {
-            Signal::derive(move || summary.with(|s| s.as_ref().map(f).unwrap_or("")))
-        };
-    // Problems need both streams; `None` until both have answered.
-    let problems = Signal::derive(move || {
-        let c = capacity.get()?;
-        let s = summary.get()?;
-        Some(s.clusters.failed + s.machines.failed + (c.hosts - c.ready_hosts))
-    });
-
-    // The charts are built once the hosts are there and follow them; see `loaded`.
-    let hosts_state = loaded(hosts);
-    let cpu_bars = Signal::derive(move || bars(hosts, |a| (a.vcpus_used, a.vcpus_limit)));
-    let memory_bars =
-        Signal::derive(move || bars(hosts, |a| (a.memory_used_bytes, a.memory_limit_bytes)));
-    let stage_rows = Signal::derive(move || {
-        summary.with(|s| {
-            let Some(s) = s else { return Vec::new() };
-            format::STAGES
-                .iter()
-                .map(|(wire, label)| {
-                    let count = s
-                        .clusters
-                        .by_stage
-                        .iter()
-                        .find(|c| c.value == *wire)
-                        .map_or(0, |c| c.count);
-                    let class = if *wire == "READY" { "ok" } else { "progress" };
-                    (
-                        (*label).to_owned(),
-                        count,
-                        format!("/clusters?stage={wire}"),
-                        class,
-                    )
-                })
-                .collect()
-        })
-    });
-
     view! {
         <h1>"Overview"</h1>
         {move || error.get().map(|e| view! { <Problem text=e/> })}
+        <Tiles capacity summary/>
+        <p class="explain" data-testid="redundancy-explained">
+            {move || capacity.with(|c| c.as_ref().filter(|_| synced()).map(redundancy_sentence))}
+        </p>
+        <Allocation hosts/>
+        <div class="columns">
+            <section aria-labelledby="stages-title">
+                <h2 id="stages-title">"Clusters by pipeline stage"</h2>
+                <Synced><CountBars rows=Signal::derive(move || stage_rows(summary)) testid="stages"/></Synced>
+            </section>
+            <section aria-labelledby="attention-title">
+                <h2 id="attention-title">"Needs attention"</h2>
+                <Synced><NeedsAttention clusters/></Synced>
+            </section>
+        </div>
+    }
+}
+
+/// True once the server has read every kind (until then what it has is partial).
+fn synced() -> bool {
+    expect_context::<Sources>().synced()
+}
+
+/// Its children once the server has read every kind; until then, a line that says it is still
+/// reading (partial numbers are not drawn).
+#[component]
+fn Synced(children: ChildrenFn) -> impl IntoView {
+    view! {
+        <Show when=synced fallback=|| view! { <p class="empty">"Waiting for the server to finish reading the cluster…"</p> }>
+            {children()}
+        </Show>
+    }
+}
+
+/// The fleet in numbers: the old page's tiles, from the two live streams.
+#[component]
+fn Tiles(
+    capacity: RwSignal<Option<Capacity>>,
+    summary: RwSignal<Option<Summary>>,
+) -> impl IntoView {
+    let cap = move |f: fn(&Capacity) -> String| {
+        Signal::derive(move || capacity.with(|c| c.as_ref().map(f)))
+    };
+    let cap_text = move |f: fn(&Capacity) -> String| {
+        Signal::derive(move || capacity.with(|c| c.as_ref().map(f).unwrap_or_default()))
+    };
+    let cap_class = move |f: fn(&Capacity) -> &'static str| {
+        Signal::derive(move || capacity.with(|c| c.as_ref().map(f).unwrap_or("")))
+    };
+    let sum = move |f: fn(&Summary) -> String| {
+        Signal::derive(move || summary.with(|s| s.as_ref().map(f)))
+    };
+    let sum_text = move |f: fn(&Summary) -> String| {
+        Signal::derive(move || summary.with(|s| s.as_ref().map(f).unwrap_or_default()))
+    };
+    let sum_class = move |f: fn(&Summary) -> &'static str| {
+        Signal::derive(move || summary.with(|s| s.as_ref().map(f).unwrap_or("")))
+    };
+    // Problems need both streams; `None` until both have answered.
+    let problems = Signal::derive(move || {
+        let (hosts, ready) = capacity.with(|c| c.as_ref().map(|c| (c.hosts, c.ready_hosts)))?;
+        let failed = summary.with(|s| s.as_ref().map(|s| s.clusters.failed + s.machines.failed))?;
+        Some(failed + (hosts - ready))
+    });
+    view! {
         <section class="tiles" aria-label="The fleet in numbers">
             <Tile label="Hosts" testid="tile-hosts"
                 value=cap(|c| format!("{}/{}", c.ready_hosts, c.hosts))
@@ -143,47 +152,41 @@ pub fn Overview() -> impl IntoView {
                 sub=cap_text(|c| format!("{} / {} GB", gib(c.memory_used_bytes, 0), gib(c.memory_limit_bytes, 0)))
                 class=cap_class(|c| percent_class(percent(c.memory_used_bytes, c.memory_limit_bytes)))/>
         </section>
-        <p class="explain" data-testid="redundancy-explained">
-            {move || capacity.get().filter(|_| synced()).map(|c| redundancy_sentence(&c))}
-        </p>
+    }
+}
 
+/// The two host allocation charts, built once the hosts are there and following them (see
+/// `loaded`).
+#[component]
+fn Allocation(hosts: Live<host_list::ResponseData>) -> impl IntoView {
+    let hosts_state = loaded(hosts);
+    let cpu_bars = Signal::derive(move || bars(hosts, |a| (a.vcpus_used, a.vcpus_limit)));
+    let memory_bars =
+        Signal::derive(move || bars(hosts, |a| (a.memory_used_bytes, a.memory_limit_bytes)));
+    view! {
         <section aria-labelledby="allocation-title">
             <h2 id="allocation-title">"Host allocation"</h2>
             {move || match hosts_state.get() {
                 Loaded::Failed(e) => view! { <Problem text=e/> }.into_any(),
                 Loaded::Loading => view! { <p class="empty">"Loading hosts…"</p> }.into_any(),
-                Loaded::Ready if !synced() => syncing().into_any(),
                 Loaded::Ready => view! {
-                    <div class="charts">
-                        <StackedBars title="CPU per host (vCPUs)" bars=cpu_bars unit=format::cores
-                            used_label="vCPUs used by VMs" testid="chart-cpu"/>
-                        <StackedBars title="Memory per host (GB)" bars=memory_bars unit=|b| gib(b, 1)
-                            used_label="GB used by VMs" testid="chart-memory"/>
-                    </div>
+                    <Synced>
+                        <div class="charts">
+                            <StackedBars title="CPU per host (vCPUs)" bars=cpu_bars unit=format::cores
+                                used_label="vCPUs used by VMs" testid="chart-cpu"/>
+                            <StackedBars title="Memory per host (GB)" bars=memory_bars unit=|b| gib(b, 1)
+                                used_label="GB used by VMs" testid="chart-memory"/>
+                        </div>
+                    </Synced>
                 }.into_any(),
             }}
         </section>
-
-        <div class="columns">
-            <section aria-labelledby="stages-title">
-                <h2 id="stages-title">"Clusters by pipeline stage"</h2>
-                {move || if synced() {
-                    view! { <CountBars rows=stage_rows testid="stages"/> }.into_any()
-                } else {
-                    syncing().into_any()
-                }}
-            </section>
-            <section aria-labelledby="attention-title">
-                <h2 id="attention-title">"Needs attention"</h2>
-                {move || if synced() { attention(clusters.get()) } else { syncing().into_any() }}
-            </section>
-        </div>
     }
 }
 
 /// Used and limit per host, from the server's allocation figures.
 fn bars(
-    hosts: RwSignal<Option<Result<host_list::ResponseData, String>>>,
+    hosts: Live<host_list::ResponseData>,
     pick: fn(&host_list::HostListHostsNodesAllocation) -> (f64, f64),
 ) -> Vec<Bar> {
     hosts.with(|h| match h {
@@ -205,8 +208,33 @@ fn bars(
     })
 }
 
+/// Clusters per pipeline stage, each a link to the clusters at that stage.
+fn stage_rows(summary: RwSignal<Option<Summary>>) -> Vec<CountRow> {
+    summary.with(|s| {
+        let Some(s) = s else { return Vec::new() };
+        PipelineStage::ALL
+            .iter()
+            .map(|stage| CountRow {
+                label: stage.label(),
+                count: s
+                    .clusters
+                    .by_stage
+                    .iter()
+                    .find(|c| c.value == stage.wire())
+                    .map_or(0, |c| c.count),
+                href: format!("/clusters?stage={}", stage.wire()),
+                class: if *stage == PipelineStage::Ready {
+                    "ok"
+                } else {
+                    "progress"
+                },
+            })
+            .collect()
+    })
+}
+
 /// "How many hosts can fail", in words.
-fn redundancy_sentence(c: &hosts_live::HostsLiveHostsChanged) -> String {
+fn redundancy_sentence(c: &Capacity) -> String {
     let fail = match c.hosts_that_can_fail {
         0 => "If any host fails, some running VMs have nowhere to go.".to_owned(),
         n => format!(
@@ -224,67 +252,79 @@ fn redundancy_sentence(c: &hosts_live::HostsLiveHostsChanged) -> String {
     }
 }
 
-/// Clusters that are not Ready: failed first, then by pipeline stage, with the diagnosis.
-fn attention(clusters: Option<Result<cluster_list::ResponseData, String>>) -> AnyView {
-    let data = match clusters {
-        None => return view! { <p class="empty">"Loading clusters…"</p> }.into_any(),
-        Some(Err(e)) => return view! { <Problem text=e/> }.into_any(),
-        Some(Ok(data)) => data,
-    };
-    let mut rows: Vec<_> = data
-        .clusters
-        .nodes
-        .into_iter()
-        .filter(|c| !c.diagnosis.ready || c.diagnosis.degraded)
-        .collect();
-    if data.clusters.total_count == 0 {
-        return view! { <p class="empty" data-testid="attention-none">"There are no clusters yet."</p> }
-            .into_any();
-    }
-    if rows.is_empty() {
-        return view! { <p class="empty ok" data-testid="attention-none">"Every cluster is Ready and healthy."</p> }.into_any();
-    }
-    let order = |stage: &str| {
-        format::STAGES
-            .iter()
-            .position(|(w, _)| *w == stage)
-            .unwrap_or(99)
-    };
-    rows.sort_by_key(|c| {
-        (
-            !c.diagnosis.failed,
-            order(&wire(&c.pipeline.stage)),
-            c.name.clone(),
-        )
-    });
-    let more = rows.len().saturating_sub(8);
-    let items = rows
-        .into_iter()
-        .take(8)
-        .map(|c| {
-            let href = format!(
-                "/clusters/{}/{}",
-                c.namespace.clone().unwrap_or_default(),
-                c.name
-            );
-            let class = if c.diagnosis.failed {
-                "attention failed"
-            } else {
-                "attention"
+/// Shown in the attention list at most.
+const ATTENTION_SHOWN: usize = 8;
+
+/// Clusters that are not Ready: failed first, then by pipeline stage, with the diagnosis; keyed
+/// by cluster, so an answer redraws only the clusters that changed.
+#[component]
+fn NeedsAttention(clusters: Live<cluster_list::ResponseData>) -> impl IntoView {
+    let state = loaded(clusters);
+    // (the clusters to show, how many there are in all, how many clusters there are).
+    let listed = move || {
+        clusters.with(|c| {
+            let Some(Ok(data)) = c else {
+                return (Vec::new(), 0, 0);
             };
-            let stage = format::stage_label(&wire(&c.pipeline.stage));
-            view! {
-                <li class=class>
-                    <a href=href>{c.name.clone()}</a>
-                    <span class="stage">{stage}</span>
-                    <p>{c.diagnosis.summary.clone()}</p>
-                </li>
-            }
+            let mut rows: Vec<Attention> = data
+                .clusters
+                .nodes
+                .iter()
+                .filter(|c| !c.diagnosis.ready || c.diagnosis.degraded)
+                .cloned()
+                .collect();
+            rows.sort_by_key(|c| {
+                (
+                    !c.diagnosis.failed,
+                    c.pipeline.stage.order(),
+                    c.name.clone(),
+                )
+            });
+            let all = rows.len();
+            rows.truncate(ATTENTION_SHOWN);
+            (rows, all, data.clusters.total_count)
         })
-        .collect_view();
-    view! {
-        <ul class="attention-list" data-testid="attention">{items}</ul>
-        {(more > 0).then(|| view! { <a href="/clusters?state=attention">{format!("{more} more…")}</a> })}
+    };
+    let more = move || listed().1.saturating_sub(ATTENTION_SHOWN);
+    move || {
+        match state.get() {
+        Loaded::Loading => view! { <p class="empty">"Loading clusters…"</p> }.into_any(),
+        Loaded::Failed(e) => view! { <Problem text=e/> }.into_any(),
+        Loaded::Ready => view! {
+            <Show when=move || { listed().2 > 0 }
+                fallback=|| view! { <p class="empty" data-testid="attention-none">"There are no clusters yet."</p> }>
+                <Show when=move || { listed().1 > 0 }
+                    fallback=|| view! { <p class="empty ok" data-testid="attention-none">"Every cluster is Ready and healthy."</p> }>
+                    <ul class="attention-list" data-testid="attention">
+                        {each_keyed(move || listed().0, |c: &Attention| c.id.clone(), attention_item)}
+                    </ul>
+                    <Show when=move || { more() > 0 }>
+                        <a href="/clusters?state=attention">{move || format!("{} more…", more())}</a>
+                    </Show>
+                </Show>
+            </Show>
+        }
+        .into_any(),
     }
-    .into_any()
+    }
+}
+
+fn attention_item(c: Attention) -> impl IntoView {
+    let href = format!(
+        "/clusters/{}/{}",
+        c.namespace.clone().unwrap_or_default(),
+        c.name
+    );
+    let class = if c.diagnosis.failed {
+        "attention failed"
+    } else {
+        "attention"
+    };
+    view! {
+        <li class=class>
+            <a href=href>{c.name.clone()}</a>
+            <span class="stage">{c.pipeline.stage.label()}</span>
+            <p>{c.diagnosis.summary.clone()}</p>
+        </li>
+    }
 }

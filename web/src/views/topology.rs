@@ -6,9 +6,10 @@ use leptos::prelude::*;
 
 use super::overview::HOST_KINDS;
 use super::{Loaded, Problem, loaded};
-use crate::format::{self, bar_class, gib, status_class, wire};
-use crate::gql::{HostList, host_list};
-use crate::net::{self, LinkState};
+use crate::format::{self, bar_class, gib, state_class};
+use crate::gql::{HostList, HostReadiness, host_list};
+use crate::keyed::{Item, Keyed, each, keyed};
+use crate::net::{self, LinkState, Live};
 
 type Host = host_list::HostListHostsNodes;
 
@@ -26,7 +27,7 @@ const WIDTH: f64 = VM_X + VM_STEP * VMS_PER_LINE as f64 + 70.0;
 /// A host's health class: `ok` (takes VMs), `warn` (Ready but cordoned, tainted or under
 /// pressure), `err` (NotReady or Unknown).
 fn health(h: &Host) -> &'static str {
-    if wire(&h.readiness) != "READY" {
+    if h.readiness != HostReadiness::Ready {
         "err"
     } else if !h.accepts_vms || !h.pressures.is_empty() {
         "warn"
@@ -35,15 +36,16 @@ fn health(h: &Host) -> &'static str {
     }
 }
 
+/// What the pointer or the keyboard is on: a host's name, or (host, VM index).
+type Focus = RwSignal<Option<(String, Option<usize>)>>;
+
 #[component]
 pub fn Topology() -> impl IntoView {
     let state = expect_context::<LinkState>();
-    let hosts = net::live_query::<HostList>(|| host_list::Variables, HOST_KINDS, state);
-    // What the pointer or the keyboard is on: a host's name, or (host, VM index).
-    let focus = RwSignal::new(None::<(String, Option<usize>)>);
+    let hosts = net::live::<HostList>(|| host_list::Variables, HOST_KINDS, state);
+    let focus: Focus = RwSignal::new(None);
     // Built once the hosts are there; the drawing and the details follow them (see `loaded`).
     let hosts_state = loaded(hosts);
-    let data = move || hosts.with(|h| h.as_ref().and_then(|r| r.as_ref().ok()).cloned());
     view! {
         <h1>"Topology"</h1>
         {move || match hosts_state.get() {
@@ -51,11 +53,11 @@ pub fn Topology() -> impl IntoView {
             Loaded::Failed(e) => view! { <Problem text=e/> }.into_any(),
             Loaded::Ready => view! {
                 <div class="topology">
-                    {move || data().map(|d| drawing(d, focus))}
+                    <Drawing hosts focus/>
                     <aside class="details" aria-live="polite" data-testid="topology-details">
                         {move || {
                             let focus = focus.get();
-                            hosts.with(|h| details(h.as_ref().and_then(|r| r.as_ref().ok()), focus))
+                            hosts.with(|h| details(h.and_then(Result::ok), focus))
                         }}
                     </aside>
                 </div>
@@ -72,65 +74,107 @@ pub fn Topology() -> impl IntoView {
     }
 }
 
-/// The datacenter, its hosts and their VMs.
-fn drawing(
-    data: host_list::ResponseData,
-    focus: RwSignal<Option<(String, Option<usize>)>>,
-) -> impl IntoView {
-    let name = data
-        .vitistack_name
-        .clone()
-        .unwrap_or_else(|| "Datacenter".into());
-    let hosts = data.hosts.nodes;
-    let height = (hosts.len() as f64 * ROW).max(ROW * 3.0) + 20.0;
-    let dc_y = height / 2.0 - 45.0;
-    let ready = hosts
-        .iter()
-        .filter(|h| wire(&h.readiness) == "READY")
-        .count();
-    let vms: usize = hosts.iter().map(|h| h.vms.len()).sum();
-    let running: usize = hosts
-        .iter()
-        .map(|h| h.vms.iter().filter(|v| v.active).count())
-        .sum();
-    let dc_class = if hosts.is_empty() {
-        "unknown"
-    } else if hosts.iter().any(|h| health(h) == "err") {
-        "warn"
-    } else {
-        "ok"
-    };
-    let links = hosts
-        .iter()
-        .enumerate()
-        .map(|(i, h)| {
-            let y = 10.0 + i as f64 * ROW + HOST_H / 2.0;
-            let d = format!(
-                "M 230 {} C 260 {} 260 {y} {HOST_X} {y}",
-                dc_y + 45.0,
-                dc_y + 45.0
-            );
-            view! { <path class=format!("link {}", health(h)) d=d></path> }
+/// A host where it is drawn (its row, among `n`) and the version of its content.
+#[derive(Clone, PartialEq)]
+struct Row {
+    i: usize,
+    /// How many hosts there are (the datacenter box, where the links start, is centred).
+    n: usize,
+    host: Keyed<Host>,
+}
+
+/// The datacenter, its hosts and their VMs; each host row keyed by its place and content.
+#[component]
+fn Drawing(hosts: Live<host_list::ResponseData>, focus: Focus) -> impl IntoView {
+    let nodes = keyed(
+        move || {
+            hosts.with(|h| match h {
+                Some(Ok(d)) => d.hosts.nodes.clone(),
+                _ => Vec::new(),
+            })
+        },
+        |h: &Host| h.id.clone(),
+    );
+    // The hosts keyed once per answer, read by the links, the rows and the totals.
+    let nodes = Memo::new(move |_| nodes());
+    let rows = move || {
+        nodes.with(|all| {
+            let n = all.len();
+            all.iter()
+                .cloned()
+                .enumerate()
+                .map(|(i, host)| Row { i, n, host })
+                .collect::<Vec<_>>()
         })
-        .collect_view();
-    let count = hosts.len();
-    let rows = hosts
-        .into_iter()
-        .enumerate()
-        .map(|(i, h)| host_row(i, h, focus))
-        .collect_view();
+    };
+    let count = move || nodes.with(Vec::len);
+    let name = move || {
+        hosts
+            .data(|d| d.vitistack_name.clone())
+            .flatten()
+            .unwrap_or_else(|| "Datacenter".into())
+    };
+    let totals = Memo::new(move |_| {
+        nodes.with(|n| {
+            let ready = n
+                .iter()
+                .filter(|h| h.row.readiness == HostReadiness::Ready)
+                .count();
+            let vms: usize = n.iter().map(|h| h.row.vms.len()).sum();
+            let running: usize = n
+                .iter()
+                .map(|h| h.row.vms.iter().filter(|v| v.active).count())
+                .sum();
+            let class = if n.is_empty() {
+                "unknown"
+            } else if n.iter().any(|h| health(&h.row) == "err") {
+                "warn"
+            } else {
+                "ok"
+            };
+            (ready, vms, running, class)
+        })
+    });
     view! {
-        <svg viewBox=format!("0 0 {WIDTH} {height}") role="group" aria-label="Datacenter, hosts and VMs" data-testid="topology">
-            {links}
-            <g class=format!("dc {dc_class}") transform=format!("translate(10 {dc_y})")>
+        <svg viewBox=move || format!("0 0 {WIDTH} {}", height(count())) role="group" aria-label="Datacenter, hosts and VMs" data-testid="topology">
+            {each(move || rows().into_iter().map(|r| {
+                // A link depends on where its host is and how many there are.
+                let key = format!("{}/{}/{}", r.i, r.n, r.host.key);
+                Item::new(key, r.host.version, move || link(r.i, &r.host.row, dc_y(r.n)))
+            }).collect())}
+            <g class=move || format!("dc {}", totals.get().3) transform=move || format!("translate(10 {})", dc_y(count()))>
                 <rect width="220" height="90" rx="8"></rect>
                 <text x="12" y="24" class="title">{name}</text>
-                <text x="12" y="46">{format!("{ready}/{count} hosts ready")}</text>
-                <text x="12" y="66">{format!("{running}/{vms} VMs running")}</text>
+                <text x="12" y="46">{move || format!("{}/{} hosts ready", totals.get().0, count())}</text>
+                <text x="12" y="66">{move || { let t = totals.get(); format!("{}/{} VMs running", t.2, t.1) }}</text>
             </g>
-            {rows}
+            {each(move || rows().into_iter().map(|r| {
+                let key = format!("{}/{}", r.i, r.host.key);
+                Item::new(key, r.host.version, move || host_row(r.i, r.host.row, focus))
+            }).collect())}
         </svg>
     }
+}
+
+/// The drawing's height for `n` hosts.
+fn height(n: usize) -> f64 {
+    (n as f64 * ROW).max(ROW * 3.0) + 20.0
+}
+
+/// Where the datacenter box starts (centred on the hosts' rows).
+fn dc_y(n: usize) -> f64 {
+    height(n) / 2.0 - 45.0
+}
+
+/// The line from the datacenter to host `i`.
+fn link(i: usize, h: &Host, dc_y: f64) -> impl IntoView + use<> {
+    let y = 10.0 + i as f64 * ROW + HOST_H / 2.0;
+    let d = format!(
+        "M 230 {} C 260 {} 260 {y} {HOST_X} {y}",
+        dc_y + 45.0,
+        dc_y + 45.0
+    );
+    view! { <path class=format!("link {}", health(h)) d=d></path> }
 }
 
 /// What the pointer or the keyboard is on, in words.
@@ -142,11 +186,10 @@ fn details(
         let h = data.hosts.nodes.iter().find(|h| h.name == host)?;
         Some(match vm.and_then(|i| h.vms.get(i)) {
             Some(v) => {
-                let phase = v.phase.clone().unwrap_or_default();
                 view! {
                     <h2>{v.name.clone()}</h2>
                     <p>{format!("VM in {} on {}", v.namespace.clone().unwrap_or_default(), h.name)}</p>
-                    <p class=format!("status {}", status_class(&phase))>{phase.clone()}</p>
+                    <p class=format!("status {}", state_class(v.phase_state))>{v.phase.clone().unwrap_or_default()}</p>
                     <p>{format!("{} vCPU · {} GB", format::cores(v.vcpus), gib(v.memory_bytes, 1))}</p>
                     <p>{v.membership.as_ref().map(|m| format!("cluster {}", m.cluster_id))}</p>
                 }
@@ -172,11 +215,7 @@ fn details(
 }
 
 fn readiness_words(h: &Host) -> String {
-    let mut words = match wire(&h.readiness).as_str() {
-        "READY" => "Ready".to_owned(),
-        "NOT_READY" => "NotReady".to_owned(),
-        _ => "Unknown".to_owned(),
-    };
+    let mut words = h.readiness.words().to_owned();
     if h.unschedulable {
         words.push_str(", cordoned");
     }
@@ -187,7 +226,7 @@ fn readiness_words(h: &Host) -> String {
     words
 }
 
-fn host_row(i: usize, h: Host, focus: RwSignal<Option<(String, Option<usize>)>>) -> impl IntoView {
+fn host_row(i: usize, h: Host, focus: Focus) -> impl IntoView {
     let y = 10.0 + i as f64 * ROW;
     let class = health(&h);
     let a = &h.allocation;
@@ -232,7 +271,7 @@ fn host_row(i: usize, h: Host, focus: RwSignal<Option<(String, Option<usize>)>>)
                     on:mouseenter=move |_| focus.set(Some((host.clone(), Some(j))))
                     on:focus=move |_| focus.set(Some((host2.clone(), Some(j))))>
                     <title>{title}</title>
-                    <circle cx=cx cy=cy r="6" class=format!("vm {}", status_class(&phase))></circle>
+                    <circle cx=cx cy=cy r="6" class=format!("vm {}", state_class(v.phase_state))></circle>
                 </g>
             }
         })

@@ -327,6 +327,12 @@ macro_rules! node_type {
                 Ok(self.0.phase().filter(|p| !p.is_empty()).map(str::to_owned))
             }
 
+            /// What the phase means (running, pending, failed, stopped, deleting, other): the
+            /// one rule the dashboard colours by and the metrics count by.
+            pub async fn phase_state(&self, _ctx: &async_graphql::Context<'_>) -> async_graphql::Result<crate::model::vocab::PhaseState> {
+                Ok(crate::model::vocab::PhaseState::of(self.0.phase()))
+            }
+
             /// `status.conditions`.
             pub async fn conditions(&self, _ctx: &async_graphql::Context<'_>) -> async_graphql::Result<Vec<crate::graphql::types::ConditionGql>> {
                 Ok(self.0.conditions().unwrap_or_default().iter().map(Into::into).collect())

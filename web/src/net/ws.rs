@@ -1,140 +1,22 @@
-//! How the dashboard talks to the server: GraphQL queries over `POST /graphql` and one
-//! graphql-transport-ws connection to `/graphql/ws` that carries every subscription.
+//! The one graphql-transport-ws connection every subscription shares: connect, acknowledge,
+//! resubscribe after a reconnection (with a growing wait), and the badge's state.
 //!
-//! The WebSocket client is our own, about 200 lines: the maintained crate (graphql-ws-client)
-//! needs an async WebSocket stream on wasm (ws_stream_wasm, a second executor bridge) and would
-//! roughly double the compressed size this dashboard ships, for the five messages we use.
+//! The client is our own, about 200 lines: the maintained crate (graphql-ws-client) needs an
+//! async WebSocket stream on wasm (ws_stream_wasm, a second executor bridge) and would roughly
+//! double the compressed size this dashboard ships, for the five messages we use.
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
-use graphql_client::{GraphQLQuery, Response};
+use graphql_client::GraphQLQuery;
 use leptos::prelude::*;
 use serde_json::{Value, json};
 use wasm_bindgen::JsCast;
 use wasm_bindgen::prelude::*;
-use wasm_bindgen_futures::JsFuture;
 use web_sys::{CloseEvent, MessageEvent, WebSocket};
 
-fn js_error(e: JsValue) -> String {
-    e.as_string()
-        .or_else(|| js_sys::JSON::stringify(&e).ok().and_then(|s| s.as_string()))
-        .unwrap_or_else(|| "request failed".into())
-}
-
-/// Milliseconds since the epoch (the browser's clock).
-pub fn now_ms() -> f64 {
-    js_sys::Date::now()
-}
-
-/// Where this tab keeps its key: the session's storage, gone when the tab closes.
-const KEY_ITEM: &str = "vitistack-key";
-
-fn session() -> Option<web_sys::Storage> {
-    web_sys::window().and_then(|w| w.session_storage().ok().flatten())
-}
-
-/// The key this tab signed in with.
-pub fn key() -> Option<String> {
-    session()
-        .and_then(|s| s.get_item(KEY_ITEM).ok().flatten())
-        .filter(|k| !k.is_empty())
-}
-
-/// The server refused this tab's credential (or lack of one): the sign-in form shows.
-fn refused() {
-    if let Some(c) = client() {
-        let signin = c.borrow().state.signin;
-        signin.set(true);
-    }
-}
-
-/// Keep `key` for this tab and connect again with it (every view refetches).
-pub fn sign_in(key: &str) {
-    if let Some(s) = session() {
-        let _ = s.set_item(KEY_ITEM, key.trim());
-    }
-    reconnect();
-}
-
-/// Forget this tab's key and connect again without it.
-pub fn sign_out() {
-    if let Some(s) = session() {
-        let _ = s.remove_item(KEY_ITEM);
-    }
-    reconnect();
-}
-
-fn reconnect() {
-    let Some(client) = client() else { return };
-    let old = {
-        let mut c = client.borrow_mut();
-        c.acked = false;
-        c.failures = 0;
-        c.state.signin.set(false);
-        c.socket.take()
-    };
-    // The old socket says nothing more: its handlers go before its closures are dropped (by
-    // `open`), or a late event would call a dropped closure.
-    if let Some(socket) = old {
-        socket.set_onopen(None);
-        socket.set_onmessage(None);
-        socket.set_onclose(None);
-        let _ = socket.close();
-    }
-    open(&client);
-}
-
-/// Runs one query or mutation and returns its data, or the errors' messages joined.
-pub async fn query<Q: GraphQLQuery>(variables: Q::Variables) -> Result<Q::ResponseData, String> {
-    let body = serde_json::to_string(&Q::build_query(variables)).map_err(|e| e.to_string())?;
-    let init = web_sys::RequestInit::new();
-    init.set_method("POST");
-    init.set_body(&JsValue::from_str(&body));
-    let headers = web_sys::Headers::new().map_err(js_error)?;
-    headers
-        .set("content-type", "application/json")
-        .map_err(js_error)?;
-    headers
-        .set("accept", "application/graphql-response+json")
-        .map_err(js_error)?;
-    if let Some(key) = key() {
-        headers
-            .set("authorization", &format!("Bearer {key}"))
-            .map_err(js_error)?;
-    }
-    init.set_headers(&headers);
-    let request = web_sys::Request::new_with_str_and_init("/graphql", &init).map_err(js_error)?;
-    let window = web_sys::window().ok_or("no window")?;
-    let response: web_sys::Response = JsFuture::from(window.fetch_with_request(&request))
-        .await
-        .map_err(js_error)?
-        .dyn_into()
-        .map_err(js_error)?;
-    if response.status() == 401 {
-        refused();
-    }
-    let text = JsFuture::from(response.text().map_err(js_error)?)
-        .await
-        .map_err(js_error)?;
-    let text = text.as_string().unwrap_or_default();
-    decode::<Q>(serde_json::from_str(&text).map_err(|e| format!("unreadable answer: {e}"))?)
-}
-
-/// The data of one GraphQL response, or its errors' messages.
-fn decode<Q: GraphQLQuery>(value: Value) -> Result<Q::ResponseData, String> {
-    let response: Response<Q::ResponseData> =
-        serde_json::from_value(value).map_err(|e| format!("unexpected answer: {e}"))?;
-    if let Some(errors) = response.errors.filter(|e| !e.is_empty()) {
-        return Err(errors
-            .iter()
-            .map(|e| e.message.as_str())
-            .collect::<Vec<_>>()
-            .join("; "));
-    }
-    response.data.ok_or_else(|| "the answer has no data".into())
-}
+use super::{decode, key, now_ms};
 
 /// The connection badge's states (the old status page's, same meaning).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -451,96 +333,31 @@ pub fn subscribe<Q: GraphQLQuery + 'static>(
     );
 }
 
-/// A query kept current: fetched at once, again whenever an object of `kinds` changes, after
-/// every reconnection, and whenever `variables` changes. At most one request is in flight; changes
-/// that arrive meanwhile cause exactly one more fetch when it returns.
-pub fn live_query<Q>(
-    variables: impl Fn() -> Q::Variables + 'static,
-    kinds: &[&str],
-    state: LinkState,
-) -> RwSignal<Option<Result<Q::ResponseData, String>>>
-where
-    Q: GraphQLQuery + 'static,
-    Q::ResponseData: Send + Sync + Clone,
-    Q::Variables: Clone + 'static,
-{
-    live_query_on::<Q>(
-        variables,
-        Some(kinds.iter().map(|k| k.to_string()).collect()),
-        state,
-    )
-}
-
-/// [`live_query`] fetched again after a change of any kind.
-pub fn live_query_all<Q>(
-    variables: impl Fn() -> Q::Variables + 'static,
-    state: LinkState,
-) -> RwSignal<Option<Result<Q::ResponseData, String>>>
-where
-    Q: GraphQLQuery + 'static,
-    Q::ResponseData: Send + Sync + Clone,
-    Q::Variables: Clone + 'static,
-{
-    live_query_on::<Q>(variables, None, state)
-}
-
-/// `kinds`: the kinds whose changes refetch (None: every kind).
-fn live_query_on<Q>(
-    variables: impl Fn() -> Q::Variables + 'static,
-    kinds: Option<Vec<String>>,
-    state: LinkState,
-) -> RwSignal<Option<Result<Q::ResponseData, String>>>
-where
-    Q: GraphQLQuery + 'static,
-    Q::ResponseData: Send + Sync + Clone,
-    Q::Variables: Clone + 'static,
-{
-    let result = RwSignal::new(None);
-    #[derive(Default)]
-    struct Flight {
-        busy: bool,
-        again: bool,
+/// The server refused this tab's credential (or lack of one): the sign-in form shows.
+pub(super) fn refused() {
+    if let Some(c) = client() {
+        let signin = c.borrow().state.signin;
+        signin.set(true);
     }
-    let flight = Rc::new(RefCell::new(Flight::default()));
-    let current = Rc::new(RefCell::new(None::<Q::Variables>));
-    let run: Rc<dyn Fn()> = {
-        let current = current.clone();
-        Rc::new(move || {
-            {
-                let mut f = flight.borrow_mut();
-                if f.busy {
-                    f.again = true;
-                    return;
-                }
-                f.busy = true;
-            }
-            let flight = flight.clone();
-            let current = current.clone();
-            leptos::task::spawn_local(async move {
-                loop {
-                    let Some(vars) = current.borrow().clone() else {
-                        break;
-                    };
-                    let answer = query::<Q>(vars).await;
-                    // The view may be gone by now.
-                    let _ = result.try_set(Some(answer));
-                    let mut f = flight.borrow_mut();
-                    if !std::mem::take(&mut f.again) {
-                        break;
-                    }
-                }
-                flight.borrow_mut().busy = false;
-            });
-        })
+}
+
+/// Connects again (with the key now kept): every view refetches and resubscribes.
+pub(super) fn reconnect() {
+    let Some(client) = client() else { return };
+    let old = {
+        let mut c = client.borrow_mut();
+        c.acked = false;
+        c.failures = 0;
+        c.state.signin.set(false);
+        c.socket.take()
     };
-    {
-        let run = run.clone();
-        Effect::new(move |_| {
-            state.connections.track();
-            *current.borrow_mut() = Some(variables());
-            run();
-        });
+    // The old socket says nothing more: its handlers go before its closures are dropped (by
+    // `open`), or a late event would call a dropped closure.
+    if let Some(socket) = old {
+        socket.set_onopen(None);
+        socket.set_onmessage(None);
+        socket.set_onclose(None);
+        let _ = socket.close();
     }
-    subscribe::<crate::gql::Changes>(crate::gql::changes::Variables { kinds }, move |_| run());
-    result
+    open(&client);
 }

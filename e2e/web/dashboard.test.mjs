@@ -628,6 +628,35 @@ describe('a live fleet (the simulator on)', () => {
     await context.close();
   });
 
+  test('a new answer redraws only the rows that changed: the others keep their element (and what the user did to it)', async () => {
+    const { page, context, problems } = await openPage(server.base);
+    await page.goto(`${server.base}/machines`);
+    const rows = page.locator('[data-testid=machines] tbody tr:not(.spacer)');
+    await eventually('the machines are listed', async () => (await rows.count()) > 10);
+    // Mark every row element with its text as it is now, as a user's selection would be kept.
+    const marked = await rows.evaluateAll((trs) => trs.map((tr) => { tr.dataset.seen = tr.textContent; return tr.textContent; }));
+    // The simulator moves Machines through their phases: wait until a listed machine changed.
+    const after = await eventually('a listed machine changed its row', async () => {
+      const now = await rows.evaluateAll((trs) => trs.map((tr) => ({ text: tr.textContent, seen: tr.dataset.seen ?? null })));
+      const changed = now.filter((r) => r.seen === null && !marked.includes(r.text));
+      return changed.length > 0 ? now : false;
+    });
+    // A row whose text did not change is the same element (still marked); a marked element
+    // always shows what it showed when it was marked (changed content is a new element).
+    const kept = after.filter((r) => r.seen !== null);
+    assert.ok(kept.length > 0, 'unchanged rows are kept');
+    for (const r of kept) assert.equal(r.text, r.seen, 'a kept row shows what it showed');
+    // And the page still matches the API, row for row.
+    await eventually('the rows show the API\'s phases', async () => {
+      const shown = await rows.evaluateAll((trs) => trs.map((tr) => [tr.cells[0].textContent, tr.cells[8].textContent]));
+      const now = new Map((await gql(server.base, '{ machines(first: 500) { nodes { name phase } } }')).machines.nodes.map((m) => [m.name, m.phase ?? '']));
+      const wrong = shown.filter(([name, phase]) => now.get(name) !== phase);
+      return wrong.length === 0 ? shown : { wrong };
+    });
+    assert.deepEqual(problems, []);
+    await context.close();
+  });
+
   test('changes in the store appear in the page; a restart shows Reconnecting, then Live with fresh data', async () => {
     const { page, context, problems } = await openPage(server.base);
     await page.goto(`${server.base}/`);

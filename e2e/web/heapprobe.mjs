@@ -21,8 +21,9 @@ const page = await browser.newPage();
 await page.goto(`${server.base}${path}`);
 await page.waitForFunction(() => typeof window.vitistackHeapInUse === 'function');
 const readings = [];
+const t0 = Date.now();
 for (let i = 0; i <= (minutes * 60000) / every; i++) {
-  if (i > 0) await new Promise((r) => setTimeout(r, every));
+  await new Promise((r) => setTimeout(r, Math.max(0, t0 + i * every - Date.now())));
   const five = [];
   for (let j = 0; j < 20; j++) {
     if (j > 0) await new Promise((r) => setTimeout(r, 250));

@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 
 use crate::model::validation::FieldError;
 use crate::model::{Kind, Resource};
-use crate::store::{ChangeType, Key, Op, Store};
+use crate::store::{ChangeType, ObjectKey, Op, Store};
 
 /// The field manager our server-side applies are recorded under.
 pub const FIELD_MANAGER: &str = "vitistack-graphql";
@@ -182,7 +182,7 @@ impl Changer {
     /// Apply `edit` to the object `key` (of `version`), as `actor`.
     pub async fn write(
         &self,
-        key: &Key,
+        key: &ObjectKey,
         version: &str,
         edit: Edit,
         actor: &Arc<str>,
@@ -385,7 +385,7 @@ fn remove_annotations(names: &[String]) -> Value {
 /// Send one edit to the API server; the resourceVersion it answered with.
 async fn send(
     client: &kube::Client,
-    key: &Key,
+    key: &ObjectKey,
     version: &str,
     edit: &Edit,
 ) -> Result<String, ChangeError> {
@@ -463,7 +463,7 @@ async fn send(
 
 /// The API server's refusal in our words (its message is about the object, never a secret: the
 /// server's own credentials are not in it).
-fn refused(key: &Key, e: kube::Error) -> ChangeError {
+fn refused(key: &ObjectKey, e: kube::Error) -> ChangeError {
     match e {
         kube::Error::Api(s) => {
             let code = match s.code {

@@ -4,7 +4,7 @@
 use std::collections::HashSet;
 
 use crate::model::Resource;
-use crate::store::{Key, Op, Snapshot};
+use crate::store::{ObjectKey, Op, Snapshot};
 
 /// What merging the stored `objects` into the graph `snap` adds: the objects the graph lacks,
 /// except those deleted while the database was away (`tombstones`), which must not come back.
@@ -12,12 +12,12 @@ use crate::store::{Key, Op, Snapshot};
 pub(crate) fn merge_plan(
     objects: Vec<Resource>,
     snap: &Snapshot,
-    tombstones: &HashSet<Key>,
+    tombstones: &HashSet<ObjectKey>,
 ) -> Vec<Op> {
     objects
         .into_iter()
         .filter(|r| {
-            let key = Key::of(r);
+            let key = ObjectKey::of(r);
             snap.get_key(&key).is_none() && !tombstones.contains(&key)
         })
         .map(Op::Upsert)

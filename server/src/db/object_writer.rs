@@ -19,7 +19,7 @@ use super::merge::merge_plan;
 use super::objects::{load_logged, max_sequence, rewrite_all, write};
 use super::{Db, Start};
 use crate::model::Resource;
-use crate::store::{Change, ChangeType, Key, Store};
+use crate::store::{Change, ChangeType, ObjectKey, Store};
 
 /// How the object writer batches.
 #[derive(Clone, Debug)]
@@ -56,9 +56,9 @@ pub fn spawn_writer(
 }
 
 /// Keep only the latest state of each object.
-pub fn note(pending: &mut BTreeMap<Key, Option<Arc<Resource>>>, c: &Change) {
+pub fn note(pending: &mut BTreeMap<ObjectKey, Option<Arc<Resource>>>, c: &Change) {
     let latest = (c.change != ChangeType::Deleted).then(|| c.object.clone());
-    pending.insert(Key::of(&c.object), latest);
+    pending.insert(ObjectKey::of(&c.object), latest);
 }
 
 /// How long shutdown keeps retrying a database that is down before giving up.
@@ -68,12 +68,12 @@ const STOP_GRACE: Duration = Duration::from_secs(5);
 struct Intake {
     rx: broadcast::Receiver<Arc<Change>>,
     /// Latest state per object (None = deleted) not written yet.
-    pending: BTreeMap<Key, Option<Arc<Resource>>>,
+    pending: BTreeMap<ObjectKey, Option<Arc<Resource>>>,
     /// The ring overflowed behind the writer: the table must be rewritten from the graph.
     rewrite: bool,
     /// While the database has never been reached: objects deleted meanwhile, so that merging
     /// what it holds does not bring them back.
-    tombstones: Option<HashSet<Key>>,
+    tombstones: Option<HashSet<ObjectKey>>,
     open: bool,
     lagged: prometheus::IntCounter,
 }
@@ -83,7 +83,7 @@ impl Intake {
         match r {
             Ok(c) => {
                 if let Some(t) = &mut self.tombstones {
-                    let key = Key::of(&c.object);
+                    let key = ObjectKey::of(&c.object);
                     if c.change == ChangeType::Deleted {
                         t.insert(key);
                     } else {

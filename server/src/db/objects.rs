@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use super::{Db, DbError, Engine, with_pool};
 use crate::model::{Kind, Resource};
-use crate::store::{Key, Store};
+use crate::store::{ObjectKey, Store};
 
 /// Per-engine statements (parameter syntax, JSON column type and clock differ).
 struct Sql {
@@ -126,23 +126,26 @@ fn row(r: &Resource) -> (String, String, i64, String) {
 }
 
 /// Write the latest state of some objects (None = deleted) in one transaction.
-pub async fn write(db: &Db, batch: &BTreeMap<Key, Option<Arc<Resource>>>) -> Result<(), DbError> {
+pub async fn write(
+    db: &Db,
+    batch: &BTreeMap<ObjectKey, Option<Arc<Resource>>>,
+) -> Result<(), DbError> {
     write_in_tx(db, batch).await
 }
 
 /// Replace the whole table with the store's current objects, in one transaction.
 pub async fn rewrite_all(db: &Db, store: &Store) -> Result<usize, DbError> {
     let snap = store.snapshot();
-    let mut all: BTreeMap<Key, Option<Arc<Resource>>> = Kind::ALL
+    let mut all: BTreeMap<ObjectKey, Option<Arc<Resource>>> = Kind::ALL
         .iter()
         .flat_map(|k| snap.list(*k))
-        .map(|r| (Key::of(r), Some(r.clone())))
+        .map(|r| (ObjectKey::of(r), Some(r.clone())))
         .collect();
     // Stored objects the graph no longer has are deleted; rows this version cannot read (e.g.
     // written by a newer one) are left as they are: a rewrite must not lose what it cannot see.
     let (stored, _) = load(db).await?;
     for r in stored {
-        let key = Key::of(&r);
+        let key = ObjectKey::of(&r);
         if snap.get_key(&key).is_none() {
             all.insert(key, None);
         }
@@ -152,7 +155,10 @@ pub async fn rewrite_all(db: &Db, store: &Store) -> Result<usize, DbError> {
     Ok(n)
 }
 
-async fn write_in_tx(db: &Db, batch: &BTreeMap<Key, Option<Arc<Resource>>>) -> Result<(), DbError> {
+async fn write_in_tx(
+    db: &Db,
+    batch: &BTreeMap<ObjectKey, Option<Arc<Resource>>>,
+) -> Result<(), DbError> {
     let s = sql(db.engine());
     let _turn = db.write_turn().await;
     with_pool!(db, p => {
@@ -224,7 +230,7 @@ mod tests {
         .execute(pool)
         .await
         .expect("insert");
-        store.apply(vec![crate::store::Op::Delete(Key::new(
+        store.apply(vec![crate::store::Op::Delete(ObjectKey::new(
             Kind::Machine,
             "ns",
             "gone",

@@ -13,7 +13,7 @@ use imbl::OrdMap;
 
 use crate::domain::{pipeline, resources};
 use crate::model::{Kind, LABEL_CLUSTER_ID, Resource};
-use crate::store::{Change, DerivedState, Idx, Key, Snapshot, scoped};
+use crate::store::{Change, DerivedState, Idx, ObjectKey, Snapshot, scoped};
 
 /// What one object adds to the totals.
 #[derive(Clone, Debug, PartialEq)]
@@ -215,7 +215,7 @@ impl Totals {
 /// The totals and the parts they are made of, as of one snapshot.
 #[derive(Clone, Debug, Default)]
 pub struct Aggregates {
-    parts: OrdMap<Key, Part>,
+    parts: OrdMap<ObjectKey, Part>,
     totals: Totals,
 }
 
@@ -229,7 +229,7 @@ impl Aggregates {
                 a.totals.kinds.insert(*kind, n);
             }
             for r in snap.list(*kind) {
-                a.set(Key::of(r), part(snap, r));
+                a.set(ObjectKey::of(r), part(snap, r));
             }
         }
         a
@@ -244,9 +244,9 @@ impl Aggregates {
     /// `changes`.
     pub fn advanced(&self, snap: &Snapshot, changes: &[Arc<Change>]) -> Self {
         let mut next = self.clone();
-        let mut dirty: BTreeSet<Key> = BTreeSet::new();
+        let mut dirty: BTreeSet<ObjectKey> = BTreeSet::new();
         for c in changes {
-            let key = Key::of(&c.object);
+            let key = ObjectKey::of(&c.object);
             match c.change {
                 crate::store::ChangeType::Added => bump(&mut next.totals.kinds, key.kind, true),
                 crate::store::ChangeType::Deleted => bump(&mut next.totals.kinds, key.kind, false),
@@ -265,7 +265,7 @@ impl Aggregates {
     }
 
     /// Replace the part of `key` (None: it contributes nothing).
-    fn set(&mut self, key: Key, part: Option<Part>) {
+    fn set(&mut self, key: ObjectKey, part: Option<Part>) {
         let old = match part {
             Some(p) => {
                 self.totals.apply(&p, true);
@@ -281,10 +281,13 @@ impl Aggregates {
 
 /// Keys of the objects whose part reads `r` (besides `r` itself): the clusters whose pipeline
 /// looks at it, and for a MachineClass the Machines that name it.
-fn dependents(snap: &Snapshot, r: &Resource, out: &mut BTreeSet<Key>) {
+fn dependents(snap: &Snapshot, r: &Resource, out: &mut BTreeSet<ObjectKey>) {
     let ns = r.namespace();
-    let clusters_by = |idx: Idx, value: &str, out: &mut BTreeSet<Key>| {
-        out.extend(snap.lookup(idx, &scoped(ns, value)).map(|c| Key::of(c)));
+    let clusters_by = |idx: Idx, value: &str, out: &mut BTreeSet<ObjectKey>| {
+        out.extend(
+            snap.lookup(idx, &scoped(ns, value))
+                .map(|c| ObjectKey::of(c)),
+        );
     };
     match r {
         Resource::NetworkNamespace(_) => clusters_by(Idx::ClusterByNetworkNamespace, r.name(), out),
@@ -306,7 +309,7 @@ fn dependents(snap: &Snapshot, r: &Resource, out: &mut BTreeSet<Key>) {
         Resource::MachineClass(_) => {
             out.extend(
                 snap.lookup(Idx::MachineByClass, r.name())
-                    .map(|m| Key::of(m)),
+                    .map(|m| ObjectKey::of(m)),
             );
         }
         _ => {}

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use crate::model::{
     ClusterPhase, ConditionStatus, KubernetesCluster, LABEL_NODE_ROLE, MachinePhase, Resource,
 };
-use crate::store::{Idx, Key, Snapshot, scoped};
+use crate::store::{Idx, ObjectKey, Snapshot, scoped};
 
 /// The pipeline stages, in order (exposed in GraphQL as `PipelineStage`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, async_graphql::Enum)]
@@ -64,7 +64,7 @@ pub struct Blocker {
     /// The stage it blocks.
     pub stage: Stage,
     /// Identity of the blocking object (it may not exist: then `object` is `None`).
-    pub key: Key,
+    pub key: ObjectKey,
     /// The object, when it exists.
     pub object: Option<Arc<Resource>>,
     /// Plain-words reason.
@@ -141,7 +141,7 @@ impl Pipeline {
 }
 
 /// Describe an object for a reason: `Kind ns/name`.
-fn who(key: &Key) -> String {
+fn who(key: &ObjectKey) -> String {
     key.to_string()
 }
 
@@ -210,7 +210,7 @@ impl Found {
     fn block(
         &mut self,
         stage: Stage,
-        key: &Key,
+        key: &ObjectKey,
         object: Option<Arc<Resource>>,
         reason: String,
         terminal: bool,
@@ -235,7 +235,7 @@ impl Found {
 pub fn evaluate(snap: &Snapshot, kc: &KubernetesCluster) -> Pipeline {
     let ns = kc.metadata.namespace.as_deref().unwrap_or_default();
     let cluster_id = &kc.spec.data.cluster_id;
-    let kc_key = Key::new(
+    let kc_key = ObjectKey::new(
         crate::model::Kind::KubernetesCluster,
         ns,
         kc.metadata.name.as_deref().unwrap_or_default(),
@@ -247,7 +247,7 @@ pub fn evaluate(snap: &Snapshot, kc: &KubernetesCluster) -> Pipeline {
     };
 
     // 1. Network
-    let nn_key = Key::new(
+    let nn_key = ObjectKey::new(
         crate::model::Kind::NetworkNamespace,
         ns,
         &kc.spec.data.network_namespace_name,
@@ -316,7 +316,7 @@ pub fn evaluate(snap: &Snapshot, kc: &KubernetesCluster) -> Pipeline {
     // 3. IPs allocated (NetworkConfiguration with the Machine's name)
     let mut with_ip = 0;
     for m in &machines {
-        let nc_key = Key::new(crate::model::Kind::NetworkConfiguration, ns, m.name());
+        let nc_key = ObjectKey::new(crate::model::Kind::NetworkConfiguration, ns, m.name());
         match snap.get_key(&nc_key) {
             None => f.block(
                 Stage::IpsAllocated,
@@ -377,7 +377,7 @@ pub fn evaluate(snap: &Snapshot, kc: &KubernetesCluster) -> Pipeline {
         match status.and_then(|s| s.phase.as_ref()) {
             Some(MachinePhase::Running) => running += 1,
             phase => {
-                let key = Key::of(m);
+                let key = ObjectKey::of(m);
                 let failed = matches!(phase, Some(MachinePhase::Failed));
                 let detail = status
                     .and_then(|s| {
@@ -407,7 +407,7 @@ pub fn evaluate(snap: &Snapshot, kc: &KubernetesCluster) -> Pipeline {
     );
 
     // 5. VIP: the CPVIP named after the clusterId
-    let vip_key = Key::new(
+    let vip_key = ObjectKey::new(
         crate::model::Kind::ControlPlaneVirtualSharedIp,
         ns,
         cluster_id,

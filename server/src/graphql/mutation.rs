@@ -25,7 +25,7 @@ use crate::change::cluster::{
 use crate::change::{ChangeError, Changer, Edit, field, full_value};
 use crate::graphql::types::{ClusterObj, snap};
 use crate::model::Kind;
-use crate::store::{Key, Op};
+use crate::store::{ObjectKey, Op};
 
 /// What the mutations are configured with.
 #[derive(Clone, Copy, Debug)]
@@ -109,8 +109,8 @@ fn check_capacity(plan: &ClusterPlan, allow: bool) -> Result<(), ChangeError> {
     Ok(())
 }
 
-fn key(namespace: &str, name: &str) -> Key {
-    Key::new(Kind::KubernetesCluster, namespace, name)
+fn key(namespace: &str, name: &str) -> ObjectKey {
+    ObjectKey::new(Kind::KubernetesCluster, namespace, name)
 }
 
 /// The answer of a cluster write.

@@ -314,7 +314,7 @@ pub fn row_of(c: &Change, at_ms: i64) -> EventRow {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::{Key, Op, Store};
+    use crate::store::{ObjectKey, Op, Store};
     use serde_json::json;
 
     fn machine(name: &str, phase: &str, user_data: &str) -> Resource {
@@ -364,7 +364,7 @@ mod tests {
             r.diff,
             json!([{"path": "/status/phase", "before": "Pending", "after": "Running"}])
         );
-        let deleted = store.apply(vec![Op::Delete(Key::new(Kind::Machine, "ns", "m"))]);
+        let deleted = store.apply(vec![Op::Delete(ObjectKey::new(Kind::Machine, "ns", "m"))]);
         let r = row_of(&deleted[0], 3);
         assert_eq!(r.event_type, "infrastructure.machine.deleted");
         assert_eq!(

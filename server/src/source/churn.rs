@@ -8,7 +8,7 @@ use serde_json::json;
 use crate::model::{Kind, LABEL_CLUSTER_ID, Resource};
 use crate::source::demo::{FleetSpec, Rng, decode};
 use crate::source::simulator::Simulator;
-use crate::store::{Key, Op, Snapshot};
+use crate::store::{ObjectKey, Op, Snapshot};
 
 /// One random edit of `r` of the kind that moves the totals, a cluster's pipeline or a
 /// relationship.
@@ -105,7 +105,7 @@ impl Churn {
                 2 if !all.is_empty() => {
                     let r = &all[rng.below(all.len() as u64) as usize];
                     self.deleted.push((**r).clone());
-                    ops.push(Op::Delete(Key::of(r)));
+                    ops.push(Op::Delete(ObjectKey::of(r)));
                 }
                 3 if !self.deleted.is_empty() => {
                     let i = rng.below(self.deleted.len() as u64) as usize;

@@ -192,7 +192,7 @@ pub fn tenant_objects(
     i: usize,
     stage: DemoStage,
     workers_per_pool: usize,
-) -> Vec<(crate::store::Key, Value)> {
+) -> Vec<(crate::store::ObjectKey, Value)> {
     let mut out = Vec::new();
     let spec = FleetSpec {
         workers_per_pool,
@@ -203,7 +203,7 @@ pub fn tenant_objects(
         .filter_map(|v| {
             let kind: Kind = v.get("kind")?.as_str()?.parse().ok()?;
             let meta = v.get("metadata")?;
-            let key = crate::store::Key::new(
+            let key = crate::store::ObjectKey::new(
                 kind,
                 meta.get("namespace")
                     .and_then(Value::as_str)

@@ -20,7 +20,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::demo::{self, DemoStage, FleetSpec};
-use crate::store::{Key, Op, Store};
+use crate::store::{ObjectKey, Op, Store};
 
 /// How the simulator runs.
 #[derive(Clone, Debug)]
@@ -85,7 +85,7 @@ const READY_CAP: usize = 50;
 
 /// The ops turning `old` objects into `new` ones: changed or new objects upserted, vanished
 /// ones deleted.
-fn diff(old: &[(Key, Value)], new: &[(Key, Value)]) -> Vec<Op> {
+fn diff(old: &[(ObjectKey, Value)], new: &[(ObjectKey, Value)]) -> Vec<Op> {
     let mut ops = Vec::new();
     for (k, v) in new {
         if old.iter().any(|(ok, ov)| ok == k && ov == v) {
@@ -193,7 +193,7 @@ impl Simulator {
 
     /// Delete cluster `t`; a new one starts at the beginning of the pipeline.
     /// What the store holds for tenant `t` (its objects as last generated).
-    fn objects(&self, t: &Tenant) -> Vec<(Key, Value)> {
+    fn objects(&self, t: &Tenant) -> Vec<(ObjectKey, Value)> {
         demo::tenant_objects(&self.spec, t.index, t.stage, t.workers)
     }
 
@@ -309,7 +309,7 @@ mod tests {
         ] {
             let stored: std::collections::BTreeSet<String> = snap
                 .list(kind)
-                .map(|r| Key::new(kind, r.namespace(), r.name()).to_string())
+                .map(|r| ObjectKey::new(kind, r.namespace(), r.name()).to_string())
                 .collect();
             let expected: std::collections::BTreeSet<String> = simulated
                 .iter()

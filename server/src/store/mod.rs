@@ -19,7 +19,7 @@ use crate::model::{Kind, Resource};
 
 /// Identity of an object: kind, namespace (empty when cluster-scoped) and name.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Key {
+pub struct ObjectKey {
     /// The kind.
     pub kind: Kind,
     /// Namespace, empty for cluster-scoped kinds.
@@ -28,10 +28,10 @@ pub struct Key {
     pub name: String,
 }
 
-impl Key {
+impl ObjectKey {
     /// Build a key.
     pub fn new(kind: Kind, namespace: &str, name: &str) -> Self {
-        Key {
+        ObjectKey {
             kind,
             namespace: namespace.to_string(),
             name: name.to_string(),
@@ -40,11 +40,11 @@ impl Key {
 
     /// The key of an object.
     pub fn of(r: &Resource) -> Self {
-        Key::new(r.kind(), r.namespace(), r.name())
+        ObjectKey::new(r.kind(), r.namespace(), r.name())
     }
 }
 
-impl std::fmt::Display for Key {
+impl std::fmt::Display for ObjectKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         if self.namespace.is_empty() {
             write!(f, "{} {}", self.kind, self.name)
@@ -92,7 +92,7 @@ type Fulfilled = (Expected, Arc<Change>);
 /// A change someone wrote and waits to see: the first change of `key` that fulfils `intent` is
 /// attributed to `actor` and handed over.
 struct Expected {
-    key: Key,
+    key: ObjectKey,
     actor: Option<Arc<str>>,
     intent: Intent,
     done: tokio::sync::oneshot::Sender<Arc<Change>>,
@@ -108,7 +108,7 @@ pub enum Op {
     /// API server that already stamped it).
     Mirror(Resource),
     /// Remove an object if present.
-    Delete(Key),
+    Delete(ObjectKey),
 }
 
 /// Default capacity of the change stream; a receiver further behind than this is told it lagged
@@ -221,7 +221,7 @@ impl Store {
         let mut snap = self.current.load_full().successor();
         let mut restored = 0;
         for r in objects {
-            let key = Key::of(&r);
+            let key = ObjectKey::of(&r);
             if snap.objects.contains_key(&key) {
                 continue;
             }
@@ -266,7 +266,7 @@ impl Store {
     /// the write, so that a change arriving at once is not missed.
     pub fn expect(
         &self,
-        key: Key,
+        key: ObjectKey,
         actor: Option<Arc<str>>,
         intent: Intent,
     ) -> tokio::sync::oneshot::Receiver<Arc<Change>> {
@@ -357,7 +357,7 @@ impl Store {
                         Op::Mirror(r) => (r, true),
                         Op::Delete(_) => continue,
                     };
-                    let key = Key::of(&r);
+                    let key = ObjectKey::of(&r);
                     let previous = snap.objects.get(&key).cloned();
                     if let Some(prev) = &previous
                         && (if mirror {
@@ -448,7 +448,7 @@ impl Store {
                 // (Nothing expected, the usual case: no key is built.)
                 let found = (!expected.is_empty())
                     .then(|| {
-                        let key = Key::of(&c.object);
+                        let key = ObjectKey::of(&c.object);
                         expected
                             .iter()
                             .position(|e| e.key == key && !e.done.is_closed() && (e.intent)(&c))

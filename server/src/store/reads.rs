@@ -16,13 +16,13 @@
 use std::cell::RefCell;
 use std::sync::Arc;
 
-use super::{Idx, Key, Snapshot};
+use super::{Idx, ObjectKey, Snapshot};
 use crate::model::Resource;
 
 /// One point read and what it returned.
 #[derive(Debug)]
 enum Read {
-    Key(Key, Option<Arc<Resource>>),
+    Key(ObjectKey, Option<Arc<Resource>>),
     Uid(String, Option<Arc<Resource>>),
     Index(Idx, String, Vec<Arc<Resource>>),
 }
@@ -164,7 +164,7 @@ fn note(read: impl FnOnce() -> Read) {
 }
 
 /// Note a read by key (from [`Snapshot::get`]).
-pub(super) fn note_key(key: impl FnOnce() -> Key, found: Option<&Arc<Resource>>) {
+pub(super) fn note_key(key: impl FnOnce() -> ObjectKey, found: Option<&Arc<Resource>>) {
     note(|| Read::Key(key(), found.cloned()));
 }
 

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use imbl::{GenericHashMap, OrdMap, OrdSet};
 use parking_lot::Mutex;
 
-use super::{Change, Idx, Key, index_entries, reads};
+use super::{Change, Idx, ObjectKey, index_entries, reads};
 use crate::model::{Kind, Resource};
 
 /// A persistent hash map with a fast, non-cryptographic hasher (keys are not attacker-chosen
@@ -29,10 +29,10 @@ pub type Deriver =
 pub struct Snapshot {
     pub(super) seq: u64,
     /// Ordered, for listing a kind or a namespace.
-    pub(super) objects: OrdMap<Key, Arc<Resource>>,
+    pub(super) objects: OrdMap<ObjectKey, Arc<Resource>>,
     /// The same objects hashed, for point lookups (relationships resolve through these).
-    pub(super) by_key: FastMap<Key, Arc<Resource>>,
-    pub(super) by_uid: FastMap<String, Key>,
+    pub(super) by_key: FastMap<ObjectKey, Arc<Resource>>,
+    pub(super) by_uid: FastMap<String, ObjectKey>,
     pub(super) index: FastMap<(Idx, String), Members>,
     /// What the store's deriver keeps for exactly these objects.
     pub(super) derived: Option<DerivedState>,
@@ -48,8 +48,8 @@ pub(super) const SMALL_SET: usize = 32;
 /// costs a few words each, where a B-tree node would cost a kilobyte.
 #[derive(Clone, Debug)]
 pub(super) enum Members {
-    Small(Arc<[Key]>),
-    Large(OrdSet<Key>),
+    Small(Arc<[ObjectKey]>),
+    Large(OrdSet<ObjectKey>),
 }
 
 impl Default for Members {
@@ -59,7 +59,7 @@ impl Default for Members {
 }
 
 impl Members {
-    fn insert(&mut self, key: Key) {
+    fn insert(&mut self, key: ObjectKey) {
         match self {
             Members::Small(keys) => {
                 let Err(pos) = keys.binary_search(&key) else {
@@ -72,7 +72,7 @@ impl Members {
                     next.extend_from_slice(&keys[pos..]);
                     *keys = next.into();
                 } else {
-                    let mut set: OrdSet<Key> = keys.iter().cloned().collect();
+                    let mut set: OrdSet<ObjectKey> = keys.iter().cloned().collect();
                     set.insert(key);
                     *self = Members::Large(set);
                 }
@@ -84,7 +84,7 @@ impl Members {
     }
 
     /// Remove a key; true when the set is now empty.
-    fn remove(&mut self, key: &Key) -> bool {
+    fn remove(&mut self, key: &ObjectKey) -> bool {
         match self {
             Members::Small(keys) => {
                 if let Ok(pos) = keys.binary_search(key) {
@@ -101,7 +101,7 @@ impl Members {
         }
     }
 
-    fn iter(&self) -> impl Iterator<Item = &Key> {
+    fn iter(&self) -> impl Iterator<Item = &ObjectKey> {
         let (small, large) = match self {
             Members::Small(keys) => (Some(keys.iter()), None),
             Members::Large(set) => (None, Some(set.iter())),
@@ -158,14 +158,14 @@ impl Snapshot {
 
     /// Look an object up by identity.
     pub fn get(&self, kind: Kind, namespace: &str, name: &str) -> Option<&Arc<Resource>> {
-        let key = Key::new(kind, namespace, name);
+        let key = ObjectKey::new(kind, namespace, name);
         let found = self.by_key.get(&key);
         reads::note_key(|| key, found);
         found
     }
 
     /// Look an object up by key.
-    pub fn get_key(&self, key: &Key) -> Option<&Arc<Resource>> {
+    pub fn get_key(&self, key: &ObjectKey) -> Option<&Arc<Resource>> {
         let found = self.by_key.get(key);
         reads::note_key(|| key.clone(), found);
         found
@@ -185,7 +185,7 @@ impl Snapshot {
     /// Every object of a kind, ordered by namespace then name.
     pub fn list(&self, kind: Kind) -> impl Iterator<Item = &Arc<Resource>> + '_ {
         reads::note_inexact();
-        let start = Key::new(kind, "", "");
+        let start = ObjectKey::new(kind, "", "");
         self.objects
             .range(start..)
             .take_while(move |(k, _)| k.kind == kind)
@@ -199,7 +199,7 @@ impl Snapshot {
         namespace: &str,
     ) -> impl Iterator<Item = &Arc<Resource>> + '_ {
         reads::note_inexact();
-        let start = Key::new(kind, namespace, "");
+        let start = ObjectKey::new(kind, namespace, "");
         let ns = namespace.to_string();
         self.objects
             .range(start..)
@@ -213,13 +213,13 @@ impl Snapshot {
         &'a self,
         kind: Kind,
         namespace: Option<&'a str>,
-        after: Option<&Key>,
+        after: Option<&ObjectKey>,
     ) -> impl Iterator<Item = &'a Arc<Resource>> + 'a {
         use std::ops::Bound;
         reads::note_inexact();
         let start = match after {
             Some(k) => Bound::Excluded(k.clone()),
-            None => Bound::Included(Key::new(kind, namespace.unwrap_or_default(), "")),
+            None => Bound::Included(ObjectKey::new(kind, namespace.unwrap_or_default(), "")),
         };
         self.objects
             .range((start, Bound::Unbounded))
@@ -269,7 +269,7 @@ impl Snapshot {
         self.objects.is_empty()
     }
 
-    pub(super) fn unindex(&mut self, key: &Key, r: &Resource) {
+    pub(super) fn unindex(&mut self, key: &ObjectKey, r: &Resource) {
         for entry in index_entries(r) {
             if let Some(set) = self.index.get_mut(&entry)
                 && set.remove(key)
@@ -282,7 +282,7 @@ impl Snapshot {
         }
     }
 
-    pub(super) fn reindex(&mut self, key: &Key, r: &Resource) {
+    pub(super) fn reindex(&mut self, key: &ObjectKey, r: &Resource) {
         for entry in index_entries(r) {
             self.index.entry(entry).or_default().insert(key.clone());
         }

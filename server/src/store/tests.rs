@@ -78,7 +78,7 @@ fn indexes_follow_label_changes_and_deletions() {
         vec!["m1"]
     );
     assert_eq!(now.lookup(Idx::MachineByCluster, "t/b").count(), 1);
-    let d = store.apply(vec![Op::Delete(Key::new(Kind::Machine, "t", "m1"))]);
+    let d = store.apply(vec![Op::Delete(ObjectKey::new(Kind::Machine, "t", "m1"))]);
     assert_eq!(d[0].change, ChangeType::Deleted);
     assert_eq!(
         store

@@ -159,7 +159,7 @@ async fn a_missing_network_namespace_is_named_even_though_it_does_not_exist() {
 #[tokio::test]
 async fn a_ready_cluster_with_a_broken_network_is_ready_degraded_and_counted_apart() {
     use vitistack::model::{Kind, Resource};
-    use vitistack::store::{Key, Op};
+    use vitistack::store::{ObjectKey, Op};
     let app = spawn(&["--demo"]).await;
     let summary = "{ clusterSummary { total ready degraded failed inProgress } }";
     let before = app.data(summary, json!({})).await["clusterSummary"].clone();
@@ -173,7 +173,7 @@ async fn a_ready_cluster_with_a_broken_network_is_ready_degraded_and_counted_apa
     let Resource::KubernetesCluster(k) = kc.as_ref() else {
         unreachable!()
     };
-    let nn_key = Key::new(
+    let nn_key = ObjectKey::new(
         Kind::NetworkNamespace,
         kc.namespace(),
         &k.spec.data.network_namespace_name,

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use vitistack::db::{Db, Pool, PoolSettings};
 use vitistack::history::{EventRow, query, writer};
 use vitistack::model::{Kind, Resource};
-use vitistack::store::{Key, Op};
+use vitistack::store::{ObjectKey, Op};
 
 use crate::persistence::{Proxy, TestDb, start};
 use crate::{TestApp, metric, metric_opt, spawn};
@@ -109,7 +109,11 @@ async fn a_machine_s_life_in_the_event_log(db: &TestDb) {
     let today = jiff::Timestamp::now().to_string();
     assert_eq!(days[1]["day"].as_str(), today.get(..10));
 
-    store.apply(vec![Op::Delete(Key::new(Kind::Machine, "hist", "m1"))]);
+    store.apply(vec![Op::Delete(ObjectKey::new(
+        Kind::Machine,
+        "hist",
+        "m1",
+    ))]);
     wait_metric(&app, "vitistack_history_events_written_total", 4).await;
     let body = app
         .query(EVENTS, json!({"f": {"kind": "Machine", "name": "m1"}}))
@@ -762,7 +766,11 @@ async fn webhooks_are_signed_retried_recorded_and_isolated(db: &TestDb) {
     store.apply(vec![machine("w1", "Pending", "a")]);
     store.apply(vec![machine("w2", "Pending", "a")]);
     store.apply(vec![machine("w1", "Running", "b")]); // machine.updated: not sent by default
-    store.apply(vec![Op::Delete(Key::new(Kind::Machine, "hist", "w1"))]);
+    store.apply(vec![Op::Delete(ObjectKey::new(
+        Kind::Machine,
+        "hist",
+        "w1",
+    ))]);
     let mut n = 0;
     for _ in 0..200 {
         n = good.got.lock().iter().filter(|g| g.2 == 204).count();

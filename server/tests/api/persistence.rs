@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use serde_json::{Value, json};
 use vitistack::db::{Db, PoolSettings, objects};
 use vitistack::model::Kind;
-use vitistack::store::{Key, Op};
+use vitistack::store::{ObjectKey, Op};
 
 use crate::{TempSqlite, TestApp, fixtures, spawn};
 
@@ -74,7 +74,7 @@ impl TestDb {
     }
 
     /// Every stored object's key and uid, read straight from the database.
-    pub async fn stored(&self) -> Vec<(Key, String)> {
+    pub async fn stored(&self) -> Vec<(ObjectKey, String)> {
         stored_at(&self.url()).await
     }
 }
@@ -110,14 +110,14 @@ impl Drop for TestDb {
 }
 
 /// Every object stored in the database at `url`, key and uid, sorted.
-async fn stored_at(url: &str) -> Vec<(Key, String)> {
+async fn stored_at(url: &str) -> Vec<(ObjectKey, String)> {
     let db = Db::open(url, &PoolSettings::default()).await.expect("open");
     let (objects, skipped) = objects::load(&db).await.expect("load");
     db.close().await;
     assert!(skipped.is_empty(), "rows that do not decode: {skipped:?}");
     let mut keys: Vec<_> = objects
         .iter()
-        .map(|r| (Key::of(r), r.uid().to_string()))
+        .map(|r| (ObjectKey::of(r), r.uid().to_string()))
         .collect();
     keys.sort();
     keys
@@ -215,7 +215,7 @@ async fn deletions_survive_a_restart_and_the_demo_seeds_only_an_empty_database(d
     let victim = snap
         .list(Kind::KubernetesCluster)
         .next()
-        .map(|r| Key::of(r))
+        .map(|r| ObjectKey::of(r))
         .expect("a cluster");
     let total = snap.len();
     first
@@ -438,7 +438,7 @@ impl Away {
     }
 
     /// What the database the server now writes to holds.
-    async fn stored(&self, db: &TestDb) -> Vec<(Key, String)> {
+    async fn stored(&self, db: &TestDb) -> Vec<(ObjectKey, String)> {
         match db {
             TestDb::Sqlite(_) => stored_at(&self.url).await,
             TestDb::Postgres { .. } => db.stored().await,
@@ -511,7 +511,7 @@ async fn an_object_deleted_while_the_database_was_away_stays_deleted(db: &TestDb
     // The graph has it too (from a manifest, an import…), and deletes it while the database is
     // away.
     store.apply(vec![a_machine("deleted-meanwhile", "Running")]);
-    store.apply(vec![Op::Delete(Key::new(
+    store.apply(vec![Op::Delete(ObjectKey::new(
         Kind::Machine,
         "merge",
         "deleted-meanwhile",

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use vitistack::model::{Kind, Resource};
-use vitistack::store::{Key, Op};
+use vitistack::store::{ObjectKey, Op};
 
 use super::{TestApp, Ws, eventually, metric as gauge, send_json as send, spawn};
 
@@ -111,7 +111,7 @@ async fn snapshot_then_changes_filtered_with_sequence_numbers() {
     store.apply(vec![Op::Upsert(machine("team-1", "elsewhere", "Pending"))]);
     store.apply(vec![Op::Upsert(machine("team-0", "new-one", "Pending"))]);
     store.apply(vec![Op::Upsert(machine("team-0", "new-one", "Running"))]);
-    store.apply(vec![Op::Delete(Key::new(
+    store.apply(vec![Op::Delete(ObjectKey::new(
         Kind::Machine,
         "team-0",
         "new-one",
@@ -197,7 +197,7 @@ async fn snapshot_and_stream_agree_with_the_graph_during_churn() {
             for round in 0..400u32 {
                 let i = round % 60;
                 let op = if round % 7 == 3 {
-                    Op::Delete(Key::new(Kind::Machine, "churn", &format!("m{i}")))
+                    Op::Delete(ObjectKey::new(Kind::Machine, "churn", &format!("m{i}")))
                 } else {
                     let phase = if round % 2 == 0 { "Running" } else { "Pending" };
                     Op::Upsert(machine("churn", &format!("m{i}"), phase))
@@ -521,7 +521,7 @@ async fn cluster_changed_follows_one_cluster_through_the_pipeline() {
         "every machine runs: the cluster moved on: {last}"
     );
     // Deleted: the cluster is null.
-    store.apply(vec![Op::Delete(Key::new(
+    store.apply(vec![Op::Delete(ObjectKey::new(
         Kind::KubernetesCluster,
         target["namespace"].as_str().unwrap_or_default(),
         target["name"].as_str().unwrap_or_default(),
@@ -634,7 +634,7 @@ async fn cluster_changed_matches_exactly_and_follows_a_renamed_reference() {
     store.apply(vec![Op::Upsert(new_nn.clone())]);
     let current = store
         .snapshot()
-        .get_key(&Key::of(&kc))
+        .get_key(&ObjectKey::of(&kc))
         .cloned()
         .expect("kc");
     store.apply(vec![Op::Upsert(edited(&current, |v| {
@@ -732,7 +732,11 @@ async fn aggregates_are_debounced_and_sent_only_when_they_change() {
     let h = event_of(&mut ws, "h", "hostsChanged").await;
     assert_eq!(h["activeVms"].as_i64(), Some(vms + 1), "{h}");
     // Machines did not change with the VMI: no infrastructure event is waiting before the next.
-    store.apply(vec![Op::Delete(Key::new(Kind::Machine, "burst", "b0"))]);
+    store.apply(vec![Op::Delete(ObjectKey::new(
+        Kind::Machine,
+        "burst",
+        "b0",
+    ))]);
     let e = event_of(&mut ws, "i", "infrastructureSummary").await;
     assert_eq!(e["machines"]["total"].as_i64(), Some(total + 4), "{e}");
 }
@@ -778,7 +782,7 @@ async fn machine_changed_keeps_a_live_view_of_its_filter() {
     store.apply(vec![Op::Upsert(labelled("b", "c1", "Running"))]); // enters
     store.apply(vec![Op::Upsert(labelled("a", "c1", "Failed"))]); // leaves
     store.apply(vec![Op::Upsert(labelled("a", "c1", "Deleting"))]); // still out
-    store.apply(vec![Op::Delete(Key::new(Kind::Machine, "view", "b"))]); // gone
+    store.apply(vec![Op::Delete(ObjectKey::new(Kind::Machine, "view", "b"))]); // gone
     let mut seen = Vec::new();
     for _ in 0..3 {
         let e = ev(next(&mut ws).await);

@@ -23,14 +23,14 @@ fn ready_cluster() -> (Store, Arc<Resource>) {
 
 fn eval(store: &Store, kc: &Resource) -> Pipeline {
     let snap = store.snapshot();
-    let Some(Resource::KubernetesCluster(k)) = snap.get_key(&Key::of(kc)).map(|r| r.as_ref())
+    let Some(Resource::KubernetesCluster(k)) = snap.get_key(&ObjectKey::of(kc)).map(|r| r.as_ref())
     else {
         panic!("cluster gone")
     };
     evaluate(&snap, k)
 }
 
-fn edit(store: &Store, key: &Key, f: impl FnOnce(&mut Resource)) {
+fn edit(store: &Store, key: &ObjectKey, f: impl FnOnce(&mut Resource)) {
     let mut r = store
         .snapshot()
         .get_key(key)
@@ -55,7 +55,7 @@ fn a_vip_that_is_ready_without_an_address_still_blocks() {
     let Resource::KubernetesCluster(k) = kc.as_ref() else {
         unreachable!()
     };
-    let vip = Key::new(
+    let vip = ObjectKey::new(
         Kind::ControlPlaneVirtualSharedIp,
         kc.namespace(),
         &k.spec.data.cluster_id,
@@ -77,7 +77,7 @@ fn a_vip_that_is_ready_without_an_address_still_blocks() {
         p.warnings[0].reason
     );
     // A cluster being built: a blocker.
-    edit(&store, &Key::of(&kc), |r| {
+    edit(&store, &ObjectKey::of(&kc), |r| {
         if let Resource::KubernetesCluster(k) = r {
             k.status.as_mut().expect("status").phase = crate::model::ClusterPhase::default();
         }
@@ -108,7 +108,7 @@ fn a_deleted_network_configuration_is_named() {
         .next()
         .cloned()
         .expect("machine");
-    store.apply(vec![Op::Delete(Key::new(
+    store.apply(vec![Op::Delete(ObjectKey::new(
         Kind::NetworkConfiguration,
         machine.namespace(),
         machine.name(),
@@ -127,7 +127,7 @@ fn a_deleted_network_configuration_is_named() {
 #[test]
 fn a_failed_cluster_phase_is_terminal() {
     let (store, kc) = ready_cluster();
-    edit(&store, &Key::of(&kc), |r| {
+    edit(&store, &ObjectKey::of(&kc), |r| {
         if let Resource::KubernetesCluster(k) = r {
             k.status.as_mut().expect("status").phase = crate::model::ClusterPhase::Failed;
         }
@@ -147,7 +147,7 @@ fn a_failed_cluster_phase_is_terminal() {
 #[test]
 fn scaling_up_blocks_on_missing_machines() {
     let (store, kc) = ready_cluster();
-    edit(&store, &Key::of(&kc), |r| {
+    edit(&store, &ObjectKey::of(&kc), |r| {
         if let Resource::KubernetesCluster(k) = r {
             k.spec.topology.workers.node_pools[0].replicas += 2;
         }
@@ -182,7 +182,7 @@ fn first_machine(store: &Store, kc: &Resource) -> Arc<Resource> {
 #[test]
 fn every_blocker_is_listed_terminal_first_with_its_stage_and_what_the_status_says() {
     let (store, kc) = ready_cluster();
-    edit(&store, &Key::of(&kc), |r| {
+    edit(&store, &ObjectKey::of(&kc), |r| {
         if let Resource::KubernetesCluster(k) = r {
             k.status.as_mut().expect("status").phase = crate::model::ClusterPhase::default();
         }
@@ -191,7 +191,7 @@ fn every_blocker_is_listed_terminal_first_with_its_stage_and_what_the_status_say
     // Its NetworkConfiguration is Ready by phase but has no address yet…
     edit(
         &store,
-        &Key::new(Kind::NetworkConfiguration, m.namespace(), m.name()),
+        &ObjectKey::new(Kind::NetworkConfiguration, m.namespace(), m.name()),
         |r| {
             if let Resource::NetworkConfiguration(c) = r {
                 let st = c.status.as_mut().expect("status");
@@ -217,7 +217,7 @@ fn every_blocker_is_listed_terminal_first_with_its_stage_and_what_the_status_say
         .nth(1)
         .cloned()
         .expect("a second machine");
-    edit(&store, &Key::of(&failed), |r| {
+    edit(&store, &ObjectKey::of(&failed), |r| {
         if let Resource::Machine(m) = r {
             let st = m.status.get_or_insert_with(Default::default);
             st.phase = Some(MachinePhase::Failed);
@@ -227,7 +227,7 @@ fn every_blocker_is_listed_terminal_first_with_its_stage_and_what_the_status_say
     let p = eval(&store, &kc);
     assert_eq!(p.stage, Stage::IpsAllocated, "the first stage not done");
     assert!(p.failed());
-    let listed: Vec<(Stage, Key, bool)> = p
+    let listed: Vec<(Stage, ObjectKey, bool)> = p
         .blockers
         .iter()
         .map(|b| (b.stage, b.key.clone(), b.terminal))
@@ -235,10 +235,10 @@ fn every_blocker_is_listed_terminal_first_with_its_stage_and_what_the_status_say
     assert_eq!(
         listed,
         [
-            (Stage::MachinesRunning, Key::of(&failed), true),
+            (Stage::MachinesRunning, ObjectKey::of(&failed), true),
             (
                 Stage::IpsAllocated,
-                Key::new(Kind::NetworkConfiguration, m.namespace(), m.name()),
+                ObjectKey::new(Kind::NetworkConfiguration, m.namespace(), m.name()),
                 false
             ),
         ],
@@ -265,7 +265,7 @@ fn a_ready_cluster_with_a_broken_network_is_ready_and_degraded() {
     let Resource::KubernetesCluster(k) = kc.as_ref() else {
         unreachable!()
     };
-    let nn = Key::new(
+    let nn = ObjectKey::new(
         Kind::NetworkNamespace,
         kc.namespace(),
         &k.spec.data.network_namespace_name,
@@ -299,7 +299,7 @@ fn a_ready_cluster_with_a_broken_network_is_ready_and_degraded() {
 #[test]
 fn what_the_operators_have_not_reached_yet_is_not_a_blocker() {
     let (store, kc) = ready_cluster();
-    edit(&store, &Key::of(&kc), |r| {
+    edit(&store, &ObjectKey::of(&kc), |r| {
         if let Resource::KubernetesCluster(k) = r {
             k.status.as_mut().expect("status").phase = crate::model::ClusterPhase::default();
             k.spec.topology.workers.node_pools[0].replicas += 2;
@@ -308,7 +308,7 @@ fn what_the_operators_have_not_reached_yet_is_not_a_blocker() {
     let Resource::KubernetesCluster(k) = kc.as_ref() else {
         unreachable!()
     };
-    let nn = Key::new(
+    let nn = ObjectKey::new(
         Kind::NetworkNamespace,
         kc.namespace(),
         &k.spec.data.network_namespace_name,
@@ -320,7 +320,7 @@ fn what_the_operators_have_not_reached_yet_is_not_a_blocker() {
     });
     let p = eval(&store, &kc);
     assert_eq!(p.stage, Stage::Network);
-    let keys: Vec<&Key> = p.blockers.iter().map(|b| &b.key).collect();
+    let keys: Vec<&ObjectKey> = p.blockers.iter().map(|b| &b.key).collect();
     assert_eq!(
         keys,
         [&nn],

@@ -71,7 +71,7 @@ pub(super) fn related(r: &Resource, refs: &ClusterRefs, snap: &Snapshot) -> bool
 /// The cluster `key` as it is in `snap`, as an event of `clusterChanged`.
 pub(super) fn cluster_now(
     snap: &Snapshot,
-    key: &crate::store::Key,
+    key: &crate::store::ObjectKey,
     changed: Option<ResourceEvent>,
 ) -> Seq<ClusterEvent> {
     let ev = ClusterEvent {
@@ -141,7 +141,7 @@ pub(super) fn cluster_changed(
                                 // the stream, in order): a renamed NetworkNamespace reference is
                                 // followed from the change that renames it on.
                                 if let Resource::KubernetesCluster(kc) = c.object.as_ref()
-                                    && crate::store::Key::of(&c.object) == key
+                                    && crate::store::ObjectKey::of(&c.object) == key
                                     && c.change != ChangeType::Deleted
                                 {
                                     refs = ClusterRefs::of(kc);

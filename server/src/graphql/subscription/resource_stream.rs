@@ -52,7 +52,7 @@ pub(super) struct SnapshotCursor {
     snap: Arc<Snapshot>,
     kinds: Vec<Kind>,
     kind: usize,
-    after: Option<crate::store::Key>,
+    after: Option<crate::store::ObjectKey>,
 }
 
 impl SnapshotCursor {
@@ -75,7 +75,7 @@ impl SnapshotCursor {
                 .cloned();
             match found {
                 Some(r) => {
-                    self.after = Some(crate::store::Key::of(&r));
+                    self.after = Some(crate::store::ObjectKey::of(&r));
                     return Some(ResourceEvent::of(
                         ResourceEventType::Added,
                         self.snap.seq(),

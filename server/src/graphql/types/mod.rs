@@ -22,7 +22,7 @@ pub use network::*;
 use super::paging::{self, ConnectionFields, Cursor, Filter, PageArgs, Sort};
 use super::parts::{Memo, ShowsObject};
 use crate::model::{Condition, Kind, Resource};
-use crate::store::{Key, Snapshot};
+use crate::store::{ObjectKey, Snapshot};
 
 /// The snapshot a request reads (set once per request, so the whole answer is consistent).
 pub fn snap<'a>(ctx: &Context<'a>) -> std::borrow::Cow<'a, Arc<Snapshot>> {
@@ -84,7 +84,7 @@ pub enum IdError {
 }
 
 /// Decode a global id into a key, or say why it is not one.
-pub fn decode_id(id: &str) -> Result<Key, IdError> {
+pub fn decode_id(id: &str) -> Result<ObjectKey, IdError> {
     let not_an_id = || IdError::NotAnId(id.to_string());
     let bytes = URL_SAFE_NO_PAD.decode(id).map_err(|_| not_an_id())?;
     let parts: Vec<String> = serde_json::from_slice(&bytes).map_err(|_| not_an_id())?;
@@ -93,7 +93,7 @@ pub fn decode_id(id: &str) -> Result<Key, IdError> {
             let kind: Kind = kind
                 .parse()
                 .map_err(|_| IdError::UnknownKind(id.to_string()))?;
-            Ok(Key::new(kind, ns, name))
+            Ok(ObjectKey::new(kind, ns, name))
         }
         _ => Err(not_an_id()),
     }

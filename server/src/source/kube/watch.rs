@@ -13,7 +13,7 @@ use super::{KubeSettings, to_resource};
 use crate::model::{Kind, Resource};
 use crate::retry::Backoff;
 use crate::source::status::SourceStatus;
-use crate::store::{ChangeType, Key, Op, Store};
+use crate::store::{ChangeType, ObjectKey, Op, Store};
 
 /// Watches in a row that may hang before the kind is relisted instead of watched again.
 pub(super) const SILENT_WATCHES_BEFORE_RELIST: u32 = 2;
@@ -387,7 +387,7 @@ impl Watch {
                     let ns = obj.metadata.namespace.clone().unwrap_or_default();
                     let name = obj.metadata.name.clone().unwrap_or_default();
                     self.store
-                        .apply(vec![Op::Delete(Key::new(self.kind, &ns, &name))]);
+                        .apply(vec![Op::Delete(ObjectKey::new(self.kind, &ns, &name))]);
                     if let Some(at) = obj.metadata.resource_version {
                         *rv = at;
                     }
@@ -429,10 +429,10 @@ pub(super) async fn replace_kind(
     first: bool,
 ) -> usize {
     let snap = store.snapshot();
-    let keep: HashSet<Key> = listed.iter().map(Key::of).collect();
-    let existing: Vec<Key> = match namespace {
-        Some(ns) => snap.list_in(kind, ns).map(|r| Key::of(r)).collect(),
-        None => snap.list(kind).map(|r| Key::of(r)).collect(),
+    let keep: HashSet<ObjectKey> = listed.iter().map(ObjectKey::of).collect();
+    let existing: Vec<ObjectKey> = match namespace {
+        Some(ns) => snap.list_in(kind, ns).map(|r| ObjectKey::of(r)).collect(),
+        None => snap.list(kind).map(|r| ObjectKey::of(r)).collect(),
     };
     let mut ops: Vec<Op> = existing
         .into_iter()

@@ -28,10 +28,10 @@ where
     let rx = store.subscribe();
     let snap = store.snapshot();
     After::note(after, snap.seq());
-    let first = (snap.seq(), compute(&snap));
+    let first = Seq::new(snap.seq(), compute(&snap));
     drop(snap);
     active.event(false);
-    let state = (rx, store, active, compute, first.1.clone());
+    let state = (rx, store, active, compute, first.event.clone());
     let rest = futures::stream::unfold(
         state,
         move |(mut rx, store, active, compute, last)| async move {
@@ -48,7 +48,10 @@ where
                 let now = compute(&snap);
                 if now != last {
                     active.event(false);
-                    return Some(((snap.seq(), now.clone()), (rx, store, active, compute, now)));
+                    return Some((
+                        Seq::new(snap.seq(), now.clone()),
+                        (rx, store, active, compute, now),
+                    ));
                 }
             }
         },

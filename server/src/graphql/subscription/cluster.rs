@@ -82,7 +82,7 @@ pub(super) fn cluster_now(
             .and_then(crate::graphql::types::ClusterObj::new),
         changed,
     };
-    (snap.seq(), ev)
+    Seq::new(snap.seq(), ev)
 }
 
 /// `clusterChanged`: the cluster now, then again on every change to it or its objects; `mode`
@@ -160,9 +160,12 @@ pub(super) fn cluster_changed(
                                 };
                                 active.event(false);
                                 let changed = ResourceEvent::of(t, c.seq, &c.object);
-                                let (_, mut ev) = cluster_now(&snap, &key, Some(changed));
+                                let mut ev = cluster_now(&snap, &key, Some(changed)).event;
                                 ev.sequence = c.seq;
-                                return Some(((c.seq, ev), (rx, store, active, after, refs)));
+                                return Some((
+                                    Seq::new(c.seq, ev),
+                                    (rx, store, active, after, refs),
+                                ));
                             }
                             Ok(_) => continue,
                             Err(broadcast::error::RecvError::Lagged(_)) => {

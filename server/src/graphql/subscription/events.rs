@@ -44,7 +44,25 @@ impl After {
 
 /// An event with the store's sequence number it reflects (for an aggregate: of the snapshot it
 /// was computed from).
-pub type Seq<T> = (u64, T);
+#[derive(Clone, Debug, PartialEq)]
+pub struct Seq<T> {
+    /// The store's sequence number.
+    pub seq: u64,
+    /// The event.
+    pub event: T,
+}
+
+impl<T> Seq<T> {
+    /// `event` at sequence `seq`.
+    pub fn new(seq: u64, event: T) -> Self {
+        Seq { seq, event }
+    }
+
+    /// The same sequence number with the event changed by `f`.
+    pub fn map<U>(self, f: impl FnOnce(T) -> U) -> Seq<U> {
+        Seq::new(self.seq, f(self.event))
+    }
+}
 
 /// What an event says.
 #[derive(Enum, Clone, Copy, Debug, PartialEq, Eq)]

@@ -141,7 +141,7 @@ impl Runner {
         let counter = hubs.metrics.as_ref().map(|m| m.renders.clone());
         let gauge = hubs.metrics.as_ref().map(|m| m.shared.clone());
         let task = tokio::spawn(async move {
-            while let Some((seq, event)) = events.next().await {
+            while let Some(Seq { seq, event }) = events.next().await {
                 let resync = event.resync();
                 let aggregate = event.aggregate();
                 let json = if resync {
@@ -226,7 +226,7 @@ impl HubSubscriber {
         loop {
             if let Some(opening) = &mut self.opening {
                 match opening.next().await {
-                    Some((_, event)) => {
+                    Some(Seq { event, .. }) => {
                         let aggregate = event.aggregate();
                         let json = self.runner.render(event).await;
                         if aggregate {

@@ -165,7 +165,7 @@ pub(crate) mod open {
 fn events<T: Send + 'static>(
     stream: futures::stream::BoxStream<'static, Seq<T>>,
 ) -> impl Stream<Item = T> + use<T> {
-    stream.map(|(_, t)| t)
+    stream.map(|s| s.event)
 }
 
 /// The Subscription root as served: its SDL, introspection and validation. Operations are run by

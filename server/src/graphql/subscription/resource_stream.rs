@@ -157,7 +157,7 @@ pub(super) fn changes(
             if let Some(seq) = st.resync.take() {
                 st.active.event(true);
                 let ev = ResourceEvent::marker(ResourceEventType::Resync, seq);
-                return Some(((seq, ev), st));
+                return Some((Seq::new(seq, ev), st));
             }
             if let Some(cursor) = &mut st.cursor {
                 st.active.event(false);
@@ -170,7 +170,7 @@ pub(super) fn changes(
                         ResourceEvent::marker(ResourceEventType::Synced, seq)
                     }
                 };
-                return Some(((ev.sequence, ev), st));
+                return Some((Seq::new(ev.sequence, ev), st));
             }
             let sub = st.sub.as_mut()?;
             if sub.overflowed.swap(false, Ordering::AcqRel) {
@@ -184,7 +184,7 @@ pub(super) fn changes(
                 }
                 st.active.event(true);
                 return Some((
-                    (
+                    Seq::new(
                         snap.seq(),
                         ResourceEvent::marker(ResourceEventType::Resync, snap.seq()),
                     ),
@@ -200,7 +200,7 @@ pub(super) fn changes(
                         continue;
                     };
                     st.active.event(false);
-                    return Some(((c.seq, ResourceEvent::of(t, c.seq, &c.object)), st));
+                    return Some((Seq::new(c.seq, ResourceEvent::of(t, c.seq, &c.object)), st));
                 }
                 Some(None) => continue, // look at the overflow flag
                 None => return None,

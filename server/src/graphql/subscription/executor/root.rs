@@ -100,7 +100,7 @@ pub(super) fn field<T: Clone + Send + 'static>(
     opening
         .0
         .lock()
-        .push(stream.map(move |(seq, t)| (seq, wrap(t))).boxed());
+        .push(stream.map(move |s| s.map(wrap)).boxed());
     Err(async_graphql::Error::new_with_source(Opened))
 }
 

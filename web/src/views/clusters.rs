@@ -2,7 +2,9 @@
 
 use leptos::prelude::*;
 
-use super::list::{Filter, Input, Item, ListPage, ListSpec, each, each_keyed, given};
+use super::list::{
+    Filter, Input, Item, ListPage, ListSpec, NAMESPACE, PHASE, SEARCH, each, each_keyed, given,
+};
 use super::overview::CLUSTER_KINDS;
 use super::{Loaded, Problem, loaded};
 use crate::charts::short;
@@ -23,21 +25,9 @@ static SPEC: ListSpec = ListSpec {
     noun: "clusters",
     loading: "Loading clusters…",
     filters: &[
-        Filter {
-            key: "q",
-            label: "Search",
-            input: Input::Search("name"),
-        },
-        Filter {
-            key: "ns",
-            label: "Namespace",
-            input: Input::Text(""),
-        },
-        Filter {
-            key: "phase",
-            label: "Phase",
-            input: Input::Text(""),
-        },
+        SEARCH,
+        NAMESPACE,
+        PHASE,
         Filter {
             key: "stage",
             label: "Stage",

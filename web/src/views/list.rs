@@ -254,6 +254,28 @@ pub struct Filter {
     pub input: Input,
 }
 
+impl Filter {
+    /// A text filter on `key`, applied when it changes.
+    pub const fn text(key: &'static str, label: &'static str) -> Filter {
+        Filter {
+            key,
+            label,
+            input: Input::Text(""),
+        }
+    }
+}
+
+/// The search box every list page has (by name).
+pub const SEARCH: Filter = Filter {
+    key: "q",
+    label: "Search",
+    input: Input::Search("name"),
+};
+/// The namespace filter every list page has.
+pub const NAMESPACE: Filter = Filter::text("ns", "Namespace");
+/// The phase filter every list page has.
+pub const PHASE: Filter = Filter::text("phase", "Phase");
+
 /// What a list page is: its title, URL, filters, columns and words.
 pub struct ListSpec {
     pub title: &'static str,

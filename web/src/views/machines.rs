@@ -3,7 +3,9 @@
 
 use leptos::prelude::*;
 
-use super::list::{Filter, Input, ListPage, ListSpec, given, sort_rows, then_name};
+use super::list::{
+    Filter, Input, ListPage, ListSpec, NAMESPACE, PHASE, SEARCH, given, sort_rows, then_name,
+};
 use super::loaded;
 use crate::format::{gib, state_class};
 use crate::gql::{MachineList, NodeRole, machine_list};
@@ -19,26 +21,10 @@ static SPEC: ListSpec = ListSpec {
     noun: "machines",
     loading: "Loading machines…",
     filters: &[
-        Filter {
-            key: "q",
-            label: "Search",
-            input: Input::Search("name"),
-        },
-        Filter {
-            key: "cluster",
-            label: "Cluster id",
-            input: Input::Text(""),
-        },
-        Filter {
-            key: "ns",
-            label: "Namespace",
-            input: Input::Text(""),
-        },
-        Filter {
-            key: "phase",
-            label: "Phase",
-            input: Input::Text(""),
-        },
+        SEARCH,
+        Filter::text("cluster", "Cluster id"),
+        NAMESPACE,
+        PHASE,
         Filter {
             key: "role",
             label: "Role",

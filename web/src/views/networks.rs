@@ -3,7 +3,7 @@
 
 use leptos::prelude::*;
 
-use super::list::{Filter, Input, ListPage, ListSpec, given, sort_rows, then_name};
+use super::list::{ListPage, ListSpec, NAMESPACE, PHASE, SEARCH, given, sort_rows, then_name};
 use super::loaded;
 use crate::format::state_class;
 use crate::gql::{NetworkList, PhaseState, network_list};
@@ -18,23 +18,7 @@ static SPEC: ListSpec = ListSpec {
     count: "network",
     noun: "networks",
     loading: "Loading networks…",
-    filters: &[
-        Filter {
-            key: "q",
-            label: "Search",
-            input: Input::Search("name"),
-        },
-        Filter {
-            key: "ns",
-            label: "Namespace",
-            input: Input::Text(""),
-        },
-        Filter {
-            key: "phase",
-            label: "Phase",
-            input: Input::Text(""),
-        },
-    ],
+    filters: &[SEARCH, NAMESPACE, PHASE],
     columns: &[
         ("Network namespace", Some("name")),
         ("Namespace", Some("namespace")),

@@ -3,7 +3,9 @@
 
 use leptos::prelude::*;
 
-use super::list::{Filter, Input, ListPage, ListSpec, given, sort_rows, then_name};
+use super::list::{
+    Filter, ListPage, ListSpec, NAMESPACE, PHASE, SEARCH, given, sort_rows, then_name,
+};
 use super::loaded;
 use crate::format::{self, gib, state_class};
 use crate::gql::{VmList, vm_list};
@@ -19,31 +21,11 @@ static SPEC: ListSpec = ListSpec {
     noun: "VMs",
     loading: "Loading virtual machines…",
     filters: &[
-        Filter {
-            key: "q",
-            label: "Search",
-            input: Input::Search("name"),
-        },
-        Filter {
-            key: "ns",
-            label: "Namespace",
-            input: Input::Text(""),
-        },
-        Filter {
-            key: "phase",
-            label: "Phase",
-            input: Input::Text(""),
-        },
-        Filter {
-            key: "host",
-            label: "Host",
-            input: Input::Text(""),
-        },
-        Filter {
-            key: "cluster",
-            label: "Cluster id",
-            input: Input::Text(""),
-        },
+        SEARCH,
+        NAMESPACE,
+        PHASE,
+        Filter::text("host", "Host"),
+        Filter::text("cluster", "Cluster id"),
     ],
     columns: &[
         ("VM", Some("name")),

@@ -1,8 +1,8 @@
-//! Keyed lists: rows keyed by their object and the version of their content, drawn through one
-//! instance of Leptos's `<For>`, so a new answer redraws only the rows that changed.
+//! Keyed lists: rows keyed by their object and the version of their content, drawn by one keyed
+//! list (Leptos's keyed diff, see [`each`]), so a new answer redraws only the rows that changed.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use leptos::prelude::*;
 use leptos::tachys::reactive_graph::OwnedView;
@@ -64,12 +64,18 @@ where
     T: Clone + PartialEq + Send + 'static,
 {
     let last = Arc::new(Mutex::new(Vec::<Keyed<T>>::new()));
-    move || {
-        let mut last = last.lock().unwrap_or_else(PoisonError::into_inner);
-        let now = versions(&last, rows(), key);
-        last.clone_from(&now);
-        now
-    }
+    move || advance(&last, rows(), key).clone()
+}
+
+/// `rows` versioned against the rows `last` holds, which it then holds instead.
+fn advance<T: PartialEq>(
+    last: &Mutex<Vec<Keyed<T>>>,
+    rows: Vec<T>,
+    key: fn(&T) -> String,
+) -> MutexGuard<'_, Vec<Keyed<T>>> {
+    let mut last = last.lock().unwrap_or_else(PoisonError::into_inner);
+    *last = versions(&last, rows, key);
+    last
 }
 
 /// One item of a keyed list: its key (object, content version) and how to draw it.
@@ -164,13 +170,7 @@ where
     V: IntoView + 'static,
 {
     let last = Mutex::new(Vec::<Keyed<T>>::new());
-    move || {
-        let mut last = last.lock().unwrap_or_else(PoisonError::into_inner);
-        let now = versions(&last, rows(), key);
-        let shown = items(&now, draw);
-        *last = now;
-        shown
-    }
+    move || items(&advance(&last, rows(), key), draw)
 }
 
 /// A keyed list of `items`: an item is drawn when its key first shows, kept while it stays, and

@@ -8,7 +8,7 @@ use super::overview::HOST_KINDS;
 use super::{Loaded, Problem, loaded};
 use crate::format::{self, bar_class, gib, state_class};
 use crate::gql::{HostList, HostReadiness, host_list};
-use crate::keyed::{Item, Keyed, each, keyed};
+use crate::keyed::{Item, each, keyed};
 use crate::net::{self, LinkState, Live};
 
 type Host = host_list::HostListHostsNodes;
@@ -74,15 +74,6 @@ pub fn Topology() -> impl IntoView {
     }
 }
 
-/// A host where it is drawn (its row, among `n`) and the version of its content.
-#[derive(Clone, PartialEq)]
-struct Row {
-    i: usize,
-    /// How many hosts there are (the datacenter box, where the links start, is centred).
-    n: usize,
-    host: Keyed<Host>,
-}
-
 /// The datacenter, its hosts and their VMs; each host row keyed by its place and content.
 #[component]
 fn Drawing(hosts: Live<host_list::ResponseData>, focus: Focus) -> impl IntoView {
@@ -97,16 +88,6 @@ fn Drawing(hosts: Live<host_list::ResponseData>, focus: Focus) -> impl IntoView 
     );
     // The hosts keyed once per answer, read by the links, the rows and the totals.
     let nodes = Memo::new(move |_| nodes());
-    let rows = move || {
-        nodes.with(|all| {
-            let n = all.len();
-            all.iter()
-                .cloned()
-                .enumerate()
-                .map(|(i, host)| Row { i, n, host })
-                .collect::<Vec<_>>()
-        })
-    };
     let count = move || nodes.with(Vec::len);
     let name = move || {
         hosts
@@ -137,21 +118,21 @@ fn Drawing(hosts: Live<host_list::ResponseData>, focus: Focus) -> impl IntoView 
     });
     view! {
         <svg viewBox=move || format!("0 0 {WIDTH} {}", height(count())) role="group" aria-label="Datacenter, hosts and VMs" data-testid="topology">
-            {each(move || rows().into_iter().map(|r| {
-                // A link depends on where its host is and how many there are.
-                let key = format!("{}/{}/{}", r.i, r.n, r.host.key);
-                Item::new(key, r.host.version, move || link(r.i, &r.host.row, dc_y(r.n)))
-            }).collect())}
+            {each(move || nodes.with(|all| all.iter().enumerate().map(|(i, h)| {
+                // A line depends only on its host's place, how many there are and its health.
+                let (n, class) = (all.len(), health(&h.row));
+                Item::new(format!("{i}/{n}/{class}"), 0, move || link(i, class, dc_y(n)))
+            }).collect()))}
             <g class=move || format!("dc {}", totals.get().3) transform=move || format!("translate(10 {})", dc_y(count()))>
                 <rect width="220" height="90" rx="8"></rect>
                 <text x="12" y="24" class="title">{name}</text>
                 <text x="12" y="46">{move || format!("{}/{} hosts ready", totals.get().0, count())}</text>
                 <text x="12" y="66">{move || { let t = totals.get(); format!("{}/{} VMs running", t.2, t.1) }}</text>
             </g>
-            {each(move || rows().into_iter().map(|r| {
-                let key = format!("{}/{}", r.i, r.host.key);
-                Item::new(key, r.host.version, move || host_row(r.i, r.host.row, focus))
-            }).collect())}
+            {each(move || nodes.with(|all| all.iter().enumerate().map(|(i, h)| {
+                let row = h.row.clone();
+                Item::new(format!("{i}/{}", h.key), h.version, move || host_row(i, row, focus))
+            }).collect()))}
         </svg>
     }
 }
@@ -166,15 +147,15 @@ fn dc_y(n: usize) -> f64 {
     height(n) / 2.0 - 45.0
 }
 
-/// The line from the datacenter to host `i`.
-fn link(i: usize, h: &Host, dc_y: f64) -> impl IntoView + use<> {
+/// The line from the datacenter to host `i`, coloured by its health.
+fn link(i: usize, class: &'static str, dc_y: f64) -> impl IntoView {
     let y = 10.0 + i as f64 * ROW + HOST_H / 2.0;
     let d = format!(
         "M 230 {} C 260 {} 260 {y} {HOST_X} {y}",
         dc_y + 45.0,
         dc_y + 45.0
     );
-    view! { <path class=format!("link {}", health(h)) d=d></path> }
+    view! { <path class=format!("link {class}") d=d></path> }
 }
 
 /// What the pointer or the keyboard is on, in words.

@@ -230,6 +230,8 @@ def render(crd_dir):
         spec_ty = gen.emit_struct(rust, "spec", rust + "Spec", props["spec"]) if "spec" in props else None
         status_ty = gen.emit_struct(rust, "status", rust + "Status", props["status"]) if "status" in props else None
         fields = ["    #[serde(default)]\n    pub metadata: ObjectMeta,"]
+        # Not part of the CRD: where the object was read (set by its source, never serialised).
+        fields.append("    #[serde(skip)]\n    pub datacenter: Datacenter,")
         if spec_ty:
             # An object sent without `spec` is written back without it (not as a spec of empty
             # required strings, which reading it again would refuse).
@@ -247,6 +249,7 @@ def render(crd_dir):
         "use std::collections::BTreeMap;\n\n"
         "use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;\n"
         "use serde::{Deserialize, Serialize};\n\n"
+        "use super::datacenter::Datacenter;\n"
         "use super::quantity::{IntOrString, Quantity};\n"
         "use super::vocab::*;\n\n"
     )

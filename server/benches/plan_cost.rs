@@ -55,7 +55,7 @@ fn bench(c: &mut Criterion) {
             let i = input(workers);
             g.bench_function(
                 format!("fleet_{clusters}_new_cluster_3cp_{workers}w"),
-                |b| b.iter(|| plan(&snap, &i, Overcommit::default(), 1)),
+                |b| b.iter(|| plan(&snap, &Default::default(), &i, Overcommit::default(), 1)),
             );
         }
     }

@@ -65,6 +65,7 @@ codes! {
     ComplexityLimit = "COMPLEXITY_LIMIT", BAD_REQUEST, "The query's estimated cost is over `MAX_QUERY_COMPLEXITY`.";
     IntrospectionOff = "INTROSPECTION_OFF", BAD_REQUEST, "Introspection is turned off (`INTROSPECTION=false`).";
     // Arguments.
+    Ambiguous = "AMBIGUOUS", BAD_REQUEST, "A look-up by name matches objects in several datacenters; name one (`datacenter`, listed in `extensions.datacenters`).";
     BadId = "BAD_ID", BAD_REQUEST, "An `id` that is not one of this server's global ids (or of the wrong kind).";
     TooManyIds = "TOO_MANY_IDS", BAD_REQUEST, "`nodes(ids:)` with more ids than `MAX_PAGE_SIZE`.";
     MissingArgument = "MISSING_ARGUMENT", BAD_REQUEST, "Neither of two alternative arguments was given (e.g. `id` or `namespace` + `name`).";

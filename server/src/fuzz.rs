@@ -4,8 +4,6 @@
 //! inputs in `fuzz/seeds/` and the crashes the fuzzer found (kept as regression inputs there).
 
 use async_graphql::connection::CursorType;
-use base64::Engine;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 
 use crate::graphql::limits::{QueryLimits, complexity, count_tokens};
 use crate::graphql::paging::Cursor;
@@ -61,8 +59,7 @@ pub fn global_id(data: &[u8]) {
     let Ok(key) = decode_id(text(data)) else {
         return;
     };
-    let parts = [key.kind.name(), key.namespace.as_str(), key.name.as_str()];
-    let id = URL_SAFE_NO_PAD.encode(serde_json::to_vec(&parts).unwrap_or_default());
+    let id = crate::graphql::types::key_id(&key);
     assert_eq!(decode_id(&id).as_ref(), Ok(&key));
 }
 

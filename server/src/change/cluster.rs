@@ -20,7 +20,9 @@ use serde_json::{Value, json};
 use super::{ChangeError, field};
 use crate::domain::hosts::Overcommit;
 use crate::model::validation::FieldError;
-use crate::model::{ANNOTATION_NODE_POOL, Kind, LABEL_CLUSTER_ID, LABEL_NODE_ROLE, Resource};
+use crate::model::{
+    ANNOTATION_NODE_POOL, Datacenter, Kind, LABEL_CLUSTER_ID, LABEL_NODE_ROLE, Resource,
+};
 use crate::store::{Idx, Snapshot, scoped};
 
 /// Annotation that makes talos-operator skip a cluster (any non-empty value).
@@ -56,7 +58,7 @@ impl ClusterInput {
     }
 
     /// The KubernetesCluster object (without status).
-    pub fn object(&self, snap: &Snapshot) -> Value {
+    pub fn object(&self, snap: &Snapshot, dc: &Datacenter) -> Value {
         let cp = &self.control_plane;
         let cp_provider = cp.provider.clone().unwrap_or_else(|| "kubevirt".into());
         let pools: Vec<Value> = self
@@ -73,7 +75,7 @@ impl ClusterInput {
             })
             .collect();
         let uid = snap
-            .get(Kind::KubernetesCluster, &self.namespace, &self.name)
+            .get(dc, Kind::KubernetesCluster, &self.namespace, &self.name)
             .and_then(|r| match r.as_ref() {
                 Resource::KubernetesCluster(k) => Some(k.spec.data.cluster_uid.clone()),
                 _ => None,
@@ -83,7 +85,7 @@ impl ClusterInput {
         let nn = self
             .network_namespace_name
             .clone()
-            .or_else(|| only_network_namespace(snap, &self.namespace))
+            .or_else(|| only_network_namespace(snap, dc, &self.namespace))
             .unwrap_or_default();
         let mut kc = json!({
             "apiVersion": Kind::KubernetesCluster.api_version("v1alpha1"),
@@ -170,8 +172,8 @@ impl ClusterInput {
 }
 
 /// The namespace's NetworkNamespace, when it has exactly one.
-fn only_network_namespace(snap: &Snapshot, namespace: &str) -> Option<String> {
-    let mut it = snap.list_in(Kind::NetworkNamespace, namespace);
+fn only_network_namespace(snap: &Snapshot, dc: &Datacenter, namespace: &str) -> Option<String> {
+    let mut it = snap.list_in_datacenter(dc, Kind::NetworkNamespace, namespace);
     let first = it.next()?;
     it.next().is_none().then(|| first.name().to_string())
 }
@@ -213,7 +215,7 @@ pub fn topology(kc: &Value) -> Topology {
 /// The Machines of a cluster after talos-operator has reconciled `kc`: existing ones kept (by
 /// role and pool), new ones named with the lowest free index, the highest indexes of a pool
 /// removed when it shrinks. Returns (machines, removed).
-fn machines(snap: &Snapshot, kc: &Value) -> (Vec<PlannedMachine>, Vec<String>) {
+fn machines(snap: &Snapshot, dc: &Datacenter, kc: &Value) -> (Vec<PlannedMachine>, Vec<String>) {
     let ns = kc["metadata"]["namespace"].as_str().unwrap_or_default();
     let id = kc["spec"]["data"]["clusterId"]
         .as_str()
@@ -223,7 +225,7 @@ fn machines(snap: &Snapshot, kc: &Value) -> (Vec<PlannedMachine>, Vec<String>) {
         .as_str()
         .unwrap_or_default();
     let existing: Vec<&std::sync::Arc<Resource>> = snap
-        .lookup(Idx::MachineByCluster, &scoped(ns, &id))
+        .lookup(dc, Idx::MachineByCluster, &scoped(ns, &id))
         .filter(|m| m.meta().deletion_timestamp.is_none())
         .collect();
     let index_of = |name: &str, tag: &str| -> Option<usize> {
@@ -238,7 +240,7 @@ fn machines(snap: &Snapshot, kc: &Value) -> (Vec<PlannedMachine>, Vec<String>) {
                    class: &str,
                    provider: &str,
                    exists: bool| {
-        let (d, _) = class_demand(snap, class).unwrap_or_default();
+        let (d, _) = class_demand(snap, dc, class).unwrap_or_default();
         let role_label = match role {
             PlannedRole::ControlPlane => "control-plane",
             PlannedRole::Worker => "worker",
@@ -362,10 +364,10 @@ fn machines(snap: &Snapshot, kc: &Value) -> (Vec<PlannedMachine>, Vec<String>) {
 }
 
 /// Problems with the classes a cluster names: missing or disabled (talos-operator refuses both).
-fn class_problems(snap: &Snapshot, kc: &Value) -> Vec<FieldError> {
+fn class_problems(snap: &Snapshot, dc: &Datacenter, kc: &Value) -> Vec<FieldError> {
     let ((_, cp_class, _), pools) = topology(kc);
     let mut out = Vec::new();
-    let mut check = |path: String, class: &str| match class_demand(snap, class) {
+    let mut check = |path: String, class: &str| match class_demand(snap, dc, class) {
         None => out.push(field(
             &path,
             format!("Not found: MachineClass \"{class}\" does not exist"),
@@ -390,6 +392,7 @@ fn class_problems(snap: &Snapshot, kc: &Value) -> Vec<FieldError> {
 /// every problem that would refuse it. `extra` are problems found before (input checks).
 pub fn plan_object(
     snap: &Snapshot,
+    dc: &Datacenter,
     kc: &Value,
     extra: Vec<FieldError>,
     o: Overcommit,
@@ -397,27 +400,31 @@ pub fn plan_object(
 ) -> ClusterPlan {
     let ns = kc["metadata"]["namespace"].as_str().unwrap_or_default();
     let name = kc["metadata"]["name"].as_str().unwrap_or_default();
-    let exists = snap.get(Kind::KubernetesCluster, ns, name).is_some();
+    let exists = snap.get(dc, Kind::KubernetesCluster, ns, name).is_some();
     let mut problems = extra;
     if let Err(e) = super::validate(Kind::KubernetesCluster, "v1alpha1", kc.clone()) {
         problems.extend(e.fields);
     }
-    let classes = class_problems(snap, kc);
+    let classes = class_problems(snap, dc, kc);
     let classes_ok = classes.is_empty();
     problems.extend(classes);
-    let (machines, removed) = machines(snap, kc);
+    let (machines, removed) = machines(snap, dc, kc);
     let capacity = capacity(snap, &machines, o, minimum, classes_ok);
     let mut warnings = Vec::new();
     let nn = kc["spec"]["data"]["networkNamespaceName"]
         .as_str()
         .unwrap_or_default();
     if nn.is_empty() {
-        if snap.list_in(Kind::NetworkNamespace, ns).next().is_none() {
+        if snap
+            .list_in_datacenter(dc, Kind::NetworkNamespace, ns)
+            .next()
+            .is_none()
+        {
             warnings.push(format!(
                 "namespace {ns} has no NetworkNamespace: talos-operator waits at the network stage until one is Ready"
             ));
         }
-    } else if snap.get(Kind::NetworkNamespace, ns, nn).is_none() {
+    } else if snap.get(dc, Kind::NetworkNamespace, ns, nn).is_none() {
         warnings.push(format!(
             "NetworkNamespace {ns}/{nn} does not exist: talos-operator waits at the network stage until it is Ready"
         ));
@@ -450,8 +457,21 @@ pub fn plan_object(
 }
 
 /// Plan a cluster from its input.
-pub fn plan(snap: &Snapshot, input: &ClusterInput, o: Overcommit, minimum: usize) -> ClusterPlan {
-    plan_object(snap, &input.object(snap), input.problems(), o, minimum)
+pub fn plan(
+    snap: &Snapshot,
+    dc: &Datacenter,
+    input: &ClusterInput,
+    o: Overcommit,
+    minimum: usize,
+) -> ClusterPlan {
+    plan_object(
+        snap,
+        dc,
+        &input.object(snap, dc),
+        input.problems(),
+        o,
+        minimum,
+    )
 }
 
 /// Refuse a plan that is not valid.

@@ -209,12 +209,12 @@ impl Changer {
             (Edit::Apply(config), c) => {
                 let mut whole = c.as_deref().map_or(json!({}), full_value);
                 merge::merge(&mut whole, config);
-                Some(validate(key.kind, version, whole)?)
+                Some(validate(key.kind, version, whole)?.in_datacenter(&key.datacenter))
             }
             (Edit::RemoveAnnotations(names), Some(c)) => {
                 let mut whole = full_value(c);
                 merge::merge(&mut whole, &remove_annotations(names));
-                Some(validate(key.kind, version, whole)?)
+                Some(validate(key.kind, version, whole)?.in_datacenter(&key.datacenter))
             }
         };
         if let (Some(after), Some(c)) = (&after, &current)

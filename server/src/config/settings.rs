@@ -106,6 +106,7 @@ impl ServeConfig {
     pub fn kube_settings(&self) -> crate::source::kube::KubeSettings {
         use std::time::Duration;
         crate::source::kube::KubeSettings {
+            datacenter: Default::default(),
             kubeconfig: self.kubeconfig.clone(),
             context: self.kube_context.clone(),
             namespaces: self

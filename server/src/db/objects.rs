@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::{Db, DbError, Engine, with_pool};
-use crate::model::{Kind, Resource};
+use crate::model::{Datacenter, Kind, Resource};
 use crate::store::{ObjectKey, Store};
 
 /// Per-engine statements (parameter syntax, JSON column type and clock differ).
@@ -16,23 +16,27 @@ struct Sql {
 }
 
 const SQLITE: Sql = Sql {
-    upsert: "INSERT INTO objects (kind, namespace, name, api_version, uid, resource_version, body) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) \
-             ON CONFLICT (kind, namespace, name) DO UPDATE SET api_version = excluded.api_version, \
+    upsert: "INSERT INTO objects (kind, namespace, name, api_version, uid, resource_version, body, \
+             datacenter) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) \
+             ON CONFLICT (datacenter, kind, namespace, name) DO UPDATE SET api_version = excluded.api_version, \
              uid = excluded.uid, resource_version = excluded.resource_version, body = excluded.body, \
              updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')",
-    delete: "DELETE FROM objects WHERE kind = ?1 AND namespace = ?2 AND name = ?3",
-    select: "SELECT kind, api_version, body FROM objects ORDER BY kind, namespace, name",
+    delete: "DELETE FROM objects WHERE kind = ?1 AND namespace = ?2 AND name = ?3 \
+             AND datacenter = ?4",
+    select: "SELECT kind, api_version, body, datacenter FROM objects \
+             ORDER BY datacenter, kind, namespace, name",
 };
 
 const POSTGRES: Sql = Sql {
-    upsert: "INSERT INTO objects (kind, namespace, name, api_version, uid, resource_version, body) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb) \
-             ON CONFLICT (kind, namespace, name) DO UPDATE SET api_version = excluded.api_version, \
+    upsert: "INSERT INTO objects (kind, namespace, name, api_version, uid, resource_version, body, \
+             datacenter) VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb, $8) \
+             ON CONFLICT (datacenter, kind, namespace, name) DO UPDATE SET api_version = excluded.api_version, \
              uid = excluded.uid, resource_version = excluded.resource_version, body = excluded.body, \
              updated_at = now()",
-    delete: "DELETE FROM objects WHERE kind = $1 AND namespace = $2 AND name = $3",
-    select: "SELECT kind, api_version, body::text FROM objects ORDER BY kind, namespace, name",
+    delete: "DELETE FROM objects WHERE kind = $1 AND namespace = $2 AND name = $3 \
+             AND datacenter = $4",
+    select: "SELECT kind, api_version, body::text, datacenter FROM objects \
+             ORDER BY datacenter, kind, namespace, name",
 };
 
 fn sql(engine: Engine) -> &'static Sql {
@@ -71,15 +75,16 @@ impl From<serde_json::Error> for RowError {
 /// Every stored object, plus the rows that no longer decode.
 pub async fn load(db: &Db) -> Result<(Vec<Resource>, Vec<SkippedRow>), DbError> {
     let q = sql(db.engine()).select;
-    let rows: Vec<(String, String, String)> =
+    let rows: Vec<(String, String, String, String)> =
         with_pool!(db, p => sqlx::query_as(q).fetch_all(p).await?);
     let mut objects = Vec::with_capacity(rows.len());
     let mut skipped = Vec::new();
-    for (kind, api_version, body) in rows {
+    for (kind, api_version, body, datacenter) in rows {
         let decoded = kind.parse::<Kind>().map_err(RowError::from).and_then(|k| {
             let version = api_version.rsplit('/').next().unwrap_or_default();
             let value = serde_json::from_str(&body)?;
-            Ok(Resource::from_value(k, version, value)?)
+            Ok(Resource::from_value(k, version, value)?
+                .in_datacenter(&Datacenter::new(&datacenter)))
         });
         match decoded {
             Ok(r) => objects.push(r),
@@ -175,6 +180,7 @@ async fn write_in_tx(
                         .bind(uid)
                         .bind(rv)
                         .bind(body)
+                        .bind(key.datacenter.key())
                         .execute(&mut *tx)
                         .await?;
                 }
@@ -183,6 +189,7 @@ async fn write_in_tx(
                         .bind(key.kind.name())
                         .bind(&key.namespace)
                         .bind(&key.name)
+                        .bind(key.datacenter.key())
                         .execute(&mut *tx)
                         .await?;
                 }
@@ -231,6 +238,7 @@ mod tests {
         .await
         .expect("insert");
         store.apply(vec![crate::store::Op::Delete(ObjectKey::new(
+            &Default::default(),
             Kind::Machine,
             "ns",
             "gone",

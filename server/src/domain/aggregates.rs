@@ -282,10 +282,10 @@ impl Aggregates {
 /// Keys of the objects whose part reads `r` (besides `r` itself): the clusters whose pipeline
 /// looks at it, and for a MachineClass the Machines that name it.
 fn dependents(snap: &Snapshot, r: &Resource, out: &mut BTreeSet<ObjectKey>) {
-    let ns = r.namespace();
+    let (dc, ns) = (r.datacenter(), r.namespace());
     let clusters_by = |idx: Idx, value: &str, out: &mut BTreeSet<ObjectKey>| {
         out.extend(
-            snap.lookup(idx, &scoped(ns, value))
+            snap.lookup(dc, idx, &scoped(ns, value))
                 .map(|c| ObjectKey::of(c)),
         );
     };
@@ -298,7 +298,7 @@ fn dependents(snap: &Snapshot, r: &Resource, out: &mut BTreeSet<ObjectKey>) {
         }
         // A cluster reads the configuration named after each of its Machines.
         Resource::NetworkConfiguration(_) => {
-            if let Some(m) = snap.get(Kind::Machine, ns, r.name())
+            if let Some(m) = snap.get(dc, Kind::Machine, ns, r.name())
                 && let Some(id) = m.label(LABEL_CLUSTER_ID)
             {
                 clusters_by(Idx::ClusterById, id, out);
@@ -308,7 +308,7 @@ fn dependents(snap: &Snapshot, r: &Resource, out: &mut BTreeSet<ObjectKey>) {
         Resource::ControlPlaneVirtualSharedIp(_) => clusters_by(Idx::ClusterById, r.name(), out),
         Resource::MachineClass(_) => {
             out.extend(
-                snap.lookup(Idx::MachineByClass, r.name())
+                snap.lookup(dc, Idx::MachineByClass, r.name())
                     .map(|m| ObjectKey::of(m)),
             );
         }

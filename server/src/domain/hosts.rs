@@ -14,7 +14,7 @@
 //! - redundancy removes the largest hosts first and re-places every VM on the remaining hosts one
 //!   by one (first-fit decreasing), instead of smallest-first on aggregate capacity.
 
-use k8s_openapi::api::core::v1::Node;
+use crate::model::Node;
 
 use crate::model::kubevirt::{Domain, VirtualMachine, VirtualMachineInstance, vmi_node};
 use crate::model::{LABEL_CLUSTER_ID, LABEL_SOURCE_MACHINE, Quantity, Resource};
@@ -261,6 +261,7 @@ fn percent(used: f64, limit: f64) -> f64 {
 fn vm_of<'a>(snap: &'a Snapshot, vmi: &Resource) -> Option<&'a VirtualMachine> {
     match snap
         .get(
+            vmi.datacenter(),
             crate::model::Kind::VirtualMachine,
             vmi.namespace(),
             vmi.name(),
@@ -294,7 +295,7 @@ pub fn allocation(snap: &Snapshot, node: &Node, o: Overcommit) -> Allocation {
         memory_limit: cap.memory_limit(o),
         ..Default::default()
     };
-    for r in snap.lookup(crate::store::Idx::VmiByNode, name) {
+    for r in snap.lookup(&node.datacenter, crate::store::Idx::VmiByNode, name) {
         if let Resource::VirtualMachineInstance(vmi) = r.as_ref()
             && vmi_active(vmi)
         {
@@ -443,7 +444,12 @@ pub fn cluster_of(snap: &Snapshot, r: &Resource) -> Option<(String, MembershipSo
         return Some((c.to_string(), MembershipSource::ClusterLabel));
     }
     if let Some(m) = r.label(LABEL_SOURCE_MACHINE)
-        && let Some(machine) = snap.get(crate::model::Kind::Machine, r.namespace(), m)
+        && let Some(machine) = snap.get(
+            r.datacenter(),
+            crate::model::Kind::Machine,
+            r.namespace(),
+            m,
+        )
         && let Some(c) = machine.label(LABEL_CLUSTER_ID).filter(|c| !c.is_empty())
     {
         return Some((c.to_string(), MembershipSource::SourceMachine));

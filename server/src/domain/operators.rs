@@ -451,7 +451,8 @@ fn announced_version(snap: &Snapshot, op: Operator) -> Option<String> {
         Kind::KubernetesProvider => crate::store::Idx::KubernetesProviderByType,
         _ => crate::store::Idx::MachineProviderByType,
     };
-    snap.lookup(idx, op.name())
+    // Operators are judged for the one datacenter of a single-cluster server.
+    snap.lookup(&Default::default(), idx, op.name())
         .find_map(|p| p.label("app.kubernetes.io/version").map(String::from))
 }
 

@@ -234,8 +234,10 @@ impl Found {
 /// address is named too).
 pub fn evaluate(snap: &Snapshot, kc: &KubernetesCluster) -> Pipeline {
     let ns = kc.metadata.namespace.as_deref().unwrap_or_default();
+    let dc = &kc.datacenter;
     let cluster_id = &kc.spec.data.cluster_id;
     let kc_key = ObjectKey::new(
+        dc,
         crate::model::Kind::KubernetesCluster,
         ns,
         kc.metadata.name.as_deref().unwrap_or_default(),
@@ -248,6 +250,7 @@ pub fn evaluate(snap: &Snapshot, kc: &KubernetesCluster) -> Pipeline {
 
     // 1. Network
     let nn_key = ObjectKey::new(
+        dc,
         crate::model::Kind::NetworkNamespace,
         ns,
         &kc.spec.data.network_namespace_name,
@@ -277,7 +280,7 @@ pub fn evaluate(snap: &Snapshot, kc: &KubernetesCluster) -> Pipeline {
 
     // 2. Machines created
     let machines: Vec<Arc<Resource>> = snap
-        .lookup(Idx::MachineByCluster, &scoped(ns, cluster_id))
+        .lookup(dc, Idx::MachineByCluster, &scoped(ns, cluster_id))
         .cloned()
         .collect();
     let cp_expected = kc.spec.topology.controlplane.replicas.max(0) as usize;
@@ -316,7 +319,7 @@ pub fn evaluate(snap: &Snapshot, kc: &KubernetesCluster) -> Pipeline {
     // 3. IPs allocated (NetworkConfiguration with the Machine's name)
     let mut with_ip = 0;
     for m in &machines {
-        let nc_key = ObjectKey::new(crate::model::Kind::NetworkConfiguration, ns, m.name());
+        let nc_key = ObjectKey::new(dc, crate::model::Kind::NetworkConfiguration, ns, m.name());
         match snap.get_key(&nc_key) {
             None => f.block(
                 Stage::IpsAllocated,
@@ -408,6 +411,7 @@ pub fn evaluate(snap: &Snapshot, kc: &KubernetesCluster) -> Pipeline {
 
     // 5. VIP: the CPVIP named after the clusterId
     let vip_key = ObjectKey::new(
+        dc,
         crate::model::Kind::ControlPlaneVirtualSharedIp,
         ns,
         cluster_id,

@@ -26,7 +26,10 @@ pub fn vcpus(cores: i64, sockets: i64, threads: i64) -> i64 {
 /// The MachineClass a Machine names, when it is in the graph.
 pub fn class_of<'a>(snap: &'a Snapshot, m: &Machine) -> Option<&'a MachineClass> {
     let name = m.spec.machine_class.as_deref()?;
-    match snap.get(Kind::MachineClass, "", name)?.as_ref() {
+    match snap
+        .get(&m.datacenter, Kind::MachineClass, "", name)?
+        .as_ref()
+    {
         Resource::MachineClass(c) => Some(c),
         _ => None,
     }

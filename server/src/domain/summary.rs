@@ -338,6 +338,6 @@ pub fn infrastructure_summary_full(s: &Snapshot) -> InfrastructureSummary {
 
 /// The Vitistack named `wanted` (VITISTACKCRDNAME), else the first one.
 pub fn datacenter<'s>(s: &'s Snapshot, wanted: &str) -> Option<&'s Arc<Resource>> {
-    s.get(Kind::Vitistack, "", wanted)
+    s.get(&Default::default(), Kind::Vitistack, "", wanted)
         .or_else(|| s.list(Kind::Vitistack).next())
 }

@@ -23,8 +23,8 @@ use crate::change::cluster::{
     TALOS_TARGET,
 };
 use crate::change::{ChangeError, Changer, Edit, field, full_value};
-use crate::graphql::types::{ClusterObj, snap};
-use crate::model::Kind;
+use crate::graphql::types::{ClusterObj, by_name, snap};
+use crate::model::{Datacenter, Kind};
 use crate::store::{ObjectKey, Op};
 
 /// What the mutations are configured with.
@@ -59,35 +59,59 @@ fn settings(ctx: &Context<'_>) -> (crate::domain::hosts::Overcommit, usize) {
     (o, min)
 }
 
-/// The cluster `namespace/name`, or NOT_FOUND.
+/// The cluster `namespace/name` (in whichever datacenter holds it), or NOT_FOUND, or AMBIGUOUS
+/// when several datacenters hold one.
 fn existing_cluster(
     ctx: &Context<'_>,
     namespace: &str,
     name: &str,
-) -> Result<Arc<crate::model::Resource>, ChangeError> {
-    snap(ctx)
-        .get(Kind::KubernetesCluster, namespace, name)
-        .cloned()
-        .ok_or_else(|| {
-            ChangeError::new(
-                ErrorCode::NotFound,
-                format!("KubernetesCluster {namespace}/{name} does not exist"),
-            )
-        })
+) -> async_graphql::Result<Arc<crate::model::Resource>> {
+    by_name(&snap(ctx), None, Kind::KubernetesCluster, namespace, name)?.ok_or_else(|| {
+        ChangeError::new(
+            ErrorCode::NotFound,
+            format!("KubernetesCluster {namespace}/{name} does not exist"),
+        )
+        .into()
+    })
 }
 
-/// Write `edit` to the cluster `namespace/name` as the caller, and answer with the cluster the
-/// store then shows (and the plan the change was checked against).
+/// The datacenter a new cluster goes to: the one named, else the only one there is.
+fn new_cluster_datacenter(
+    s: &crate::store::Snapshot,
+    given: Option<&str>,
+) -> async_graphql::Result<Datacenter> {
+    if let Some(key) = given {
+        let dc = Datacenter::new(key);
+        return match s.datacenters().any(|d| *d == dc) {
+            true => Ok(dc),
+            false => Err(ErrorCode::NotFound.graphql(format!("no datacenter `{key}`"))),
+        };
+    }
+    let all: Vec<&Datacenter> = s.datacenters().collect();
+    match all.as_slice() {
+        [] => Ok(Datacenter::default()),
+        [one] => Ok((*one).clone()),
+        several => {
+            let keys: Vec<&str> = several.iter().map(|d| d.key()).collect();
+            Err(ErrorCode::MissingArgument.graphql(format!(
+                "this server watches {} datacenters ({}): name one with `datacenter`",
+                keys.len(),
+                keys.join(", ")
+            )))
+        }
+    }
+}
+
+/// Write `edit` to the cluster `key` as the caller, and answer with the cluster the store then
+/// shows (and the plan the change was checked against).
 async fn write_cluster(
     ctx: &Context<'_>,
     changer: &Changer,
-    (namespace, name): (&str, &str),
+    key: &ObjectKey,
     edit: Edit,
     plan: Option<ClusterPlan>,
 ) -> async_graphql::Result<ClusterChange> {
-    let written = changer
-        .write(&key(namespace, name), "v1alpha1", edit, &actor(ctx))
-        .await?;
+    let written = changer.write(key, "v1alpha1", edit, &actor(ctx)).await?;
     answer(written, plan)
 }
 
@@ -107,10 +131,6 @@ fn check_capacity(plan: &ClusterPlan, allow: bool) -> Result<(), ChangeError> {
         ));
     }
     Ok(())
-}
-
-fn key(namespace: &str, name: &str) -> ObjectKey {
-    ObjectKey::new(Kind::KubernetesCluster, namespace, name)
 }
 
 /// The answer of a cluster write.
@@ -202,28 +222,39 @@ impl MutationRoot {
     /// Preview a cluster without writing anything: the KubernetesCluster, every Machine
     /// talos-operator will generate for it (or, for an existing cluster, add and remove), their
     /// YAML, the problems that would refuse it, and whether the new Machines fit on the hosts
-    /// with enough hosts left able to fail.
+    /// with enough hosts left able to fail. `datacenter` (its key) says where it would go; it is
+    /// needed when the server watches several.
     #[graphql(guard = "RoleGuard(Role::Operator)")]
-    async fn cluster_plan(&self, ctx: &Context<'_>, input: ClusterInput) -> ClusterPlan {
+    async fn cluster_plan(
+        &self,
+        ctx: &Context<'_>,
+        input: ClusterInput,
+        datacenter: Option<String>,
+    ) -> async_graphql::Result<ClusterPlan> {
         let (o, min) = settings(ctx);
-        cluster::plan(&snap(ctx), &input, o, min)
+        let s = snap(ctx);
+        let dc = new_cluster_datacenter(&s, datacenter.as_deref())?;
+        Ok(cluster::plan(&s, &dc, &input, o, min))
     }
 
     /// Create a Talos Kubernetes cluster. Refused with field errors when the plan is not valid,
     /// with `ALREADY_EXISTS` when it exists, and with `CAPACITY` when its Machines do not fit
-    /// (unless `allowOverCapacity`).
+    /// (unless `allowOverCapacity`). `datacenter` (its key) says where to create it; it is
+    /// needed when the server watches several.
     #[graphql(guard = "RoleGuard(Role::Operator)")]
     async fn create_kubernetes_cluster(
         &self,
         ctx: &Context<'_>,
         input: ClusterInput,
         #[graphql(default)] allow_over_capacity: bool,
+        datacenter: Option<String>,
     ) -> async_graphql::Result<ClusterChange> {
         let changer = changer(ctx)?;
         let (o, min) = settings(ctx);
         let snapshot = snap(ctx);
+        let dc = new_cluster_datacenter(&snapshot, datacenter.as_deref())?;
         if snapshot
-            .get(Kind::KubernetesCluster, &input.namespace, &input.name)
+            .get(&dc, Kind::KubernetesCluster, &input.namespace, &input.name)
             .is_some()
         {
             return Err(ChangeError::new(
@@ -235,15 +266,15 @@ impl MutationRoot {
             )
             .into());
         }
-        let object = input.object(&snapshot);
-        let plan = cluster::plan_object(&snapshot, &object, input.problems(), o, min);
+        let object = input.object(&snapshot, &dc);
+        let plan = cluster::plan_object(&snapshot, &dc, &object, input.problems(), o, min);
         drop(snapshot);
         cluster::refuse_invalid(&plan, "the cluster")?;
         check_capacity(&plan, allow_over_capacity)?;
         write_cluster(
             ctx,
             changer,
-            (&input.namespace, &input.name),
+            &ObjectKey::new(&dc, Kind::KubernetesCluster, &input.namespace, &input.name),
             Edit::Apply(object),
             Some(plan),
         )
@@ -346,7 +377,7 @@ impl MutationRoot {
         confirm: String,
     ) -> async_graphql::Result<ClusterChange> {
         let changer = changer(ctx)?;
-        existing_cluster(ctx, &namespace, &name)?;
+        let key = ObjectKey::of(existing_cluster(ctx, &namespace, &name)?.as_ref());
         if confirm != name {
             return Err(ChangeError::invalid(
                 "the deletion",
@@ -357,7 +388,7 @@ impl MutationRoot {
             )
             .into());
         }
-        write_cluster(ctx, changer, (&namespace, &name), Edit::Delete, None).await
+        write_cluster(ctx, changer, &key, Edit::Delete, None).await
     }
 
     /// Make talos-operator leave the cluster alone (annotation
@@ -370,10 +401,10 @@ impl MutationRoot {
         name: String,
     ) -> async_graphql::Result<ClusterChange> {
         let changer = changer(ctx)?;
-        existing_cluster(ctx, &namespace, &name)?;
+        let key = ObjectKey::of(existing_cluster(ctx, &namespace, &name)?.as_ref());
         let config = json!({"metadata": {"name": name, "namespace": namespace,
                                          "annotations": {DO_NOT_RECONCILE: "true"}}});
-        write_cluster(ctx, changer, (&namespace, &name), Edit::Apply(config), None).await
+        write_cluster(ctx, changer, &key, Edit::Apply(config), None).await
     }
 
     /// Let talos-operator reconcile the cluster again (removes the pause annotation, whoever set
@@ -386,11 +417,11 @@ impl MutationRoot {
         name: String,
     ) -> async_graphql::Result<ClusterChange> {
         let changer = changer(ctx)?;
-        existing_cluster(ctx, &namespace, &name)?;
+        let key = ObjectKey::of(existing_cluster(ctx, &namespace, &name)?.as_ref());
         write_cluster(
             ctx,
             changer,
-            (&namespace, &name),
+            &key,
             Edit::RemoveAnnotations(vec![DO_NOT_RECONCILE.into()]),
             None,
         )
@@ -409,7 +440,7 @@ impl MutationRoot {
         kubernetes_version: Option<String>,
     ) -> async_graphql::Result<ClusterChange> {
         let changer = changer(ctx)?;
-        existing_cluster(ctx, &namespace, &name)?;
+        let key = ObjectKey::of(existing_cluster(ctx, &namespace, &name)?.as_ref());
         let mut problems = Vec::new();
         let mut annotations = serde_json::Map::new();
         for (arg, value, annotation) in [
@@ -436,7 +467,7 @@ impl MutationRoot {
         }
         let config = json!({"metadata": {"name": name, "namespace": namespace,
                                          "annotations": annotations}});
-        write_cluster(ctx, changer, (&namespace, &name), Edit::Apply(config), None).await
+        write_cluster(ctx, changer, &key, Edit::Apply(config), None).await
     }
 
     /// Import manifests into the embedded source, as `vitistack import` does: each file all or
@@ -523,7 +554,7 @@ impl MutationRoot {
             config["spec"]["topology"]["workers"]["nodePools"] = json!(pools);
         }
         let (o, min) = settings(ctx);
-        let plan = cluster::plan_object(&snap(ctx), &kc, Vec::new(), o, min);
+        let plan = cluster::plan_object(&snap(ctx), current.datacenter(), &kc, Vec::new(), o, min);
         if r.dry_run {
             return answer(
                 crate::change::Written {
@@ -538,7 +569,7 @@ impl MutationRoot {
         write_cluster(
             ctx,
             changer,
-            (namespace, name),
+            &ObjectKey::of(&current),
             Edit::Apply(config),
             Some(plan),
         )

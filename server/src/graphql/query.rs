@@ -11,7 +11,7 @@ pub use crate::domain::summary::{
     ClusterSummary, Count, InfrastructureSummary, MachineSummary, NetworkSummary, StorageSummary,
     cluster_summary, datacenter, infrastructure_summary,
 };
-use crate::model::{Kind, Resource};
+use crate::model::{Datacenter, Kind, Resource};
 use crate::store::{Idx, Snapshot, scoped};
 
 /// The Query root.
@@ -42,9 +42,10 @@ fn by_uid_or_name(
     uid: Option<String>,
     name: Option<String>,
 ) -> Option<&Arc<Resource>> {
-    uid.as_deref()
-        .and_then(|u| s.by_uid(u))
-        .or_else(|| name.as_deref().and_then(|n| s.get(kind, "", n)))
+    uid.as_deref().and_then(|u| s.by_uid(u)).or_else(|| {
+        let n = name.as_deref()?;
+        s.datacenters().find_map(|dc| s.get(dc, kind, "", n))
+    })
 }
 
 /// Which Vitistack is "the" datacenter: the one named by config, else the only/first one.
@@ -180,62 +181,99 @@ impl Query {
         }
     }
 
-    /// A Machine by namespace and name.
+    /// A Machine by namespace and name (and datacenter, needed when several hold one).
     async fn machine(
         &self,
         ctx: &Context<'_>,
         namespace: String,
         name: String,
-    ) -> Option<MachineObj> {
-        one(
-            snap(ctx).get(Kind::Machine, &namespace, &name),
-            MachineObj::new,
-        )
+        datacenter: Option<String>,
+    ) -> async_graphql::Result<Option<MachineObj>> {
+        let found = by_name(
+            &snap(ctx),
+            datacenter.as_deref(),
+            Kind::Machine,
+            &namespace,
+            &name,
+        )?;
+        Ok(found.and_then(MachineObj::new))
     }
 
-    /// A KubernetesCluster by namespace and either its name or its clusterId.
+    /// A KubernetesCluster by namespace and either its name or its clusterId (and datacenter,
+    /// needed when several hold one).
     async fn cluster(
         &self,
         ctx: &Context<'_>,
         namespace: String,
         name: Option<String>,
         cluster_id: Option<String>,
+        datacenter: Option<String>,
     ) -> async_graphql::Result<Option<ClusterObj>> {
         let s = snap(ctx);
+        let dc = datacenter.as_deref();
         match (name, cluster_id) {
-            (Some(n), _) => Ok(one(
-                s.get(Kind::KubernetesCluster, &namespace, &n),
-                ClusterObj::new,
-            )),
-            (None, Some(id)) => Ok(one(
-                s.lookup_one(Idx::ClusterById, &scoped(&namespace, &id)),
-                ClusterObj::new,
-            )),
+            (Some(n), _) => {
+                Ok(by_name(&s, dc, Kind::KubernetesCluster, &namespace, &n)?
+                    .and_then(ClusterObj::new))
+            }
+            (None, Some(id)) => {
+                let value = scoped(&namespace, &id);
+                let found: Vec<&Arc<Resource>> = match dc {
+                    Some(dc) => s
+                        .lookup_one(&Datacenter::new(dc), Idx::ClusterById, &value)
+                        .into_iter()
+                        .collect(),
+                    None => s
+                        .datacenters()
+                        .filter_map(|dc| s.lookup_one(dc, Idx::ClusterById, &value))
+                        .collect(),
+                };
+                if found.len() > 1 {
+                    let dcs: Vec<Datacenter> =
+                        found.iter().map(|r| r.datacenter().clone()).collect();
+                    return Err(ambiguous(Kind::KubernetesCluster, &namespace, &id, &dcs));
+                }
+                Ok(found.into_iter().next().cloned().and_then(ClusterObj::new))
+            }
             (None, None) => {
                 Err(ErrorCode::MissingArgument.graphql("cluster needs `name` or `clusterId`"))
             }
         }
     }
 
-    /// A NetworkNamespace by namespace and name.
+    /// A NetworkNamespace by namespace and name (and datacenter, needed when several hold one).
     async fn network_namespace(
         &self,
         ctx: &Context<'_>,
         namespace: String,
         name: String,
-    ) -> Option<NetworkNamespaceObj> {
-        one(
-            snap(ctx).get(Kind::NetworkNamespace, &namespace, &name),
-            NetworkNamespaceObj::new,
-        )
+        datacenter: Option<String>,
+    ) -> async_graphql::Result<Option<NetworkNamespaceObj>> {
+        let found = by_name(
+            &snap(ctx),
+            datacenter.as_deref(),
+            Kind::NetworkNamespace,
+            &namespace,
+            &name,
+        )?;
+        Ok(found.and_then(NetworkNamespaceObj::new))
     }
 
-    /// A MachineClass by name.
-    async fn machine_class(&self, ctx: &Context<'_>, name: String) -> Option<MachineClassObj> {
-        one(
-            snap(ctx).get(Kind::MachineClass, "", &name),
-            MachineClassObj::new,
-        )
+    /// A MachineClass by name (and datacenter, needed when several hold one).
+    async fn machine_class(
+        &self,
+        ctx: &Context<'_>,
+        name: String,
+        datacenter: Option<String>,
+    ) -> async_graphql::Result<Option<MachineClassObj>> {
+        let found = by_name(
+            &snap(ctx),
+            datacenter.as_deref(),
+            Kind::MachineClass,
+            "",
+            &name,
+        )?;
+        Ok(found.and_then(MachineClassObj::new))
     }
 
     /// A MachineProvider by uid or name (parity with the old `/v1/machineproviders/{uid}`).

@@ -364,7 +364,12 @@ mod tests {
             r.diff,
             json!([{"path": "/status/phase", "before": "Pending", "after": "Running"}])
         );
-        let deleted = store.apply(vec![Op::Delete(ObjectKey::new(Kind::Machine, "ns", "m"))]);
+        let deleted = store.apply(vec![Op::Delete(ObjectKey::new(
+            &Default::default(),
+            Kind::Machine,
+            "ns",
+            "m",
+        ))]);
         let r = row_of(&deleted[0], 3);
         assert_eq!(r.event_type, "infrastructure.machine.deleted");
         assert_eq!(

@@ -185,6 +185,7 @@ fn cluster_entry(snap: &Snapshot, c: &Resource) -> Option<ClusterEntry> {
     let pipeline = crate::domain::pipeline::evaluate(snap, kc);
     let machines: Vec<&Arc<Resource>> = snap
         .lookup(
+            c.datacenter(),
             Idx::MachineByCluster,
             &scoped(c.namespace(), &kc.spec.data.cluster_id),
         )
@@ -202,7 +203,7 @@ fn cluster_entry(snap: &Snapshot, c: &Resource) -> Option<ClusterEntry> {
         )
         .collect();
     let kea = machines.iter().any(|m| {
-        matches!(snap.get(Kind::NetworkConfiguration, m.namespace(), m.name()).map(|o| o.as_ref()),
+        matches!(snap.get(m.datacenter(), Kind::NetworkConfiguration, m.namespace(), m.name()).map(|o| o.as_ref()),
             Some(Resource::NetworkConfiguration(nc)) if matches!(nc.spec.provider.as_deref(), None | Some("") | Some("kea")))
     });
     Some(ClusterEntry {

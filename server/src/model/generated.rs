@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Serialize};
 
+use super::datacenter::Datacenter;
 use super::quantity::{IntOrString, Quantity};
 use super::vocab::*;
 
@@ -14,6 +15,8 @@ use super::vocab::*;
 pub struct ClusterStorageClass {
     #[serde(default)]
     pub metadata: ObjectMeta,
+    #[serde(skip)]
+    pub datacenter: Datacenter,
     #[serde(default, skip_serializing_if = "is_default")]
     pub spec: ClusterStorageClassSpec,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -25,6 +28,8 @@ pub struct ClusterStorageClass {
 pub struct ClusterStorage {
     #[serde(default)]
     pub metadata: ObjectMeta,
+    #[serde(skip)]
+    pub datacenter: Datacenter,
     #[serde(default, skip_serializing_if = "is_default")]
     pub spec: ClusterStorageSpec,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -36,6 +41,8 @@ pub struct ClusterStorage {
 pub struct ControlPlaneVirtualSharedIp {
     #[serde(default)]
     pub metadata: ObjectMeta,
+    #[serde(skip)]
+    pub datacenter: Datacenter,
     #[serde(default, skip_serializing_if = "is_default")]
     pub spec: ControlPlaneVirtualSharedIpSpec,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -47,6 +54,8 @@ pub struct ControlPlaneVirtualSharedIp {
 pub struct EtcdBackup {
     #[serde(default)]
     pub metadata: ObjectMeta,
+    #[serde(skip)]
+    pub datacenter: Datacenter,
     #[serde(default, skip_serializing_if = "is_default")]
     pub spec: EtcdBackupSpec,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -58,6 +67,8 @@ pub struct EtcdBackup {
 pub struct KubernetesCluster {
     #[serde(default)]
     pub metadata: ObjectMeta,
+    #[serde(skip)]
+    pub datacenter: Datacenter,
     #[serde(default, skip_serializing_if = "is_default")]
     pub spec: KubernetesClusterSpec,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -69,6 +80,8 @@ pub struct KubernetesCluster {
 pub struct KubernetesProvider {
     #[serde(default)]
     pub metadata: ObjectMeta,
+    #[serde(skip)]
+    pub datacenter: Datacenter,
     #[serde(default, skip_serializing_if = "is_default")]
     pub spec: KubernetesProviderSpec,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -80,6 +93,8 @@ pub struct KubernetesProvider {
 pub struct KubevirtConfig {
     #[serde(default)]
     pub metadata: ObjectMeta,
+    #[serde(skip)]
+    pub datacenter: Datacenter,
     #[serde(default, skip_serializing_if = "is_default")]
     pub spec: KubevirtConfigSpec,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -91,6 +106,8 @@ pub struct KubevirtConfig {
 pub struct MachineClass {
     #[serde(default)]
     pub metadata: ObjectMeta,
+    #[serde(skip)]
+    pub datacenter: Datacenter,
     #[serde(default, skip_serializing_if = "is_default")]
     pub spec: MachineClassSpec,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -102,6 +119,8 @@ pub struct MachineClass {
 pub struct MachineProvider {
     #[serde(default)]
     pub metadata: ObjectMeta,
+    #[serde(skip)]
+    pub datacenter: Datacenter,
     #[serde(default, skip_serializing_if = "is_default")]
     pub spec: MachineProviderSpec,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -113,6 +132,8 @@ pub struct MachineProvider {
 pub struct Machine {
     #[serde(default)]
     pub metadata: ObjectMeta,
+    #[serde(skip)]
+    pub datacenter: Datacenter,
     #[serde(default, skip_serializing_if = "is_default")]
     pub spec: MachineSpec,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -124,6 +145,8 @@ pub struct Machine {
 pub struct NetworkConfiguration {
     #[serde(default)]
     pub metadata: ObjectMeta,
+    #[serde(skip)]
+    pub datacenter: Datacenter,
     #[serde(default, skip_serializing_if = "is_default")]
     pub spec: NetworkConfigurationSpec,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -135,6 +158,8 @@ pub struct NetworkConfiguration {
 pub struct NetworkNamespace {
     #[serde(default)]
     pub metadata: ObjectMeta,
+    #[serde(skip)]
+    pub datacenter: Datacenter,
     #[serde(default, skip_serializing_if = "is_default")]
     pub spec: NetworkNamespaceSpec,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -146,6 +171,8 @@ pub struct NetworkNamespace {
 pub struct NetworkNamespaceV2 {
     #[serde(default)]
     pub metadata: ObjectMeta,
+    #[serde(skip)]
+    pub datacenter: Datacenter,
     #[serde(default, skip_serializing_if = "is_default")]
     pub spec: NetworkNamespaceV2Spec,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -157,6 +184,8 @@ pub struct NetworkNamespaceV2 {
 pub struct ProxmoxConfig {
     #[serde(default)]
     pub metadata: ObjectMeta,
+    #[serde(skip)]
+    pub datacenter: Datacenter,
     #[serde(default, skip_serializing_if = "is_default")]
     pub spec: ProxmoxConfigSpec,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -168,6 +197,8 @@ pub struct ProxmoxConfig {
 pub struct Vitistack {
     #[serde(default)]
     pub metadata: ObjectMeta,
+    #[serde(skip)]
+    pub datacenter: Datacenter,
     #[serde(default, skip_serializing_if = "is_default")]
     pub spec: VitistackSpec,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -179,6 +210,8 @@ pub struct Vitistack {
 pub struct IpAllocation {
     #[serde(default)]
     pub metadata: ObjectMeta,
+    #[serde(skip)]
+    pub datacenter: Datacenter,
     #[serde(default, skip_serializing_if = "is_default")]
     pub spec: IpAllocationSpec,
     #[serde(default, skip_serializing_if = "Option::is_none")]

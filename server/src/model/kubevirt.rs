@@ -8,6 +8,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Serialize};
 
 use super::Quantity;
+use super::datacenter::Datacenter;
 
 /// `spec.domain.cpu`.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -115,6 +116,9 @@ pub struct VirtualMachine {
     /// Standard object metadata.
     #[serde(default)]
     pub metadata: ObjectMeta,
+    /// Where it was read (set by its source, never serialised).
+    #[serde(skip)]
+    pub datacenter: Datacenter,
     /// Desired state.
     #[serde(default)]
     pub spec: VirtualMachineSpec,
@@ -157,6 +161,9 @@ pub struct VirtualMachineInstance {
     /// Standard object metadata.
     #[serde(default)]
     pub metadata: ObjectMeta,
+    /// Where it was read (set by its source, never serialised).
+    #[serde(skip)]
+    pub datacenter: Datacenter,
     /// The virtual hardware.
     #[serde(default)]
     pub spec: VmiSpec,
@@ -165,8 +172,23 @@ pub struct VirtualMachineInstance {
     pub status: Option<Box<VmiStatus>>,
 }
 
-/// The core Node type (with `status.images` dropped at ingest: it is large and unused).
-pub type Node = k8s_openapi::api::core::v1::Node;
+/// A core Node (with `status.images` dropped at ingest: it is large and unused): the fields of
+/// `k8s_openapi`'s Node, and the datacenter it was read from.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Node {
+    /// Standard object metadata.
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    /// Where it was read (set by its source, never serialised).
+    #[serde(skip)]
+    pub datacenter: Datacenter,
+    /// Desired state.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spec: Option<k8s_openapi::api::core::v1::NodeSpec>,
+    /// Observed state.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<k8s_openapi::api::core::v1::NodeStatus>,
+}
 
 /// The node a VMI is placed on.
 pub fn vmi_node(vmi: &VirtualMachineInstance) -> Option<&str> {

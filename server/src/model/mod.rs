@@ -1,6 +1,7 @@
 //! Rust types for every watched kind: the generated CRD trees, open vocabularies, quantities, and
 //! the `Resource` sum type the store holds.
 
+pub mod datacenter;
 mod generated;
 pub mod kind;
 pub mod kubevirt;
@@ -10,6 +11,7 @@ pub mod secret_name;
 pub mod validation;
 pub mod vocab;
 
+pub use datacenter::Datacenter;
 pub use generated::*;
 pub use kind::Kind;
 pub use kubevirt::{Node, VirtualMachine, VirtualMachineInstance};
@@ -70,6 +72,17 @@ macro_rules! resources {
             /// The object's metadata.
             pub fn meta(&self) -> &ObjectMeta {
                 match self { $(Resource::$variant(o) => &o.metadata,)* }
+            }
+
+            /// The datacenter it was read from (see [`Datacenter`]).
+            pub fn datacenter(&self) -> &Datacenter {
+                match self { $(Resource::$variant(o) => &o.datacenter,)* }
+            }
+
+            /// The same object, read from `datacenter`: every source tags what it reads.
+            pub fn in_datacenter(mut self, datacenter: &Datacenter) -> Self {
+                match &mut self { $(Resource::$variant(o) => o.datacenter = datacenter.clone(),)* }
+                self
             }
 
             /// The object's metadata, to fill in server-side fields.

@@ -204,6 +204,7 @@ pub fn tenant_objects(
             let kind: Kind = v.get("kind")?.as_str()?.parse().ok()?;
             let meta = v.get("metadata")?;
             let key = crate::store::ObjectKey::new(
+                &crate::model::Datacenter::default(),
                 kind,
                 meta.get("namespace")
                     .and_then(Value::as_str)

@@ -33,7 +33,7 @@ use kube::Client;
 use kube::api::DynamicObject;
 use serde_json::Value;
 
-use crate::model::{Kind, Resource};
+use crate::model::{Datacenter, Kind, Resource};
 use crate::retry::Backoff;
 use crate::store::Store;
 
@@ -42,6 +42,8 @@ use super::status::SourceStatus;
 /// How to reach the cluster and what to watch.
 #[derive(Clone, Debug)]
 pub struct KubeSettings {
+    /// The datacenter this cluster is (empty: the one datacenter of a single-cluster server).
+    pub datacenter: Datacenter,
     /// Kubeconfig file(s), `:`-separated (`KUBECONFIG`); otherwise in-cluster, then
     /// `~/.kube/config`.
     pub kubeconfig: Option<String>,
@@ -75,6 +77,7 @@ impl KubeSettings {
 impl Default for KubeSettings {
     fn default() -> Self {
         KubeSettings {
+            datacenter: Datacenter::default(),
             kubeconfig: None,
             context: None,
             namespaces: Vec::new(),
@@ -195,6 +198,7 @@ fn start_on(
 /// A store object from an API object: managedFields and node image lists dropped (credentials
 /// are blanked as the object is built).
 pub fn to_resource(
+    datacenter: &Datacenter,
     kind: Kind,
     version: &str,
     obj: DynamicObject,
@@ -213,5 +217,5 @@ pub fn to_resource(
             status.remove("images");
         }
     }
-    Resource::from_value(kind, version, value)
+    Ok(Resource::from_value(kind, version, value)?.in_datacenter(datacenter))
 }

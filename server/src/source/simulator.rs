@@ -309,7 +309,7 @@ mod tests {
         ] {
             let stored: std::collections::BTreeSet<String> = snap
                 .list(kind)
-                .map(|r| ObjectKey::new(kind, r.namespace(), r.name()).to_string())
+                .map(|r| ObjectKey::of(r).to_string())
                 .collect();
             let expected: std::collections::BTreeSet<String> = simulated
                 .iter()

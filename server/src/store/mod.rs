@@ -15,13 +15,16 @@ use tokio::sync::broadcast;
 pub use index::{Idx, index_entries, scoped};
 pub use snapshot::{DerivedState, Deriver, Snapshot};
 
-use crate::model::{Kind, Resource};
+use crate::model::{Datacenter, Kind, Resource};
 
-/// Identity of an object: kind, namespace (empty when cluster-scoped) and name.
+/// Identity of an object: kind, datacenter, namespace (empty when cluster-scoped) and name.
+/// Ordered in that order: a kind is one range, a namespace of one datacenter another.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ObjectKey {
     /// The kind.
     pub kind: Kind,
+    /// The datacenter it was read from.
+    pub datacenter: Datacenter,
     /// Namespace, empty for cluster-scoped kinds.
     pub namespace: String,
     /// `metadata.name`.
@@ -30,9 +33,10 @@ pub struct ObjectKey {
 
 impl ObjectKey {
     /// Build a key.
-    pub fn new(kind: Kind, namespace: &str, name: &str) -> Self {
+    pub fn new(datacenter: &Datacenter, kind: Kind, namespace: &str, name: &str) -> Self {
         ObjectKey {
             kind,
+            datacenter: datacenter.clone(),
             namespace: namespace.to_string(),
             name: name.to_string(),
         }
@@ -40,17 +44,21 @@ impl ObjectKey {
 
     /// The key of an object.
     pub fn of(r: &Resource) -> Self {
-        ObjectKey::new(r.kind(), r.namespace(), r.name())
+        ObjectKey::new(r.datacenter(), r.kind(), r.namespace(), r.name())
     }
 }
 
 impl std::fmt::Display for ObjectKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         if self.namespace.is_empty() {
-            write!(f, "{} {}", self.kind, self.name)
+            write!(f, "{} {}", self.kind, self.name)?;
         } else {
-            write!(f, "{} {}/{}", self.kind, self.namespace, self.name)
+            write!(f, "{} {}/{}", self.kind, self.namespace, self.name)?;
         }
+        if !self.datacenter.is_single() {
+            write!(f, " in datacenter {}", self.datacenter)?;
+        }
+        Ok(())
     }
 }
 
@@ -232,10 +240,7 @@ impl Store {
                 .and_then(|v| v.parse::<u64>().ok())
                 .unwrap_or(0);
             snap.seq = snap.seq.max(rv);
-            snap.reindex(&key, &r);
-            let object = Arc::new(r);
-            snap.by_key.insert(key.clone(), object.clone());
-            snap.objects.insert(key, object);
+            snap.insert(key, Arc::new(r));
             restored += 1;
         }
         if restored > 0 {
@@ -374,13 +379,8 @@ impl Store {
                     } else {
                         stamp(&mut r, previous.as_deref(), snap.seq);
                     }
-                    if let Some(prev) = &previous {
-                        snap.unindex(&key, prev);
-                    }
-                    snap.reindex(&key, &r);
                     let object = Arc::new(r);
-                    snap.by_key.insert(key.clone(), object.clone());
-                    snap.objects.insert(key, object.clone());
+                    snap.insert(key, object.clone());
                     let change = if previous.is_some() {
                         ChangeType::Modified
                     } else {
@@ -396,12 +396,10 @@ impl Store {
                     });
                 }
                 Op::Delete(key) => {
-                    let Some(prev) = snap.objects.remove(&key) else {
+                    let Some(prev) = snap.remove(&key) else {
                         continue;
                     };
-                    snap.by_key.remove(&key);
                     snap.seq += 1;
-                    snap.unindex(&key, &prev);
                     out.push(Change {
                         seq: snap.seq,
                         change: ChangeType::Deleted,

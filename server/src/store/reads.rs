@@ -17,14 +17,14 @@ use std::cell::RefCell;
 use std::sync::Arc;
 
 use super::{Idx, ObjectKey, Snapshot};
-use crate::model::Resource;
+use crate::model::{Datacenter, Resource};
 
 /// One point read and what it returned.
 #[derive(Debug)]
 enum Read {
     Key(ObjectKey, Option<Arc<Resource>>),
     Uid(String, Option<Arc<Resource>>),
-    Index(Idx, String, Vec<Arc<Resource>>),
+    Index(Idx, Datacenter, String, Vec<Arc<Resource>>),
 }
 
 fn same(a: Option<&Arc<Resource>>, b: Option<&Arc<Resource>>) -> bool {
@@ -41,8 +41,8 @@ impl Read {
         match self {
             Read::Key(key, seen) => same(snapshot.by_key.get(key), seen.as_ref()),
             Read::Uid(uid, seen) => same(snapshot.by_uid_untracked(uid), seen.as_ref()),
-            Read::Index(idx, value, seen) => {
-                let mut now = snapshot.lookup_untracked(*idx, value);
+            Read::Index(idx, dc, value, seen) => {
+                let mut now = snapshot.lookup_untracked(dc, *idx, value);
                 seen.iter()
                     .all(|s| now.next().is_some_and(|n| Arc::ptr_eq(s, n)))
                     && now.next().is_none()
@@ -174,12 +174,16 @@ pub(super) fn note_uid(uid: &str, found: Option<&Arc<Resource>>) {
 }
 
 /// Note a read through an index.
-pub(super) fn note_index(snapshot: &Snapshot, idx: Idx, value: &str) {
+pub(super) fn note_index(snapshot: &Snapshot, datacenter: &Datacenter, idx: Idx, value: &str) {
     note(|| {
         Read::Index(
             idx,
+            datacenter.clone(),
             value.to_owned(),
-            snapshot.lookup_untracked(idx, value).cloned().collect(),
+            snapshot
+                .lookup_untracked(datacenter, idx, value)
+                .cloned()
+                .collect(),
         )
     });
 }

@@ -7,7 +7,7 @@ use imbl::{GenericHashMap, OrdMap, OrdSet};
 use parking_lot::Mutex;
 
 use super::{Change, Idx, ObjectKey, index_entries, reads};
-use crate::model::{Kind, Resource};
+use crate::model::{Datacenter, Kind, Resource};
 
 /// A persistent hash map with a fast, non-cryptographic hasher (keys are not attacker-chosen
 /// hash-flooding material: they are object names already admitted by validation).
@@ -32,8 +32,13 @@ pub struct Snapshot {
     pub(super) objects: OrdMap<ObjectKey, Arc<Resource>>,
     /// The same objects hashed, for point lookups (relationships resolve through these).
     pub(super) by_key: FastMap<ObjectKey, Arc<Resource>>,
-    pub(super) by_uid: FastMap<String, ObjectKey>,
-    pub(super) index: FastMap<(Idx, String), Members>,
+    /// By `metadata.uid`: one object, unless two datacenters' API servers gave out the same
+    /// uid (a test server might).
+    pub(super) by_uid: FastMap<String, Members>,
+    /// Relationships, each within one datacenter.
+    pub(super) index: FastMap<(Idx, Datacenter, String), Members>,
+    /// How many objects each datacenter holds.
+    pub(super) datacenters: OrdMap<Datacenter, usize>,
     /// What the store's deriver keeps for exactly these objects.
     pub(super) derived: Option<DerivedState>,
     /// Values computed from exactly these objects on first use (see [`Snapshot::memo`]); every
@@ -157,11 +162,49 @@ impl Snapshot {
     }
 
     /// Look an object up by identity.
-    pub fn get(&self, kind: Kind, namespace: &str, name: &str) -> Option<&Arc<Resource>> {
-        let key = ObjectKey::new(kind, namespace, name);
+    pub fn get(
+        &self,
+        datacenter: &Datacenter,
+        kind: Kind,
+        namespace: &str,
+        name: &str,
+    ) -> Option<&Arc<Resource>> {
+        let key = ObjectKey::new(datacenter, kind, namespace, name);
         let found = self.by_key.get(&key);
         reads::note_key(|| key, found);
         found
+    }
+
+    /// Look an object up by name in the datacenter given, or, without one, in whichever
+    /// datacenter holds it: `Err` with every datacenter that holds one when several do.
+    pub fn find(
+        &self,
+        datacenter: Option<&Datacenter>,
+        kind: Kind,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<&Arc<Resource>>, Vec<Datacenter>> {
+        if let Some(dc) = datacenter {
+            return Ok(self.get(dc, kind, namespace, name));
+        }
+        // Which datacenters exist is not a point read.
+        reads::note_inexact();
+        let mut found = self
+            .datacenters
+            .keys()
+            .filter_map(|dc| self.get(dc, kind, namespace, name));
+        let first = found.next();
+        match found.next() {
+            None => Ok(first),
+            Some(second) => {
+                let mut all: Vec<Datacenter> = vec![
+                    first.map(|r| r.datacenter().clone()).unwrap_or_default(),
+                    second.datacenter().clone(),
+                ];
+                all.extend(found.map(|r| r.datacenter().clone()));
+                Err(all)
+            }
+        }
     }
 
     /// Look an object up by key.
@@ -171,44 +214,92 @@ impl Snapshot {
         found
     }
 
-    /// Look an object up by `metadata.uid`.
+    /// Look an object up by `metadata.uid` (the first by key, in the rare case that two
+    /// datacenters hold the uid).
     pub fn by_uid(&self, uid: &str) -> Option<&Arc<Resource>> {
         let found = self.by_uid_untracked(uid);
         reads::note_uid(uid, found);
         found
     }
 
-    pub(super) fn by_uid_untracked(&self, uid: &str) -> Option<&Arc<Resource>> {
-        self.by_uid.get(uid).and_then(|k| self.by_key.get(k))
+    /// Look an object of one datacenter up by `metadata.uid`.
+    pub fn by_uid_in(&self, datacenter: &Datacenter, uid: &str) -> Option<&Arc<Resource>> {
+        reads::note_inexact();
+        self.by_uid
+            .get(uid)?
+            .iter()
+            .find(|k| &k.datacenter == datacenter)
+            .and_then(|k| self.by_key.get(k))
     }
 
-    /// Every object of a kind, ordered by namespace then name.
+    pub(super) fn by_uid_untracked(&self, uid: &str) -> Option<&Arc<Resource>> {
+        self.by_uid
+            .get(uid)
+            .and_then(|keys| keys.iter().next())
+            .and_then(|k| self.by_key.get(k))
+    }
+
+    /// The datacenters that hold at least one object, in key order.
+    pub fn datacenters(&self) -> impl Iterator<Item = &Datacenter> + '_ {
+        reads::note_inexact();
+        self.datacenters.keys()
+    }
+
+    /// Every object of a kind, ordered by datacenter, namespace, name.
     pub fn list(&self, kind: Kind) -> impl Iterator<Item = &Arc<Resource>> + '_ {
         reads::note_inexact();
-        let start = ObjectKey::new(kind, "", "");
+        let start = ObjectKey::new(&Datacenter::default(), kind, "", "");
         self.objects
             .range(start..)
             .take_while(move |(k, _)| k.kind == kind)
             .map(|(_, v)| v)
     }
 
-    /// Every object of a kind in one namespace, ordered by name.
-    pub fn list_in(
-        &self,
+    /// Every object of a kind in one namespace (of every datacenter, one after the other),
+    /// ordered by datacenter and name.
+    pub fn list_in<'a>(
+        &'a self,
         kind: Kind,
-        namespace: &str,
-    ) -> impl Iterator<Item = &Arc<Resource>> + '_ {
+        namespace: &'a str,
+    ) -> impl Iterator<Item = &'a Arc<Resource>> + 'a {
+        self.list_after(kind, Some(namespace), None)
+    }
+
+    /// Every object of a kind in one datacenter, ordered by namespace then name.
+    pub fn list_datacenter<'a>(
+        &'a self,
+        datacenter: &Datacenter,
+        kind: Kind,
+    ) -> impl Iterator<Item = &'a Arc<Resource>> + 'a {
         reads::note_inexact();
-        let start = ObjectKey::new(kind, namespace, "");
-        let ns = namespace.to_string();
+        let start = ObjectKey::new(datacenter, kind, "", "");
+        let dc = datacenter.clone();
         self.objects
             .range(start..)
-            .take_while(move |(k, _)| k.kind == kind && k.namespace == ns)
+            .take_while(move |(k, _)| k.kind == kind && k.datacenter == dc)
+            .map(|(_, v)| v)
+    }
+
+    /// Every object of a kind in one namespace of one datacenter, ordered by name.
+    pub fn list_in_datacenter<'a>(
+        &'a self,
+        datacenter: &Datacenter,
+        kind: Kind,
+        namespace: &'a str,
+    ) -> impl Iterator<Item = &'a Arc<Resource>> + 'a {
+        reads::note_inexact();
+        let start = ObjectKey::new(datacenter, kind, namespace, "");
+        let dc = datacenter.clone();
+        self.objects
+            .range(start..)
+            .take_while(move |(k, _)| {
+                k.kind == kind && k.datacenter == dc && k.namespace == namespace
+            })
             .map(|(_, v)| v)
     }
 
     /// Objects of a kind (in one namespace, when given) after `after`, in key order: a cursor
-    /// can walk a kind one object at a time.
+    /// can walk a kind one object at a time. A namespace is one range per datacenter.
     pub fn list_after<'a>(
         &'a self,
         kind: Kind,
@@ -217,16 +308,30 @@ impl Snapshot {
     ) -> impl Iterator<Item = &'a Arc<Resource>> + 'a {
         use std::ops::Bound;
         reads::note_inexact();
-        let start = match after {
-            Some(k) => Bound::Excluded(k.clone()),
-            None => Bound::Included(ObjectKey::new(kind, namespace.unwrap_or_default(), "")),
+        let after = after.cloned();
+        // Without a namespace the kind is one range; with one, each datacenter's namespace is.
+        let ranges: Vec<ObjectKey> = match namespace {
+            None => vec![ObjectKey::new(&Datacenter::default(), kind, "", "")],
+            Some(ns) => self
+                .datacenters
+                .keys()
+                .map(|dc| ObjectKey::new(dc, kind, ns, ""))
+                .collect(),
         };
-        self.objects
-            .range((start, Bound::Unbounded))
-            .take_while(move |(k, _)| {
-                k.kind == kind && namespace.is_none_or(|ns| k.namespace == ns)
-            })
-            .map(|(_, v)| v)
+        ranges.into_iter().flat_map(move |start| {
+            let dc = start.datacenter.clone();
+            let from = match &after {
+                Some(k) if *k >= start => Bound::Excluded(k.clone()),
+                _ => Bound::Included(start),
+            };
+            self.objects
+                .range((from, Bound::Unbounded))
+                .take_while(move |(k, _)| {
+                    k.kind == kind
+                        && namespace.is_none_or(|ns| k.datacenter == dc && k.namespace == ns)
+                })
+                .map(|(_, v)| v)
+        })
     }
 
     /// Number of objects of a kind.
@@ -234,27 +339,38 @@ impl Snapshot {
         self.list(kind).count()
     }
 
-    /// Objects found through a secondary index, ordered by key.
-    pub fn lookup(&self, idx: Idx, value: &str) -> impl Iterator<Item = &Arc<Resource>> + '_ {
-        reads::note_index(self, idx, value);
-        self.lookup_untracked(idx, value)
+    /// Objects of one datacenter found through a secondary index, ordered by key.
+    pub fn lookup(
+        &self,
+        datacenter: &Datacenter,
+        idx: Idx,
+        value: &str,
+    ) -> impl Iterator<Item = &Arc<Resource>> + '_ {
+        reads::note_index(self, datacenter, idx, value);
+        self.lookup_untracked(datacenter, idx, value)
     }
 
     pub(super) fn lookup_untracked(
         &self,
+        datacenter: &Datacenter,
         idx: Idx,
         value: &str,
     ) -> impl Iterator<Item = &Arc<Resource>> + '_ {
         self.index
-            .get(&(idx, value.to_string()))
+            .get(&(idx, datacenter.clone(), value.to_string()))
             .into_iter()
             .flat_map(Members::iter)
             .filter_map(|k| self.by_key.get(k))
     }
 
-    /// The first object found through a secondary index.
-    pub fn lookup_one(&self, idx: Idx, value: &str) -> Option<&Arc<Resource>> {
-        self.lookup(idx, value).next()
+    /// The first object of one datacenter found through a secondary index.
+    pub fn lookup_one(
+        &self,
+        datacenter: &Datacenter,
+        idx: Idx,
+        value: &str,
+    ) -> Option<&Arc<Resource>> {
+        self.lookup(datacenter, idx, value).next()
     }
 
     /// Total number of objects.
@@ -269,25 +385,63 @@ impl Snapshot {
         self.objects.is_empty()
     }
 
-    pub(super) fn unindex(&mut self, key: &ObjectKey, r: &Resource) {
-        for entry in index_entries(r) {
+    /// Put an object in (replacing the one under its key), with its index entries.
+    pub(super) fn insert(&mut self, key: ObjectKey, object: Arc<Resource>) {
+        if let Some(previous) = self.by_key.get(&key).cloned() {
+            self.unindex(&key, &previous);
+        } else {
+            *self.datacenters.entry(key.datacenter.clone()).or_default() += 1;
+        }
+        self.reindex(&key, &object);
+        self.by_key.insert(key.clone(), object.clone());
+        self.objects.insert(key, object);
+    }
+
+    /// Take an object out, with its index entries.
+    pub(super) fn remove(&mut self, key: &ObjectKey) -> Option<Arc<Resource>> {
+        let previous = self.objects.remove(key)?;
+        self.by_key.remove(key);
+        self.unindex(key, &previous);
+        if let Some(n) = self.datacenters.get_mut(&key.datacenter) {
+            *n -= 1;
+            if *n == 0 {
+                self.datacenters.remove(&key.datacenter);
+            }
+        }
+        Some(previous)
+    }
+
+    fn unindex(&mut self, key: &ObjectKey, r: &Resource) {
+        let dc = r.datacenter();
+        for (idx, value) in index_entries(r) {
+            let entry = (idx, dc.clone(), value);
             if let Some(set) = self.index.get_mut(&entry)
                 && set.remove(key)
             {
                 self.index.remove(&entry);
             }
         }
-        if !r.uid().is_empty() {
+        if !r.uid().is_empty()
+            && let Some(set) = self.by_uid.get_mut(r.uid())
+            && set.remove(key)
+        {
             self.by_uid.remove(r.uid());
         }
     }
 
-    pub(super) fn reindex(&mut self, key: &ObjectKey, r: &Resource) {
-        for entry in index_entries(r) {
-            self.index.entry(entry).or_default().insert(key.clone());
+    fn reindex(&mut self, key: &ObjectKey, r: &Resource) {
+        let dc = r.datacenter();
+        for (idx, value) in index_entries(r) {
+            self.index
+                .entry((idx, dc.clone(), value))
+                .or_default()
+                .insert(key.clone());
         }
         if !r.uid().is_empty() {
-            self.by_uid.insert(r.uid().to_string(), key.clone());
+            self.by_uid
+                .entry(r.uid().to_string())
+                .or_default()
+                .insert(key.clone());
         }
     }
 }

@@ -61,36 +61,50 @@ fn indexes_follow_label_changes_and_deletions() {
         Op::Upsert(machine("t", "m2", "a", "large")),
     ]);
     let snap = store.snapshot();
-    assert_eq!(snap.lookup(Idx::MachineByCluster, "t/a").count(), 2);
+    assert_eq!(
+        snap.lookup(&Default::default(), Idx::MachineByCluster, "t/a")
+            .count(),
+        2
+    );
     // Relabel m2 into cluster b: the old snapshot is untouched, the new one moved it.
     let c = store.apply(vec![Op::Upsert(machine("t", "m2", "b", "large"))]);
     assert_eq!(c[0].change, ChangeType::Modified);
     assert_eq!(
-        snap.lookup(Idx::MachineByCluster, "t/a").count(),
+        snap.lookup(&Default::default(), Idx::MachineByCluster, "t/a")
+            .count(),
         2,
         "old snapshot must not change"
     );
     let now = store.snapshot();
     assert_eq!(
-        now.lookup(Idx::MachineByCluster, "t/a")
+        now.lookup(&Default::default(), Idx::MachineByCluster, "t/a")
             .map(|m| m.name())
             .collect::<Vec<_>>(),
         vec!["m1"]
     );
-    assert_eq!(now.lookup(Idx::MachineByCluster, "t/b").count(), 1);
-    let d = store.apply(vec![Op::Delete(ObjectKey::new(Kind::Machine, "t", "m1"))]);
+    assert_eq!(
+        now.lookup(&Default::default(), Idx::MachineByCluster, "t/b")
+            .count(),
+        1
+    );
+    let d = store.apply(vec![Op::Delete(ObjectKey::new(
+        &Default::default(),
+        Kind::Machine,
+        "t",
+        "m1",
+    ))]);
     assert_eq!(d[0].change, ChangeType::Deleted);
     assert_eq!(
         store
             .snapshot()
-            .lookup(Idx::MachineByCluster, "t/a")
+            .lookup(&Default::default(), Idx::MachineByCluster, "t/a")
             .count(),
         0
     );
     assert_eq!(
         store
             .snapshot()
-            .lookup(Idx::MachineByClass, "small")
+            .lookup(&Default::default(), Idx::MachineByClass, "small")
             .count(),
         0
     );
@@ -124,7 +138,9 @@ fn restore_keeps_identity_and_continues_the_sequence() {
     assert!(rx.try_recv().is_err(), "restoring publishes no change");
     let snap = store.snapshot();
     assert_eq!(snap.seq(), 41);
-    let got = snap.get(Kind::Machine, "default", "m1").unwrap();
+    let got = snap
+        .get(&Default::default(), Kind::Machine, "default", "m1")
+        .unwrap();
     assert_eq!(got.uid(), "uid-1");
     // The next write continues after the restored sequence.
     let changes = store.apply(vec![Op::Upsert(machine("default", "m2", "c1", "small"))]);
@@ -157,4 +173,132 @@ fn a_memo_is_computed_once_per_snapshot_and_afresh_after_a_write() {
     );
     assert_eq!(*snap.memo(count), 1, "the old snapshot keeps its own");
     assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), 2);
+}
+
+/// Two datacenters may each hold an object with the same kind, namespace and name: they are two
+/// objects, each relationship resolves within its own datacenter, and listing a namespace walks
+/// every datacenter's part of it.
+#[test]
+fn datacenters_keep_same_named_objects_apart() {
+    use crate::model::Datacenter;
+    let (east, west) = (Datacenter::new("east"), Datacenter::new("west"));
+    let store = Store::new();
+    store.apply(vec![
+        Op::Upsert(machine("t", "m", "a", "small").in_datacenter(&east)),
+        Op::Upsert(machine("t", "m", "a", "large").in_datacenter(&west)),
+        Op::Upsert(machine("t", "n", "a", "small").in_datacenter(&west)),
+        Op::Upsert(machine("u", "other-ns", "a", "small").in_datacenter(&west)),
+    ]);
+    let s = store.snapshot();
+    assert_eq!(s.len(), 4);
+    assert_eq!(
+        s.datacenters().cloned().collect::<Vec<_>>(),
+        vec![east.clone(), west.clone()]
+    );
+    let class_of = |dc: &Datacenter| match s.get(dc, Kind::Machine, "t", "m").map(|r| r.as_ref()) {
+        Some(Resource::Machine(m)) => m.spec.machine_class.clone(),
+        _ => None,
+    };
+    assert_eq!(class_of(&east).as_deref(), Some("small"));
+    assert_eq!(class_of(&west).as_deref(), Some("large"));
+    assert!(
+        s.get(&Datacenter::default(), Kind::Machine, "t", "m")
+            .is_none()
+    );
+    // The cluster label `a` resolves per datacenter.
+    let names = |dc: &Datacenter| -> Vec<String> {
+        s.lookup(dc, Idx::MachineByCluster, &scoped("t", "a"))
+            .map(|r| r.name().to_string())
+            .collect()
+    };
+    assert_eq!(names(&east), vec!["m"]);
+    assert_eq!(names(&west), vec!["m", "n"]);
+    // A look-up without a datacenter is ambiguous where both hold one, plain where one does.
+    assert_eq!(
+        s.find(None, Kind::Machine, "t", "m").map(|f| f.is_some()),
+        Err(vec![east.clone(), west.clone()])
+    );
+    assert_eq!(
+        s.find(None, Kind::Machine, "t", "n")
+            .ok()
+            .flatten()
+            .map(|r| r.datacenter().clone()),
+        Some(west.clone())
+    );
+    assert!(
+        s.find(Some(&east), Kind::Machine, "t", "n")
+            .expect("named")
+            .is_none()
+    );
+    // A namespace across datacenters, and a cursor walking it from the middle.
+    let in_t: Vec<String> = s
+        .list_in(Kind::Machine, "t")
+        .map(|r| format!("{}:{}", r.datacenter(), r.name()))
+        .collect();
+    assert_eq!(in_t, vec!["east:m", "west:m", "west:n"]);
+    let after = ObjectKey::new(&east, Kind::Machine, "t", "m");
+    let rest: Vec<String> = s
+        .list_after(Kind::Machine, Some("t"), Some(&after))
+        .map(|r| format!("{}:{}", r.datacenter(), r.name()))
+        .collect();
+    assert_eq!(rest, vec!["west:m", "west:n"]);
+    // Deleting one datacenter's object leaves the other's.
+    store.apply(vec![Op::Delete(ObjectKey::new(
+        &west,
+        Kind::Machine,
+        "t",
+        "m",
+    ))]);
+    let s = store.snapshot();
+    assert!(s.get(&east, Kind::Machine, "t", "m").is_some());
+    assert_eq!(
+        s.lookup(&west, Idx::MachineByCluster, &scoped("t", "a"))
+            .count(),
+        1
+    );
+    // A datacenter that holds nothing is no longer listed.
+    store.apply(vec![Op::Delete(ObjectKey::new(
+        &east,
+        Kind::Machine,
+        "t",
+        "m",
+    ))]);
+    assert_eq!(
+        store.snapshot().datacenters().cloned().collect::<Vec<_>>(),
+        vec![west]
+    );
+}
+
+/// Two datacenters' API servers may give out the same uid (a test server might): each object
+/// keeps its own entry, and removing one leaves the other found.
+#[test]
+fn a_uid_shared_by_two_datacenters_finds_each() {
+    use crate::model::Datacenter;
+    let (east, west) = (Datacenter::new("east"), Datacenter::new("west"));
+    let with_uid = |dc: &Datacenter, name: &str| {
+        let mut r = machine("t", name, "a", "small").in_datacenter(dc);
+        r.meta_mut().uid = Some("same-uid".into());
+        r
+    };
+    let store = Store::new();
+    store.apply(vec![
+        Op::Mirror(with_uid(&east, "e")),
+        Op::Mirror(with_uid(&west, "w")),
+    ]);
+    let s = store.snapshot();
+    assert_eq!(s.by_uid_in(&east, "same-uid").map(|r| r.name()), Some("e"));
+    assert_eq!(s.by_uid_in(&west, "same-uid").map(|r| r.name()), Some("w"));
+    store.apply(vec![Op::Delete(ObjectKey::new(
+        &east,
+        Kind::Machine,
+        "t",
+        "e",
+    ))]);
+    assert_eq!(
+        store
+            .snapshot()
+            .by_uid("same-uid")
+            .map(|r| r.name().to_string()),
+        Some("w".into())
+    );
 }

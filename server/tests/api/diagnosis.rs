@@ -174,6 +174,7 @@ async fn a_ready_cluster_with_a_broken_network_is_ready_degraded_and_counted_apa
         unreachable!()
     };
     let nn_key = ObjectKey::new(
+        &Default::default(),
         Kind::NetworkNamespace,
         kc.namespace(),
         &k.spec.data.network_namespace_name,

@@ -110,6 +110,7 @@ async fn a_machine_s_life_in_the_event_log(db: &TestDb) {
     assert_eq!(days[1]["day"].as_str(), today.get(..10));
 
     store.apply(vec![Op::Delete(ObjectKey::new(
+        &Default::default(),
         Kind::Machine,
         "hist",
         "m1",
@@ -767,6 +768,7 @@ async fn webhooks_are_signed_retried_recorded_and_isolated(db: &TestDb) {
     store.apply(vec![machine("w2", "Pending", "a")]);
     store.apply(vec![machine("w1", "Running", "b")]); // machine.updated: not sent by default
     store.apply(vec![Op::Delete(ObjectKey::new(
+        &Default::default(),
         Kind::Machine,
         "hist",
         "w1",

@@ -250,7 +250,7 @@ async fn import_command_stores_what_the_server_then_serves(db: &TestDb) {
     let url = db.url();
     let (code, out) = run(vec!["migrate".into(), "--database-url".into(), url.clone()]);
     assert_eq!(code, Some(0), "{out}");
-    assert!(out.contains("schema is at migration 4"), "{out}");
+    assert!(out.contains("schema is at migration 5"), "{out}");
 
     // Refused files store nothing, and the command says so with exit 1.
     let invalid = fixtures().join("invalid");
@@ -512,6 +512,7 @@ async fn an_object_deleted_while_the_database_was_away_stays_deleted(db: &TestDb
     // away.
     store.apply(vec![a_machine("deleted-meanwhile", "Running")]);
     store.apply(vec![Op::Delete(ObjectKey::new(
+        &Default::default(),
         Kind::Machine,
         "merge",
         "deleted-meanwhile",
@@ -520,12 +521,18 @@ async fn an_object_deleted_while_the_database_was_away_stays_deleted(db: &TestDb
     wait_written(&app).await;
     let snap = store.snapshot();
     assert!(
-        snap.get(Kind::Machine, "merge", "kept").is_some(),
+        snap.get(&Default::default(), Kind::Machine, "merge", "kept")
+            .is_some(),
         "merged in"
     );
     assert!(
-        snap.get(Kind::Machine, "merge", "deleted-meanwhile")
-            .is_none(),
+        snap.get(
+            &Default::default(),
+            Kind::Machine,
+            "merge",
+            "deleted-meanwhile"
+        )
+        .is_none(),
         "it came back from the database"
     );
     app.stop().await;
@@ -559,7 +566,7 @@ async fn merged_objects_never_reuse_a_resource_version(db: &TestDb) {
         .running()
         .store
         .snapshot()
-        .get(Kind::Machine, "merge", "m")
+        .get(&Default::default(), Kind::Machine, "merge", "m")
         .and_then(|m| m.meta().resource_version.clone())
         .and_then(|v| v.parse().ok())
         .expect("rv");
@@ -572,7 +579,7 @@ async fn merged_objects_never_reuse_a_resource_version(db: &TestDb) {
     wait_written(&app).await;
     let merged = store
         .snapshot()
-        .get(Kind::Machine, "merge", "m")
+        .get(&Default::default(), Kind::Machine, "merge", "m")
         .cloned()
         .expect("merged in");
     let merged_rv: u64 = merged

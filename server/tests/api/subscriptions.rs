@@ -112,6 +112,7 @@ async fn snapshot_then_changes_filtered_with_sequence_numbers() {
     store.apply(vec![Op::Upsert(machine("team-0", "new-one", "Pending"))]);
     store.apply(vec![Op::Upsert(machine("team-0", "new-one", "Running"))]);
     store.apply(vec![Op::Delete(ObjectKey::new(
+        &Default::default(),
         Kind::Machine,
         "team-0",
         "new-one",
@@ -197,7 +198,12 @@ async fn snapshot_and_stream_agree_with_the_graph_during_churn() {
             for round in 0..400u32 {
                 let i = round % 60;
                 let op = if round % 7 == 3 {
-                    Op::Delete(ObjectKey::new(Kind::Machine, "churn", &format!("m{i}")))
+                    Op::Delete(ObjectKey::new(
+                        &Default::default(),
+                        Kind::Machine,
+                        "churn",
+                        &format!("m{i}"),
+                    ))
                 } else {
                     let phase = if round % 2 == 0 { "Running" } else { "Pending" };
                     Op::Upsert(machine("churn", &format!("m{i}"), phase))
@@ -473,6 +479,7 @@ async fn cluster_changed_follows_one_cluster_through_the_pipeline() {
         store
             .snapshot()
             .lookup(
+                &Default::default(),
                 vitistack::store::Idx::MachineByCluster,
                 &vitistack::store::scoped(ns, id),
             )
@@ -522,6 +529,7 @@ async fn cluster_changed_follows_one_cluster_through_the_pipeline() {
     );
     // Deleted: the cluster is null.
     store.apply(vec![Op::Delete(ObjectKey::new(
+        &Default::default(),
         Kind::KubernetesCluster,
         target["namespace"].as_str().unwrap_or_default(),
         target["name"].as_str().unwrap_or_default(),
@@ -564,6 +572,7 @@ async fn cluster_changed_matches_exactly_and_follows_a_renamed_reference() {
     let old_nn = k.spec.data.network_namespace_name.clone();
     let ours = snap
         .lookup(
+            &Default::default(),
             vitistack::store::Idx::MachineByCluster,
             &vitistack::store::scoped(&ns, &id),
         )
@@ -585,7 +594,12 @@ async fn cluster_changed_matches_exactly_and_follows_a_renamed_reference() {
         v["metadata"].as_object_mut().map(|m| m.remove("uid"));
     });
     let nc = snap
-        .get(Kind::NetworkConfiguration, &ns, ours.name())
+        .get(
+            &Default::default(),
+            Kind::NetworkConfiguration,
+            &ns,
+            ours.name(),
+        )
         .cloned()
         .expect("the machine's NC");
     let twin_nc = edited(&nc, |v| {
@@ -624,7 +638,7 @@ async fn cluster_changed_matches_exactly_and_follows_a_renamed_reference() {
     );
     // The cluster now names another NetworkNamespace.
     let nn = snap
-        .get(Kind::NetworkNamespace, &ns, &old_nn)
+        .get(&Default::default(), Kind::NetworkNamespace, &ns, &old_nn)
         .cloned()
         .expect("nn");
     let new_nn = edited(&nn, |v| {
@@ -733,6 +747,7 @@ async fn aggregates_are_debounced_and_sent_only_when_they_change() {
     assert_eq!(h["activeVms"].as_i64(), Some(vms + 1), "{h}");
     // Machines did not change with the VMI: no infrastructure event is waiting before the next.
     store.apply(vec![Op::Delete(ObjectKey::new(
+        &Default::default(),
         Kind::Machine,
         "burst",
         "b0",
@@ -782,7 +797,12 @@ async fn machine_changed_keeps_a_live_view_of_its_filter() {
     store.apply(vec![Op::Upsert(labelled("b", "c1", "Running"))]); // enters
     store.apply(vec![Op::Upsert(labelled("a", "c1", "Failed"))]); // leaves
     store.apply(vec![Op::Upsert(labelled("a", "c1", "Deleting"))]); // still out
-    store.apply(vec![Op::Delete(ObjectKey::new(Kind::Machine, "view", "b"))]); // gone
+    store.apply(vec![Op::Delete(ObjectKey::new(
+        &Default::default(),
+        Kind::Machine,
+        "view",
+        "b",
+    ))]); // gone
     let mut seen = Vec::new();
     for _ in 0..3 {
         let e = ev(next(&mut ws).await);

@@ -315,10 +315,20 @@ async fn gone_410_relists_and_deletes_what_vanished() {
     h.api.drop_watches();
     h.until("m1 deleted after the relist", |s| {
         let snap = s.snapshot();
-        snap.get(vitistack::model::Kind::Machine, "team-a", "m1")
-            .is_none()
+        snap.get(
+            &Default::default(),
+            vitistack::model::Kind::Machine,
+            "team-a",
+            "m1",
+        )
+        .is_none()
             && snap
-                .get(vitistack::model::Kind::Machine, "team-a", "m9")
+                .get(
+                    &Default::default(),
+                    vitistack::model::Kind::Machine,
+                    "team-a",
+                    "m9",
+                )
                 .is_some()
     })
     .await;
@@ -793,7 +803,7 @@ async fn hosts_and_vms_from_nodes_and_kubevirt_with_allocation() {
     );
     h.until("the VMI on w2", |s| {
         s.snapshot()
-            .lookup(vitistack::store::Idx::VmiByNode, "w2")
+            .lookup(&Default::default(), vitistack::store::Idx::VmiByNode, "w2")
             .count()
             == 1
     })

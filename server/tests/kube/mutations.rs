@@ -270,7 +270,12 @@ async fn mutations_are_server_side_applies_answered_once_the_watch_shows_them() 
     h.api.apply("kubernetesclusters", edited);
     h.until("the hand-made pause", |s| {
         s.snapshot()
-            .get(vitistack::model::Kind::KubernetesCluster, "t", "alpha")
+            .get(
+                &Default::default(),
+                vitistack::model::Kind::KubernetesCluster,
+                "t",
+                "alpha",
+            )
             .is_some_and(|c| {
                 c.annotation("upgrade.vitistack.io/do-not-reconcile") == Some("by-hand")
             })

@@ -9,8 +9,12 @@ use crate::model::{Kind, MachineClass, Resource};
 use crate::store::Snapshot;
 
 /// What a class gives: vCPUs and memory bytes; None when the class is missing.
-pub(super) fn class_demand(snap: &Snapshot, class: &str) -> Option<(Demand, bool)> {
-    match snap.get(Kind::MachineClass, "", class)?.as_ref() {
+pub(super) fn class_demand(
+    snap: &Snapshot,
+    dc: &crate::model::Datacenter,
+    class: &str,
+) -> Option<(Demand, bool)> {
+    match snap.get(dc, Kind::MachineClass, "", class)?.as_ref() {
         Resource::MachineClass(mc) => {
             let MachineClass { spec, .. } = mc.as_ref();
             let n = |v: Option<i64>| v.filter(|v| *v > 0).unwrap_or(1) as f64;

@@ -99,6 +99,7 @@ fn a_new_cluster_gets_talos_machine_names_labels_and_classes() {
     let s = store(vec![host("h1", "16", "64Gi"), host("h2", "16", "64Gi")]);
     let p = plan(
         &s.snapshot(),
+        &Default::default(),
         &input(3, &[("a", 2), ("b", 1)]),
         Overcommit::default(),
         1,
@@ -147,7 +148,13 @@ fn a_new_cluster_gets_talos_machine_names_labels_and_classes() {
     // Without a name, and none in the namespace to take: the CRD requires one.
     let mut i = input(1, &[]);
     i.network_namespace_name = None;
-    let p = plan(&s.snapshot(), &i, Overcommit::default(), 1);
+    let p = plan(
+        &s.snapshot(),
+        &Default::default(),
+        &i,
+        Overcommit::default(),
+        1,
+    );
     assert!(
         p.problems
             .iter()
@@ -169,7 +176,13 @@ fn even_control_planes_bad_names_and_missing_or_disabled_classes_are_field_error
     i.zone = " ".into();
     i.control_plane.machine_class = Some("nope".into());
     i.node_pools[1].machine_class = Some("off".into());
-    let p = plan(&s.snapshot(), &i, Overcommit::default(), 1);
+    let p = plan(
+        &s.snapshot(),
+        &Default::default(),
+        &i,
+        Overcommit::default(),
+        1,
+    );
     assert!(!p.valid);
     let paths: Vec<&str> = p.problems.iter().map(|e| e.path.as_str()).collect();
     for want in [
@@ -204,6 +217,7 @@ fn scaling_keeps_existing_machines_and_reuses_the_lowest_free_worker_index() {
     ]);
     let p = plan(
         &s.snapshot(),
+        &Default::default(),
         &input(1, &[("a", 1), ("b", 2)]),
         Overcommit::default(),
         0,
@@ -230,6 +244,7 @@ fn capacity_says_when_machines_do_not_fit_or_leave_too_few_hosts_able_to_fail() 
     // 5 machines of 4 GiB = 20 GiB: fit on both, but not on one: no host can fail.
     let p = plan(
         &small().snapshot(),
+        &Default::default(),
         &input(5, &[]),
         Overcommit::default(),
         1,
@@ -245,6 +260,7 @@ fn capacity_says_when_machines_do_not_fit_or_leave_too_few_hosts_able_to_fail() 
     // With a minimum of 0 they fit.
     let p = plan(
         &small().snapshot(),
+        &Default::default(),
         &input(5, &[]),
         Overcommit::default(),
         0,
@@ -253,6 +269,7 @@ fn capacity_says_when_machines_do_not_fit_or_leave_too_few_hosts_able_to_fail() 
     // 9 machines of 4 GiB = 36 GiB on 32 GiB: do not fit.
     let p = plan(
         &small().snapshot(),
+        &Default::default(),
         &input(9, &[]),
         Overcommit::default(),
         0,
@@ -271,7 +288,13 @@ fn capacity_says_when_machines_do_not_fit_or_leave_too_few_hosts_able_to_fail() 
     // Machines on Proxmox: their hosts are not in the graph.
     let mut i = input(1, &[]);
     i.control_plane.provider = Some("proxmox".into());
-    let p = plan(&small().snapshot(), &i, Overcommit::default(), 0);
+    let p = plan(
+        &small().snapshot(),
+        &Default::default(),
+        &i,
+        Overcommit::default(),
+        0,
+    );
     assert_eq!(p.capacity.verdict, CapacityVerdict::Unknown);
     assert!(
         p.capacity.message.contains("proxmox"),
@@ -282,6 +305,7 @@ fn capacity_says_when_machines_do_not_fit_or_leave_too_few_hosts_able_to_fail() 
     // No host at all: unknown, not a made-up answer.
     let p = plan(
         &store(vec![]).snapshot(),
+        &Default::default(),
         &input(1, &[]),
         Overcommit::default(),
         0,
@@ -294,7 +318,7 @@ fn the_stored_cluster_shows_every_field_its_creation_applied() {
     // The write waits for a change showing the applied fields: a field the model drops or
     // rewrites would make every create wait in vain.
     let s = store(vec![]);
-    let mut config = input(3, &[("a", 2)]).object(&s.snapshot());
+    let mut config = input(3, &[("a", 2)]).object(&s.snapshot(), &Default::default());
     let stored = crate::change::validate(Kind::KubernetesCluster, "v1alpha1", config.clone())
         .expect("valid");
     if let Some(m) = config.as_object_mut() {

@@ -72,10 +72,16 @@ fn a_machine_class_change_moves_the_sums_of_the_machines_that_name_it() {
     let snap = store.snapshot();
     let class = snap
         .list(Kind::MachineClass)
-        .find(|c| snap.lookup(Idx::MachineByClass, c.name()).next().is_some())
+        .find(|c| {
+            snap.lookup(&Default::default(), Idx::MachineByClass, c.name())
+                .next()
+                .is_some()
+        })
         .expect("a class in use")
         .clone();
-    let users = snap.lookup(Idx::MachineByClass, class.name()).count() as i64;
+    let users = snap
+        .lookup(&Default::default(), Idx::MachineByClass, class.name())
+        .count() as i64;
     let mut v = class.to_value();
     let cores = v["spec"]["cpu"]["cores"].as_i64().unwrap_or(1);
     v["spec"]["cpu"]["cores"] = json!(cores + 1);

@@ -229,7 +229,11 @@ fn allocation_counts_every_active_instance_on_the_host_and_keeps_stopped_vms_out
         "status": {"printableStatus": "Stopped"}}),
     );
     let snap = store.snapshot();
-    let n = match snap.get(Kind::Node, "", "h1").unwrap().as_ref() {
+    let n = match snap
+        .get(&Default::default(), Kind::Node, "", "h1")
+        .unwrap()
+        .as_ref()
+    {
         Resource::Node(n) => n.as_ref().clone(),
         _ => unreachable!(),
     };

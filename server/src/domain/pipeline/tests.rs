@@ -56,6 +56,7 @@ fn a_vip_that_is_ready_without_an_address_still_blocks() {
         unreachable!()
     };
     let vip = ObjectKey::new(
+        &Default::default(),
         Kind::ControlPlaneVirtualSharedIp,
         kc.namespace(),
         &k.spec.data.cluster_id,
@@ -102,6 +103,7 @@ fn a_deleted_network_configuration_is_named() {
     let machine = store
         .snapshot()
         .lookup(
+            &Default::default(),
             Idx::MachineByCluster,
             &scoped(kc.namespace(), &k.spec.data.cluster_id),
         )
@@ -109,6 +111,7 @@ fn a_deleted_network_configuration_is_named() {
         .cloned()
         .expect("machine");
     store.apply(vec![Op::Delete(ObjectKey::new(
+        &Default::default(),
         Kind::NetworkConfiguration,
         machine.namespace(),
         machine.name(),
@@ -171,6 +174,7 @@ fn first_machine(store: &Store, kc: &Resource) -> Arc<Resource> {
     store
         .snapshot()
         .lookup(
+            &Default::default(),
             Idx::MachineByCluster,
             &scoped(kc.namespace(), &k.spec.data.cluster_id),
         )
@@ -191,7 +195,12 @@ fn every_blocker_is_listed_terminal_first_with_its_stage_and_what_the_status_say
     // Its NetworkConfiguration is Ready by phase but has no address yet…
     edit(
         &store,
-        &ObjectKey::new(Kind::NetworkConfiguration, m.namespace(), m.name()),
+        &ObjectKey::new(
+            &Default::default(),
+            Kind::NetworkConfiguration,
+            m.namespace(),
+            m.name(),
+        ),
         |r| {
             if let Resource::NetworkConfiguration(c) = r {
                 let st = c.status.as_mut().expect("status");
@@ -211,6 +220,7 @@ fn every_blocker_is_listed_terminal_first_with_its_stage_and_what_the_status_say
     let failed = store
         .snapshot()
         .lookup(
+            &Default::default(),
             Idx::MachineByCluster,
             &scoped(kc.namespace(), &k.spec.data.cluster_id),
         )
@@ -238,7 +248,12 @@ fn every_blocker_is_listed_terminal_first_with_its_stage_and_what_the_status_say
             (Stage::MachinesRunning, ObjectKey::of(&failed), true),
             (
                 Stage::IpsAllocated,
-                ObjectKey::new(Kind::NetworkConfiguration, m.namespace(), m.name()),
+                ObjectKey::new(
+                    &Default::default(),
+                    Kind::NetworkConfiguration,
+                    m.namespace(),
+                    m.name()
+                ),
                 false
             ),
         ],
@@ -266,6 +281,7 @@ fn a_ready_cluster_with_a_broken_network_is_ready_and_degraded() {
         unreachable!()
     };
     let nn = ObjectKey::new(
+        &Default::default(),
         Kind::NetworkNamespace,
         kc.namespace(),
         &k.spec.data.network_namespace_name,
@@ -309,6 +325,7 @@ fn what_the_operators_have_not_reached_yet_is_not_a_blocker() {
         unreachable!()
     };
     let nn = ObjectKey::new(
+        &Default::default(),
         Kind::NetworkNamespace,
         kc.namespace(),
         &k.spec.data.network_namespace_name,

@@ -17,6 +17,7 @@ use crate::store::{ChangeType, Snapshot, Store};
 /// (read from the graph at each change, so a renamed NetworkNamespace reference is followed).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(super) struct ClusterRefs {
+    datacenter: crate::model::Datacenter,
     namespace: String,
     name: String,
     cluster_id: String,
@@ -26,6 +27,7 @@ pub(super) struct ClusterRefs {
 impl ClusterRefs {
     fn of(kc: &crate::model::KubernetesCluster) -> Self {
         ClusterRefs {
+            datacenter: kc.datacenter.clone(),
             namespace: kc.metadata.namespace.clone().unwrap_or_default(),
             name: kc.metadata.name.clone().unwrap_or_default(),
             cluster_id: kc.spec.data.cluster_id.clone(),
@@ -39,7 +41,7 @@ impl ClusterRefs {
 /// through its clusterid label, or through the Machine it is for (same name, or its
 /// `vitistack.io/source-machine` label) when that Machine is the cluster's in `snap`.
 pub(super) fn related(r: &Resource, refs: &ClusterRefs, snap: &Snapshot) -> bool {
-    if r.namespace() != refs.namespace {
+    if r.namespace() != refs.namespace || r.datacenter() != &refs.datacenter {
         return false;
     }
     let id = refs.cluster_id.as_str();
@@ -56,7 +58,7 @@ pub(super) fn related(r: &Resource, refs: &ClusterRefs, snap: &Snapshot) -> bool
                 let machine = r
                     .label(crate::model::LABEL_SOURCE_MACHINE)
                     .unwrap_or(r.name());
-                snap.get(Kind::Machine, &refs.namespace, machine)
+                snap.get(&refs.datacenter, Kind::Machine, &refs.namespace, machine)
                     .is_some_and(|m| m.label(crate::model::LABEL_CLUSTER_ID) == Some(id))
             }
         }

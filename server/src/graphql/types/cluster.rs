@@ -37,20 +37,26 @@ pub struct ControlPlane {
     pub machine_class_name: String,
     /// Machine provider type copied into each Machine (`kubevirt`).
     pub provider: String,
+    #[graphql(skip)]
+    datacenter: crate::model::Datacenter,
 }
 
 #[async_graphql::ComplexObject]
 impl ControlPlane {
     /// The MachineClass.
     async fn machine_class(&self, ctx: &Context<'_>) -> Option<MachineClassObj> {
-        class_named(ctx, &self.machine_class_name)
+        class_named(ctx, &self.datacenter, &self.machine_class_name)
     }
 }
 
-/// The MachineClass with this name (cluster-scoped).
-fn class_named(ctx: &Context<'_>, name: &str) -> Option<MachineClassObj> {
+/// The MachineClass with this name (cluster-scoped) in a datacenter.
+fn class_named(
+    ctx: &Context<'_>,
+    datacenter: &crate::model::Datacenter,
+    name: &str,
+) -> Option<MachineClassObj> {
     one(
-        snap(ctx).get(crate::model::Kind::MachineClass, "", name),
+        snap(ctx).get(datacenter, crate::model::Kind::MachineClass, "", name),
         MachineClassObj::new,
     )
 }
@@ -90,7 +96,7 @@ pub struct NodePool {
 impl NodePool {
     /// The MachineClass.
     async fn machine_class(&self, ctx: &Context<'_>) -> Option<MachineClassObj> {
-        class_named(ctx, &self.machine_class_name)
+        class_named(ctx, self.cluster.0.datacenter(), &self.machine_class_name)
     }
 
     /// Machines of this pool (annotation `vitistack.io/nodepool`).
@@ -116,6 +122,7 @@ impl NodePool {
 fn cluster_machines(ctx: &Context<'_>, c: &ClusterObj) -> Vec<MachineObj> {
     many(
         snap(ctx).lookup(
+            c.0.datacenter(),
             Idx::MachineByCluster,
             &scoped(c.0.namespace(), &c.kc().spec.data.cluster_id),
         ),
@@ -277,7 +284,7 @@ node_type! {
         /// Control-plane topology.
         async fn control_plane(&self) -> ControlPlane {
             let cp = &self.kc().spec.topology.controlplane;
-            ControlPlane { replicas: cp.replicas, version: cp.version.clone(), machine_class_name: cp.machine_class.clone(), provider: cp.provider.clone() }
+            ControlPlane { replicas: cp.replicas, version: cp.version.clone(), machine_class_name: cp.machine_class.clone(), provider: cp.provider.clone(), datacenter: self.0.datacenter().clone() }
         }
         /// Worker node pools.
         async fn node_pools(&self) -> Vec<NodePool> {
@@ -301,7 +308,7 @@ node_type! {
         #[allow(clippy::too_many_arguments)]
         async fn machines(&self, ctx: &Context<'_>, role: Option<NodeRole>, node_pool: Option<String>, filter: Option<Filter>, sort: Option<Sort>,
                           after: Option<String>, before: Option<String>, first: Option<i32>, last: Option<i32>) -> async_graphql::Result<Conn<MachineObj>> {
-            let mut items: Vec<_> = snap(ctx).lookup(Idx::MachineByCluster, &scoped(self.0.namespace(), &self.kc().spec.data.cluster_id)).cloned().collect();
+            let mut items: Vec<_> = snap(ctx).lookup(self.0.datacenter(), Idx::MachineByCluster, &scoped(self.0.namespace(), &self.kc().spec.data.cluster_id)).cloned().collect();
             if let Some(role) = role {
                 items.retain(|m| m.label(LABEL_NODE_ROLE) == Some(role.label()));
             }
@@ -312,34 +319,34 @@ node_type! {
         }
         /// The NetworkNamespace named by `spec.data.networkNamespaceName`.
         async fn network_namespace(&self, ctx: &Context<'_>) -> Option<NetworkNamespaceObj> {
-            one(snap(ctx).get(crate::model::Kind::NetworkNamespace, self.0.namespace(), &self.kc().spec.data.network_namespace_name), NetworkNamespaceObj::new)
+            one(snap(ctx).get(self.0.datacenter(), crate::model::Kind::NetworkNamespace, self.0.namespace(), &self.kc().spec.data.network_namespace_name), NetworkNamespaceObj::new)
         }
         /// The ControlPlaneVirtualSharedIP named after the clusterId.
         async fn control_plane_vip(&self, ctx: &Context<'_>) -> Option<VipObj> {
             let s = snap(ctx);
-            one(s.get(crate::model::Kind::ControlPlaneVirtualSharedIp, self.0.namespace(), &self.kc().spec.data.cluster_id)
-                .or_else(|| s.lookup_one(Idx::VipByCluster, &scoped(self.0.namespace(), &self.kc().spec.data.cluster_id))), VipObj::new)
+            one(s.get(self.0.datacenter(), crate::model::Kind::ControlPlaneVirtualSharedIp, self.0.namespace(), &self.kc().spec.data.cluster_id)
+                .or_else(|| s.lookup_one(self.0.datacenter(), Idx::VipByCluster, &scoped(self.0.namespace(), &self.kc().spec.data.cluster_id))), VipObj::new)
         }
         /// NetworkConfigurations labelled with the cluster id (VIP configurations).
         async fn vip_network_configurations(&self, ctx: &Context<'_>) -> Vec<NetworkConfigurationObj> {
-            many(snap(ctx).lookup(Idx::ConfigByCluster, &scoped(self.0.namespace(), &self.kc().spec.data.cluster_id)), NetworkConfigurationObj::new)
+            many(snap(ctx).lookup(self.0.datacenter(), Idx::ConfigByCluster, &scoped(self.0.namespace(), &self.kc().spec.data.cluster_id)), NetworkConfigurationObj::new)
         }
         /// EtcdBackups naming this cluster.
         async fn etcd_backups(&self, ctx: &Context<'_>) -> Vec<EtcdBackupObj> {
             let s = snap(ctx);
-            let mut out = many(s.lookup(Idx::BackupByCluster, &scoped(self.0.namespace(), &self.kc().spec.data.cluster_id)), EtcdBackupObj::new);
+            let mut out = many(s.lookup(self.0.datacenter(), Idx::BackupByCluster, &scoped(self.0.namespace(), &self.kc().spec.data.cluster_id)), EtcdBackupObj::new);
             if self.0.name() != self.kc().spec.data.cluster_id {
-                out.extend(many(s.lookup(Idx::BackupByCluster, &scoped(self.0.namespace(), self.0.name())), EtcdBackupObj::new));
+                out.extend(many(s.lookup(self.0.datacenter(), Idx::BackupByCluster, &scoped(self.0.namespace(), self.0.name())), EtcdBackupObj::new));
             }
             out
         }
         /// ClusterStorages for this cluster id.
         async fn cluster_storages(&self, ctx: &Context<'_>) -> Vec<ClusterStorageObj> {
-            many(snap(ctx).lookup(Idx::StorageByCluster, &scoped(self.0.namespace(), &self.kc().spec.data.cluster_id)), ClusterStorageObj::new)
+            many(snap(ctx).lookup(self.0.datacenter(), Idx::StorageByCluster, &scoped(self.0.namespace(), &self.kc().spec.data.cluster_id)), ClusterStorageObj::new)
         }
         /// KubernetesProviders of this cluster's provider type (matched by type, never by name).
         async fn kubernetes_providers(&self, ctx: &Context<'_>) -> Vec<KubernetesProviderObj> {
-            many(snap(ctx).lookup(Idx::KubernetesProviderByType, &self.kc().spec.data.provider), KubernetesProviderObj::new)
+            many(snap(ctx).lookup(self.0.datacenter(), Idx::KubernetesProviderByType, &self.kc().spec.data.provider), KubernetesProviderObj::new)
         }
         /// Where the cluster is in the operators' pipeline.
         async fn pipeline(&self, ctx: &Context<'_>) -> Pipeline {
@@ -372,12 +379,12 @@ node_type! {
         /// The MachineProvider named by `spec.machineProviderRef`.
         async fn machine_provider(&self, ctx: &Context<'_>) -> Option<super::MachineProviderObj> {
             let Resource::KubernetesProvider(p) = &*self.0 else { return None };
-            one(snap(ctx).get(crate::model::Kind::MachineProvider, "", &p.spec.machine_provider_ref.as_ref()?.name), super::MachineProviderObj::new)
+            one(snap(ctx).get(self.0.datacenter(), crate::model::Kind::MachineProvider, "", &p.spec.machine_provider_ref.as_ref()?.name), super::MachineProviderObj::new)
         }
         /// Clusters whose `spec.data.provider` is this provider's type.
         async fn clusters(&self, ctx: &Context<'_>, filter: Option<Filter>, sort: Option<Sort>, after: Option<String>, first: Option<i32>) -> async_graphql::Result<Conn<ClusterObj>> {
             let Resource::KubernetesProvider(p) = &*self.0 else { return Err("not a KubernetesProvider".into()) };
-            let items = snap(ctx).lookup(Idx::ClusterByProvider, &p.spec.provider_type).cloned().collect();
+            let items = snap(ctx).lookup(self.0.datacenter(), Idx::ClusterByProvider, &p.spec.provider_type).cloned().collect();
             connection(ctx, items, filter.as_ref(), sort, PageArgs { after, first, ..Default::default() }, ClusterObj::new).await
         }
     }
@@ -402,8 +409,8 @@ node_type! {
         async fn cluster(&self, ctx: &Context<'_>) -> Option<ClusterObj> {
             let Resource::EtcdBackup(b) = &*self.0 else { return None };
             let s = snap(ctx);
-            one(s.lookup_one(Idx::ClusterById, &scoped(self.0.namespace(), &b.spec.cluster_name))
-                .or_else(|| s.get(crate::model::Kind::KubernetesCluster, self.0.namespace(), &b.spec.cluster_name)), ClusterObj::new)
+            one(s.lookup_one(self.0.datacenter(), Idx::ClusterById, &scoped(self.0.namespace(), &b.spec.cluster_name))
+                .or_else(|| s.get(self.0.datacenter(), crate::model::Kind::KubernetesCluster, self.0.namespace(), &b.spec.cluster_name)), ClusterObj::new)
         }
     }
 }
@@ -420,12 +427,12 @@ node_type! {
         /// The cluster.
         async fn cluster(&self, ctx: &Context<'_>) -> Option<ClusterObj> {
             let Resource::ClusterStorage(s) = &*self.0 else { return None };
-            one(snap(ctx).lookup_one(Idx::ClusterById, &scoped(self.0.namespace(), &s.spec.cluster_id)), ClusterObj::new)
+            one(snap(ctx).lookup_one(self.0.datacenter(), Idx::ClusterById, &scoped(self.0.namespace(), &s.spec.cluster_id)), ClusterObj::new)
         }
         /// The ClusterStorageClass.
         async fn storage_class(&self, ctx: &Context<'_>) -> Option<ClusterStorageClassObj> {
             let Resource::ClusterStorage(s) = &*self.0 else { return None };
-            one(snap(ctx).get(crate::model::Kind::ClusterStorageClass, "", &s.spec.cluster_storage_class), ClusterStorageClassObj::new)
+            one(snap(ctx).get(self.0.datacenter(), crate::model::Kind::ClusterStorageClass, "", &s.spec.cluster_storage_class), ClusterStorageClassObj::new)
         }
     }
 }
@@ -441,7 +448,7 @@ node_type! {
         async fn version(&self) -> Option<&str> { match &*self.0 { Resource::ClusterStorageClass(c) => Some(&c.spec.version), _ => None } }
         /// ClusterStorages of this class.
         async fn cluster_storages(&self, ctx: &Context<'_>) -> Vec<ClusterStorageObj> {
-            many(snap(ctx).lookup(Idx::StorageByClass, self.0.name()), ClusterStorageObj::new)
+            many(snap(ctx).lookup(self.0.datacenter(), Idx::StorageByClass, self.0.name()), ClusterStorageObj::new)
         }
     }
 }

@@ -209,30 +209,30 @@ node_type! {
         /// The KubernetesCluster, by label `vitistack.io/clusterid` in the same namespace.
         async fn cluster(&self, ctx: &Context<'_>) -> Option<ClusterObj> {
             let id = self.0.label(LABEL_CLUSTER_ID)?;
-            one(snap(ctx).lookup_one(Idx::ClusterById, &scoped(self.0.namespace(), id)), ClusterObj::new)
+            one(snap(ctx).lookup_one(self.0.datacenter(), Idx::ClusterById, &scoped(self.0.namespace(), id)), ClusterObj::new)
         }
         /// The MachineClass named by `spec.machineClass`.
         async fn machine_class(&self, ctx: &Context<'_>) -> Option<MachineClassObj> {
             let name = self.m().spec.machine_class.as_deref()?;
-            one(snap(ctx).get(Kind::MachineClass, "", name), MachineClassObj::new)
+            one(snap(ctx).get(self.0.datacenter(), Kind::MachineClass, "", name), MachineClassObj::new)
         }
         /// The NetworkConfiguration with the same name (the Machine's IP request and result).
         async fn network_configuration(&self, ctx: &Context<'_>) -> Option<NetworkConfigurationObj> {
-            one(snap(ctx).get(Kind::NetworkConfiguration, self.0.namespace(), self.0.name()), NetworkConfigurationObj::new)
+            one(snap(ctx).get(self.0.datacenter(), Kind::NetworkConfiguration, self.0.namespace(), self.0.name()), NetworkConfigurationObj::new)
         }
         /// The NetworkNamespace named by `spec.network.networkNamespaceName`.
         async fn network_namespace(&self, ctx: &Context<'_>) -> Option<NetworkNamespaceObj> {
             let nn = self.m().spec.network.as_ref()?.network_namespace_name.as_deref()?;
-            one(snap(ctx).get(Kind::NetworkNamespace, self.0.namespace(), nn), NetworkNamespaceObj::new)
+            one(snap(ctx).get(self.0.datacenter(), Kind::NetworkNamespace, self.0.namespace(), nn), NetworkNamespaceObj::new)
         }
         /// The KubevirtConfig named by annotation `vitistack.io/kubevirt-config`.
         async fn kubevirt_config(&self, ctx: &Context<'_>) -> Option<KubevirtConfigObj> {
             let name = self.0.annotation(ANNOTATION_KUBEVIRT_CONFIG)?;
-            one(snap(ctx).get(Kind::KubevirtConfig, "", name), KubevirtConfigObj::new)
+            one(snap(ctx).get(self.0.datacenter(), Kind::KubevirtConfig, "", name), KubevirtConfigObj::new)
         }
         /// MachineProviders whose `providerType` equals `spec.provider`.
         async fn machine_providers(&self, ctx: &Context<'_>) -> Vec<MachineProviderObj> {
-            many(snap(ctx).lookup(Idx::MachineProviderByType, &self.m().spec.provider), MachineProviderObj::new)
+            many(snap(ctx).lookup(self.0.datacenter(), Idx::MachineProviderByType, &self.m().spec.provider), MachineProviderObj::new)
         }
     }
 }
@@ -302,12 +302,12 @@ node_type! {
         /// Machines of this class.
         #[allow(clippy::too_many_arguments)]
         async fn machines(&self, ctx: &Context<'_>, filter: Option<Filter>, sort: Option<Sort>, after: Option<String>, before: Option<String>, first: Option<i32>, last: Option<i32>) -> async_graphql::Result<Conn<MachineObj>> {
-            let items = snap(ctx).lookup(Idx::MachineByClass, self.0.name()).cloned().collect();
+            let items = snap(ctx).lookup(self.0.datacenter(), Idx::MachineByClass, self.0.name()).cloned().collect();
             connection(ctx, items, filter.as_ref(), sort, PageArgs { after, before, first, last }, MachineObj::new).await
         }
         /// KubernetesClusters whose topology uses this class.
         async fn clusters(&self, ctx: &Context<'_>) -> Vec<ClusterObj> {
-            many(snap(ctx).lookup(Idx::ClusterByClass, self.0.name()), ClusterObj::new)
+            many(snap(ctx).lookup(self.0.datacenter(), Idx::ClusterByClass, self.0.name()), ClusterObj::new)
         }
     }
 }
@@ -341,17 +341,17 @@ node_type! {
         /// Machines whose `spec.provider` is this provider's type.
         #[allow(clippy::too_many_arguments)]
         async fn machines(&self, ctx: &Context<'_>, filter: Option<Filter>, sort: Option<Sort>, after: Option<String>, before: Option<String>, first: Option<i32>, last: Option<i32>) -> async_graphql::Result<Conn<MachineObj>> {
-            let items = snap(ctx).lookup(Idx::MachineByProvider, &self.p().spec.provider_type).cloned().collect();
+            let items = snap(ctx).lookup(self.0.datacenter(), Idx::MachineByProvider, &self.p().spec.provider_type).cloned().collect();
             connection(ctx, items, filter.as_ref(), sort, PageArgs { after, before, first, last }, MachineObj::new).await
         }
         /// The KubevirtConfig this provider was registered from (label `vitistack.io/kubevirt-config`).
         async fn kubevirt_config(&self, ctx: &Context<'_>) -> Option<KubevirtConfigObj> {
             let name = self.0.label(ANNOTATION_KUBEVIRT_CONFIG)?;
-            one(snap(ctx).get(Kind::KubevirtConfig, "", name), KubevirtConfigObj::new)
+            one(snap(ctx).get(self.0.datacenter(), Kind::KubevirtConfig, "", name), KubevirtConfigObj::new)
         }
         /// KubernetesProviders that reference this provider.
         async fn kubernetes_providers(&self, ctx: &Context<'_>) -> Vec<super::KubernetesProviderObj> {
-            many(snap(ctx).lookup(Idx::KubernetesProviderByMachineProvider, self.0.name()), super::KubernetesProviderObj::new)
+            many(snap(ctx).lookup(self.0.datacenter(), Idx::KubernetesProviderByMachineProvider, self.0.name()), super::KubernetesProviderObj::new)
         }
     }
 }
@@ -368,12 +368,12 @@ node_type! {
         /// Machines annotated with this config.
         #[allow(clippy::too_many_arguments)]
         async fn machines(&self, ctx: &Context<'_>, filter: Option<Filter>, sort: Option<Sort>, after: Option<String>, before: Option<String>, first: Option<i32>, last: Option<i32>) -> async_graphql::Result<Conn<MachineObj>> {
-            let items = snap(ctx).lookup(Idx::MachineByKubevirtConfig, self.0.name()).cloned().collect();
+            let items = snap(ctx).lookup(self.0.datacenter(), Idx::MachineByKubevirtConfig, self.0.name()).cloned().collect();
             connection(ctx, items, filter.as_ref(), sort, PageArgs { after, before, first, last }, MachineObj::new).await
         }
         /// The MachineProvider registered from this config.
         async fn machine_provider(&self, ctx: &Context<'_>) -> Option<MachineProviderObj> {
-            one(snap(ctx).lookup_one(Idx::MachineProviderByKubevirtConfig, self.0.name()), MachineProviderObj::new)
+            one(snap(ctx).lookup_one(self.0.datacenter(), Idx::MachineProviderByKubevirtConfig, self.0.name()), MachineProviderObj::new)
         }
     }
 }

@@ -64,6 +64,8 @@ pub struct VmMembership {
     /// Where it came from: an explicit label, the source Machine, or a name guess.
     pub source: MembershipSource,
     #[graphql(skip)]
+    datacenter: crate::model::Datacenter,
+    #[graphql(skip)]
     namespace: String,
 }
 
@@ -72,7 +74,11 @@ impl VmMembership {
     /// The KubernetesCluster, when it is in the graph.
     async fn cluster(&self, ctx: &Context<'_>) -> Option<ClusterObj> {
         one(
-            snap(ctx).lookup_one(Idx::ClusterById, &scoped(&self.namespace, &self.cluster_id)),
+            snap(ctx).lookup_one(
+                &self.datacenter,
+                Idx::ClusterById,
+                &scoped(&self.namespace, &self.cluster_id),
+            ),
             ClusterObj::new,
         )
     }
@@ -82,6 +88,7 @@ fn membership(ctx: &Context<'_>, r: &Resource) -> Option<VmMembership> {
     hosts::cluster_of(&snap(ctx), r).map(|(cluster_id, source)| VmMembership {
         cluster_id,
         source,
+        datacenter: r.datacenter().clone(),
         namespace: r.namespace().to_string(),
     })
 }
@@ -116,7 +123,7 @@ node_type! {
         /// How full it is.
         async fn allocation(&self, ctx: &Context<'_>) -> HostAllocation {
             match &*self.0 {
-                Resource::Node(n) => hosts::allocation(&snap(ctx), n, overcommit(ctx)).into(),
+                Resource::Node(n) => hosts::allocation(&snap(ctx), n.as_ref(), overcommit(ctx)).into(),
                 _ => hosts::Allocation::default().into(),
             }
         }
@@ -129,7 +136,7 @@ node_type! {
         }
         /// The VM instances placed on it (any phase), by namespace and name.
         async fn vms(&self, ctx: &Context<'_>) -> Vec<VirtualMachineInstanceObj> {
-            many(snap(ctx).lookup(Idx::VmiByNode, self.0.name()), VirtualMachineInstanceObj::new)
+            many(snap(ctx).lookup(self.0.datacenter(), Idx::VmiByNode, self.0.name()), VirtualMachineInstanceObj::new)
         }
     }
 }
@@ -153,12 +160,12 @@ node_type! {
         }
         /// True while it has an active instance.
         async fn running(&self, ctx: &Context<'_>) -> bool {
-            matches!(snap(ctx).get(Kind::VirtualMachineInstance, self.0.namespace(), self.0.name()).map(|r| r.as_ref()),
+            matches!(snap(ctx).get(self.0.datacenter(), Kind::VirtualMachineInstance, self.0.namespace(), self.0.name()).map(|r| r.as_ref()),
                 Some(Resource::VirtualMachineInstance(i)) if hosts::vmi_active(i))
         }
         /// Its instance, while one exists.
         async fn instance(&self, ctx: &Context<'_>) -> Option<VirtualMachineInstanceObj> {
-            one(snap(ctx).get(Kind::VirtualMachineInstance, self.0.namespace(), self.0.name()), VirtualMachineInstanceObj::new)
+            one(snap(ctx).get(self.0.datacenter(), Kind::VirtualMachineInstance, self.0.namespace(), self.0.name()), VirtualMachineInstanceObj::new)
         }
         /// vCPUs it asks for (sockets × cores × threads of the template).
         async fn vcpus(&self) -> f64 {
@@ -175,7 +182,7 @@ node_type! {
         /// The Machine it realises (label `vitistack.io/source-machine`).
         async fn machine(&self, ctx: &Context<'_>) -> Option<MachineObj> {
             let m = self.0.label(crate::model::LABEL_SOURCE_MACHINE)?;
-            one(snap(ctx).get(Kind::Machine, self.0.namespace(), m), MachineObj::new)
+            one(snap(ctx).get(self.0.datacenter(), Kind::Machine, self.0.namespace(), m), MachineObj::new)
         }
     }
 }
@@ -191,7 +198,7 @@ node_type! {
         /// The host it runs on.
         async fn host(&self, ctx: &Context<'_>) -> Option<HostObj> {
             let Resource::VirtualMachineInstance(i) = &*self.0 else { return None };
-            one(snap(ctx).get(Kind::Node, "", crate::model::kubevirt::vmi_node(i)?), HostObj::new)
+            one(snap(ctx).get(self.0.datacenter(), Kind::Node, "", crate::model::kubevirt::vmi_node(i)?), HostObj::new)
         }
         /// True while it holds resources on its host (not Succeeded/Failed).
         async fn active(&self) -> bool {
@@ -209,7 +216,7 @@ node_type! {
         }
         /// Its VirtualMachine, when it has one (standalone instances do not).
         async fn vm(&self, ctx: &Context<'_>) -> Option<VirtualMachineObj> {
-            one(snap(ctx).get(Kind::VirtualMachine, self.0.namespace(), self.0.name()), VirtualMachineObj::new)
+            one(snap(ctx).get(self.0.datacenter(), Kind::VirtualMachine, self.0.namespace(), self.0.name()), VirtualMachineObj::new)
         }
         /// The cluster it belongs to, and how that is known.
         async fn membership(&self, ctx: &Context<'_>) -> Option<VmMembership> { membership(ctx, &self.0) }
@@ -223,7 +230,12 @@ impl VirtualMachineInstanceObj {
         };
         let s = snap(ctx);
         let vm = match s
-            .get(Kind::VirtualMachine, self.0.namespace(), self.0.name())
+            .get(
+                self.0.datacenter(),
+                Kind::VirtualMachine,
+                self.0.namespace(),
+                self.0.name(),
+            )
             .map(|r| r.as_ref())
         {
             Some(Resource::VirtualMachine(vm)) => Some(vm.as_ref()),
@@ -296,7 +308,7 @@ pub fn host_capacity_full(s: &crate::store::Snapshot, o: Overcommit) -> HostCapa
     let stopped = s
         .list(Kind::VirtualMachine)
         .filter(|vm| {
-            !matches!(s.get(Kind::VirtualMachineInstance, vm.namespace(), vm.name()).map(|r| r.as_ref()),
+            !matches!(s.get(vm.datacenter(), Kind::VirtualMachineInstance, vm.namespace(), vm.name()).map(|r| r.as_ref()),
                 Some(Resource::VirtualMachineInstance(i)) if hosts::vmi_active(i))
         })
         .count();

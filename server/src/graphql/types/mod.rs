@@ -21,7 +21,8 @@ pub use network::*;
 
 use super::paging::{self, ConnectionFields, Cursor, Filter, PageArgs, Sort};
 use super::parts::{Memo, ShowsObject};
-use crate::model::{Condition, Kind, Resource};
+use crate::error::ErrorCode;
+use crate::model::{Condition, Datacenter, Kind, Resource};
 use crate::store::{ObjectKey, Snapshot};
 
 /// The snapshot a request reads (set once per request, so the whole answer is consistent).
@@ -68,10 +69,69 @@ pub async fn connection<T: async_graphql::OutputType + ShowsObject>(
     Ok(conn)
 }
 
-/// Opaque global id of an object: base64url of `["Kind","namespace","name"]`.
+/// Opaque global id of an object: base64url of `["Kind","namespace","name","datacenter"]`, or
+/// of `["Kind","namespace","name"]` in the one datacenter of a single-cluster deployment (the
+/// ids it gave out before there were several stay valid).
 pub fn global_id(r: &Resource) -> async_graphql::ID {
-    let parts = [r.kind().name(), r.namespace(), r.name()];
-    async_graphql::ID(URL_SAFE_NO_PAD.encode(serde_json::to_vec(&parts).unwrap_or_default()))
+    encode_id(r.kind(), r.namespace(), r.name(), r.datacenter())
+}
+
+/// The global id of the object with this key (see [`global_id`]).
+pub fn key_id(key: &ObjectKey) -> async_graphql::ID {
+    encode_id(key.kind, &key.namespace, &key.name, &key.datacenter)
+}
+
+fn encode_id(kind: Kind, namespace: &str, name: &str, dc: &Datacenter) -> async_graphql::ID {
+    let json = if dc.is_single() {
+        serde_json::to_vec(&[kind.name(), namespace, name])
+    } else {
+        serde_json::to_vec(&[kind.name(), namespace, name, dc.key()])
+    };
+    async_graphql::ID(URL_SAFE_NO_PAD.encode(json.unwrap_or_default()))
+}
+
+/// An object by name: in the datacenter named, else in whichever one holds it; `AMBIGUOUS`
+/// (with the datacenters in `extensions.datacenters`) when several do.
+pub fn by_name(
+    s: &Snapshot,
+    datacenter: Option<&str>,
+    kind: Kind,
+    namespace: &str,
+    name: &str,
+) -> async_graphql::Result<Option<Arc<Resource>>> {
+    let dc = datacenter.map(Datacenter::new);
+    match s.find(dc.as_ref(), kind, namespace, name) {
+        Ok(found) => Ok(found.cloned()),
+        Err(several) => Err(ambiguous(kind, namespace, name, &several)),
+    }
+}
+
+/// The `AMBIGUOUS` error of a look-up that matched in several datacenters.
+pub fn ambiguous(
+    kind: Kind,
+    namespace: &str,
+    name: &str,
+    datacenters: &[Datacenter],
+) -> async_graphql::Error {
+    use async_graphql::ErrorExtensions;
+    let keys: Vec<String> = datacenters.iter().map(|d| d.key().to_string()).collect();
+    let what = if namespace.is_empty() {
+        format!("{kind} {name}")
+    } else {
+        format!("{kind} {namespace}/{name}")
+    };
+    ErrorCode::Ambiguous
+        .graphql(format!(
+            "{what} exists in {} datacenters ({}): name one with `datacenter`",
+            keys.len(),
+            keys.join(", ")
+        ))
+        .extend_with(move |_, e| {
+            e.set(
+                "datacenters",
+                async_graphql::Value::List(keys.iter().cloned().map(Into::into).collect()),
+            )
+        })
 }
 
 /// Why a text is not a global id of this server.
@@ -88,15 +148,15 @@ pub fn decode_id(id: &str) -> Result<ObjectKey, IdError> {
     let not_an_id = || IdError::NotAnId(id.to_string());
     let bytes = URL_SAFE_NO_PAD.decode(id).map_err(|_| not_an_id())?;
     let parts: Vec<String> = serde_json::from_slice(&bytes).map_err(|_| not_an_id())?;
-    match parts.as_slice() {
-        [kind, ns, name] => {
-            let kind: Kind = kind
-                .parse()
-                .map_err(|_| IdError::UnknownKind(id.to_string()))?;
-            Ok(ObjectKey::new(kind, ns, name))
-        }
-        _ => Err(not_an_id()),
-    }
+    let (kind, ns, name, dc) = match parts.as_slice() {
+        [kind, ns, name] => (kind, ns, name, Datacenter::default()),
+        [kind, ns, name, dc] if !dc.is_empty() => (kind, ns, name, Datacenter::new(dc)),
+        _ => return Err(not_an_id()),
+    };
+    let kind: Kind = kind
+        .parse()
+        .map_err(|_| IdError::UnknownKind(id.to_string()))?;
+    Ok(ObjectKey::new(&dc, kind, ns, name))
 }
 
 pub use crate::domain::summary::Long;
@@ -365,4 +425,25 @@ pub fn many<'a, T>(
 /// Raw JSON of any object (used by `raw` on embedded parts).
 pub fn json(v: serde_json::Value) -> Json<serde_json::Value> {
     Json(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_carry_the_datacenter_and_old_ids_stay_valid() {
+        let east = Datacenter::new("east");
+        let key = ObjectKey::new(&east, Kind::Machine, "t", "m");
+        assert_eq!(decode_id(&key_id(&key)), Ok(key.clone()));
+        // An id of the single-cluster server (three parts) still names its object.
+        let single = ObjectKey::new(&Datacenter::default(), Kind::Machine, "t", "m");
+        let old = URL_SAFE_NO_PAD.encode(br#"["Machine","t","m"]"#);
+        assert_eq!(decode_id(&old), Ok(single.clone()));
+        assert_eq!(key_id(&single).0, old);
+        assert_ne!(key_id(&single), key_id(&key));
+        // An empty datacenter is written as three parts, never as a fourth.
+        let four_empty = URL_SAFE_NO_PAD.encode(br#"["Machine","t","m",""]"#);
+        assert!(decode_id(&four_empty).is_err());
+    }
 }

@@ -117,18 +117,18 @@ node_type! {
         }
         /// Clusters whose `spec.data.networkNamespaceName` is this namespace.
         async fn clusters(&self, ctx: &Context<'_>) -> Vec<ClusterObj> {
-            many(snap(ctx).lookup(Idx::ClusterByNetworkNamespace, &scoped(self.0.namespace(), self.0.name())), ClusterObj::new)
+            many(snap(ctx).lookup(self.0.datacenter(), Idx::ClusterByNetworkNamespace, &scoped(self.0.namespace(), self.0.name())), ClusterObj::new)
         }
         /// Machines whose `spec.network.networkNamespaceName` is this namespace.
         #[allow(clippy::too_many_arguments)]
         async fn machines(&self, ctx: &Context<'_>, filter: Option<Filter>, sort: Option<Sort>, after: Option<String>, before: Option<String>, first: Option<i32>, last: Option<i32>) -> async_graphql::Result<Conn<MachineObj>> {
-            let items = snap(ctx).lookup(Idx::MachineByNetworkNamespace, &scoped(self.0.namespace(), self.0.name())).cloned().collect();
+            let items = snap(ctx).lookup(self.0.datacenter(), Idx::MachineByNetworkNamespace, &scoped(self.0.namespace(), self.0.name())).cloned().collect();
             connection(ctx, items, filter.as_ref(), sort, PageArgs { after, before, first, last }, MachineObj::new).await
         }
         /// NetworkConfigurations whose `spec.networkNamespaceName` is this namespace.
         #[allow(clippy::too_many_arguments)]
         async fn network_configurations(&self, ctx: &Context<'_>, filter: Option<Filter>, sort: Option<Sort>, after: Option<String>, before: Option<String>, first: Option<i32>, last: Option<i32>) -> async_graphql::Result<Conn<NetworkConfigurationObj>> {
-            let items = snap(ctx).lookup(Idx::ConfigByNetworkNamespace, &scoped(self.0.namespace(), self.0.name())).cloned().collect();
+            let items = snap(ctx).lookup(self.0.datacenter(), Idx::ConfigByNetworkNamespace, &scoped(self.0.namespace(), self.0.name())).cloned().collect();
             connection(ctx, items, filter.as_ref(), sort, PageArgs { after, before, first, last }, NetworkConfigurationObj::new).await
         }
         /// Every IPv4 address allocated on this namespace: from `status.ipAllocationStatus` and from
@@ -140,7 +140,7 @@ node_type! {
                     .unwrap_or_default(),
                 _ => Vec::new(),
             };
-            for nc in snap(ctx).lookup(Idx::ConfigByNetworkNamespace, &scoped(self.0.namespace(), self.0.name())) {
+            for nc in snap(ctx).lookup(self.0.datacenter(), Idx::ConfigByNetworkNamespace, &scoped(self.0.namespace(), self.0.name())) {
                 if let Resource::NetworkConfiguration(c) = nc.as_ref() {
                     for ip in status_ipv4(c) {
                         if !out.iter().any(|a| a.ip == ip) {
@@ -153,11 +153,11 @@ node_type! {
         }
         /// Control-plane VIPs on this namespace.
         async fn control_plane_vips(&self, ctx: &Context<'_>) -> Vec<VipObj> {
-            many(snap(ctx).lookup(Idx::VipByNetworkNamespace, &scoped(self.0.namespace(), self.0.name())), VipObj::new)
+            many(snap(ctx).lookup(self.0.datacenter(), Idx::VipByNetworkNamespace, &scoped(self.0.namespace(), self.0.name())), VipObj::new)
         }
         /// IPAllocations on this namespace (v1alpha2).
         async fn ip_allocations(&self, ctx: &Context<'_>) -> Vec<IpAllocationObj> {
-            many(snap(ctx).lookup(Idx::AllocationByNetworkNamespace, &scoped(self.0.namespace(), self.0.name())), IpAllocationObj::new)
+            many(snap(ctx).lookup(self.0.datacenter(), Idx::AllocationByNetworkNamespace, &scoped(self.0.namespace(), self.0.name())), IpAllocationObj::new)
         }
     }
 }
@@ -257,21 +257,21 @@ node_type! {
         async fn ipv4_addresses(&self) -> Vec<String> { status_ipv4(self.nc()) }
         /// The Machine with the same name.
         async fn machine(&self, ctx: &Context<'_>) -> Option<MachineObj> {
-            one(snap(ctx).get(Kind::Machine, self.0.namespace(), self.0.name()), MachineObj::new)
+            one(snap(ctx).get(self.0.datacenter(), Kind::Machine, self.0.namespace(), self.0.name()), MachineObj::new)
         }
         /// The NetworkNamespace named by `spec.networkNamespaceName`.
         async fn network_namespace(&self, ctx: &Context<'_>) -> Option<NetworkNamespaceObj> {
-            one(snap(ctx).get(Kind::NetworkNamespace, self.0.namespace(), self.nc().spec.network_namespace_name.as_deref()?), NetworkNamespaceObj::new)
+            one(snap(ctx).get(self.0.datacenter(), Kind::NetworkNamespace, self.0.namespace(), self.nc().spec.network_namespace_name.as_deref()?), NetworkNamespaceObj::new)
         }
         /// The cluster, through the Machine or the `vitistack.io/clusterid` label (VIP configurations).
         async fn cluster(&self, ctx: &Context<'_>) -> Option<ClusterObj> {
             let s = snap(ctx);
-            let id = self.0.label(LABEL_CLUSTER_ID).or_else(|| s.get(Kind::Machine, self.0.namespace(), self.0.name()).and_then(|m| m.label(LABEL_CLUSTER_ID)))?;
-            one(s.lookup_one(Idx::ClusterById, &scoped(self.0.namespace(), id)), ClusterObj::new)
+            let id = self.0.label(LABEL_CLUSTER_ID).or_else(|| s.get(self.0.datacenter(), Kind::Machine, self.0.namespace(), self.0.name()).and_then(|m| m.label(LABEL_CLUSTER_ID)))?;
+            one(s.lookup_one(self.0.datacenter(), Idx::ClusterById, &scoped(self.0.namespace(), id)), ClusterObj::new)
         }
         /// IPAllocations of this configuration (v1alpha2).
         async fn ip_allocations(&self, ctx: &Context<'_>) -> Vec<IpAllocationObj> {
-            many(snap(ctx).lookup(Idx::AllocationByConfig, &scoped(self.0.namespace(), self.0.name())), IpAllocationObj::new)
+            many(snap(ctx).lookup(self.0.datacenter(), Idx::AllocationByConfig, &scoped(self.0.namespace(), self.0.name())), IpAllocationObj::new)
         }
     }
 }
@@ -302,12 +302,12 @@ node_type! {
         /// The cluster whose clusterId is `spec.clusterIdentifier`.
         async fn cluster(&self, ctx: &Context<'_>) -> Option<ClusterObj> {
             let Resource::ControlPlaneVirtualSharedIp(v) = &*self.0 else { return None };
-            one(snap(ctx).lookup_one(Idx::ClusterById, &scoped(self.0.namespace(), &v.spec.cluster_identifier)), ClusterObj::new)
+            one(snap(ctx).lookup_one(self.0.datacenter(), Idx::ClusterById, &scoped(self.0.namespace(), &v.spec.cluster_identifier)), ClusterObj::new)
         }
         /// The NetworkNamespace named by `spec.networkNamespaceIdentifier`.
         async fn network_namespace(&self, ctx: &Context<'_>) -> Option<NetworkNamespaceObj> {
             let Resource::ControlPlaneVirtualSharedIp(v) = &*self.0 else { return None };
-            one(snap(ctx).get(Kind::NetworkNamespace, self.0.namespace(), &v.spec.network_namespace_identifier), NetworkNamespaceObj::new)
+            one(snap(ctx).get(self.0.datacenter(), Kind::NetworkNamespace, self.0.namespace(), &v.spec.network_namespace_identifier), NetworkNamespaceObj::new)
         }
     }
 }
@@ -328,12 +328,12 @@ node_type! {
         /// The NetworkConfiguration.
         async fn network_configuration(&self, ctx: &Context<'_>) -> Option<NetworkConfigurationObj> {
             let Resource::IpAllocation(a) = &*self.0 else { return None };
-            one(snap(ctx).get(Kind::NetworkConfiguration, self.0.namespace(), &a.spec.network_configuration_name), NetworkConfigurationObj::new)
+            one(snap(ctx).get(self.0.datacenter(), Kind::NetworkConfiguration, self.0.namespace(), &a.spec.network_configuration_name), NetworkConfigurationObj::new)
         }
         /// The NetworkNamespace.
         async fn network_namespace(&self, ctx: &Context<'_>) -> Option<NetworkNamespaceObj> {
             let Resource::IpAllocation(a) = &*self.0 else { return None };
-            one(snap(ctx).get(Kind::NetworkNamespace, self.0.namespace(), &a.spec.network_namespace_name), NetworkNamespaceObj::new)
+            one(snap(ctx).get(self.0.datacenter(), Kind::NetworkNamespace, self.0.namespace(), &a.spec.network_namespace_name), NetworkNamespaceObj::new)
         }
     }
 }

@@ -10,7 +10,7 @@ use kube::api::{ApiResource, DynamicObject, ListParams, WatchEvent, WatchParams}
 use kube::{Api, Client};
 
 use super::{KubeSettings, to_resource};
-use crate::model::{Kind, Resource};
+use crate::model::{Datacenter, Kind, Resource};
 use crate::retry::Backoff;
 use crate::source::status::SourceStatus;
 use crate::store::{ChangeType, ObjectKey, Op, Store};
@@ -215,7 +215,7 @@ impl Watch {
             };
             let page = api.list(&lp).await.map_err(|e| failure(&e))?;
             for obj in page.items {
-                match to_resource(self.kind, version, obj) {
+                match to_resource(&self.settings.datacenter, self.kind, version, obj) {
                     Ok(r) => objects.push(r),
                     Err(e) => undecodable(&self.status, ChangeType::Added, self.kind, &e),
                 }
@@ -231,6 +231,7 @@ impl Watch {
         let first = !self.listed_once;
         let changed = replace_kind(
             &self.store,
+            &self.settings.datacenter,
             self.kind,
             self.scope.as_deref(),
             objects,
@@ -372,7 +373,7 @@ impl Watch {
             match item {
                 Ok(WatchEvent::Added(obj) | WatchEvent::Modified(obj)) => {
                     let at = obj.metadata.resource_version.clone();
-                    match to_resource(self.kind, version, obj) {
+                    match to_resource(&self.settings.datacenter, self.kind, version, obj) {
                         Ok(r) => {
                             self.store.apply(vec![Op::Mirror(r)]);
                         }
@@ -386,8 +387,12 @@ impl Watch {
                 Ok(WatchEvent::Deleted(obj)) => {
                     let ns = obj.metadata.namespace.clone().unwrap_or_default();
                     let name = obj.metadata.name.clone().unwrap_or_default();
-                    self.store
-                        .apply(vec![Op::Delete(ObjectKey::new(self.kind, &ns, &name))]);
+                    self.store.apply(vec![Op::Delete(ObjectKey::new(
+                        &self.settings.datacenter,
+                        self.kind,
+                        &ns,
+                        &name,
+                    ))]);
                     if let Some(at) = obj.metadata.resource_version {
                         *rv = at;
                     }
@@ -423,6 +428,7 @@ pub(super) fn undecodable(
 /// news.
 pub(super) async fn replace_kind(
     store: &Store,
+    datacenter: &Datacenter,
     kind: Kind,
     namespace: Option<&str>,
     listed: Vec<Resource>,
@@ -431,8 +437,14 @@ pub(super) async fn replace_kind(
     let snap = store.snapshot();
     let keep: HashSet<ObjectKey> = listed.iter().map(ObjectKey::of).collect();
     let existing: Vec<ObjectKey> = match namespace {
-        Some(ns) => snap.list_in(kind, ns).map(|r| ObjectKey::of(r)).collect(),
-        None => snap.list(kind).map(|r| ObjectKey::of(r)).collect(),
+        Some(ns) => snap
+            .list_in_datacenter(datacenter, kind, ns)
+            .map(|r| ObjectKey::of(r))
+            .collect(),
+        None => snap
+            .list_datacenter(datacenter, kind)
+            .map(|r| ObjectKey::of(r))
+            .collect(),
     };
     let mut ops: Vec<Op> = existing
         .into_iter()

@@ -1,0 +1,77 @@
+//! Which datacenter an object was read from. Viti Stack runs one management cluster per
+//! datacenter; one server can watch several, so an object's identity is its datacenter, kind,
+//! namespace and name, and relationships resolve within one datacenter.
+
+use std::sync::Arc;
+
+/// The key of a datacenter: the kubeconfig's file name (`DATACENTERS_DIR`), the context
+/// (`KUBE_CONTEXTS`), the demo's generated name, or the hub agent's datacenter. Empty is the one
+/// datacenter of a single-cluster deployment, so everything a single-cluster server wrote before
+/// (global ids, cursors, history rows) keeps its meaning.
+///
+/// Cheap to clone (one shared string); every object of a datacenter shares it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Datacenter(Arc<str>);
+
+impl Datacenter {
+    /// The datacenter with this key.
+    pub fn new(key: &str) -> Self {
+        Datacenter(Arc::from(key))
+    }
+
+    /// The key ("" for the one datacenter of a single-cluster deployment).
+    pub fn key(&self) -> &str {
+        &self.0
+    }
+
+    /// True for the one datacenter of a single-cluster deployment.
+    pub fn is_single(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl std::fmt::Display for Datacenter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// A datacenter key read from configuration or a request: 1–63 characters of letters, digits,
+/// `-`, `_` and `.`, as a file name mounted from a Secret or a kubeconfig context can be and as a
+/// metrics label and a URL can carry unescaped.
+pub fn valid_key(key: &str) -> Result<(), String> {
+    if key.is_empty() || key.len() > 63 {
+        return Err(format!(
+            "a datacenter key has 1 to 63 characters; `{key}` has {}",
+            key.len()
+        ));
+    }
+    if let Some(c) = key
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')))
+    {
+        return Err(format!(
+            "a datacenter key holds letters, digits, `-`, `_` and `.`; `{key}` has `{c}`"
+        ));
+    }
+    if key.starts_with('.') {
+        return Err(format!("a datacenter key does not start with `.`: `{key}`"));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_are_checked_and_the_single_datacenter_is_empty() {
+        assert!(Datacenter::default().is_single());
+        assert!(!Datacenter::new("no-west-az1").is_single());
+        assert!(valid_key("no-west-az1").is_ok());
+        assert!(valid_key("dc_2.prod").is_ok());
+        for bad in ["", ".hidden", "a/b", "a b", &"x".repeat(64)] {
+            assert!(valid_key(bad).is_err(), "{bad:?} should be refused");
+        }
+    }
+}

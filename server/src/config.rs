@@ -211,6 +211,25 @@ pub struct ServeConfig {
     #[arg(long, env = "KUBE_CONTEXT")]
     pub kube_context: Option<String>,
 
+    /// Several datacenters: a directory with one kubeconfig file per datacenter (each mounted
+    /// from its own Secret); the file name is the datacenter's key. Read again every
+    /// DATACENTERS_RESCAN_SECONDS: files added or removed are datacenters added or removed.
+    #[arg(long, env = "DATACENTERS_DIR")]
+    pub datacenters_dir: Option<std::path::PathBuf>,
+
+    /// Several datacenters: contexts of the kubeconfig, comma-separated, one datacenter each
+    /// (the context is the datacenter's key).
+    #[arg(long, env = "KUBE_CONTEXTS", value_delimiter = ',')]
+    pub kube_contexts: Vec<String>,
+
+    /// How often DATACENTERS_DIR is read again (and an unreachable datacenter tried again).
+    #[arg(long, env = "DATACENTERS_RESCAN_SECONDS", default_value_t = 10)]
+    pub datacenters_rescan_seconds: u64,
+
+    /// How many first lists of a kind run at once, over every datacenter.
+    #[arg(long, env = "LIST_CONCURRENCY", default_value_t = 4)]
+    pub list_concurrency: usize,
+
     /// Namespaces to watch namespaced kinds in, comma-separated (default: all namespaces).
     #[arg(long, env = "WATCH_NAMESPACES", value_delimiter = ',')]
     pub watch_namespaces: Vec<String>,

@@ -245,9 +245,7 @@ pub async fn start(cfg: &ServeConfig, listener: TcpListener) -> anyhow::Result<R
     let changer = if !cfg.mutations {
         None
     } else {
-        let target = crate::change::Target::of(&feed)
-            .await
-            .map_err(anyhow::Error::msg)?;
+        let target = crate::change::Target::of(&feed);
         Some(Arc::new(crate::change::Changer::new(
             store.clone(),
             target,

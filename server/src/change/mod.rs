@@ -15,7 +15,7 @@ use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParam
 use serde_json::{Value, json};
 
 use crate::model::validation::FieldError;
-use crate::model::{Kind, Resource};
+use crate::model::{Datacenter, Kind, Resource};
 use crate::store::{ChangeType, ObjectKey, Op, Store};
 
 /// The field manager our server-side applies are recorded under.
@@ -26,20 +26,58 @@ pub const FIELD_MANAGER: &str = "vitistack-graphql";
 pub enum Target {
     /// The embedded store (files, demo, database): written directly.
     Embedded,
-    /// A Kubernetes API server: written there, seen through the watches.
-    Kube(kube::Client),
+    /// The Kubernetes API server of the object's datacenter: written there, seen through the
+    /// watches.
+    Kube(Arc<KubeClients>),
+}
+
+/// Clients of the serving runtime's own (the sources' clients are driven on theirs), one per
+/// datacenter, each made on its first write from the settings the source has for it now.
+pub struct KubeClients {
+    settings: crate::source::kube::DatacenterSettings,
+    made: tokio::sync::Mutex<std::collections::BTreeMap<Datacenter, kube::Client>>,
+}
+
+impl KubeClients {
+    /// The client for writes to `datacenter`.
+    async fn client(&self, datacenter: &Datacenter) -> Result<kube::Client, ChangeError> {
+        let mut made = self.made.lock().await;
+        if let Some(c) = made.get(datacenter) {
+            return Ok(c.clone());
+        }
+        let settings = self
+            .settings
+            .lock()
+            .get(datacenter)
+            .cloned()
+            .ok_or_else(|| {
+                ChangeError::new(
+                    ErrorCode::NotFound,
+                    format!("no datacenter `{datacenter}` is configured"),
+                )
+            })?;
+        let client = crate::source::kube::client(&settings).await.map_err(|e| {
+            ChangeError::new(
+                ErrorCode::Unavailable,
+                format!("datacenter `{datacenter}` cannot be reached: {e}"),
+            )
+        })?;
+        made.insert(datacenter.clone(), client.clone());
+        Ok(client)
+    }
 }
 
 impl Target {
-    /// Where writes to `source`'s objects go: the embedded store itself, or the cluster it
-    /// watches (through a client of the serving runtime's own).
-    pub async fn of(
-        source: &crate::source::Source,
-    ) -> Result<Self, crate::source::kube::ClientError> {
-        Ok(match source.kube_settings() {
+    /// Where writes to `source`'s objects go: the embedded store itself, or the clusters it
+    /// watches (through clients of the serving runtime's own).
+    pub fn of(source: &crate::source::Source) -> Self {
+        match source.kube_settings() {
             None => Target::Embedded,
-            Some(settings) => Target::Kube(crate::source::kube::client(settings).await?),
-        })
+            Some(settings) => Target::Kube(Arc::new(KubeClients {
+                settings,
+                made: Default::default(),
+            })),
+        }
     }
 }
 
@@ -258,7 +296,10 @@ impl Changer {
                 self.store.apply(vec![op]);
                 String::new()
             }
-            Target::Kube(client) => send(client, key, version, &edit).await?,
+            Target::Kube(clients) => {
+                let client = clients.client(&key.datacenter).await?;
+                send(&client, key, version, &edit).await?
+            }
         };
         if !sent.is_empty() {
             use tokio::sync::oneshot::error::TryRecvError;

@@ -45,6 +45,12 @@ impl ServeConfig {
             SourceMode::Kube => (SourceMode::Kube, "SOURCE=kube"),
             SourceMode::Embedded => (SourceMode::Embedded, "SOURCE=embedded"),
             SourceMode::Auto if self.demo => (SourceMode::Embedded, "demo requested"),
+            SourceMode::Auto if self.datacenters_dir.is_some() => {
+                (SourceMode::Kube, "DATACENTERS_DIR is set")
+            }
+            SourceMode::Auto if !self.kube_contexts.is_empty() => {
+                (SourceMode::Kube, "KUBE_CONTEXTS is set")
+            }
             SourceMode::Auto if self.kubeconfig.is_some() => {
                 (SourceMode::Kube, "KUBECONFIG is set")
             }
@@ -73,7 +79,7 @@ impl ServeConfig {
             if self.simulate {
                 tracing::warn!("SIMULATE needs the embedded source with --demo: not simulating");
             }
-            return (SourceSettings::Kube(self.kube_settings()), why);
+            return (SourceSettings::Kube(self.fleet_settings()), why);
         }
         if self.simulate && !self.demo {
             tracing::warn!("SIMULATE needs the embedded source with --demo: not simulating");
@@ -102,7 +108,29 @@ impl ServeConfig {
         (SourceSettings::Embedded(settings), why)
     }
 
-    /// Watch settings.
+    /// Which clusters to watch, one datacenter each, and what they share.
+    pub fn fleet_settings(&self) -> crate::source::kube::FleetSettings {
+        use crate::source::kube::Clusters;
+        let contexts: Vec<String> = self
+            .kube_contexts
+            .iter()
+            .map(|c| c.trim().to_string())
+            .filter(|c| !c.is_empty())
+            .collect();
+        let clusters = match (&self.datacenters_dir, contexts.is_empty()) {
+            (Some(dir), _) => Clusters::Directory(dir.clone()),
+            (None, false) => Clusters::Contexts(contexts),
+            (None, true) => Clusters::One,
+        };
+        crate::source::kube::FleetSettings {
+            template: self.kube_settings(),
+            clusters,
+            rescan: std::time::Duration::from_secs(self.datacenters_rescan_seconds.max(1)),
+            list_concurrency: self.list_concurrency.max(1),
+        }
+    }
+
+    /// Watch settings (of the single cluster; what every datacenter shares).
     pub fn kube_settings(&self) -> crate::source::kube::KubeSettings {
         use std::time::Duration;
         crate::source::kube::KubeSettings {

@@ -21,9 +21,11 @@
 //! keep hanging. The requests themselves are kube-client's (`Api::list`, `Api::watch`).
 
 mod client;
+pub mod fleet;
 mod watch;
 
 pub use client::{ClientError, client};
+pub use fleet::{Clusters, DatacenterSettings, Fleet, FleetSettings};
 use watch::Watch;
 
 use std::sync::Arc;
@@ -119,10 +121,13 @@ impl Drop for KubeSource {
 }
 
 /// Connect with `settings` and start one watcher per kind (per namespace for namespaced kinds
-/// when scoped), on the source's own thread.
+/// when scoped), on the source's own thread; the watchers report into `status` under the
+/// settings' datacenter.
 pub async fn connect(
     store: Arc<Store>,
+    status: Arc<SourceStatus>,
     settings: &KubeSettings,
+    list_permits: Arc<tokio::sync::Semaphore>,
 ) -> Result<KubeSource, ClientError> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
@@ -147,7 +152,14 @@ pub async fn connect(
             return Err(e);
         }
     };
-    let mut source = start_on(runtime.handle(), client, store, settings);
+    let mut source = start_on(
+        runtime.handle(),
+        client,
+        store,
+        status,
+        settings,
+        list_permits,
+    );
     source.runtime = Some(runtime);
     Ok(source)
 }
@@ -156,8 +168,11 @@ fn start_on(
     runtime: &tokio::runtime::Handle,
     client: Client,
     store: Arc<Store>,
+    status: Arc<SourceStatus>,
     settings: &KubeSettings,
+    list_permits: Arc<tokio::sync::Semaphore>,
 ) -> KubeSource {
+    use tracing::Instrument;
     let kinds = watched_kinds();
     let scopes_of = |kind: Kind| -> Vec<Option<String>> {
         if kind.namespaced() && !settings.namespaces.is_empty() {
@@ -166,11 +181,7 @@ fn start_on(
             vec![None]
         }
     };
-    let status = Arc::new(SourceStatus::kube(
-        &kinds,
-        |k| scopes_of(k).len(),
-        settings.window(),
-    ));
+    status.add_datacenter(&settings.datacenter, &kinds, |k| scopes_of(k).len());
     let mut tasks = Vec::new();
     for (kind, version) in kinds {
         for scope in scopes_of(kind) {
@@ -184,8 +195,15 @@ fn start_on(
                 backoff: Backoff::new(settings.min_backoff, settings.max_backoff),
                 listed_once: false,
                 delivered: false,
+                list_permits: list_permits.clone(),
             };
-            tasks.push(runtime.spawn(watch.run(version)));
+            // Several datacenters: every line a watcher logs names its datacenter.
+            let span = if settings.datacenter.is_single() {
+                tracing::Span::none()
+            } else {
+                tracing::info_span!("datacenter", key = %settings.datacenter)
+            };
+            tasks.push(runtime.spawn(watch.run(version).instrument(span)));
         }
     }
     KubeSource {

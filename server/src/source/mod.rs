@@ -63,19 +63,18 @@ impl ImportSummary {
 pub enum SourceSettings {
     /// The database, the demo fleet, manifests and mutations.
     Embedded(embedded::EmbeddedSettings),
-    /// Watches on a Kubernetes API server.
-    Kube(kube::KubeSettings),
+    /// Watches on Kubernetes API servers, one per datacenter.
+    Kube(kube::FleetSettings),
 }
 
 /// A running source: where the store's objects come from.
 pub enum Source {
     /// See [`embedded`].
     Embedded(embedded::EmbeddedSource),
-    /// See [`kube`]: the watchers, and the database connection held for closing (the cluster is
-    /// the truth: nothing is written back).
+    /// See [`kube`]: the watchers of every datacenter, and the database connection held for
+    /// closing (the clusters are the truth: nothing is written back).
     Kube {
-        source: kube::KubeSource,
-        settings: kube::KubeSettings,
+        source: kube::Fleet,
         db: Option<crate::db::Db>,
     },
 }
@@ -138,8 +137,7 @@ impl SourceSettings {
                 ))
             }
             SourceSettings::Kube(settings) => Source::Kube {
-                source: kube::connect(store.clone(), &settings).await?,
-                settings,
+                source: kube::Fleet::start(store.clone(), &settings).await?,
                 db: match db {
                     crate::db::Start::Connected(db) => Some(db),
                     crate::db::Start::Retry { .. } => None,
@@ -158,11 +156,12 @@ impl Source {
         }
     }
 
-    /// How to reach the cluster, for the kube source.
-    pub fn kube_settings(&self) -> Option<&kube::KubeSettings> {
+    /// How to reach each datacenter's cluster, for the kube source (kept current as
+    /// datacenters come and go).
+    pub fn kube_settings(&self) -> Option<kube::DatacenterSettings> {
         match self {
             Source::Embedded(_) => None,
-            Source::Kube { settings, .. } => Some(settings),
+            Source::Kube { source, .. } => Some(source.settings()),
         }
     }
 

@@ -12,11 +12,13 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 
-use crate::model::Kind;
+use crate::model::{Datacenter, Kind};
 
 /// The state of one watched kind, for `/health/operators`, GraphQL `sources` and `/metrics`.
 #[derive(Clone, Debug)]
 pub struct KindStatus {
+    /// The datacenter it is watched in.
+    pub datacenter: Datacenter,
     /// The kind.
     pub kind: Kind,
     /// `group/version` watched.
@@ -45,8 +47,9 @@ pub struct KindStatus {
 }
 
 impl KindStatus {
-    fn new(kind: Kind, version: &str, unsynced_scopes: usize) -> Self {
+    fn new(datacenter: &Datacenter, kind: Kind, version: &str, unsynced_scopes: usize) -> Self {
         KindStatus {
+            datacenter: datacenter.clone(),
             kind,
             api_version: kind.api_version(version),
             served: None,
@@ -120,7 +123,8 @@ pub struct SourceStatus {
     pub mode: &'static str,
     /// Longest a live watch stays silent (its timeout plus a margin).
     pub window: Duration,
-    kinds: Mutex<BTreeMap<&'static str, KindStatus>>,
+    /// By datacenter, then kind name.
+    kinds: Mutex<BTreeMap<(Datacenter, &'static str), KindStatus>>,
     /// Objects the source received but the model could not read (skipped), by the change they
     /// would have been (indexed by `ChangeType as usize`: listed objects count as added).
     pub undecodable: [std::sync::atomic::AtomicU64; 3],
@@ -132,11 +136,12 @@ impl SourceStatus {
         let kinds = Kind::ALL
             .iter()
             .map(|k| {
+                let dc = Datacenter::default();
                 (
-                    k.name(),
+                    (dc.clone(), k.name()),
                     KindStatus {
                         served: Some(true),
-                        ..KindStatus::new(*k, k.versions()[0], 0)
+                        ..KindStatus::new(&dc, *k, k.versions()[0], 0)
                     },
                 )
             })
@@ -149,31 +154,73 @@ impl SourceStatus {
         }
     }
 
-    pub(crate) fn kube(
-        kinds: &[(Kind, &'static str)],
-        scopes: impl Fn(Kind) -> usize,
-        window: Duration,
-    ) -> Self {
-        let kinds = kinds
-            .iter()
-            .map(|(k, version)| (k.name(), KindStatus::new(*k, version, scopes(*k))))
-            .collect();
+    /// The kube source, before any datacenter is added (see [`SourceStatus::add_datacenter`]).
+    pub(crate) fn kube(window: Duration) -> Self {
         SourceStatus {
             mode: "kube",
             window,
-            kinds: Mutex::new(kinds),
+            kinds: Mutex::new(BTreeMap::new()),
             undecodable: Default::default(),
         }
     }
 
-    /// Every kind's status, with object counts from a snapshot.
+    /// Start following the kinds watched in `datacenter` (`scopes`: how many namespaces each
+    /// is watched in), none of them listed yet.
+    pub(crate) fn add_datacenter(
+        &self,
+        datacenter: &Datacenter,
+        kinds: &[(Kind, &'static str)],
+        scopes: impl Fn(Kind) -> usize,
+    ) {
+        let mut all = self.kinds.lock();
+        for (k, version) in kinds {
+            all.insert(
+                (datacenter.clone(), k.name()),
+                KindStatus::new(datacenter, *k, version, scopes(*k)),
+            );
+        }
+    }
+
+    /// A datacenter whose cluster cannot be reached at all (no client could be built): each of
+    /// its kinds is reported failing, with the reason, until it connects.
+    pub(crate) fn unreachable(
+        &self,
+        datacenter: &Datacenter,
+        kinds: &[(Kind, &'static str)],
+        error: &str,
+    ) {
+        self.add_datacenter(datacenter, kinds, |_| 1);
+        let now = jiff::Timestamp::now();
+        for (_, k) in self
+            .kinds
+            .lock()
+            .iter_mut()
+            .filter(|((dc, _), _)| dc == datacenter)
+        {
+            k.failing_since = Some(now);
+            k.error = Some(error.to_string());
+        }
+    }
+
+    /// Stop following a datacenter (it was removed from the configuration).
+    pub(crate) fn remove_datacenter(&self, datacenter: &Datacenter) {
+        self.kinds.lock().retain(|(dc, _), _| dc != datacenter);
+    }
+
+    /// Every kind's status in every datacenter, with object counts from a snapshot.
     pub fn kinds(&self, snap: &crate::store::Snapshot) -> Vec<KindStatus> {
+        let single = self.mode == "embedded";
         self.kinds
             .lock()
             .values()
             .cloned()
             .map(|mut k| {
-                k.objects = snap.count(k.kind);
+                // The embedded source's status covers every datacenter it holds.
+                k.objects = if single {
+                    snap.count(k.kind)
+                } else {
+                    snap.list_datacenter(&k.datacenter, k.kind).count()
+                };
                 k
             })
             .collect()
@@ -194,7 +241,7 @@ impl SourceStatus {
             .lock()
             .iter()
             .filter(|(_, k)| k.stale(now, self.window))
-            .map(|(n, _)| *n)
+            .map(|((_, n), _)| *n)
             .collect()
     }
 
@@ -204,8 +251,17 @@ impl SourceStatus {
         self.synced() && self.stale_kinds().is_empty()
     }
 
-    pub(crate) fn update(&self, kind: Kind, f: impl FnOnce(&mut KindStatus)) {
-        if let Some(k) = self.kinds.lock().get_mut(kind.name()) {
+    pub(crate) fn update(
+        &self,
+        datacenter: &Datacenter,
+        kind: Kind,
+        f: impl FnOnce(&mut KindStatus),
+    ) {
+        if let Some(k) = self
+            .kinds
+            .lock()
+            .get_mut(&(datacenter.clone(), kind.name()))
+        {
             f(k);
         }
     }
@@ -228,6 +284,8 @@ pub struct OperatorsReport {
 #[derive(Debug, serde::Serialize, async_graphql::SimpleObject)]
 #[graphql(name = "SourceKind")]
 pub struct KindReport {
+    /// The datacenter's key (empty for the one datacenter of a single-cluster server).
+    pub datacenter: String,
     /// Kind name.
     pub name: String,
     /// `group/version` watched.
@@ -265,6 +323,7 @@ impl SourceStatus {
             .kinds(snap)
             .into_iter()
             .map(|k| KindReport {
+                datacenter: k.datacenter.key().to_string(),
                 name: k.kind.name().to_string(),
                 stale: k.stale(now, self.window),
                 stale_seconds: Some(k.stale_seconds(now, self.window)).filter(|s| s.is_finite()),

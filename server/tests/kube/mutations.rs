@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use super::kube_api::KubeApi;
 use super::{Harness, PATIENCE};
 
-fn cluster(name: &str, finalizer: bool) -> Value {
+pub(crate) fn cluster(name: &str, finalizer: bool) -> Value {
     let mut meta =
         json!({"name": name, "namespace": "t", "labels": {"vitistack.io/clusterid": name}});
     if finalizer {

@@ -257,6 +257,11 @@ pub fn to_node(r: Arc<Resource>) -> Node {
     ),
     field(name = "uid", ty = "String", desc = "`metadata.uid`."),
     field(
+        name = "datacenter",
+        ty = "String",
+        desc = "The key of the datacenter it was read from (empty on a single-cluster server)."
+    ),
+    field(
         name = "resource_version",
         ty = "Option<String>",
         desc = "`metadata.resourceVersion`."
@@ -360,6 +365,11 @@ macro_rules! node_type {
             /// `metadata.uid`.
             pub async fn uid(&self, _ctx: &async_graphql::Context<'_>) -> async_graphql::Result<String> {
                 Ok(self.0.uid().to_owned())
+            }
+
+            /// The key of the datacenter it was read from (empty on a single-cluster server).
+            pub async fn datacenter(&self, _ctx: &async_graphql::Context<'_>) -> async_graphql::Result<String> {
+                Ok(self.0.datacenter().key().to_owned())
             }
 
             /// `metadata.resourceVersion`.

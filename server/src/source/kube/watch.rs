@@ -82,6 +82,8 @@ pub(super) struct Watch {
     pub(super) listed_once: bool,
     /// The last watch delivered something (an event or a bookmark) before it ended.
     pub(super) delivered: bool,
+    /// Shared by every watcher of every datacenter: how many first lists run at once.
+    pub(super) list_permits: Arc<tokio::sync::Semaphore>,
 }
 
 impl Watch {
@@ -108,30 +110,32 @@ impl Watch {
     fn received(&mut self, rv: &str, what: Delivered) {
         self.delivered = true;
         let (scope, now) = (self.scope_key(), jiff::Timestamp::now());
-        self.status.update(self.kind, |k| {
-            k.received_at.insert(scope.clone(), now);
-            k.resource_versions.insert(scope.clone(), rv.to_string());
-            if what == Delivered::Event {
-                k.last_event_at = Some(now);
-            }
-            if k.silent_watches.remove(&scope).is_some() && k.failing_since.is_none() {
-                k.error = None;
-                tracing::info!(kind = self.kind.name(), "watch alive again");
-            }
-            if k.failing_since.take().is_some() && k.silent_watches.is_empty() {
-                k.error = None;
-            }
-        });
+        self.status
+            .update(&self.settings.datacenter, self.kind, |k| {
+                k.received_at.insert(scope.clone(), now);
+                k.resource_versions.insert(scope.clone(), rv.to_string());
+                if what == Delivered::Event {
+                    k.last_event_at = Some(now);
+                }
+                if k.silent_watches.remove(&scope).is_some() && k.failing_since.is_none() {
+                    k.error = None;
+                    tracing::info!(kind = self.kind.name(), "watch alive again");
+                }
+                if k.failing_since.take().is_some() && k.silent_watches.is_empty() {
+                    k.error = None;
+                }
+            });
     }
 
     /// Record a failure and wait before the next try.
     async fn failed(&mut self, what: &str, error: String) {
         let delay = self.backoff.delay();
         tracing::warn!(kind = self.kind.name(), error = %error, retry_in = ?delay, "{what} failed; retrying");
-        self.status.update(self.kind, |k| {
-            k.error = Some(format!("{what} failed: {error}"));
-            k.failing_since.get_or_insert(jiff::Timestamp::now());
-        });
+        self.status
+            .update(&self.settings.datacenter, self.kind, |k| {
+                k.error = Some(format!("{what} failed: {error}"));
+                k.failing_since.get_or_insert(jiff::Timestamp::now());
+            });
         tokio::time::sleep(delay).await;
     }
 
@@ -147,7 +151,9 @@ impl Watch {
             let version = versions[vi];
             let api_version = self.kind.api_version(version);
             self.status
-                .update(self.kind, |k| k.api_version = api_version.clone());
+                .update(&self.settings.datacenter, self.kind, |k| {
+                    k.api_version = api_version.clone()
+                });
             match self.list_and_watch(version).await {
                 Stopped::Absent => {
                     // Kinds served in several versions (NetworkNamespace) try the next one, and
@@ -173,13 +179,14 @@ impl Watch {
                         .absent_retry
                         .mul_f64(0.75 + rand::random_range(0.0..=0.5));
                     tracing::warn!(kind = self.kind.name(), retry_in = ?delay, "resource not served; retrying");
-                    self.status.update(self.kind, |k| {
-                        k.served = Some(false);
-                        k.error = Some(format!(
-                            "{all} is not served by the API server (CRD not installed?)"
-                        ));
-                        k.failing_since.get_or_insert(jiff::Timestamp::now());
-                    });
+                    self.status
+                        .update(&self.settings.datacenter, self.kind, |k| {
+                            k.served = Some(false);
+                            k.error = Some(format!(
+                                "{all} is not served by the API server (CRD not installed?)"
+                            ));
+                            k.failing_since.get_or_insert(jiff::Timestamp::now());
+                        });
                     tokio::time::sleep(delay).await;
                 }
                 Stopped::Gone | Stopped::Relist => absent_in_a_row = 0,
@@ -205,6 +212,13 @@ impl Watch {
 
     /// One full list (paged), applied; returns its resourceVersion.
     async fn list(&mut self, api: &Api<DynamicObject>, version: &str) -> Result<String, Failure> {
+        // First lists wait their turn (LIST_CONCURRENCY): a start with many datacenters does
+        // not hold every one's objects in memory at once. Relists do not wait.
+        let permits = self.list_permits.clone();
+        let _turn = match self.listed_once {
+            false => permits.acquire().await.ok(),
+            true => None,
+        };
         let mut objects = Vec::new();
         let mut token: Option<String> = None;
         let rv = loop {
@@ -241,18 +255,19 @@ impl Watch {
         self.listed_once = true;
         self.backoff.reset();
         let (scope, now) = (self.scope_key(), jiff::Timestamp::now());
-        self.status.update(self.kind, |k| {
-            k.served = Some(true);
-            if first {
-                k.unsynced_scopes = k.unsynced_scopes.saturating_sub(1);
-            }
-            k.last_synced_at = Some(now);
-            k.received_at.insert(scope.clone(), now);
-            k.resource_versions.insert(scope, rv.clone());
-            if k.failing_since.take().is_some() && k.silent_watches.is_empty() {
-                k.error = None;
-            }
-        });
+        self.status
+            .update(&self.settings.datacenter, self.kind, |k| {
+                k.served = Some(true);
+                if first {
+                    k.unsynced_scopes = k.unsynced_scopes.saturating_sub(1);
+                }
+                k.last_synced_at = Some(now);
+                k.received_at.insert(scope.clone(), now);
+                k.resource_versions.insert(scope, rv.clone());
+                if k.failing_since.take().is_some() && k.silent_watches.is_empty() {
+                    k.error = None;
+                }
+            });
         tracing::info!(
             kind = self.kind.name(),
             namespace = self.scope.as_deref().unwrap_or("*"),
@@ -328,7 +343,7 @@ impl Watch {
         let scope = self.scope_key();
         let timeout = self.settings.watch_timeout;
         let mut silent = 0;
-        self.status.update(self.kind, |k| {
+        self.status.update(&self.settings.datacenter, self.kind, |k| {
             let n = k.silent_watches.entry(scope.clone()).or_insert(0);
             *n += 1;
             silent = *n;

@@ -1,0 +1,213 @@
+//! Several datacenters: one kube source per cluster, named by the kubeconfig files of
+//! `DATACENTERS_DIR`, each with its own API test server.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use vitistack_testkit::kube_api::{self, KubeApi};
+
+use super::{Harness, PATIENCE, machine};
+use crate::mutations::cluster;
+
+/// A kubeconfig for `api` whose current context reaches it (a file per datacenter names its
+/// cluster by its own current context).
+fn kubeconfig_for(api: &KubeApi, path: &std::path::Path) {
+    api.write_kubeconfig(path);
+    let text = std::fs::read_to_string(path).expect("kubeconfig");
+    std::fs::write(
+        path,
+        text.replace("current-context: elsewhere", "current-context: test"),
+    )
+    .expect("write kubeconfig");
+}
+
+async fn api_with(setup: impl FnOnce(&KubeApi)) -> KubeApi {
+    let api = KubeApi::start(&kube_api::watched_resources(), Duration::from_millis(200)).await;
+    setup(&api);
+    api
+}
+
+/// The body of a GraphQL answer, errors included.
+async fn answer(h: &Harness, query: &str) -> Value {
+    h.client
+        .post(format!("{}/graphql", h.base))
+        .json(&json!({ "query": query }))
+        .send()
+        .await
+        .expect("request")
+        .json()
+        .await
+        .expect("json")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_datacenters_holding_the_same_names_are_two_objects_and_a_bare_lookup_is_ambiguous() {
+    // Both datacenters hold KubernetesCluster t/alpha (and their API servers give out the same
+    // uids); only east has cluster t/beta.
+    let east = api_with(|api| {
+        api.apply("kubernetesclusters", cluster("alpha", false));
+        api.apply("kubernetesclusters", cluster("beta", false));
+        api.apply("machines", machine("t", "alpha-ctp0", "alpha"));
+    })
+    .await;
+    let west = api_with(|api| {
+        let mut alpha = cluster("alpha", false);
+        alpha["status"]["phase"] = json!("Provisioning");
+        api.apply("kubernetesclusters", alpha);
+        api.apply("machines", machine("t", "alpha-ctp0", "alpha"));
+        api.apply("machines", machine("t", "alpha-wrk0", "alpha"));
+    })
+    .await;
+    let mut h = Harness::unstarted(east);
+    let dir = h.dir.join("datacenters");
+    std::fs::create_dir_all(&dir).expect("dir");
+    kubeconfig_for(&h.api, &dir.join("east.yaml"));
+    kubeconfig_for(&west, &dir.join("west.yaml"));
+    h.launch(&["--datacenters-dir", dir.to_str().expect("utf-8")])
+        .await;
+    h.until("both datacenters listed", |s| {
+        s.snapshot()
+            .count(vitistack::model::Kind::KubernetesCluster)
+            == 3
+            && s.snapshot().count(vitistack::model::Kind::Machine) == 3
+    })
+    .await;
+
+    // Two objects t/alpha, each with its datacenter and its own relationships.
+    let data = h
+        .data(
+            "{ clusters(first: 10) { nodes { id name datacenter phase machines { totalCount } } } }",
+        )
+        .await;
+    let nodes = data["clusters"]["nodes"].as_array().expect("nodes").clone();
+    let row = |dc: &str, name: &str| {
+        nodes
+            .iter()
+            .find(|n| n["datacenter"] == dc && n["name"] == name)
+            .cloned()
+            .unwrap_or_else(|| panic!("{dc}/{name} in {nodes:?}"))
+    };
+    let (east_alpha, west_alpha) = (row("east", "alpha"), row("west", "alpha"));
+    assert_eq!(east_alpha["phase"], "Ready");
+    assert_eq!(west_alpha["phase"], "Provisioning");
+    assert_eq!(
+        east_alpha["machines"]["totalCount"], 1,
+        "east's own Machines"
+    );
+    assert_eq!(
+        west_alpha["machines"]["totalCount"], 2,
+        "west's own Machines"
+    );
+    assert_ne!(east_alpha["id"], west_alpha["id"]);
+    // Each id reads back its own object.
+    let by_id = h
+        .data(&format!(
+            r#"{{ node(id: "{}") {{ ... on KubernetesCluster {{ datacenter phase }} }} }}"#,
+            west_alpha["id"].as_str().expect("id")
+        ))
+        .await;
+    assert_eq!(
+        by_id["node"],
+        json!({"datacenter": "west", "phase": "Provisioning"})
+    );
+
+    // By name without a datacenter: ambiguous where both hold it, listing both.
+    let body = answer(&h, r#"{ cluster(namespace: "t", name: "alpha") { name } }"#).await;
+    let error = &body["errors"][0];
+    assert_eq!(error["extensions"]["code"], "AMBIGUOUS", "{body}");
+    assert_eq!(error["extensions"]["datacenters"], json!(["east", "west"]));
+    assert!(
+        error["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("east") && m.contains("west")),
+        "{body}"
+    );
+    // Naming one, or a name only one holds, answers plainly.
+    let named = h
+        .data(r#"{ cluster(namespace: "t", name: "alpha", datacenter: "west") { datacenter phase } beta: cluster(namespace: "t", name: "beta") { datacenter } }"#)
+        .await;
+    assert_eq!(
+        named["cluster"],
+        json!({"datacenter": "west", "phase": "Provisioning"})
+    );
+    assert_eq!(named["beta"], json!({"datacenter": "east"}));
+
+    // A change in one datacenter changes only its object.
+    west.delete("machines", "t", "alpha-wrk0");
+    h.until("west's Machine deleted", |s| {
+        s.snapshot().count(vitistack::model::Kind::Machine) == 2
+    })
+    .await;
+    let again = h
+        .data(r#"{ e: cluster(namespace: "t", name: "alpha", datacenter: "east") { machines { totalCount } } w: cluster(namespace: "t", name: "alpha", datacenter: "west") { machines { totalCount } } }"#)
+        .await;
+    assert_eq!(again["e"]["machines"]["totalCount"], 1);
+    assert_eq!(again["w"]["machines"]["totalCount"], 1);
+    drop(west);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_datacenter_added_or_removed_in_the_directory_is_picked_up_without_a_restart() {
+    let east = api_with(|api| {
+        api.apply("machines", machine("t", "e0", "c"));
+    })
+    .await;
+    let west = api_with(|api| {
+        api.apply("machines", machine("t", "w0", "c"));
+        api.apply("machines", machine("t", "w1", "c"));
+    })
+    .await;
+    let mut h = Harness::unstarted(east);
+    let dir = h.dir.join("datacenters");
+    std::fs::create_dir_all(&dir).expect("dir");
+    kubeconfig_for(&h.api, &dir.join("east.yaml"));
+    h.launch(&[
+        "--datacenters-dir",
+        dir.to_str().expect("utf-8"),
+        "--datacenters-rescan-seconds",
+        "1",
+    ])
+    .await;
+    h.until("east listed", |s| {
+        s.snapshot().count(vitistack::model::Kind::Machine) == 1
+    })
+    .await;
+
+    // A file added: west's objects arrive.
+    let mut rx = h.store().subscribe();
+    kubeconfig_for(&west, &dir.join("west.yaml"));
+    h.until("west listed", |s| {
+        s.snapshot().count(vitistack::model::Kind::Machine) == 3
+    })
+    .await;
+    let dcs: Vec<String> = h
+        .store()
+        .snapshot()
+        .datacenters()
+        .map(|d| d.key().to_string())
+        .collect();
+    assert_eq!(dcs, vec!["east", "west"]);
+
+    // The file removed: west's objects leave the graph, as deletions subscribers see.
+    std::fs::remove_file(dir.join("west.yaml")).expect("remove");
+    h.until("west dropped", |s| {
+        s.snapshot().count(vitistack::model::Kind::Machine) == 1
+    })
+    .await;
+    let mut deleted = Vec::new();
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    while deleted.len() < 2 && tokio::time::Instant::now() < deadline {
+        if let Ok(Ok(c)) = tokio::time::timeout(Duration::from_secs(1), rx.recv()).await
+            && c.change == vitistack::store::ChangeType::Deleted
+        {
+            deleted.push(format!("{}:{}", c.object.datacenter(), c.object.name()));
+        }
+    }
+    deleted.sort();
+    assert_eq!(deleted, vec!["west:w0", "west:w1"]);
+    let left = h.data("{ machines { nodes { name datacenter } } }").await;
+    assert_eq!(
+        left["machines"]["nodes"],
+        json!([{"name": "e0", "datacenter": "east"}])
+    );
+}

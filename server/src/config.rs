@@ -226,6 +226,18 @@ pub struct ServeConfig {
     #[arg(long, env = "DATACENTERS_RESCAN_SECONDS", default_value_t = 10)]
     pub datacenters_rescan_seconds: u64,
 
+    /// Several datacenters: how often each one's API server is asked whether it answers.
+    #[arg(long, env = "DC_PROBE_INTERVAL_SECONDS", default_value_t = 5)]
+    pub dc_probe_interval_seconds: u64,
+
+    /// Several datacenters: one whose API server has not answered for this long is STALE.
+    #[arg(long, env = "DC_STALE_AFTER_SECONDS", default_value_t = 15)]
+    pub dc_stale_after_seconds: u64,
+
+    /// Several datacenters: `/ready` waits this long at most for every one's first sync.
+    #[arg(long, env = "READY_TIMEOUT_SECONDS", default_value_t = 120)]
+    pub ready_timeout_seconds: u64,
+
     /// How many first lists of a kind run at once, over every datacenter.
     #[arg(long, env = "LIST_CONCURRENCY", default_value_t = 4)]
     pub list_concurrency: usize,

@@ -142,6 +142,7 @@ struct Shared {
     hangs: std::sync::atomic::AtomicU64,
     stall: AtomicBool,
     hold_lists: watch::Sender<bool>,
+    unplugged: watch::Sender<bool>,
     bookmark_every: Duration,
     requests: Mutex<Vec<Request>>,
     /// Bearer tokens the API server knows: token → (user name, groups).
@@ -196,6 +197,7 @@ impl KubeApi {
             hangs: std::sync::atomic::AtomicU64::new(0),
             stall: AtomicBool::new(false),
             hold_lists: watch::channel(false).0,
+            unplugged: watch::channel(false).0,
             bookmark_every,
             requests: Mutex::new(Vec::new()),
             users: Mutex::new(HashMap::new()),
@@ -410,6 +412,14 @@ impl KubeApi {
     /// silent until it closes, as it would have to replay what it held back.
     pub fn stall(&self, on: bool) {
         self.shared.stall.store(on, Ordering::SeqCst);
+    }
+
+    /// While on, the API server answers nothing, as behind a network that drops every packet:
+    /// requests wait until it is plugged in again, and open watches go silent for good (as with
+    /// [`KubeApi::hang`]).
+    pub fn unplug(&self, on: bool) {
+        self.hang(on);
+        self.shared.unplugged.send_replace(on);
     }
 
     /// While on, list requests wait (as a slow API server would).
@@ -785,6 +795,8 @@ async fn dispatch(
     query: Query<HashMap<String, String>>,
     body: Bytes,
 ) -> Response {
+    let mut unplugged = shared.unplugged.subscribe();
+    let _ = unplugged.wait_for(|on| !*on).await;
     let Some((id, ns, name)) = object_route(uri.path()) else {
         return handle(State(shared), uri, query).await;
     };

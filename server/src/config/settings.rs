@@ -127,6 +127,13 @@ impl ServeConfig {
             clusters,
             rescan: std::time::Duration::from_secs(self.datacenters_rescan_seconds.max(1)),
             list_concurrency: self.list_concurrency.max(1),
+            policy: crate::source::datacenters::Policy {
+                probe_interval: std::time::Duration::from_secs(
+                    self.dc_probe_interval_seconds.max(1),
+                ),
+                stale_after: std::time::Duration::from_secs(self.dc_stale_after_seconds.max(1)),
+                ready_timeout: std::time::Duration::from_secs(self.ready_timeout_seconds),
+            },
         }
     }
 

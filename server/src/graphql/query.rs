@@ -168,6 +168,34 @@ impl Query {
         datacenter_of(ctx).and_then(VitistackObj::new)
     }
 
+    /// Every datacenter the server watches, with its state (one, keyed "", on a single-cluster
+    /// server).
+    async fn datacenters(&self, ctx: &Context<'_>) -> Vec<DatacenterInfo> {
+        use crate::source::datacenters::{DatacenterReport, DatacenterState};
+        // States depend on the clock and the probes, not only on the snapshot.
+        crate::graphql::mark_volatile(ctx);
+        let source = ctx.data_unchecked::<Arc<crate::source::status::SourceStatus>>();
+        if source.datacenters.is_some() {
+            return source
+                .datacenter_reports()
+                .into_iter()
+                .map(DatacenterInfo::from)
+                .collect();
+        }
+        let state = match (source.synced(), source.ready()) {
+            (_, true) => DatacenterState::Synced,
+            (true, false) => DatacenterState::Stale,
+            (false, false) => DatacenterState::Connecting,
+        };
+        vec![DatacenterInfo::from(DatacenterReport {
+            key: Datacenter::default(),
+            state,
+            last_synced_at: None,
+            age_seconds: None,
+            last_error: None,
+        })]
+    }
+
     /// Name of the Vitistack (parity with the old `/v1/vitistack/name`).
     async fn vitistack_name(&self, ctx: &Context<'_>) -> Option<String> {
         datacenter_of(ctx).map(|v| v.name().to_string())

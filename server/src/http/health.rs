@@ -45,6 +45,9 @@ struct Checks {
     database: &'static str,
     cache: &'static str,
     operators: std::collections::BTreeMap<String, OperatorState>,
+    /// Several datacenters: each one's state (one cluster: left out, as before).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    datacenters: Vec<crate::source::datacenters::DatacenterReport>,
 }
 
 impl AppState {
@@ -73,9 +76,11 @@ impl AppState {
 pub async fn health(State(app): State<AppState>) -> Response {
     let ops = app.operators();
     let database = app.db_health.is_up();
+    let datacenters = app.source.datacenter_reports();
+    let some_away = datacenters.iter().any(|d| d.state.unavailable());
     let status = if !app.current() {
         ServiceState::Unhealthy
-    } else if !database || operators::worst(&ops) != OperatorState::Healthy {
+    } else if !database || some_away || operators::worst(&ops) != OperatorState::Healthy {
         ServiceState::Degraded
     } else {
         ServiceState::Healthy
@@ -88,6 +93,7 @@ pub async fn health(State(app): State<AppState>) -> Response {
             // In-process: it cannot be unreachable; its figures are on /health/cache.
             cache: check(true),
             operators: ops.into_iter().map(|o| (o.operator, o.status)).collect(),
+            datacenters,
         },
     };
     let code = if status == ServiceState::Unhealthy {
@@ -177,6 +183,22 @@ pub async fn ready(State(app): State<AppState>) -> Response {
     };
     if app.is_stopping() {
         return unavailable(json!({"status": "stopping"}));
+    }
+    if app.source.datacenters.is_some() {
+        // Several datacenters: ready once every one has synced once (or READY_TIMEOUT_SECONDS
+        // passed); one that is stale or away is served as last seen, and said to be.
+        let datacenters = app.source.datacenter_reports();
+        if !(app.ready.load(Ordering::Acquire) && app.source.ready()) {
+            return unavailable(json!({"status": "loading", "datacenters": datacenters}));
+        }
+        return (
+            StatusCode::OK,
+            axum::Json(
+                json!({"status": "ready", "sequence": app.store.snapshot().seq(),
+                              "datacenters": datacenters}),
+            ),
+        )
+            .into_response();
     }
     if !(app.ready.load(Ordering::Acquire) && app.source.synced()) {
         return unavailable(json!({"status": "loading"}));

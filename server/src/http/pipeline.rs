@@ -258,7 +258,11 @@ pub(super) async fn graphql(
         && graphql_http::is_json(&headers)
         && let Some(answer) = app.cache.by_body(app.store.snapshot().seq(), &body)
     {
-        return graphql_http::answer(media, answer.body, answer.rejected);
+        let kept = match answer.rejected {
+            true => answer.body,
+            false => with_unavailable_datacenters(&app, answer.body),
+        };
+        return graphql_http::answer(media, kept, answer.rejected);
     }
     let request = match graphql_http::parse_post(&headers, &body, media) {
         Ok(r) => r,
@@ -360,7 +364,55 @@ pub(super) async fn execute(
     if let (true, Some(key), Some(body)) = (answer.cacheable, key, body) {
         app.cache.index_body(seq, key, body);
     }
-    graphql_http::answer(media, answer.body, answer.rejected)
+    let body = match answer.rejected {
+        true => answer.body,
+        false => with_unavailable_datacenters(app, answer.body),
+    };
+    graphql_http::answer(media, body, answer.rejected)
+}
+
+/// An answer with a `DATACENTER_UNAVAILABLE` error for each datacenter that is stale or away
+/// now: its objects are in the answer as last seen, and the caller is told. Added as the answer
+/// leaves (never kept in the cache: a datacenter's state changes without the graph changing).
+pub(super) fn with_unavailable_datacenters(app: &AppState, body: bytes::Bytes) -> bytes::Bytes {
+    if app.source.datacenters.is_none() {
+        return body;
+    }
+    let away: Vec<_> = app
+        .source
+        .datacenter_reports()
+        .into_iter()
+        .filter(|d| d.state.unavailable())
+        .collect();
+    if away.is_empty() {
+        return body;
+    }
+    let Ok(mut answer) = serde_json::from_slice::<serde_json::Value>(&body) else {
+        return body;
+    };
+    let Some(map) = answer.as_object_mut() else {
+        return body;
+    };
+    let errors = map.entry("errors").or_insert_with(|| json!([]));
+    if let Some(list) = errors.as_array_mut() {
+        for d in away {
+            let state = serde_json::to_value(d.state).unwrap_or_default();
+            let age = d
+                .age_seconds
+                .map(|a| format!(", as last seen {a:.0} s ago"))
+                .unwrap_or_default();
+            let why = d.last_error.map(|e| format!(" ({e})")).unwrap_or_default();
+            list.push(json!({
+                "message": format!("datacenter {} is {}: its objects are in the answer{age}{why}",
+                    d.key, state.as_str().unwrap_or_default().to_lowercase()),
+                "extensions": {"code": ErrorCode::DatacenterUnavailable, "datacenter": d.key,
+                               "state": state, "ageSeconds": d.age_seconds},
+            }));
+        }
+    }
+    serde_json::to_vec(&answer)
+        .map(bytes::Bytes::from)
+        .unwrap_or(body)
 }
 
 /// Run a request whose answer is not shared: with this snapshot for queries, on the live graph
@@ -380,14 +432,16 @@ pub(super) async fn execute_unshared(
         drop(snapshot);
         app.live_data(request)
     };
+    let queries = plan.only_queries();
     let response = app.documents.execute(&app.schema, plan, key, request).await;
     app.metrics
         .observe_graphql(started.elapsed(), response.errors.is_empty());
-    graphql_http::answer(
-        media,
-        answer_body(&response),
-        crate::graphql::rejected(&response),
-    )
+    let rejected = crate::graphql::rejected(&response);
+    let body = match queries && !rejected {
+        true => with_unavailable_datacenters(app, answer_body(&response)),
+        false => answer_body(&response),
+    };
+    graphql_http::answer(media, body, rejected)
 }
 
 /// The JSON body of a response (a request that never ran has no `data` entry at all).

@@ -36,6 +36,12 @@ impl std::fmt::Display for Datacenter {
     }
 }
 
+impl serde::Serialize for Datacenter {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.0)
+    }
+}
+
 /// A datacenter key read from configuration or a request: 1–63 characters of letters, digits,
 /// `-`, `_` and `.`, as a file name mounted from a Secret or a kubeconfig context can be and as a
 /// metrics label and a URL can carry unescaped.

@@ -32,7 +32,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kube::Client;
-use kube::api::DynamicObject;
+use kube::api::{ApiResource, DynamicObject, ListParams};
 use serde_json::Value;
 
 use crate::model::{Datacenter, Kind, Resource};
@@ -183,6 +183,7 @@ fn start_on(
     };
     status.add_datacenter(&settings.datacenter, &kinds, |k| scopes_of(k).len());
     let mut tasks = Vec::new();
+    let (recovered, recoveries) = tokio::sync::watch::channel(0u64);
     for (kind, version) in kinds {
         for scope in scopes_of(kind) {
             let watch = Watch {
@@ -196,6 +197,7 @@ fn start_on(
                 listed_once: false,
                 delivered: false,
                 list_permits: list_permits.clone(),
+                recovered: recoveries.clone(),
             };
             // Several datacenters: every line a watcher logs names its datacenter.
             let span = if settings.datacenter.is_single() {
@@ -206,10 +208,74 @@ fn start_on(
             tasks.push(runtime.spawn(watch.run(version).instrument(span)));
         }
     }
+    if let Some(datacenters) = &status.datacenters {
+        let probe = probe(
+            client,
+            status.clone(),
+            settings.datacenter.clone(),
+            datacenters.policy,
+            recovered,
+        );
+        let span = tracing::info_span!("datacenter", key = %settings.datacenter);
+        tasks.push(runtime.spawn(probe.instrument(span)));
+    }
     KubeSource {
         status,
         tasks,
         runtime: None,
+    }
+}
+
+/// Ask the datacenter's API server every probe interval whether it answers (a one-item list of
+/// Vitistacks: any HTTP answer, even 404, proves it does; no answer within the interval does
+/// not), long before a silent watch would time out.
+async fn probe(
+    client: Client,
+    status: Arc<SourceStatus>,
+    datacenter: crate::model::Datacenter,
+    policy: crate::source::datacenters::Policy,
+    recovered: tokio::sync::watch::Sender<u64>,
+) {
+    let ar = ApiResource {
+        group: Kind::Vitistack.group().into(),
+        version: Kind::Vitistack.versions()[0].into(),
+        api_version: Kind::Vitistack.api_version(Kind::Vitistack.versions()[0]),
+        kind: Kind::Vitistack.name().into(),
+        plural: Kind::Vitistack.plural().into(),
+    };
+    let api: kube::Api<DynamicObject> = kube::Api::all_with(client, &ar);
+    let wait = policy.probe_interval.max(Duration::from_millis(100));
+    let mut failing = false;
+    loop {
+        let answer =
+            match tokio::time::timeout(wait, api.list(&ListParams::default().limit(1))).await {
+                Ok(Ok(_)) | Ok(Err(kube::Error::Api(_))) => Ok(()),
+                Ok(Err(e)) => Err(format!("the API server does not answer: {e}")),
+                Err(_) => Err(format!(
+                    "the API server did not answer within {:.0} s",
+                    wait.as_secs_f64()
+                )),
+            };
+        match &answer {
+            Err(e) => {
+                if !failing {
+                    tracing::warn!(error = %e, "the datacenter's API server does not answer");
+                }
+                failing = true;
+            }
+            Ok(()) if failing => {
+                // Back: every kind lists again, so what changed meanwhile (deletions included)
+                // reaches the graph and its subscribers.
+                tracing::info!("the datacenter's API server answers again; relisting");
+                failing = false;
+                recovered.send_modify(|n| *n += 1);
+            }
+            Ok(()) => {}
+        }
+        if let Some(d) = &status.datacenters {
+            d.probed(&datacenter, answer);
+        }
+        tokio::time::sleep(wait).await;
     }
 }
 

@@ -2,6 +2,7 @@
 
 #[cfg(test)]
 pub(crate) mod churn;
+pub mod datacenters;
 pub mod demo;
 pub mod embedded;
 pub mod kube;

@@ -65,6 +65,15 @@ impl KindStatus {
         }
     }
 
+    /// A kind's status for tests: `unsynced_scopes` namespaces not listed yet.
+    #[cfg(test)]
+    pub(crate) fn for_tests(datacenter: &Datacenter, kind: Kind, unsynced_scopes: usize) -> Self {
+        KindStatus {
+            served: Some(true),
+            ..KindStatus::new(datacenter, kind, kind.versions()[0], unsynced_scopes)
+        }
+    }
+
     /// True once every watched namespace of the kind has been listed in full (stays true
     /// across relists).
     pub fn synced(&self) -> bool {
@@ -128,6 +137,9 @@ pub struct SourceStatus {
     /// Objects the source received but the model could not read (skipped), by the change they
     /// would have been (indexed by `ChangeType as usize`: listed objects count as added).
     pub undecodable: [std::sync::atomic::AtomicU64; 3],
+    /// Each datacenter's state, when the source watches several (one cluster: `None`, and
+    /// readiness is as it always was).
+    pub datacenters: Option<super::datacenters::Datacenters>,
 }
 
 impl SourceStatus {
@@ -151,16 +163,19 @@ impl SourceStatus {
             window: Duration::MAX,
             kinds: Mutex::new(kinds),
             undecodable: Default::default(),
+            datacenters: None,
         }
     }
 
-    /// The kube source, before any datacenter is added (see [`SourceStatus::add_datacenter`]).
-    pub(crate) fn kube(window: Duration) -> Self {
+    /// The kube source, before any datacenter is added (see [`SourceStatus::add_datacenter`]);
+    /// with a policy when it watches several datacenters.
+    pub(crate) fn kube(window: Duration, several: Option<super::datacenters::Policy>) -> Self {
         SourceStatus {
             mode: "kube",
             window,
             kinds: Mutex::new(BTreeMap::new()),
             undecodable: Default::default(),
+            datacenters: several.map(super::datacenters::Datacenters::new),
         }
     }
 
@@ -190,6 +205,9 @@ impl SourceStatus {
         error: &str,
     ) {
         self.add_datacenter(datacenter, kinds, |_| 1);
+        if let Some(d) = &self.datacenters {
+            d.no_client(datacenter, error);
+        }
         let now = jiff::Timestamp::now();
         for (_, k) in self
             .kinds
@@ -205,6 +223,18 @@ impl SourceStatus {
     /// Stop following a datacenter (it was removed from the configuration).
     pub(crate) fn remove_datacenter(&self, datacenter: &Datacenter) {
         self.kinds.lock().retain(|(dc, _), _| dc != datacenter);
+        if let Some(d) = &self.datacenters {
+            d.remove(datacenter);
+        }
+    }
+
+    /// Every datacenter judged now (several datacenters; otherwise none).
+    pub fn datacenter_reports(&self) -> Vec<super::datacenters::DatacenterReport> {
+        let Some(d) = &self.datacenters else {
+            return Vec::new();
+        };
+        let kinds: Vec<KindStatus> = self.kinds.lock().values().cloned().collect();
+        d.report(&kinds, self.window, jiff::Timestamp::now())
     }
 
     /// Every kind's status in every datacenter, with object counts from a snapshot.
@@ -245,10 +275,15 @@ impl SourceStatus {
             .collect()
     }
 
-    /// Ready to serve: synced, and no kind stale (the API server answers and its watches are
-    /// alive).
+    /// Ready to serve. One cluster: synced, and no kind stale (the API server answers and its
+    /// watches are alive). Several datacenters: every one has synced once, or
+    /// `READY_TIMEOUT_SECONDS` have passed; one that is stale or away is served as it was last
+    /// known (and said to be), not a reason to stop serving the others.
     pub fn ready(&self) -> bool {
-        self.synced() && self.stale_kinds().is_empty()
+        match &self.datacenters {
+            None => self.synced() && self.stale_kinds().is_empty(),
+            Some(d) => self.synced() || d.ready_timeout_passed(),
+        }
     }
 
     pub(crate) fn update(

@@ -211,3 +211,111 @@ async fn a_datacenter_added_or_removed_in_the_directory_is_picked_up_without_a_r
         json!([{"name": "e0", "datacenter": "east"}])
     );
 }
+
+/// The datacenters' states, from `datacenters` (an answer that may carry errors about them).
+async fn states(h: &Harness) -> Value {
+    answer(h, "{ datacenters { key state lastError } }").await["data"]["datacenters"].clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_datacenter_that_stops_answering_is_stale_its_objects_stay_and_recovery_relists() {
+    let east = api_with(|api| {
+        api.apply("machines", machine("t", "e0", "c"));
+    })
+    .await;
+    let west = api_with(|api| {
+        api.apply("machines", machine("t", "w0", "c"));
+        api.apply("machines", machine("t", "w1", "c"));
+    })
+    .await;
+    let mut h = Harness::unstarted(east);
+    let dir = h.dir.join("datacenters");
+    std::fs::create_dir_all(&dir).expect("dir");
+    kubeconfig_for(&h.api, &dir.join("east.yaml"));
+    kubeconfig_for(&west, &dir.join("west.yaml"));
+    h.launch(&[
+        "--datacenters-dir",
+        dir.to_str().expect("utf-8"),
+        "--dc-probe-interval-seconds",
+        "1",
+        "--dc-stale-after-seconds",
+        "3",
+        // Far longer than the bound: staleness comes from the probe, not the watch timeout.
+        "--watch-timeout-seconds",
+        "60",
+    ])
+    .await;
+    h.ready().await;
+    assert_eq!(
+        states(&h).await,
+        json!([{"key": "east", "state": "SYNCED", "lastError": null},
+               {"key": "west", "state": "SYNCED", "lastError": null}])
+    );
+    let (code, ready) = h.get("/ready").await;
+    assert_eq!(code, 200, "{ready}");
+
+    // West stops answering: stale within the bound, east served as before.
+    let mut rx = h.store().subscribe();
+    west.unplug(true);
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        let now = states(&h).await;
+        if now[1]["state"] == "STALE" {
+            assert_eq!(now[0]["state"], "SYNCED", "{now}");
+            assert!(now[1]["lastError"].is_string(), "{now}");
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "west never stale: {now}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // Partial data plus an error naming it: west's objects as last seen, east's current.
+    let body = answer(&h, "{ machines { nodes { name datacenter } } }").await;
+    assert_eq!(
+        body["data"]["machines"]["nodes"],
+        json!([{"name": "e0", "datacenter": "east"}, {"name": "w0", "datacenter": "west"},
+               {"name": "w1", "datacenter": "west"}]),
+        "{body}"
+    );
+    let errors = body["errors"].as_array().expect("errors");
+    assert_eq!(errors.len(), 1, "{body}");
+    assert_eq!(errors[0]["extensions"]["code"], "DATACENTER_UNAVAILABLE");
+    assert_eq!(errors[0]["extensions"]["datacenter"], "west");
+    assert_eq!(errors[0]["extensions"]["state"], "STALE");
+    // Still ready (the others are served), and /health says which one is away.
+    assert_eq!(h.get("/ready").await.0, 200);
+    let (_, health) = h.get("/health").await;
+    assert_eq!(health["status"], "degraded", "{health}");
+    assert_eq!(
+        health["checks"]["datacenters"][1]["state"], "STALE",
+        "{health}"
+    );
+
+    // Deleted while it was away (no watch could tell); back: it relists, and the deletion
+    // reaches the graph and its subscribers.
+    west.delete_silently("machines", "t", "w1");
+    west.unplug(false);
+    h.until("w1 gone after recovery", |s| {
+        s.snapshot().count(vitistack::model::Kind::Machine) == 2
+    })
+    .await;
+    let mut deleted = None;
+    while let Ok(c) = rx.try_recv() {
+        if c.change == vitistack::store::ChangeType::Deleted {
+            deleted = Some(format!("{}:{}", c.object.datacenter(), c.object.name()));
+        }
+    }
+    assert_eq!(deleted.as_deref(), Some("west:w1"));
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    while states(&h).await[1]["state"] != "SYNCED" {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "west never synced again"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let body = answer(&h, "{ machines { totalCount } }").await;
+    assert!(body.get("errors").is_none(), "{body}");
+}

@@ -77,3 +77,52 @@ node_type! {
         async fn machine_count(&self, ctx: &Context<'_>) -> usize { snap(ctx).count(Kind::Machine) }
     }
 }
+
+/// A datacenter the server watches: its key, how current its objects are, and its Vitistack.
+#[derive(SimpleObject, Clone)]
+#[graphql(name = "Datacenter", complex)]
+pub struct DatacenterInfo {
+    /// Its key (the kubeconfig file's name or the context; empty on a single-cluster server).
+    pub key: String,
+    /// Connecting, synced, stale (its objects are the last known) or unreachable.
+    pub state: crate::source::datacenters::DatacenterState,
+    /// When its data was last proven current (RFC 3339).
+    pub last_synced_at: Option<String>,
+    /// Seconds since then.
+    pub age_seconds: Option<f64>,
+    /// What is wrong, while it is (credentials never in it).
+    pub last_error: Option<String>,
+}
+
+#[async_graphql::ComplexObject]
+impl DatacenterInfo {
+    /// Its Vitistack object (the zone its management cluster runs).
+    async fn vitistack(&self, ctx: &Context<'_>) -> Option<VitistackObj> {
+        let s = snap(ctx);
+        let dc = crate::model::Datacenter::new(&self.key);
+        let found = s.list_datacenter(&dc, Kind::Vitistack).next().cloned();
+        found.and_then(VitistackObj::new)
+    }
+
+    /// Objects it holds in the graph.
+    async fn objects(&self, ctx: &Context<'_>) -> usize {
+        let s = snap(ctx);
+        let dc = crate::model::Datacenter::new(&self.key);
+        Kind::ALL
+            .iter()
+            .map(|k| s.list_datacenter(&dc, *k).count())
+            .sum()
+    }
+}
+
+impl From<crate::source::datacenters::DatacenterReport> for DatacenterInfo {
+    fn from(r: crate::source::datacenters::DatacenterReport) -> Self {
+        DatacenterInfo {
+            key: r.key.key().to_string(),
+            state: r.state,
+            last_synced_at: r.last_synced_at.map(|t| t.to_string()),
+            age_seconds: r.age_seconds,
+            last_error: r.last_error,
+        }
+    }
+}

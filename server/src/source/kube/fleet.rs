@@ -50,6 +50,8 @@ pub struct FleetSettings {
     /// How many first lists run at once, over every datacenter (`LIST_CONCURRENCY`): a start
     /// with many datacenters does not list all of them together.
     pub list_concurrency: usize,
+    /// How several datacenters are judged (probes, staleness, readiness).
+    pub policy: crate::source::datacenters::Policy,
 }
 
 impl Default for FleetSettings {
@@ -59,6 +61,7 @@ impl Default for FleetSettings {
             clusters: Clusters::One,
             rescan: Duration::from_secs(10),
             list_concurrency: 4,
+            policy: Default::default(),
         }
     }
 }
@@ -191,7 +194,10 @@ impl Fleet {
             settings.list_concurrency.max(1),
         ));
         let mut fleet = Fleet {
-            status: Arc::new(SourceStatus::kube(settings.template.window())),
+            status: Arc::new(SourceStatus::kube(
+                settings.template.window(),
+                (!matches!(settings.clusters, Clusters::One)).then_some(settings.policy),
+            )),
             members: Default::default(),
             settings: Default::default(),
             rescan: None,

@@ -31,6 +31,9 @@ pub(super) enum Ended {
     Silent,
     /// The version is too old (410 Gone): relist.
     Gone,
+    /// The datacenter's API server answers again after it did not: what happened meanwhile may
+    /// be lost to a watch (deletions compacted away): relist.
+    Recovered,
 }
 
 /// What a watch delivered.
@@ -84,6 +87,9 @@ pub(super) struct Watch {
     pub(super) delivered: bool,
     /// Shared by every watcher of every datacenter: how many first lists run at once.
     pub(super) list_permits: Arc<tokio::sync::Semaphore>,
+    /// Counts the datacenter's recoveries (its probe answered again after failing): each one
+    /// after this watcher's last list makes it list again.
+    pub(super) recovered: tokio::sync::watch::Receiver<u64>,
 }
 
 impl Watch {
@@ -219,6 +225,8 @@ impl Watch {
             false => permits.acquire().await.ok(),
             true => None,
         };
+        // This list sees everything up to now: recoveries before it need no other.
+        self.recovered.borrow_and_update();
         let mut objects = Vec::new();
         let mut token: Option<String> = None;
         let rv = loop {
@@ -329,6 +337,13 @@ impl Watch {
                     continue;
                 }
                 Ended::Gone => return Stopped::Gone,
+                Ended::Recovered => {
+                    tracing::info!(
+                        kind = self.kind.name(),
+                        "the API server answers again; relisting"
+                    );
+                    return Stopped::Relist;
+                }
                 Ended::Silent => "stayed open past its timeout without an event or a bookmark",
             };
             if self.silent(why) {
@@ -375,10 +390,14 @@ impl Watch {
         futures::pin_mut!(stream);
         self.delivered = false;
         loop {
-            let item = match tokio::time::timeout(window, stream.next()).await {
-                Err(_) => return Ended::Silent,
-                Ok(None) => return Ended::Closed,
-                Ok(Some(item)) => item,
+            let next = tokio::time::timeout(window, stream.next());
+            let item = tokio::select! {
+                item = next => match item {
+                    Err(_) => return Ended::Silent,
+                    Ok(None) => return Ended::Closed,
+                    Ok(Some(item)) => item,
+                },
+                Ok(()) = self.recovered.changed() => return Ended::Recovered,
             };
             let change = if matches!(item, Ok(WatchEvent::Added(_))) {
                 ChangeType::Added

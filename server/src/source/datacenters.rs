@@ -1,0 +1,269 @@
+//! Each datacenter's state, for a source that watches several: `CONNECTING` until every kind has
+//! been listed once, `SYNCED` while its API server answers, `STALE` once it has been silent for
+//! `DC_STALE_AFTER_SECONDS` (a cheap probe every `DC_PROBE_INTERVAL_SECONDS` says so long before a
+//! watch would time out), `UNREACHABLE` when it cannot be reached at all. A stale or unreachable
+//! datacenter's last-known objects stay in the graph; what is said about it (the state, since
+//! when, the last error) comes from here.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+
+use super::status::KindStatus;
+use crate::model::Datacenter;
+
+/// A datacenter's state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, async_graphql::Enum)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum DatacenterState {
+    /// Not every kind has been listed yet.
+    Connecting,
+    /// Listed, and its API server answers.
+    Synced,
+    /// Listed once, but its API server has not answered for `DC_STALE_AFTER_SECONDS` (or a
+    /// watch went silent): its objects are the last known.
+    Stale,
+    /// Its API server cannot be reached (no client, or never answered).
+    Unreachable,
+}
+
+impl DatacenterState {
+    /// True when its objects may be behind its cluster.
+    pub fn unavailable(self) -> bool {
+        matches!(self, DatacenterState::Stale | DatacenterState::Unreachable)
+    }
+}
+
+/// How datacenters are judged.
+#[derive(Clone, Copy, Debug)]
+pub struct Policy {
+    /// How often each datacenter's API server is asked whether it answers.
+    pub probe_interval: Duration,
+    /// Silent for longer: stale.
+    pub stale_after: Duration,
+    /// `/ready` waits this long at most for every datacenter's first sync.
+    pub ready_timeout: Duration,
+}
+
+impl Default for Policy {
+    fn default() -> Self {
+        Policy {
+            probe_interval: Duration::from_secs(5),
+            stale_after: Duration::from_secs(15),
+            ready_timeout: Duration::from_secs(120),
+        }
+    }
+}
+
+/// What is known of one datacenter besides its kinds.
+#[derive(Clone, Debug, Default)]
+struct Record {
+    /// The last time its API server answered a probe.
+    answered_at: Option<jiff::Timestamp>,
+    /// Why the last probe, or building its client, failed (credentials never in it).
+    error: Option<String>,
+    /// No client could be built.
+    no_client: bool,
+}
+
+/// Every datacenter's record, and the policy they are judged by.
+#[derive(Debug)]
+pub struct Datacenters {
+    records: Mutex<BTreeMap<Datacenter, Record>>,
+    /// How datacenters are judged.
+    pub policy: Policy,
+    started: std::time::Instant,
+}
+
+/// A datacenter as reported (GraphQL `datacenters`, `/health`).
+#[derive(Clone, Debug, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DatacenterReport {
+    /// Its key.
+    pub key: Datacenter,
+    /// Its state.
+    pub state: DatacenterState,
+    /// When its data was last proven current: a list, an event, a bookmark or an answered
+    /// probe (RFC 3339).
+    pub last_synced_at: Option<jiff::Timestamp>,
+    /// Seconds since then.
+    pub age_seconds: Option<f64>,
+    /// What is wrong, while it is.
+    pub last_error: Option<String>,
+}
+
+impl Datacenters {
+    /// No datacenter yet.
+    pub fn new(policy: Policy) -> Self {
+        Datacenters {
+            records: Mutex::new(BTreeMap::new()),
+            policy,
+            started: std::time::Instant::now(),
+        }
+    }
+
+    /// A datacenter's API server answered a probe (or did not: `Err` with why).
+    pub(crate) fn probed(&self, datacenter: &Datacenter, answer: Result<(), String>) {
+        let mut records = self.records.lock();
+        let r = records.entry(datacenter.clone()).or_default();
+        match answer {
+            Ok(()) => {
+                r.answered_at = Some(jiff::Timestamp::now());
+                r.error = None;
+                r.no_client = false;
+            }
+            Err(e) => r.error = Some(e),
+        }
+    }
+
+    /// No client could be built for a datacenter.
+    pub(crate) fn no_client(&self, datacenter: &Datacenter, error: &str) {
+        let mut records = self.records.lock();
+        let r = records.entry(datacenter.clone()).or_default();
+        r.no_client = true;
+        r.error = Some(error.to_string());
+    }
+
+    /// Forget a datacenter (removed from the configuration).
+    pub(crate) fn remove(&self, datacenter: &Datacenter) {
+        self.records.lock().remove(datacenter);
+    }
+
+    /// True once `READY_TIMEOUT_SECONDS` have passed since the start.
+    pub fn ready_timeout_passed(&self) -> bool {
+        self.started.elapsed() >= self.policy.ready_timeout
+    }
+
+    /// Judge every datacenter from its record and its kinds' status, now.
+    pub fn report(
+        &self,
+        kinds: &[KindStatus],
+        window: Duration,
+        now: jiff::Timestamp,
+    ) -> Vec<DatacenterReport> {
+        let records = self.records.lock();
+        let mut keys: Vec<&Datacenter> = records.keys().collect();
+        keys.extend(kinds.iter().map(|k| &k.datacenter));
+        keys.sort();
+        keys.dedup();
+        keys.into_iter()
+            .map(|dc| {
+                let record = records.get(dc).cloned().unwrap_or_default();
+                let own: Vec<&KindStatus> = kinds.iter().filter(|k| &k.datacenter == dc).collect();
+                judge(dc, &record, &own, self.policy.stale_after, window, now)
+            })
+            .collect()
+    }
+}
+
+fn judge(
+    dc: &Datacenter,
+    record: &Record,
+    kinds: &[&KindStatus],
+    stale_after: Duration,
+    window: Duration,
+    now: jiff::Timestamp,
+) -> DatacenterReport {
+    let synced = !kinds.is_empty() && kinds.iter().all(|k| k.synced() || k.served == Some(false));
+    let proofs = kinds
+        .iter()
+        .flat_map(|k| k.received_at.values().copied())
+        .chain(record.answered_at);
+    let last = proofs.max();
+    let age = last.map(|t| (now - t).total(jiff::Unit::Second).unwrap_or(0.0).max(0.0));
+    let kind_error = kinds.iter().find_map(|k| k.error.clone());
+    let silent = age.is_none_or(|a| a > stale_after.as_secs_f64());
+    let state = if record.no_client || (!synced && record.error.is_some()) {
+        DatacenterState::Unreachable
+    } else if !synced {
+        DatacenterState::Connecting
+    } else if silent || kinds.iter().any(|k| k.stale(now, window)) {
+        DatacenterState::Stale
+    } else {
+        DatacenterState::Synced
+    };
+    DatacenterReport {
+        key: dc.clone(),
+        state,
+        last_synced_at: last,
+        age_seconds: age,
+        last_error: match state {
+            DatacenterState::Synced => None,
+            _ => record.error.clone().or(kind_error),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kind(dc: &Datacenter, synced: bool, received: Option<jiff::Timestamp>) -> KindStatus {
+        let mut k = KindStatus::for_tests(dc, crate::model::Kind::Machine, usize::from(!synced));
+        if let Some(t) = received {
+            k.received_at.insert(String::new(), t);
+        }
+        k
+    }
+
+    #[test]
+    fn states_follow_listing_probes_and_silence() {
+        let dc = Datacenter::new("east");
+        let now = jiff::Timestamp::now();
+        let ago = |s: i64| now - jiff::SignedDuration::from_secs(s);
+        let (stale_after, window) = (Duration::from_secs(15), Duration::from_secs(300));
+        let state = |record: &Record, kinds: &[KindStatus]| {
+            let refs: Vec<&KindStatus> = kinds.iter().collect();
+            judge(&dc, record, &refs, stale_after, window, now).state
+        };
+        let fresh = Record::default();
+        assert_eq!(
+            state(&fresh, &[kind(&dc, false, None)]),
+            DatacenterState::Connecting
+        );
+        let failing = Record {
+            error: Some("connection refused".into()),
+            ..Record::default()
+        };
+        assert_eq!(
+            state(&failing, &[kind(&dc, false, None)]),
+            DatacenterState::Unreachable
+        );
+        let answered = Record {
+            answered_at: Some(ago(2)),
+            ..Record::default()
+        };
+        assert_eq!(
+            state(&answered, &[kind(&dc, true, Some(ago(60)))]),
+            DatacenterState::Synced
+        );
+        // Listed once, then silent past the bound: stale, with the age of the last proof.
+        let silent = Record {
+            answered_at: Some(ago(20)),
+            error: Some("probe timed out".into()),
+            ..Record::default()
+        };
+        let report = judge(
+            &dc,
+            &silent,
+            &[&kind(&dc, true, Some(ago(30)))],
+            stale_after,
+            window,
+            now,
+        );
+        assert_eq!(report.state, DatacenterState::Stale);
+        assert_eq!(report.last_error.as_deref(), Some("probe timed out"));
+        assert!(
+            report
+                .age_seconds
+                .is_some_and(|a| (19.0..=21.0).contains(&a))
+        );
+        let no_client = Record {
+            no_client: true,
+            error: Some("kubeconfig x: no such file".into()),
+            ..Record::default()
+        };
+        assert_eq!(state(&no_client, &[]), DatacenterState::Unreachable);
+    }
+}

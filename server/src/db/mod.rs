@@ -37,7 +37,7 @@ static POSTGRES_MIGRATIONS: Migrator = sqlx::migrate!("../migrations/postgres");
 pub const POSTGRES_STAGING: &str = "CREATE TEMP TABLE IF NOT EXISTS events_in (at_ms BIGINT, \
      seq BIGINT, kind TEXT, namespace TEXT, name TEXT, uid TEXT, resource_version TEXT, \
      change TEXT, event_type TEXT, phase_before TEXT, phase_after TEXT, diff TEXT, \
-     dropped BIGINT, actor TEXT) ON COMMIT DELETE ROWS";
+     dropped BIGINT, actor TEXT, datacenter TEXT) ON COMMIT DELETE ROWS";
 
 /// Connection pool settings (the names follow Go's `database/sql` settings the old operator's
 /// design used: max open connections, idle connections, connection lifetime).

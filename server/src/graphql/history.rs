@@ -60,6 +60,8 @@ pub struct HistoryEvent {
     /// Who asked for this change through this API (`key:NAME`, `kubernetes:USER`); null for
     /// changes made elsewhere (the operators, kubectl).
     pub actor: Option<String>,
+    /// The key of the object's datacenter (empty on a single-cluster server).
+    pub datacenter: String,
 }
 
 #[ComplexObject]
@@ -74,7 +76,8 @@ impl HistoryEvent {
         if self.uid.is_empty() {
             return None;
         }
-        snap(ctx).by_uid(&self.uid).cloned().map(to_node)
+        let dc = crate::model::Datacenter::new(&self.datacenter);
+        snap(ctx).by_uid_in(&dc, &self.uid).cloned().map(to_node)
     }
 
     /// What the phase after the change means (as `phaseState` on the object); `DELETING` after a
@@ -106,6 +109,7 @@ impl From<StoredEvent> for HistoryEvent {
             diff: async_graphql::Json(e.diff.0),
             dropped: e.dropped,
             actor: e.actor,
+            datacenter: e.datacenter,
         }
     }
 }
@@ -131,6 +135,8 @@ pub struct EventFilter {
     pub until: Option<String>,
     /// Changes asked for through this API by this caller (`key:NAME`, `kubernetes:USER`).
     pub actor: Option<String>,
+    /// One datacenter's objects (its key).
+    pub datacenter: Option<String>,
 }
 
 /// Time spent in one phase.
@@ -331,6 +337,7 @@ pub async fn events(
         until_ms: parse_time("until", &f.until)?,
         before_id: after.as_deref().map(decode_cursor).transpose()?,
         actor: f.actor.clone(),
+        datacenter: f.datacenter.clone(),
     };
     if let Some(id) = &f.object_id {
         let key =
@@ -338,6 +345,7 @@ pub async fn events(
         q.kind = Some(key.kind.name().to_string());
         q.namespace = Some(key.namespace.clone());
         q.name = Some(key.name.clone());
+        q.datacenter = Some(key.datacenter.key().to_string());
     }
     let db = db_of(history).map_err(unavailable)?;
     let mut rows = query::page(&db, &q, limit + 1)
@@ -406,6 +414,7 @@ mod tests {
             diff: sqlx::types::Json(serde_json::Value::Null),
             dropped: None,
             actor: None,
+            datacenter: String::new(),
         }
     }
 

@@ -24,6 +24,8 @@ use crate::store::{Change, ChangeType};
 pub struct EventRow {
     /// When the change was applied (ms since the Unix epoch).
     pub at_ms: i64,
+    /// The key of the object's datacenter ("" on a single-cluster server).
+    pub datacenter: String,
     /// The store's sequence number.
     pub seq: u64,
     /// Kind name.
@@ -60,6 +62,7 @@ impl EventRow {
     pub fn gap(first_seq: u64, dropped: u64, at_ms: i64) -> Self {
         EventRow {
             at_ms,
+            datacenter: String::new(),
             seq: first_seq,
             kind: "",
             namespace: String::new(),
@@ -289,6 +292,7 @@ pub fn row_of(c: &Change, at_ms: i64) -> EventRow {
     let before = c.previous.as_deref().map_or(Value::Null, watched_parts);
     EventRow {
         at_ms,
+        datacenter: object.datacenter().key().to_string(),
         seq: c.seq,
         kind: object.kind().name(),
         namespace: object.namespace().to_string(),

@@ -41,10 +41,12 @@ pub struct StoredEvent {
     pub dropped: Option<i64>,
     /// Who asked for the change through the API, when someone did.
     pub actor: Option<String>,
+    /// The key of the object's datacenter ("" on a single-cluster server).
+    pub datacenter: String,
 }
 
 const COLUMNS: &str = "id, at_ms, seq, kind, namespace, name, uid, resource_version, change, \
-                       event_type, phase_before, phase_after, diff, dropped, actor";
+                       event_type, phase_before, phase_after, diff, dropped, actor, datacenter";
 
 /// What `events(filter)` selects; every part optional.
 #[derive(Clone, Debug, Default)]
@@ -67,6 +69,8 @@ pub struct EventQuery {
     pub before_id: Option<i64>,
     /// Who asked for the change through the API.
     pub actor: Option<String>,
+    /// The object's datacenter.
+    pub datacenter: Option<String>,
 }
 
 /// Up to `limit` events matching `q`, newest first.
@@ -75,6 +79,9 @@ pub async fn page(db: &Db, q: &EventQuery, limit: usize) -> Result<Vec<StoredEve
         let mut b = sqlx::QueryBuilder::new(format!("SELECT {COLUMNS} FROM events WHERE 1 = 1"));
         if let Some(v) = &q.uid {
             b.push(" AND uid = ").push_bind(v.clone());
+        }
+        if let Some(v) = &q.datacenter {
+            b.push(" AND datacenter = ").push_bind(v.clone());
         }
         if let Some(v) = &q.kind {
             b.push(" AND kind = ").push_bind(v.clone());

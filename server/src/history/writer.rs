@@ -85,7 +85,7 @@ pub fn copy_text(rows: &[EventRow]) -> String {
         let seq = r.seq.to_string();
         let diff = r.diff.to_string();
         let dropped = r.dropped.map(|d| d.to_string());
-        let fields: [Option<&str>; 14] = [
+        let fields: [Option<&str>; 15] = [
             Some(&at),
             Some(&seq),
             Some(r.kind),
@@ -100,6 +100,7 @@ pub fn copy_text(rows: &[EventRow]) -> String {
             Some(&diff),
             dropped.as_deref(),
             r.actor.as_deref(),
+            Some(&r.datacenter),
         ];
         for (i, f) in fields.iter().enumerate() {
             if i > 0 {
@@ -127,10 +128,10 @@ async fn insert_postgres(p: &sqlx::PgPool, rows: &[EventRow]) -> Result<u64, DbE
     copy.finish().await?;
     let n = sqlx::query(
         "INSERT INTO events (at_ms, seq, kind, namespace, name, uid, resource_version, change, \
-         event_type, phase_before, phase_after, diff, dropped, actor) \
+         event_type, phase_before, phase_after, diff, dropped, actor, datacenter) \
          SELECT at_ms, seq, kind, namespace, name, uid, resource_version, change, event_type, \
-         phase_before, phase_after, diff::jsonb, dropped, actor FROM events_in \
-         ON CONFLICT (uid, resource_version, change) DO NOTHING",
+         phase_before, phase_after, diff::jsonb, dropped, actor, datacenter FROM events_in \
+         ON CONFLICT (datacenter, uid, resource_version, change) DO NOTHING",
     )
     .execute(&mut *tx)
     .await?
@@ -146,7 +147,7 @@ async fn insert_sqlite(p: &sqlx::SqlitePool, rows: &[EventRow]) -> Result<u64, D
     for chunk in rows.chunks(ROWS_PER_STATEMENT) {
         let mut q = sqlx::QueryBuilder::new(
             "INSERT INTO events (at_ms, seq, kind, namespace, name, uid, resource_version, \
-             change, event_type, phase_before, phase_after, diff, dropped, actor) ",
+             change, event_type, phase_before, phase_after, diff, dropped, actor, datacenter) ",
         );
         q.push_values(chunk, |mut b, r| {
             b.push_bind(r.at_ms)
@@ -162,9 +163,10 @@ async fn insert_sqlite(p: &sqlx::SqlitePool, rows: &[EventRow]) -> Result<u64, D
                 .push_bind(r.phase_after.as_deref())
                 .push_bind(sqlx::types::Json(&r.diff))
                 .push_bind(r.dropped.map(|d| d as i64))
-                .push_bind(r.actor.as_deref());
+                .push_bind(r.actor.as_deref())
+                .push_bind(r.datacenter.as_str());
         });
-        q.push(" ON CONFLICT (uid, resource_version, change) DO NOTHING");
+        q.push(" ON CONFLICT (datacenter, uid, resource_version, change) DO NOTHING");
         added += q.build().execute(&mut *tx).await?.rows_affected();
     }
     tx.commit().await?;
@@ -532,7 +534,7 @@ mod tests {
         r.diff = serde_json::json!([{"path": "/spec/x", "after": "line\nbreak \\ tab\t"}]);
         let text = copy_text(&[r]);
         let fields: Vec<&str> = text.trim_end_matches('\n').split('\t').collect();
-        assert_eq!(fields.len(), 14, "{text}");
+        assert_eq!(fields.len(), 15, "{text}");
         assert_eq!(fields[13], "key:ops");
         assert_eq!(fields[4], "a\\tb\\\\c\\nd");
         assert_eq!(fields[9], "\\N", "a null phase");

@@ -250,7 +250,7 @@ async fn import_command_stores_what_the_server_then_serves(db: &TestDb) {
     let url = db.url();
     let (code, out) = run(vec!["migrate".into(), "--database-url".into(), url.clone()]);
     assert_eq!(code, Some(0), "{out}");
-    assert!(out.contains("schema is at migration 5"), "{out}");
+    assert!(out.contains("schema is at migration 6"), "{out}");
 
     // Refused files store nothing, and the command says so with exit 1.
     let invalid = fixtures().join("invalid");

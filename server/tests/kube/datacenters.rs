@@ -319,3 +319,77 @@ async fn a_datacenter_that_stops_answering_is_stale_its_objects_stay_and_recover
     let body = answer(&h, "{ machines { totalCount } }").await;
     assert!(body.get("errors").is_none(), "{body}");
 }
+
+/// Two datacenters' API servers give out the same uids and versions: the same change in each
+/// is two history rows, each naming its datacenter (a row is one per datacenter, uid, version and
+/// change), and each row's object is its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_same_uid_and_version_in_two_datacenters_are_two_history_rows() {
+    let east = api_with(|api| {
+        api.apply("machines", machine("t", "m", "c"));
+        api.apply("machines", machine("t", "keep", "c"));
+    })
+    .await;
+    let west = api_with(|api| {
+        api.apply("machines", machine("t", "m", "c"));
+        api.apply("machines", machine("t", "keep", "c"));
+    })
+    .await;
+    let mut h = Harness::unstarted(east);
+    let dir = h.dir.join("datacenters");
+    std::fs::create_dir_all(&dir).expect("dir");
+    kubeconfig_for(&h.api, &dir.join("east.yaml"));
+    kubeconfig_for(&west, &dir.join("west.yaml"));
+    h.launch(&["--datacenters-dir", dir.to_str().expect("utf-8")])
+        .await;
+    h.ready().await;
+    let uid =
+        |api: &KubeApi| api.object("machines", "t", "m").expect("m")["metadata"]["uid"].clone();
+    assert_eq!(
+        uid(&h.api),
+        uid(&west),
+        "both API servers gave out the same uid"
+    );
+    h.api.delete("machines", "t", "m");
+    west.delete("machines", "t", "m");
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    let rows = loop {
+        let rows = h
+            .data(r#"{ events(filter: {kind: "Machine", name: "m"}) { nodes { change datacenter uid resourceVersion } } }"#)
+            .await["events"]["nodes"]
+            .clone();
+        if rows.as_array().map_or(0, Vec::len) >= 2 {
+            break rows;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "rows: {rows}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let mut seen: Vec<(String, String, String)> = rows
+        .as_array()
+        .expect("rows")
+        .iter()
+        .map(|r| {
+            (
+                r["datacenter"].as_str().unwrap_or_default().to_string(),
+                r["change"].as_str().unwrap_or_default().to_string(),
+                format!("{}@{}", r["uid"], r["resourceVersion"]),
+            )
+        })
+        .collect();
+    seen.sort();
+    assert_eq!(seen.len(), 2, "{rows}");
+    assert_eq!((seen[0].0.as_str(), seen[1].0.as_str()), ("east", "west"));
+    assert!(seen.iter().all(|s| s.1 == "DELETED"));
+    assert_eq!(
+        seen[0].2, seen[1].2,
+        "the same uid and version in both: {rows}"
+    );
+    // One datacenter's history by filter; the row's object is its own datacenter's.
+    let west_rows = h
+        .data(r#"{ events(filter: {datacenter: "west", kind: "Machine"}) { nodes { datacenter name } } }"#)
+        .await;
+    assert_eq!(
+        west_rows["events"]["nodes"],
+        json!([{"datacenter": "west", "name": "m"}])
+    );
+}

@@ -393,3 +393,49 @@ async fn the_same_uid_and_version_in_two_datacenters_are_two_history_rows() {
         json!([{"datacenter": "west", "name": "m"}])
     );
 }
+
+/// Two kubeconfig files that reach one cluster (the same Vitistack) are refused at start, naming
+/// both files: the cluster's objects would otherwise be shown twice, as two datacenters.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_files_for_one_cluster_are_refused_at_start_naming_both() {
+    use clap::Parser;
+    let api = api_with(|api| {
+        api.apply(
+            "vitistacks",
+            json!({"metadata": {"name": "vitistack"}, "spec": {"displayName": "South",
+                   "infrastructure": "prod", "region": "south", "zone": "az1"}}),
+        );
+    })
+    .await;
+    let h = Harness::unstarted(api);
+    let dir = h.dir.join("datacenters");
+    std::fs::create_dir_all(&dir).expect("dir");
+    kubeconfig_for(&h.api, &dir.join("east.yaml"));
+    kubeconfig_for(&h.api, &dir.join("west.yaml"));
+    let db = format!("sqlite://{}/v.db", h.dir.display());
+    let argv = [
+        "test",
+        "--log-json",
+        "false",
+        "--database-url",
+        &db,
+        "--datacenters-dir",
+        dir.to_str().expect("utf-8"),
+    ];
+    let cfg = super::Args::try_parse_from(argv).expect("args").cfg;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let refused = match vitistack::app::start(&cfg, listener).await {
+        Ok(app) => {
+            app.abort();
+            panic!("started with two files for one cluster");
+        }
+        Err(e) => format!("{e:#}"),
+    };
+    assert!(
+        refused.contains("east.yaml") && refused.contains("west.yaml"),
+        "{refused}"
+    );
+    assert!(refused.contains("same cluster"), "{refused}");
+}

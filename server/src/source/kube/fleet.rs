@@ -216,7 +216,12 @@ impl Fleet {
             }
             return Ok(fleet);
         }
-        reconcile(&handle, &store, configured, &permits).await;
+        reconcile(&handle, &store, configured, &permits, true)
+            .await
+            .map_err(|reason| ClientError::Kubeconfig {
+                file: "datacenters".into(),
+                reason,
+            })?;
         // Read the configuration again now and then: the directory's files may change, and a
         // datacenter that could not be reached is tried again.
         let settings = settings.clone();
@@ -224,7 +229,10 @@ impl Fleet {
             loop {
                 tokio::time::sleep(settings.rescan).await;
                 match settings.configured() {
-                    Ok(now) => reconcile(&handle, &store, now, &permits).await,
+                    Ok(now) => {
+                        // Refusals after the start are reported per datacenter.
+                        let _ = reconcile(&handle, &store, now, &permits, false).await;
+                    }
                     Err(e) => tracing::warn!(error = %e, "datacenters not read again"),
                 }
             }
@@ -288,13 +296,16 @@ impl Handle {
 }
 
 /// Make the running datacenters the configured ones: connect the new, drop the removed,
-/// reconnect the changed, retry the ones whose client could not be built.
+/// reconnect the changed, retry the ones whose client could not be built. A datacenter whose
+/// cluster is one already watched (the same Vitistack uid: two files for one cluster) is not
+/// connected: at start (`strict`) that refuses the start, naming both; later it is reported.
 async fn reconcile(
     handle: &Handle,
     store: &Arc<Store>,
     configured: Vec<(KubeSettings, Configured)>,
     permits: &Arc<tokio::sync::Semaphore>,
-) {
+    strict: bool,
+) -> Result<(), String> {
     let wanted: BTreeMap<Datacenter, (KubeSettings, Configured)> = configured
         .into_iter()
         .map(|(s, c)| (s.datacenter.clone(), (s, c)))
@@ -308,6 +319,18 @@ async fn reconcile(
     for (dc, _, _) in running.iter().filter(|(dc, _, _)| !wanted.contains_key(dc)) {
         handle.remove(store, dc);
     }
+    // The clusters already watched, by their Vitistack's uid.
+    let mut clusters: BTreeMap<String, (Datacenter, String)> = BTreeMap::new();
+    let snap = store.snapshot();
+    for (dc, configured, _) in &running {
+        for v in snap.list_datacenter(dc, Kind::Vitistack) {
+            clusters.insert(
+                v.uid().to_string(),
+                (dc.clone(), configured.settings_key.clone()),
+            );
+        }
+    }
+    drop(snap);
     for (dc, (settings, configured)) in wanted {
         let current = running.iter().find(|(d, _, _)| *d == dc);
         match current {
@@ -317,8 +340,32 @@ async fn reconcile(
                 // Its objects stay until the new watches list them again (a relist replaces).
                 handle.members.lock().remove(&dc);
                 handle.status.remove_datacenter(&dc);
+                clusters.retain(|_, (d, _)| *d != dc);
             }
             _ => {}
+        }
+        let uids = vitistack_uids(&settings).await;
+        let same = uids.iter().find_map(|uid| {
+            clusters
+                .get(uid)
+                .filter(|(other, _)| *other != dc)
+                .map(|(other, at)| (uid.clone(), other.clone(), at.clone()))
+        });
+        if let Some((uid, other, at)) = same {
+            let reason = format!(
+                "{} and {at} reach the same cluster (Vitistack uid {uid}): datacenter `{dc}` is \
+                 not watched a second time as well as `{other}`",
+                configured.settings_key
+            );
+            if strict {
+                return Err(reason);
+            }
+            tracing::warn!(datacenter = %dc, "{reason}");
+            handle
+                .status
+                .unreachable(&dc, &super::watched_kinds(), &reason);
+            handle.add(&settings, configured, None);
+            continue;
         }
         match connect(
             store.clone(),
@@ -330,6 +377,9 @@ async fn reconcile(
         {
             Ok(source) => {
                 tracing::info!(datacenter = %dc, "datacenter connected");
+                for uid in uids {
+                    clusters.insert(uid, (dc.clone(), configured.settings_key.clone()));
+                }
                 handle.add(&settings, configured, Some(source));
             }
             Err(e) => {
@@ -343,4 +393,34 @@ async fn reconcile(
             }
         }
     }
+    Ok(())
+}
+
+/// The uids of the Vitistacks a datacenter's cluster holds (none when it cannot be asked within
+/// a few seconds: it is then told apart by nothing, and checked again when it is reconnected).
+async fn vitistack_uids(settings: &KubeSettings) -> Vec<String> {
+    let ask = async {
+        let client = super::client(settings).await.ok()?;
+        let version = Kind::Vitistack.versions()[0];
+        let ar = kube::api::ApiResource {
+            group: Kind::Vitistack.group().into(),
+            version: version.into(),
+            api_version: Kind::Vitistack.api_version(version),
+            kind: Kind::Vitistack.name().into(),
+            plural: Kind::Vitistack.plural().into(),
+        };
+        let api: kube::Api<kube::api::DynamicObject> = kube::Api::all_with(client, &ar);
+        let list = api.list(&kube::api::ListParams::default()).await.ok()?;
+        Some(
+            list.items
+                .into_iter()
+                .filter_map(|o| o.metadata.uid)
+                .collect::<Vec<_>>(),
+        )
+    };
+    tokio::time::timeout(Duration::from_secs(5), ask)
+        .await
+        .ok()
+        .flatten()
+        .unwrap_or_default()
 }

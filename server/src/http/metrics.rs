@@ -26,6 +26,8 @@ pub struct Metrics {
     kind_synced: IntGaugeVec,
     kind_stale: prometheus::GaugeVec,
     kind_is_stale: IntGaugeVec,
+    datacenter_state: IntGaugeVec,
+    datacenter_age: prometheus::GaugeVec,
     /// Open GraphQL WebSockets.
     pub ws_open: IntGauge,
     /// WebSocket closes by code (`client` when the client closed or vanished).
@@ -194,6 +196,22 @@ impl Metrics {
             &["kind"],
         )?;
         registry.register(Box::new(kind_is_stale.clone()))?;
+        let datacenter_state = IntGaugeVec::new(
+            Opts::new(
+                "vitistack_datacenter_state",
+                "Several datacenters: 1 for each datacenter's present state (CONNECTING, SYNCED, STALE, UNREACHABLE)",
+            ),
+            &["datacenter", "state"],
+        )?;
+        let datacenter_age = prometheus::GaugeVec::new(
+            Opts::new(
+                "vitistack_datacenter_age_seconds",
+                "Several datacenters: seconds since each one's data was last proven current",
+            ),
+            &["datacenter"],
+        )?;
+        registry.register(Box::new(datacenter_state.clone()))?;
+        registry.register(Box::new(datacenter_age.clone()))?;
         registry.register(Box::new(db_up.clone()))?;
         registry.register(Box::new(db_pending.clone()))?;
         registry.register(Box::new(db_failures.clone()))?;
@@ -222,6 +240,8 @@ impl Metrics {
             kind_synced,
             kind_stale,
             kind_is_stale,
+            datacenter_state,
+            datacenter_age,
             ws_open,
             ws_closes,
             sse_open,
@@ -252,32 +272,64 @@ impl Metrics {
             .observe(took.as_secs_f64());
     }
 
-    /// The text exposition, with store gauges read from the snapshot.
+    /// The text exposition, with store gauges read from the snapshot (and each datacenter's
+    /// state, when there are several).
     pub fn render(
         &self,
         snap: &Snapshot,
         db: &DbHealth,
         source: &OperatorsReport,
+        datacenters: &[crate::source::datacenters::DatacenterReport],
         scrape: &super::operator_metrics::Scrape<'_>,
     ) -> String {
         let _one_at_a_time = self.scraping.lock();
         self.operator.update(snap, scrape, self.caches());
+        // A kind watched in several datacenters is reported at its worst: served and synced
+        // only where it is in every one, stale where it is in any.
+        let mut kinds: std::collections::BTreeMap<&str, KindWorst> =
+            std::collections::BTreeMap::new();
         for k in &source.kinds {
-            if let Some(served) = k.served {
+            let e = kinds
+                .entry(k.name.as_str())
+                .or_insert((k.served, true, false, None));
+            e.0 = match (e.0, k.served) {
+                (Some(a), Some(b)) => Some(a && b),
+                (a, b) => a.or(b),
+            };
+            e.1 &= k.synced;
+            e.2 |= k.stale;
+            e.3 = match (e.3, k.stale_seconds) {
+                (Some(a), Some(b)) => Some(a.max(b)),
+                (a, b) => a.or(b),
+            };
+        }
+        for (name, (served, synced, stale, stale_seconds)) in kinds {
+            if let Some(served) = served {
                 self.kind_served
-                    .with_label_values(&[k.name.as_str()])
+                    .with_label_values(&[name])
                     .set(i64::from(served));
             }
             self.kind_synced
-                .with_label_values(&[k.name.as_str()])
-                .set(i64::from(k.synced));
+                .with_label_values(&[name])
+                .set(i64::from(synced));
             self.kind_is_stale
-                .with_label_values(&[k.name.as_str()])
-                .set(i64::from(k.stale));
-            if let Some(stale) = k.stale_seconds {
-                self.kind_stale
-                    .with_label_values(&[k.name.as_str()])
-                    .set(stale);
+                .with_label_values(&[name])
+                .set(i64::from(stale));
+            if let Some(stale) = stale_seconds {
+                self.kind_stale.with_label_values(&[name]).set(stale);
+            }
+        }
+        self.datacenter_state.reset();
+        self.datacenter_age.reset();
+        for d in datacenters {
+            let state = serde_json::to_value(d.state).unwrap_or_default();
+            self.datacenter_state
+                .with_label_values(&[d.key.key(), state.as_str().unwrap_or_default()])
+                .set(1);
+            if let Some(age) = d.age_seconds {
+                self.datacenter_age
+                    .with_label_values(&[d.key.key()])
+                    .set(age);
             }
         }
         self.db_up.set(i64::from(db.is_up()));
@@ -324,3 +376,6 @@ impl Metrics {
         ]
     }
 }
+
+/// A kind over every datacenter: served, synced, stale, stale seconds.
+type KindWorst = (Option<bool>, bool, bool, Option<f64>);

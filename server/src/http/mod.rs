@@ -196,9 +196,13 @@ async fn metrics(
             .and_then(|h| h.db())
             .map(|db| db.connections()),
     };
-    let body = app
-        .metrics
-        .render(&snap, &app.db_health, &app.source.report(&snap), &scrape);
+    let body = app.metrics.render(
+        &snap,
+        &app.db_health,
+        &app.source.report(&snap),
+        &app.source.datacenter_reports(),
+        &scrape,
+    );
     (
         [(
             header::CONTENT_TYPE,

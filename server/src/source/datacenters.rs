@@ -10,8 +10,20 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 
-use super::status::KindStatus;
 use crate::model::Datacenter;
+
+/// What one watched kind of a datacenter says about it (read from the source's status).
+#[derive(Clone, Debug, Default)]
+pub struct KindFacts {
+    /// Listed once (or not served at all).
+    pub synced: bool,
+    /// The newest proof of currency over its watches (a list, an event, a bookmark).
+    pub last_received: Option<jiff::Timestamp>,
+    /// Why its watch fails, while it does.
+    pub error: Option<String>,
+    /// Its watch fails or went silent.
+    pub stale: bool,
+}
 
 /// A datacenter's state.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, async_graphql::Enum)]
@@ -135,23 +147,26 @@ impl Datacenters {
         self.started.elapsed() >= self.policy.ready_timeout
     }
 
-    /// Judge every datacenter from its record and its kinds' status, now.
+    /// Judge every datacenter from its record and what its kinds say, now.
     pub fn report(
         &self,
-        kinds: &[KindStatus],
-        window: Duration,
+        kinds: &[(Datacenter, KindFacts)],
         now: jiff::Timestamp,
     ) -> Vec<DatacenterReport> {
         let records = self.records.lock();
         let mut keys: Vec<&Datacenter> = records.keys().collect();
-        keys.extend(kinds.iter().map(|k| &k.datacenter));
+        keys.extend(kinds.iter().map(|(dc, _)| dc));
         keys.sort();
         keys.dedup();
         keys.into_iter()
             .map(|dc| {
                 let record = records.get(dc).cloned().unwrap_or_default();
-                let own: Vec<&KindStatus> = kinds.iter().filter(|k| &k.datacenter == dc).collect();
-                judge(dc, &record, &own, self.policy.stale_after, window, now)
+                let own: Vec<&KindFacts> = kinds
+                    .iter()
+                    .filter(|(d, _)| d == dc)
+                    .map(|(_, k)| k)
+                    .collect();
+                judge(dc, &record, &own, self.policy.stale_after, now)
             })
             .collect()
     }
@@ -160,15 +175,14 @@ impl Datacenters {
 fn judge(
     dc: &Datacenter,
     record: &Record,
-    kinds: &[&KindStatus],
+    kinds: &[&KindFacts],
     stale_after: Duration,
-    window: Duration,
     now: jiff::Timestamp,
 ) -> DatacenterReport {
-    let synced = !kinds.is_empty() && kinds.iter().all(|k| k.synced() || k.served == Some(false));
+    let synced = !kinds.is_empty() && kinds.iter().all(|k| k.synced);
     let proofs = kinds
         .iter()
-        .flat_map(|k| k.received_at.values().copied())
+        .filter_map(|k| k.last_received)
         .chain(record.answered_at);
     let last = proofs.max();
     let age = last.map(|t| (now - t).total(jiff::Unit::Second).unwrap_or(0.0).max(0.0));
@@ -178,7 +192,7 @@ fn judge(
         DatacenterState::Unreachable
     } else if !synced {
         DatacenterState::Connecting
-    } else if silent || kinds.iter().any(|k| k.stale(now, window)) {
+    } else if silent || kinds.iter().any(|k| k.stale) {
         DatacenterState::Stale
     } else {
         DatacenterState::Synced
@@ -199,12 +213,12 @@ fn judge(
 mod tests {
     use super::*;
 
-    fn kind(dc: &Datacenter, synced: bool, received: Option<jiff::Timestamp>) -> KindStatus {
-        let mut k = KindStatus::for_tests(dc, crate::model::Kind::Machine, usize::from(!synced));
-        if let Some(t) = received {
-            k.received_at.insert(String::new(), t);
+    fn kind(synced: bool, last_received: Option<jiff::Timestamp>) -> KindFacts {
+        KindFacts {
+            synced,
+            last_received,
+            ..KindFacts::default()
         }
-        k
     }
 
     #[test]
@@ -212,14 +226,14 @@ mod tests {
         let dc = Datacenter::new("east");
         let now = jiff::Timestamp::now();
         let ago = |s: i64| now - jiff::SignedDuration::from_secs(s);
-        let (stale_after, window) = (Duration::from_secs(15), Duration::from_secs(300));
-        let state = |record: &Record, kinds: &[KindStatus]| {
-            let refs: Vec<&KindStatus> = kinds.iter().collect();
-            judge(&dc, record, &refs, stale_after, window, now).state
+        let stale_after = Duration::from_secs(15);
+        let state = |record: &Record, kinds: &[KindFacts]| {
+            let refs: Vec<&KindFacts> = kinds.iter().collect();
+            judge(&dc, record, &refs, stale_after, now).state
         };
         let fresh = Record::default();
         assert_eq!(
-            state(&fresh, &[kind(&dc, false, None)]),
+            state(&fresh, &[kind(false, None)]),
             DatacenterState::Connecting
         );
         let failing = Record {
@@ -227,7 +241,7 @@ mod tests {
             ..Record::default()
         };
         assert_eq!(
-            state(&failing, &[kind(&dc, false, None)]),
+            state(&failing, &[kind(false, None)]),
             DatacenterState::Unreachable
         );
         let answered = Record {
@@ -235,7 +249,7 @@ mod tests {
             ..Record::default()
         };
         assert_eq!(
-            state(&answered, &[kind(&dc, true, Some(ago(60)))]),
+            state(&answered, &[kind(true, Some(ago(60)))]),
             DatacenterState::Synced
         );
         // Listed once, then silent past the bound: stale, with the age of the last proof.
@@ -247,9 +261,8 @@ mod tests {
         let report = judge(
             &dc,
             &silent,
-            &[&kind(&dc, true, Some(ago(30)))],
+            &[&kind(true, Some(ago(30)))],
             stale_after,
-            window,
             now,
         );
         assert_eq!(report.state, DatacenterState::Stale);

@@ -65,15 +65,6 @@ impl KindStatus {
         }
     }
 
-    /// A kind's status for tests: `unsynced_scopes` namespaces not listed yet.
-    #[cfg(test)]
-    pub(crate) fn for_tests(datacenter: &Datacenter, kind: Kind, unsynced_scopes: usize) -> Self {
-        KindStatus {
-            served: Some(true),
-            ..KindStatus::new(datacenter, kind, kind.versions()[0], unsynced_scopes)
-        }
-    }
-
     /// True once every watched namespace of the kind has been listed in full (stays true
     /// across relists).
     pub fn synced(&self) -> bool {
@@ -233,8 +224,22 @@ impl SourceStatus {
         let Some(d) = &self.datacenters else {
             return Vec::new();
         };
-        let kinds: Vec<KindStatus> = self.kinds.lock().values().cloned().collect();
-        d.report(&kinds, self.window, jiff::Timestamp::now())
+        let now = jiff::Timestamp::now();
+        let kinds: Vec<(Datacenter, super::datacenters::KindFacts)> = self
+            .kinds
+            .lock()
+            .values()
+            .map(|k| {
+                let facts = super::datacenters::KindFacts {
+                    synced: k.synced() || k.served == Some(false),
+                    last_received: k.received_at.values().max().copied(),
+                    error: k.error.clone(),
+                    stale: k.stale(now, self.window),
+                };
+                (k.datacenter.clone(), facts)
+            })
+            .collect();
+        d.report(&kinds, now)
     }
 
     /// Every kind's status in every datacenter, with object counts from a snapshot.

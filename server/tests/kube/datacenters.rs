@@ -292,6 +292,21 @@ async fn a_datacenter_that_stops_answering_is_stale_its_objects_stay_and_recover
         health["checks"]["datacenters"][1]["state"], "STALE",
         "{health}"
     );
+    let metrics = h
+        .client
+        .get(format!("{}/metrics", h.base))
+        .send()
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("text");
+    for line in [
+        r#"vitistack_datacenter_state{datacenter="west",state="STALE"} 1"#,
+        r#"vitistack_datacenter_state{datacenter="east",state="SYNCED"} 1"#,
+    ] {
+        assert!(metrics.contains(line), "{line} not in /metrics");
+    }
 
     // Deleted while it was away (no watch could tell); back: it relists, and the deletion
     // reaches the graph and its subscribers.

@@ -62,6 +62,7 @@ pub fn Events() -> impl IntoView {
                 since: None,
                 until: None,
                 actor: given(by),
+                datacenter: None,
             }),
             first: Some(200),
         },

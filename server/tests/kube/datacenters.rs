@@ -27,17 +27,35 @@ async fn api_with(setup: impl FnOnce(&KubeApi)) -> KubeApi {
     api
 }
 
-/// The body of a GraphQL answer, errors included.
-async fn answer(h: &Harness, query: &str) -> Value {
-    h.client
-        .post(format!("{}/graphql", h.base))
-        .json(&json!({ "query": query }))
-        .send()
-        .await
-        .expect("request")
-        .json()
-        .await
-        .expect("json")
+/// East holding Machine t/e0, west t/w0 and t/w1.
+async fn east_and_west() -> (KubeApi, KubeApi) {
+    let east = api_with(|api| {
+        api.apply("machines", machine("t", "e0", "c"));
+    })
+    .await;
+    let west = api_with(|api| {
+        api.apply("machines", machine("t", "w0", "c"));
+        api.apply("machines", machine("t", "w1", "c"));
+    })
+    .await;
+    (east, west)
+}
+
+/// Our server watching `east` (the harness's own API server) and `others` through
+/// `DATACENTERS_DIR`, one kubeconfig file each, with `extra` arguments.
+async fn watching(east: KubeApi, others: &[(&str, &KubeApi)], extra: &[&str]) -> Harness {
+    let mut h = Harness::unstarted(east);
+    let dir = h.dir.join("datacenters");
+    std::fs::create_dir_all(&dir).expect("dir");
+    kubeconfig_for(&h.api, &dir.join("east.yaml"));
+    for (key, api) in others {
+        kubeconfig_for(api, &dir.join(format!("{key}.yaml")));
+    }
+    let dir = dir.to_str().expect("utf-8").to_string();
+    let mut args = vec!["--datacenters-dir", dir.as_str()];
+    args.extend_from_slice(extra);
+    h.launch(&args).await;
+    h
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -58,13 +76,7 @@ async fn two_datacenters_holding_the_same_names_are_two_objects_and_a_bare_looku
         api.apply("machines", machine("t", "alpha-wrk0", "alpha"));
     })
     .await;
-    let mut h = Harness::unstarted(east);
-    let dir = h.dir.join("datacenters");
-    std::fs::create_dir_all(&dir).expect("dir");
-    kubeconfig_for(&h.api, &dir.join("east.yaml"));
-    kubeconfig_for(&west, &dir.join("west.yaml"));
-    h.launch(&["--datacenters-dir", dir.to_str().expect("utf-8")])
-        .await;
+    let h = watching(east, &[("west", &west)], &[]).await;
     h.until("both datacenters listed", |s| {
         s.snapshot()
             .count(vitistack::model::Kind::KubernetesCluster)
@@ -112,7 +124,9 @@ async fn two_datacenters_holding_the_same_names_are_two_objects_and_a_bare_looku
     );
 
     // By name without a datacenter: ambiguous where both hold it, listing both.
-    let body = answer(&h, r#"{ cluster(namespace: "t", name: "alpha") { name } }"#).await;
+    let body = h
+        .answer(r#"{ cluster(namespace: "t", name: "alpha") { name } }"#)
+        .await;
     let error = &body["errors"][0];
     assert_eq!(error["extensions"]["code"], "AMBIGUOUS", "{body}");
     assert_eq!(error["extensions"]["datacenters"], json!(["east", "west"]));
@@ -148,26 +162,9 @@ async fn two_datacenters_holding_the_same_names_are_two_objects_and_a_bare_looku
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_datacenter_added_or_removed_in_the_directory_is_picked_up_without_a_restart() {
-    let east = api_with(|api| {
-        api.apply("machines", machine("t", "e0", "c"));
-    })
-    .await;
-    let west = api_with(|api| {
-        api.apply("machines", machine("t", "w0", "c"));
-        api.apply("machines", machine("t", "w1", "c"));
-    })
-    .await;
-    let mut h = Harness::unstarted(east);
+    let (east, west) = east_and_west().await;
+    let h = watching(east, &[], &["--datacenters-rescan-seconds", "1"]).await;
     let dir = h.dir.join("datacenters");
-    std::fs::create_dir_all(&dir).expect("dir");
-    kubeconfig_for(&h.api, &dir.join("east.yaml"));
-    h.launch(&[
-        "--datacenters-dir",
-        dir.to_str().expect("utf-8"),
-        "--datacenters-rescan-seconds",
-        "1",
-    ])
-    .await;
     h.until("east listed", |s| {
         s.snapshot().count(vitistack::model::Kind::Machine) == 1
     })
@@ -214,36 +211,25 @@ async fn a_datacenter_added_or_removed_in_the_directory_is_picked_up_without_a_r
 
 /// The datacenters' states, from `datacenters` (an answer that may carry errors about them).
 async fn states(h: &Harness) -> Value {
-    answer(h, "{ datacenters { key state lastError } }").await["data"]["datacenters"].clone()
+    h.answer("{ datacenters { key state lastError } }").await["data"]["datacenters"].clone()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_datacenter_that_stops_answering_is_stale_its_objects_stay_and_recovery_relists() {
-    let east = api_with(|api| {
-        api.apply("machines", machine("t", "e0", "c"));
-    })
-    .await;
-    let west = api_with(|api| {
-        api.apply("machines", machine("t", "w0", "c"));
-        api.apply("machines", machine("t", "w1", "c"));
-    })
-    .await;
-    let mut h = Harness::unstarted(east);
-    let dir = h.dir.join("datacenters");
-    std::fs::create_dir_all(&dir).expect("dir");
-    kubeconfig_for(&h.api, &dir.join("east.yaml"));
-    kubeconfig_for(&west, &dir.join("west.yaml"));
-    h.launch(&[
-        "--datacenters-dir",
-        dir.to_str().expect("utf-8"),
-        "--dc-probe-interval-seconds",
-        "1",
-        "--dc-stale-after-seconds",
-        "3",
-        // Far longer than the bound: staleness comes from the probe, not the watch timeout.
-        "--watch-timeout-seconds",
-        "60",
-    ])
+    let (east, west) = east_and_west().await;
+    let h = watching(
+        east,
+        &[("west", &west)],
+        &[
+            "--dc-probe-interval-seconds",
+            "1",
+            "--dc-stale-after-seconds",
+            "3",
+            // Far longer than the bound: staleness comes from the probe, not the watch timeout.
+            "--watch-timeout-seconds",
+            "60",
+        ],
+    )
     .await;
     h.ready().await;
     assert_eq!(
@@ -272,7 +258,7 @@ async fn a_datacenter_that_stops_answering_is_stale_its_objects_stay_and_recover
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     // Partial data plus an error naming it: west's objects as last seen, east's current.
-    let body = answer(&h, "{ machines { nodes { name datacenter } } }").await;
+    let body = h.answer("{ machines { nodes { name datacenter } } }").await;
     assert_eq!(
         body["data"]["machines"]["nodes"],
         json!([{"name": "e0", "datacenter": "east"}, {"name": "w0", "datacenter": "west"},
@@ -292,15 +278,7 @@ async fn a_datacenter_that_stops_answering_is_stale_its_objects_stay_and_recover
         health["checks"]["datacenters"][1]["state"], "STALE",
         "{health}"
     );
-    let metrics = h
-        .client
-        .get(format!("{}/metrics", h.base))
-        .send()
-        .await
-        .expect("metrics")
-        .text()
-        .await
-        .expect("text");
+    let metrics = h.metrics().await;
     for line in [
         r#"vitistack_datacenter_state{datacenter="west",state="STALE"} 1"#,
         r#"vitistack_datacenter_state{datacenter="east",state="SYNCED"} 1"#,
@@ -331,7 +309,7 @@ async fn a_datacenter_that_stops_answering_is_stale_its_objects_stay_and_recover
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let body = answer(&h, "{ machines { totalCount } }").await;
+    let body = h.answer("{ machines { totalCount } }").await;
     assert!(body.get("errors").is_none(), "{body}");
 }
 
@@ -350,13 +328,7 @@ async fn the_same_uid_and_version_in_two_datacenters_are_two_history_rows() {
         api.apply("machines", machine("t", "keep", "c"));
     })
     .await;
-    let mut h = Harness::unstarted(east);
-    let dir = h.dir.join("datacenters");
-    std::fs::create_dir_all(&dir).expect("dir");
-    kubeconfig_for(&h.api, &dir.join("east.yaml"));
-    kubeconfig_for(&west, &dir.join("west.yaml"));
-    h.launch(&["--datacenters-dir", dir.to_str().expect("utf-8")])
-        .await;
+    let h = watching(east, &[("west", &west)], &[]).await;
     h.ready().await;
     let uid =
         |api: &KubeApi| api.object("machines", "t", "m").expect("m")["metadata"]["uid"].clone();

@@ -126,15 +126,34 @@ impl Harness {
         (code, res.json().await.unwrap_or(Value::Null))
     }
 
-    async fn data(&self, query: &str) -> Value {
-        let res = self
-            .client
+    /// The whole answer to a query, errors included.
+    async fn answer(&self, query: &str) -> Value {
+        self.client
             .post(format!("{}/graphql", self.base))
             .json(&json!({ "query": query }))
             .send()
             .await
-            .expect("request");
-        let body: Value = res.json().await.expect("json");
+            .expect("request")
+            .json()
+            .await
+            .expect("json")
+    }
+
+    /// The `/metrics` text.
+    async fn metrics(&self) -> String {
+        self.client
+            .get(format!("{}/metrics", self.base))
+            .send()
+            .await
+            .expect("metrics")
+            .text()
+            .await
+            .expect("text")
+    }
+
+    /// The data of a query that must answer without errors.
+    async fn data(&self, query: &str) -> Value {
+        let body = self.answer(query).await;
         assert!(body.get("errors").is_none(), "{body}");
         body["data"].clone()
     }
@@ -486,15 +505,7 @@ async fn silent_watches_are_reported_stale_and_relisted(
     );
     let (code, _) = h.get("/health/operators").await;
     assert_eq!(code, 503);
-    let metrics = h
-        .client
-        .get(format!("{}/metrics", h.base))
-        .send()
-        .await
-        .expect("metrics")
-        .text()
-        .await
-        .expect("text");
+    let metrics = h.metrics().await;
     assert!(
         metrics.contains("vitistack_source_kind_stale{kind=\"Machine\"} 1"),
         "{metrics}"

@@ -42,26 +42,35 @@ impl serde::Serialize for Datacenter {
     }
 }
 
+/// Why a text is not a datacenter key.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum KeyError {
+    /// Empty or too long.
+    #[error("a datacenter key has 1 to 63 characters; `{0}` has {1}")]
+    Length(String, usize),
+    /// A character a key does not hold.
+    #[error("a datacenter key holds letters, digits, `-`, `_` and `.`; `{0}` has `{1}`")]
+    Character(String, char),
+    /// Starts with a dot (hidden files are not datacenters).
+    #[error("a datacenter key does not start with `.`: `{0}`")]
+    Dot(String),
+}
+
 /// A datacenter key read from configuration or a request: 1–63 characters of letters, digits,
 /// `-`, `_` and `.`, as a file name mounted from a Secret or a kubeconfig context can be and as a
 /// metrics label and a URL can carry unescaped.
-pub fn valid_key(key: &str) -> Result<(), String> {
+pub fn valid_key(key: &str) -> Result<(), KeyError> {
     if key.is_empty() || key.len() > 63 {
-        return Err(format!(
-            "a datacenter key has 1 to 63 characters; `{key}` has {}",
-            key.len()
-        ));
+        return Err(KeyError::Length(key.to_string(), key.len()));
     }
     if let Some(c) = key
         .chars()
         .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')))
     {
-        return Err(format!(
-            "a datacenter key holds letters, digits, `-`, `_` and `.`; `{key}` has `{c}`"
-        ));
+        return Err(KeyError::Character(key.to_string(), c));
     }
     if key.starts_with('.') {
-        return Err(format!("a datacenter key does not start with `.`: `{key}`"));
+        return Err(KeyError::Dot(key.to_string()));
     }
     Ok(())
 }

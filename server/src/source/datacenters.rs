@@ -25,6 +25,11 @@ pub struct KindFacts {
     pub stale: bool,
 }
 
+/// Why a datacenter's API server did not answer a probe.
+#[derive(Clone, Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct NoAnswer(pub String);
+
 /// A datacenter's state.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, async_graphql::Enum)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
@@ -116,7 +121,7 @@ impl Datacenters {
     }
 
     /// A datacenter's API server answered a probe (or did not: `Err` with why).
-    pub(crate) fn probed(&self, datacenter: &Datacenter, answer: Result<(), String>) {
+    pub(crate) fn probed(&self, datacenter: &Datacenter, answer: Result<(), NoAnswer>) {
         let mut records = self.records.lock();
         let r = records.entry(datacenter.clone()).or_default();
         match answer {
@@ -125,7 +130,7 @@ impl Datacenters {
                 r.error = None;
                 r.no_client = false;
             }
-            Err(e) => r.error = Some(e),
+            Err(e) => r.error = Some(e.0),
         }
     }
 

@@ -25,7 +25,7 @@ pub mod fleet;
 mod watch;
 
 pub use client::{ClientError, client};
-pub use fleet::{Clusters, DatacenterSettings, Fleet, FleetSettings};
+pub use fleet::{Clusters, DatacenterSettings, Fleet, FleetError, FleetSettings};
 use watch::Watch;
 
 use std::sync::Arc;
@@ -37,6 +37,7 @@ use serde_json::Value;
 
 use crate::model::{Datacenter, Kind, Resource};
 use crate::retry::Backoff;
+use crate::source::datacenters::NoAnswer;
 use crate::store::Store;
 
 use super::status::SourceStatus;
@@ -250,11 +251,11 @@ async fn probe(
         let answer =
             match tokio::time::timeout(wait, api.list(&ListParams::default().limit(1))).await {
                 Ok(Ok(_)) | Ok(Err(kube::Error::Api(_))) => Ok(()),
-                Ok(Err(e)) => Err(format!("the API server does not answer: {e}")),
-                Err(_) => Err(format!(
+                Ok(Err(e)) => Err(NoAnswer(format!("the API server does not answer: {e}"))),
+                Err(_) => Err(NoAnswer(format!(
                     "the API server did not answer within {:.0} s",
                     wait.as_secs_f64()
-                )),
+                ))),
             };
         match &answer {
             Err(e) => {

@@ -124,7 +124,7 @@ impl SourceSettings {
         health: std::sync::Arc<crate::db::health::DbHealth>,
         stop: tokio::sync::watch::Receiver<bool>,
         lagged: prometheus::IntCounter,
-    ) -> Result<Source, kube::ClientError> {
+    ) -> Result<Source, kube::FleetError> {
         Ok(match self {
             SourceSettings::Embedded(settings) => {
                 Source::Embedded(embedded::EmbeddedSource::start(

@@ -17,9 +17,46 @@ use std::time::Duration;
 use parking_lot::Mutex;
 
 use super::{ClientError, KubeSettings, KubeSource, connect};
-use crate::model::{Datacenter, Kind, datacenter::valid_key};
+use crate::model::datacenter::{KeyError, valid_key};
+use crate::model::{Datacenter, Kind};
 use crate::source::status::SourceStatus;
 use crate::store::{ObjectKey, Op, Store};
+
+/// Why the datacenters cannot be watched as configured.
+#[derive(Debug, thiserror::Error)]
+pub enum FleetError {
+    /// A context or file name that is not a datacenter key.
+    #[error("{setting} {at}: {source}")]
+    Key {
+        setting: &'static str,
+        at: String,
+        source: KeyError,
+    },
+    /// The directory or one of its files cannot be read.
+    #[error("DATACENTERS_DIR {at}: {source}")]
+    Unreadable { at: String, source: std::io::Error },
+    /// Two files name one datacenter (`west.yaml` and `west.conf`).
+    #[error("DATACENTERS_DIR: {first} and {second} both name datacenter `{key}`")]
+    SameKey {
+        key: String,
+        first: String,
+        second: String,
+    },
+    /// Two files (or contexts) reach one cluster.
+    #[error(
+        "{first} and {second} reach the same cluster (Vitistack uid {uid}): datacenter `{key}` is not watched a second time as well as `{other}`"
+    )]
+    SameCluster {
+        key: Datacenter,
+        other: Datacenter,
+        first: String,
+        second: String,
+        uid: String,
+    },
+    /// The single cluster cannot be reached.
+    #[error(transparent)]
+    Client(#[from] ClientError),
+}
 
 /// Each configured datacenter's settings, kept current as datacenters come and go.
 pub type DatacenterSettings = Arc<Mutex<BTreeMap<Datacenter, KubeSettings>>>;
@@ -85,11 +122,11 @@ impl FleetSettings {
 
     /// The datacenters configured now, each with its settings, or why the configuration
     /// cannot be used (a bad key, an unreadable directory).
-    pub fn datacenters(&self) -> Result<Vec<KubeSettings>, String> {
+    pub fn datacenters(&self) -> Result<Vec<KubeSettings>, FleetError> {
         Ok(self.configured()?.into_iter().map(|(s, _)| s).collect())
     }
 
-    fn configured(&self) -> Result<Vec<(KubeSettings, Configured)>, String> {
+    fn configured(&self) -> Result<Vec<(KubeSettings, Configured)>, FleetError> {
         let with =
             |datacenter: &str, kubeconfig: Option<String>, context: Option<String>| KubeSettings {
                 datacenter: Datacenter::new(datacenter),
@@ -102,7 +139,11 @@ impl FleetSettings {
             Clusters::Contexts(contexts) => contexts
                 .iter()
                 .map(|c| {
-                    valid_key(c).map_err(|e| format!("KUBE_CONTEXTS: {e}"))?;
+                    valid_key(c).map_err(|source| FleetError::Key {
+                        setting: "KUBE_CONTEXTS",
+                        at: c.clone(),
+                        source,
+                    })?;
                     Ok((
                         with(c, self.template.kubeconfig.clone(), Some(c.clone())),
                         Configured {
@@ -116,7 +157,10 @@ impl FleetSettings {
                 let mut out = Vec::new();
                 for (key, path) in kubeconfig_files(dir)? {
                     let fingerprint =
-                        std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+                        std::fs::read(&path).map_err(|source| FleetError::Unreadable {
+                            at: path.display().to_string(),
+                            source,
+                        })?;
                     let file = path.display().to_string();
                     out.push((
                         with(&key, Some(file.clone()), None),
@@ -134,9 +178,11 @@ impl FleetSettings {
 
 /// The kubeconfig files of a directory, by datacenter key: regular files (or links to them, as
 /// a mounted Secret has), hidden ones left out (a Secret volume's `..data` bookkeeping).
-fn kubeconfig_files(dir: &Path) -> Result<Vec<(String, PathBuf)>, String> {
-    let entries =
-        std::fs::read_dir(dir).map_err(|e| format!("DATACENTERS_DIR {}: {e}", dir.display()))?;
+fn kubeconfig_files(dir: &Path) -> Result<Vec<(String, PathBuf)>, FleetError> {
+    let entries = std::fs::read_dir(dir).map_err(|source| FleetError::Unreadable {
+        at: dir.display().to_string(),
+        source,
+    })?;
     let mut out = BTreeMap::new();
     for entry in entries.flatten() {
         let path = entry.path();
@@ -150,13 +196,17 @@ fn kubeconfig_files(dir: &Path) -> Result<Vec<(String, PathBuf)>, String> {
             .iter()
             .find_map(|end| name.strip_suffix(end))
             .unwrap_or(name);
-        valid_key(key).map_err(|e| format!("DATACENTERS_DIR {}: {e}", path.display()))?;
+        valid_key(key).map_err(|source| FleetError::Key {
+            setting: "DATACENTERS_DIR",
+            at: path.display().to_string(),
+            source,
+        })?;
         if let Some(other) = out.insert(key.to_string(), path.clone()) {
-            return Err(format!(
-                "DATACENTERS_DIR: {} and {} both name datacenter `{key}`",
-                other.display(),
-                path.display()
-            ));
+            return Err(FleetError::SameKey {
+                key: key.to_string(),
+                first: other.display().to_string(),
+                second: path.display().to_string(),
+            });
         }
     }
     Ok(out.into_iter().collect())
@@ -189,7 +239,7 @@ impl Fleet {
     /// Connect every configured datacenter. With one cluster a client that cannot be built is
     /// an error (the server cannot do anything); with several, such a datacenter is reported
     /// unreachable and tried again at the next rescan, while the others are served.
-    pub async fn start(store: Arc<Store>, settings: &FleetSettings) -> Result<Fleet, ClientError> {
+    pub async fn start(store: Arc<Store>, settings: &FleetSettings) -> Result<Fleet, FleetError> {
         let permits = Arc::new(tokio::sync::Semaphore::new(
             settings.list_concurrency.max(1),
         ));
@@ -202,12 +252,7 @@ impl Fleet {
             settings: Default::default(),
             rescan: None,
         };
-        let configured = settings
-            .configured()
-            .map_err(|reason| ClientError::Kubeconfig {
-                file: "datacenters".into(),
-                reason,
-            })?;
+        let configured = settings.configured()?;
         let handle = fleet.handle();
         if let Clusters::One = settings.clusters {
             for (one, configured) in configured {
@@ -216,12 +261,7 @@ impl Fleet {
             }
             return Ok(fleet);
         }
-        reconcile(&handle, &store, configured, &permits, true)
-            .await
-            .map_err(|reason| ClientError::Kubeconfig {
-                file: "datacenters".into(),
-                reason,
-            })?;
+        reconcile(&handle, &store, configured, &permits, true).await?;
         // Read the configuration again now and then: the directory's files may change, and a
         // datacenter that could not be reached is tried again.
         let settings = settings.clone();
@@ -305,7 +345,7 @@ async fn reconcile(
     configured: Vec<(KubeSettings, Configured)>,
     permits: &Arc<tokio::sync::Semaphore>,
     strict: bool,
-) -> Result<(), String> {
+) -> Result<(), FleetError> {
     let wanted: BTreeMap<Datacenter, (KubeSettings, Configured)> = configured
         .into_iter()
         .map(|(s, c)| (s.datacenter.clone(), (s, c)))
@@ -352,14 +392,17 @@ async fn reconcile(
                 .map(|(other, at)| (uid.clone(), other.clone(), at.clone()))
         });
         if let Some((uid, other, at)) = same {
-            let reason = format!(
-                "{} and {at} reach the same cluster (Vitistack uid {uid}): datacenter `{dc}` is \
-                 not watched a second time as well as `{other}`",
-                configured.settings_key
-            );
+            let refused = FleetError::SameCluster {
+                key: dc.clone(),
+                other,
+                first: configured.settings_key.clone(),
+                second: at,
+                uid,
+            };
             if strict {
-                return Err(reason);
+                return Err(refused);
             }
+            let reason = refused.to_string();
             tracing::warn!(datacenter = %dc, "{reason}");
             handle
                 .status

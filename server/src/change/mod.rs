@@ -11,7 +11,7 @@ use crate::error::ErrorCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams};
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
 use serde_json::{Value, json};
 
 use crate::model::validation::FieldError;
@@ -430,13 +430,7 @@ async fn send(
     version: &str,
     edit: &Edit,
 ) -> Result<String, ChangeError> {
-    let ar = ApiResource {
-        group: key.kind.group().into(),
-        version: version.into(),
-        api_version: key.kind.api_version(version),
-        kind: key.kind.name().into(),
-        plural: key.kind.plural().into(),
-    };
+    let ar = crate::source::kube::api_resource(key.kind, version);
     let api: Api<DynamicObject> = if key.kind.namespaced() {
         Api::namespaced_with(client.clone(), &key.namespace, &ar)
     } else {

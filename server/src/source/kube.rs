@@ -92,6 +92,17 @@ impl Default for KubeSettings {
     }
 }
 
+/// The API resource of `kind` served as `version` (what list, watch and apply requests name).
+pub fn api_resource(kind: Kind, version: &str) -> ApiResource {
+    ApiResource {
+        group: kind.group().into(),
+        version: version.into(),
+        api_version: kind.api_version(version),
+        kind: kind.name().into(),
+        plural: kind.plural().into(),
+    }
+}
+
 /// The version of each kind the source watches: the first version the CRD serves (the one the
 /// operators write); `kubevirt.io/v1` VMs and VMIs; core `v1` Nodes.
 pub fn watched_kinds() -> Vec<(Kind, &'static str)> {
@@ -237,13 +248,7 @@ async fn probe(
     policy: crate::source::datacenters::Policy,
     recovered: tokio::sync::watch::Sender<u64>,
 ) {
-    let ar = ApiResource {
-        group: Kind::Vitistack.group().into(),
-        version: Kind::Vitistack.versions()[0].into(),
-        api_version: Kind::Vitistack.api_version(Kind::Vitistack.versions()[0]),
-        kind: Kind::Vitistack.name().into(),
-        plural: Kind::Vitistack.plural().into(),
-    };
+    let ar = api_resource(Kind::Vitistack, Kind::Vitistack.versions()[0]);
     let api: kube::Api<DynamicObject> = kube::Api::all_with(client, &ar);
     let wait = policy.probe_interval.max(Duration::from_millis(100));
     let mut failing = false;

@@ -444,14 +444,7 @@ async fn reconcile(
 async fn vitistack_uids(settings: &KubeSettings) -> Vec<String> {
     let ask = async {
         let client = super::client(settings).await.ok()?;
-        let version = Kind::Vitistack.versions()[0];
-        let ar = kube::api::ApiResource {
-            group: Kind::Vitistack.group().into(),
-            version: version.into(),
-            api_version: Kind::Vitistack.api_version(version),
-            kind: Kind::Vitistack.name().into(),
-            plural: Kind::Vitistack.plural().into(),
-        };
+        let ar = super::api_resource(Kind::Vitistack, Kind::Vitistack.versions()[0]);
         let api: kube::Api<kube::api::DynamicObject> = kube::Api::all_with(client, &ar);
         let list = api.list(&kube::api::ListParams::default()).await.ok()?;
         Some(

@@ -6,7 +6,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use futures::StreamExt;
-use kube::api::{ApiResource, DynamicObject, ListParams, WatchEvent, WatchParams};
+use kube::api::{DynamicObject, ListParams, WatchEvent, WatchParams};
 use kube::{Api, Client};
 
 use super::{KubeSettings, to_resource};
@@ -98,13 +98,7 @@ impl Watch {
     }
 
     fn api(&self, version: &str) -> Api<DynamicObject> {
-        let ar = ApiResource {
-            group: self.kind.group().into(),
-            version: version.into(),
-            api_version: self.kind.api_version(version),
-            kind: self.kind.name().into(),
-            plural: self.kind.plural().into(),
-        };
+        let ar = super::api_resource(self.kind, version);
         match &self.scope {
             Some(ns) => Api::namespaced_with(self.client.clone(), ns, &ar),
             None => Api::all_with(self.client.clone(), &ar),

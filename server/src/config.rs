@@ -124,6 +124,16 @@ pub struct ServeConfig {
     #[arg(long, env = "DEMO_CLUSTERS", default_value_t = 0)]
     pub demo_clusters: usize,
 
+    /// Datacenters in the demo (2 or more: each with a fleet and a simulator of its own, named
+    /// oslo, bergen, …), so several datacenters can be seen without a cluster.
+    #[arg(long, env = "DEMO_DATACENTERS", default_value_t = 1)]
+    pub demo_datacenters: usize,
+
+    /// With DEMO_DATACENTERS: every this many seconds one of them goes away for the last third
+    /// (taking turns) and comes back (0 = never).
+    #[arg(long, env = "DEMO_OUTAGE_SECONDS", default_value_t = 180)]
+    pub demo_outage_seconds: u64,
+
     /// Largest `first`/`last` a connection accepts.
     #[arg(long, env = "MAX_PAGE_SIZE", default_value_t = 500)]
     pub max_page_size: usize,
@@ -233,6 +243,13 @@ pub struct ServeConfig {
     /// Several datacenters: one whose API server has not answered for this long is STALE.
     #[arg(long, env = "DC_STALE_AFTER_SECONDS", default_value_t = 15)]
     pub dc_stale_after_seconds: u64,
+
+    /// The old status page's agents: a file with one line per datacenter, `DATACENTER TOKEN`
+    /// (TOKEN the token, at least 16 characters, or `sha256:<hex>` of it). Agents POST their
+    /// reports to `/api/report` with `Authorization: Bearer TOKEN`; each token writes only its
+    /// own datacenter. Unset: reports are refused.
+    #[arg(long, env = "HUB_TOKENS_FILE")]
+    pub hub_tokens_file: Option<std::path::PathBuf>,
 
     /// Several datacenters: `/ready` waits this long at most for every one's first sync.
     #[arg(long, env = "READY_TIMEOUT_SECONDS", default_value_t = 120)]

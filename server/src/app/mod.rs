@@ -185,6 +185,7 @@ pub async fn start(cfg: &ServeConfig, listener: TcpListener) -> anyhow::Result<R
     let (stop, stop_rx) = watch::channel(false);
     // Access first: a bad keys file or certificate stops the start before anything has begun.
     let access = access(cfg, stop_rx.clone()).await?;
+    let hub_tokens = cfg.hub_tokens()?;
     let tls = match (&cfg.access.tls_cert_file, &cfg.access.tls_key_file) {
         (Some(cert), Some(key)) => {
             Some(crate::http::tls::server_config(cert, key).map_err(anyhow::Error::msg)?)
@@ -325,6 +326,17 @@ pub async fn start(cfg: &ServeConfig, listener: TcpListener) -> anyhow::Result<R
         operator_stall: judge.stall,
         metrics_enabled: cfg.metrics_enabled,
         vitistack_name: cfg.vitistack_name.clone(),
+        hub: hub_tokens.map(|tokens| {
+            tracing::info!(
+                datacenters = tokens.len(),
+                "taking the old status page's agents' reports (HUB_TOKENS_FILE)"
+            );
+            Arc::new(crate::source::hub::Hub::new(
+                tokens,
+                store.clone(),
+                source_status.clone(),
+            ))
+        }),
     });
     let addr = listener.local_addr()?;
     let mut http_stop = stop_rx.clone();

@@ -185,7 +185,7 @@ impl KeySet {
     }
 }
 
-fn parse_hex(hex: &str) -> Option<[u8; 32]> {
+pub(crate) fn parse_hex(hex: &str) -> Option<[u8; 32]> {
     if hex.len() != 64 {
         return None;
     }

@@ -91,6 +91,11 @@ impl ServeConfig {
                 crate::source::demo::FleetSpec::large_demo(self.demo_clusters)
             }
         });
+        let demo_datacenters = if demo.is_some() {
+            crate::source::weather::datacenters(self.demo_datacenters)
+        } else {
+            Vec::new()
+        };
         let settings = crate::source::embedded::EmbeddedSettings {
             simulate: (self.simulate && demo.is_some()).then_some(
                 crate::source::simulator::SimulatorSettings {
@@ -99,6 +104,11 @@ impl ServeConfig {
                 },
             ),
             demo,
+            datacenters: (self.hub_tokens_file.is_some() || !demo_datacenters.is_empty())
+                .then(|| self.datacenter_policy()),
+            demo_datacenters,
+            demo_outages: (self.demo_outage_seconds > 0)
+                .then(|| std::time::Duration::from_secs(self.demo_outage_seconds)),
             manifests: self.manifests.clone(),
             writer: crate::db::object_writer::WriterSettings {
                 flush_interval: std::time::Duration::from_millis(self.db_flush_interval_ms.max(1)),
@@ -127,14 +137,28 @@ impl ServeConfig {
             clusters,
             rescan: std::time::Duration::from_secs(self.datacenters_rescan_seconds.max(1)),
             list_concurrency: self.list_concurrency.max(1),
-            policy: crate::source::datacenters::Policy {
-                probe_interval: std::time::Duration::from_secs(
-                    self.dc_probe_interval_seconds.max(1),
-                ),
-                stale_after: std::time::Duration::from_secs(self.dc_stale_after_seconds.max(1)),
-                ready_timeout: std::time::Duration::from_secs(self.ready_timeout_seconds),
-            },
+            policy: self.datacenter_policy(),
+            pushed: self.hub_tokens_file.is_some(),
         }
+    }
+
+    /// How datacenters are judged (probes, staleness, readiness).
+    pub fn datacenter_policy(&self) -> crate::source::datacenters::Policy {
+        crate::source::datacenters::Policy {
+            probe_interval: std::time::Duration::from_secs(self.dc_probe_interval_seconds.max(1)),
+            stale_after: std::time::Duration::from_secs(self.dc_stale_after_seconds.max(1)),
+            ready_timeout: std::time::Duration::from_secs(self.ready_timeout_seconds),
+        }
+    }
+
+    /// The agents' tokens (`HUB_TOKENS_FILE`), when reports are taken.
+    pub fn hub_tokens(
+        &self,
+    ) -> Result<Option<crate::source::hub::HubTokens>, crate::source::hub::TokensError> {
+        self.hub_tokens_file
+            .as_deref()
+            .map(crate::source::hub::HubTokens::read)
+            .transpose()
     }
 
     /// Watch settings (of the single cluster; what every datacenter shares).

@@ -5,4 +5,5 @@ pub mod hosts;
 pub mod operators;
 pub mod pipeline;
 pub mod resources;
+pub mod status_page;
 pub mod summary;

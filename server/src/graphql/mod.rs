@@ -63,7 +63,10 @@ impl Default for SchemaSettings {
             max_depth: 16,
             limits: limits::QueryLimits::default(),
             vitistack_name: "vitistack".into(),
-            source: std::sync::Arc::new(crate::source::status::SourceStatus::embedded()),
+            source: std::sync::Arc::new(crate::source::status::SourceStatus::embedded(
+                &[Default::default()],
+                None,
+            )),
             overcommit: Default::default(),
             store: Default::default(),
             subscription_metrics: None,

@@ -32,6 +32,9 @@ pub const DEFAULT_PAGE_SIZE: usize = 50;
 pub struct Filter {
     /// Only objects in this namespace.
     pub namespace: Option<String>,
+    /// Only objects of this datacenter (its key; `""` = the one datacenter of a single-cluster
+    /// server).
+    pub datacenter: Option<String>,
     /// Only objects whose status phase is one of these (case-insensitive; `""` = no phase yet).
     pub phase: Option<Vec<String>>,
     /// A Kubernetes label selector: `a=b`, `a!=b`, `a in (x,y)`, `a notin (x)`, `a`, `!a`, comma-separated.
@@ -96,7 +99,8 @@ pub struct PageArgs {
 }
 
 /// A cursor: the position of an item in one sort order. Opaque to clients (base64url of JSON
-/// `["c1", field, sort value, namespace, name]`). Edges hold the item and encode only when asked.
+/// `["c1", field, sort value, namespace, name]`, and the datacenter's key after the name when it
+/// is not empty). Edges hold the item and encode only when asked.
 #[derive(Clone, Debug)]
 pub enum Cursor {
     /// A cursor for an item of a page (encoded lazily).
@@ -105,8 +109,8 @@ pub enum Cursor {
     Decoded { field: String, key: SortKey },
 }
 
-/// (sort value, namespace, name).
-type SortKey = (String, String, String);
+/// (sort value, namespace, name, datacenter).
+type SortKey = (String, String, String, String);
 
 /// Why a text is not a cursor of this server's lists.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
@@ -129,7 +133,11 @@ impl CursorType for Cursor {
         match parts.as_slice() {
             [v, field, value, ns, name] if v == "c1" => Ok(Cursor::Decoded {
                 field: field.clone(),
-                key: (value.clone(), ns.clone(), name.clone()),
+                key: (value.clone(), ns.clone(), name.clone(), String::new()),
+            }),
+            [v, field, value, ns, name, dc] if v == "c1" && !dc.is_empty() => Ok(Cursor::Decoded {
+                field: field.clone(),
+                key: (value.clone(), ns.clone(), name.clone(), dc.clone()),
             }),
             _ => Err(CursorError::Foreign),
         }
@@ -141,12 +149,21 @@ impl CursorType for Cursor {
                 let (v, ns, name) = sort_value(r, *f);
                 (
                     field_name(*f).to_string(),
-                    (v.into_owned(), ns.to_string(), name.to_string()),
+                    (
+                        v.into_owned(),
+                        ns.to_string(),
+                        name.to_string(),
+                        r.datacenter().to_string(),
+                    ),
                 )
             }
             Cursor::Decoded { field, key } => (field.clone(), key.clone()),
         };
-        let parts = ["c1", &field, &key.0, &key.1, &key.2];
+        // A single-cluster server's cursors keep their five parts (and stay valid).
+        let mut parts = vec!["c1", &field, &key.0, &key.1, &key.2];
+        if !key.3.is_empty() {
+            parts.push(&key.3);
+        }
         URL_SAFE_NO_PAD.encode(serde_json::to_vec(&parts).unwrap_or_default())
     }
 }
@@ -177,6 +194,7 @@ fn sort_value(r: &Resource, f: SortField) -> (std::borrow::Cow<'_, str>, &str, &
 #[derive(Clone, Default)]
 pub struct CompiledFilter {
     namespace: Option<String>,
+    datacenter: Option<String>,
     phases: Option<Vec<String>>,
     selector: Option<super::selector::Selector>,
     search: Option<String>,
@@ -196,6 +214,7 @@ impl CompiledFilter {
             .transpose()?;
         Ok(CompiledFilter {
             namespace: f.namespace.clone(),
+            datacenter: f.datacenter.clone(),
             phases: f
                 .phase
                 .as_ref()
@@ -213,6 +232,10 @@ impl CompiledFilter {
     /// True when `r` passes every part of the filter.
     pub fn matches(&self, r: &Resource) -> bool {
         self.namespace.as_ref().is_none_or(|ns| ns == r.namespace())
+            && self
+                .datacenter
+                .as_ref()
+                .is_none_or(|dc| dc.as_str() == r.datacenter().key())
             && self.phases.as_ref().is_none_or(|wanted| {
                 wanted.contains(&r.phase().unwrap_or_default().to_ascii_lowercase())
             })
@@ -274,12 +297,11 @@ where
         .iter()
         .map(|r| (sort_value(r, sort.field).0, r))
         .collect();
-    keyed.sort_by(|a, b| {
-        directed(
-            a.0.cmp(&b.0)
-                .then_with(|| (a.1.namespace(), a.1.name()).cmp(&(b.1.namespace(), b.1.name()))),
-        )
-    });
+    // Ties: namespace, name, then datacenter (two datacenters may hold one namespace/name).
+    fn tie(r: &Resource) -> (&str, &str, &str) {
+        (r.namespace(), r.name(), r.datacenter().key())
+    }
+    keyed.sort_by(|a, b| directed(a.0.cmp(&b.0).then_with(|| tie(a.1).cmp(&tie(b.1)))));
     let total = keyed.len();
     let decode = |arg: &str, raw: &Option<String>| -> async_graphql::Result<Option<SortKey>> {
         let Some(raw) = raw else { return Ok(None) };
@@ -303,11 +325,15 @@ where
     let after = decode("after", &page.after)?;
     let before = decode("before", &page.before)?;
     let position = |x: &(std::borrow::Cow<'_, str>, &Arc<Resource>), k: &SortKey| {
-        directed((x.0.as_ref(), x.1.namespace(), x.1.name()).cmp(&(
-            k.0.as_str(),
-            k.1.as_str(),
-            k.2.as_str(),
-        )))
+        directed(
+            (
+                x.0.as_ref(),
+                x.1.namespace(),
+                x.1.name(),
+                x.1.datacenter().key(),
+            )
+                .cmp(&(k.0.as_str(), k.1.as_str(), k.2.as_str(), k.3.as_str())),
+        )
     };
     let mut start = after
         .map(|k| keyed.partition_point(|x| position(x, &k) != Ordering::Greater))

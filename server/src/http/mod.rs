@@ -6,6 +6,7 @@ pub mod assets;
 pub mod cache;
 mod graphql_http;
 pub mod health;
+mod hub;
 mod metrics;
 pub mod observe;
 pub mod operator_metrics;
@@ -54,6 +55,7 @@ pub fn router(state: AppState) -> Router {
         .route("/ready", get(health::ready))
         .route("/metrics", get(metrics))
         .merge(rest::routes())
+        .merge(hub::routes())
         .merge(admin::routes())
         .fallback(assets::serve)
         // The layers every request passes, composed into one service: axum boxes each layer it
@@ -75,14 +77,27 @@ pub fn router(state: AppState) -> Router {
     }
 }
 
-/// The answer to a body over [`MAX_BODY_BYTES`]: which limit, as JSON.
-pub(crate) fn body_too_large() -> Response {
+/// The largest body a route takes: [`MAX_BODY_BYTES`], and the old hub's limit for agents'
+/// reports.
+pub(crate) fn body_limit(path: &str) -> usize {
+    if path == hub::REPORT_PATH {
+        crate::source::hub::MAX_REPORT_BYTES
+    } else {
+        MAX_BODY_BYTES
+    }
+}
+
+/// The answer to a body over its route's limit: which limit, as JSON.
+pub(crate) fn body_too_large(limit: usize) -> Response {
+    let name = if limit == MAX_BODY_BYTES {
+        "MAX_BODY_BYTES"
+    } else {
+        "the old hub's report limit"
+    };
     graphql_http::refuse(
         graphql_http::Media::Json,
         ErrorCode::BodyLimit,
-        format!(
-            "the request body is larger than the limit of {MAX_BODY_BYTES} bytes (MAX_BODY_BYTES)"
-        ),
+        format!("the request body is larger than the limit of {limit} bytes ({name})"),
     )
     .into_response()
 }

@@ -45,13 +45,13 @@ fn quiet(path: &str) -> bool {
     path == "/health" || path.starts_with("/health/") || path == "/ready"
 }
 
-/// True when the request says its body is longer than the limit.
-fn declared_too_large(request: &Request) -> bool {
+/// True when the request says its body is longer than `limit`.
+fn declared_too_large(request: &Request, limit: usize) -> bool {
     request
         .headers()
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok()?.parse::<u64>().ok())
-        .is_some_and(|n| n > super::MAX_BODY_BYTES as u64)
+        .is_some_and(|n| n > limit as u64)
 }
 
 /// The middleware every request passes: serves it as a task carrying its context (lines logged
@@ -71,13 +71,14 @@ pub async fn observe(State(app): State<AppState>, request: Request, next: Next) 
         method: request.method().clone(),
         uri: request.uri().clone(),
     };
+    let limit = super::body_limit(request.uri().path());
     let serve = async {
-        if declared_too_large(&request) {
-            return super::body_too_large();
+        if declared_too_large(&request, limit) {
+            return super::body_too_large(limit);
         }
         match AssertUnwindSafe(next.run(request)).catch_unwind().await {
             Ok(response) if response.status() == StatusCode::PAYLOAD_TOO_LARGE => {
-                super::body_too_large()
+                super::body_too_large(limit)
             }
             Ok(response) => response,
             Err(_) => super::panicked(),

@@ -69,6 +69,8 @@ pub struct ServerState {
     pub metrics_enabled: bool,
     /// Which Vitistack is "the" datacenter (VITISTACKCRDNAME).
     pub vitistack_name: String,
+    /// The old status page's agents' reports (HUB_TOKENS_FILE), when taken.
+    pub hub: Option<Arc<crate::source::hub::Hub>>,
 }
 
 impl ServerState {

@@ -8,6 +8,7 @@ pub mod kubevirt;
 pub mod quantity;
 pub mod redact;
 pub mod secret_name;
+pub mod status_page;
 pub mod validation;
 pub mod vocab;
 

@@ -82,6 +82,8 @@ struct Record {
     error: Option<String>,
     /// No client could be built.
     no_client: bool,
+    /// The last report its agent pushed (a datacenter fed by `/api/report`).
+    pushed_at: Option<jiff::Timestamp>,
 }
 
 /// Every datacenter's record, and the policy they are judged by.
@@ -134,6 +136,14 @@ impl Datacenters {
         }
     }
 
+    /// A datacenter's agent pushed a report (`/api/report`): its data is current now.
+    pub(crate) fn pushed(&self, datacenter: &Datacenter) {
+        let mut records = self.records.lock();
+        let r = records.entry(datacenter.clone()).or_default();
+        r.pushed_at = Some(jiff::Timestamp::now());
+        r.error = None;
+    }
+
     /// No client could be built for a datacenter.
     pub(crate) fn no_client(&self, datacenter: &Datacenter, error: &str) {
         let mut records = self.records.lock();
@@ -184,11 +194,14 @@ fn judge(
     stale_after: Duration,
     now: jiff::Timestamp,
 ) -> DatacenterReport {
-    let synced = !kinds.is_empty() && kinds.iter().all(|k| k.synced);
+    // A datacenter fed by its agent's reports is listed by its first report.
+    let synced =
+        record.pushed_at.is_some() || (!kinds.is_empty() && kinds.iter().all(|k| k.synced));
     let proofs = kinds
         .iter()
         .filter_map(|k| k.last_received)
-        .chain(record.answered_at);
+        .chain(record.answered_at)
+        .chain(record.pushed_at);
     let last = proofs.max();
     let age = last.map(|t| (now - t).total(jiff::Unit::Second).unwrap_or(0.0).max(0.0));
     let kind_error = kinds.iter().find_map(|k| k.error.clone());
@@ -209,7 +222,12 @@ fn judge(
         age_seconds: age,
         last_error: match state {
             DatacenterState::Synced => None,
-            _ => record.error.clone().or(kind_error),
+            _ => record.error.clone().or(kind_error).or_else(|| {
+                record
+                    .pushed_at
+                    .zip(age)
+                    .map(|(_, a)| format!("no report from its agent for {a:.0} s"))
+            }),
         },
     }
 }
@@ -283,5 +301,17 @@ mod tests {
             ..Record::default()
         };
         assert_eq!(state(&no_client, &[]), DatacenterState::Unreachable);
+        // Fed by its agent: synced by a recent report, stale once the reports stop.
+        let pushed = |s: i64| Record {
+            pushed_at: Some(ago(s)),
+            ..Record::default()
+        };
+        assert_eq!(state(&pushed(3), &[]), DatacenterState::Synced);
+        let silent = judge(&dc, &pushed(40), &[], stale_after, now);
+        assert_eq!(silent.state, DatacenterState::Stale);
+        assert_eq!(
+            silent.last_error.as_deref(),
+            Some("no report from its agent for 40 s")
+        );
     }
 }

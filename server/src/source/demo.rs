@@ -71,6 +71,8 @@ pub struct FleetSpec {
     pub ready_percent: u64,
     /// Also generate hosts (Nodes) and the KubeVirt VMs/VMIs of kubevirt Machines.
     pub hosts: bool,
+    /// The datacenter its objects belong to (`DEMO_DATACENTERS`; empty: the one datacenter).
+    pub datacenter: crate::model::Datacenter,
 }
 
 impl FleetSpec {
@@ -83,6 +85,7 @@ impl FleetSpec {
             seed: 7,
             ready_percent: 30,
             hosts: true,
+            datacenter: Default::default(),
         }
     }
 
@@ -103,6 +106,7 @@ impl FleetSpec {
             seed: 42,
             ready_percent: 100,
             hosts: false,
+            datacenter: Default::default(),
         }
     }
 }
@@ -144,7 +148,13 @@ pub fn fleet(spec: &FleetSpec) -> Vec<Resource> {
     }
     // Decode cluster by cluster so the JSON scaffolding never piles up (it would stay in the
     // allocator's free lists and inflate the server's resident memory).
-    let mut flush = |out: &mut Vec<Value>| objects.extend(out.drain(..).filter_map(to_resource));
+    let mut flush = |out: &mut Vec<Value>| {
+        objects.extend(
+            out.drain(..)
+                .filter_map(to_resource)
+                .map(|r| r.in_datacenter(&spec.datacenter)),
+        )
+    };
     flush(&mut out);
     for (i, stage) in stages(spec).into_iter().enumerate() {
         tenant(&mut out, spec, i, stage, &mut tenant_rng(spec, i));
@@ -204,7 +214,7 @@ pub fn tenant_objects(
             let kind: Kind = v.get("kind")?.as_str()?.parse().ok()?;
             let meta = v.get("metadata")?;
             let key = crate::store::ObjectKey::new(
-                &crate::model::Datacenter::default(),
+                &spec.datacenter,
                 kind,
                 meta.get("namespace")
                     .and_then(Value::as_str)

@@ -27,6 +27,14 @@ pub struct EmbeddedSettings {
     pub manifests: Vec<PathBuf>,
     /// How the object writer batches.
     pub writer: WriterSettings,
+    /// How datacenters are judged: with the demo's datacenters, or when agents push other
+    /// datacenters' reports.
+    pub datacenters: Option<super::datacenters::Policy>,
+    /// The demo's datacenters (`DEMO_DATACENTERS`), each with a fleet and a simulator of its
+    /// own (empty: the one datacenter).
+    pub demo_datacenters: Vec<crate::model::Datacenter>,
+    /// How often one of the demo's datacenters goes away for a while (None: never).
+    pub demo_outages: Option<std::time::Duration>,
 }
 
 /// The running embedded source.
@@ -35,7 +43,7 @@ pub struct EmbeddedSource {
     status: Arc<SourceStatus>,
     /// The task writing objects to the database (it owns the connection).
     writer: tokio::task::JoinHandle<Option<Db>>,
-    simulator: Option<tokio::task::JoinHandle<()>>,
+    simulators: Vec<tokio::task::JoinHandle<()>>,
     /// Objects read back from the database at start-up.
     restored: usize,
 }
@@ -74,10 +82,17 @@ impl EmbeddedSource {
             lagged,
         );
         EmbeddedSource {
+            status: Arc::new(SourceStatus::embedded(
+                &if settings.demo_datacenters.is_empty() {
+                    vec![Default::default()]
+                } else {
+                    settings.demo_datacenters.clone()
+                },
+                settings.datacenters,
+            )),
             settings,
-            status: Arc::new(SourceStatus::embedded()),
             writer,
-            simulator: None,
+            simulators: Vec::new(),
             restored,
         }
     }
@@ -97,14 +112,44 @@ impl EmbeddedSource {
     pub async fn load(&mut self, store: &Arc<Store>) -> anyhow::Result<ImportSummary> {
         let restored = self.restored;
         if let Some(spec) = &self.settings.demo {
+            // One fleet per datacenter, each with names of its own.
+            let fleets: Vec<FleetSpec> = if self.settings.demo_datacenters.is_empty() {
+                vec![spec.clone()]
+            } else {
+                self.settings
+                    .demo_datacenters
+                    .iter()
+                    .enumerate()
+                    .map(|(i, dc)| FleetSpec {
+                        datacenter: dc.clone(),
+                        seed: spec.seed + 1_000 * i as u64,
+                        ..spec.clone()
+                    })
+                    .collect()
+            };
+            let away = match self.status.datacenters.as_ref() {
+                Some(d) if !self.settings.demo_datacenters.is_empty() => {
+                    let (away, task) = super::weather::start(
+                        self.status.clone(),
+                        self.settings.demo_datacenters.clone(),
+                        self.settings.demo_outages,
+                        d.policy,
+                    );
+                    self.simulators.push(task);
+                    away
+                }
+                _ => vec![Arc::new(std::sync::atomic::AtomicBool::new(false))],
+            };
             if restored > 0 {
                 tracing::info!(
                     restored,
                     "demo fleet not loaded: the database already holds objects from an earlier run"
                 );
             } else {
-                let n = super::load_demo(store, spec).await;
-                tracing::info!(objects = n, clusters = spec.clusters, "demo fleet loaded");
+                for fleet in &fleets {
+                    let n = super::load_demo(store, fleet).await;
+                    tracing::info!(objects = n, clusters = fleet.clusters, datacenter = %fleet.datacenter, "demo fleet loaded");
+                }
             }
             if let Some(sim) = &self.settings.simulate {
                 if restored > 0 {
@@ -113,12 +158,19 @@ impl EmbeddedSource {
                          are reset to their generated state, clusters an earlier simulation created stay as stored"
                     );
                 }
-                self.simulator = Some(super::simulator::start(
-                    store.clone(),
-                    spec,
-                    sim,
-                    restored > 0,
-                ));
+                for (i, (fleet, away)) in fleets.iter().zip(away).enumerate() {
+                    let settings = SimulatorSettings {
+                        seed: sim.seed + i as u64,
+                        ..sim.clone()
+                    };
+                    self.simulators.push(super::simulator::start(
+                        store.clone(),
+                        fleet,
+                        &settings,
+                        restored > 0,
+                        away,
+                    ));
+                }
             }
         }
         if self.settings.manifests.is_empty() {
@@ -132,14 +184,14 @@ impl EmbeddedSource {
     /// Stop at once (tests simulating a crash): nothing pending is written.
     pub fn abort(&self) {
         self.writer.abort();
-        if let Some(s) = &self.simulator {
+        for s in &self.simulators {
             s.abort();
         }
     }
 
     /// Stop the simulator, write what is pending; the database connection, for closing.
     pub async fn stop(self) -> Option<Db> {
-        if let Some(sim) = self.simulator {
+        for sim in self.simulators {
             sim.abort();
         }
         self.writer.await.ok().flatten()

@@ -5,10 +5,12 @@ pub(crate) mod churn;
 pub mod datacenters;
 pub mod demo;
 pub mod embedded;
+pub mod hub;
 pub mod kube;
 pub mod manifest;
 pub mod simulator;
 pub mod status;
+pub mod weather;
 
 use std::path::PathBuf;
 
@@ -71,7 +73,7 @@ pub enum SourceSettings {
 /// A running source: where the store's objects come from.
 pub enum Source {
     /// See [`embedded`].
-    Embedded(embedded::EmbeddedSource),
+    Embedded(Box<embedded::EmbeddedSource>),
     /// See [`kube`]: the watchers of every datacenter, and the database connection held for
     /// closing (the clusters are the truth: nothing is written back).
     Kube {
@@ -127,7 +129,7 @@ impl SourceSettings {
     ) -> Result<Source, kube::FleetError> {
         Ok(match self {
             SourceSettings::Embedded(settings) => {
-                Source::Embedded(embedded::EmbeddedSource::start(
+                Source::Embedded(Box::new(embedded::EmbeddedSource::start(
                     store.clone(),
                     settings,
                     db,
@@ -135,7 +137,7 @@ impl SourceSettings {
                     health,
                     stop,
                     lagged,
-                ))
+                )))
             }
             SourceSettings::Kube(settings) => Source::Kube {
                 source: kube::Fleet::start(store.clone(), &settings).await?,

@@ -92,7 +92,7 @@ fn diff(old: &[(ObjectKey, Value)], new: &[(ObjectKey, Value)]) -> Vec<Op> {
             continue;
         }
         if let Some(r) = demo::decode(v.clone()) {
-            ops.push(Op::Upsert(r));
+            ops.push(Op::Upsert(r.in_datacenter(&k.datacenter)));
         }
     }
     for (k, _) in old {
@@ -228,12 +228,14 @@ impl Simulator {
     }
 }
 
-/// Run the simulator against `store` until the task is aborted.
+/// Run the simulator against `store` until the task is aborted; it stands still while `away`
+/// (its datacenter's simulated outage).
 pub fn start(
     store: Arc<Store>,
     spec: &FleetSpec,
     settings: &SimulatorSettings,
     reset: bool,
+    away: Arc<std::sync::atomic::AtomicBool>,
 ) -> tokio::task::JoinHandle<()> {
     let mut sim = Simulator::new(spec, settings.seed);
     if reset {
@@ -249,6 +251,7 @@ pub fn start(
     tracing::info!(
         steps_per_second = settings.steps_per_second,
         clusters = spec.clusters,
+        datacenter = %spec.datacenter,
         "simulator: playing the operators' pipeline on the demo fleet"
     );
     tokio::spawn(async move {
@@ -256,6 +259,9 @@ pub fn start(
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
         loop {
             tick.tick().await;
+            if away.load(std::sync::atomic::Ordering::Relaxed) {
+                continue;
+            }
             let ops = sim.step();
             if !ops.is_empty() {
                 store.apply(ops);

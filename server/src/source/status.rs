@@ -134,19 +134,22 @@ pub struct SourceStatus {
 }
 
 impl SourceStatus {
-    /// The embedded source: every kind is served and current by construction.
-    pub fn embedded() -> Self {
-        let kinds = Kind::ALL
+    /// The embedded source, holding the datacenters `own` (the one datacenter, or the demo's):
+    /// every kind is served by construction. With a policy, datacenters are judged (the demo's
+    /// go away now and then; other datacenters' agents push reports).
+    pub fn embedded(own: &[Datacenter], several: Option<super::datacenters::Policy>) -> Self {
+        let kinds = own
             .iter()
-            .map(|k| {
-                let dc = Datacenter::default();
-                (
-                    (dc.clone(), k.name()),
-                    KindStatus {
-                        served: Some(true),
-                        ..KindStatus::new(&dc, *k, k.versions()[0], 0)
-                    },
-                )
+            .flat_map(|dc| {
+                Kind::ALL.iter().map(move |k| {
+                    (
+                        (dc.clone(), k.name()),
+                        KindStatus {
+                            served: Some(true),
+                            ..KindStatus::new(dc, *k, k.versions()[0], 0)
+                        },
+                    )
+                })
             })
             .collect();
         SourceStatus {
@@ -154,7 +157,7 @@ impl SourceStatus {
             window: Duration::MAX,
             kinds: Mutex::new(kinds),
             undecodable: Default::default(),
-            datacenters: None,
+            datacenters: several.map(super::datacenters::Datacenters::new),
         }
     }
 
@@ -219,26 +222,48 @@ impl SourceStatus {
         }
     }
 
+    /// True when the source watches `datacenter` itself.
+    pub fn watches(&self, datacenter: &Datacenter) -> bool {
+        self.kinds
+            .lock()
+            .range((datacenter.clone(), "")..)
+            .next()
+            .is_some_and(|((dc, _), _)| dc == datacenter)
+    }
+
+    /// An agent pushed a report for `datacenter` (see [`super::hub`]).
+    pub(crate) fn pushed(&self, datacenter: &Datacenter) {
+        if let Some(d) = &self.datacenters {
+            d.pushed(datacenter);
+        }
+    }
+
     /// Every datacenter judged now (several datacenters; otherwise none).
     pub fn datacenter_reports(&self) -> Vec<super::datacenters::DatacenterReport> {
         let Some(d) = &self.datacenters else {
             return Vec::new();
         };
         let now = jiff::Timestamp::now();
-        let kinds: Vec<(Datacenter, super::datacenters::KindFacts)> = self
-            .kinds
-            .lock()
-            .values()
-            .map(|k| {
-                let facts = super::datacenters::KindFacts {
-                    synced: k.synced() || k.served == Some(false),
-                    last_received: k.received_at.values().max().copied(),
-                    error: k.error.clone(),
-                    stale: k.stale(now, self.window),
-                };
-                (k.datacenter.clone(), facts)
-            })
-            .collect();
+        // The embedded source's one datacenter is current by construction (the demo's
+        // datacenters answer probes, see `demo_weather`).
+        let embedded = self.mode == "embedded";
+        let kinds: Vec<(Datacenter, super::datacenters::KindFacts)> =
+            self.kinds
+                .lock()
+                .values()
+                .map(|k| {
+                    let facts =
+                        super::datacenters::KindFacts {
+                            synced: k.synced() || k.served == Some(false),
+                            last_received: (embedded && k.datacenter.is_single())
+                                .then_some(now)
+                                .or(k.received_at.values().max().copied()),
+                            error: k.error.clone(),
+                            stale: k.stale(now, self.window),
+                        };
+                    (k.datacenter.clone(), facts)
+                })
+                .collect();
         d.report(&kinds, now)
     }
 
@@ -250,8 +275,8 @@ impl SourceStatus {
             .values()
             .cloned()
             .map(|mut k| {
-                // The embedded source's status covers every datacenter it holds.
-                k.objects = if single {
+                // The embedded source's one datacenter covers every object it holds.
+                k.objects = if single && k.datacenter.is_single() {
                     snap.count(k.kind)
                 } else {
                     snap.list_datacenter(&k.datacenter, k.kind).count()

@@ -3,7 +3,8 @@
 use leptos::prelude::*;
 
 use super::list::{
-    Filter, Input, Item, ListPage, ListSpec, NAMESPACE, PHASE, SEARCH, each, each_keyed, given,
+    DATACENTER, Filter, Input, Item, ListPage, ListSpec, NAMESPACE, PHASE, SEARCH, each,
+    each_keyed, given,
 };
 use super::overview::CLUSTER_KINDS;
 use super::{Loaded, Problem, loaded};
@@ -28,6 +29,7 @@ static SPEC: ListSpec = ListSpec {
         SEARCH,
         NAMESPACE,
         PHASE,
+        DATACENTER,
         Filter {
             key: "stage",
             label: "Stage",
@@ -76,6 +78,7 @@ pub fn Clusters() -> impl IntoView {
         url.get("state"),
         url.get("sort"),
     );
+    let dc = url.get("dc");
     let clusters = net::live::<ClusterList>(
         move || cluster_list::Variables {
             filter: Some(cluster_list::Filter {
@@ -83,6 +86,7 @@ pub fn Clusters() -> impl IntoView {
                 phase: given(phase).map(|p| vec![p]),
                 label_selector: None,
                 search: given(q),
+                datacenter: given(dc),
             }),
             first: Some(500),
         },
@@ -217,6 +221,7 @@ fn CardVms(namespace: String, cluster_id: String) -> impl IntoView {
                 phase: None,
                 label_selector: None,
                 search: None,
+                datacenter: None,
             }),
         },
         &["VirtualMachine", "VirtualMachineInstance"],

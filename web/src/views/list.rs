@@ -275,6 +275,8 @@ pub const SEARCH: Filter = Filter {
 pub const NAMESPACE: Filter = Filter::text("ns", "Namespace");
 /// The phase filter every list page has.
 pub const PHASE: Filter = Filter::text("phase", "Phase");
+/// The datacenter filter every list page has (`dc`, as the old page's `?dc=`).
+pub const DATACENTER: Filter = Filter::text("dc", "Datacenter");
 
 /// What a list page is: its title, URL, filters, columns and words.
 pub struct ListSpec {

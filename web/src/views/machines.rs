@@ -4,7 +4,8 @@
 use leptos::prelude::*;
 
 use super::list::{
-    Filter, Input, ListPage, ListSpec, NAMESPACE, PHASE, SEARCH, given, sort_rows, then_name,
+    DATACENTER, Filter, Input, ListPage, ListSpec, NAMESPACE, PHASE, SEARCH, given, sort_rows,
+    then_name,
 };
 use super::loaded;
 use crate::format::{gib, state_class};
@@ -25,6 +26,7 @@ static SPEC: ListSpec = ListSpec {
         Filter::text("cluster", "Cluster id"),
         NAMESPACE,
         PHASE,
+        DATACENTER,
         Filter {
             key: "role",
             label: "Role",
@@ -60,6 +62,7 @@ pub fn Machines() -> impl IntoView {
         url.get("role"),
         url.get("sort"),
     );
+    let dc = url.get("dc");
     let machines = net::live::<MachineList>(
         move || machine_list::Variables {
             filter: Some(machine_list::Filter {
@@ -67,6 +70,7 @@ pub fn Machines() -> impl IntoView {
                 phase: given(phase).map(|p| vec![p]),
                 label_selector: given(cluster).map(|c| format!("vitistack.io/clusterid={c}")),
                 search: given(q),
+                datacenter: given(dc),
             }),
             first: Some(500),
         },

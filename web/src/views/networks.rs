@@ -3,7 +3,9 @@
 
 use leptos::prelude::*;
 
-use super::list::{ListPage, ListSpec, NAMESPACE, PHASE, SEARCH, given, sort_rows, then_name};
+use super::list::{
+    DATACENTER, ListPage, ListSpec, NAMESPACE, PHASE, SEARCH, given, sort_rows, then_name,
+};
 use super::loaded;
 use crate::format::state_class;
 use crate::gql::{NetworkList, PhaseState, network_list};
@@ -18,7 +20,7 @@ static SPEC: ListSpec = ListSpec {
     count: "network",
     noun: "networks",
     loading: "Loading networks…",
-    filters: &[SEARCH, NAMESPACE, PHASE],
+    filters: &[SEARCH, NAMESPACE, PHASE, DATACENTER],
     columns: &[
         ("Network namespace", Some("name")),
         ("Namespace", Some("namespace")),
@@ -40,6 +42,7 @@ pub fn Networks() -> impl IntoView {
         url.get("phase"),
         url.get("sort"),
     );
+    let dc = url.get("dc");
     let networks = net::live::<NetworkList>(
         move || network_list::Variables {
             filter: Some(network_list::Filter {
@@ -47,6 +50,7 @@ pub fn Networks() -> impl IntoView {
                 phase: given(phase).map(|p| vec![p]),
                 label_selector: None,
                 search: given(q),
+                datacenter: given(dc),
             }),
             first: Some(500),
         },

@@ -4,7 +4,7 @@
 use leptos::prelude::*;
 
 use super::list::{
-    Filter, ListPage, ListSpec, NAMESPACE, PHASE, SEARCH, given, sort_rows, then_name,
+    DATACENTER, Filter, ListPage, ListSpec, NAMESPACE, PHASE, SEARCH, given, sort_rows, then_name,
 };
 use super::loaded;
 use crate::format::{self, gib, state_class};
@@ -24,6 +24,7 @@ static SPEC: ListSpec = ListSpec {
         SEARCH,
         NAMESPACE,
         PHASE,
+        DATACENTER,
         Filter::text("host", "Host"),
         Filter::text("cluster", "Cluster id"),
     ],
@@ -50,6 +51,7 @@ pub fn Vms() -> impl IntoView {
         url.get("cluster"),
         url.get("sort"),
     );
+    let dc = url.get("dc");
     let vms = net::live::<VmList>(
         move || vm_list::Variables {
             filter: Some(vm_list::Filter {
@@ -57,6 +59,7 @@ pub fn Vms() -> impl IntoView {
                 phase: given(phase).map(|p| vec![p]),
                 label_selector: None,
                 search: given(q),
+                datacenter: given(dc),
             }),
             first: Some(500),
         },

@@ -89,6 +89,9 @@ pub struct FleetSettings {
     pub list_concurrency: usize,
     /// How several datacenters are judged (probes, staleness, readiness).
     pub policy: crate::source::datacenters::Policy,
+    /// Other datacenters' agents push reports (`HUB_TOKENS_FILE`): datacenters are judged even
+    /// with one cluster watched.
+    pub pushed: bool,
 }
 
 impl Default for FleetSettings {
@@ -99,6 +102,7 @@ impl Default for FleetSettings {
             rescan: Duration::from_secs(10),
             list_concurrency: 4,
             policy: Default::default(),
+            pushed: false,
         }
     }
 }
@@ -246,7 +250,8 @@ impl Fleet {
         let mut fleet = Fleet {
             status: Arc::new(SourceStatus::kube(
                 settings.template.window(),
-                (!matches!(settings.clusters, Clusters::One)).then_some(settings.policy),
+                (settings.pushed || !matches!(settings.clusters, Clusters::One))
+                    .then_some(settings.policy),
             )),
             members: Default::default(),
             settings: Default::default(),

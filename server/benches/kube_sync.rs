@@ -4,6 +4,12 @@
 //! The API test server runs in this process; the vitistack server runs as its own process (the
 //! release binary, `SOURCE=kube`, a kubeconfig pointing at the test server), so its memory is
 //! measured alone. Run with `cargo bench --bench kube_sync`; `KUBE_SYNC_OBJECTS` changes the size.
+//!
+//! `KUBE_SYNC_DATACENTERS=N` starts N API test servers holding `KUBE_SYNC_OBJECTS` each (the same
+//! names in every one), watched as N datacenters (`DATACENTERS_DIR`); `/ready` then means every
+//! datacenter listed. After the sync it times the counts query (`e2e/load/counts.graphql`) and the
+//! dashboard's cluster page (`web/graphql/cluster_live.graphql`'s selection, as a query), 200
+//! sequential requests each, so one datacenter and several can be set side by side.
 
 use vitistack_testkit::kube_api;
 use vitistack_testkit::proc;
@@ -32,10 +38,15 @@ fn main() {
     rt.block_on(run(target));
 }
 
-async fn run(target: usize) {
-    let defs: Vec<ResourceDef> = kube_api::watched_resources();
-    let api = KubeApi::start(&defs, Duration::from_secs(1)).await;
-
+/// Fill `api` with `target` objects; returns how many, their JSON size and the count per kind.
+fn load(
+    api: &KubeApi,
+    target: usize,
+) -> (
+    usize,
+    usize,
+    std::collections::BTreeMap<&'static str, usize>,
+) {
     // The generated fleet with hosts and VMs: ~83 objects per 20-machine cluster.
     let mut spec = FleetSpec::large(1);
     spec.hosts = true;
@@ -71,18 +82,102 @@ async fn run(target: usize) {
         }
         cluster += 1;
     }
-    println!(
-        "API test server holds {loaded} objects ({} MiB of JSON) in {} kinds: {per_kind:?}",
-        json_bytes >> 20,
-        per_kind.len()
-    );
+    (loaded, json_bytes, per_kind)
+}
+
+/// The selection of `{ ... }` following `field {` in a document.
+fn selection(document: &str, field: &str) -> String {
+    let start = document.find(&format!("{field} {{")).expect("field") + field.len() + 1;
+    let mut depth = 0;
+    for (i, c) in document[start..].char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' => {
+                depth -= 1;
+                if depth == 0 {
+                    return document[start..=start + i].to_string();
+                }
+            }
+            _ => {}
+        }
+    }
+    panic!("unbalanced selection")
+}
+
+/// p50 and p99 of `n` sequential requests of `body`, in ms; every answer must be free of errors
+/// other than `allowed`.
+async fn latency(
+    client: &reqwest::Client,
+    url: &str,
+    body: &serde_json::Value,
+    n: usize,
+) -> (f64, f64) {
+    let mut took = Vec::with_capacity(n);
+    for _ in 0..n {
+        let t = Instant::now();
+        let answer: serde_json::Value = client
+            .post(url)
+            .json(body)
+            .send()
+            .await
+            .expect("query")
+            .json()
+            .await
+            .expect("json");
+        took.push(t.elapsed().as_secs_f64() * 1000.0);
+        assert!(answer.get("errors").is_none(), "{answer}");
+    }
+    took.sort_by(f64::total_cmp);
+    (took[n / 2], took[(n * 99 / 100).min(n - 1)])
+}
+
+async fn run(target: usize) {
+    let defs: Vec<ResourceDef> = kube_api::watched_resources();
+    let datacenters: usize = std::env::var("KUBE_SYNC_DATACENTERS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1)
+        .max(1);
+    let mut apis = Vec::new();
+    let mut loaded = 0;
+    for _ in 0..datacenters {
+        let api = KubeApi::start(&defs, Duration::from_secs(1)).await;
+        let (n, json_bytes, per_kind) = load(&api, target);
+        println!(
+            "API test server holds {n} objects ({} MiB of JSON) in {} kinds: {per_kind:?}",
+            json_bytes >> 20,
+            per_kind.len()
+        );
+        loaded += n;
+        apis.push(api);
+    }
+    let api = &apis[0];
 
     let dir = std::env::temp_dir().join(format!("vitistack-kube-sync-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("dir");
     let kubeconfig = dir.join("kubeconfig");
     api.write_kubeconfig(&kubeconfig);
+    let mut extra = Vec::new();
+    if datacenters > 1 {
+        let dcs = dir.join("datacenters");
+        std::fs::create_dir_all(&dcs).expect("dir");
+        for (i, api) in apis.iter().enumerate() {
+            // Each file reaches its cluster by its own current context.
+            let file = dcs.join(format!("dc-{}", i + 1));
+            api.write_kubeconfig(&file);
+            let text = std::fs::read_to_string(&file).expect("kubeconfig");
+            std::fs::write(
+                &file,
+                text.replace("current-context: elsewhere", "current-context: test"),
+            )
+            .expect("kubeconfig");
+        }
+        extra.push(("DATACENTERS_DIR", dcs.display().to_string()));
+    }
     let started = Instant::now();
-    let (mut child, port) = proc::spawn_server(env!("CARGO_BIN_EXE_vitistack"), &dir, &[]);
+    extra.push(("RESPONSE_CACHE_MB", "0".to_string()));
+    extra.push(("PART_CACHE_MB", "0".to_string()));
+    let (mut child, port) = proc::spawn_server(env!("CARGO_BIN_EXE_vitistack"), &dir, &extra);
     let pid = child.id();
     let client = reqwest::Client::new();
     let ready_url = format!("http://127.0.0.1:{port}/ready");
@@ -115,17 +210,50 @@ async fn run(target: usize) {
         .unwrap_or(0);
     let hwm = status_kib(pid, "VmHWM:").max(peak);
     let rss = status_kib(pid, "VmRSS:");
-    let lists = defs
+    let lists = apis
         .iter()
-        .map(|d| api.requests(d.plural).iter().filter(|r| !r.watch).count())
+        .flat_map(|api| {
+            defs.iter()
+                .map(|d| api.requests(d.plural).iter().filter(|r| !r.watch).count())
+        })
         .sum::<usize>();
     println!(
-        "initial sync of {in_store} objects: ready after {:.2} s ({lists} list pages); server peak RSS {} MiB, RSS when ready {} MiB",
+        "initial sync of {in_store} objects in {datacenters} datacenter(s): ready after {:.2} s ({lists} list pages); server peak RSS {} MiB, RSS when ready {} MiB",
         synced.as_secs_f64(),
         hwm >> 10,
         rss >> 10
     );
     assert_eq!(in_store as usize, loaded, "every object reached the store");
+
+    // Reading it: the counts query and one cluster page.
+    let url = format!("http://127.0.0.1:{port}/graphql");
+    let counts = serde_json::json!({"query": include_str!("../../e2e/load/counts.graphql")});
+    let page = format!(
+        "query($id: ID!) {{ node(id: $id) {{ ... on KubernetesCluster {} }} }}",
+        selection(
+            include_str!("../../web/graphql/cluster_live.graphql"),
+            "cluster"
+        )
+    );
+    let first: serde_json::Value = client
+        .post(&url)
+        .json(&serde_json::json!({"query": "{ clusters(first: 1) { nodes { id } } }"}))
+        .send()
+        .await
+        .expect("query")
+        .json()
+        .await
+        .expect("json");
+    let id = first["data"]["clusters"]["nodes"][0]["id"].clone();
+    let page = serde_json::json!({"query": page, "variables": {"id": id}});
+    // Warm-up, then the measured requests (the response cache is off: each is executed).
+    latency(&client, &url, &counts, 20).await;
+    let (c50, c99) = latency(&client, &url, &counts, 200).await;
+    latency(&client, &url, &page, 20).await;
+    let (p50, p99) = latency(&client, &url, &page, 200).await;
+    println!(
+        "counts query p50 {c50:.2} ms, p99 {c99:.2} ms; cluster page p50 {p50:.2} ms, p99 {p99:.2} ms (200 sequential requests each)"
+    );
     let _ = child.kill();
     let _ = child.wait();
     let _ = std::fs::remove_dir_all(&dir);

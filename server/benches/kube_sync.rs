@@ -140,8 +140,19 @@ async fn run(target: usize) {
         .max(1);
     let mut apis = Vec::new();
     let mut loaded = 0;
-    for _ in 0..datacenters {
+    for i in 0..datacenters {
         let api = KubeApi::start(&defs, Duration::from_secs(1)).await;
+        // Each API test server counts uids from 1: move each one's count on (a placeholder
+        // made and deleted per datacenter before it), so every datacenter's Vitistack has a
+        // uid of its own and is not taken for a second path to the same cluster.
+        for n in 0..i {
+            let name = format!("uid-shift-{n}");
+            api.apply(
+                "machines",
+                serde_json::json!({"metadata": {"name": name, "namespace": "default"}, "spec": {}}),
+            );
+            api.delete_silently("machines", "default", &name);
+        }
         let (n, json_bytes, per_kind) = load(&api, target);
         println!(
             "API test server holds {n} objects ({} MiB of JSON) in {} kinds: {per_kind:?}",

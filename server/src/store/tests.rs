@@ -302,3 +302,25 @@ fn a_uid_shared_by_two_datacenters_finds_each() {
         Some("w".into())
     );
 }
+
+#[test]
+fn index_lookups_stay_within_their_datacenter_whatever_the_values_hold() {
+    let store = Store::new();
+    let east = Datacenter::new("east");
+    // A class name holding a NUL in the one datacenter, and the class `small` in east: the
+    // entries must not meet, though east's entry is keyed `east` NUL `small`.
+    store.apply(vec![
+        Op::Upsert(machine("t", "single", "a", "east\u{0}small")),
+        Op::Upsert(machine("t", "in-east", "a", "small").in_datacenter(&east)),
+    ]);
+    let snap = store.snapshot();
+    let names = |dc: &Datacenter, class: &str| -> Vec<String> {
+        snap.lookup(dc, Idx::MachineByClass, class)
+            .map(|r| r.name().to_string())
+            .collect()
+    };
+    assert_eq!(names(&east, "small"), ["in-east"]);
+    assert_eq!(names(&Datacenter::default(), "east\u{0}small"), ["single"]);
+    assert!(names(&Datacenter::default(), "small").is_empty());
+    assert!(names(&east, "east\u{0}small").is_empty());
+}

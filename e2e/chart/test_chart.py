@@ -362,6 +362,22 @@ class ChartTest(unittest.TestCase):
         self.assertNotIn("tokenreviews", json.dumps(role))
         self.assertEqual(container(docs)[1]["env"][[e["name"] for e in container(docs)[1]["env"]].index("AUTH_KUBERNETES")]["value"], "false")
 
+    def test_hub_tokens_are_mounted_from_their_secret_for_the_old_agents(self):
+        docs = render({"hub": {"existingSecret": "hub-tokens", "tokensKey": "tokens.txt"}})
+        deploy, c = container(docs)
+        env = {e["name"]: e.get("value") for e in c["env"]}
+        self.assertEqual(env["HUB_TOKENS_FILE"], "/etc/vitistack/hub/tokens.txt")
+        self.assertIn("HUB_TOKENS_FILE", server_env_names())
+        (mount,) = [m for m in c["volumeMounts"] if m["name"] == "hub-tokens"]
+        self.assertEqual((mount["mountPath"], mount.get("readOnly")), ("/etc/vitistack/hub", True))
+        (vol,) = [v for v in deploy["spec"]["template"]["spec"]["volumes"] if v["name"] == "hub-tokens"]
+        self.assertEqual(vol["secret"], {"secretName": "hub-tokens", "items": [{"key": "tokens.txt", "path": "tokens.txt"}]})
+        for d in docs:
+            kubernetes_validate.validate(d, KUBE_VERSION, strict=True)
+        # Without the Secret: no variable, no mount (reports are refused).
+        _, c = container(render())
+        self.assertNotIn("HUB_TOKENS_FILE", {e["name"] for e in c["env"]})
+
     def test_database_password_stays_in_a_secret(self):
         url = "postgres://vitistack:s3cr3t-pw@db.infra:5432/vitistack"
         docs = render({"database": {"url": url}})

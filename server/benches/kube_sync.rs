@@ -104,6 +104,19 @@ fn selection(document: &str, field: &str) -> String {
     panic!("unbalanced selection")
 }
 
+/// POST a GraphQL request; its answer.
+async fn post(client: &reqwest::Client, url: &str, body: &serde_json::Value) -> serde_json::Value {
+    client
+        .post(url)
+        .json(body)
+        .send()
+        .await
+        .expect("query")
+        .json()
+        .await
+        .expect("json")
+}
+
 /// p50 and p99 of `n` sequential requests of `body`, in ms; every answer must be free of errors
 /// other than `allowed`.
 async fn latency(
@@ -115,15 +128,7 @@ async fn latency(
     let mut took = Vec::with_capacity(n);
     for _ in 0..n {
         let t = Instant::now();
-        let answer: serde_json::Value = client
-            .post(url)
-            .json(body)
-            .send()
-            .await
-            .expect("query")
-            .json()
-            .await
-            .expect("json");
+        let answer = post(client, url, body).await;
         took.push(t.elapsed().as_secs_f64() * 1000.0);
         assert!(answer.get("errors").is_none(), "{answer}");
     }
@@ -206,15 +211,13 @@ async fn run(target: usize) {
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
-    let body: serde_json::Value = client
-        .post(format!("http://127.0.0.1:{port}/graphql"))
-        .json(&serde_json::json!({"query": "{ sources { kinds { name objects } } }"}))
-        .send()
-        .await
-        .expect("query")
-        .json()
-        .await
-        .expect("json");
+    let url = format!("http://127.0.0.1:{port}/graphql");
+    let body = post(
+        &client,
+        &url,
+        &serde_json::json!({"query": "{ sources { kinds { name objects } } }"}),
+    )
+    .await;
     let in_store: i64 = body["data"]["sources"]["kinds"]
         .as_array()
         .map(|ks| ks.iter().filter_map(|k| k["objects"].as_i64()).sum())
@@ -237,7 +240,6 @@ async fn run(target: usize) {
     assert_eq!(in_store as usize, loaded, "every object reached the store");
 
     // Reading it: the counts query and one cluster page.
-    let url = format!("http://127.0.0.1:{port}/graphql");
     let counts = serde_json::json!({"query": include_str!("../../e2e/load/counts.graphql")});
     let page = format!(
         "query($id: ID!) {{ node(id: $id) {{ ... on KubernetesCluster {} }} }}",
@@ -246,15 +248,12 @@ async fn run(target: usize) {
             "cluster"
         )
     );
-    let first: serde_json::Value = client
-        .post(&url)
-        .json(&serde_json::json!({"query": "{ clusters(first: 1) { nodes { id } } }"}))
-        .send()
-        .await
-        .expect("query")
-        .json()
-        .await
-        .expect("json");
+    let first = post(
+        &client,
+        &url,
+        &serde_json::json!({"query": "{ clusters(first: 1) { nodes { id } } }"}),
+    )
+    .await;
     let id = first["data"]["clusters"]["nodes"][0]["id"].clone();
     let page = serde_json::json!({"query": page, "variables": {"id": id}});
     // Warm-up, then the measured requests (the response cache is off: each is executed).

@@ -55,6 +55,21 @@ pub enum KeysError {
     },
 }
 
+/// The hash of a secret as a file gives it: the secret itself (at least 16 characters) or
+/// `sha256:<64 hex digits>`; `what` (key, token) and `owner` name it in the reason, which never
+/// holds the secret.
+pub(crate) fn secret_hash(given: &str, what: &str, owner: &str) -> Result<[u8; 32], String> {
+    match given.strip_prefix("sha256:") {
+        Some(hex) => parse_hex(hex)
+            .ok_or_else(|| format!("a `sha256:` {what} must be followed by 64 hexadecimal digits")),
+        None if given.len() < 16 => Err(format!(
+            "the {what} of `{owner}` is {} characters long; at least 16 are required",
+            given.len()
+        )),
+        None => Ok(hash(given)),
+    }
+}
+
 /// SHA-256 of a presented key.
 pub fn hash(key: &str) -> [u8; 32] {
     Sha256::digest(key.as_bytes()).into()
@@ -94,18 +109,7 @@ impl KeySet {
             let role: Role = role.parse().map_err(|_| {
                 at("the role (second column) must be viewer, operator or admin".into())
             })?;
-            let hash = match key.strip_prefix("sha256:") {
-                Some(hex) => parse_hex(hex).ok_or_else(|| {
-                    at("a `sha256:` key must be followed by 64 hexadecimal digits".into())
-                })?,
-                None if key.len() < 16 => {
-                    return Err(at(format!(
-                        "the key of `{name}` is {} characters long; at least 16 are required",
-                        key.len()
-                    )));
-                }
-                None => hash(key),
-            };
+            let hash = secret_hash(key, "key", name).map_err(at)?;
             let mut expires = None;
             for option in rest {
                 match option.strip_prefix("expires=") {
@@ -185,7 +189,7 @@ impl KeySet {
     }
 }
 
-pub(crate) fn parse_hex(hex: &str) -> Option<[u8; 32]> {
+fn parse_hex(hex: &str) -> Option<[u8; 32]> {
     if hex.len() != 64 {
         return None;
     }

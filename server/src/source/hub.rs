@@ -14,7 +14,7 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use super::status::SourceStatus;
-use crate::auth::keys::{hash, parse_hex};
+use crate::auth::keys::{hash, secret_hash};
 use crate::model::datacenter::valid_key;
 use crate::model::status_page::{NodeInfo, StatusData, VmInfo};
 use crate::model::{Datacenter, Kind, LABEL_CLUSTER_ID, Resource};
@@ -79,18 +79,7 @@ impl HubTokens {
                         .into(),
                 )
             })?;
-            let h = match token.strip_prefix("sha256:") {
-                Some(hex) => parse_hex(hex).ok_or_else(|| {
-                    at("a `sha256:` token must be followed by 64 hexadecimal digits".into())
-                })?,
-                None if token.len() < 16 => {
-                    return Err(at(format!(
-                        "the token of `{datacenter}` is {} characters long; at least 16 are required",
-                        token.len()
-                    )));
-                }
-                None => hash(token),
-            };
+            let h = secret_hash(token, "token", datacenter).map_err(at)?;
             if !seen.insert(datacenter.to_string()) {
                 return Err(at(format!("the datacenter `{datacenter}` is given twice")));
             }

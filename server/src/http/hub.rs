@@ -47,16 +47,18 @@ pub(super) fn routes() -> Router<AppState> {
 
 fn refusal(r: &Refusal) -> Response {
     let code = match r {
-        Refusal::NoToken | Refusal::UnknownToken => ErrorCode::Unauthenticated,
+        Refusal::Off | Refusal::NoToken | Refusal::UnknownToken => ErrorCode::Unauthenticated,
         Refusal::OtherDatacenter { .. } => ErrorCode::Forbidden,
         Refusal::BadJson(_) | Refusal::Invalid { .. } => ErrorCode::BadRequest,
         Refusal::Watched(_) => ErrorCode::Conflict,
     };
     let mut response = error(code, r.to_string());
     if code == ErrorCode::Unauthenticated {
-        response
-            .headers_mut()
-            .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        // The challenge every other route sends (`access::refused`).
+        response.headers_mut().insert(
+            header::WWW_AUTHENTICATE,
+            HeaderValue::from_static("Bearer realm=\"vitistack\""),
+        );
     }
     response
 }
@@ -64,14 +66,7 @@ fn refusal(r: &Refusal) -> Response {
 /// An agent's report: 204 when taken (applied at once), or the refusal (nothing applied).
 async fn report(State(app): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
     let Some(hub) = app.hub.clone() else {
-        let mut response = error(
-            ErrorCode::Unauthenticated,
-            "reports are refused here: HUB_TOKENS_FILE is not set",
-        );
-        response
-            .headers_mut()
-            .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-        return response;
+        return refusal(&Refusal::Off);
     };
     let authorization = headers
         .get(header::AUTHORIZATION)

@@ -127,6 +127,9 @@ impl HubTokens {
 /// Why a report was not taken. Nothing of a refused report is applied.
 #[derive(Debug, thiserror::Error)]
 pub enum Refusal {
+    /// The server takes no reports (no `HUB_TOKENS_FILE`).
+    #[error("reports are refused here: HUB_TOKENS_FILE is not set")]
+    Off,
     /// No `Authorization: Bearer` token.
     #[error("a report needs `Authorization: Bearer <token>` (a token of HUB_TOKENS_FILE)")]
     NoToken,

@@ -96,7 +96,21 @@ pub async fn query<Q: GraphQLQuery>(variables: Q::Variables) -> Result<Q::Respon
 pub(crate) fn decode<Q: GraphQLQuery>(value: Value) -> Result<Q::ResponseData, String> {
     let response: Response<Q::ResponseData> =
         serde_json::from_value(value).map_err(|e| format!("unexpected answer: {e}"))?;
-    if let Some(errors) = response.errors.filter(|e| !e.is_empty()) {
+    // A datacenter that is away makes the answer partial, not a failure: its objects are in the
+    // data as last seen, and the other datacenters' are current.
+    let partial = |e: &graphql_client::Error| {
+        e.extensions
+            .as_ref()
+            .and_then(|x| x.get("code"))
+            .and_then(Value::as_str)
+            == Some("DATACENTER_UNAVAILABLE")
+    };
+    let partial_only = response.data.is_some()
+        && response
+            .errors
+            .as_ref()
+            .is_some_and(|e| e.iter().all(partial));
+    if let Some(errors) = response.errors.filter(|e| !e.is_empty() && !partial_only) {
         return Err(errors
             .iter()
             .map(|e| e.message.as_str())

@@ -378,6 +378,71 @@ class ChartTest(unittest.TestCase):
         _, c = container(render())
         self.assertNotIn("HUB_TOKENS_FILE", {e["name"] for e in c["env"]})
 
+    def test_several_replicas_elect_a_leader_spread_and_keep_one_through_drains(self):
+        docs = render({"replicaCount": 3, "database": {"existingSecret": "pg"}})
+        for d in docs:
+            kubernetes_validate.validate(d, KUBE_VERSION, strict=True)
+        deploy, c = container(docs)
+        self.assertEqual(deploy["spec"]["replicas"], 3)
+        name = deploy["metadata"]["name"]
+        env = {e["name"]: e for e in c["env"]}
+        self.assertEqual(env["LEADER_ELECTION"]["value"], "true")
+        self.assertEqual(env["LEASE_NAME"]["value"], name)
+        self.assertEqual(env["LEASE_DURATION_SECONDS"]["value"], "15")
+        self.assertEqual(env["POD_NAME"]["valueFrom"]["fieldRef"]["fieldPath"], "metadata.name")
+        self.assertEqual(env["POD_NAMESPACE"]["valueFrom"]["fieldRef"]["fieldPath"], "metadata.namespace")
+        self.assertEqual(set(env) - server_env_names(), set(), "the chart sets variables the server does not read")
+        pod_labels = deploy["spec"]["template"]["metadata"]["labels"]
+        (pdb,) = by_kind(docs, "PodDisruptionBudget")
+        self.assertEqual(pdb["spec"]["minAvailable"], 1)
+        self.assertLessEqual(pdb["spec"]["selector"]["matchLabels"].items(), pod_labels.items())
+        spread = deploy["spec"]["template"]["spec"]["topologySpreadConstraints"]
+        self.assertEqual([t["topologyKey"] for t in spread], ["kubernetes.io/hostname", "topology.kubernetes.io/zone"])
+        for t in spread:
+            self.assertEqual(t["whenUnsatisfiable"], "ScheduleAnyway")
+            self.assertLessEqual(t["labelSelector"]["matchLabels"].items(), pod_labels.items())
+        # The Lease permission: its own namespace, its one Lease (create cannot name it).
+        (role,) = by_kind(docs, "Role")
+        self.assertEqual(role["metadata"]["namespace"], "infra")
+        self.assertEqual(
+            role["rules"],
+            [
+                {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
+                {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": [name], "verbs": ["get", "patch", "update"]},
+            ],
+        )
+        (binding,) = by_kind(docs, "RoleBinding")
+        self.assertEqual(binding["roleRef"]["name"], role["metadata"]["name"])
+        self.assertEqual(binding["subjects"][0]["name"], deploy["spec"]["template"]["spec"]["serviceAccountName"])
+        # The autoscaler may run several pods too.
+        docs = render({"autoscaling": {"enabled": True}, "database": {"existingSecret": "pg"}})
+        self.assertEqual(len(by_kind(docs, "Role")), 1)
+        self.assertEqual(len(by_kind(docs, "PodDisruptionBudget")), 1)
+        # One pod: no election, no Lease permission, no budget blocking drains, no spread.
+        deploy, c = container(render())
+        self.assertNotIn("LEADER_ELECTION", {e["name"] for e in c["env"]})
+        self.assertNotIn("topologySpreadConstraints", deploy["spec"]["template"]["spec"])
+        self.assertEqual([d["kind"] for d in render() if d["kind"] in ("Role", "RoleBinding", "PodDisruptionBudget")], [])
+        # Chosen by hand: on with one pod, off with several, a spread of one's own.
+        docs = render({"leaderElection": {"mode": "on", "leaseDurationSeconds": 30}})
+        env = {e["name"]: e.get("value") for e in container(docs)[1]["env"]}
+        self.assertEqual((env["LEADER_ELECTION"], env["LEASE_DURATION_SECONDS"]), ("true", "30"))
+        self.assertEqual(len(by_kind(docs, "Role")), 1)
+        own = [{"maxSkew": 2, "topologyKey": "rack", "whenUnsatisfiable": "DoNotSchedule", "labelSelector": {"matchLabels": {"a": "b"}}}]
+        docs = render({"replicaCount": 2, "database": {"url": "postgres://db/x"}, "leaderElection": {"mode": "off"}, "topologySpreadConstraints": own})
+        deploy, c = container(docs)
+        self.assertNotIn("LEADER_ELECTION", {e["name"] for e in c["env"]})
+        self.assertEqual(by_kind(docs, "Role"), [])
+        self.assertEqual(deploy["spec"]["template"]["spec"]["topologySpreadConstraints"], own)
+        # A SQLite file has one writer: several pods without PostgreSQL are refused.
+        with self.assertRaises(Exception) as ctx:
+            render({"replicaCount": 2})
+        self.assertIn("replicaCount above 1 needs PostgreSQL", str(ctx.exception))
+        # The old agents' reports reach one pod only: refused with several.
+        with self.assertRaises(Exception) as ctx:
+            render({"replicaCount": 2, "database": {"existingSecret": "pg"}, "hub": {"existingSecret": "hub"}})
+        self.assertIn("hub.existingSecret (the old agents' reports) needs one pod", str(ctx.exception))
+
     def test_database_password_stays_in_a_secret(self):
         url = "postgres://vitistack:s3cr3t-pw@db.infra:5432/vitistack"
         docs = render({"database": {"url": url}})
@@ -413,6 +478,8 @@ class ChartTest(unittest.TestCase):
             ({"webhooks": {"urls": ["https://hooks.example/key-in-values"]}}, "/webhooks"),
             ({"webhooks": {"urlsKey": ""}}, "/webhooks/urlsKey"),
             ({"history": {"retentionDays": 0}}, "/history/retentionDays"),
+            ({"leaderElection": {"mode": "yes"}}, "/leaderElection/mode"),
+            ({"leaderElection": {"leaseDurationSeconds": 1}}, "/leaderElection/leaseDurationSeconds"),
         ]
         for values, field in cases:
             with self.subTest(values=values):

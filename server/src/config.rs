@@ -251,6 +251,34 @@ pub struct ServeConfig {
     #[arg(long, env = "HUB_TOKENS_FILE")]
     pub hub_tokens_file: Option<std::path::PathBuf>,
 
+    /// Several replicas: only the holder of a `coordination.k8s.io` Lease delivers webhooks and
+    /// trims the history (every replica watches and serves). Needs the kube source; the Lease
+    /// lives in the cluster the replica runs in (or KUBECONFIG's).
+    #[arg(long, env = "LEADER_ELECTION", default_value_t = false, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
+    pub leader_election: bool,
+
+    /// The Lease's name.
+    #[arg(long, env = "LEASE_NAME", default_value = "vitistack-graphql")]
+    pub lease_name: String,
+
+    /// The Lease's namespace (default: POD_NAMESPACE, else the kubeconfig's namespace).
+    #[arg(long, env = "LEASE_NAMESPACE")]
+    pub lease_namespace: Option<String>,
+
+    /// How long (seconds) a replica that stopped renewing the Lease keeps it; a new leader takes
+    /// over at most this long after the old one died (at once when it stopped normally).
+    #[arg(long, env = "LEASE_DURATION_SECONDS", default_value_t = 15)]
+    pub lease_duration_seconds: u64,
+
+    /// This replica's name in the Lease (the chart sets it from the downward API; default: the
+    /// host name).
+    #[arg(long, env = "POD_NAME")]
+    pub pod_name: Option<String>,
+
+    /// The namespace this replica runs in (the chart sets it from the downward API).
+    #[arg(long, env = "POD_NAMESPACE")]
+    pub pod_namespace: Option<String>,
+
     /// Several datacenters: `/ready` waits this long at most for every one's first sync.
     #[arg(long, env = "READY_TIMEOUT_SECONDS", default_value_t = 120)]
     pub ready_timeout_seconds: u64,

@@ -27,11 +27,14 @@
 //!   patch is a precondition (409 when the object moved on), `status` is ignored (subresource),
 //!   `generation` moves when `spec` does; `application/merge-patch+json` (RFC 7386); every list
 //!   is atomic, as in the vitistack CRDs, which mark none;
+//! - `POST …/namespaces/{ns}/{plural}`: create (409 `AlreadyExists` when taken);
+//!   `application/strategic-merge-patch+json` is taken as a merge patch (right for objects
+//!   without merge-keyed lists, such as the Leases of leader election);
 //! - `DELETE …/{plural}/{name}`: gone at once, or marked with `deletionTimestamp` while the
 //!   object has finalizers; `GET …/{plural}/{name}`;
 //! - TokenReview and SubjectAccessReview, from users and grants the test sets.
 //!
-//! Not implemented: label/field selectors, create/update over HTTP, discovery, schema validation.
+//! Not implemented: label/field selectors, update (PUT) over HTTP, discovery, schema validation.
 
 #![allow(dead_code)]
 
@@ -72,6 +75,18 @@ impl ResourceDef {
         } else {
             format!("{}/{}", self.group, self.version)
         }
+    }
+}
+
+/// `coordination.k8s.io/v1` Leases (leader election).
+pub fn leases() -> ResourceDef {
+    ResourceDef {
+        group: "coordination.k8s.io",
+        version: "v1",
+        plural: "leases",
+        kind: "Lease",
+        namespaced: true,
+        served: true,
     }
 }
 
@@ -797,6 +812,11 @@ async fn dispatch(
 ) -> Response {
     let mut unplugged = shared.unplugged.subscribe();
     let _ = unplugged.wait_for(|on| !*on).await;
+    if method == axum::http::Method::POST
+        && let Some((id, Some(ns))) = route(uri.path())
+    {
+        return create_object(&shared, &id, &ns, &query.0, &body);
+    }
     let Some((id, ns, name)) = object_route(uri.path()) else {
         return handle(State(shared), uri, query).await;
     };
@@ -979,7 +999,12 @@ fn patch_object(
     body: &[u8],
 ) -> Response {
     let apply = media.starts_with("application/apply-patch");
-    let merge = media.starts_with("application/merge-patch+json");
+    // A strategic merge patch is a merge patch on objects without lists of merge keys (the
+    // Leases it is used on here).
+    let create = media == "create";
+    let merge = create
+        || media.starts_with("application/merge-patch+json")
+        || media.starts_with("application/strategic-merge-patch+json");
     if !apply && !merge {
         return status(
             415,
@@ -1006,7 +1031,14 @@ fn patch_object(
     let state = inner.resources.get_mut(id).expect("served resource");
     let def = state.def.clone();
     let previous = state.objects.get(&key).cloned();
-    if merge && previous.is_none() {
+    if create && previous.is_some() {
+        return status(
+            409,
+            "AlreadyExists",
+            format!("{} \"{name}\" already exists", def.plural),
+        );
+    }
+    if merge && !create && previous.is_none() {
         return status(
             404,
             "NotFound",
@@ -1026,7 +1058,11 @@ fn patch_object(
                 );
             }
         }
-        if patch["metadata"]["name"].as_str() != Some(name) {
+        // A name left out is the URL's (kube-apiserver fills it in); a different one is refused.
+        if patch["metadata"]["name"]
+            .as_str()
+            .is_some_and(|given| given != name)
+        {
             return status(400, "BadRequest", "metadata.name must match the URL".into());
         }
     }
@@ -1186,6 +1222,41 @@ fn patch_object(
         StatusCode::CREATED
     };
     json_response(code, &object)
+}
+
+/// `POST …/namespaces/{ns}/{plural}`: create (409 AlreadyExists when the name is taken).
+fn create_object(
+    shared: &Shared,
+    id: &str,
+    ns: &str,
+    q: &HashMap<String, String>,
+    body: &[u8],
+) -> Response {
+    let Ok(object) = serde_json::from_slice::<Value>(body) else {
+        return status(400, "BadRequest", "the object is not valid JSON".into());
+    };
+    let Some(name) = object["metadata"]["name"].as_str().map(str::to_string) else {
+        return status(400, "BadRequest", "metadata.name is required".into());
+    };
+    {
+        let inner = shared.inner.lock();
+        let Some(state) = inner.resources.get(id).filter(|s| s.def.served) else {
+            return status(
+                404,
+                "NotFound",
+                "the server could not find the requested resource".into(),
+            );
+        };
+        if state.objects.contains_key(&(ns.to_string(), name.clone())) {
+            return status(
+                409,
+                "AlreadyExists",
+                format!("{} \"{name}\" already exists", state.def.plural),
+            );
+        }
+    }
+    // A create is an update of nothing: the same path as a merge patch, owned by its manager.
+    patch_object(shared, id, ns, &name, "create", q, body)
 }
 
 fn delete_object(shared: &Shared, id: &str, ns: &str, name: &str) -> Response {

@@ -45,3 +45,14 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- printf "%s-database" (include "vitistack.fullname" .) }}
 {{- end }}
 {{- end }}
+
+{{/* More than one pod may run (replicaCount > 1, or the autoscaler). */}}
+{{- define "vitistack.multiple" -}}
+{{- if or .Values.autoscaling.enabled (gt (int .Values.replicaCount) 1) }}true{{- end }}
+{{- end }}
+
+{{/* Leader election: on, off, or (auto) on whenever more than one pod may run. */}}
+{{- define "vitistack.leaderElection" -}}
+{{- $mode := toString .Values.leaderElection.mode }}
+{{- if or (eq $mode "on") (and (eq $mode "auto") (include "vitistack.multiple" .)) }}true{{- end }}
+{{- end }}

@@ -170,6 +170,36 @@ async fn open_database(
     }
 }
 
+/// Who does the once-only work: the Lease's holder with LEADER_ELECTION, else this process.
+/// The Lease is in the cluster the replica runs in (or KUBECONFIG's); a cluster that cannot be
+/// configured stops the start, one that does not answer yet only delays leading.
+async fn leader(
+    cfg: &ServeConfig,
+    stop: watch::Receiver<bool>,
+    gauge: prometheus::IntGauge,
+) -> anyhow::Result<crate::leader::Leader> {
+    if !cfg.leader_election {
+        return Ok(crate::leader::Leader::sole());
+    }
+    let mut config = crate::source::kube::config(&cfg.kube_settings())
+        .await
+        .map_err(|e| anyhow::anyhow!("LEADER_ELECTION: {e}"))?;
+    let Some(lease) = cfg.lease_settings(&config.default_namespace) else {
+        return Ok(crate::leader::Leader::sole());
+    };
+    // An API server that stops answering (a partition drops packets) must fail a renewal well
+    // before the lease runs out, not after the client's default read timeout of minutes.
+    let patience = lease.request_timeout();
+    config.connect_timeout = Some(patience);
+    config.read_timeout = Some(patience);
+    config.write_timeout = Some(patience);
+    let client = kube::Client::try_from(config)
+        .map_err(|e| anyhow::anyhow!("LEADER_ELECTION: cannot build a Kubernetes client: {e}"))?;
+    tracing::info!(lease = %lease.name, namespace = %lease.namespace, identity = %lease.identity, "leader election on: webhooks and history retention run on the Lease's holder");
+    gauge.set(0);
+    Ok(crate::leader::Leader::elect(client, lease, stop, gauge))
+}
+
 /// Start the source and serve on `listener`.
 pub async fn start(cfg: &ServeConfig, listener: TcpListener) -> anyhow::Result<Running> {
     cfg.validate().map_err(anyhow::Error::msg)?;
@@ -211,10 +241,11 @@ pub async fn start(cfg: &ServeConfig, listener: TcpListener) -> anyhow::Result<R
     }
     // The event log: its own writer on the change stream, its own connection when the database
     // was away at start-up.
-    let history = Arc::new(crate::history::History::new(
-        cfg.history_settings(),
-        metrics.history.clone(),
-    ));
+    let leader = leader(cfg, stop_rx.clone(), metrics.leader.clone()).await?;
+    let history = Arc::new(
+        crate::history::History::new(cfg.history_settings(), metrics.history.clone())
+            .led_by(leader.clone()),
+    );
     if let Some(hooks) =
         crate::history::webhooks::Webhooks::start(&cfg.webhook_settings(), history.clone())
     {

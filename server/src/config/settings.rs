@@ -273,7 +273,40 @@ impl ServeConfig {
             }
         }
         self.probe_targets()?;
+        if self.leader_election {
+            if self.resolve_source().0 != SourceMode::Kube {
+                return Err(ConfigError::invalid(
+                    "LEADER_ELECTION",
+                    "needs the kube source (the embedded source runs as one replica)".into(),
+                ));
+            }
+            if self.lease_duration_seconds < 2 {
+                return Err(ConfigError::invalid(
+                    "LEASE_DURATION_SECONDS",
+                    format!("{} is too short: at least 2", self.lease_duration_seconds),
+                ));
+            }
+            if self.lease_name.trim().is_empty() {
+                return Err(ConfigError::invalid(
+                    "LEASE_NAME",
+                    "must not be empty".into(),
+                ));
+            }
+        }
         Ok(())
+    }
+
+    /// The Lease to hold, when leader election is on; `default_namespace` is the client's.
+    pub fn lease_settings(&self, default_namespace: &str) -> Option<crate::leader::LeaseSettings> {
+        let nonempty = |v: &Option<String>| v.clone().filter(|v| !v.trim().is_empty());
+        self.leader_election.then(|| crate::leader::LeaseSettings {
+            name: self.lease_name.trim().to_string(),
+            namespace: nonempty(&self.lease_namespace)
+                .or_else(|| nonempty(&self.pod_namespace))
+                .unwrap_or_else(|| default_namespace.to_string()),
+            identity: nonempty(&self.pod_name).unwrap_or_else(host_identity),
+            duration: std::time::Duration::from_secs(self.lease_duration_seconds),
+        })
     }
 
     /// The operator endpoints to probe, each with its interval.
@@ -358,4 +391,16 @@ impl ServeConfig {
             max_total: self.stream_max_connections,
         }
     }
+}
+
+/// A replica's name when the downward API gave none: the host name (a pod's name in Kubernetes)
+/// and the process id.
+fn host_identity() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "vitistack".into());
+    format!("{host}-{}", std::process::id())
 }

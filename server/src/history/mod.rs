@@ -166,6 +166,9 @@ pub struct History {
     pub metrics: HistoryMetrics,
     /// Webhook endpoints fed with new events (set once, when configured).
     pub webhooks: std::sync::OnceLock<Arc<webhooks::Webhooks>>,
+    /// Whether this replica delivers webhooks and trims the log (every replica writes events:
+    /// rows are idempotent per datacenter, uid and resourceVersion).
+    pub leader: crate::leader::Leader,
 }
 
 impl std::fmt::Debug for History {
@@ -185,7 +188,13 @@ impl History {
             settings,
             metrics,
             webhooks: std::sync::OnceLock::new(),
+            leader: crate::leader::Leader::sole(),
         }
+    }
+
+    /// The same, with the once-only work done only while `leader` leads.
+    pub fn led_by(self, leader: crate::leader::Leader) -> Self {
+        History { leader, ..self }
     }
 
     /// The database, when reachable.

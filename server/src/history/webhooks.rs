@@ -197,9 +197,10 @@ impl Webhooks {
         }))
     }
 
-    /// Hand an event to every endpoint that wants its type (never waits).
+    /// Hand an event to every endpoint that wants its type (never waits). Only the leading
+    /// replica sends: every replica sees every event.
     pub fn offer(&self, row: &EventRow) {
-        if !self.events.contains(&row.event_type) {
+        if !self.events.contains(&row.event_type) || !self.history.leader.leading() {
             return;
         }
         let row = Arc::new(row.clone());

@@ -467,6 +467,7 @@ async fn run(
                 q.mark_gap();
                 backoff.reset();
                 if Instant::now() >= retention_due
+                    && history.leader.leading()
                     && let Some(db) = &db
                 {
                     retention_due = Instant::now() + Duration::from_secs(3600);

@@ -48,6 +48,9 @@ struct Checks {
     /// Several datacenters: each one's state (one cluster: left out, as before).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     datacenters: Vec<crate::source::datacenters::DatacenterReport>,
+    /// With LEADER_ELECTION: whether this replica holds the Lease (left out otherwise).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    leader: Option<crate::leader::LeaderReport>,
 }
 
 impl AppState {
@@ -94,6 +97,11 @@ pub async fn health(State(app): State<AppState>) -> Response {
             cache: check(true),
             operators: ops.into_iter().map(|o| (o.operator, o.status)).collect(),
             datacenters,
+            leader: app
+                .history
+                .as_ref()
+                .map(|h| h.leader.report())
+                .filter(|r| r.election),
         },
     };
     let code = if status == ServiceState::Unhealthy {

@@ -54,6 +54,8 @@ pub struct Metrics {
     pub lagged: IntCounterVec,
     /// The old aggregator's `vitistack_operator_*` family.
     pub operator: super::operator_metrics::OperatorMetrics,
+    /// 1 while this replica does the once-only work (webhooks, history retention).
+    pub leader: IntGauge,
     /// One scrape at a time: counters kept in step with others advance by differences.
     scraping: parking_lot::Mutex<()>,
 }
@@ -224,9 +226,16 @@ impl Metrics {
         }
         registry.register(Box::new(requests.clone()))?;
         registry.register(Box::new(duration.clone()))?;
+        let leader = IntGauge::new(
+            "vitistack_leader",
+            "1 while this replica delivers webhooks and trims the history (always 1 without LEADER_ELECTION)",
+        )?;
+        leader.set(1);
+        registry.register(Box::new(leader.clone()))?;
         let operator = super::operator_metrics::OperatorMetrics::new(&registry)?;
         Ok(Metrics {
             operator,
+            leader,
             scraping: parking_lot::Mutex::new(()),
             registry,
             objects,

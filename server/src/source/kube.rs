@@ -24,7 +24,7 @@ mod client;
 pub mod fleet;
 mod watch;
 
-pub use client::{ClientError, client};
+pub use client::{ClientError, client, config};
 pub use fleet::{Clusters, DatacenterSettings, Fleet, FleetError, FleetSettings};
 use watch::Watch;
 

@@ -341,7 +341,7 @@ async fn server_with_a_database_that_can_go_away(
     extra: &[&str],
 ) -> (TestApp, Option<Proxy>) {
     let proxy = match db {
-        TestDb::Postgres { .. } => {
+        TestDb::Postgres(_) => {
             let p = Proxy::start(TestDb::postgres_server()).await;
             p.on.store(true, std::sync::atomic::Ordering::Release);
             Some(p)
@@ -446,7 +446,7 @@ async fn no_event_is_lost_while_the_database_is_away(db: &TestDb) {
         metric(&metrics, "vitistack_history_pending_events") > 0,
         "{metrics}"
     );
-    if let TestDb::Postgres { .. } = db {
+    if let TestDb::Postgres(_) = db {
         // (A locked SQLite file in WAL mode still serves reads.)
         let e = app.error(EVENTS, json!({})).await;
         assert_eq!(e["extensions"]["code"], "DATABASE_UNAVAILABLE", "{e}");

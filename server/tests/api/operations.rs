@@ -340,7 +340,7 @@ async fn history_rows(db: &TestDb, kind: &str) -> i64 {
             pool.close().await;
             n
         }
-        TestDb::Postgres { .. } => {
+        TestDb::Postgres(_) => {
             let pool = sqlx::PgPool::connect(&db.url()).await.expect("postgres");
             let n: i64 = sqlx::query_scalar(sql)
                 .bind(kind)

@@ -11,18 +11,14 @@ use vitistack::db::{Db, PoolSettings, objects};
 use vitistack::model::Kind;
 use vitistack::store::{ObjectKey, Op};
 
-use crate::{TempSqlite, TestApp, fixtures, spawn};
+use vitistack_testkit::postgres::TempPostgres;
 
-/// Where the PostgreSQL tests create their databases.
-fn postgres_admin_url() -> String {
-    std::env::var("VITISTACK_TEST_POSTGRES")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into())
-}
+use crate::{TempSqlite, TestApp, fixtures, spawn};
 
 /// A database of the test's own.
 pub enum TestDb {
     Sqlite(TempSqlite),
-    Postgres { name: String },
+    Postgres(TempPostgres),
 }
 
 impl TestDb {
@@ -32,36 +28,18 @@ impl TestDb {
 
     /// A fresh PostgreSQL database; fails the test when the server is not running.
     pub async fn postgres() -> TestDb {
-        use sqlx::Connection;
-        let name = format!("vitistack_test_{}", uuid::Uuid::new_v4().simple());
-        let mut admin = sqlx::PgConnection::connect(&postgres_admin_url())
-            .await
-            .expect("PostgreSQL on 127.0.0.1:5432 (scripts/test.sh starts it)");
-        // The name is ours (a uuid), not input.
-        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
-            .execute(&mut admin)
-            .await
-            .expect("create test database");
-        TestDb::Postgres { name }
+        TestDb::Postgres(TempPostgres::create().await)
     }
 
     /// Host and port of the PostgreSQL server.
     pub fn postgres_server() -> String {
-        let url = postgres_admin_url();
-        let after = url.split('@').nth(1).unwrap_or("127.0.0.1:5432/postgres");
-        after
-            .split('/')
-            .next()
-            .unwrap_or("127.0.0.1:5432")
-            .to_string()
+        vitistack_testkit::postgres::server()
     }
 
     pub fn url(&self) -> String {
         match self {
             TestDb::Sqlite(f) => f.url(),
-            TestDb::Postgres { name } => {
-                format!("postgres://postgres@{}/{name}", TestDb::postgres_server())
-            }
+            TestDb::Postgres(p) => p.url(),
         }
     }
 
@@ -69,43 +47,13 @@ impl TestDb {
     pub fn url_via(&self, addr: std::net::SocketAddr) -> String {
         match self {
             TestDb::Sqlite(f) => f.url(),
-            TestDb::Postgres { name } => format!("postgres://postgres@{addr}/{name}"),
+            TestDb::Postgres(p) => p.url_via(addr),
         }
     }
 
     /// Every stored object's key and uid, read straight from the database.
     pub async fn stored(&self) -> Vec<(ObjectKey, String)> {
         stored_at(&self.url()).await
-    }
-}
-
-/// A test's PostgreSQL database is dropped even when the test panics (on a thread of its own:
-/// `Drop` cannot await).
-impl Drop for TestDb {
-    fn drop(&mut self) {
-        let TestDb::Postgres { name } = self else {
-            return;
-        };
-        let name = name.clone();
-        let dropped = std::thread::spawn(move || {
-            use sqlx::Connection;
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .ok()?;
-            rt.block_on(async {
-                let mut admin = sqlx::PgConnection::connect(&postgres_admin_url())
-                    .await
-                    .ok()?;
-                sqlx::query(sqlx::AssertSqlSafe(format!(
-                    "DROP DATABASE IF EXISTS {name} WITH (FORCE)"
-                )))
-                .execute(&mut admin)
-                .await
-                .ok()
-            })
-        });
-        let _ = dropped.join();
     }
 }
 
@@ -408,7 +356,7 @@ impl Away {
             std::env::temp_dir().join(format!("vitistack-missing-{}", uuid::Uuid::new_v4()));
         let url = match db {
             TestDb::Sqlite(_) => format!("sqlite://{}/x.db", blocked_dir.display()),
-            TestDb::Postgres { .. } => db.url_via(proxy.addr),
+            TestDb::Postgres(_) => db.url_via(proxy.addr),
         };
         Away {
             proxy,
@@ -433,7 +381,7 @@ impl Away {
                     }
                 }
             }
-            TestDb::Postgres { .. } => self.proxy.on.store(true, Ordering::Release),
+            TestDb::Postgres(_) => self.proxy.on.store(true, Ordering::Release),
         }
     }
 
@@ -441,7 +389,7 @@ impl Away {
     async fn stored(&self, db: &TestDb) -> Vec<(ObjectKey, String)> {
         match db {
             TestDb::Sqlite(_) => stored_at(&self.url).await,
-            TestDb::Postgres { .. } => db.stored().await,
+            TestDb::Postgres(_) => db.stored().await,
         }
     }
 
@@ -449,7 +397,7 @@ impl Away {
     fn now_url(&self, db: &TestDb) -> String {
         match db {
             TestDb::Sqlite(_) => self.url.clone(),
-            TestDb::Postgres { .. } => db.url(),
+            TestDb::Postgres(_) => db.url(),
         }
     }
 }

@@ -6,6 +6,7 @@ use vitistack_testkit::documented;
 use vitistack_testkit::kube_api;
 mod datacenters;
 mod mutations;
+mod replicas;
 mod secrets;
 
 use std::time::Duration;

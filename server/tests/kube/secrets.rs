@@ -180,7 +180,7 @@ fn planted_objects(round: &str) -> Vec<(&'static str, Value, Vec<String>)> {
 }
 
 /// Receives webhook bodies.
-async fn receiver() -> (String, Arc<Mutex<Vec<String>>>) {
+pub(crate) async fn receiver() -> (String, Arc<Mutex<Vec<String>>>) {
     let got = Arc::new(Mutex::new(Vec::new()));
     let bodies = got.clone();
     let app = axum::Router::new().route(

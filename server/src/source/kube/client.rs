@@ -40,6 +40,11 @@ impl ClientError {
 /// service account, else `~/.kube/config`. A kubeconfig that cannot be used is refused with one
 /// line naming the file and what is wrong with it.
 pub async fn client(settings: &KubeSettings) -> Result<Client, ClientError> {
+    Client::try_from(config(settings).await?).map_err(ClientError::Build)
+}
+
+/// The configuration [`client`] builds its client from (for a client with other timeouts).
+pub async fn config(settings: &KubeSettings) -> Result<kube::Config, ClientError> {
     let opts = kube::config::KubeConfigOptions {
         context: settings.context.clone(),
         ..Default::default()
@@ -51,8 +56,7 @@ pub async fn client(settings: &KubeSettings) -> Result<Client, ClientError> {
         // A context names an entry of the default kubeconfig.
         (None, Some(_)) => vec![default_kubeconfig().ok_or(ClientError::NoHome)?],
         (None, None) => {
-            let config = kube::Config::infer().await.map_err(ClientError::NoConfig)?;
-            return Client::try_from(config).map_err(ClientError::Build);
+            return kube::Config::infer().await.map_err(ClientError::NoConfig);
         }
     };
     let named = files
@@ -73,11 +77,9 @@ pub async fn client(settings: &KubeSettings) -> Result<Client, ClientError> {
     }
     let kc = merged.ok_or(ClientError::NoFile)?;
     let contexts: Vec<String> = kc.contexts.iter().map(|c| c.name.clone()).collect();
-    let config = kube::Config::from_custom_kubeconfig(kc, &opts)
+    kube::Config::from_custom_kubeconfig(kc, &opts)
         .await
-        .map_err(|e| ClientError::kubeconfig(&named, explain(&e, Some(&contexts))))?;
-    Client::try_from(config)
-        .map_err(|e| ClientError::kubeconfig(&named, format!("cannot build a client: {e}")))
+        .map_err(|e| ClientError::kubeconfig(&named, explain(&e, Some(&contexts))))
 }
 
 /// `~/.kube/config`, as kubectl finds it.

@@ -1,0 +1,204 @@
+//! Two replicas of the binary on one PostgreSQL, watching one cluster: both serve, only the
+//! holder of the Lease delivers webhooks, and when it dies the other takes the Lease over and
+//! delivers from then on; a replica that stops normally hands the Lease over; a holder cut off
+//! from the API server steps down.
+
+use std::time::Duration;
+
+use serde_json::Value;
+use vitistack_testkit::postgres::TempPostgres;
+use vitistack_testkit::proc::spawn_server;
+
+use crate::{Harness, KubeApi, PATIENCE, kube_api, machine};
+
+const LEASE: &str = "vitistack-test";
+const NAMESPACE: &str = "vitistack";
+
+/// A replica: its process and address.
+struct Replica {
+    child: std::process::Child,
+    base: String,
+}
+
+impl Drop for Replica {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Replica {
+    fn start(h: &Harness, db: &TempPostgres, hook: &str, name: &str) -> Replica {
+        let env = [
+            ("DATABASE_URL", db.url()),
+            ("LEADER_ELECTION", "true".to_string()),
+            ("LEASE_NAME", LEASE.to_string()),
+            ("POD_NAME", name.to_string()),
+            ("POD_NAMESPACE", NAMESPACE.to_string()),
+            ("LEASE_DURATION_SECONDS", "6".to_string()),
+            ("WEBHOOK_URLS", hook.to_string()),
+            ("HISTORY_FLUSH_INTERVAL_MS", "20".to_string()),
+            ("WATCH_TIMEOUT_SECONDS", "2".to_string()),
+        ];
+        let (child, port) = spawn_server(env!("CARGO_BIN_EXE_vitistack"), &h.dir, &env);
+        Replica {
+            child,
+            base: format!("http://127.0.0.1:{port}"),
+        }
+    }
+
+    async fn get(&self, path: &str) -> Option<(u16, String)> {
+        let r = reqwest::get(format!("{}{path}", self.base)).await.ok()?;
+        let code = r.status().as_u16();
+        Some((code, r.text().await.ok()?))
+    }
+
+    /// `/health`'s leader check, once the replica answers.
+    async fn leader(&self) -> Option<Value> {
+        let (_, body) = self.get("/health").await?;
+        let v: Value = serde_json::from_str(&body).ok()?;
+        Some(v["checks"]["leader"].clone())
+    }
+
+    async fn leading(&self) -> bool {
+        self.leader().await.is_some_and(|l| l["leading"] == true)
+    }
+
+    /// A metric's value (the line `name value`).
+    async fn metric(&self, line_start: &str) -> Option<f64> {
+        let (_, text) = self.get("/metrics").await?;
+        text.lines()
+            .find(|l| l.starts_with(line_start))
+            .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+    }
+
+    async fn ready(&self) -> bool {
+        self.get("/ready")
+            .await
+            .is_some_and(|(code, _)| code == 200)
+    }
+}
+
+/// Wait (generously) until `cond` holds.
+async fn until<F: std::future::Future<Output = bool>>(what: &str, cond: impl Fn() -> F) {
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    while !cond().await {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn holder(api: &KubeApi) -> Option<String> {
+    api.object("leases", NAMESPACE, LEASE)?["spec"]["holderIdentity"]
+        .as_str()
+        .map(str::to_string)
+}
+
+/// Webhook bodies about a created machine named `name`.
+fn created(bodies: &parking_lot::Mutex<Vec<String>>, name: &str) -> usize {
+    bodies
+        .lock()
+        .iter()
+        .filter_map(|b| serde_json::from_str::<Value>(b).ok())
+        .filter(|b| b["type"] == "infrastructure.machine.created" && b["name"] == name)
+        .count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_replicas_on_one_postgres_deliver_each_webhook_once_and_hand_the_lease_over() {
+    let mut defs = kube_api::watched_resources();
+    defs.push(kube_api::leases());
+    let api = KubeApi::start(&defs, Duration::from_millis(200)).await;
+    api.apply("machines", machine("team-a", "m0", "c1"));
+    let h = Harness::unstarted(api);
+    let db = TempPostgres::create().await;
+    let (hook, bodies) = crate::secrets::receiver().await;
+
+    // The first replica takes the Lease; the second serves the same graph without it.
+    let a = Replica::start(&h, &db, &hook, "replica-a");
+    until("replica-a ready and leading", || async {
+        a.ready().await && a.leading().await
+    })
+    .await;
+    assert_eq!(holder(&h.api).as_deref(), Some("replica-a"));
+    let report = a.leader().await.expect("health");
+    assert_eq!(report["election"], true);
+    assert_eq!(report["identity"], "replica-a");
+    assert_eq!(report["lease"], format!("{NAMESPACE}/{LEASE}"));
+    let mut b = Replica::start(&h, &db, &hook, "replica-b");
+    until("replica-b ready", || b.ready()).await;
+    assert!(!b.leading().await, "both replicas lead");
+    assert_eq!(b.metric("vitistack_leader ").await, Some(0.0));
+    assert_eq!(a.metric("vitistack_leader ").await, Some(1.0));
+
+    // A change reaches both replicas; its webhook is sent once, by the leader.
+    h.api.apply("machines", machine("team-a", "m1", "c1"));
+    until("m1 delivered", || async { created(&bodies, "m1") > 0 }).await;
+    let query = r#"{"query":"{ machines { totalCount } }"}"#;
+    for r in [&a, &b] {
+        until("m1 served by both", || async {
+            let res = reqwest::Client::new()
+                .post(format!("{}/graphql", r.base))
+                .header("content-type", "application/json")
+                .body(query)
+                .send()
+                .await;
+            match res {
+                Ok(res) => res
+                    .json::<Value>()
+                    .await
+                    .is_ok_and(|v| v["data"]["machines"]["totalCount"] == 2),
+                Err(_) => false,
+            }
+        })
+        .await;
+    }
+    assert_eq!(
+        b.metric("vitistack_webhook_deliveries_total{outcome=\"delivered\"}")
+            .await
+            .unwrap_or(0.0),
+        0.0,
+        "the replica without the Lease delivered webhooks"
+    );
+
+    // The leader dies without a word: the other takes the Lease once it runs out, and delivers
+    // what happens from then on (what was delivered is not sent again).
+    drop(a);
+    until("replica-b leading", || b.leading()).await;
+    assert_eq!(holder(&h.api).as_deref(), Some("replica-b"));
+    h.api.apply("machines", machine("team-a", "m2", "c1"));
+    until("m2 delivered", || async { created(&bodies, "m2") > 0 }).await;
+    assert_eq!(created(&bodies, "m1"), 1, "m1 delivered twice");
+    assert_eq!(created(&bodies, "m2"), 1, "m2 delivered twice");
+
+    // A replica that stops normally gives the Lease up, and a waiting one takes it.
+    let a = Replica::start(&h, &db, &hook, "replica-a");
+    until("replica-a ready", || a.ready()).await;
+    assert!(!a.leading().await, "replica-a took a Lease replica-b holds");
+    let pid = b.child.id().to_string();
+    let _ = std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status();
+    let _ = b.child.wait();
+    until("replica-a leading again", || a.leading()).await;
+    assert_eq!(holder(&h.api).as_deref(), Some("replica-a"));
+    h.api.apply("machines", machine("team-a", "m3", "c1"));
+    until("m3 delivered", || async { created(&bodies, "m3") > 0 }).await;
+    for m in ["m1", "m2", "m3"] {
+        assert_eq!(created(&bodies, m), 1, "{m} delivered more than once");
+    }
+
+    // An API server that stops answering: the holder cannot renew, and steps down rather than
+    // go on leading while another replica could take over; once it answers again, it leads.
+    h.api.unplug(true);
+    until("replica-a stepping down", || async { !a.leading().await }).await;
+    assert_eq!(a.metric("vitistack_leader ").await, Some(0.0));
+    h.api.unplug(false);
+    until("replica-a leading after the API server is back", || {
+        a.leading()
+    })
+    .await;
+}

@@ -339,6 +339,7 @@ describe('a still fleet (the demo, simulator off)', () => {
     const object = (await gql(server.base, '{ machines(first: 1) { nodes { id } } }')).machines.nodes[0];
     const views = {
       overview: ['/', '[data-testid=chart-cpu]'],
+      datacenters: ['/datacenters', '[data-testid=datacenters] article'],
       clusters: ['/clusters', '[data-testid=clusters] tbody tr:not(.spacer)'],
       'cluster cards': [`/clusters?q=${encodeURIComponent(cluster.name)}`, '[data-testid=cluster-card] footer'],
       cluster: [`/clusters/${cluster.namespace}/${cluster.name}`, '[data-testid=pipeline] li'],
@@ -688,6 +689,88 @@ describe('a live fleet (the simulator on)', () => {
     await eventually('the page shows the restarted server\'s data', () => pageMatchesApi(page, server.base));
     // The lost connection is expected to log nothing the user must act on; page errors are bugs.
     assert.deepEqual(problems.filter((p) => !p.startsWith('console:')), []);
+    await context.close();
+  });
+});
+
+describe('three datacenters, one going away now and then (DEMO_DATACENTERS=3)', () => {
+  let server;
+  // Outages every 30 s, the last third of each: the first starts 20 s in and lasts 10 s.
+  before(async () => {
+    server = await startServer(['--demo'], {
+      SIMULATE: 'false', DEMO_DATACENTERS: '3', DEMO_OUTAGE_SECONDS: '30',
+      DC_PROBE_INTERVAL_SECONDS: '1', DC_STALE_AFTER_SECONDS: '2',
+    });
+  });
+  after(() => server?.stop());
+
+  /** The data of an answer, partial or not (an away datacenter adds DATACENTER_UNAVAILABLE). */
+  async function data(query) {
+    const res = await fetch(`${server.base}/graphql`, {
+      method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ query }),
+    });
+    return (await res.json()).data;
+  }
+
+  test('a card per datacenter with its own figures; one that goes away is greyed with its age, named on every page, and the others\' lists still fill', async () => {
+    const { page, context, problems } = await openPage(server.base);
+    const api = (await data(`{ datacenters { key hostCapacity { hosts readyHosts activeVms stoppedVms }
+      clusterSummary { total ready } } }`)).datacenters;
+    assert.deepEqual(api.map((d) => d.key), ['bergen', 'oslo', 'trondheim']);
+    await page.goto(`${server.base}/`);
+    await page.getByRole('navigation', { name: 'Views' }).getByRole('link', { name: 'Datacenters' }).click();
+    for (const d of api) {
+      const card = page.getByTestId(`dc-${d.key}`);
+      await eventually(`the card of ${d.key} with the API's figures`, async () => {
+        const values = await card.locator('dd').allTextContents();
+        const want = [`${d.hostCapacity.readyHosts}/${d.hostCapacity.hosts}`,
+          `${d.hostCapacity.activeVms}/${d.hostCapacity.activeVms + d.hostCapacity.stoppedVms}`];
+        const clusters = `${d.clusterSummary.ready}/${d.clusterSummary.total}`;
+        return values[0] === want[0] && values[1] === want[1] && values[4] === clusters ? values : { mismatch: { values, want, clusters } };
+      });
+    }
+    await shot(page, 'datacenters');
+
+    // One goes away: its card is greyed with the age of what it shows and why; every page says so.
+    const away = await eventually('a datacenter greyed as away', async () => {
+      for (const d of api) {
+        const card = page.getByTestId(`dc-${d.key}`);
+        if ((await card.getAttribute('class')).includes('away')) {
+          const age = await card.getByTestId('dc-age').textContent();
+          const state = await card.getByTestId('dc-state').textContent();
+          if (/Last known, \d+ s old\. .*simulated outage/.test(age) && state === 'stale') return d.key;
+        }
+      }
+      return false;
+    });
+    await shot(page, 'datacenters-away');
+    const banner = page.getByTestId('away');
+    await eventually('the banner names it', async () => (await banner.textContent())?.includes(away));
+
+    // Another datacenter's VMs, from its card, while that one is away: its rows, not an error.
+    const other = api.find((d) => d.key !== away).key;
+    const vms = (await data(`{ virtualMachineInstances(first: 500, filter: {datacenter: "${other}"}) { nodes { name } } }`))
+      .virtualMachineInstances.nodes.map((v) => v.name).sort();
+    assert.ok(vms.length > 0);
+    await page.getByTestId(`dc-${other}`).getByRole('link', { name: 'VMs' }).click();
+    await eventually('the deep link carries the datacenter', async () => page.url().endsWith(`/vms?dc=${other}`));
+    const cells = () => page.locator('[data-testid=vms] tbody tr:not(.spacer) td:first-child').allTextContents();
+    await eventually(`${other}'s VMs listed while ${away} is away`, async () => {
+      const shown = (await cells()).sort();
+      return JSON.stringify(shown) === JSON.stringify(vms) ? shown : { mismatch: { shown: shown.length, want: vms.length } };
+    });
+    assert.ok(await banner.isVisible(), 'the banner stays on other pages');
+    await shot(page, 'vms-while-away');
+
+    // It comes back: the card is no longer greyed, the banner goes.
+    await page.getByRole('navigation', { name: 'Views' }).getByRole('link', { name: 'Datacenters' }).click();
+    await eventually(`${away} synced again`, async () => {
+      const card = page.getByTestId(`dc-${away}`);
+      return (await card.count()) === 1 && !(await card.getAttribute('class')).includes('away')
+        && (await card.getByTestId('dc-state').textContent()) === 'synced';
+    });
+    await eventually('the banner gone', async () => (await page.getByTestId('away').count()) === 0);
+    assert.deepEqual(problems, []);
     await context.close();
   });
 });

@@ -90,6 +90,12 @@ schema_enum! {
     PlannedRole { ControlPlane = "CONTROL_PLANE", Worker = "WORKER" }
 }
 schema_enum! {
+    /// How current a datacenter's objects are.
+    DatacenterState {
+        Connecting = "CONNECTING", Synced = "SYNCED", Stale = "STALE", Unreachable = "UNREACHABLE",
+    }
+}
+schema_enum! {
     /// What happened to an object.
     ResourceEventType {
         Added = "ADDED", Modified = "MODIFIED", Deleted = "DELETED", Synced = "SYNCED",
@@ -113,7 +119,8 @@ macro_rules! operation {
                                                                 "CapacityVerdict",
                                                                 "NodeRole",
                                                                 "PlannedRole",
-                                                                "ResourceEventType"
+                                                                "ResourceEventType",
+                                                                "DatacenterState"
                                                             )
                                                         )]
         pub struct $name;
@@ -124,6 +131,7 @@ operation!(HostsLive, "graphql/hosts_live.graphql");
 operation!(SummaryLive, "graphql/summary_live.graphql");
 operation!(Changes, "graphql/changes.graphql");
 operation!(SourcesNow, "graphql/sources_now.graphql");
+operation!(DatacenterCards, "graphql/datacenter_cards.graphql");
 operation!(HostList, "graphql/host_list.graphql");
 operation!(ClusterList, "graphql/cluster_list.graphql");
 operation!(ClusterVms, "graphql/cluster_vms.graphql");

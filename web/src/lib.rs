@@ -40,6 +40,7 @@ fn App() -> impl IntoView {
                 <A href="/" attr:class="brand">"Viti Stack"</A>
                 <nav aria-label="Views">
                     <A href="/">"Overview"</A>
+                    <A href="/datacenters">"Datacenters"</A>
                     <A href="/clusters">"Clusters"</A>
                     <A href="/machines">"Machines"</A>
                     <A href="/networks">"Networks"</A>
@@ -54,9 +55,11 @@ fn App() -> impl IntoView {
                 <ThemeSwitch/>
             </header>
             <views::SyncBanner/>
+            <views::AwayBanner/>
             <main id="main">
                 <Routes fallback=|| view! { <p class="empty">"There is no such page."</p> }>
                     <Route path=path!("/") view=views::overview::Overview/>
+                    <Route path=path!("/datacenters") view=views::datacenters::Datacenters/>
                     <Route path=path!("/clusters") view=views::clusters::Clusters/>
                     <Route path=path!("/clusters/:namespace/:name") view=views::cluster::Cluster/>
                     <Route path=path!("/machines") view=views::machines::Machines/>

@@ -409,7 +409,7 @@ pub fn plan_object(
     let classes_ok = classes.is_empty();
     problems.extend(classes);
     let (machines, removed) = machines(snap, dc, kc);
-    let capacity = capacity(snap, &machines, o, minimum, classes_ok);
+    let capacity = capacity(snap, dc, &machines, o, minimum, classes_ok);
     let mut warnings = Vec::new();
     let nn = kc["spec"]["data"]["networkNamespaceName"]
         .as_str()

@@ -14,7 +14,7 @@
 //! - redundancy removes the largest hosts first and re-places every VM on the remaining hosts one
 //!   by one (first-fit decreasing), instead of smallest-first on aggregate capacity.
 
-use crate::model::Node;
+use crate::model::{Datacenter, Node};
 
 use crate::model::kubevirt::{Domain, VirtualMachine, VirtualMachineInstance, vmi_node};
 use crate::model::{LABEL_CLUSTER_ID, LABEL_SOURCE_MACHINE, Quantity, Resource};
@@ -275,7 +275,12 @@ fn vm_of<'a>(snap: &'a Snapshot, vmi: &Resource) -> Option<&'a VirtualMachine> {
 
 /// Every active VMI with its demand and node.
 pub fn active_vmis(snap: &Snapshot) -> Vec<(Demand, Option<String>)> {
-    snap.list(crate::model::Kind::VirtualMachineInstance)
+    active_vmis_in(snap, None)
+}
+
+/// [`active_vmis`] of one datacenter (`None`: all).
+pub fn active_vmis_in(snap: &Snapshot, dc: Option<&Datacenter>) -> Vec<(Demand, Option<String>)> {
+    snap.list_scope(dc, crate::model::Kind::VirtualMachineInstance)
         .filter_map(|r| match r.as_ref() {
             Resource::VirtualMachineInstance(vmi) if vmi_active(vmi) => Some((
                 demand(Some(vmi), vm_of(snap, r)),
@@ -404,15 +409,51 @@ pub fn redundancy(bins: &[Bin], demands: &[Demand]) -> Redundancy {
     }
 }
 
-/// Redundancy of the whole snapshot.
-pub fn fleet_redundancy(snap: &Snapshot, o: Overcommit) -> Redundancy {
-    let demands: Vec<Demand> = active_vmis(snap).into_iter().map(|(d, _)| d).collect();
-    redundancy(&fleet_bins(snap, o), &demands)
+/// Redundancy of one datacenter's hosts (`None`: of the whole snapshot). A VM runs only on its
+/// own datacenter's hosts, so with several datacenters the fleet's figure is its weakest
+/// datacenter's, named in the limit.
+pub fn fleet_redundancy(snap: &Snapshot, o: Overcommit, dc: Option<&Datacenter>) -> Redundancy {
+    let of = |dc: Option<&Datacenter>| {
+        let demands: Vec<Demand> = active_vmis_in(snap, dc)
+            .into_iter()
+            .map(|(d, _)| d)
+            .collect();
+        redundancy(&fleet_bins(snap, o, dc), &demands)
+    };
+    if dc.is_some() {
+        return of(dc);
+    }
+    let mut with_hosts: Vec<&Datacenter> = snap
+        .list(crate::model::Kind::Node)
+        .map(|r| r.datacenter())
+        .collect();
+    with_hosts.dedup();
+    if with_hosts.len() < 2 {
+        return of(None);
+    }
+    let mut usable = 0;
+    let mut weakest: Option<Redundancy> = None;
+    for d in with_hosts {
+        let r = of(Some(d));
+        usable += r.usable_hosts;
+        if weakest
+            .as_ref()
+            .is_none_or(|w| r.hosts_that_can_fail < w.hosts_that_can_fail)
+        {
+            weakest = Some(Redundancy {
+                limit: format!("{}: {}", d.key(), r.limit),
+                ..r
+            });
+        }
+    }
+    let mut fleet = weakest.unwrap_or_else(|| of(None));
+    fleet.usable_hosts = usable;
+    fleet
 }
 
-/// The hosts that accept VMs, with what each may give.
-pub fn fleet_bins(snap: &Snapshot, o: Overcommit) -> Vec<Bin> {
-    snap.list(crate::model::Kind::Node)
+/// The hosts that accept VMs, with what each may give, in one datacenter (`None`: all).
+pub fn fleet_bins(snap: &Snapshot, o: Overcommit, dc: Option<&Datacenter>) -> Vec<Bin> {
+    snap.list_scope(dc, crate::model::Kind::Node)
         .filter_map(|r| match r.as_ref() {
             Resource::Node(n) => {
                 let cap = capacity(n);

@@ -188,9 +188,14 @@ fn from_counts(c: &crate::domain::aggregates::Counts) -> Vec<Count> {
 
 /// The cluster summary computed by walking every cluster (the reference for the aggregates).
 pub fn cluster_summary_full(s: &Snapshot) -> ClusterSummary {
+    cluster_summary_in(s, None)
+}
+
+/// [`ClusterSummary`] of one datacenter's clusters (`None`: all), by walking them.
+pub fn cluster_summary_in(s: &Snapshot, dc: Option<&crate::model::Datacenter>) -> ClusterSummary {
     let mut stages = Vec::new();
     let (mut ready, mut degraded, mut failed) = (0, 0, 0);
-    let clusters: Vec<_> = s.list(Kind::KubernetesCluster).collect();
+    let clusters: Vec<_> = s.list_scope(dc, Kind::KubernetesCluster).collect();
     for c in &clusters {
         if let Resource::KubernetesCluster(kc) = c.as_ref() {
             let p = pipeline::evaluate(s, kc);

@@ -270,6 +270,18 @@ impl Snapshot {
             .map(|(_, v)| v)
     }
 
+    /// Every object of a kind in one datacenter, or in all of them (`None`).
+    pub fn list_scope<'a>(
+        &'a self,
+        datacenter: Option<&Datacenter>,
+        kind: Kind,
+    ) -> Box<dyn Iterator<Item = &'a Arc<Resource>> + 'a> {
+        match datacenter {
+            Some(dc) => Box::new(self.list_datacenter(dc, kind)),
+            None => Box::new(self.list(kind)),
+        }
+    }
+
     /// Every object of a kind in one namespace (of every datacenter, one after the other),
     /// ordered by datacenter and name.
     pub fn list_in<'a>(

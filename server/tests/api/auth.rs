@@ -65,10 +65,20 @@ pub async fn post(
     key: Option<&str>,
     query: &str,
 ) -> (u16, reqwest::header::HeaderMap, Value) {
+    post_vars(app, key, query, json!({})).await
+}
+
+/// [`post`] with variables.
+pub async fn post_vars(
+    app: &TestApp,
+    key: Option<&str>,
+    query: &str,
+    variables: Value,
+) -> (u16, reqwest::header::HeaderMap, Value) {
     let mut req = app
         .client
         .post(format!("{}/graphql", app.base))
-        .json(&json!({"query": query}));
+        .json(&json!({"query": query, "variables": variables}));
     if let Some(k) = key {
         req = req.bearer_auth(k);
     }

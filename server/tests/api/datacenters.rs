@@ -146,3 +146,116 @@ async fn the_demo_with_three_datacenters_pages_them_apart_and_one_goes_away_and_
     .await;
     app.stop().await;
 }
+
+/// Each datacenter's hosts carry only its own VMs: its figures are its own, they add up to the
+/// fleet's, the fleet's spare hosts are its weakest datacenter's, and a cluster planned in one
+/// datacenter is placed on that datacenter's hosts only.
+#[tokio::test]
+async fn each_datacenter_has_its_own_capacity_and_plans_use_its_hosts_only() {
+    use super::auth::{ADMIN, KeysFile, post, three_keys};
+    let keys = KeysFile::new(&three_keys());
+    let app = spawn(&[
+        "--demo",
+        "--demo-datacenters",
+        "3",
+        "--api-keys-file",
+        keys.path(),
+    ])
+    .await;
+    let capacity = "hosts readyHosts usableHosts activeVms stoppedVms vcpusUsed hostsThatCanFail redundancyLimit";
+    // One query reads one snapshot: the parts and the whole are of the same moment.
+    let (_, _, v) = post(
+        &app,
+        Some(ADMIN),
+        &format!(
+            "{{ hostCapacity {{ {capacity} }} clusterSummary {{ total ready }}
+               datacenters {{ key hostCapacity {{ {capacity} }} clusterSummary {{ total ready }} }} }}"
+        ),
+    )
+    .await;
+    let d = &v["data"];
+    let dcs = d["datacenters"].as_array().expect("datacenters");
+    assert_eq!(dcs.len(), 3, "{v}");
+    let sum = |path: &[&str]| -> f64 {
+        dcs.iter()
+            .map(|dc| {
+                path.iter()
+                    .fold(dc, |v, k| &v[*k])
+                    .as_f64()
+                    .unwrap_or(f64::NAN)
+            })
+            .sum()
+    };
+    for field in [
+        "hosts",
+        "readyHosts",
+        "usableHosts",
+        "activeVms",
+        "stoppedVms",
+    ] {
+        assert_eq!(
+            sum(&["hostCapacity", field]),
+            d["hostCapacity"][field].as_f64().unwrap_or(f64::NAN),
+            "{field}: {v}"
+        );
+    }
+    for field in ["total", "ready"] {
+        assert_eq!(
+            sum(&["clusterSummary", field]),
+            d["clusterSummary"][field].as_f64().unwrap_or(f64::NAN),
+            "{field}: {v}"
+        );
+    }
+    let fleet_hosts = d["hostCapacity"]["hosts"].as_u64().unwrap_or_default();
+    for dc in dcs {
+        let hosts = dc["hostCapacity"]["hosts"].as_u64().unwrap_or_default();
+        assert!(hosts > 0 && hosts < fleet_hosts, "{dc}");
+    }
+    // A VM cannot move to another datacenter's host: the fleet can lose only as many hosts as
+    // its weakest datacenter, which the limit names.
+    let (weakest, spare) = dcs
+        .iter()
+        .map(|dc| {
+            (
+                dc["key"].as_str().unwrap_or_default(),
+                dc["hostCapacity"]["hostsThatCanFail"]
+                    .as_u64()
+                    .unwrap_or(u64::MAX),
+            )
+        })
+        .min_by_key(|(_, n)| *n)
+        .expect("one");
+    assert_eq!(d["hostCapacity"]["hostsThatCanFail"].as_u64(), Some(spare));
+    let limit = d["hostCapacity"]["redundancyLimit"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(limit.starts_with(&format!("{weakest}: ")), "{limit}");
+
+    // A plan in oslo counts oslo's hosts, not the fleet's.
+    let oslo = dcs.iter().find(|dc| dc["key"] == "oslo").expect("oslo");
+    let (_, _, ns) = post(
+        &app,
+        Some(ADMIN),
+        r#"{ networkNamespaces(filter: {datacenter: "oslo"}, first: 1) { nodes { namespace name } } }"#,
+    )
+    .await;
+    let nn = &ns["data"]["networkNamespaces"]["nodes"][0];
+    let input = json!({"namespace": nn["namespace"], "name": "planned-in-oslo", "networkNamespaceName": nn["name"],
+        "datacenter": "oslo", "region": "south", "zone": "az1", "project": "p", "workspace": "w", "workorder": "wo-1",
+        "environment": "dev", "version": "1.33.1", "controlPlane": {"replicas": 1, "machineClass": "small"},
+        "nodePools": []});
+    let (_, _, plan) = super::auth::post_vars(
+        &app,
+        Some(ADMIN),
+        r#"mutation($i: ClusterInput!) { clusterPlan(input: $i, datacenter: "oslo") { capacity { hosts hostsThatCanFailBefore } } }"#,
+        json!({"i": input}),
+    )
+    .await;
+    let cap = &plan["data"]["clusterPlan"]["capacity"];
+    assert_eq!(cap["hosts"], oslo["hostCapacity"]["usableHosts"], "{plan}");
+    assert_eq!(
+        cap["hostsThatCanFailBefore"], oslo["hostCapacity"]["hostsThatCanFail"],
+        "{plan}"
+    );
+    app.stop().await;
+}

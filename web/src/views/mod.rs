@@ -2,6 +2,7 @@
 
 pub mod cluster;
 pub mod clusters;
+pub mod datacenters;
 pub mod events;
 pub mod hosts;
 pub mod list;
@@ -17,7 +18,7 @@ pub mod vms;
 
 use leptos::prelude::*;
 
-use crate::gql::{SourcesNow, sources_now};
+use crate::gql::{DatacenterState, SourcesNow, sources_now};
 use crate::net::{self, LinkState, Live};
 
 /// Where a live query is: waiting for its first answer, failed (why), or answered.
@@ -167,6 +168,38 @@ pub fn SyncBanner() -> impl IntoView {
                 <progress max=served.len().to_string() value=synced.to_string()></progress>
                 <ul>{kinds}</ul>
             </section>
+        })
+    }
+}
+
+/// Datacenters that are away (stale or unreachable): their objects are the last known, and the
+/// page says so on every view, with their age.
+#[component]
+pub fn AwayBanner() -> impl IntoView {
+    let sources = expect_context::<Sources>().0;
+    move || {
+        let away: Vec<String> = sources.with(|d| {
+            d.iter()
+                .flat_map(|d| &d.datacenters)
+                .filter(|d| {
+                    matches!(
+                        d.state,
+                        DatacenterState::Stale | DatacenterState::Unreachable
+                    )
+                })
+                .map(|d| match d.age_seconds {
+                    Some(age) => format!("{} ({age:.0} s old)", d.key),
+                    None => format!("{} (never synced)", d.key),
+                })
+                .collect()
+        });
+        (!away.is_empty()).then(|| {
+            view! {
+                <p class="away-banner" role="status" data-testid="away">
+                    "Not answering: "{away.join(", ")}". Their objects are shown as last known. "
+                    <a href="/datacenters">"Datacenters"</a>
+                </p>
+            }
         })
     }
 }

@@ -39,8 +39,24 @@ fn health(h: &Host) -> &'static str {
 /// What the pointer or the keyboard is on: a host's name, or (host, VM index).
 type Focus = RwSignal<Option<(String, Option<usize>)>>;
 
+/// The page; its drawing code is loaded when it is first opened (a separate WebAssembly
+/// module), so the first page load does not carry it.
 #[component]
 pub fn Topology() -> impl IntoView {
+    view! {
+        <Suspense fallback=|| view! { <h1>"Topology"</h1><p class="empty">"Loading…"</p> }>
+            {move || Suspend::new(async move { drawing().await })}
+        </Suspense>
+    }
+}
+
+#[leptos::lazy]
+fn drawing() -> AnyView {
+    view! { <TopologyPage/> }.into_any()
+}
+
+#[component]
+fn TopologyPage() -> impl IntoView {
     let state = expect_context::<LinkState>();
     let hosts = net::live::<HostList>(|| host_list::Variables, HOST_KINDS, state);
     let focus: Focus = RwSignal::new(None);

@@ -40,13 +40,15 @@ pub(super) fn on_kubevirt(provider: &str) -> bool {
 /// Check that the new Machines fit and that enough hosts can still fail.
 pub(super) fn capacity(
     snap: &Snapshot,
+    dc: &crate::model::Datacenter,
     machines: &[PlannedMachine],
     o: Overcommit,
     minimum: usize,
     classes_ok: bool,
 ) -> CapacityCheck {
-    let bins = hosts::fleet_bins(snap, o);
-    let existing: Vec<Demand> = hosts::active_vmis(snap)
+    // The cluster's Machines land on its own datacenter's hosts, beside its VMs only.
+    let bins = hosts::fleet_bins(snap, o, Some(dc));
+    let existing: Vec<Demand> = hosts::active_vmis_in(snap, Some(dc))
         .into_iter()
         .map(|(d, _)| d)
         .collect();

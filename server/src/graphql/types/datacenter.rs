@@ -104,6 +104,23 @@ impl DatacenterInfo {
         found.and_then(VitistackObj::new)
     }
 
+    /// Its hosts and VMs in numbers: usage against limits, and how many of its hosts can fail
+    /// (its VMs run only on its own hosts).
+    async fn host_capacity(&self, ctx: &Context<'_>) -> super::hosts::HostCapacity {
+        let o = ctx
+            .data_opt::<crate::domain::hosts::Overcommit>()
+            .copied()
+            .unwrap_or_default();
+        let dc = crate::model::Datacenter::new(&self.key);
+        super::hosts::host_capacity_in(&snap(ctx), o, Some(&dc))
+    }
+
+    /// Its clusters in numbers: total, Ready, failed, by phase and by pipeline stage.
+    async fn cluster_summary(&self, ctx: &Context<'_>) -> crate::domain::summary::ClusterSummary {
+        let dc = crate::model::Datacenter::new(&self.key);
+        crate::domain::summary::cluster_summary_in(&snap(ctx), Some(&dc))
+    }
+
     /// Objects it holds in the graph.
     async fn objects(&self, ctx: &Context<'_>) -> usize {
         let s = snap(ctx);

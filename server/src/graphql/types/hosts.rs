@@ -289,8 +289,17 @@ pub fn host_capacity(s: &crate::store::Snapshot, o: Overcommit) -> HostCapacity 
 
 /// Compute [`HostCapacity`] from a snapshot.
 pub fn host_capacity_full(s: &crate::store::Snapshot, o: Overcommit) -> HostCapacity {
+    host_capacity_in(s, o, None)
+}
+
+/// [`HostCapacity`] of one datacenter's hosts and VMs (`None`: all of them).
+pub fn host_capacity_in(
+    s: &crate::store::Snapshot,
+    o: Overcommit,
+    dc: Option<&crate::model::Datacenter>,
+) -> HostCapacity {
     let (mut hosts_n, mut ready, mut usable, mut cpu_lim, mut mem_lim) = (0, 0, 0, 0.0, 0.0);
-    for r in s.list(Kind::Node) {
+    for r in s.list_scope(dc, Kind::Node) {
         if let Resource::Node(n) = r.as_ref() {
             let cap = hosts::capacity(n);
             hosts_n += 1;
@@ -304,15 +313,15 @@ pub fn host_capacity_full(s: &crate::store::Snapshot, o: Overcommit) -> HostCapa
             }
         }
     }
-    let active = hosts::active_vmis(s);
+    let active = hosts::active_vmis_in(s, dc);
     let stopped = s
-        .list(Kind::VirtualMachine)
+        .list_scope(dc, Kind::VirtualMachine)
         .filter(|vm| {
             !matches!(s.get(vm.datacenter(), Kind::VirtualMachineInstance, vm.namespace(), vm.name()).map(|r| r.as_ref()),
                 Some(Resource::VirtualMachineInstance(i)) if hosts::vmi_active(i))
         })
         .count();
-    let redundancy = hosts::fleet_redundancy(s, o);
+    let redundancy = hosts::fleet_redundancy(s, o, dc);
     HostCapacity {
         hosts: hosts_n,
         ready_hosts: ready,

@@ -731,6 +731,20 @@ describe('three datacenters, one going away now and then (DEMO_DATACENTERS=3)', 
     }
     await shot(page, 'datacenters');
 
+    // The topology: one box per datacenter, each with its own hosts (the same names in each).
+    await page.getByRole('navigation', { name: 'Views' }).getByRole('link', { name: 'Topology' }).click();
+    await eventually('a box per datacenter with its hosts', async () => {
+      const boxes = await page.getByTestId('topology-dc').evaluateAll((gs) => gs.map((g) => g.querySelector('.title').textContent));
+      const rows = await page.getByTestId('topology-host').count();
+      const hosts = api.reduce((n, d) => n + d.hostCapacity.hosts, 0);
+      const ready = await page.getByTestId('topology-dc').locator('text:nth-of-type(2)').allTextContents();
+      const want = api.map((d) => `${d.hostCapacity.readyHosts}/${d.hostCapacity.hosts} hosts ready`);
+      return JSON.stringify(boxes) === JSON.stringify(api.map((d) => d.key)) && rows === hosts
+        && JSON.stringify(ready) === JSON.stringify(want) ? boxes : { mismatch: { boxes, rows, hosts, ready, want } };
+    });
+    await shot(page, 'topology-datacenters');
+    await page.getByRole('navigation', { name: 'Views' }).getByRole('link', { name: 'Datacenters' }).click();
+
     // One goes away: its card is greyed with the age of what it shows and why; every page says so.
     const away = await eventually('a datacenter greyed as away', async () => {
       for (const d of api) {

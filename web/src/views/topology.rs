@@ -8,7 +8,7 @@ use super::overview::HOST_KINDS;
 use super::{Loaded, Problem, loaded};
 use crate::format::{self, bar_class, gib, state_class};
 use crate::gql::{HostList, HostReadiness, host_list};
-use crate::keyed::{Item, each, keyed};
+use crate::keyed::{Item, Keyed, each, keyed};
 use crate::net::{self, LinkState, Live};
 
 type Host = host_list::HostListHostsNodes;
@@ -36,7 +36,7 @@ fn health(h: &Host) -> &'static str {
     }
 }
 
-/// What the pointer or the keyboard is on: a host's name, or (host, VM index).
+/// What the pointer or the keyboard is on: a host's id, or (host, VM index).
 type Focus = RwSignal<Option<(String, Option<usize>)>>;
 
 /// The page; its drawing code is loaded when it is first opened (a separate WebAssembly
@@ -90,20 +90,76 @@ fn TopologyPage() -> impl IntoView {
     }
 }
 
-/// The datacenter, its hosts and their VMs; each host row keyed by its place and content.
+/// Space between two datacenters' hosts.
+const GAP: f64 = 28.0;
+
+/// One datacenter's hosts in the drawing: its key, its first host's place and how many.
+#[derive(Clone, PartialEq)]
+struct Group {
+    key: String,
+    start: usize,
+    count: usize,
+}
+
+/// The hosts' datacenters, in the order the hosts are drawn (grouped by datacenter).
+fn groups(hosts: &[Keyed<Host>]) -> Vec<Group> {
+    let mut out: Vec<Group> = Vec::new();
+    for (i, h) in hosts.iter().enumerate() {
+        match out.last_mut() {
+            Some(g) if g.key == h.row.datacenter => g.count += 1,
+            _ => out.push(Group {
+                key: h.row.datacenter.clone(),
+                start: i,
+                count: 1,
+            }),
+        }
+    }
+    out
+}
+
+/// Where host `i` of a drawing with these groups is drawn (a gap between datacenters).
+fn row_y(i: usize, groups: &[Group]) -> f64 {
+    let g = groups.iter().take_while(|g| g.start <= i).count().max(1) - 1;
+    10.0 + i as f64 * ROW + g as f64 * GAP
+}
+
+/// The drawing's height.
+fn height(n: usize, groups: &[Group]) -> f64 {
+    let gaps = groups.len().max(1) - 1;
+    (n as f64 * ROW + gaps as f64 * GAP).max(ROW * 3.0) + 20.0
+}
+
+/// Where a datacenter's box starts: centred on its hosts' rows (on the drawing with one).
+fn box_y(g: &Group, groups: &[Group], n: usize) -> f64 {
+    if groups.len() < 2 {
+        return height(n, groups) / 2.0 - 45.0;
+    }
+    let top = row_y(g.start, groups);
+    let bottom = row_y(g.start + g.count - 1, groups) + HOST_H;
+    (top + bottom) / 2.0 - 45.0
+}
+
+/// Each datacenter, its hosts and their VMs (grouped by datacenter when there are several); each
+/// host row keyed by its place and content.
 #[component]
 fn Drawing(hosts: Live<host_list::ResponseData>, focus: Focus) -> impl IntoView {
     let nodes = keyed(
         move || {
             hosts.with(|h| match h {
-                Some(Ok(d)) => d.hosts.nodes.clone(),
+                Some(Ok(d)) => {
+                    let mut all = d.hosts.nodes.clone();
+                    // By datacenter, then as the server ordered them (by name).
+                    all.sort_by(|a, b| a.datacenter.cmp(&b.datacenter));
+                    all
+                }
                 _ => Vec::new(),
             })
         },
         |h: &Host| h.id.clone(),
     );
-    // The hosts keyed once per answer, read by the links, the rows and the totals.
+    // The hosts keyed once per answer, read by the links, the rows and the boxes.
     let nodes = Memo::new(move |_| nodes());
+    let layout = Memo::new(move |_| nodes.with(|n| groups(n)));
     let count = move || nodes.with(Vec::len);
     let name = move || {
         hosts
@@ -111,65 +167,52 @@ fn Drawing(hosts: Live<host_list::ResponseData>, focus: Focus) -> impl IntoView 
             .flatten()
             .unwrap_or_else(|| "Datacenter".into())
     };
-    let totals = Memo::new(move |_| {
-        nodes.with(|n| {
-            let ready = n
-                .iter()
-                .filter(|h| h.row.readiness == HostReadiness::Ready)
-                .count();
-            let vms: usize = n.iter().map(|h| h.row.vms.len()).sum();
-            let running: usize = n
-                .iter()
-                .map(|h| h.row.vms.iter().filter(|v| v.active).count())
-                .sum();
-            let class = if n.is_empty() {
-                "unknown"
-            } else if n.iter().any(|h| health(&h.row) == "err") {
-                "warn"
-            } else {
-                "ok"
-            };
-            (ready, vms, running, class)
-        })
-    });
     view! {
-        <svg viewBox=move || format!("0 0 {WIDTH} {}", height(count())) role="group" aria-label="Datacenter, hosts and VMs" data-testid="topology">
-            {each(move || nodes.with(|all| all.iter().enumerate().map(|(i, h)| {
-                // A line depends only on its host's place, how many there are and its health.
-                let (n, class) = (all.len(), health(&h.row));
-                Item::new(format!("{i}/{n}/{class}"), 0, move || link(i, class, dc_y(n)))
-            }).collect()))}
-            <g class=move || format!("dc {}", totals.get().3) transform=move || format!("translate(10 {})", dc_y(count()))>
-                <rect width="220" height="90" rx="8"></rect>
-                <text x="12" y="24" class="title">{name}</text>
-                <text x="12" y="46">{move || format!("{}/{} hosts ready", totals.get().0, count())}</text>
-                <text x="12" y="66">{move || { let t = totals.get(); format!("{}/{} VMs running", t.2, t.1) }}</text>
-            </g>
-            {each(move || nodes.with(|all| all.iter().enumerate().map(|(i, h)| {
+        <svg viewBox=move || format!("0 0 {WIDTH} {}", layout.with(|g| height(count(), g))) role="group" aria-label="Datacenters, hosts and VMs" data-testid="topology">
+            {each(move || nodes.with(|all| layout.with(|groups| all.iter().enumerate().map(|(i, h)| {
+                // A line depends only on its host's place, its box's place and its health.
+                let class = health(&h.row);
+                let y = row_y(i, groups);
+                let from = groups
+                    .iter()
+                    .find(|g| g.start <= i && i < g.start + g.count)
+                    .map_or(0.0, |g| box_y(g, groups, all.len()));
+                Item::new(format!("{y}/{from}/{class}"), 0, move || link(y, class, from))
+            }).collect())))}
+            {each(move || nodes.with(|all| layout.with(|groups| groups.iter().map(|g| {
+                let hosts = &all[g.start..g.start + g.count];
+                let ready = hosts.iter().filter(|h| h.row.readiness == HostReadiness::Ready).count();
+                let vms: usize = hosts.iter().map(|h| h.row.vms.len()).sum();
+                let running: usize = hosts.iter().map(|h| h.row.vms.iter().filter(|v| v.active).count()).sum();
+                let class = if hosts.iter().any(|h| health(&h.row) == "err") { "warn" } else { "ok" };
+                let title = if groups.len() < 2 || g.key.is_empty() { name() } else { g.key.clone() };
+                let y = box_y(g, groups, all.len());
+                let lines = [format!("{ready}/{} hosts ready", g.count), format!("{running}/{vms} VMs running")];
+                Item::new(format!("{}/{y}/{class}/{title}/{lines:?}", g.key), 0, move || view! {
+                    <g class=format!("dc {class}") transform=format!("translate(10 {y})") data-testid="topology-dc">
+                        <rect width="220" height="90" rx="8"></rect>
+                        <text x="12" y="24" class="title">{title}</text>
+                        <text x="12" y="46">{lines[0].clone()}</text>
+                        <text x="12" y="66">{lines[1].clone()}</text>
+                    </g>
+                })
+            }).collect())))}
+            {each(move || nodes.with(|all| layout.with(|groups| all.iter().enumerate().map(|(i, h)| {
                 let row = h.row.clone();
-                Item::new(format!("{i}/{}", h.key), h.version, move || host_row(i, row, focus))
-            }).collect()))}
+                let y = row_y(i, groups);
+                Item::new(format!("{y}/{}", h.key), h.version, move || host_row(y, row, focus))
+            }).collect())))}
         </svg>
     }
 }
 
-/// The drawing's height for `n` hosts.
-fn height(n: usize) -> f64 {
-    (n as f64 * ROW).max(ROW * 3.0) + 20.0
-}
-
-/// Where the datacenter box starts (centred on the hosts' rows).
-fn dc_y(n: usize) -> f64 {
-    height(n) / 2.0 - 45.0
-}
-
-/// The line from the datacenter to host `i`, coloured by its health.
-fn link(i: usize, class: &'static str, dc_y: f64) -> impl IntoView {
-    let y = 10.0 + i as f64 * ROW + HOST_H / 2.0;
+/// The line from a datacenter's box (at `from`) to the host row at `y`, coloured by its health.
+fn link(y: f64, class: &'static str, from: f64) -> impl IntoView {
+    let y = y + HOST_H / 2.0;
     let d = format!(
         "M 230 {} C 260 {} 260 {y} {HOST_X} {y}",
-        dc_y + 45.0,
-        dc_y + 45.0
+        from + 45.0,
+        from + 45.0
     );
     view! { <path class=format!("link {class}") d=d></path> }
 }
@@ -180,7 +223,7 @@ fn details(
     focus: Option<(String, Option<usize>)>,
 ) -> AnyView {
     let found = focus.zip(data).and_then(|((host, vm), data)| {
-        let h = data.hosts.nodes.iter().find(|h| h.name == host)?;
+        let h = data.hosts.nodes.iter().find(|h| h.id == host)?;
         Some(match vm.and_then(|i| h.vms.get(i)) {
             Some(v) => {
                 view! {
@@ -223,8 +266,7 @@ fn readiness_words(h: &Host) -> String {
     words
 }
 
-fn host_row(i: usize, h: Host, focus: Focus) -> impl IntoView {
-    let y = 10.0 + i as f64 * ROW;
+fn host_row(y: f64, h: Host, focus: Focus) -> impl IntoView {
     let class = health(&h);
     let a = &h.allocation;
     let bar = |percent: f64, dy: f64, label: &'static str| {
@@ -238,6 +280,7 @@ fn host_row(i: usize, h: Host, focus: Focus) -> impl IntoView {
     let cpu = bar(a.cpu_percent, 30.0, "CPU");
     let memory = bar(a.memory_percent, 43.0, "MEM");
     let name = h.name.clone();
+    let id = h.id.clone();
     // The accessible name comes from <title> (SVG's name), so it names the host first.
     let title = format!(
         "Host {}: {}, {} VMs",
@@ -246,7 +289,7 @@ fn host_row(i: usize, h: Host, focus: Focus) -> impl IntoView {
         h.vms.len()
     );
     let href = format!("/hosts?q={}", js_sys::encode_uri_component(&h.name));
-    let enter = name.clone();
+    let enter = id.clone();
     let vm_count = h.vms.len();
     let dots = h
         .vms
@@ -260,8 +303,8 @@ fn host_row(i: usize, h: Host, focus: Focus) -> impl IntoView {
             let href = format!("/objects/{}", js_sys::encode_uri_component(&v.id));
             let label = format!("VM {} ({phase})", v.name);
             let title = label.clone();
-            let host = name.clone();
-            let host2 = name.clone();
+            let host = id.clone();
+            let host2 = id.clone();
             let (click, key) = crate::charts::opens(href);
             view! {
                 <g class="vm" role="link" tabindex="0" aria-label=label on:click=click on:keydown=key
@@ -276,7 +319,7 @@ fn host_row(i: usize, h: Host, focus: Focus) -> impl IntoView {
     let more = (vm_count > VMS_SHOWN).then(|| {
         view! { <text x=VM_X + VM_STEP * VMS_PER_LINE as f64 + 8.0 y=y + 40.0 class="small">{format!("+{}", vm_count - VMS_SHOWN)}</text> }
     });
-    let focus_name = name.clone();
+    let focus_name = id.clone();
     let (click, key) = crate::charts::opens(href);
     view! {
         <g class=format!("host {class}") data-testid="topology-host" data-host=name.clone()>

@@ -745,6 +745,13 @@ describe('three datacenters, one going away now and then (DEMO_DATACENTERS=3)', 
     await shot(page, 'topology-datacenters');
     await page.getByRole('navigation', { name: 'Views' }).getByRole('link', { name: 'Datacenters' }).click();
 
+    // A card's Hosts link: that datacenter's hosts only.
+    const oslo = api.find((d) => d.key === 'oslo');
+    await page.getByTestId('dc-oslo').getByRole('link', { name: 'Hosts' }).click();
+    await eventually("oslo's hosts", async () => page.url().endsWith('/hosts?dc=oslo')
+      && (await page.getByTestId('host-card').count()) === oslo.hostCapacity.hosts);
+    await page.getByRole('navigation', { name: 'Views' }).getByRole('link', { name: 'Datacenters' }).click();
+
     // One goes away: its card is greyed with the age of what it shows and why; every page says so.
     const away = await eventually('a datacenter greyed as away', async () => {
       for (const d of api) {

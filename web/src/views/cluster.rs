@@ -51,12 +51,14 @@ pub fn Cluster() -> impl IntoView {
     }
 }
 
-/// A change the page saw, newest first (`n` counts them: the feed's key).
+/// A change the page saw, newest first (`n` counts them: the feed's key; `version` is the
+/// object's (datacenter, uid, resourceVersion) when the event names one).
 #[derive(Clone, PartialEq)]
 struct Seen {
     n: u64,
     at: f64,
     what: String,
+    version: Option<(String, String, String)>,
 }
 
 /// Where the live view is: waiting for the first event, the cluster is gone, or it is there.
@@ -79,7 +81,19 @@ fn ClusterLiveView(id: String) -> impl IntoView {
     net::subscribe::<ClusterLive>(cluster_live::Variables { id }, move |event| match event {
         Ok(data) => {
             let event = data.cluster_changed;
-            if let Some(changed) = event.changed {
+            // A change already shown is not shown again: after a reconnection another replica
+            // may send one this page saw from the first (its watch a little behind).
+            let version = event.changed.as_ref().and_then(|c| {
+                let o = c.object.as_ref()?;
+                Some((
+                    o.datacenter.clone(),
+                    o.uid.clone(),
+                    o.resource_version.clone()?,
+                ))
+            });
+            let repeated = version.is_some()
+                && feed.with_untracked(|f| f.iter().any(|s| s.version == version));
+            if let Some(changed) = event.changed.filter(|_| !repeated) {
                 let what = format!(
                     "{} {} {}",
                     changed.type_.wire(),
@@ -94,6 +108,7 @@ fn ClusterLiveView(id: String) -> impl IntoView {
                             n,
                             at: net::now_ms(),
                             what,
+                            version,
                         },
                     );
                     f.truncate(50);

@@ -16,16 +16,19 @@ type Host = host_list::HostListHostsNodes;
 #[component]
 pub fn Hosts() -> impl IntoView {
     let state = expect_context::<LinkState>();
-    let url = UrlFilters::new("/hosts", ["q"]);
+    let url = UrlFilters::new("/hosts", ["q", "dc"]);
     let q = url.get("q");
+    let dc = url.get("dc");
     let hosts = net::live::<HostList>(|| host_list::Variables, HOST_KINDS, state);
     let shown = move || {
         let needle = q.get().to_lowercase();
+        let dc = dc.get();
         hosts
             .data(|d| {
                 d.hosts
                     .nodes
                     .iter()
+                    .filter(|h| dc.is_empty() || h.datacenter == dc)
                     .filter(|h| {
                         needle.is_empty()
                             || h.name.to_lowercase().contains(&needle)
@@ -44,6 +47,8 @@ pub fn Hosts() -> impl IntoView {
         <form class="filters" role="search" on:submit=|ev| ev.prevent_default()>
             <label>"Search" <input type="search" prop:value=q data-testid="filter-q" placeholder="host or VM name"
                 on:input=url.on("q")/></label>
+            <label>"Datacenter" <input type="search" prop:value=dc data-testid="filter-dc"
+                on:input=url.on("dc")/></label>
         </form>
         {move || match state.get() {
             Loaded::Loading => view! { <p class="empty">"Loading hosts…"</p> }.into_any(),
@@ -72,6 +77,12 @@ fn meter(label: String, percent: f64) -> impl IntoView {
 }
 
 fn card(h: Host) -> impl IntoView {
+    // Unique in the page: two datacenters may each have a host of this name.
+    let anchor = if h.datacenter.is_empty() {
+        format!("host-{}", h.name)
+    } else {
+        format!("host-{}-{}", h.datacenter, h.name)
+    };
     let ready = h.readiness == HostReadiness::Ready;
     let a = &h.allocation;
     let cpu = meter(
@@ -123,7 +134,7 @@ fn card(h: Host) -> impl IntoView {
         .collect_view();
     let status = h.readiness.words();
     view! {
-        <article class="card host" id=format!("host-{}", h.name) data-testid="host-card">
+        <article class="card host" id=anchor data-testid="host-card">
             <header>
                 <h2>{h.name.clone()}</h2>
                 {roles}

@@ -751,6 +751,11 @@ describe('three datacenters, one going away now and then (DEMO_DATACENTERS=3)', 
     await eventually("oslo's hosts", async () => page.url().endsWith('/hosts?dc=oslo')
       && (await page.getByTestId('host-card').count()) === oslo.hostCapacity.hosts);
     await page.getByRole('navigation', { name: 'Views' }).getByRole('link', { name: 'Datacenters' }).click();
+    // Its Events link: the event log asked for that datacenter's events.
+    await page.getByTestId('dc-oslo').getByRole('link', { name: 'Events' }).click();
+    await eventually("oslo's events", async () => page.url().endsWith('/events?dc=oslo')
+      && (await page.getByTestId('filter-dc').inputValue()) === 'oslo');
+    await page.getByRole('navigation', { name: 'Views' }).getByRole('link', { name: 'Datacenters' }).click();
 
     // One goes away: its card is greyed with the age of what it shows and why; every page says so.
     const away = await eventually('a datacenter greyed as away', async () => {

@@ -151,6 +151,7 @@ fn card(d: Card) -> impl IntoView {
                 <a href=link("clusters")>"Clusters"</a>
                 <a href=link("hosts")>"Hosts"</a>
                 <a href=link("vms")>"VMs"</a>
+                <a href=link("events")>"Events"</a>
             </p>
         </article>
     }

@@ -1,5 +1,5 @@
-//! The event log, newest first, filtered by kind, namespace, name, type and who asked for the
-//! change (each a URL parameter); new events appear at the top as they happen.
+//! The event log, newest first, filtered by kind, namespace, name, type, datacenter and who asked
+//! for the change (each a URL parameter); new events appear at the top as they happen.
 
 use leptos::prelude::*;
 
@@ -37,18 +37,20 @@ const FILTERS: &[Filter] = &[
         label: "Changed by",
         input: Input::Text("key:ops"),
     },
+    super::list::DATACENTER,
 ];
 
 #[component]
 pub fn Events() -> impl IntoView {
     let state = expect_context::<LinkState>();
     let url = UrlFilters::new("/events", FILTERS.iter().map(|f| f.key));
-    let (kind, ns, name, ty, by) = (
+    let (kind, ns, name, ty, by, dc) = (
         url.get("kind"),
         url.get("ns"),
         url.get("name"),
         url.get("type"),
         url.get("by"),
+        url.get("dc"),
     );
     let events = net::live_all::<EventList>(
         move || event_list::Variables {
@@ -62,7 +64,7 @@ pub fn Events() -> impl IntoView {
                 since: None,
                 until: None,
                 actor: given(by),
-                datacenter: None,
+                datacenter: given(dc),
             }),
             first: Some(200),
         },

@@ -118,7 +118,8 @@ impl Leader {
     }
 }
 
-/// The longest wait between two attempts when the API server does not answer.
+/// The waits between two attempts when the API server does not answer.
+const FIRST_RETRY: Duration = Duration::from_millis(500);
 const MAX_RETRY: Duration = Duration::from_secs(10);
 
 async fn manager(
@@ -160,7 +161,7 @@ async fn campaign(
             }
         }
     };
-    let mut retry = Duration::from_millis(500);
+    let mut retry = crate::retry::Backoff::new(FIRST_RETRY, MAX_RETRY);
     loop {
         if *stop.borrow() {
             break;
@@ -188,7 +189,7 @@ async fn campaign(
                     };
                     match changed {
                         Ok(leading) => {
-                            retry = Duration::from_millis(500);
+                            retry.reset();
                             set(leading);
                         }
                         Err(e) => {
@@ -203,10 +204,9 @@ async fn campaign(
             }
         }
         tokio::select! {
-            _ = tokio::time::sleep(retry) => {}
+            _ = tokio::time::sleep(retry.delay()) => {}
             _ = stopped(&mut stop) => break,
         }
-        retry = (retry * 2).min(MAX_RETRY);
     }
     set(false);
 }

@@ -107,12 +107,8 @@ impl DatacenterInfo {
     /// Its hosts and VMs in numbers: usage against limits, and how many of its hosts can fail
     /// (its VMs run only on its own hosts).
     async fn host_capacity(&self, ctx: &Context<'_>) -> super::hosts::HostCapacity {
-        let o = ctx
-            .data_opt::<crate::domain::hosts::Overcommit>()
-            .copied()
-            .unwrap_or_default();
         let dc = crate::model::Datacenter::new(&self.key);
-        super::hosts::host_capacity_in(&snap(ctx), o, Some(&dc))
+        super::hosts::host_capacity_in(&snap(ctx), super::hosts::overcommit(ctx), Some(&dc))
     }
 
     /// Its clusters in numbers: total, Ready, failed, by phase and by pipeline stage.

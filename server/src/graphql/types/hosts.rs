@@ -93,7 +93,8 @@ fn membership(ctx: &Context<'_>, r: &Resource) -> Option<VmMembership> {
     })
 }
 
-fn overcommit(ctx: &Context<'_>) -> Overcommit {
+/// The overcommit factors in force (the schema's data; the defaults without it).
+pub(super) fn overcommit(ctx: &Context<'_>) -> Overcommit {
     ctx.data_opt::<Overcommit>().copied().unwrap_or_default()
 }
 

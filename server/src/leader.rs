@@ -104,6 +104,17 @@ impl Leader {
         *self.leading.borrow()
     }
 
+    /// Who does the work while this replica leads, as recorded with it (the Lease identity;
+    /// `sole` without election).
+    pub fn identity(&self) -> &str {
+        self.lease.as_ref().map_or("sole", |l| l.identity.as_str())
+    }
+
+    /// Leadership as it changes (the current value first).
+    pub fn watch(&self) -> watch::Receiver<bool> {
+        self.leading.clone()
+    }
+
     /// What `/health` shows.
     pub fn report(&self) -> LeaderReport {
         LeaderReport {

@@ -44,6 +44,18 @@ impl TempPostgres {
         format!("postgres://postgres@{}/{}", server(), self.name)
     }
 
+    /// One number a query over it answers (`SELECT count(*) …`).
+    pub async fn scalar_i64(&self, sql: &'static str) -> i64 {
+        use sqlx::Connection;
+        let mut c = sqlx::PgConnection::connect(&self.url())
+            .await
+            .expect("connect to the test database");
+        sqlx::query_scalar(sql)
+            .fetch_one(&mut c)
+            .await
+            .expect("query the test database")
+    }
+
     /// Its URL through `addr` (a proxy) instead.
     pub fn url_via(&self, addr: std::net::SocketAddr) -> String {
         format!("postgres://postgres@{addr}/{}", self.name)

@@ -164,17 +164,24 @@ async fn two_replicas_on_one_postgres_deliver_each_webhook_once_and_hand_the_lea
         "the replica without the Lease delivered webhooks"
     );
 
-    // The leader dies without a word: the other takes the Lease once it runs out, and delivers
-    // what happens from then on (what was delivered is not sent again).
+    // The leader dies without a word: the other takes the Lease once it runs out. A change made
+    // before the takeover (no replica leads) is delivered by the new holder, and what the old one
+    // delivered is not sent again (the new holder saw m1 too, as a follower).
     drop(a);
+    h.api.apply("machines", machine("team-a", "m-gap", "c1"));
     until("replica-b leading", || b.leading()).await;
     assert_eq!(holder(&h.api).as_deref(), Some("replica-b"));
+    until("m-gap delivered by the new holder", || async {
+        created(&bodies, "m-gap") > 0
+    })
+    .await;
     h.api.apply("machines", machine("team-a", "m2", "c1"));
     until("m2 delivered", || async { created(&bodies, "m2") > 0 }).await;
     assert_eq!(created(&bodies, "m1"), 1, "m1 delivered twice");
     assert_eq!(created(&bodies, "m2"), 1, "m2 delivered twice");
 
-    // A replica that stops normally gives the Lease up, and a waiting one takes it.
+    // A replica that stops normally gives the Lease up, and a waiting one takes it; a change
+    // during the handover is delivered once.
     let a = Replica::start(&h, &db, &hook, "replica-a");
     until("replica-a ready", || a.ready()).await;
     assert!(!a.leading().await, "replica-a took a Lease replica-b holds");
@@ -182,14 +189,27 @@ async fn two_replicas_on_one_postgres_deliver_each_webhook_once_and_hand_the_lea
     let _ = std::process::Command::new("kill")
         .args(["-TERM", &pid])
         .status();
+    h.api
+        .apply("machines", machine("team-a", "m-handover", "c1"));
     let _ = b.child.wait();
     until("replica-a leading again", || a.leading()).await;
     assert_eq!(holder(&h.api).as_deref(), Some("replica-a"));
     h.api.apply("machines", machine("team-a", "m3", "c1"));
-    until("m3 delivered", || async { created(&bodies, "m3") > 0 }).await;
-    for m in ["m1", "m2", "m3"] {
+    until("m3 and m-handover delivered", || async {
+        created(&bodies, "m3") > 0 && created(&bodies, "m-handover") > 0
+    })
+    .await;
+    for m in ["m1", "m-gap", "m2", "m-handover", "m3"] {
         assert_eq!(created(&bodies, m), 1, "{m} delivered more than once");
     }
+    // Each was claimed once per endpoint: one delivered row per event in the shared database.
+    let rows = db
+        .scalar_i64(
+            "SELECT count(*) FROM webhook_deliveries WHERE event_type = \
+             'infrastructure.machine.created' AND state = 'delivered'",
+        )
+        .await;
+    assert_eq!(rows, 5, "one delivered row per machine created");
 
     // An API server that stops answering: the holder cannot renew, and steps down rather than
     // go on leading while another replica could take over; once it answers again, it leads.

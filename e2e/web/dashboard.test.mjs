@@ -799,6 +799,55 @@ describe('three datacenters, one going away now and then (DEMO_DATACENTERS=3)', 
     assert.deepEqual(problems, []);
     await context.close();
   });
+
+  test('the overview and the topology for one datacenter: from a deep link, from the picker, and back to all', async () => {
+    const { page, context, problems } = await openPage(server.base);
+    const figures = `hostCapacity { hosts readyHosts activeVms stoppedVms } clusterSummary { total ready }`;
+    const api = (await data(`{ datacenters { key ${figures} } }`)).datacenters;
+    const fleet = await data(`{ hostCapacity { hosts readyHosts activeVms stoppedVms } clusterSummary { total ready } }`);
+    const tiles = (f) => [`${f.hostCapacity.readyHosts}/${f.hostCapacity.hosts}`,
+      `${f.clusterSummary.ready}/${f.clusterSummary.total}`,
+      `${f.hostCapacity.activeVms}/${f.hostCapacity.activeVms + f.hostCapacity.stoppedVms}`];
+    const shown = async () => Promise.all(['tile-hosts', 'tile-clusters', 'tile-vms']
+      .map((id) => page.getByTestId(id).textContent()));
+    const showing = (what, f) => eventually(`the tiles of ${what}`, async () => {
+      const got = await shown();
+      return JSON.stringify(got) === JSON.stringify(tiles(f)) ? got : { mismatch: { got, want: tiles(f) } };
+    });
+    const bergen = api.find((d) => d.key === 'bergen');
+    const oslo = api.find((d) => d.key === 'oslo');
+    assert.notDeepEqual(tiles(bergen), tiles(fleet), 'one datacenter differs from the fleet');
+
+    // A deep link names bergen: the picker says so, the tiles are bergen's, the links carry it.
+    await page.goto(`${server.base}/?dc=bergen`);
+    const picker = page.getByTestId('filter-dc');
+    await eventually('the picker on bergen', async () => (await picker.inputValue()) === 'bergen');
+    await showing('bergen', bergen);
+    await eventually('the stage bars link to bergen\'s clusters', async () => {
+      const hrefs = await page.locator('[data-testid=stages] a').evaluateAll((as) => as.map((a) => a.getAttribute('href')));
+      return hrefs.length > 0 && hrefs.every((h) => h.includes('dc=bergen')) ? hrefs : { hrefs };
+    });
+    await shot(page, 'overview-bergen');
+
+    // The picker: oslo, then every datacenter again.
+    await picker.selectOption('oslo');
+    await eventually('the URL names oslo', async () => page.url().endsWith('/?dc=oslo'));
+    await showing('oslo', oslo);
+    await picker.selectOption('');
+    await eventually('the URL names none', async () => !page.url().includes('dc='));
+    await showing('the whole fleet', fleet);
+
+    // The topology for one datacenter: its box and its hosts only.
+    await page.goto(`${server.base}/topology?dc=oslo`);
+    await eventually("oslo's box and hosts only", async () => {
+      const boxes = await page.getByTestId('topology-dc').evaluateAll((gs) => gs.map((g) => g.querySelector('.title').textContent));
+      const rows = await page.getByTestId('topology-host').count();
+      return JSON.stringify(boxes) === '["oslo"]' && rows === oslo.hostCapacity.hosts ? boxes : { mismatch: { boxes, rows } };
+    });
+    assert.equal(await page.getByTestId('filter-dc').inputValue(), 'oslo');
+    assert.deepEqual(problems, []);
+    await context.close();
+  });
 });
 
 describe('a server still syncing with its cluster (the Kubernetes API test server holds every list)', () => {

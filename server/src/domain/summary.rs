@@ -272,7 +272,15 @@ pub fn infrastructure_summary(s: &Snapshot) -> InfrastructureSummary {
 /// The infrastructure summary computed by walking every object (the reference for the
 /// aggregates).
 pub fn infrastructure_summary_full(s: &Snapshot) -> InfrastructureSummary {
-    let machines: Vec<_> = s.list(Kind::Machine).collect();
+    infrastructure_summary_in(s, None)
+}
+
+/// [`InfrastructureSummary`] of one datacenter's objects (`None`: all), by walking them.
+pub fn infrastructure_summary_in(
+    s: &Snapshot,
+    dc: Option<&crate::model::Datacenter>,
+) -> InfrastructureSummary {
+    let machines: Vec<_> = s.list_scope(dc, Kind::Machine).collect();
     // Exact sums, clamped at the end: one absurd quantity (8Ei) must not overflow the fleet's.
     let (mut vcpus, mut memory, mut disk) = (0i128, 0i128, 0i128);
     for m in &machines {
@@ -285,8 +293,8 @@ pub fn infrastructure_summary_full(s: &Snapshot) -> InfrastructureSummary {
     }
     let clamp = aggregates::clamp;
     let (vcpus, memory, disk) = (clamp(vcpus), clamp(memory), clamp(disk));
-    let nns: Vec<_> = s.list(Kind::NetworkNamespace).collect();
-    let ncs: Vec<_> = s.list(Kind::NetworkConfiguration).collect();
+    let nns: Vec<_> = s.list_scope(dc, Kind::NetworkNamespace).collect();
+    let ncs: Vec<_> = s.list_scope(dc, Kind::NetworkConfiguration).collect();
     let allocated = ncs
         .iter()
         .map(|nc| match nc.as_ref() {
@@ -294,8 +302,10 @@ pub fn infrastructure_summary_full(s: &Snapshot) -> InfrastructureSummary {
             _ => 0,
         })
         .sum();
-    let vips: Vec<_> = s.list(Kind::ControlPlaneVirtualSharedIp).collect();
-    let storages: Vec<_> = s.list(Kind::ClusterStorage).collect();
+    let vips: Vec<_> = s
+        .list_scope(dc, Kind::ControlPlaneVirtualSharedIp)
+        .collect();
+    let storages: Vec<_> = s.list_scope(dc, Kind::ClusterStorage).collect();
     InfrastructureSummary {
         machines: MachineSummary {
             total: machines.len(),
@@ -334,10 +344,10 @@ pub fn infrastructure_summary_full(s: &Snapshot) -> InfrastructureSummary {
             machine_disk_gb: disk,
             cluster_storages: storages.len(),
             by_phase: counts(storages.iter().map(|c| c.phase().unwrap_or_default())),
-            storage_classes: s.count(Kind::ClusterStorageClass),
-            etcd_backups: s.count(Kind::EtcdBackup),
+            storage_classes: s.list_scope(dc, Kind::ClusterStorageClass).count(),
+            etcd_backups: s.list_scope(dc, Kind::EtcdBackup).count(),
         },
-        clusters: cluster_summary_full(s),
+        clusters: cluster_summary_in(s, dc),
     }
 }
 

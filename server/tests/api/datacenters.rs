@@ -259,3 +259,70 @@ async fn each_datacenter_has_its_own_capacity_and_plans_use_its_hosts_only() {
     );
     app.stop().await;
 }
+
+/// The overview's two streams for one datacenter: `hostsChanged` and `infrastructureSummary`
+/// with `datacenter` send that datacenter's figures (as its `Datacenter` fields answer), not
+/// the fleet's.
+#[tokio::test]
+async fn the_live_figures_of_one_datacenter_are_its_own() {
+    use super::{open_ws, recv, send_json};
+    let app = spawn(&["--demo", "--demo-datacenters", "3"]).await;
+    let d = app
+        .data_of_any_state(
+            r#"{ hostCapacity { hosts activeVms } machines { totalCount }
+                 oslo: machines(filter: {datacenter: "oslo"}) { totalCount }
+                 datacenters { key hostCapacity { hosts readyHosts activeVms stoppedVms vcpusUsed hostsThatCanFail }
+                   clusterSummary { total ready failed } } }"#,
+            json!({}),
+        )
+        .await;
+    let oslo = d["datacenters"]
+        .as_array()
+        .and_then(|a| a.iter().find(|x| x["key"] == "oslo"))
+        .cloned()
+        .expect("oslo");
+    let mut ws = open_ws(&app, Some("graphql-transport-ws")).await;
+    send_json(&mut ws, json!({"type": "connection_init"})).await;
+    assert_eq!(recv(&mut ws).await["type"], "connection_ack");
+    send_json(
+        &mut ws,
+        json!({"id": "h", "type": "subscribe", "payload": {"query":
+            "subscription($dc: String) { hostsChanged(datacenter: $dc) { hosts readyHosts activeVms stoppedVms vcpusUsed hostsThatCanFail } }",
+            "variables": {"dc": "oslo"}}}),
+    )
+    .await;
+    send_json(
+        &mut ws,
+        json!({"id": "i", "type": "subscribe", "payload": {"query":
+            "subscription($dc: String) { infrastructureSummary(datacenter: $dc) { machines { total } clusters { total ready failed } } }",
+            "variables": {"dc": "oslo"}}}),
+    )
+    .await;
+    let mut firsts = std::collections::BTreeMap::new();
+    while firsts.len() < 2 {
+        let v = recv(&mut ws).await;
+        assert_eq!(v["type"], "next", "{v}");
+        firsts.insert(
+            v["id"].as_str().unwrap_or_default().to_string(),
+            v["payload"]["data"].clone(),
+        );
+    }
+    assert_eq!(firsts["h"]["hostsChanged"], oslo["hostCapacity"]);
+    assert_eq!(
+        firsts["i"]["infrastructureSummary"]["clusters"],
+        oslo["clusterSummary"]
+    );
+    assert_eq!(
+        firsts["i"]["infrastructureSummary"]["machines"]["total"],
+        d["oslo"]["totalCount"]
+    );
+    // And they are not the fleet's.
+    assert_ne!(
+        firsts["h"]["hostsChanged"]["hosts"],
+        d["hostCapacity"]["hosts"]
+    );
+    assert_ne!(
+        firsts["i"]["infrastructureSummary"]["machines"]["total"],
+        d["machines"]["totalCount"]
+    );
+}

@@ -202,7 +202,7 @@ fn ClusterCard(id: String, rows: Memo<Option<(Vec<Row>, i64)>>) -> impl IntoView
     view! {
         <article class="card cluster" data-testid="cluster-card">
             {header}
-            <CardVms namespace cluster_id=first.cluster_id/>
+            <CardVms namespace cluster_id=first.cluster_id datacenter=first.datacenter/>
         </article>
     }
     .into_any()
@@ -210,9 +210,10 @@ fn ClusterCard(id: String, rows: Memo<Option<(Vec<Row>, i64)>>) -> impl IntoView
 
 type CardVm = cluster_vms::ClusterVmsVirtualMachinesNodes;
 
-/// A card's VMs as pills (each a link to its object) and their totals.
+/// A card's VMs as pills (each a link to its object) and their totals: those of its own
+/// datacenter (another datacenter may have a namespace and cluster id of the same name).
 #[component]
-fn CardVms(namespace: String, cluster_id: String) -> impl IntoView {
+fn CardVms(namespace: String, cluster_id: String, datacenter: String) -> impl IntoView {
     let state = expect_context::<LinkState>();
     let vms = net::live::<ClusterVms>(
         move || cluster_vms::Variables {
@@ -221,7 +222,7 @@ fn CardVms(namespace: String, cluster_id: String) -> impl IntoView {
                 phase: None,
                 label_selector: None,
                 search: None,
-                datacenter: None,
+                datacenter: Some(datacenter.clone()),
             }),
         },
         &["VirtualMachine", "VirtualMachineInstance"],

@@ -116,6 +116,33 @@ impl Sources {
     }
 }
 
+/// The datacenter filter of a page that draws the whole fleet (the overview, the topology):
+/// `dc` in the URL, chosen among the datacenters the server knows; shown when there are several
+/// (or the URL names one).
+#[component]
+pub fn DatacenterPicker(url: list::UrlFilters, dc: Memo<String>) -> impl IntoView {
+    let sources = expect_context::<Sources>();
+    let keys = move || {
+        sources.0.with(|d| {
+            d.as_ref()
+                .map(|d| d.datacenters.iter().map(|x| x.key.clone()).collect())
+                .unwrap_or_else(Vec::new)
+        })
+    };
+    view! {
+        <form class="filters" role="search" on:submit=|ev| ev.prevent_default()
+            hidden=move || { keys().len() < 2 && dc.get().is_empty() }>
+                <label>"Datacenter" <select data-testid="filter-dc" on:change=url.on("dc")>
+                    <option value="" selected=move || dc.get().is_empty()>"All datacenters"</option>
+                    {move || keys().into_iter().map(|k| {
+                        let (chosen, label) = (k.clone(), k.clone());
+                        view! { <option value=k selected=move || dc.get() == chosen>{label}</option> }
+                    }).collect_view()}
+                </select></label>
+        </form>
+    }
+}
+
 /// While the server is still syncing (or a kind went stale), what it has and has not read yet:
 /// the numbers on the page are partial, and this says so.
 #[component]

@@ -3,8 +3,8 @@
 
 use leptos::prelude::*;
 
-use super::list::each_keyed;
-use super::{Loaded, Problem, Sources, Tile, loaded};
+use super::list::{UrlFilters, each_keyed, given};
+use super::{DatacenterPicker, Loaded, Problem, Sources, Tile, loaded};
 use crate::charts::{Bar, CountBars, CountRow, StackedBars};
 use crate::format::{self, gib, percent, percent_class, plural};
 use crate::gql::{
@@ -32,39 +32,68 @@ type Attention = cluster_list::ClusterListClustersNodes;
 
 #[component]
 pub fn Overview() -> impl IntoView {
+    let url = UrlFilters::new("/", ["dc"]);
+    let dc = url.get("dc");
+    view! {
+        <h1>"Overview"</h1>
+        <DatacenterPicker url dc/>
+        // Another datacenter: the streams are opened anew for it.
+        {move || view! { <Fleet dc=given(dc)/> }}
+    }
+}
+
+/// The page's figures for one datacenter (`dc`), or for the whole fleet.
+#[component]
+fn Fleet(dc: Option<String>) -> impl IntoView {
     let state = expect_context::<LinkState>();
     let capacity = RwSignal::new(None::<Capacity>);
     let summary = RwSignal::new(None::<Summary>);
     let error = RwSignal::new(None::<String>);
-    net::subscribe::<HostsLive>(hosts_live::Variables, move |event| match event {
-        Ok(data) => capacity.set(Some(data.hosts_changed)),
-        Err(e) => error.set(Some(e)),
-    });
-    net::subscribe::<SummaryLive>(summary_live::Variables, move |event| match event {
-        Ok(data) => summary.set(Some(data.infrastructure_summary)),
-        Err(e) => error.set(Some(e)),
-    });
+    let datacenter = dc.clone();
+    net::subscribe::<HostsLive>(
+        hosts_live::Variables { datacenter },
+        move |event| match event {
+            Ok(data) => capacity.set(Some(data.hosts_changed)),
+            Err(e) => error.set(Some(e)),
+        },
+    );
+    let datacenter = dc.clone();
+    net::subscribe::<SummaryLive>(
+        summary_live::Variables { datacenter },
+        move |event| match event {
+            Ok(data) => summary.set(Some(data.infrastructure_summary)),
+            Err(e) => error.set(Some(e)),
+        },
+    );
     let hosts = net::live::<HostList>(|| host_list::Variables, HOST_KINDS, state);
+    let stage_dc = dc.clone().unwrap_or_default();
+    let stages = Signal::derive(move || stage_rows(summary, &stage_dc));
+    let datacenter = dc.clone();
     let clusters = net::live::<ClusterList>(
-        || cluster_list::Variables {
-            filter: None,
+        move || cluster_list::Variables {
+            filter: datacenter.clone().map(|d| cluster_list::Filter {
+                namespace: None,
+                phase: None,
+                label_selector: None,
+                search: None,
+                datacenter: Some(d),
+            }),
             first: Some(500),
         },
         CLUSTER_KINDS,
         state,
     );
     view! {
-        <h1>"Overview"</h1>
         {move || error.get().map(|e| view! { <Problem text=e/> })}
         <Tiles capacity summary/>
         <p class="explain" data-testid="redundancy-explained">
             {move || capacity.with(|c| c.as_ref().filter(|_| synced()).map(redundancy_sentence))}
         </p>
-        <Allocation hosts/>
+        <Allocation hosts dc/>
         <div class="columns">
             <section aria-labelledby="stages-title">
                 <h2 id="stages-title">"Clusters by pipeline stage"</h2>
-                <Synced><CountBars rows=Signal::derive(move || stage_rows(summary)) testid="stages"/></Synced>
+                <Synced><CountBars rows=stages testid="stages"/></Synced>
             </section>
             <section aria-labelledby="attention-title">
                 <h2 id="attention-title">"Needs attention"</h2>
@@ -158,11 +187,12 @@ fn Tiles(
 /// The two host allocation charts, built once the hosts are there and following them (see
 /// `loaded`).
 #[component]
-fn Allocation(hosts: Live<host_list::ResponseData>) -> impl IntoView {
+fn Allocation(hosts: Live<host_list::ResponseData>, dc: Option<String>) -> impl IntoView {
     let hosts_state = loaded(hosts);
-    let cpu_bars = Signal::derive(move || bars(hosts, |a| (a.vcpus_used, a.vcpus_limit)));
+    let (d, e) = (dc.clone(), dc);
+    let cpu_bars = Signal::derive(move || bars(hosts, &d, |a| (a.vcpus_used, a.vcpus_limit)));
     let memory_bars =
-        Signal::derive(move || bars(hosts, |a| (a.memory_used_bytes, a.memory_limit_bytes)));
+        Signal::derive(move || bars(hosts, &e, |a| (a.memory_used_bytes, a.memory_limit_bytes)));
     view! {
         <section aria-labelledby="allocation-title">
             <h2 id="allocation-title">"Host allocation"</h2>
@@ -184,9 +214,10 @@ fn Allocation(hosts: Live<host_list::ResponseData>) -> impl IntoView {
     }
 }
 
-/// Used and limit per host, from the server's allocation figures.
+/// Used and limit per host (of datacenter `dc`, or all), from the server's allocation figures.
 fn bars(
     hosts: Live<host_list::ResponseData>,
+    dc: &Option<String>,
     pick: fn(&host_list::HostListHostsNodesAllocation) -> (f64, f64),
 ) -> Vec<Bar> {
     hosts.with(|h| match h {
@@ -194,13 +225,20 @@ fn bars(
             .hosts
             .nodes
             .iter()
+            .filter(|host| dc.as_ref().is_none_or(|d| *d == host.datacenter))
             .map(|host| {
                 let (used, limit) = pick(&host.allocation);
                 Bar {
                     name: host.name.clone(),
                     used,
                     limit,
-                    href: format!("/hosts?q={}", host.name),
+                    href: format!(
+                        "/hosts{}",
+                        super::query_string(&[
+                            ("q", &host.name),
+                            ("dc", dc.as_deref().unwrap_or_default())
+                        ])
+                    ),
                 }
             })
             .collect(),
@@ -209,7 +247,7 @@ fn bars(
 }
 
 /// Clusters per pipeline stage, each a link to the clusters at that stage.
-fn stage_rows(summary: RwSignal<Option<Summary>>) -> Vec<CountRow> {
+fn stage_rows(summary: RwSignal<Option<Summary>>, dc: &str) -> Vec<CountRow> {
     summary.with(|s| {
         let Some(s) = s else { return Vec::new() };
         PipelineStage::ALL
@@ -222,7 +260,10 @@ fn stage_rows(summary: RwSignal<Option<Summary>>) -> Vec<CountRow> {
                     .iter()
                     .find(|c| c.value == stage.wire())
                     .map_or(0, |c| c.count),
-                href: format!("/clusters?stage={}", stage.wire()),
+                href: format!(
+                    "/clusters{}",
+                    super::query_string(&[("stage", stage.wire()), ("dc", dc)])
+                ),
                 class: if *stage == PipelineStage::Ready {
                     "ok"
                 } else {

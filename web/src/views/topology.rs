@@ -4,8 +4,9 @@
 
 use leptos::prelude::*;
 
+use super::list::UrlFilters;
 use super::overview::HOST_KINDS;
-use super::{Loaded, Problem, loaded};
+use super::{DatacenterPicker, Loaded, Problem, loaded};
 use crate::format::{self, bar_class, gib, state_class};
 use crate::gql::{HostList, HostReadiness, host_list};
 use crate::keyed::{Item, Keyed, each, keyed};
@@ -62,14 +63,17 @@ fn TopologyPage() -> impl IntoView {
     let focus: Focus = RwSignal::new(None);
     // Built once the hosts are there; the drawing and the details follow them (see `loaded`).
     let hosts_state = loaded(hosts);
+    let url = UrlFilters::new("/topology", ["dc"]);
+    let dc = url.get("dc");
     view! {
         <h1>"Topology"</h1>
+        <DatacenterPicker url dc/>
         {move || match hosts_state.get() {
             Loaded::Loading => view! { <p class="empty">"Loading hosts…"</p> }.into_any(),
             Loaded::Failed(e) => view! { <Problem text=e/> }.into_any(),
             Loaded::Ready => view! {
                 <div class="topology">
-                    <Drawing hosts focus/>
+                    <Drawing hosts focus dc/>
                     <aside class="details" aria-live="polite" data-testid="topology-details">
                         {move || {
                             let focus = focus.get();
@@ -139,15 +143,18 @@ fn box_y(g: &Group, groups: &[Group], n: usize) -> f64 {
     (top + bottom) / 2.0 - 45.0
 }
 
-/// Each datacenter, its hosts and their VMs (grouped by datacenter when there are several); each
-/// host row keyed by its place and content.
+/// Each datacenter (or the one the filter names), its hosts and their VMs (grouped by datacenter
+/// when there are several); each host row keyed by its place and content.
 #[component]
-fn Drawing(hosts: Live<host_list::ResponseData>, focus: Focus) -> impl IntoView {
+fn Drawing(hosts: Live<host_list::ResponseData>, focus: Focus, dc: Memo<String>) -> impl IntoView {
     let nodes = keyed(
         move || {
+            let dc = dc.get();
             hosts.with(|h| match h {
                 Some(Ok(d)) => {
                     let mut all = d.hosts.nodes.clone();
+                    // One datacenter's, when the page's filter names one.
+                    all.retain(|h| dc.is_empty() || h.datacenter == dc);
                     // By datacenter, then as the server ordered them (by name).
                     all.sort_by(|a, b| a.datacenter.cmp(&b.datacenter));
                     all
@@ -185,7 +192,8 @@ fn Drawing(hosts: Live<host_list::ResponseData>, focus: Focus) -> impl IntoView 
                 let vms: usize = hosts.iter().map(|h| h.row.vms.len()).sum();
                 let running: usize = hosts.iter().map(|h| h.row.vms.iter().filter(|v| v.active).count()).sum();
                 let class = if hosts.iter().any(|h| health(&h.row) == "err") { "warn" } else { "ok" };
-                let title = if groups.len() < 2 || g.key.is_empty() { name() } else { g.key.clone() };
+                // A datacenter by its key; the one of a single-cluster server by its Vitistack.
+                let title = if g.key.is_empty() { name() } else { g.key.clone() };
                 let y = box_y(g, groups, all.len());
                 let lines = [format!("{ready}/{} hosts ready", g.count), format!("{running}/{vms} VMs running")];
                 Item::new(format!("{}/{y}/{class}/{title}/{lines:?}", g.key), 0, move || view! {

@@ -118,15 +118,21 @@ pub(crate) mod open {
     pub(crate) fn infrastructure_summary(
         ctx: &Context<'_>,
         debounce_ms: u32,
+        datacenter: Option<String>,
     ) -> Opened<crate::domain::summary::InfrastructureSummary> {
         let debounce = debounce_of(debounce_ms)?;
         let store = ctx.data_unchecked::<Arc<Store>>().clone();
         let active = Active::new(counted(ctx), "infrastructureSummary");
+        let dc = datacenter.map(|d| crate::model::Datacenter::new(&d));
         Ok(aggregate(
             store,
             debounce,
             active,
-            crate::domain::summary::infrastructure_summary,
+            move |s| match &dc {
+                // One datacenter's, by walking its objects (the aggregates are the fleet's).
+                Some(dc) => crate::domain::summary::infrastructure_summary_in(s, Some(dc)),
+                None => crate::domain::summary::infrastructure_summary(s),
+            },
             mode(ctx),
             ctx.data_opt::<Arc<After>>(),
         ))
@@ -135,6 +141,7 @@ pub(crate) mod open {
     pub(crate) fn hosts_changed(
         ctx: &Context<'_>,
         debounce_ms: u32,
+        datacenter: Option<String>,
     ) -> Opened<crate::graphql::types::HostCapacity> {
         let debounce = debounce_of(debounce_ms)?;
         let store = ctx.data_unchecked::<Arc<Store>>().clone();
@@ -143,11 +150,15 @@ pub(crate) mod open {
             .copied()
             .unwrap_or_default();
         let active = Active::new(counted(ctx), "hostsChanged");
+        let dc = datacenter.map(|d| crate::model::Datacenter::new(&d));
         Ok(aggregate(
             store,
             debounce,
             active,
-            move |s| crate::graphql::types::host_capacity(s, o),
+            move |s| match &dc {
+                Some(dc) => crate::graphql::types::host_capacity_in(s, o, Some(dc)),
+                None => crate::graphql::types::host_capacity(s, o),
+            },
             mode(ctx),
             ctx.data_opt::<Arc<After>>(),
         ))
@@ -205,26 +216,30 @@ impl SubscriptionRoot {
     }
 
     /// The `infrastructure` summary: sent first, then after each burst of changes settles
-    /// (`debounceMs`, default 250) and only when a number changed.
+    /// (`debounceMs`, default 250) and only when a number changed. `datacenter` (its key):
+    /// that datacenter's objects only.
     async fn infrastructure_summary(
         &self,
         ctx: &Context<'_>,
         #[graphql(default = 250)] debounce_ms: u32,
+        datacenter: Option<String>,
     ) -> async_graphql::Result<
         impl Stream<Item = crate::domain::summary::InfrastructureSummary> + use<>,
     > {
-        open::infrastructure_summary(ctx, debounce_ms).map(events)
+        open::infrastructure_summary(ctx, debounce_ms, datacenter).map(events)
     }
 
     /// `hostCapacity` (hosts, usage against limits, how many hosts can fail): sent first, then
-    /// after each burst of changes settles and only when it changed.
+    /// after each burst of changes settles and only when it changed. `datacenter` (its key):
+    /// that datacenter's hosts and VMs only (as `Datacenter.hostCapacity`).
     async fn hosts_changed(
         &self,
         ctx: &Context<'_>,
         #[graphql(default = 250)] debounce_ms: u32,
+        datacenter: Option<String>,
     ) -> async_graphql::Result<impl Stream<Item = crate::graphql::types::HostCapacity> + use<>>
     {
-        open::hosts_changed(ctx, debounce_ms).map(events)
+        open::hosts_changed(ctx, debounce_ms, datacenter).map(events)
     }
 
     /// A cluster and everything that decides its state: sent first as it is now, then again

@@ -139,6 +139,7 @@ impl ExecutorRoot {
         &self,
         ctx: &Context<'_>,
         #[graphql(default = 250)] debounce_ms: u32,
+        datacenter: Option<String>,
     ) -> async_graphql::Result<InfrastructureSummary> {
         field(
             ctx,
@@ -147,7 +148,7 @@ impl ExecutorRoot {
                 _ => None,
             },
             Update::Infrastructure,
-            || open::infrastructure_summary(ctx, debounce_ms),
+            || open::infrastructure_summary(ctx, debounce_ms, datacenter.clone()),
         )
     }
 
@@ -155,6 +156,7 @@ impl ExecutorRoot {
         &self,
         ctx: &Context<'_>,
         #[graphql(default = 250)] debounce_ms: u32,
+        datacenter: Option<String>,
     ) -> async_graphql::Result<HostCapacity> {
         field(
             ctx,
@@ -163,7 +165,7 @@ impl ExecutorRoot {
                 _ => None,
             },
             Update::Hosts,
-            || open::hosts_changed(ctx, debounce_ms),
+            || open::hosts_changed(ctx, debounce_ms, datacenter.clone()),
         )
     }
 

@@ -32,19 +32,37 @@ pub enum Target {
 }
 
 /// Clients of the serving runtime's own (the sources' clients are driven on theirs), one per
-/// datacenter, each made on its first write from the settings the source has for it now.
+/// datacenter, each made on its first write from the settings the source has for it now, and
+/// made again when those settings or their kubeconfig file changed (a rotated credential, a
+/// datacenter's file replaced): a write never goes out with credentials the source dropped.
 pub struct KubeClients {
     settings: crate::source::kube::DatacenterSettings,
-    made: tokio::sync::Mutex<std::collections::BTreeMap<Datacenter, kube::Client>>,
+    made: tokio::sync::Mutex<std::collections::BTreeMap<Datacenter, Made>>,
+}
+
+/// A client and what it was made from.
+struct Made {
+    settings: crate::source::kube::KubeSettings,
+    kubeconfig: Vec<u8>,
+    client: kube::Client,
+}
+
+/// The content of a datacenter's kubeconfig file(s) (`:`-separated; nothing when it has none:
+/// in-cluster credentials, whose token file kube-rs reads again by itself).
+fn kubeconfig_content(settings: &crate::source::kube::KubeSettings) -> Vec<u8> {
+    let mut out = Vec::new();
+    for path in settings.kubeconfig.iter().flat_map(|k| k.split(':')) {
+        if let Ok(bytes) = std::fs::read(path) {
+            out.extend_from_slice(&bytes);
+        }
+        out.push(0);
+    }
+    out
 }
 
 impl KubeClients {
     /// The client for writes to `datacenter`.
     async fn client(&self, datacenter: &Datacenter) -> Result<kube::Client, ChangeError> {
-        let mut made = self.made.lock().await;
-        if let Some(c) = made.get(datacenter) {
-            return Ok(c.clone());
-        }
         let settings = self
             .settings
             .lock()
@@ -56,13 +74,28 @@ impl KubeClients {
                     format!("no datacenter `{datacenter}` is configured"),
                 )
             })?;
+        let kubeconfig = kubeconfig_content(&settings);
+        let mut made = self.made.lock().await;
+        if let Some(m) = made.get(datacenter)
+            && m.settings == settings
+            && m.kubeconfig == kubeconfig
+        {
+            return Ok(m.client.clone());
+        }
         let client = crate::source::kube::client(&settings).await.map_err(|e| {
             ChangeError::new(
                 ErrorCode::Unavailable,
                 format!("datacenter `{datacenter}` cannot be reached: {e}"),
             )
         })?;
-        made.insert(datacenter.clone(), client.clone());
+        made.insert(
+            datacenter.clone(),
+            Made {
+                settings,
+                kubeconfig,
+                client: client.clone(),
+            },
+        );
         Ok(client)
     }
 }

@@ -43,7 +43,7 @@ use crate::store::Store;
 use super::status::SourceStatus;
 
 /// How to reach the cluster and what to watch.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct KubeSettings {
     /// The datacenter this cluster is (empty: the one datacenter of a single-cluster server).
     pub datacenter: Datacenter,

@@ -426,3 +426,117 @@ async fn two_files_for_one_cluster_are_refused_at_start_naming_both() {
     );
     assert!(refused.contains("same cluster"), "{refused}");
 }
+
+/// A datacenter's kubeconfig file replaced (a rotated credential, or the cluster moved): the
+/// watches reconnect with it, and so do writes; a write never goes out through the old one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replaced_kubeconfig_is_used_for_writes_too() {
+    let east = api_with(|_| {}).await;
+    let before = api_with(|api| {
+        api.apply("kubernetesclusters", cluster("alpha", false));
+    })
+    .await;
+    let after = api_with(|api| {
+        let mut alpha = cluster("alpha", false);
+        alpha["status"]["phase"] = json!("Provisioning");
+        api.apply("kubernetesclusters", alpha);
+    })
+    .await;
+    let keys = std::env::temp_dir().join(format!("vitistack-keys-{}", std::process::id()));
+    std::fs::write(&keys, "root admin admin-key-0123456789abcdef\n").expect("keys");
+    let keys_arg = keys.to_str().expect("utf-8").to_string();
+    let h = watching(
+        east,
+        &[("west", &before)],
+        &[
+            "--datacenters-rescan-seconds",
+            "1",
+            "--api-keys-file",
+            &keys_arg,
+        ],
+    )
+    .await;
+    let pause = |value: bool| {
+        let h = &h;
+        async move {
+            let op = if value {
+                "pauseClusterReconciliation"
+            } else {
+                "resumeClusterReconciliation"
+            };
+            h.client
+                .post(format!("{}/graphql", h.base))
+                .bearer_auth("admin-key-0123456789abcdef")
+                .json(&json!({"query": format!(
+                    "mutation {{ {op}(namespace: \"t\", name: \"alpha\") {{ changed }} }}"
+                )}))
+                .send()
+                .await
+                .expect("request")
+                .json::<Value>()
+                .await
+                .expect("json")
+        }
+    };
+    let paused = |api: &KubeApi| {
+        api.object("kubernetesclusters", "t", "alpha")
+            .is_some_and(|o| {
+                o["metadata"]["annotations"]["upgrade.vitistack.io/do-not-reconcile"] == "true"
+            })
+    };
+    h.until("west's alpha listed", |s| {
+        s.snapshot()
+            .count(vitistack::model::Kind::KubernetesCluster)
+            == 1
+    })
+    .await;
+    let v = pause(true).await;
+    assert_eq!(
+        v["data"]["pauseClusterReconciliation"]["changed"], true,
+        "{v}"
+    );
+    assert!(paused(&before), "the write reached west's first API server");
+
+    // West's file now reaches another API server: the graph shows its alpha, and the next write
+    // goes there, not to the first.
+    kubeconfig_for(&after, &h.dir.join("datacenters").join("west.yaml"));
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        let d = h
+            .client
+            .post(format!("{}/graphql", h.base))
+            .bearer_auth("admin-key-0123456789abcdef")
+            .json(&json!({"query": r#"{ cluster(namespace: "t", name: "alpha", datacenter: "west") { phase } }"#}))
+            .send()
+            .await
+            .expect("request")
+            .json::<Value>()
+            .await
+            .expect("json");
+        if d["data"]["cluster"]["phase"] == "Provisioning" {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "west never reconnected: {d}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let v = pause(true).await;
+    assert_eq!(
+        v["data"]["pauseClusterReconciliation"]["changed"], true,
+        "{v}"
+    );
+    assert!(paused(&after), "the write reached the new API server");
+    let v = pause(false).await;
+    assert_eq!(
+        v["data"]["resumeClusterReconciliation"]["changed"], true,
+        "{v}"
+    );
+    assert!(!paused(&after), "resumed on the new API server");
+    assert!(
+        paused(&before),
+        "the old API server got no write after the change"
+    );
+    let _ = std::fs::remove_file(&keys);
+}

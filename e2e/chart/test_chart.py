@@ -438,10 +438,12 @@ class ChartTest(unittest.TestCase):
         with self.assertRaises(Exception) as ctx:
             render({"replicaCount": 2})
         self.assertIn("replicaCount above 1 needs PostgreSQL", str(ctx.exception))
-        # The old agents' reports reach one pod only: refused with several.
-        with self.assertRaises(Exception) as ctx:
-            render({"replicaCount": 2, "database": {"existingSecret": "pg"}, "hub": {"existingSecret": "hub"}})
-        self.assertIn("hub.existingSecret (the old agents' reports) needs one pod", str(ctx.exception))
+        # The old agents' reports with several pods: shared through PostgreSQL, so allowed; every
+        # pod mounts the tokens.
+        docs = render({"replicaCount": 2, "database": {"existingSecret": "pg"}, "hub": {"existingSecret": "hub"}})
+        deploy, c = container(docs)
+        self.assertEqual(deploy["spec"]["replicas"], 2)
+        self.assertIn("HUB_TOKENS_FILE", {e["name"] for e in c["env"]})
 
     def test_database_password_stays_in_a_secret(self):
         url = "postgres://vitistack:s3cr3t-pw@db.infra:5432/vitistack"

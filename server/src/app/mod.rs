@@ -362,11 +362,19 @@ pub async fn start(cfg: &ServeConfig, listener: TcpListener) -> anyhow::Result<R
                 datacenters = tokens.len(),
                 "taking the old status page's agents' reports (HUB_TOKENS_FILE)"
             );
-            Arc::new(crate::source::hub::Hub::new(
+            let hub = Arc::new(crate::source::hub::Hub::new(
                 tokens,
                 store.clone(),
                 source_status.clone(),
-            ))
+            ));
+            // The reports other replicas take (and the last ones from before a restart).
+            let h = history.clone();
+            tokio::spawn(crate::source::hub::follow(
+                hub.clone(),
+                move || h.db(),
+                stop_rx.clone(),
+            ));
+            hub
         }),
     });
     let addr = listener.local_addr()?;

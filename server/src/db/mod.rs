@@ -5,6 +5,7 @@
 //! and read back only at start-up.
 
 pub mod health;
+pub mod hub_reports;
 mod merge;
 pub mod object_writer;
 pub mod objects;

@@ -78,6 +78,13 @@ async fn report(State(app): State<AppState>, headers: HeaderMap, body: Bytes) ->
     match taken {
         Ok(Ok(accepted)) => {
             tracing::debug!(datacenter = %accepted.datacenter, changes = accepted.changes, "report taken");
+            // Kept for the other replicas and for after a restart (best effort: it is in this
+            // replica's graph already, and the agent reports again within seconds).
+            if let Some(db) = app.history.as_ref().and_then(|h| h.db())
+                && let Err(e) = crate::db::hub_reports::save(&db, &accepted.stored).await
+            {
+                tracing::warn!(datacenter = %accepted.datacenter, error = %e, "report not kept in the database");
+            }
             StatusCode::NO_CONTENT.into_response()
         }
         Ok(Err(r)) => {

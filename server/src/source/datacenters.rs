@@ -137,11 +137,15 @@ impl Datacenters {
     }
 
     /// A datacenter's agent pushed a report (`/api/report`): its data is current now.
-    pub(crate) fn pushed(&self, datacenter: &Datacenter) {
+    pub(crate) fn pushed(&self, datacenter: &Datacenter, at: jiff::Timestamp) {
         let mut records = self.records.lock();
         let r = records.entry(datacenter.clone()).or_default();
-        r.pushed_at = Some(jiff::Timestamp::now());
-        r.error = None;
+        // A report read back later (another replica's, or one from before a restart) is
+        // judged by when it was taken, and never makes a newer one older.
+        if r.pushed_at.is_none_or(|p| p < at) {
+            r.pushed_at = Some(at);
+            r.error = None;
+        }
     }
 
     /// No client could be built for a datacenter.

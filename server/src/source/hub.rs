@@ -15,6 +15,8 @@ use serde_json::{Value, json};
 
 use super::status::SourceStatus;
 use crate::auth::keys::{hash, secret_hash};
+use crate::db::hub_reports::{self, StoredReport};
+use crate::db::{Db, DbError, Pool};
 use crate::model::datacenter::valid_key;
 use crate::model::status_page::{NodeInfo, StatusData, VmInfo};
 use crate::model::{Datacenter, Kind, LABEL_CLUSTER_ID, Resource};
@@ -160,6 +162,8 @@ pub struct Accepted {
     pub datacenter: Datacenter,
     /// Objects created, changed or removed.
     pub changes: usize,
+    /// The report as the server read it, to keep and share with the other replicas.
+    pub stored: StoredReport,
 }
 
 /// The agents' entry: tokens, the graph it writes, the datacenters' record.
@@ -167,6 +171,9 @@ pub struct Hub {
     tokens: HubTokens,
     store: Arc<Store>,
     status: Arc<SourceStatus>,
+    /// When the report applied last for each datacenter was taken (ms since the epoch): an
+    /// older one read back later is not applied over it.
+    latest: parking_lot::Mutex<HashMap<Datacenter, i64>>,
 }
 
 impl Hub {
@@ -176,6 +183,67 @@ impl Hub {
             tokens,
             store,
             status,
+            latest: Default::default(),
+        }
+    }
+
+    /// Make `objects` the datacenter's hosts and VMs (hosts and VMs they do not hold are
+    /// removed) in one write, unless a newer report was applied. None when it was older.
+    fn apply(&self, dc: &Datacenter, objects: Vec<Resource>, taken_ms: i64) -> Option<usize> {
+        // Held through the write: two reports of one datacenter are applied in their order.
+        let mut latest = self.latest.lock();
+        if latest.get(dc).is_some_and(|l| *l > taken_ms) {
+            return None;
+        }
+        latest.insert(dc.clone(), taken_ms);
+        let snap = self.store.snapshot();
+        let keep: BTreeSet<ObjectKey> = objects.iter().map(ObjectKey::of).collect();
+        let gone: Vec<Op> = [Kind::Node, Kind::VirtualMachineInstance]
+            .into_iter()
+            .flat_map(|k| snap.list_datacenter(dc, k))
+            .map(|r| ObjectKey::of(r))
+            .filter(|k| !keep.contains(k))
+            .map(Op::Delete)
+            .collect();
+        drop(snap);
+        let mut ops: Vec<Op> = objects.into_iter().map(Op::Upsert).collect();
+        ops.extend(gone);
+        let changes = self.store.apply(ops).len();
+        let at =
+            jiff::Timestamp::from_millisecond(taken_ms).unwrap_or_else(|_| jiff::Timestamp::now());
+        self.status.pushed(dc, at);
+        Some(changes)
+    }
+
+    /// Apply a report kept in the database (another replica took it, or this server before a
+    /// restart), unless a newer one was applied; one for a datacenter no token names now, or one
+    /// this server watches itself, is left out. True when it was applied.
+    pub fn replay(&self, stored: &StoredReport) -> bool {
+        let Some(dc) = self
+            .tokens
+            .by_hash
+            .values()
+            .find(|d| d.key() == stored.datacenter)
+            .cloned()
+        else {
+            return false;
+        };
+        if self.status.watches(&dc) {
+            return false;
+        }
+        let report = match serde_json::from_str::<StatusData>(&stored.body) {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::warn!(datacenter = %dc, error = %e, "a stored report is not StatusData; left out");
+                return false;
+            }
+        };
+        match objects(&report, &dc) {
+            Ok(objects) => self.apply(&dc, objects, stored.received_ms).is_some(),
+            Err(e) => {
+                tracing::warn!(datacenter = %dc, error = %e, "a stored report was refused; left out");
+                false
+            }
         }
     }
 
@@ -209,23 +277,88 @@ impl Hub {
             return Err(Refusal::Watched(dc));
         }
         let objects = objects(&report, &dc)?;
-        let snap = self.store.snapshot();
-        let keep: BTreeSet<ObjectKey> = objects.iter().map(ObjectKey::of).collect();
-        let gone: Vec<Op> = [Kind::Node, Kind::VirtualMachineInstance]
-            .into_iter()
-            .flat_map(|k| snap.list_datacenter(&dc, k))
-            .map(|r| ObjectKey::of(r))
-            .filter(|k| !keep.contains(k))
-            .map(Op::Delete)
-            .collect();
-        let mut ops: Vec<Op> = objects.into_iter().map(Op::Upsert).collect();
-        ops.extend(gone);
-        let changes = self.store.apply(ops).len();
-        self.status.pushed(&dc);
+        let taken_ms = jiff::Timestamp::now().as_millisecond();
+        // The report as read: fields the server does not know are not kept or shared.
+        let body = serde_json::to_string(&report).map_err(|e| Refusal::BadJson(e.to_string()))?;
+        let changes = self.apply(&dc, objects, taken_ms).unwrap_or(0);
         Ok(Accepted {
+            stored: StoredReport {
+                datacenter: dc.key().to_string(),
+                body,
+                received_ms: taken_ms,
+            },
             datacenter: dc,
             changes,
         })
+    }
+}
+
+/// Keep applying the reports other replicas take, as the database announces them (PostgreSQL's
+/// LISTEN/NOTIFY), after applying every stored one (so a restarted server lists its pushing
+/// datacenters at once, with their age). On SQLite (one replica) the stored ones are read once.
+/// `db` gives the database once it is reachable.
+pub async fn follow(
+    hub: Arc<Hub>,
+    db: impl Fn() -> Option<Db> + Send + 'static,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) {
+    let mut backoff = crate::retry::Backoff::new(
+        std::time::Duration::from_millis(500),
+        std::time::Duration::from_secs(10),
+    );
+    loop {
+        if *stop.borrow() {
+            return;
+        }
+        let outcome = match db() {
+            None => Err(None),
+            Some(db) => {
+                let run = follow_once(&hub, &db);
+                tokio::select! {
+                    r = run => r.map_err(Some),
+                    _ = stop.wait_for(|s| *s) => return,
+                }
+            }
+        };
+        match outcome {
+            Ok(()) => return,
+            Err(Some(e)) => {
+                tracing::warn!(error = %e, "reports from other replicas not followed; trying again")
+            }
+            Err(None) => {}
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(backoff.delay()) => {}
+            _ = stop.wait_for(|s| *s) => return,
+        }
+    }
+}
+
+/// Read every stored report, then (PostgreSQL) each one announced, until the connection fails.
+async fn follow_once(hub: &Hub, db: &Db) -> Result<(), DbError> {
+    let replay_all = async || -> Result<(), DbError> {
+        for r in hub_reports::all(db).await? {
+            hub.replay(&r);
+        }
+        Ok(())
+    };
+    let Pool::Postgres(pool) = db.pool() else {
+        return replay_all().await;
+    };
+    // Listening before reading: nothing taken in between is missed.
+    let mut listener = sqlx::postgres::PgListener::connect_with(pool).await?;
+    listener.listen(hub_reports::CHANNEL).await?;
+    replay_all().await?;
+    loop {
+        match listener.try_recv().await? {
+            Some(n) => {
+                if let Some(r) = hub_reports::one(db, n.payload()).await? {
+                    hub.replay(&r);
+                }
+            }
+            // The connection was lost and made again: what was announced meanwhile is read.
+            None => replay_all().await?,
+        }
     }
 }
 

@@ -231,10 +231,10 @@ impl SourceStatus {
             .is_some_and(|((dc, _), _)| dc == datacenter)
     }
 
-    /// An agent pushed a report for `datacenter` (see [`super::hub`]).
-    pub(crate) fn pushed(&self, datacenter: &Datacenter) {
+    /// An agent's report for `datacenter`, taken at `at` (see [`super::hub`]).
+    pub(crate) fn pushed(&self, datacenter: &Datacenter, at: jiff::Timestamp) {
         if let Some(d) = &self.datacenters {
-            d.pushed(datacenter);
+            d.pushed(datacenter, at);
         }
     }
 

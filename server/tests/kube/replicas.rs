@@ -40,7 +40,11 @@ impl Replica {
             ("HISTORY_FLUSH_INTERVAL_MS", "20".to_string()),
             ("WATCH_TIMEOUT_SECONDS", "2".to_string()),
         ];
-        let (child, port) = spawn_server(env!("CARGO_BIN_EXE_vitistack"), &h.dir, &env);
+        Replica::with_env(h, &env)
+    }
+
+    fn with_env(h: &Harness, env: &[(&str, String)]) -> Replica {
+        let (child, port) = spawn_server(env!("CARGO_BIN_EXE_vitistack"), &h.dir, env);
         Replica {
             child,
             base: format!("http://127.0.0.1:{port}"),
@@ -221,4 +225,87 @@ async fn two_replicas_on_one_postgres_deliver_each_webhook_once_and_hand_the_lea
         a.leading()
     })
     .await;
+}
+
+/// Hosts of datacenter `dc` a replica serves.
+async fn hosts_of(r: &Replica, dc: &str) -> Option<u64> {
+    let res = reqwest::Client::new()
+        .post(format!("{}/graphql", r.base))
+        .json(&serde_json::json!({"query": "query($dc: String) { hosts(filter: {datacenter: $dc}) { totalCount } }",
+                                  "variables": {"dc": dc}}))
+        .send()
+        .await
+        .ok()?;
+    let v: Value = res.json().await.ok()?;
+    v["data"]["hosts"]["totalCount"].as_u64()
+}
+
+/// The old status page's agents behind a Service of two replicas: a report reaches one, and both
+/// serve it (PostgreSQL tells the other); a replica started later lists the datacenter from the
+/// last report before its agent reports again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agents_report_to_one_replica_is_served_by_both_and_after_a_restart() {
+    let api = KubeApi::start(&kube_api::watched_resources(), Duration::from_millis(200)).await;
+    let h = Harness::unstarted(api);
+    let db = TempPostgres::create().await;
+    let tokens = h.dir.join("hub-tokens");
+    std::fs::write(&tokens, "oslo oslo-token-0123456789abcdef\n").expect("tokens");
+    let env = [
+        ("DATABASE_URL", db.url()),
+        ("HUB_TOKENS_FILE", tokens.display().to_string()),
+        ("WATCH_TIMEOUT_SECONDS", "2".to_string()),
+    ];
+    let a = Replica::with_env(&h, &env);
+    let b = Replica::with_env(&h, &env);
+    until("both ready", || async {
+        a.ready().await && b.ready().await
+    })
+    .await;
+    assert_eq!(hosts_of(&b, "oslo").await, Some(0));
+
+    let report = serde_json::json!({
+        "datacenter": "oslo",
+        "nodes": [
+            {"name": "kv-01", "roles": ["worker"], "status": "Ready", "cpuCapacity": 32,
+             "memoryCapMB": 131072, "cpuAllocatable": 31, "memAllocMB": 129024, "vms": []},
+            {"name": "kv-02", "roles": ["worker"], "status": "Ready", "cpuCapacity": 16,
+             "memoryCapMB": 65536, "cpuAllocatable": 15, "memAllocMB": 64512, "vms": []}
+        ],
+        "clusters": [],
+        "updated": "2026-11-26T08:00:00Z",
+        "agentOnlyField": "not kept"
+    });
+    let res = reqwest::Client::new()
+        .post(format!("{}/api/report", a.base))
+        .bearer_auth("oslo-token-0123456789abcdef")
+        .json(&report)
+        .send()
+        .await
+        .expect("report");
+    assert_eq!(res.status().as_u16(), 204);
+    assert_eq!(
+        hosts_of(&a, "oslo").await,
+        Some(2),
+        "the replica the agent reached"
+    );
+    until("the other replica serving oslo's hosts", || async {
+        hosts_of(&b, "oslo").await == Some(2)
+    })
+    .await;
+    // What is kept is what the server read: an unknown field of the agent's is not.
+    let kept = db
+        .scalar_i64("SELECT count(*) FROM hub_reports WHERE datacenter = 'oslo' AND body NOT LIKE '%agentOnlyField%'")
+        .await;
+    assert_eq!(kept, 1);
+
+    // A replica started now lists oslo from the last report, before the agent reports again.
+    drop(b);
+    let c = Replica::with_env(&h, &env);
+    until("a new replica ready", || c.ready()).await;
+    until("the new replica serving oslo's hosts", || async {
+        hosts_of(&c, "oslo").await == Some(2)
+    })
+    .await;
+    let (_, health) = c.get("/health").await.expect("health");
+    assert!(health.contains("oslo"), "{health}");
 }

@@ -1,6 +1,7 @@
 //! Views derived from the graph: the pipeline stage and diagnosis of a cluster.
 
 pub mod aggregates;
+pub mod applications;
 pub mod hosts;
 pub mod operators;
 pub mod pipeline;

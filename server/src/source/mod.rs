@@ -5,6 +5,7 @@ pub(crate) mod churn;
 pub mod datacenters;
 pub mod demo;
 pub mod embedded;
+pub mod helm;
 pub mod hub;
 pub mod kube;
 pub mod manifest;

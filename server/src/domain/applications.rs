@@ -119,14 +119,9 @@ pub fn belongs(release: &HelmRelease, kind: &str, meta: &Meta) -> bool {
     if l(INSTANCE) == Some(release.name.as_str()) && l(MANAGED_BY).is_none_or(|m| m == "Helm") {
         return true;
     }
-    let wanted = ManifestObject {
-        kind: kind.to_string(),
-        name: meta.name.clone(),
-        namespace: None,
-    };
     release.objects.iter().any(|o| {
-        o.kind == wanted.kind
-            && o.name == wanted.name
+        o.kind == kind
+            && o.name == meta.name
             && o.namespace
                 .as_deref()
                 .is_none_or(|ns| ns == release.namespace)

@@ -150,6 +150,20 @@ pub fn live(revisions: &[HelmRelease]) -> BTreeMap<(String, String), &HelmReleas
     out
 }
 
+/// The objects of one kind among `items` that `release` owns.
+fn owned<T: Clone>(
+    release: &HelmRelease,
+    kind: &str,
+    items: &[&T],
+    meta: fn(&T) -> &Meta,
+) -> Vec<T> {
+    items
+        .iter()
+        .filter(|o| belongs(release, kind, meta(o)))
+        .map(|o| (*o).clone())
+        .collect()
+}
+
 /// `release` joined with what it owns among `w` (its namespace's objects), and judged.
 /// `newer_failed`: the revision of a failed upgrade newer than the live one, if any.
 pub fn application(
@@ -157,30 +171,10 @@ pub fn application(
     w: &Workloads<'_>,
     newer_failed: Option<u64>,
 ) -> Application {
-    let pods: Vec<PodFacts> = w
-        .pods
-        .iter()
-        .filter(|p| belongs(release, "Pod", &p.meta))
-        .map(|p| (*p).clone())
-        .collect();
-    let services = w
-        .services
-        .iter()
-        .filter(|s| belongs(release, "Service", &s.meta))
-        .map(|s| (*s).clone())
-        .collect();
-    let volumes = w
-        .volumes
-        .iter()
-        .filter(|v| belongs(release, "PersistentVolumeClaim", &v.meta))
-        .map(|v| (*v).clone())
-        .collect();
-    let ingresses = w
-        .ingresses
-        .iter()
-        .filter(|i| belongs(release, "Ingress", &i.meta))
-        .map(|i| (*i).clone())
-        .collect();
+    let pods = owned(release, "Pod", &w.pods, |p| &p.meta);
+    let services = owned(release, "Service", &w.services, |s| &s.meta);
+    let volumes = owned(release, "PersistentVolumeClaim", &w.volumes, |v| &v.meta);
+    let ingresses = owned(release, "Ingress", &w.ingresses, |i| &i.meta);
     let (health, reasons) = judge(release, &pods, newer_failed);
     Application {
         release: release.clone(),

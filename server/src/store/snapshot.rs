@@ -176,6 +176,24 @@ impl Snapshot {
         v
     }
 
+    /// A value computed from this snapshot once per `key` and shared by every reader asking for
+    /// that key (one datacenter's summary, sent to every subscriber filtered to it).
+    pub fn memo_keyed<K, T>(&self, key: K, compute: impl FnOnce(&Snapshot) -> T) -> T
+    where
+        K: PartialEq + Send + Sync + 'static,
+        T: Clone + Send + Sync + 'static,
+    {
+        /// The values of one (key type, value type), by key.
+        struct Keyed<K, T>(parking_lot::Mutex<Vec<(K, T)>>);
+        let memo = self.memo(|_| Keyed::<K, T>(parking_lot::Mutex::new(Vec::new())));
+        if let Some((_, v)) = memo.0.lock().iter().find(|(k, _)| *k == key) {
+            return v.clone();
+        }
+        let v = compute(self);
+        memo.0.lock().push((key, v.clone()));
+        v
+    }
+
     /// Look an object up by identity.
     pub fn get(
         &self,

@@ -175,6 +175,39 @@ fn a_memo_is_computed_once_per_snapshot_and_afresh_after_a_write() {
     assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), 2);
 }
 
+#[test]
+fn a_keyed_memo_is_computed_once_per_key_and_snapshot() {
+    let store = Store::new();
+    store.apply(vec![Op::Upsert(machine("t", "m1", "c1", "small"))]);
+    let calls = std::sync::atomic::AtomicUsize::new(0);
+    let of = |key: &'static str| {
+        let calls = &calls;
+        move |s: &Snapshot| {
+            calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            format!("{key}:{}", s.count(Kind::Machine))
+        }
+    };
+    let snap = store.snapshot();
+    assert_eq!(snap.memo_keyed("oslo".to_string(), of("oslo")), "oslo:1");
+    assert_eq!(
+        snap.memo_keyed("bergen".to_string(), of("bergen")),
+        "bergen:1"
+    );
+    assert_eq!(snap.memo_keyed("oslo".to_string(), of("oslo")), "oslo:1");
+    assert_eq!(
+        calls.load(std::sync::atomic::Ordering::SeqCst),
+        2,
+        "once per key"
+    );
+    store.apply(vec![Op::Upsert(machine("t", "m2", "c1", "small"))]);
+    assert_eq!(
+        store.snapshot().memo_keyed("oslo".to_string(), of("oslo")),
+        "oslo:2",
+        "a write starts a new memo"
+    );
+    assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), 3);
+}
+
 /// Two datacenters may each hold an object with the same kind, namespace and name: they are two
 /// objects, each relationship resolves within its own datacenter, and listing a namespace walks
 /// every datacenter's part of it.

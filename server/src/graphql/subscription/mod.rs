@@ -129,8 +129,11 @@ pub(crate) mod open {
             debounce,
             active,
             move |s| match &dc {
-                // One datacenter's, by walking its objects (the aggregates are the fleet's).
-                Some(dc) => crate::domain::summary::infrastructure_summary_in(s, Some(dc)),
+                // One datacenter's, by walking its objects (the aggregates are the fleet's), once
+                // per snapshot for every subscriber filtered to it.
+                Some(dc) => s.memo_keyed(dc.clone(), |s| {
+                    crate::domain::summary::infrastructure_summary_in(s, Some(dc))
+                }),
                 None => crate::domain::summary::infrastructure_summary(s),
             },
             mode(ctx),
@@ -156,7 +159,9 @@ pub(crate) mod open {
             debounce,
             active,
             move |s| match &dc {
-                Some(dc) => crate::graphql::types::host_capacity_in(s, o, Some(dc)),
+                Some(dc) => s.memo_keyed((dc.clone(), o), |s| {
+                    crate::graphql::types::host_capacity_in(s, o, Some(dc))
+                }),
                 None => crate::graphql::types::host_capacity(s, o),
             },
             mode(ctx),

@@ -205,3 +205,32 @@ pub fn api_keys(data: &[u8]) {
 
 #[cfg(test)]
 mod tests;
+
+/// Helm releases (a release Secret's or ConfigMap's `release`): read or refused, never a panic
+/// and never past the size cap. The bytes are taken as what Helm base64-encodes (gzipped JSON or
+/// JSON), and also as a manifest; a refusal never quotes the input, and what is read keeps its
+/// manifest objects sorted and unique.
+pub fn helm_release(data: &[u8]) {
+    use crate::source::helm::{HelmError, from_configmap_data};
+    use base64::Engine;
+    let b64 = base64::engine::general_purpose::STANDARD.encode(data);
+    let check = |r: Result<crate::source::helm::HelmRelease, HelmError>| match r {
+        Ok(rel) => {
+            let mut sorted = rel.objects.clone();
+            sorted.sort();
+            sorted.dedup();
+            assert_eq!(sorted, rel.objects);
+        }
+        Err(HelmError::BadJson(why)) => {
+            // Only the kind of fault and its place.
+            assert!(why.contains(" error at line "), "{why}");
+        }
+        Err(_) => {}
+    };
+    check(from_configmap_data(&b64));
+    let as_manifest = serde_json::json!({"name": "fuzz", "namespace": "ns", "version": 1,
+        "manifest": text(data)});
+    check(from_configmap_data(&crate::source::helm::encode(
+        &as_manifest,
+    )));
+}

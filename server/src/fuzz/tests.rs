@@ -96,3 +96,19 @@ fn api_key_files_never_panic_nor_quote_a_key() {
     let n = around(&seeds("api_keys"), api_keys);
     assert!(n > 1000, "{n} inputs");
 }
+
+#[test]
+fn helm_releases_never_panic_and_refusals_quote_nothing() {
+    let mut inputs = seeds("helm_release");
+    // A release gzipped as Helm stores it.
+    let release = serde_json::json!({"name": "shop", "namespace": "t", "version": 2,
+        "info": {"status": "deployed"}, "chart": {"metadata": {"name": "c", "version": "1"}},
+        "manifest": "---\nkind: Service\nmetadata:\n  name: s\n"});
+    use base64::Engine;
+    let zipped = base64::engine::general_purpose::STANDARD
+        .decode(crate::source::helm::encode(&release))
+        .unwrap_or_default();
+    inputs.push(zipped);
+    let n = around(&inputs, helm_release);
+    assert!(n > 1000, "{n} inputs");
+}

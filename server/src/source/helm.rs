@@ -184,7 +184,12 @@ fn decode(helm: &[u8]) -> Result<HelmRelease, HelmError> {
 fn manifest_objects(manifest: &str) -> Vec<ManifestObject> {
     let mut out = Vec::new();
     for doc in serde_yaml::Deserializer::from_str(manifest) {
-        let Ok(Some(o)) = Option::<ManifestDoc>::deserialize(doc) else {
+        // A document that is not YAML ends the reading: after a syntax error the stream of
+        // documents does not move on (it would yield the same error for ever).
+        let Ok(value) = serde_yaml::Value::deserialize(doc) else {
+            break;
+        };
+        let Ok(Some(o)) = Option::<ManifestDoc>::deserialize(value) else {
             continue;
         };
         let (Some(kind), Some(meta)) = (o.kind, o.metadata) else {
@@ -342,6 +347,18 @@ mod tests {
         let r = from_configmap_data(&plain).expect("release");
         assert_eq!(r.status, ReleaseStatus::Superseded);
         assert!(!r.status.live());
+    }
+
+    #[test]
+    fn a_manifest_that_turns_into_bad_yaml_keeps_what_came_before_and_ends() {
+        // serde_yaml's documents do not move past a syntax error; reading stops there.
+        let mut r = release(1, "deployed");
+        r["manifest"] = json!(
+            "---\nkind: Service\nmetadata:\n  name: a\n---\nkind: [\nmetadata: {\n---\nkind: Service\nmetadata:\n  name: b\n"
+        );
+        let got = from_configmap_data(&encode(&r)).expect("release");
+        let names: Vec<&str> = got.objects.iter().map(|o| o.name.as_str()).collect();
+        assert_eq!(names, ["a"]);
     }
 
     #[test]

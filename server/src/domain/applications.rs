@@ -451,6 +451,66 @@ mod tests {
         assert_eq!(app.health, Health::Failed);
     }
 
+    /// The JSON Schema written from the design's sample (`fixtures/hossted/`).
+    fn sample_schema() -> jsonschema::Validator {
+        let text = include_str!("../../../fixtures/hossted/app-documents.schema.json");
+        let schema: Value = serde_json::from_str(text).expect("schema JSON");
+        jsonschema::validator_for(&schema).expect("a schema")
+    }
+
+    #[test]
+    fn documents_match_the_design_s_sample_and_nothing_more() {
+        let schema = sample_schema();
+        let r = release("shop", "team-a", 2, "deployed");
+        let looping = pod(
+            "shop-1",
+            "team-a",
+            "shop",
+            "Running",
+            false,
+            &["CrashLoopBackOff"],
+        );
+        let ing = IngressFacts {
+            meta: meta("shop", "team-a", &[(INSTANCE, "shop")]),
+            hosts: vec!["a.example.org".into(), "b.example.org".into()],
+        };
+        let w = Workloads {
+            pods: vec![&looping],
+            ingresses: vec![&ing],
+            ..Default::default()
+        };
+        let docs = json!([
+            document(&application(&r, &w, None), "c-1", ""),
+            document(
+                &application(
+                    &release("new", "team-a", 1, "failed"),
+                    &Workloads::default(),
+                    None
+                ),
+                "c-1",
+                "A-1"
+            ),
+        ]);
+        let errors: Vec<String> = schema
+            .iter_errors(&docs)
+            .map(|e| format!("{} at {}", e, e.instance_path()))
+            .collect();
+        assert!(errors.is_empty(), "{errors:?}");
+        assert_eq!(
+            docs[0]["app_api_info"]["all_good"], 0,
+            "a crash-looping pod"
+        );
+        assert_eq!(
+            docs[0]["app_info"]["ingress_info"].as_array().map(Vec::len),
+            Some(2),
+            "one entry per host"
+        );
+        // The schema is strict: a field beyond the sample's (a release's values) is refused.
+        let mut extra = docs.clone();
+        extra[0]["app_info"]["helmvalue_info"] = json!({"chart_values": {"password": "x"}});
+        assert!(!schema.is_valid(&extra));
+    }
+
     #[test]
     fn the_document_has_the_design_s_fields_and_only_its_namespace_s_objects() {
         let r = release("test", "default", 1, "deployed");

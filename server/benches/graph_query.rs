@@ -185,7 +185,7 @@ fn capacity(c: &mut Criterion) {
         b.iter(|| std::hint::black_box(vitistack::graphql::types::host_capacity_full(&snap, o)))
     });
     group.bench_function("memo_500", |b| {
-        b.iter(|| std::hint::black_box(vitistack::graphql::types::host_capacity(&snap, o)))
+        b.iter(|| std::hint::black_box(vitistack::graphql::types::host_capacity(&snap, o, None)))
     });
     group.finish();
 }

@@ -49,10 +49,7 @@ fn actor(ctx: &Context<'_>) -> Arc<str> {
 }
 
 fn settings(ctx: &Context<'_>) -> (crate::domain::hosts::Overcommit, usize) {
-    let o = ctx
-        .data_opt::<crate::domain::hosts::Overcommit>()
-        .copied()
-        .unwrap_or_default();
+    let o = crate::graphql::types::overcommit(ctx);
     let min = ctx
         .data_opt::<ChangeSettings>()
         .map_or(1, |s| s.min_hosts_that_can_fail);

@@ -347,11 +347,7 @@ impl Query {
 
     /// Hosts and VMs in numbers: usage against limits, and how many hosts can fail.
     async fn host_capacity(&self, ctx: &Context<'_>) -> HostCapacity {
-        let o = ctx
-            .data_opt::<crate::domain::hosts::Overcommit>()
-            .copied()
-            .unwrap_or_default();
-        host_capacity(&snap(ctx), o)
+        host_capacity(&snap(ctx), crate::graphql::types::overcommit(ctx), None)
     }
 
     /// The event log, newest first: every change of the graph with its type, phases before and

@@ -7,7 +7,10 @@ use serde_json::{Value, json};
 use vitistack_testkit::kube_api::{self, KubeApi};
 
 use super::{Harness, PATIENCE, machine};
-use crate::mutations::cluster;
+use crate::mutations::{ask, cluster};
+
+/// The admin key of the test that writes through the API.
+const ADMIN_KEY: &str = "admin-key-0123456789abcdef";
 
 /// A kubeconfig for `api` whose current context reaches it (a file per datacenter names its
 /// cluster by its own current context).
@@ -443,7 +446,7 @@ async fn a_replaced_kubeconfig_is_used_for_writes_too() {
     })
     .await;
     let keys = std::env::temp_dir().join(format!("vitistack-keys-{}", std::process::id()));
-    std::fs::write(&keys, "root admin admin-key-0123456789abcdef\n").expect("keys");
+    std::fs::write(&keys, format!("root admin {ADMIN_KEY}\n")).expect("keys");
     let keys_arg = keys.to_str().expect("utf-8").to_string();
     let h = watching(
         east,
@@ -464,18 +467,9 @@ async fn a_replaced_kubeconfig_is_used_for_writes_too() {
             } else {
                 "resumeClusterReconciliation"
             };
-            h.client
-                .post(format!("{}/graphql", h.base))
-                .bearer_auth("admin-key-0123456789abcdef")
-                .json(&json!({"query": format!(
-                    "mutation {{ {op}(namespace: \"t\", name: \"alpha\") {{ changed }} }}"
-                )}))
-                .send()
-                .await
-                .expect("request")
-                .json::<Value>()
-                .await
-                .expect("json")
+            let query =
+                format!("mutation {{ {op}(namespace: \"t\", name: \"alpha\") {{ changed }} }}");
+            ask(h, ADMIN_KEY, &query, json!({})).await
         }
     };
     let paused = |api: &KubeApi| {
@@ -502,17 +496,13 @@ async fn a_replaced_kubeconfig_is_used_for_writes_too() {
     kubeconfig_for(&after, &h.dir.join("datacenters").join("west.yaml"));
     let deadline = tokio::time::Instant::now() + PATIENCE;
     loop {
-        let d = h
-            .client
-            .post(format!("{}/graphql", h.base))
-            .bearer_auth("admin-key-0123456789abcdef")
-            .json(&json!({"query": r#"{ cluster(namespace: "t", name: "alpha", datacenter: "west") { phase } }"#}))
-            .send()
-            .await
-            .expect("request")
-            .json::<Value>()
-            .await
-            .expect("json");
+        let d = ask(
+            &h,
+            ADMIN_KEY,
+            r#"{ cluster(namespace: "t", name: "alpha", datacenter: "west") { phase } }"#,
+            json!({}),
+        )
+        .await;
         if d["data"]["cluster"]["phase"] == "Provisioning" {
             break;
         }

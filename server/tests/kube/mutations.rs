@@ -60,7 +60,7 @@ fn setup(api: &KubeApi) {
     api.add_user("admin-token", "ada", &[("create", "vitistacks")]);
 }
 
-async fn ask(h: &Harness, token: &str, query: &str, variables: Value) -> Value {
+pub(crate) async fn ask(h: &Harness, token: &str, query: &str, variables: Value) -> Value {
     h.client
         .post(format!("{}/graphql", h.base))
         .bearer_auth(token)

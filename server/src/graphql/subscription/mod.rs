@@ -148,22 +148,14 @@ pub(crate) mod open {
     ) -> Opened<crate::graphql::types::HostCapacity> {
         let debounce = debounce_of(debounce_ms)?;
         let store = ctx.data_unchecked::<Arc<Store>>().clone();
-        let o = ctx
-            .data_opt::<crate::domain::hosts::Overcommit>()
-            .copied()
-            .unwrap_or_default();
+        let o = crate::graphql::types::overcommit(ctx);
         let active = Active::new(counted(ctx), "hostsChanged");
         let dc = datacenter.map(|d| crate::model::Datacenter::new(&d));
         Ok(aggregate(
             store,
             debounce,
             active,
-            move |s| match &dc {
-                Some(dc) => s.memo_keyed((dc.clone(), o), |s| {
-                    crate::graphql::types::host_capacity_in(s, o, Some(dc))
-                }),
-                None => crate::graphql::types::host_capacity(s, o),
-            },
+            move |s| crate::graphql::types::host_capacity(s, o, dc.as_ref()),
             mode(ctx),
             ctx.data_opt::<Arc<After>>(),
         ))

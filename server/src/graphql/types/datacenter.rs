@@ -108,7 +108,7 @@ impl DatacenterInfo {
     /// (its VMs run only on its own hosts).
     async fn host_capacity(&self, ctx: &Context<'_>) -> super::hosts::HostCapacity {
         let dc = crate::model::Datacenter::new(&self.key);
-        super::hosts::host_capacity_in(&snap(ctx), super::hosts::overcommit(ctx), Some(&dc))
+        super::hosts::host_capacity(&snap(ctx), super::hosts::overcommit(ctx), Some(&dc))
     }
 
     /// Its clusters in numbers: total, Ready, failed, by phase and by pipeline stage.

@@ -94,7 +94,7 @@ fn membership(ctx: &Context<'_>, r: &Resource) -> Option<VmMembership> {
 }
 
 /// The overcommit factors in force (the schema's data; the defaults without it).
-pub(super) fn overcommit(ctx: &Context<'_>) -> Overcommit {
+pub(crate) fn overcommit(ctx: &Context<'_>) -> Overcommit {
     ctx.data_opt::<Overcommit>().copied().unwrap_or_default()
 }
 
@@ -277,14 +277,26 @@ pub struct HostCapacity {
     pub memory_overcommit: f64,
 }
 
-/// [`HostCapacity`] of a snapshot, computed once per snapshot and overcommit: every query and
-/// subscriber at the same snapshot shares it (the redundancy packs every active VM).
-pub fn host_capacity(s: &crate::store::Snapshot, o: Overcommit) -> HostCapacity {
-    let memo = s.memo(|s| (o, host_capacity_full(s, o)));
-    if memo.0 == o {
-        memo.1.clone()
-    } else {
-        host_capacity_full(s, o)
+/// [`HostCapacity`] of the fleet (`dc` None) or of one datacenter, computed once per snapshot,
+/// overcommit and datacenter: every query and subscriber at the same snapshot shares it (the
+/// redundancy packs every active VM).
+pub fn host_capacity(
+    s: &crate::store::Snapshot,
+    o: Overcommit,
+    dc: Option<&crate::model::Datacenter>,
+) -> HostCapacity {
+    match dc {
+        // The fleet's in a slot of its own: the dashboard's every tab reads it, and a keyed
+        // look-up costs about 11 ns more (graph_query host_capacity/memo_500: 47 against 36 ns).
+        None => {
+            let memo = s.memo(|s| (o, host_capacity_full(s, o)));
+            if memo.0 == o {
+                memo.1.clone()
+            } else {
+                host_capacity_full(s, o)
+            }
+        }
+        Some(_) => s.memo_keyed((o, dc.cloned()), |s| host_capacity_in(s, o, dc)),
     }
 }
 

@@ -56,6 +56,12 @@ pub struct LeaderReport {
 /// Whether this replica leads, as it changes.
 #[derive(Clone)]
 pub struct Leader {
+    /// Held (shared) by each piece of once-only work while it runs; a replica that stops waits
+    /// for it (exclusively) before it gives the Lease up, so its successor never repeats work
+    /// that was in flight.
+    work: Arc<tokio::sync::RwLock<()>>,
+    /// The election task (None without election), awaited when the server stops.
+    campaign: Arc<parking_lot::Mutex<Option<tokio::task::JoinHandle<()>>>>,
     leading: watch::Receiver<bool>,
     lease: Option<Arc<LeaseSettings>>,
 }
@@ -76,6 +82,8 @@ impl Leader {
         // The receiver keeps the last value once the sender is gone.
         drop(tx);
         Leader {
+            work: Arc::default(),
+            campaign: Arc::default(),
             leading,
             lease: None,
         }
@@ -92,8 +100,18 @@ impl Leader {
     ) -> Leader {
         let (tx, leading) = watch::channel(false);
         let settings = Arc::new(settings);
-        tokio::spawn(campaign(client, settings.clone(), tx, stop, gauge));
+        let work: Arc<tokio::sync::RwLock<()>> = Arc::default();
+        let task = tokio::spawn(campaign(
+            client,
+            settings.clone(),
+            tx,
+            stop,
+            gauge,
+            work.clone(),
+        ));
         Leader {
+            work,
+            campaign: Arc::new(parking_lot::Mutex::new(Some(task))),
             leading,
             lease: Some(settings),
         }
@@ -102,6 +120,22 @@ impl Leader {
     /// This replica does the once-only work now.
     pub fn leading(&self) -> bool {
         *self.leading.borrow()
+    }
+
+    /// A turn at the once-only work, while this replica leads (None when it does not). The
+    /// replica gives the Lease up only once every turn taken has ended.
+    pub async fn turn(&self) -> Option<tokio::sync::OwnedRwLockReadGuard<()>> {
+        let turn = self.work.clone().read_owned().await;
+        self.leading().then_some(turn)
+    }
+
+    /// Once the stop channel has turned true: until the Lease has been given up (at most a few
+    /// seconds).
+    pub async fn resigned(&self) {
+        let task = self.campaign.lock().take();
+        if let Some(task) = task {
+            let _ = tokio::time::timeout(Duration::from_secs(10), task).await;
+        }
     }
 
     /// Who does the work while this replica leads, as recorded with it (the Lease identity;
@@ -160,6 +194,7 @@ async fn campaign(
     tx: watch::Sender<bool>,
     mut stop: watch::Receiver<bool>,
     gauge: prometheus::IntGauge,
+    work: Arc<tokio::sync::RwLock<()>>,
 ) {
     let set = |leading: bool| {
         gauge.set(i64::from(leading));
@@ -193,6 +228,10 @@ async fn campaign(
                         c = lease.changed() => c,
                         _ = stopped(&mut stop) => {
                             set(false);
+                            // Work begun while leading ends first (its turn is waited for, no
+                            // longer than the Lease is sure to be ours), then the Lease goes.
+                            let sure = Duration::from_secs(settings.grace());
+                            let _ = tokio::time::timeout(sure, work.write()).await;
                             // Best effort: the Lease runs out by itself otherwise.
                             let _ = tokio::time::timeout(Duration::from_secs(2), lease.release()).await;
                             return;

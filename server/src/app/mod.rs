@@ -81,6 +81,7 @@ impl Running {
             history_writer,
             gate,
             shutdown_timeout,
+            history,
             ..
         } = self;
         if now {
@@ -116,6 +117,9 @@ impl Running {
         // The source runs until the server has stopped serving; then what it has pending is
         // written.
         let _ = stop.send(true);
+        // The Lease is given up once the work in flight (a webhook being sent) is done, before
+        // the database closes under it.
+        history.leader.resigned().await;
         let db = feed.stop().await;
         let _ = history_writer.await;
         if let Some(db) = db {

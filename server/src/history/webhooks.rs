@@ -438,13 +438,16 @@ async fn deliver_all(
         let delivery = delivery_id(&ep.id, &key);
         let mut backoff = crate::retry::Backoff::new(settings.first_retry, Duration::from_secs(60));
         for attempt in 1..=settings.max_attempts.max(1) {
-            if !history.leader.leading() {
+            // The turn lasts until the attempt is recorded: a replica stepping down gives the
+            // Lease up only after that, so its successor never finds this claim pending and
+            // sends the event again.
+            let Some(turn) = history.leader.turn().await else {
                 // Stepped down: kept for this replica's next turn; the claim stays pending, so
                 // whichever replica leads next sends it.
                 let mut rows = waiting.rows.lock();
                 Waiting::keep(&mut rows, waiting.hold, row.clone());
                 break;
-            }
+            };
             let mut req = client
                 .post(&ep.url)
                 .header("Content-Type", "application/json")
@@ -488,6 +491,7 @@ async fn deliver_all(
                     tracing::warn!(error = %e, "webhook delivery state not stored");
                 }
             }
+            drop(turn);
             if error.is_none() {
                 break;
             }

@@ -171,6 +171,18 @@ async fn two_replicas_on_one_postgres_deliver_each_webhook_once_and_hand_the_lea
     // The leader dies without a word: the other takes the Lease once it runs out. A change made
     // before the takeover (no replica leads) is delivered by the new holder, and what the old one
     // delivered is not sent again (the new holder saw m1 too, as a follower).
+    // (Once the holder has recorded m1 as delivered: a holder killed between the receiver's
+    // answer and that record leaves the claim pending, and its successor sends m1 again with the
+    // same X-Vitistack-Delivery, which receivers drop.)
+    until("m1 recorded as delivered", || async {
+        db.scalar_i64(
+            "SELECT count(*) FROM webhook_deliveries WHERE event_type = \
+             'infrastructure.machine.created' AND state = 'delivered'",
+        )
+        .await
+            == 1
+    })
+    .await;
     drop(a);
     h.api.apply("machines", machine("team-a", "m-gap", "c1"));
     until("replica-b leading", || b.leading()).await;

@@ -251,6 +251,27 @@ pub struct ServeConfig {
     #[arg(long, env = "HUB_TOKENS_FILE")]
     pub hub_tokens_file: Option<std::path::PathBuf>,
 
+    /// The application inventory: Helm releases and the pods, services, volumes and ingresses
+    /// they run (reads Secrets of type `helm.sh/release.v1`, ConfigMaps labelled `owner=helm`,
+    /// Pods, Services, PersistentVolumeClaims, Ingresses and Namespaces). Unset: on with the
+    /// demo, off with the kube source.
+    #[arg(long, env = "APPLICATIONS", action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
+    pub applications: Option<bool>,
+
+    /// Namespaces the inventory never reads, comma-separated (a name, or a prefix ending in `*`).
+    #[arg(
+        long,
+        env = "APPLICATIONS_DENY_NAMESPACES",
+        value_delimiter = ',',
+        default_value = "kube-system,kube-public,kube-node-lease,local-path-storage"
+    )]
+    pub applications_deny_namespaces: Vec<String>,
+
+    /// Start with the pushes to the inventory API stopped (the hossted design's `stop: true`);
+    /// an admin can stop and resume them at runtime (`setApplicationsPaused`).
+    #[arg(long, env = "APPLICATIONS_PAUSED", default_value_t = false, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
+    pub applications_paused: bool,
+
     /// Several replicas: only the holder of a `coordination.k8s.io` Lease delivers webhooks and
     /// trims the history (every replica watches and serves). Needs the kube source; the Lease
     /// lives in the cluster the replica runs in (or KUBECONFIG's).

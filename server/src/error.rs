@@ -89,6 +89,7 @@ codes! {
     Unavailable = "UNAVAILABLE", SERVICE_UNAVAILABLE, "The Kubernetes API could not be reached for the write.";
     NotYetVisible = "NOT_YET_VISIBLE", GATEWAY_TIMEOUT, "The write was accepted but not seen in the graph within `CHANGE_WAIT_SECONDS`.";
     DatacenterUnavailable = "DATACENTER_UNAVAILABLE", SERVICE_UNAVAILABLE, "A datacenter is stale or unreachable: the answer holds its objects as last seen (`extensions.datacenter`, `state`, `ageSeconds`); the others are current.";
+    ApplicationsOff = "APPLICATIONS_OFF", NOT_FOUND, "The application inventory is off on this server (`APPLICATIONS=true` turns it on).";
     // History.
     DatabaseUnavailable = "DATABASE_UNAVAILABLE", SERVICE_UNAVAILABLE, "History needs the database, which is away; the rest of the API is unaffected.";
 }

@@ -211,10 +211,10 @@ mod tests;
 /// JSON), and also as a manifest; a refusal never quotes the input, and what is read keeps its
 /// manifest objects sorted and unique.
 pub fn helm_release(data: &[u8]) {
-    use crate::source::helm::{HelmError, from_configmap_data};
+    use crate::model::helm::{HelmError, from_configmap_data};
     use base64::Engine;
     let b64 = base64::engine::general_purpose::STANDARD.encode(data);
-    let check = |r: Result<crate::source::helm::HelmRelease, HelmError>| match r {
+    let check = |r: Result<crate::model::helm::HelmRelease, HelmError>| match r {
         Ok(rel) => {
             let mut sorted = rel.objects.clone();
             sorted.sort();
@@ -230,7 +230,7 @@ pub fn helm_release(data: &[u8]) {
     check(from_configmap_data(&b64));
     let as_manifest = serde_json::json!({"name": "fuzz", "namespace": "ns", "version": 1,
         "manifest": text(data)});
-    check(from_configmap_data(&crate::source::helm::encode(
+    check(from_configmap_data(&crate::model::helm::encode(
         &as_manifest,
     )));
 }

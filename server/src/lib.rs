@@ -12,6 +12,7 @@ pub mod fuzz;
 pub mod graphql;
 pub mod history;
 pub mod http;
+pub mod inventory;
 pub mod leader;
 pub mod logging;
 pub mod model;

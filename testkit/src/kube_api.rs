@@ -34,7 +34,12 @@
 //!   object has finalizers; `GET …/{plural}/{name}`;
 //! - TokenReview and SubjectAccessReview, from users and grants the test sets.
 //!
-//! Not implemented: label/field selectors, update (PUT) over HTTP, discovery, schema validation.
+//! - `labelSelector` (`k=v`, `k==v`, `k!=v`, `k`, `!k`) and `fieldSelector` (`path=v`,
+//!   `path!=v` over the object's JSON, e.g. `metadata.name`, `type`, `status.phase`) on lists and
+//!   watches; on a watch, an object that starts matching arrives as `ADDED` and one that stops
+//!   as `DELETED`, as kube-apiserver sends them. Set-based selectors (`in`, `notin`) answer 400.
+//!
+//! Not implemented: update (PUT) over HTTP, discovery, schema validation.
 
 #![allow(dead_code)]
 
@@ -90,6 +95,35 @@ pub fn leases() -> ResourceDef {
     }
 }
 
+/// The core resources the application inventory reads (Helm's release Secrets and ConfigMaps,
+/// Pods, Services, PersistentVolumeClaims, Namespaces) and `networking.k8s.io/v1` Ingresses.
+pub fn inventory_resources() -> Vec<ResourceDef> {
+    let core = |plural: &'static str, kind: &'static str, namespaced: bool| ResourceDef {
+        group: "",
+        version: "v1",
+        plural,
+        kind,
+        namespaced,
+        served: true,
+    };
+    vec![
+        core("secrets", "Secret", true),
+        core("configmaps", "ConfigMap", true),
+        core("pods", "Pod", true),
+        core("services", "Service", true),
+        core("persistentvolumeclaims", "PersistentVolumeClaim", true),
+        core("namespaces", "Namespace", false),
+        ResourceDef {
+            group: "networking.k8s.io",
+            version: "v1",
+            plural: "ingresses",
+            kind: "Ingress",
+            namespaced: true,
+            served: true,
+        },
+    ]
+}
+
 /// Every resource the vitistack server watches (vitistack.io, kubevirt.io, core nodes), installed.
 pub fn watched_resources() -> Vec<ResourceDef> {
     vitistack::source::kube::watched_kinds()
@@ -112,6 +146,98 @@ struct Ev {
     namespace: String,
     typ: &'static str,
     object: Value,
+    /// The object before a `MODIFIED` change (selectors turn it into `ADDED` or `DELETED`).
+    previous: Option<Value>,
+}
+
+/// One requirement of a label or field selector.
+#[derive(Clone, Debug)]
+enum Requirement {
+    Equals(String, String),
+    Differs(String, String),
+    Exists(String),
+    Absent(String),
+}
+
+/// `labelSelector` and `fieldSelector` of a request.
+#[derive(Clone, Debug, Default)]
+struct Selector {
+    labels: Vec<Requirement>,
+    fields: Vec<Requirement>,
+}
+
+impl Selector {
+    fn parse(q: &HashMap<String, String>) -> Result<Selector, String> {
+        fn terms(text: &str, bare: bool) -> Result<Vec<Requirement>, String> {
+            let mut out = Vec::new();
+            for term in text.split(',').map(str::trim).filter(|t| !t.is_empty()) {
+                if term.contains(" in ") || term.contains(" notin ") || term.contains('(') {
+                    return Err(format!("set-based selector {term:?} is not supported here"));
+                }
+                let r = if let Some((k, v)) = term.split_once("!=") {
+                    Requirement::Differs(k.trim().into(), v.trim().into())
+                } else if let Some((k, v)) = term.split_once("==") {
+                    Requirement::Equals(k.trim().into(), v.trim().into())
+                } else if let Some((k, v)) = term.split_once('=') {
+                    Requirement::Equals(k.trim().into(), v.trim().into())
+                } else if !bare {
+                    return Err(format!("invalid field selector {term:?}"));
+                } else if let Some(k) = term.strip_prefix('!') {
+                    Requirement::Absent(k.trim().into())
+                } else {
+                    Requirement::Exists(term.into())
+                };
+                out.push(r);
+            }
+            Ok(out)
+        }
+        Ok(Selector {
+            labels: terms(q.get("labelSelector").map_or("", String::as_str), true)?,
+            fields: terms(q.get("fieldSelector").map_or("", String::as_str), false)?,
+        })
+    }
+
+    fn matches(&self, object: &Value) -> bool {
+        let label = |k: &str| object["metadata"]["labels"][k].as_str().map(str::to_string);
+        let field = |path: &str| {
+            let mut v = object;
+            for part in path.split('.') {
+                v = &v[part];
+            }
+            match v {
+                Value::String(s) => Some(s.clone()),
+                Value::Null => None,
+                other => Some(other.to_string()),
+            }
+        };
+        let holds = |r: &Requirement, get: &dyn Fn(&str) -> Option<String>| match r {
+            Requirement::Equals(k, v) => get(k).as_deref() == Some(v.as_str()),
+            // A field that is absent reads as empty (kube-apiserver's field sets hold every
+            // selectable field); a label that is absent differs from any value.
+            Requirement::Differs(k, v) => get(k).unwrap_or_default() != *v,
+            Requirement::Exists(k) => get(k).is_some(),
+            Requirement::Absent(k) => get(k).is_none(),
+        };
+        self.labels.iter().all(|r| holds(r, &label))
+            && self
+                .fields
+                .iter()
+                .all(|r| holds(r, &|p: &str| field(p).or_else(|| Some(String::new()))))
+    }
+
+    /// How a change looks through the selector: its event type, or None when it is not seen.
+    fn event(&self, ev: &Ev) -> Option<&'static str> {
+        let now = self.matches(&ev.object);
+        match (ev.typ, &ev.previous) {
+            ("MODIFIED", Some(before)) => match (self.matches(before), now) {
+                (true, true) => Some("MODIFIED"),
+                (false, true) => Some("ADDED"),
+                (true, false) => Some("DELETED"),
+                (false, false) => None,
+            },
+            (typ, _) => now.then_some(typ),
+        }
+    }
 }
 
 /// Each server-side-apply manager's fields: paths of map keys (a list or a scalar is one field).
@@ -309,8 +435,9 @@ impl KubeApi {
             .expect("metadata.name")
             .to_string();
         let key = (ns.clone(), name);
-        let previous = state.objects.get(&key);
+        let previous = state.objects.get(&key).cloned();
         let uid = previous
+            .as_ref()
             .and_then(|p| p["metadata"]["uid"].as_str().map(String::from))
             .unwrap_or_else(|| format!("00000000-0000-4000-8000-{uid_n:012}"));
         let typ = if previous.is_some() {
@@ -336,6 +463,7 @@ impl KubeApi {
             namespace: ns,
             typ,
             object,
+            previous,
         };
         inner.history.push_back(ev.clone());
         let _ = self.shared.events.send(ev);
@@ -375,6 +503,7 @@ impl KubeApi {
             namespace: namespace.to_string(),
             typ: "DELETED",
             object,
+            previous: None,
         };
         inner.history.push_back(ev.clone());
         let _ = self.shared.events.send(ev);
@@ -573,12 +702,16 @@ async fn handle(
             "the server could not find the requested resource".into(),
         );
     }
+    let selector = match Selector::parse(&q) {
+        Ok(s) => s,
+        Err(e) => return status(400, "BadRequest", e),
+    };
     if watching {
-        watch_response(shared, id, namespace, &q)
+        watch_response(shared, id, namespace, &q, selector)
     } else {
         let mut held = shared.hold_lists.subscribe();
         let _ = held.wait_for(|on| !*on).await;
-        list_response(&shared, &id, namespace.as_deref(), &q)
+        list_response(&shared, &id, namespace.as_deref(), &q, &selector)
     }
 }
 
@@ -587,6 +720,7 @@ fn list_response(
     id: &str,
     namespace: Option<&str>,
     q: &HashMap<String, String>,
+    selector: &Selector,
 ) -> Response {
     let inner = shared.inner.lock();
     let Some(state) = inner.resources.get(id) else {
@@ -621,7 +755,8 @@ fn list_response(
     let matching = state
         .objects
         .iter()
-        .filter(|((ns, _), _)| namespace.is_none_or(|want| want == ns));
+        .filter(|((ns, _), _)| namespace.is_none_or(|want| want == ns))
+        .filter(|(_, o)| selector.matches(o));
     let items: Vec<&Value> = matching
         .skip(offset)
         .take(limit.saturating_add(1))
@@ -655,6 +790,7 @@ fn watch_response(
     id: String,
     namespace: Option<String>,
     q: &HashMap<String, String>,
+    selector: Selector,
 ) -> Response {
     let since: u64 = q
         .get("resourceVersion")
@@ -718,7 +854,10 @@ fn watch_response(
                 break;
             }
             last_rv = ev.rv;
-            if tx.send(Ok(line(ev.typ, &ev.object))).await.is_err() {
+            let Some(typ) = selector.event(&ev) else {
+                continue;
+            };
+            if tx.send(Ok(line(typ, &ev.object))).await.is_err() {
                 return;
             }
         }
@@ -760,7 +899,10 @@ fn watch_response(
                             continue;
                         }
                         last_rv = ev.rv;
-                        if tx.send(Ok(line(ev.typ, &ev.object))).await.is_err() {
+                        let Some(typ) = selector.event(&ev) else {
+                            continue;
+                        };
+                        if tx.send(Ok(line(typ, &ev.object))).await.is_err() {
                             return;
                         }
                     }
@@ -1213,6 +1355,7 @@ fn patch_object(
             "ADDED"
         },
         object: object.clone(),
+        previous: previous.clone(),
     };
     inner.history.push_back(ev.clone());
     let _ = shared.events.send(ev);
@@ -1267,6 +1410,7 @@ fn delete_object(shared: &Shared, id: &str, ns: &str, name: &str) -> Response {
     let Some(mut object) = state.objects.get(&key).cloned() else {
         return status(404, "NotFound", format!("{plural} \"{name}\" not found"));
     };
+    let before = object.clone();
     let finalizers = object["metadata"]["finalizers"]
         .as_array()
         .is_some_and(|f| !f.is_empty());
@@ -1291,6 +1435,7 @@ fn delete_object(shared: &Shared, id: &str, ns: &str, name: &str) -> Response {
         resource: id.to_string(),
         namespace: ns.to_string(),
         typ,
+        previous: (typ == "MODIFIED").then(|| before.clone()),
         object: object.clone(),
     };
     inner.history.push_back(ev.clone());

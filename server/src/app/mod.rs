@@ -265,7 +265,12 @@ pub async fn start(cfg: &ServeConfig, listener: TcpListener) -> anyhow::Result<R
         stop_rx.clone(),
         metrics.lagged.with_label_values(&["history"]),
     );
+    let inventory_settings = cfg.inventory_settings();
+    let inventory = inventory_settings
+        .enabled
+        .then(|| crate::inventory::Inventory::new(inventory_settings));
     let mut feed = source_settings
+        .with_inventory(inventory.clone())
         .start(
             &store,
             db_start,
@@ -277,6 +282,13 @@ pub async fn start(cfg: &ServeConfig, listener: TcpListener) -> anyhow::Result<R
         .await
         .map_err(anyhow::Error::msg)?;
     let source_status = feed.status();
+    if let (Some(inv), Source::Embedded(_)) = (&inventory, &feed) {
+        tokio::spawn(keep_cluster_uuids(
+            inv.clone(),
+            history.clone(),
+            stop_rx.clone(),
+        ));
+    }
 
     let changer = if !cfg.mutations {
         None
@@ -296,6 +308,7 @@ pub async fn start(cfg: &ServeConfig, listener: TcpListener) -> anyhow::Result<R
         stall: Duration::from_secs(cfg.operator_stall_seconds),
     };
     let settings = SchemaSettings {
+        inventory,
         operators: judge.clone(),
         max_page_size: cfg.max_page_size,
         max_depth: cfg.max_query_depth,
@@ -439,6 +452,48 @@ pub async fn start(cfg: &ServeConfig, listener: TcpListener) -> anyhow::Result<R
         gate,
         shutdown_timeout: Duration::from_secs(cfg.shutdown_timeout_seconds.max(1)),
     })
+}
+
+/// The embedded source's cluster UUIDs: each datacenter the inventory holds gets one from the
+/// database (made there once; while the database is away, asked again every 5 s).
+async fn keep_cluster_uuids(
+    inventory: Arc<crate::inventory::Inventory>,
+    history: Arc<crate::history::History>,
+    mut stop: watch::Receiver<bool>,
+) {
+    let mut changed = inventory.watch();
+    loop {
+        let s = inventory.snapshot();
+        let datacenters: std::collections::BTreeSet<crate::model::Datacenter> = s
+            .namespaces
+            .keys()
+            .cloned()
+            .chain(s.apps.keys().map(|k| k.0.clone()))
+            .collect();
+        let mut waiting = false;
+        for dc in datacenters {
+            if inventory.cluster_uuid(&dc).is_some() {
+                continue;
+            }
+            let fresh = uuid::Uuid::new_v4().to_string();
+            match history.db() {
+                Some(db) => match crate::db::inventory::cluster_uuid(&db, dc.key(), &fresh).await {
+                    Ok(uuid) => inventory.set_cluster_uuid(&dc, uuid),
+                    Err(e) => {
+                        waiting = true;
+                        tracing::warn!(datacenter = %dc, error = %e, "application inventory: the cluster UUID cannot be kept in the database yet");
+                    }
+                },
+                // The database is away: asked again shortly.
+                None => waiting = true,
+            }
+        }
+        tokio::select! {
+            _ = changed.changed() => {}
+            _ = tokio::time::sleep(Duration::from_secs(5)), if waiting => {}
+            _ = stop.wait_for(|s| *s) => return,
+        }
+    }
 }
 
 /// Authentication, rate limits and the other access settings; starts the keys file watcher.

@@ -110,12 +110,30 @@ impl ServeConfig {
             demo_outages: (self.demo_outage_seconds > 0)
                 .then(|| std::time::Duration::from_secs(self.demo_outage_seconds)),
             manifests: self.manifests.clone(),
+            inventory: None,
             writer: crate::db::object_writer::WriterSettings {
                 flush_interval: std::time::Duration::from_millis(self.db_flush_interval_ms.max(1)),
                 batch_size: self.db_batch_size.max(1),
             },
         };
         (SourceSettings::Embedded(settings), why)
+    }
+
+    /// The application inventory's settings (on with the demo unless APPLICATIONS says).
+    pub fn inventory_settings(&self) -> crate::inventory::InventorySettings {
+        let (mode, _) = self.resolve_source();
+        let demo = mode == SourceMode::Embedded && self.demo;
+        crate::inventory::InventorySettings {
+            enabled: self.applications.unwrap_or(demo),
+            deny: self
+                .applications_deny_namespaces
+                .iter()
+                .map(|n| n.trim().to_string())
+                .filter(|n| !n.is_empty())
+                .collect(),
+            paused: self.applications_paused,
+            namespace: self.pod_namespace.clone(),
+        }
     }
 
     /// Which clusters to watch, one datacenter each, and what they share.
@@ -139,6 +157,8 @@ impl ServeConfig {
             list_concurrency: self.list_concurrency.max(1),
             policy: self.datacenter_policy(),
             pushed: self.hub_tokens_file.is_some(),
+            // Set when the source starts (the inventory is made by the server).
+            inventory: None,
         }
     }
 

@@ -6,6 +6,7 @@
 
 pub mod health;
 pub mod hub_reports;
+pub mod inventory;
 mod merge;
 pub mod object_writer;
 pub mod objects;

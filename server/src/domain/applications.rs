@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
-use crate::source::helm::{HelmRelease, ReleaseStatus};
+use crate::model::helm::{HelmRelease, ReleaseStatus};
 
 /// The labels and annotations a join reads, with the object's identity.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -301,7 +301,7 @@ pub fn document(app: &Application, cluster_uuid: &str, app_uuid: &str) -> Value 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::source::helm::ManifestObject;
+    use crate::model::helm::ManifestObject;
 
     fn release(name: &str, ns: &str, revision: u64, status: &str) -> HelmRelease {
         HelmRelease {

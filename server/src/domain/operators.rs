@@ -11,7 +11,6 @@ use parking_lot::Mutex;
 use serde::Serialize;
 
 use crate::model::{Kind, Resource};
-use crate::source::status::SourceStatus;
 use crate::store::Snapshot;
 
 /// An operator of the pipeline.
@@ -342,15 +341,15 @@ pub struct OperatorHealth {
     pub last_probe_at: Option<String>,
 }
 
-/// Judge every operator from a snapshot, the source's kind states and the latest probes.
+/// Judge every operator from a snapshot, the source's kind states (`lag`: why the graph is not
+/// current on a kind, `not installed` or `behind`; None when it is) and the latest probes.
 /// Objects without status for longer than `stall` count as waiting on the operator.
 pub fn judge(
     snap: &Snapshot,
-    source: &SourceStatus,
+    lag: &dyn Fn(Kind) -> Option<&'static str>,
     probes: &Probes,
     stall: Duration,
 ) -> Vec<OperatorHealth> {
-    let kinds = source.kinds(snap);
     let now = jiff::Timestamp::now();
     let stall_secs = i64::try_from(stall.as_secs()).unwrap_or(i64::MAX);
     Operator::ALL
@@ -382,17 +381,7 @@ pub fn judge(
             let unseen: Vec<&str> = op
                 .kinds()
                 .iter()
-                .filter_map(|k| {
-                    let s = kinds.iter().find(|s| s.kind == *k)?;
-                    if s.served == Some(false) {
-                        Some("not installed")
-                    } else if s.stale(now, source.window) {
-                        Some("behind")
-                    } else {
-                        None
-                    }
-                    .map(|_| k.name())
-                })
+                .filter_map(|k| lag(*k).map(|_| k.name()))
                 .collect();
             let (status, reason) = if let Some(error) = probe.as_ref().and_then(|p| {
                 p.error

@@ -106,7 +106,7 @@ fn helm_releases_never_panic_and_refusals_quote_nothing() {
         "manifest": "---\nkind: Service\nmetadata:\n  name: s\n"});
     use base64::Engine;
     let zipped = base64::engine::general_purpose::STANDARD
-        .decode(crate::source::helm::encode(&release))
+        .decode(crate::model::helm::encode(&release))
         .unwrap_or_default();
     inputs.push(zipped);
     let n = around(&inputs, helm_release);

@@ -1,5 +1,6 @@
 //! The GraphQL API over the store: schema construction and per-request snapshot injection.
 
+pub mod applications;
 pub mod documents;
 pub mod generations;
 pub mod history;
@@ -54,6 +55,8 @@ pub struct SchemaSettings {
     pub change: mutation::ChangeSettings,
     /// How the operators are judged (served as `operators`).
     pub operators: crate::domain::operators::Judge,
+    /// The application inventory (None: `applications` says it is off).
+    pub inventory: Option<std::sync::Arc<crate::inventory::Inventory>>,
 }
 
 impl Default for SchemaSettings {
@@ -78,6 +81,7 @@ impl Default for SchemaSettings {
             change: mutation::ChangeSettings {
                 min_hosts_that_can_fail: 1,
             },
+            inventory: None,
         }
     }
 }
@@ -112,6 +116,9 @@ pub(crate) fn with_data<Q, M, S>(
     }
     if let Some(c) = &settings.changer {
         builder = builder.data(c.clone());
+    }
+    if let Some(i) = &settings.inventory {
+        builder = builder.data(i.clone());
     }
     builder
 }

@@ -467,6 +467,17 @@ impl MutationRoot {
         write_cluster(ctx, changer, &key, Edit::Apply(config), None).await
     }
 
+    /// Stop (`true`) or resume (`false`) the pushes to the inventory API (the hossted design's
+    /// `stop`); the inventory itself stays live. Admins only.
+    #[graphql(guard = "RoleGuard(Role::Admin)")]
+    async fn set_applications_paused(
+        &self,
+        ctx: &Context<'_>,
+        paused: bool,
+    ) -> async_graphql::Result<crate::graphql::applications::InventoryObj> {
+        crate::graphql::applications::set_paused(ctx, paused)
+    }
+
     /// Import manifests into the embedded source, as `vitistack import` does: each file all or
     /// nothing (one refused document refuses the file), refusals by document and field path.
     /// With the Kubernetes source, apply manifests to the cluster instead.

@@ -122,7 +122,7 @@ list_fields! {
 /// The Query root: lookups and summaries plus one connection per kind.
 #[derive(async_graphql::MergedObject, Default)]
 #[graphql(name = "Query")]
-pub struct QueryRoot(Query, ListQuery);
+pub struct QueryRoot(Query, ListQuery, super::applications::ApplicationQuery);
 
 impl Default for Query {
     fn default() -> Self {
@@ -389,12 +389,11 @@ impl Query {
         // Depends on the clock and the probes, not only on the snapshot.
         crate::graphql::mark_volatile(ctx);
         let judge = ctx.data_unchecked::<crate::domain::operators::Judge>();
-        crate::domain::operators::judge(
-            &snap(ctx),
-            ctx.data_unchecked::<Arc<crate::source::status::SourceStatus>>(),
-            &judge.probes,
-            judge.stall,
-        )
+        let s = snap(ctx);
+        let lag = ctx
+            .data_unchecked::<Arc<crate::source::status::SourceStatus>>()
+            .lag(&s);
+        crate::domain::operators::judge(&s, &lag, &judge.probes, judge.stall)
     }
 
     /// Who is asking: the principal of this request and its role (the dashboard offers

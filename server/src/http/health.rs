@@ -56,12 +56,9 @@ struct Checks {
 impl AppState {
     /// Every operator, judged now.
     pub fn operators(&self) -> Vec<OperatorHealth> {
-        operators::judge(
-            &self.store.snapshot(),
-            &self.source,
-            &self.probes,
-            self.operator_stall,
-        )
+        let snap = self.store.snapshot();
+        let lag = self.source.lag(&snap);
+        operators::judge(&snap, &lag, &self.probes, self.operator_stall)
     }
 
     /// True once SIGTERM has come.

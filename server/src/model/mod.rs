@@ -3,6 +3,7 @@
 
 pub mod datacenter;
 mod generated;
+pub mod helm;
 pub mod kind;
 pub mod kubevirt;
 pub mod quantity;

@@ -4,6 +4,7 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::sync::watch;
 
@@ -35,6 +36,8 @@ pub struct EmbeddedSettings {
     pub demo_datacenters: Vec<crate::model::Datacenter>,
     /// How often one of the demo's datacenters goes away for a while (None: never).
     pub demo_outages: Option<std::time::Duration>,
+    /// Where the demo's applications go (None: the inventory is off).
+    pub inventory: Option<Arc<crate::inventory::Inventory>>,
 }
 
 /// The running embedded source.
@@ -149,6 +152,22 @@ impl EmbeddedSource {
                 for fleet in &fleets {
                     let n = super::load_demo(store, fleet).await;
                     tracing::info!(objects = n, clusters = fleet.clusters, datacenter = %fleet.datacenter, "demo fleet loaded");
+                }
+            }
+            if let Some(inventory) = &self.settings.inventory {
+                for fleet in &fleets {
+                    super::demo_apps::load(inventory, &fleet.datacenter);
+                    if let Some(sim) = &self.settings.simulate {
+                        // About one step every 5 s at the simulator's default pace.
+                        let step = Duration::from_secs_f64(
+                            (10.0 / sim.steps_per_second.max(0.01)).clamp(0.2, 30.0),
+                        );
+                        self.simulators.push(super::demo_apps::simulate(
+                            inventory.clone(),
+                            fleet.datacenter.clone(),
+                            step,
+                        ));
+                    }
                 }
             }
             if let Some(sim) = &self.settings.simulate {

@@ -140,6 +140,7 @@ pub async fn connect(
     status: Arc<SourceStatus>,
     settings: &KubeSettings,
     list_permits: Arc<tokio::sync::Semaphore>,
+    inventory: Option<Arc<crate::inventory::Inventory>>,
 ) -> Result<KubeSource, ClientError> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
@@ -166,12 +167,20 @@ pub async fn connect(
     };
     let mut source = start_on(
         runtime.handle(),
-        client,
+        client.clone(),
         store,
         status,
         settings,
         list_permits,
     );
+    if let Some(inventory) = inventory {
+        source.tasks.extend(crate::source::inventory::start(
+            runtime.handle(),
+            client,
+            settings.datacenter.clone(),
+            inventory,
+        ));
+    }
     source.runtime = Some(runtime);
     Ok(source)
 }

@@ -4,9 +4,10 @@
 pub(crate) mod churn;
 pub mod datacenters;
 pub mod demo;
+pub mod demo_apps;
 pub mod embedded;
-pub mod helm;
 pub mod hub;
+pub mod inventory;
 pub mod kube;
 pub mod manifest;
 pub mod simulator;
@@ -116,6 +117,19 @@ impl SourceSettings {
             health.failed(&e);
             0
         })
+    }
+
+    /// The same, feeding the application inventory (the demo's applications, or each
+    /// datacenter's Helm releases and workloads).
+    pub fn with_inventory(
+        mut self,
+        inventory: Option<std::sync::Arc<crate::inventory::Inventory>>,
+    ) -> Self {
+        match &mut self {
+            SourceSettings::Embedded(s) => s.inventory = inventory,
+            SourceSettings::Kube(s) => s.inventory = inventory,
+        }
+        self
     }
 
     /// Start the source on `store`.

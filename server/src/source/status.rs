@@ -267,6 +267,24 @@ impl SourceStatus {
         d.report(&kinds, now)
     }
 
+    /// Why the graph is not current on a kind now: `not installed`, or `behind` (stale);
+    /// None when it is current (or not watched).
+    pub fn lag(&self, snap: &crate::store::Snapshot) -> impl Fn(Kind) -> Option<&'static str> {
+        let kinds = self.kinds(snap);
+        let now = jiff::Timestamp::now();
+        let window = self.window;
+        move |k| {
+            let s = kinds.iter().find(|s| s.kind == k)?;
+            if s.served == Some(false) {
+                Some("not installed")
+            } else if s.stale(now, window) {
+                Some("behind")
+            } else {
+                None
+            }
+        }
+    }
+
     /// Every kind's status in every datacenter, with object counts from a snapshot.
     pub fn kinds(&self, snap: &crate::store::Snapshot) -> Vec<KindStatus> {
         let single = self.mode == "embedded";

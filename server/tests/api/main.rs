@@ -1,6 +1,7 @@
 //! Integration tests: the real server on a random port, loaded with the upstream fixtures and the
 //! demo fleet, queried over HTTP like a client would.
 
+mod applications;
 mod cache;
 mod commands;
 mod dashboard;

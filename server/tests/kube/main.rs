@@ -4,6 +4,7 @@
 use vitistack_testkit::db_text;
 use vitistack_testkit::documented;
 use vitistack_testkit::kube_api;
+mod applications;
 mod datacenters;
 mod mutations;
 mod replicas;

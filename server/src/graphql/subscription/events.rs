@@ -35,7 +35,7 @@ pub enum Mode {
 pub struct After(pub std::sync::atomic::AtomicU64);
 
 impl After {
-    pub(super) fn note(after: Option<&Arc<After>>, seq: u64) {
+    pub(crate) fn note(after: Option<&Arc<After>>, seq: u64) {
         if let Some(a) = after {
             a.0.store(seq, Ordering::Release);
         }

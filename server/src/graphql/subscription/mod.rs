@@ -7,6 +7,7 @@
 //! holds gets `RESYNC` followed by a fresh snapshot (and `SYNCED`), never unbounded memory.
 
 mod aggregates;
+pub mod applications;
 mod cluster;
 mod events;
 pub mod executor;
@@ -161,6 +162,22 @@ pub(crate) mod open {
         ))
     }
 
+    pub(crate) fn application_changed(
+        ctx: &Context<'_>,
+        filter: Option<crate::graphql::applications::ApplicationFilter>,
+        snapshot: bool,
+    ) -> Opened<applications::ApplicationEvent> {
+        let active = Active::new(counted(ctx), "applicationChanged");
+        applications::application_changed(
+            ctx,
+            filter,
+            snapshot,
+            mode(ctx),
+            ctx.data_opt::<Arc<After>>(),
+            active,
+        )
+    }
+
     pub(crate) fn cluster_changed(
         ctx: &Context<'_>,
         id: async_graphql::ID,
@@ -237,6 +254,18 @@ impl SubscriptionRoot {
     ) -> async_graphql::Result<impl Stream<Item = crate::graphql::types::HostCapacity> + use<>>
     {
         open::hosts_changed(ctx, debounce_ms, datacenter).map(events)
+    }
+
+    /// Changes to the applications passing `filter`: one that starts passing arrives as ADDED,
+    /// one that stops as REMOVED. With `snapshot: true` the passing applications come first,
+    /// then `SYNCED`, then every later change; no gap and no duplicate.
+    async fn application_changed(
+        &self,
+        ctx: &Context<'_>,
+        filter: Option<crate::graphql::applications::ApplicationFilter>,
+        #[graphql(default = false)] snapshot: bool,
+    ) -> async_graphql::Result<impl Stream<Item = applications::ApplicationEvent> + use<>> {
+        open::application_changed(ctx, filter, snapshot).map(events)
     }
 
     /// A cluster and everything that decides its state: sent first as it is now, then again

@@ -108,7 +108,7 @@ pub fn by_name(
 
 /// The `AMBIGUOUS` error of a look-up that matched in several datacenters.
 pub fn ambiguous(
-    kind: Kind,
+    kind: impl std::fmt::Display,
     namespace: &str,
     name: &str,
     datacenters: &[Datacenter],

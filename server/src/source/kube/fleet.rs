@@ -92,6 +92,8 @@ pub struct FleetSettings {
     /// Other datacenters' agents push reports (`HUB_TOKENS_FILE`): datacenters are judged even
     /// with one cluster watched.
     pub pushed: bool,
+    /// Where each datacenter's Helm releases and workloads go (None: not watched).
+    pub inventory: Option<Arc<crate::inventory::Inventory>>,
 }
 
 impl Default for FleetSettings {
@@ -103,6 +105,7 @@ impl Default for FleetSettings {
             list_concurrency: 4,
             policy: Default::default(),
             pushed: false,
+            inventory: None,
         }
     }
 }
@@ -258,10 +261,16 @@ impl Fleet {
             rescan: None,
         };
         let configured = settings.configured()?;
-        let handle = fleet.handle();
+        let handle = fleet.handle(settings.inventory.clone());
         if let Clusters::One = settings.clusters {
             for (one, configured) in configured {
-                let source = connect(store.clone(), fleet.status.clone(), &one, permits.clone());
+                let source = connect(
+                    store.clone(),
+                    fleet.status.clone(),
+                    &one,
+                    permits.clone(),
+                    settings.inventory.clone(),
+                );
                 handle.add(&one, configured, Some(source.await?));
             }
             return Ok(fleet);
@@ -285,11 +294,12 @@ impl Fleet {
         Ok(fleet)
     }
 
-    fn handle(&self) -> Handle {
+    fn handle(&self, inventory: Option<Arc<crate::inventory::Inventory>>) -> Handle {
         Handle {
             status: self.status.clone(),
             members: self.members.clone(),
             settings: self.settings.clone(),
+            inventory,
         }
     }
 
@@ -310,6 +320,7 @@ struct Handle {
     status: Arc<SourceStatus>,
     members: Arc<Mutex<BTreeMap<Datacenter, Member>>>,
     settings: DatacenterSettings,
+    inventory: Option<Arc<crate::inventory::Inventory>>,
 }
 
 impl Handle {
@@ -336,6 +347,9 @@ impl Handle {
             .collect();
         let n = gone.len();
         store.apply(gone);
+        if let Some(inventory) = &self.inventory {
+            inventory.forget(dc);
+        }
         tracing::info!(datacenter = %dc, objects = n, "datacenter removed");
     }
 }
@@ -420,6 +434,7 @@ async fn reconcile(
             handle.status.clone(),
             &settings,
             permits.clone(),
+            handle.inventory.clone(),
         )
         .await
         {

@@ -46,6 +46,8 @@ pub enum Update {
     Infrastructure(InfrastructureSummary),
     /// `hostsChanged`.
     Hosts(HostCapacity),
+    /// `applicationChanged`.
+    Application(crate::graphql::subscription::applications::ApplicationEvent),
 }
 
 impl Update {
@@ -55,6 +57,7 @@ impl Update {
         match self {
             Update::Resource(e) => is(e),
             Update::Cluster(e) => e.changed.as_ref().is_some_and(is),
+            Update::Application(e) => e.is_resync(),
             Update::Infrastructure(_) | Update::Hosts(_) => false,
         }
     }
@@ -166,6 +169,23 @@ impl ExecutorRoot {
             },
             Update::Hosts,
             || open::hosts_changed(ctx, debounce_ms, datacenter.clone()),
+        )
+    }
+
+    async fn application_changed(
+        &self,
+        ctx: &Context<'_>,
+        filter: Option<crate::graphql::applications::ApplicationFilter>,
+        #[graphql(default = false)] snapshot: bool,
+    ) -> async_graphql::Result<crate::graphql::subscription::applications::ApplicationEvent> {
+        field(
+            ctx,
+            |e| match e {
+                Update::Application(x) => Some(x),
+                _ => None,
+            },
+            Update::Application,
+            || open::application_changed(ctx, filter.clone(), snapshot),
         )
     }
 

@@ -135,8 +135,9 @@ pub fn from_configmap_data(release: &str) -> Result<HelmRelease, HelmError> {
     decode(release.trim().as_bytes())
 }
 
-/// Helm's `decodeRelease`: base64, gunzip when it is gzip, then the JSON.
-fn decode(helm: &[u8]) -> Result<HelmRelease, HelmError> {
+/// Helm's `decodeRelease`: base64, gunzip when it is gzip, then the JSON. `helm` is what Helm
+/// stored (a Secret's `data.release` once the API's base64 is undone, or a ConfigMap's).
+pub fn decode(helm: &[u8]) -> Result<HelmRelease, HelmError> {
     let raw = base64::engine::general_purpose::STANDARD
         .decode(helm)
         .map_err(|_| HelmError::NotBase64)?;

@@ -1,0 +1,388 @@
+//! The application inventory against the Kubernetes API test server: Helm release Secrets made
+//! here with Helm's own encoding (several revisions), a release kept in a ConfigMap, pods,
+//! services, PVCs and ingresses, served by watch to the real binary. Checked: the join, nothing
+//! joined across namespaces, a denied namespace skipped, only the latest revision live, the
+//! health of a crash-looping pod and of an upgrade under way, the cluster UUID kept in a
+//! ConfigMap, and a value planted in the release's values, config and manifest found in no
+//! answer, log line or database row.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use vitistack::model::helm;
+
+use super::{Harness, KubeApi, PATIENCE, kube_api};
+
+const PLANTED: &str = "planted-helm-value-7Qx9";
+
+fn ns(name: &str) -> Value {
+    json!({"metadata": {"name": name}})
+}
+
+fn release(name: &str, namespace: &str, revision: u64, status: &str) -> Value {
+    json!({
+        "name": name, "namespace": namespace, "version": revision,
+        "info": {"status": status, "last_deployed": format!("2026-11-2{revision}T08:00:00Z"),
+                 "notes": format!("admin password: {PLANTED}")},
+        "chart": {"metadata": {"name": "webshop", "version": format!("1.{revision}.0"), "appVersion": "4.2"},
+                  "values": {"db": {"password": PLANTED}},
+                  "templates": [{"name": "secret.yaml", "data": PLANTED}]},
+        "config": {"db": {"password": PLANTED}},
+        "manifest": format!("---\napiVersion: v1\nkind: Service\nmetadata:\n  name: {name}-plain\n---\napiVersion: v1\nkind: Secret\nmetadata:\n  name: {name}-db\nstringData:\n  password: {PLANTED}\n"),
+    })
+}
+
+/// A release revision as Helm stores it: a Secret of type `helm.sh/release.v1`.
+fn release_secret(name: &str, namespace: &str, revision: u64, status: &str) -> Value {
+    json!({
+        "metadata": {"name": format!("sh.helm.release.v1.{name}.v{revision}"), "namespace": namespace,
+                     "labels": {"owner": "helm", "name": name, "status": status, "version": revision.to_string()}},
+        "type": "helm.sh/release.v1",
+        "data": {"release": helm::secret_data(&release(name, namespace, revision, status))},
+    })
+}
+
+fn labels(instance: &str) -> Value {
+    json!({"app.kubernetes.io/instance": instance, "app.kubernetes.io/managed-by": "Helm"})
+}
+
+fn pod(name: &str, namespace: &str, instance: &str, ready: bool, waiting: Option<&str>) -> Value {
+    let state = match waiting {
+        Some(reason) => json!({"waiting": {"reason": reason}}),
+        None => json!({"running": {"startedAt": "2026-11-20T08:00:00Z"}}),
+    };
+    json!({
+        "metadata": {"name": name, "namespace": namespace, "labels": labels(instance)},
+        "spec": {"containers": [{"name": "web", "image": "registry.example/webshop:4.2"}]},
+        "status": {"phase": "Running", "containerStatuses": [{
+            "name": "web", "image": "registry.example/webshop:4.2", "imageID": "sha256:1",
+            "ready": ready, "restartCount": if waiting.is_some() { 9 } else { 0 }, "state": state}]},
+    })
+}
+
+async fn applications(base: &str) -> Value {
+    let q = r#"{ applications(first: 50) { edges { node { id datacenter namespace name revision status health reasons
+        chart chartVersion appVersion appUuid readyPods
+        pods { name image phase ready restarts waiting } services { name ports }
+        volumes { name requestedBytes } ingresses { name hosts }
+        revisions { revision status chartVersion } } } }
+      applicationInventory { paused clusterUuids { datacenter uuid } namespaces total deniedNamespaces
+        byHealth { health count } reconciled { namespace name revision } lastReconciledAt } }"#;
+    // Null until the server answers.
+    let Ok(res) = reqwest::Client::new()
+        .post(format!("{base}/graphql"))
+        .json(&json!({ "query": q }))
+        .send()
+        .await
+    else {
+        return Value::Null;
+    };
+    res.json().await.unwrap_or(Value::Null)
+}
+
+fn app<'a>(answer: &'a Value, namespace: &str, name: &str) -> Option<&'a Value> {
+    answer["data"]["applications"]["edges"]
+        .as_array()?
+        .iter()
+        .map(|e| &e["node"])
+        .find(|n| n["namespace"] == namespace && n["name"] == name)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn helm_releases_are_joined_with_what_they_run_and_their_values_never_leave() {
+    let mut defs = kube_api::watched_resources();
+    defs.extend(kube_api::inventory_resources());
+    let api = KubeApi::start(&defs, Duration::from_millis(200)).await;
+    for n in ["shop", "other", "kube-system", "vitistack"] {
+        api.apply("namespaces", ns(n));
+    }
+    // Two revisions of shop; the second is live.
+    api.apply("secrets", release_secret("shop", "shop", 1, "superseded"));
+    api.apply("secrets", release_secret("shop", "shop", 2, "deployed"));
+    // A release kept in a ConfigMap (HELM_DRIVER=configmap).
+    api.apply(
+        "configmaps",
+        json!({"metadata": {"name": "sh.helm.release.v1.api.v1", "namespace": "other",
+                            "labels": {"owner": "helm", "name": "api"}},
+               "data": {"release": helm::encode(&release("api", "other", 1, "deployed"))}}),
+    );
+    // A denied namespace's release.
+    api.apply(
+        "secrets",
+        release_secret("metrics", "kube-system", 1, "deployed"),
+    );
+    // A Secret that is no release: never read (the field selector keeps it away).
+    api.apply(
+        "secrets",
+        json!({"metadata": {"name": "db-credentials", "namespace": "shop"}, "type": "Opaque",
+               "data": {"password": base64_of(PLANTED)}}),
+    );
+    api.apply(
+        "secrets",
+        json!({"metadata": {"name": "uuid", "namespace": "shop"}, "type": "Opaque",
+               "data": {"uuid": base64_of("0b5e2c4e-58f1-4d8a-9d7e-3f0a7c1b2d44")}}),
+    );
+    api.apply("pods", pod("shop-0", "shop", "shop", true, None));
+    api.apply(
+        "pods",
+        pod("shop-1", "shop", "shop", false, Some("CrashLoopBackOff")),
+    );
+    // The same instance label in another namespace: never shop's.
+    api.apply("pods", pod("shop-0", "other", "shop", true, None));
+    api.apply(
+        "persistentvolumeclaims",
+        json!({"metadata": {"name": "shop-data", "namespace": "shop", "labels": labels("shop")},
+               "spec": {"resources": {"requests": {"storage": "10Gi"}}}}),
+    );
+    api.apply(
+        "persistentvolumeclaims",
+        json!({"metadata": {"name": "shop-data", "namespace": "other", "labels": labels("shop")},
+               "spec": {"resources": {"requests": {"storage": "1Ti"}}}}),
+    );
+    // Joined by the annotations, and by the manifest (no labels at all).
+    api.apply(
+        "services",
+        json!({"metadata": {"name": "shop", "namespace": "shop",
+                            "annotations": {"meta.helm.sh/release-name": "shop", "meta.helm.sh/release-namespace": "shop"}},
+               "spec": {"ports": [{"port": 80}, {"port": 443}]}}),
+    );
+    api.apply(
+        "services",
+        json!({"metadata": {"name": "shop-plain", "namespace": "shop"}, "spec": {"ports": [{"port": 9090}]}}),
+    );
+    api.apply(
+        "ingresses",
+        json!({"metadata": {"name": "shop", "namespace": "shop", "labels": labels("shop")},
+               "spec": {"rules": [{"host": "shop.example.com"}]}}),
+    );
+
+    let h = Harness::unstarted(api);
+    let log = h.dir.join("log");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("port")
+        .port();
+    let db_url = format!("sqlite://{}/v.db", h.dir.display());
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_vitistack"))
+        .arg("serve")
+        .env("KUBECONFIG", h.dir.join("kubeconfig"))
+        .env("KUBE_CONTEXT", "test")
+        .env("PORT", port.to_string())
+        .env("BIND_ADDRESS", "127.0.0.1")
+        .env("DATABASE_URL", &db_url)
+        .env("LOG_LEVEL", "debug")
+        .env("ANONYMOUS_READ_FROM", "127.0.0.0/8")
+        .env("RATE_LIMIT", "0")
+        .env("APPLICATIONS", "true")
+        .env("POD_NAMESPACE", "vitistack")
+        .env("HISTORY_FLUSH_INTERVAL_MS", "20")
+        .stdout(std::fs::File::create(&log).expect("log"))
+        .stderr(std::fs::File::create(h.dir.join("err")).expect("log"))
+        .spawn()
+        .expect("start the binary");
+    let base = format!("http://127.0.0.1:{port}");
+    let mut answers = String::new();
+
+    // Both applications, the cluster UUID kept, shop's crash loop judged.
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    let first = loop {
+        let a = applications(&base).await;
+        let done = a["data"]["applicationInventory"]["total"] == 2
+            && a["data"]["applicationInventory"]["clusterUuids"]
+                .as_array()
+                .is_some_and(|u| u.len() == 1)
+            && app(&a, "shop", "shop").is_some_and(|s| {
+                s["pods"].as_array().is_some_and(|p| p.len() == 2)
+                    && s["volumes"].as_array().is_some_and(|v| v.len() == 1)
+                    && s["ingresses"].as_array().is_some_and(|i| i.len() == 1)
+                    && s["services"].as_array().is_some_and(|v| v.len() == 2)
+                    && s["appUuid"].is_string()
+            });
+        if done {
+            break a;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the inventory never showed both applications: {a}\n{}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    answers.push_str(&first.to_string());
+    assert!(first.get("errors").is_none(), "{first}");
+    let shop = app(&first, "shop", "shop").expect("shop");
+    assert_eq!(
+        shop["revision"], 2,
+        "only the latest deployed revision is live"
+    );
+    assert_eq!(shop["status"], "deployed");
+    assert_eq!(shop["chartVersion"], "1.2.0");
+    assert_eq!(shop["health"], "DEGRADED");
+    assert!(
+        shop["reasons"]
+            .as_array()
+            .is_some_and(|r| r.iter().any(|r| r
+                .as_str()
+                .is_some_and(|r| r.contains("shop-1 is crash-looping")))),
+        "{shop}"
+    );
+    assert_eq!(shop["readyPods"], 1);
+    let revisions: Vec<u64> = shop["revisions"]
+        .as_array()
+        .expect("revisions")
+        .iter()
+        .filter_map(|r| r["revision"].as_u64())
+        .collect();
+    assert_eq!(revisions, [2, 1]);
+    // Its own namespace's volume only (10 GiB), not the other namespace's 1 TiB one.
+    assert_eq!(
+        shop["volumes"][0]["requestedBytes"],
+        json!(10.0 * 1024f64.powi(3))
+    );
+    let mut services: Vec<&str> = shop["services"]
+        .as_array()
+        .expect("services")
+        .iter()
+        .filter_map(|s| s["name"].as_str())
+        .collect();
+    services.sort_unstable();
+    assert_eq!(services, ["shop", "shop-plain"]);
+    assert_eq!(shop["ingresses"][0]["hosts"], json!(["shop.example.com"]));
+    assert_eq!(shop["appUuid"], "0b5e2c4e-58f1-4d8a-9d7e-3f0a7c1b2d44");
+    let pods: Vec<&str> = shop["pods"]
+        .as_array()
+        .expect("pods")
+        .iter()
+        .filter_map(|p| p["name"].as_str())
+        .collect();
+    assert!(!pods.is_empty() && pods.iter().all(|p| p.starts_with("shop-")));
+    let from_configmap = app(&first, "other", "api").expect("the ConfigMap-stored release");
+    assert_eq!(from_configmap["health"], "HEALTHY");
+    assert!(
+        from_configmap["pods"]
+            .as_array()
+            .is_some_and(|p| p.is_empty()),
+        "a pod of another namespace joined: {from_configmap}"
+    );
+    assert!(app(&first, "kube-system", "metrics").is_none());
+    let inv = &first["data"]["applicationInventory"];
+    assert!(
+        inv["deniedNamespaces"]
+            .as_array()
+            .is_some_and(|d| d.contains(&json!("kube-system")))
+    );
+    assert!(inv["lastReconciledAt"].is_string());
+    let uuid = inv["clusterUuids"][0]["uuid"]
+        .as_str()
+        .expect("uuid")
+        .to_string();
+    let kept = h
+        .api
+        .object("configmaps", "vitistack", "vitistack-graphql-inventory")
+        .expect("the cluster UUID's ConfigMap");
+    assert_eq!(kept["data"]["clusterUuid"], uuid.as_str());
+
+    // An upgrade starts: revision 3 is pending and live; then it fails, and 2 runs on.
+    h.api.apply(
+        "secrets",
+        release_secret("shop", "shop", 3, "pending-upgrade"),
+    );
+    let upgrading = until_app(&base, "shop", "shop", |s| s["revision"] == 3).await;
+    assert_eq!(upgrading["health"], "PENDING_UPGRADE");
+    h.api
+        .apply("secrets", release_secret("shop", "shop", 3, "failed"));
+    let failed = until_app(&base, "shop", "shop", |s| {
+        s["revision"] == 2
+            && s["reasons"].as_array().is_some_and(|r| {
+                r.iter().any(|r| {
+                    r.as_str()
+                        .is_some_and(|r| r.contains("upgrade to revision 3 failed"))
+                })
+            })
+    })
+    .await;
+    assert_eq!(failed["health"], "DEGRADED");
+    // The crash-looping pod goes: only the failed upgrade is left to say.
+    h.api.delete("pods", "shop", "shop-1");
+    let healed = until_app(&base, "shop", "shop", |s| {
+        s["pods"].as_array().is_some_and(|p| p.len() == 1)
+    })
+    .await;
+    assert_eq!(
+        healed["reasons"],
+        json!(["the upgrade to revision 3 failed; revision 2 still runs"])
+    );
+    assert_eq!(healed["readyPods"], 1);
+    answers.push_str(&healed.to_string());
+    // The release is uninstalled: its Secrets go, and so does the application.
+    for r in 1..=3 {
+        h.api
+            .delete("secrets", "shop", &format!("sh.helm.release.v1.shop.v{r}"));
+    }
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        let a = applications(&base).await;
+        if app(&a, "shop", "shop").is_none() && a["data"]["applicationInventory"]["total"] == 1 {
+            answers.push_str(&a.to_string());
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "shop never went: {a}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    let _ = std::process::Command::new("kill")
+        .arg(child.id().to_string())
+        .status();
+    let _ = child.wait();
+    let logs = std::fs::read_to_string(&log).unwrap_or_default()
+        + &std::fs::read_to_string(h.dir.join("err")).unwrap_or_default();
+    assert!(
+        logs.contains("DEBUG") || logs.contains("\"debug\""),
+        "logged at debug level"
+    );
+    let mut stored = String::new();
+    for table in [
+        "objects",
+        "events",
+        "webhook_deliveries",
+        "inventory_clusters",
+    ] {
+        stored.push_str(&crate::db_text::table_text(&db_url, table).await);
+    }
+    for (place, text) in [
+        ("answers", &answers),
+        ("the log", &logs),
+        ("the database", &stored),
+    ] {
+        assert!(!text.contains(PLANTED), "the planted value is in {place}");
+    }
+}
+
+fn base64_of(s: &str) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.encode(s)
+}
+
+/// Wait until application `namespace/name` passes `cond`; returns it.
+async fn until_app(
+    base: &str,
+    namespace: &str,
+    name: &str,
+    cond: impl Fn(&Value) -> bool,
+) -> Value {
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        let a = applications(base).await;
+        if let Some(found) = app(&a, namespace, name).filter(|s| cond(s)) {
+            return found.clone();
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {namespace}/{name}: {a}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}

@@ -272,6 +272,17 @@ pub struct ServeConfig {
     #[arg(long, env = "APPLICATIONS_PAUSED", default_value_t = false, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
     pub applications_paused: bool,
 
+    /// The inventory API the applications are pushed to (the hossted design's): each
+    /// application's document is POSTed when its revision or its pods' readiness changes. Secret:
+    /// shown and logged as scheme and host only. Unset: nothing is pushed. Retries, timeouts and
+    /// attempts are the webhooks' (WEBHOOK_TIMEOUT_SECONDS, WEBHOOK_MAX_ATTEMPTS, WEBHOOK_RETRY_MS).
+    #[arg(long, env = "HOSSTED_API_URL", hide_env_values = true)]
+    pub hossted_api_url: Option<WebhookUrl>,
+
+    /// Sent as `Authorization: Bearer …` with each push; never logged.
+    #[arg(long, env = "HOSSTED_AUTH_TOKEN", hide_env_values = true)]
+    pub hossted_auth_token: Option<Secret>,
+
     /// Several replicas: only the holder of a `coordination.k8s.io` Lease delivers webhooks and
     /// trims the history (every replica watches and serves). Needs the kube source; the Lease
     /// lives in the cluster the replica runs in (or KUBECONFIG's).

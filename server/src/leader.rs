@@ -129,12 +129,19 @@ impl Leader {
         self.leading().then_some(turn)
     }
 
-    /// Once the stop channel has turned true: until the Lease has been given up (at most a few
-    /// seconds).
+    /// Once the stop channel has turned true: until the Lease has been given up, or without
+    /// election until the work in flight has ended (at most a few seconds).
     pub async fn resigned(&self) {
         let task = self.campaign.lock().take();
-        if let Some(task) = task {
-            let _ = tokio::time::timeout(Duration::from_secs(10), task).await;
+        match task {
+            Some(task) => {
+                let _ = tokio::time::timeout(Duration::from_secs(10), task).await;
+            }
+            // No election: the work in flight ends (and is recorded) before the database
+            // closes.
+            None => {
+                let _ = tokio::time::timeout(Duration::from_secs(10), self.work.write()).await;
+            }
         }
     }
 

@@ -16,6 +16,7 @@ pub mod inventory;
 pub mod leader;
 pub mod logging;
 pub mod model;
+pub mod outbound;
 pub mod retry;
 pub mod source;
 pub mod store;

@@ -289,6 +289,23 @@ pub async fn start(cfg: &ServeConfig, listener: TcpListener) -> anyhow::Result<R
             stop_rx.clone(),
         ));
     }
+    if let Some(inv) = &inventory {
+        tokio::spawn(count_applications(
+            inv.clone(),
+            metrics.applications.clone(),
+            stop_rx.clone(),
+        ));
+        if let Some(push) = cfg.push_settings() {
+            let h = history.clone();
+            let pusher = crate::inventory::push::Pusher {
+                inventory: inv.clone(),
+                leader: history.leader.clone(),
+                db: Box::new(move || h.db()),
+                counter: metrics.inventory_pushes.clone(),
+            };
+            tokio::spawn(pusher.run(push, stop_rx.clone()));
+        }
+    }
 
     let changer = if !cfg.mutations {
         None
@@ -452,6 +469,29 @@ pub async fn start(cfg: &ServeConfig, listener: TcpListener) -> anyhow::Result<R
         gate,
         shutdown_timeout: Duration::from_secs(cfg.shutdown_timeout_seconds.max(1)),
     })
+}
+
+/// `vitistack_applications{health}`, kept current with the inventory.
+async fn count_applications(
+    inventory: Arc<crate::inventory::Inventory>,
+    gauge: prometheus::IntGaugeVec,
+    mut stop: watch::Receiver<bool>,
+) {
+    use crate::domain::applications::Health;
+    let mut changed = inventory.watch();
+    loop {
+        let counts = changed.borrow_and_update().counts();
+        for h in Health::ALL {
+            let label = crate::graphql::applications::health_label(*h);
+            gauge
+                .with_label_values(&[label])
+                .set(counts.get(h).copied().unwrap_or(0) as i64);
+        }
+        tokio::select! {
+            r = changed.changed() => if r.is_err() { return },
+            _ = stop.wait_for(|s| *s) => return,
+        }
+    }
 }
 
 /// The embedded source's cluster UUIDs: each datacenter the inventory holds gets one from the

@@ -119,6 +119,18 @@ impl ServeConfig {
         (SourceSettings::Embedded(settings), why)
     }
 
+    /// Where the applications are pushed (HOSSTED_API_URL), with the webhooks' retries.
+    pub fn push_settings(&self) -> Option<crate::inventory::push::PushSettings> {
+        let url = self.hossted_api_url.as_ref()?;
+        Some(crate::inventory::push::PushSettings {
+            url: url.0.clone(),
+            token: self.hossted_auth_token.as_ref().map(|t| t.0.clone()),
+            timeout: std::time::Duration::from_secs(self.webhook_timeout_seconds.max(1)),
+            max_attempts: self.webhook_max_attempts.max(1),
+            first_retry: std::time::Duration::from_millis(self.webhook_retry_ms),
+        })
+    }
+
     /// The application inventory's settings (on with the demo unless APPLICATIONS says).
     pub fn inventory_settings(&self) -> crate::inventory::InventorySettings {
         let (mode, _) = self.resolve_source();

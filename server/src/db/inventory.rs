@@ -23,3 +23,81 @@ pub async fn cluster_uuid(db: &Db, datacenter: &str, fresh: &str) -> Result<Stri
     });
     Ok(uuid)
 }
+
+/// Claim the push of application `namespace/name` of `datacenter` at `fingerprint`: true when it
+/// is to be sent (new, changed, or not delivered yet), false when that fingerprint was delivered.
+pub async fn claim_push(
+    db: &Db,
+    datacenter: &str,
+    namespace: &str,
+    name: &str,
+    fingerprint: &str,
+    now_ms: i64,
+) -> Result<bool, DbError> {
+    let pg = db.engine() == super::Engine::Postgres;
+    let sql = if pg {
+        "INSERT INTO inventory_pushes (datacenter, namespace, name, fingerprint, state, attempts, updated_ms) \
+         VALUES ($1, $2, $3, $4, 'pending', 0, $5) ON CONFLICT (datacenter, namespace, name) DO UPDATE \
+         SET fingerprint = excluded.fingerprint, state = 'pending', attempts = 0, updated_ms = excluded.updated_ms \
+         WHERE NOT (inventory_pushes.fingerprint = excluded.fingerprint AND inventory_pushes.state = 'delivered') \
+         RETURNING 1"
+    } else {
+        "INSERT INTO inventory_pushes (datacenter, namespace, name, fingerprint, state, attempts, updated_ms) \
+         VALUES (?1, ?2, ?3, ?4, 'pending', 0, ?5) ON CONFLICT (datacenter, namespace, name) DO UPDATE \
+         SET fingerprint = excluded.fingerprint, state = 'pending', attempts = 0, updated_ms = excluded.updated_ms \
+         WHERE NOT (inventory_pushes.fingerprint = excluded.fingerprint AND inventory_pushes.state = 'delivered') \
+         RETURNING 1"
+    };
+    let _turn = db.write_turn().await;
+    let mine: Option<i32> = with_pool!(db, p => sqlx::query_scalar(sql)
+        .bind(datacenter)
+        .bind(namespace)
+        .bind(name)
+        .bind(fingerprint)
+        .bind(now_ms)
+        .fetch_optional(p)
+        .await?);
+    Ok(mine.is_some())
+}
+
+/// How one attempt went.
+#[derive(Clone, Copy, Debug)]
+pub struct PushAttempt<'a> {
+    pub state: &'a str,
+    pub attempts: u32,
+    pub status: Option<u16>,
+    pub error: Option<&'a str>,
+}
+
+/// Record an attempt of the push claimed at `fingerprint` (a newer claim is left alone).
+pub async fn record_push(
+    db: &Db,
+    key: (&str, &str, &str),
+    fingerprint: &str,
+    a: PushAttempt<'_>,
+    now_ms: i64,
+) -> Result<(), DbError> {
+    let pg = db.engine() == super::Engine::Postgres;
+    let sql = if pg {
+        "UPDATE inventory_pushes SET state = $1, attempts = $2, last_status = $3, last_error = $4, updated_ms = $5 \
+         WHERE datacenter = $6 AND namespace = $7 AND name = $8 AND fingerprint = $9"
+    } else {
+        "UPDATE inventory_pushes SET state = ?1, attempts = ?2, last_status = ?3, last_error = ?4, updated_ms = ?5 \
+         WHERE datacenter = ?6 AND namespace = ?7 AND name = ?8 AND fingerprint = ?9"
+    };
+    let _turn = db.write_turn().await;
+    with_pool!(db, p => sqlx::query(sql)
+        .bind(a.state)
+        .bind(a.attempts as i32)
+        .bind(a.status.map(i32::from))
+        .bind(a.error)
+        .bind(now_ms)
+        .bind(key.0)
+        .bind(key.1)
+        .bind(key.2)
+        .bind(fingerprint)
+        .execute(p)
+        .await
+        .map(|_| ())?);
+    Ok(())
+}

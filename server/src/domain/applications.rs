@@ -86,6 +86,20 @@ pub enum Health {
     Unknown,
 }
 
+impl Health {
+    /// Every health.
+    pub const ALL: &'static [Health] = &[
+        Health::Healthy,
+        Health::Degraded,
+        Health::Failed,
+        Health::PendingInstall,
+        Health::PendingUpgrade,
+        Health::PendingRollback,
+        Health::Uninstalling,
+        Health::Unknown,
+    ];
+}
+
 /// One application: its live revision, what it runs, and how it does.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Application {

@@ -50,6 +50,20 @@ impl From<Health> for HealthValue {
     }
 }
 
+/// The API's name of a health (`PENDING_UPGRADE`), as metrics label it too.
+pub fn health_label(h: Health) -> &'static str {
+    match h {
+        Health::Healthy => "HEALTHY",
+        Health::Degraded => "DEGRADED",
+        Health::Failed => "FAILED",
+        Health::PendingInstall => "PENDING_INSTALL",
+        Health::PendingUpgrade => "PENDING_UPGRADE",
+        Health::PendingRollback => "PENDING_ROLLBACK",
+        Health::Uninstalling => "UNINSTALLING",
+        Health::Unknown => "UNKNOWN",
+    }
+}
+
 /// Which applications.
 #[derive(InputObject, Default, Clone, Debug)]
 pub struct ApplicationFilter {

@@ -59,18 +59,8 @@ impl std::fmt::Debug for WebhookSettings {
     }
 }
 
-/// How an endpoint appears in logs, errors and the database: its scheme and host only. Webhook
-/// URLs are secrets (chat-style webhooks carry their key in the path or the query).
-pub fn endpoint_label(url: &str) -> String {
-    let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
-    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
-    let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
-    if scheme.is_empty() {
-        format!("<endpoint {host}>")
-    } else {
-        format!("{scheme}://{host}")
-    }
-}
+pub use crate::outbound::endpoint_label;
+use crate::outbound::{error_chain, scrub};
 
 /// The id an endpoint is recorded under in `webhook_deliveries`: its scheme and host and a short
 /// digest of the whole URL (stable across restarts, telling endpoints on one host apart, and
@@ -84,35 +74,6 @@ pub fn endpoint_id(url: &str) -> String {
         id.push_str(&format!("{b:02x}"));
     }
     id
-}
-
-/// An error with its causes ("error sending request: … : Connection refused").
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(cause) = source {
-        let c = cause.to_string();
-        if !text.contains(&c) {
-            text.push_str(": ");
-            text.push_str(&c);
-        }
-        source = cause.source();
-    }
-    text
-}
-
-/// `text` with every occurrence of the endpoint's URL (whole, or its path and query) replaced by
-/// its label.
-fn scrub(text: &str, url: &str, label: &str) -> String {
-    let mut out = text.replace(url, label);
-    if let Some(rest) = url
-        .split_once("://")
-        .and_then(|(_, r)| r.find('/').map(|i| &r[i..]))
-        .filter(|rest| rest.len() > 1)
-    {
-        out = out.replace(rest, "/…");
-    }
-    out
 }
 
 /// The body sent for an event.

@@ -54,6 +54,10 @@ pub struct Metrics {
     pub lagged: IntCounterVec,
     /// The old aggregator's `vitistack_operator_*` family.
     pub operator: super::operator_metrics::OperatorMetrics,
+    /// Applications by health (`vitistack_applications{health}`).
+    pub applications: IntGaugeVec,
+    /// Pushes to the inventory API by outcome (`delivered`, `retried`, `failed`).
+    pub inventory_pushes: IntCounterVec,
     /// 1 while this replica does the once-only work (webhooks, history retention).
     pub leader: IntGauge,
     /// One scrape at a time: counters kept in step with others advance by differences.
@@ -233,7 +237,28 @@ impl Metrics {
         leader.set(1);
         registry.register(Box::new(leader.clone()))?;
         let operator = super::operator_metrics::OperatorMetrics::new(&registry)?;
+        let applications = IntGaugeVec::new(
+            prometheus::Opts::new(
+                "vitistack_applications",
+                "Applications (Helm releases) by health",
+            ),
+            &["health"],
+        )?;
+        registry.register(Box::new(applications.clone()))?;
+        let inventory_pushes = IntCounterVec::new(
+            prometheus::Opts::new(
+                "vitistack_inventory_pushes_total",
+                "Pushes to the inventory API (HOSSTED_API_URL) by outcome",
+            ),
+            &["outcome"],
+        )?;
+        for outcome in ["delivered", "retried", "failed"] {
+            inventory_pushes.with_label_values(&[outcome]);
+        }
+        registry.register(Box::new(inventory_pushes.clone()))?;
         Ok(Metrics {
+            applications,
+            inventory_pushes,
             operator,
             leader,
             scraping: parking_lot::Mutex::new(()),

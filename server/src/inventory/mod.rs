@@ -8,11 +8,11 @@
 //! Only the namespace a fact belongs to is joined again, so one pod's change costs that
 //! namespace's releases, not the whole inventory.
 
+pub mod push;
 pub mod settings;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use parking_lot::Mutex;
 use tokio::sync::{broadcast, watch};
@@ -333,8 +333,13 @@ pub struct Inventory {
     facts: Mutex<BTreeMap<Datacenter, BTreeMap<String, NamespaceFacts>>>,
     snapshot: watch::Sender<Arc<Snapshot>>,
     changes: broadcast::Sender<Arc<AppChange>>,
-    paused: AtomicBool,
+    paused: watch::Sender<bool>,
     cluster_uuids: Mutex<BTreeMap<Datacenter, String>>,
+    /// Per datacenter, the kinds of fact still to be listed once (a datacenter with none left,
+    /// or never announced, is synced).
+    unlisted: Mutex<BTreeMap<Datacenter, BTreeSet<FactKind>>>,
+    /// Moves on each time a cluster UUID becomes known or a datacenter is first synced.
+    progress: watch::Sender<u64>,
 }
 
 impl std::fmt::Debug for Inventory {
@@ -353,7 +358,9 @@ impl Inventory {
         let (snapshot, _) = watch::channel(Arc::new(Snapshot::default()));
         let (changes, _) = broadcast::channel(CHANGE_BUFFER);
         Arc::new(Inventory {
-            paused: AtomicBool::new(settings.paused),
+            paused: watch::Sender::new(settings.paused),
+            progress: watch::Sender::new(0),
+            unlisted: Mutex::new(BTreeMap::new()),
             settings,
             facts: Mutex::new(BTreeMap::new()),
             snapshot,
@@ -384,12 +391,48 @@ impl Inventory {
 
     /// Pushes stopped (the design's `stop: true`).
     pub fn paused(&self) -> bool {
-        self.paused.load(Ordering::Acquire)
+        *self.paused.borrow()
+    }
+
+    /// The pause switch as it changes.
+    pub fn watch_paused(&self) -> watch::Receiver<bool> {
+        self.paused.subscribe()
     }
 
     /// Stop or resume the pushes; returns the previous setting.
     pub fn set_paused(&self, paused: bool) -> bool {
-        self.paused.swap(paused, Ordering::AcqRel)
+        self.paused.send_replace(paused)
+    }
+
+    /// Moves on each time a cluster UUID becomes known or a datacenter is first synced.
+    pub fn watch_progress(&self) -> watch::Receiver<u64> {
+        self.progress.subscribe()
+    }
+
+    /// `kinds` of `dc` are about to be listed: until each has been, `dc` is not synced.
+    pub fn expect(&self, dc: &Datacenter, kinds: &[FactKind]) {
+        self.unlisted
+            .lock()
+            .insert(dc.clone(), kinds.iter().copied().collect());
+    }
+
+    /// Every kind of fact of `dc` has been listed once (what it says is the cluster's state,
+    /// not part of it).
+    pub fn synced(&self, dc: &Datacenter) -> bool {
+        self.unlisted.lock().get(dc).is_none_or(BTreeSet::is_empty)
+    }
+
+    fn listed(&self, dc: &Datacenter, kind: FactKind) {
+        let done = {
+            let mut unlisted = self.unlisted.lock();
+            match unlisted.get_mut(dc) {
+                Some(left) => left.remove(&kind) && left.is_empty(),
+                None => false,
+            }
+        };
+        if done {
+            self.progress.send_modify(|n| *n += 1);
+        }
     }
 
     /// The cluster UUID of a datacenter, once known.
@@ -409,6 +452,7 @@ impl Inventory {
     /// Record a datacenter's cluster UUID.
     pub fn set_cluster_uuid(&self, dc: &Datacenter, uuid: String) {
         self.cluster_uuids.lock().insert(dc.clone(), uuid);
+        self.progress.send_modify(|n| *n += 1);
     }
 
     /// Whether facts of `namespace` are kept.
@@ -463,6 +507,8 @@ impl Inventory {
             touched.insert(ns);
         }
         self.rejoin(&mut facts, dc, touched);
+        drop(facts);
+        self.listed(dc, kind);
     }
 
     /// A datacenter is no longer watched: its applications go.
@@ -475,6 +521,7 @@ impl Inventory {
         namespaces.clear();
         self.rejoin(&mut facts, dc, touched);
         facts.remove(dc);
+        self.unlisted.lock().remove(dc);
     }
 
     /// Join `namespaces` of `dc` again and publish what changed.

@@ -38,6 +38,19 @@ pub fn start(
         inventory: inventory.clone(),
         kind,
     };
+    inventory.expect(
+        &dc,
+        &[
+            FactKind::Release,
+            FactKind::ConfigMapRelease,
+            FactKind::AppUuid,
+            FactKind::Pod,
+            FactKind::Service,
+            FactKind::Volume,
+            FactKind::Ingress,
+            FactKind::Namespace,
+        ],
+    );
     let secrets: Api<Secret> = Api::all(client.clone());
     let uuid = runtime.spawn(keep_cluster_uuid(
         client.clone(),

@@ -386,3 +386,255 @@ async fn until_app(
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
+
+/// What the inventory API received: (Authorization header, body), in order.
+type Received = std::sync::Arc<parking_lot::Mutex<Vec<(String, Value)>>>;
+
+/// An inventory API that answers 200 and keeps what it gets.
+async fn inventory_api() -> (String, Received) {
+    use axum::routing::post;
+    let got: Received = Default::default();
+    let kept = got.clone();
+    let app = axum::Router::new().route(
+        "/api/v1/apps",
+        post(move |headers: axum::http::HeaderMap, body: String| {
+            let kept = kept.clone();
+            async move {
+                let auth = headers
+                    .get("authorization")
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or_default()
+                    .to_string();
+                kept.lock()
+                    .push((auth, serde_json::from_str(&body).unwrap_or(Value::Null)));
+                "ok"
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (
+        format!("http://{addr}/api/v1/apps?key=push-url-secret"),
+        got,
+    )
+}
+
+/// The inventory server, as a process (started again on the same database to restart it).
+fn inventory_server(
+    h: &Harness,
+    push: &str,
+    keys: &std::path::Path,
+    n: u32,
+) -> (std::process::Child, String) {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("port")
+        .port();
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_vitistack"))
+        .arg("serve")
+        .env("KUBECONFIG", h.dir.join("kubeconfig"))
+        .env("KUBE_CONTEXT", "test")
+        .env("PORT", port.to_string())
+        .env("BIND_ADDRESS", "127.0.0.1")
+        .env("DATABASE_URL", format!("sqlite://{}/v.db", h.dir.display()))
+        .env("LOG_LEVEL", "debug")
+        .env("API_KEYS_FILE", keys)
+        .env("RATE_LIMIT", "0")
+        .env("APPLICATIONS", "true")
+        .env("POD_NAMESPACE", "vitistack")
+        .env("HOSSTED_API_URL", push)
+        .env("HOSSTED_AUTH_TOKEN", "hossted-token-ZQX")
+        .env("WEBHOOK_RETRY_MS", "50")
+        .stdout(std::fs::File::create(h.dir.join(format!("log{n}"))).expect("log"))
+        .stderr(std::fs::File::create(h.dir.join(format!("err{n}"))).expect("log"))
+        .spawn()
+        .expect("start the binary");
+    (child, format!("http://127.0.0.1:{port}"))
+}
+
+const ADMIN_KEY: &str = "admin-key-0123456789abcdef";
+
+/// Wait until the inventory API has received `n` pushes; returns them.
+async fn pushes(got: &Received, n: usize, what: &str) -> Vec<(String, Value)> {
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        let now = got.lock().clone();
+        if now.len() >= n {
+            return now;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{what}: {} pushes, waited for {n}: {now:?}",
+            now.len()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The revision and the ready pods a push says.
+fn says(push: &Value) -> (u64, Vec<String>) {
+    let doc = &push[0]["app_info"];
+    let revision = doc["helm_info"]["revision"].as_u64().unwrap_or_default();
+    let pods = doc["pod_info"]
+        .as_array()
+        .map(|p| {
+            p.iter()
+                .map(|p| {
+                    format!(
+                        "{}:{}",
+                        p["name"].as_str().unwrap_or_default(),
+                        p["status"].as_str().unwrap_or_default()
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    (revision, pods)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_inventory_api_gets_one_push_per_revision_or_readiness_change_and_none_while_paused() {
+    let mut defs = kube_api::watched_resources();
+    defs.extend(kube_api::inventory_resources());
+    let api = KubeApi::start(&defs, Duration::from_millis(200)).await;
+    api.apply("namespaces", ns("shop"));
+    api.apply("secrets", release_secret("shop", "shop", 1, "deployed"));
+    api.apply("pods", pod("shop-0", "shop", "shop", true, None));
+    let h = Harness::unstarted(api);
+    let keys = h.dir.join("keys");
+    std::fs::write(&keys, format!("root admin {ADMIN_KEY}\n")).expect("keys");
+    let (url, got) = inventory_api().await;
+    let (mut child, base) = inventory_server(&h, &url, &keys, 1);
+
+    // The first push: the design's document, with the token.
+    let first = pushes(&got, 1, "the first push").await;
+    assert_eq!(first[0].0, "Bearer hossted-token-ZQX");
+    let schema: Value = serde_json::from_str(include_str!(
+        "../../../fixtures/hossted/app-documents.schema.json"
+    ))
+    .expect("schema");
+    let validator = jsonschema::validator_for(&schema).expect("schema");
+    let errors: Vec<String> = validator
+        .iter_errors(&first[0].1)
+        .map(|e| e.to_string())
+        .collect();
+    assert!(errors.is_empty(), "{errors:?}: {}", first[0].1);
+    assert_eq!(first[0].1[0]["app_api_info"]["all_good"], 1);
+    assert_eq!(says(&first[0].1).0, 1);
+
+    // A label on the pod: nothing to push. Then its readiness: one push. (The readiness push
+    // coming second, with nothing between, shows the label sent nothing.)
+    let mut labelled = pod("shop-0", "shop", "shop", true, None);
+    labelled["metadata"]["labels"]["tier"] = json!("web");
+    h.api.apply("pods", labelled);
+    h.api
+        .apply("pods", pod("shop-0", "shop", "shop", false, None));
+    let two = pushes(&got, 2, "the readiness change").await;
+    assert_eq!(two[1].1[0]["app_api_info"]["all_good"], 0);
+    // A new revision: one push with it.
+    h.api
+        .apply("secrets", release_secret("shop", "shop", 2, "deployed"));
+    let three = pushes(&got, 3, "the new revision").await;
+    assert_eq!(says(&three[2].1).0, 2);
+
+    // Paused by an admin: changes wait; resumed, the state now is pushed once.
+    let mutate = |paused: bool| {
+        let base = base.clone();
+        async move {
+            let res: Value = reqwest::Client::new()
+                .post(format!("{base}/graphql"))
+                .bearer_auth(ADMIN_KEY)
+                .json(&json!({"query": format!("mutation {{ setApplicationsPaused(paused: {paused}) {{ paused }} }}")}))
+                .send()
+                .await
+                .expect("mutation")
+                .json()
+                .await
+                .expect("json");
+            assert_eq!(
+                res["data"]["setApplicationsPaused"]["paused"], paused,
+                "{res}"
+            );
+        }
+    };
+    mutate(true).await;
+    h.api
+        .apply("secrets", release_secret("shop", "shop", 3, "deployed"));
+    h.api
+        .apply("pods", pod("shop-0", "shop", "shop", true, None));
+    // Seen by the inventory while paused.
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        let res: Value = reqwest::Client::new()
+            .post(format!("{base}/graphql"))
+            .bearer_auth(ADMIN_KEY)
+            .json(&json!({"query": "{ application(namespace: \"shop\", name: \"shop\") { revision readyPods } }"}))
+            .send()
+            .await
+            .expect("query")
+            .json()
+            .await
+            .expect("json");
+        if res["data"]["application"] == json!({"revision": 3, "readyPods": 1}) {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "never saw revision 3: {res}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(got.lock().len(), 3, "pushed while paused");
+    mutate(false).await;
+    let four = pushes(&got, 4, "the push after resuming").await;
+    assert_eq!(says(&four[3].1), (3, vec!["shop-0:Running".to_string()]));
+
+    // Restarted on the same database: nothing delivered is sent again. (The next change's push
+    // comes fifth, so nothing came before it.)
+    let _ = std::process::Command::new("kill")
+        .arg(child.id().to_string())
+        .status();
+    let _ = child.wait();
+    let (mut again, _) = inventory_server(&h, &url, &keys, 2);
+    h.api
+        .apply("pods", pod("shop-1", "shop", "shop", true, None));
+    let five = pushes(&got, 5, "the push after the restart").await;
+    assert_eq!(
+        five.len(),
+        5,
+        "{:?}\n{}",
+        five.iter().map(|(_, b)| says(b)).collect::<Vec<_>>(),
+        (1..=2)
+            .map(|n| std::fs::read_to_string(h.dir.join(format!("log{n}"))).unwrap_or_default())
+            .collect::<Vec<_>>()
+            .join("\n=====\n")
+            .lines()
+            .filter(|l| l.contains("inventory") || l.contains("shutdown") || l.contains("stop"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    assert_eq!(says(&five[4].1).1.len(), 2, "{:?}", five[4].1);
+    let logs: String = (1..=2)
+        .flat_map(|n| [format!("log{n}"), format!("err{n}")])
+        .map(|f| std::fs::read_to_string(h.dir.join(f)).unwrap_or_default())
+        .collect();
+    let _ = std::process::Command::new("kill")
+        .arg(again.id().to_string())
+        .status();
+    let _ = again.wait();
+    let bodies: String = got.lock().iter().map(|(_, b)| b.to_string()).collect();
+    for (place, text) in [("the log", &logs), ("the pushes", &bodies)] {
+        assert!(!text.contains(PLANTED), "the planted value is in {place}");
+        assert!(
+            !text.contains("hossted-token-ZQX"),
+            "the token is in {place}"
+        );
+        assert!(
+            !text.contains("push-url-secret"),
+            "the push URL is in {place}"
+        );
+    }
+}

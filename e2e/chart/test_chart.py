@@ -378,6 +378,46 @@ class ChartTest(unittest.TestCase):
         _, c = container(render())
         self.assertNotIn("HUB_TOKENS_FILE", {e["name"] for e in c["env"]})
 
+    def test_the_application_inventory_reads_only_with_the_feature_on_and_its_push_stays_secret(self):
+        # Off by default: no read of Secrets, Pods, … and no inventory Role.
+        docs = render()
+        granted = {(g, r) for role in by_kind(docs, "ClusterRole") for rule in role["rules"]
+                   for g in rule["apiGroups"] for r in rule["resources"]}
+        self.assertFalse({("", "secrets"), ("", "pods"), ("networking.k8s.io", "ingresses")} & granted, granted)
+        self.assertEqual([r for r in by_kind(docs, "Role") if r["metadata"]["name"].endswith("-inventory")], [])
+        _, c = container(docs)
+        self.assertEqual({e["name"]: e.get("value") for e in c["env"]}["APPLICATIONS"], "false")
+        docs = render({"applications": {"enabled": True, "denyNamespaces": ["kube-system", "team-*"],
+                                        "push": {"existingSecret": "hossted"}}})
+        for d in docs:
+            kubernetes_validate.validate(d, KUBE_VERSION, strict=True)
+        (binding,) = by_kind(docs, "ClusterRoleBinding")
+        (role,) = [r for r in by_kind(docs, "ClusterRole") if r["metadata"]["name"] == binding["roleRef"]["name"]]
+        reads = {(g, r) for rule in role["rules"] if sorted(rule["verbs"]) == ["get", "list", "watch"]
+                 for g in rule["apiGroups"] for r in rule["resources"]}
+        for needed in ["secrets", "configmaps", "pods", "services", "persistentvolumeclaims", "namespaces"]:
+            self.assertIn(("", needed), reads)
+        self.assertIn(("networking.k8s.io", "ingresses"), reads)
+        # Writes: the cluster UUID's ConfigMap in the release's namespace, nothing cluster-wide.
+        for rule in role["rules"]:
+            if rule["apiGroups"] == [""]:
+                self.assertEqual(sorted(rule["verbs"]), ["get", "list", "watch"], rule)
+        (inv,) = [r for r in by_kind(docs, "Role") if r["metadata"]["name"].endswith("-inventory")]
+        self.assertEqual(inv["metadata"]["namespace"], "infra")
+        self.assertEqual(sorted(v for rule in inv["rules"] for v in rule["verbs"]), ["create", "get"])
+        (got,) = [rule for rule in inv["rules"] if rule["verbs"] == ["get"]]
+        self.assertEqual(got["resourceNames"], ["vitistack-graphql-inventory"])
+        _, c = container(docs)
+        env = {e["name"]: e for e in c["env"]}
+        self.assertEqual(env["APPLICATIONS"]["value"], "true")
+        self.assertEqual(env["APPLICATIONS_DENY_NAMESPACES"]["value"], "kube-system,team-*")
+        self.assertEqual(env["POD_NAMESPACE"]["valueFrom"]["fieldRef"]["fieldPath"], "metadata.namespace")
+        self.assertEqual(env["HOSSTED_API_URL"]["valueFrom"]["secretKeyRef"], {"name": "hossted", "key": "HOSSTED_API_URL"})
+        self.assertEqual(env["HOSSTED_AUTH_TOKEN"]["valueFrom"]["secretKeyRef"], {"name": "hossted", "key": "HOSSTED_AUTH_TOKEN"})
+        names = server_env_names()
+        for name in ["APPLICATIONS", "APPLICATIONS_DENY_NAMESPACES", "APPLICATIONS_PAUSED", "HOSSTED_API_URL", "HOSSTED_AUTH_TOKEN"]:
+            self.assertIn(name, names)
+
     def test_several_replicas_elect_a_leader_spread_and_keep_one_through_drains(self):
         docs = render({"replicaCount": 3, "database": {"existingSecret": "pg"}})
         for d in docs:

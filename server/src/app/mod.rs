@@ -290,6 +290,11 @@ pub async fn start(cfg: &ServeConfig, listener: TcpListener) -> anyhow::Result<R
         ));
     }
     if let Some(inv) = &inventory {
+        drop(crate::history::applications::spawn(
+            inv.clone(),
+            history.clone(),
+            stop_rx.clone(),
+        ));
         tokio::spawn(count_applications(
             inv.clone(),
             metrics.applications.clone(),
@@ -482,7 +487,7 @@ async fn count_applications(
     loop {
         let counts = changed.borrow_and_update().counts();
         for h in Health::ALL {
-            let label = crate::graphql::applications::health_label(*h);
+            let label = h.label();
             gauge
                 .with_label_values(&[label])
                 .set(counts.get(h).copied().unwrap_or(0) as i64);

@@ -87,6 +87,20 @@ pub enum Health {
 }
 
 impl Health {
+    /// Its name in the API and metrics (`PENDING_UPGRADE`).
+    pub fn label(self) -> &'static str {
+        match self {
+            Health::Healthy => "HEALTHY",
+            Health::Degraded => "DEGRADED",
+            Health::Failed => "FAILED",
+            Health::PendingInstall => "PENDING_INSTALL",
+            Health::PendingUpgrade => "PENDING_UPGRADE",
+            Health::PendingRollback => "PENDING_ROLLBACK",
+            Health::Uninstalling => "UNINSTALLING",
+            Health::Unknown => "UNKNOWN",
+        }
+    }
+
     /// Every health.
     pub const ALL: &'static [Health] = &[
         Health::Healthy,

@@ -50,20 +50,6 @@ impl From<Health> for HealthValue {
     }
 }
 
-/// The API's name of a health (`PENDING_UPGRADE`), as metrics label it too.
-pub fn health_label(h: Health) -> &'static str {
-    match h {
-        Health::Healthy => "HEALTHY",
-        Health::Degraded => "DEGRADED",
-        Health::Failed => "FAILED",
-        Health::PendingInstall => "PENDING_INSTALL",
-        Health::PendingUpgrade => "PENDING_UPGRADE",
-        Health::PendingRollback => "PENDING_ROLLBACK",
-        Health::Uninstalling => "UNINSTALLING",
-        Health::Unknown => "UNKNOWN",
-    }
-}
-
 /// Which applications.
 #[derive(InputObject, Default, Clone, Debug)]
 pub struct ApplicationFilter {
@@ -345,6 +331,28 @@ impl ApplicationObj {
             })
             .collect()
     }
+    /// What happened to it, newest first (the event log: installed, each new revision, each
+    /// change of health, removed).
+    async fn history(
+        &self,
+        ctx: &Context<'_>,
+        first: Option<i32>,
+        after: Option<String>,
+    ) -> async_graphql::Result<
+        async_graphql::connection::Connection<String, crate::graphql::history::HistoryEvent>,
+    > {
+        let r = &self.0.app.release;
+        let dc = self.0.datacenter.key();
+        let filter = crate::graphql::history::EventFilter {
+            kind: Some(crate::history::applications::KIND.to_string()),
+            namespace: Some(r.namespace.clone()),
+            name: Some(r.name.clone()),
+            datacenter: (!dc.is_empty()).then(|| dc.to_string()),
+            ..Default::default()
+        };
+        crate::graphql::history::events(ctx, Some(filter), first, after).await
+    }
+
     /// Every revision Helm keeps, newest first (the live one among them).
     async fn revisions(&self) -> Vec<ApplicationRevision> {
         self.0

@@ -5,6 +5,7 @@
 //! `spec` and `status` with credentials blanked (never the credentials themselves, not even as
 //! "changed from X").
 
+pub mod applications;
 pub mod query;
 pub mod webhooks;
 pub mod writer;

@@ -314,6 +314,66 @@ async fn helm_releases_are_joined_with_what_they_run_and_their_values_never_leav
     );
     assert_eq!(healed["readyPods"], 1);
     answers.push_str(&healed.to_string());
+    // Its history: the new revision, its health on the way, the failed upgrade; none of the
+    // first list (it was there before).
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    let history = loop {
+        let q = r#"{ application(namespace: "shop", name: "shop") { history(first: 20) { edges { node {
+            type change phaseBefore phaseAfter diff kind namespace name } } } } }"#;
+        let v: Value = reqwest::Client::new()
+            .post(format!("{base}/graphql"))
+            .json(&json!({ "query": q }))
+            .send()
+            .await
+            .expect("history")
+            .json()
+            .await
+            .expect("json");
+        let types: Vec<String> = v["data"]["application"]["history"]["edges"]
+            .as_array()
+            .map(|e| {
+                e.iter()
+                    .filter_map(|e| e["node"]["type"].as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default();
+        // Newest first: back to revision 2 (the upgrade failed), to 3 (pending).
+        if types.len() >= 2 && types[..2] == ["application.revision", "application.revision"] {
+            break v;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "history: {v}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    answers.push_str(&history.to_string());
+    let edges = history["data"]["application"]["history"]["edges"]
+        .as_array()
+        .expect("edges")
+        .clone();
+    let newest = &edges[0]["node"];
+    assert_eq!(
+        (
+            newest["kind"].as_str(),
+            newest["phaseBefore"].as_str(),
+            newest["phaseAfter"].as_str()
+        ),
+        (
+            Some("Application"),
+            Some("PENDING_UPGRADE"),
+            Some("DEGRADED")
+        ),
+        "{newest}"
+    );
+    assert_eq!(
+        newest["diff"][0],
+        json!({"path": "/revision", "before": 3, "after": 2})
+    );
+    assert!(
+        edges
+            .iter()
+            .all(|e| e["node"]["type"] != "application.installed"),
+        "what the first list found is not an install: {edges:?}"
+    );
+
     // The release is uninstalled: its Secrets go, and so does the application.
     for r in 1..=3 {
         h.api

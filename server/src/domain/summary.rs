@@ -131,8 +131,10 @@ pub struct ClusterSummary {
     pub by_stage: Vec<Count>,
 }
 
-/// The whole infrastructure in numbers (the old `/infrastructure` response, typed).
+/// The whole infrastructure in numbers (the old `/infrastructure` response, typed). Its
+/// `applications` field (the application inventory's counts) is resolved by the API.
 #[derive(SimpleObject, Clone, Debug, PartialEq)]
+#[graphql(complex)]
 pub struct InfrastructureSummary {
     /// Machines.
     pub machines: MachineSummary,

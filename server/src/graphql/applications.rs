@@ -457,6 +457,41 @@ impl InventoryObj {
     }
 }
 
+/// The applications in numbers.
+#[derive(SimpleObject)]
+pub struct ApplicationCounts {
+    pub total: usize,
+    pub healthy: usize,
+    pub degraded: usize,
+    pub failed: usize,
+    /// Pending install, upgrade or rollback.
+    pub pending: usize,
+    /// Uninstalling, or unknown.
+    pub other: usize,
+}
+
+#[async_graphql::ComplexObject]
+impl crate::domain::summary::InfrastructureSummary {
+    /// The application inventory's counts (null when it is off). In `infrastructureSummary`
+    /// they are read when the summary is sent (a change of the infrastructure sends it).
+    async fn applications(&self, ctx: &Context<'_>) -> Option<ApplicationCounts> {
+        mark_volatile(ctx);
+        let inv = ctx.data_opt::<Arc<Inventory>>()?;
+        let counts = inv.snapshot().counts();
+        let n = |h: Health| counts.get(&h).copied().unwrap_or(0);
+        Some(ApplicationCounts {
+            total: counts.values().sum(),
+            healthy: n(Health::Healthy),
+            degraded: n(Health::Degraded),
+            failed: n(Health::Failed),
+            pending: n(Health::PendingInstall)
+                + n(Health::PendingUpgrade)
+                + n(Health::PendingRollback),
+            other: n(Health::Uninstalling) + n(Health::Unknown),
+        })
+    }
+}
+
 /// The application fields of the Query root.
 #[derive(Default)]
 pub struct ApplicationQuery;

@@ -70,6 +70,16 @@ async fn the_demo_shows_its_applications_and_keeps_its_cluster_uuid_across_a_res
         json!(["shop.demo.vitistack.io"])
     );
     assert_eq!(answer["data"]["applicationInventory"]["total"], 4);
+    let counts = app
+        .data(
+            "{ infrastructure { applications { total healthy degraded failed pending other } } }",
+            json!({}),
+        )
+        .await;
+    assert_eq!(
+        counts["infrastructure"]["applications"],
+        json!({"total": 4, "healthy": 2, "degraded": 1, "failed": 0, "pending": 1, "other": 0})
+    );
 
     // By id, and by namespace and name.
     let one = app
@@ -158,6 +168,10 @@ async fn without_the_inventory_the_fields_say_it_is_off() {
         .error("{ applicationInventory { total } }", json!({}))
         .await;
     assert_eq!(e["extensions"]["code"], "APPLICATIONS_OFF", "{e}");
+    let counts = app
+        .data("{ infrastructure { applications { total } } }", json!({}))
+        .await;
+    assert_eq!(counts["infrastructure"]["applications"], Value::Null);
     app.stop().await;
 }
 

@@ -334,6 +334,51 @@ describe('a still fleet (the demo, simulator off)', () => {
     await context.close();
   });
 
+  test("the applications: each one's health as the API says, a filter from the URL, and one application's pods, revisions and links", async () => {
+    const { page, context, problems } = await openPage(server.base);
+    const apps = (await gql(server.base, `{ applications(first: 100) { edges { node { namespace name health readyPods pods { name } } } }
+      infrastructure { applications { total healthy } } }`));
+    const nodes = apps.applications.edges.map((e) => e.node);
+    assert.ok(nodes.length >= 4, 'the demo has its applications');
+    // The overview's tile.
+    await page.goto(`${server.base}/`);
+    const counts = apps.infrastructure.applications;
+    await eventually('the applications tile', async () => (await page.getByTestId('tile-applications').textContent()) === `${counts.healthy}/${counts.total}`);
+    // The list: every application, with its health and ready pods.
+    await page.goto(`${server.base}/applications`);
+    const rows = page.locator('[data-testid=applications] tbody tr');
+    await eventually('every application listed', async () => (await rows.count()) === nodes.length);
+    for (const a of nodes) {
+      const row = page.getByTestId(`app-${a.namespace}-${a.name}`);
+      assert.equal(await row.getByTestId('health').textContent(), a.health.toLowerCase().replaceAll('_', ' '));
+      assert.equal(await row.locator('td').nth(5).textContent(), `${a.readyPods}/${a.pods.length}`);
+    }
+    assert.equal(await page.getByTestId('app-kube-system-metrics-server').count(), 0, 'a denied namespace is not listed');
+    await shot(page, 'applications');
+    // A deep link with a filter: the degraded one only; its link opens it.
+    await page.goto(`${server.base}/applications?health=DEGRADED`);
+    await eventually('only the degraded one', async () => (await rows.count()) === nodes.filter((a) => a.health === 'DEGRADED').length);
+    assert.equal(await page.getByTestId('filter-health').inputValue(), 'DEGRADED');
+    await page.getByRole('link', { name: 'keycloak' }).click();
+    await eventually('the application page', async () => (await page.getByTestId('app-title').textContent()).includes('keycloak'));
+    assert.equal(new URL(page.url()).pathname, '/applications/identity/keycloak');
+    const detail = (await gql(server.base, `{ application(namespace: "identity", name: "keycloak") { reasons revision
+      pods { name restarts } revisions { revision } ingresses { hosts } } }`)).application;
+    const looping = detail.pods.find((p) => p.name === 'keycloak-1');
+    await eventually('the crash-looping pod and its restarts', async () =>
+      (await page.getByTestId('pod-keycloak-1').getByTestId('restarts').textContent()) === String(looping.restarts));
+    assert.equal(await page.getByTestId('reasons').textContent(), detail.reasons.join(''));
+    assert.equal(await page.locator('[data-testid=revisions] li').count(), detail.revisions.length);
+    assert.equal(await page.getByTestId('ingress').getAttribute('href'), `https://${detail.ingresses[0].hosts[0]}/`);
+    await shot(page, 'application');
+    // Mid-upgrade: the pending revision is the live one on the timeline.
+    await page.goto(`${server.base}/applications/monitoring/grafana`);
+    await eventually('the upgrade under way', async () => (await page.getByTestId('health').textContent()) === 'pending upgrade');
+    assert.ok((await page.getByTestId('rev-5').getAttribute('class')).includes('live'));
+    assert.deepEqual(problems, []);
+    await context.close();
+  });
+
   test('every view passes an accessibility scan (no serious or critical violation)', async () => {
     const cluster = (await gql(server.base, '{ clusters(first: 1) { nodes { name namespace } } }')).clusters.nodes[0];
     const object = (await gql(server.base, '{ machines(first: 1) { nodes { id } } }')).machines.nodes[0];
@@ -350,6 +395,8 @@ describe('a still fleet (the demo, simulator off)', () => {
       vms: ['/vms', '[data-testid=vms] tbody tr:not(.spacer)'],
       events: ['/events', 'main table, main p.empty:has-text("No events")'],
       object: [`/objects/${encodeURIComponent(object.id)}`, '[data-testid=object-name]'],
+      applications: ['/applications', '[data-testid=applications] tbody tr'],
+      application: ['/applications/identity/keycloak', '[data-testid=pods] tbody tr'],
     };
     const found = {};
     for (const theme of ['dark', 'light']) {

@@ -103,6 +103,14 @@ schema_enum! {
     }
 }
 
+schema_enum! {
+    ApplicationHealth {
+        Healthy = "HEALTHY", Degraded = "DEGRADED", Failed = "FAILED",
+        PendingInstall = "PENDING_INSTALL", PendingUpgrade = "PENDING_UPGRADE",
+        PendingRollback = "PENDING_ROLLBACK", Uninstalling = "UNINSTALLING", Unknown = "UNKNOWN",
+    }
+}
+
 macro_rules! operation {
     ($name:ident, $file:literal) => {
         #[derive(GraphQLQuery)]
@@ -120,7 +128,8 @@ macro_rules! operation {
                                                                 "NodeRole",
                                                                 "PlannedRole",
                                                                 "ResourceEventType",
-                                                                "DatacenterState"
+                                                                "DatacenterState",
+                                                                "ApplicationHealth"
                                                             )
                                                         )]
         pub struct $name;
@@ -132,6 +141,9 @@ operation!(SummaryLive, "graphql/summary_live.graphql");
 operation!(Changes, "graphql/changes.graphql");
 operation!(SourcesNow, "graphql/sources_now.graphql");
 operation!(DatacenterCards, "graphql/datacenter_cards.graphql");
+operation!(ApplicationList, "graphql/application_list.graphql");
+operation!(ApplicationCounts, "graphql/application_counts.graphql");
+operation!(ApplicationDetail, "graphql/application_detail.graphql");
 operation!(HostList, "graphql/host_list.graphql");
 operation!(ClusterList, "graphql/cluster_list.graphql");
 operation!(ClusterVms, "graphql/cluster_vms.graphql");

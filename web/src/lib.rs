@@ -45,6 +45,7 @@ fn App() -> impl IntoView {
                     <A href="/machines">"Machines"</A>
                     <A href="/networks">"Networks"</A>
                     <A href="/vms">"VMs"</A>
+                    <A href="/applications">"Applications"</A>
                     <A href="/hosts">"Hosts"</A>
                     <A href="/topology">"Topology"</A>
                     <A href="/events">"Events"</A>
@@ -66,6 +67,8 @@ fn App() -> impl IntoView {
                     <Route path=path!("/networks") view=views::networks::Networks/>
                     <Route path=path!("/vms") view=views::vms::Vms/>
                     <Route path=path!("/hosts") view=views::hosts::Hosts/>
+                    <Route path=path!("/applications") view=views::applications::Applications/>
+                    <Route path=path!("/applications/:namespace/:name") view=views::applications::Application/>
                     <Route path=path!("/topology") view=views::topology::Topology/>
                     <Route path=path!("/events") view=views::events::Events/>
                     <Route path=path!("/objects/:id") view=views::object::Object/>

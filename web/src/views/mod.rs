@@ -1,5 +1,6 @@
 //! The dashboard's pages, and the pieces they share.
 
+pub mod applications;
 pub mod cluster;
 pub mod clusters;
 pub mod datacenters;

@@ -176,6 +176,7 @@ fn Tiles(
                 value=cap(|c| format!("{:.0}%", percent(c.vcpus_used, c.vcpus_limit)))
                 sub=cap_text(|c| format!("{} / {} vCPUs", format::cores(c.vcpus_used), format::cores(c.vcpus_limit)))
                 class=cap_class(|c| percent_class(percent(c.vcpus_used, c.vcpus_limit)))/>
+            <super::applications::AppsTile/>
             <Tile label="Cluster memory" testid="tile-memory"
                 value=cap(|c| format!("{:.0}%", percent(c.memory_used_bytes, c.memory_limit_bytes)))
                 sub=cap_text(|c| format!("{} / {} GB", gib(c.memory_used_bytes, 0), gib(c.memory_limit_bytes, 0)))

@@ -243,3 +243,52 @@ async fn application_changed_sends_the_snapshot_then_each_change() {
     assert!(restarts(&next).expect("restarts") > before, "{next}");
     app.stop().await;
 }
+
+/// With several datacenters each has its own applications, carrying its key; a look-up by
+/// namespace and name that several hold needs the datacenter.
+#[tokio::test]
+async fn each_datacenter_has_its_own_applications() {
+    let app = spawn(&[
+        "--demo",
+        "--demo-datacenters",
+        "3",
+        "--demo-outage-seconds",
+        "0",
+    ])
+    .await;
+    let d = app
+        .data(
+            r#"{ applications(first: 100, filter: {datacenter: "oslo"}) { edges { node { datacenter name ingresses { hosts } } } }
+                applicationInventory { total } }"#,
+            json!({}),
+        )
+        .await;
+    let oslo = nodes(&d);
+    assert_eq!(oslo.len(), 4, "{d}");
+    assert!(oslo.iter().all(|a| a["datacenter"] == "oslo"));
+    assert_eq!(
+        named(&oslo, "shop")["ingresses"][0]["hosts"],
+        json!(["shop.oslo.demo.vitistack.io"])
+    );
+    assert_eq!(d["applicationInventory"]["total"], 12);
+    let e = app
+        .error(
+            r#"{ application(namespace: "identity", name: "keycloak") { name } }"#,
+            json!({}),
+        )
+        .await;
+    assert_eq!(e["extensions"]["code"], "AMBIGUOUS", "{e}");
+    assert_eq!(
+        e["extensions"]["datacenters"].as_array().map(Vec::len),
+        Some(3),
+        "{e}"
+    );
+    let one = app
+        .data(
+            r#"{ application(namespace: "identity", name: "keycloak", datacenter: "bergen") { datacenter } }"#,
+            json!({}),
+        )
+        .await;
+    assert_eq!(one["application"]["datacenter"], "bergen");
+    app.stop().await;
+}

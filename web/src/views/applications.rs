@@ -94,7 +94,11 @@ fn Counts() -> impl IntoView {
         let Some(Ok(Some(a))) = answer.get() else {
             return ().into_any();
         };
-        let class = if a.failed + a.degraded > 0 { "warn" } else { "ok" };
+        let class = if a.failed + a.degraded > 0 {
+            "warn"
+        } else {
+            "ok"
+        };
         view! {
             <a class=format!("tile {class}") href="/applications">
                 <div class="tile-label">"Applications"</div>

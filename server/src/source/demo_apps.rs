@@ -11,7 +11,7 @@ use std::time::Duration;
 use serde_json::json;
 
 use crate::domain::applications::{IngressFacts, Meta, PodFacts, ServiceFacts, VolumeFacts};
-use crate::inventory::{Fact, Inventory};
+use crate::inventory::{Fact, FactKind, Inventory};
 use crate::model::Datacenter;
 use crate::model::helm;
 
@@ -248,10 +248,17 @@ fn grafana(revision: u64, upgrading: bool) -> Vec<Fact> {
     out
 }
 
-/// Put the demo's applications of `dc` into `inventory`.
+/// Put the demo's applications of `dc` into `inventory`, as a first list of each kind (so what
+/// the demo starts with is its state, not news: no history rows, no half-loaded pushes).
 pub fn load(inventory: &Inventory, dc: &Datacenter) {
-    for f in facts(dc) {
-        inventory.apply(dc, f);
+    let all = facts(dc);
+    let mut kinds: Vec<FactKind> = all.iter().map(Fact::kind).collect();
+    kinds.sort_unstable();
+    kinds.dedup();
+    inventory.expect(dc, &kinds);
+    for kind in kinds {
+        let of_kind = all.iter().filter(|f| f.kind() == kind).cloned().collect();
+        inventory.replace(dc, kind, of_kind);
     }
 }
 

@@ -163,17 +163,20 @@ impl NamespaceFacts {
         }
     }
 
-    fn clear(&mut self, kind: FactKind) {
+    /// Drop every fact of `kind`; true when there was one.
+    fn clear(&mut self, kind: FactKind) -> bool {
         match kind {
             FactKind::Release | FactKind::ConfigMapRelease => {
-                self.releases.retain(|(k, _), _| *k != kind)
+                let before = self.releases.len();
+                self.releases.retain(|(k, _), _| *k != kind);
+                self.releases.len() != before
             }
-            FactKind::Pod => self.pods.clear(),
-            FactKind::Service => self.services.clear(),
-            FactKind::Volume => self.volumes.clear(),
-            FactKind::Ingress => self.ingresses.clear(),
-            FactKind::AppUuid => self.app_uuid = None,
-            FactKind::Namespace => self.exists = false,
+            FactKind::Pod => !std::mem::take(&mut self.pods).is_empty(),
+            FactKind::Service => !std::mem::take(&mut self.services).is_empty(),
+            FactKind::Volume => !std::mem::take(&mut self.volumes).is_empty(),
+            FactKind::Ingress => !std::mem::take(&mut self.ingresses).is_empty(),
+            FactKind::AppUuid => self.app_uuid.take().is_some(),
+            FactKind::Namespace => std::mem::replace(&mut self.exists, false),
         }
     }
 
@@ -494,9 +497,12 @@ impl Inventory {
         let mut facts = self.facts.lock();
         let namespaces = facts.entry(dc.clone()).or_default();
         let mut touched: BTreeSet<String> = BTreeSet::new();
+        // Only the namespaces that held a fact of this kind, or get one, are joined again (a
+        // relist of one kind does not rejoin every namespace).
         for (ns, n) in namespaces.iter_mut() {
-            touched.insert(ns.clone());
-            n.clear(kind);
+            if n.clear(kind) {
+                touched.insert(ns.clone());
+            }
         }
         for fact in all.into_iter().filter(|f| f.kind() == kind) {
             if !self.admits(fact.namespace()) {

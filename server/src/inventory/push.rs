@@ -148,7 +148,7 @@ impl Pusher {
         let key = (a.datacenter.key(), r.namespace.as_str(), r.name.as_str());
         let db = (self.db)();
         if let Some(db) = &db {
-            match claim_push(db, key.0, key.1, key.2, &fp, now_ms()).await {
+            match claim_push(db, key.0, key.1, key.2, &fp, super::now_ms()).await {
                 Ok(true) => {}
                 Ok(false) => return,
                 Err(e) => {
@@ -205,7 +205,7 @@ impl Pusher {
                     status,
                     error: error.as_deref(),
                 };
-                if let Err(e) = record_push(db, key, &fp, at, now_ms()).await {
+                if let Err(e) = record_push(db, key, &fp, at, super::now_ms()).await {
                     tracing::warn!(error = %e, "application inventory: push state not stored");
                 }
             }
@@ -236,8 +236,4 @@ async fn moved<T>(w: &mut watch::Receiver<T>) {
     if w.changed().await.is_err() {
         std::future::pending::<()>().await;
     }
-}
-
-fn now_ms() -> i64 {
-    super::now_ms()
 }

@@ -676,6 +676,35 @@ describe('a live fleet (the simulator on)', () => {
     await context.close();
   });
 
+  test('an application page follows applicationChanged: the crash-looping pod\'s restarts rise without a reload, and it links to its cluster', async () => {
+    const { page, context, problems } = await openPage(server.base);
+    const changes = [];
+    page.on('websocket', (ws) => ws.on('framereceived', (f) => {
+      if (typeof f.payload === 'string' && f.payload.includes('applicationChanged')) changes.push(f.payload);
+    }));
+    await page.goto(`${server.base}/applications/identity/keycloak`);
+    const restarts = page.getByTestId('pod-keycloak-1').getByTestId('restarts');
+    const first = Number(await eventually('the restarts shown', async () => (await restarts.textContent().catch(() => '')) || false));
+    await page.evaluate(() => { window.notReloaded = true; });
+    // The simulator restarts keycloak-1 every step: the page shows a higher count, told by the
+    // subscription (the page reads nothing on a timer).
+    const later = await eventually('a later restart count', async () => {
+      const n = Number(await restarts.textContent());
+      return n > first ? n : false;
+    });
+    assert.ok(changes.length > 0, 'applicationChanged events reached the page');
+    assert.equal(await page.evaluate(() => window.notReloaded), true, 'the page was not reloaded');
+    const api = (await gql(server.base, '{ application(namespace: "identity", name: "keycloak") { pods { name restarts } kubernetesCluster { name namespace } } }')).application;
+    assert.ok(api.pods.find((p) => p.name === 'keycloak-1').restarts >= later);
+    // The cluster it runs on, linked.
+    const link = page.getByTestId('app-cluster').getByRole('link');
+    assert.equal(await link.textContent(), api.kubernetesCluster.name);
+    await link.click();
+    await eventually('the cluster page', async () => new URL(page.url()).pathname === `/clusters/${api.kubernetesCluster.namespace}/${api.kubernetesCluster.name}`);
+    assert.deepEqual(problems, []);
+    await context.close();
+  });
+
   test('a new answer redraws only the rows that changed: the others keep their element (and what the user did to it)', async () => {
     const { page, context, problems } = await openPage(server.base);
     await page.goto(`${server.base}/machines`);

@@ -287,6 +287,7 @@ async fn run(releases: usize) {
             ready,
             restarts: 0,
             waiting: vec![],
+            ready_since: None,
         })
     };
     let mut facts = Vec::new();

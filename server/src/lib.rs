@@ -4,6 +4,7 @@
 pub mod app;
 pub mod auth;
 pub mod change;
+pub mod clock;
 pub mod config;
 pub mod db;
 pub mod domain;

@@ -144,6 +144,7 @@ operation!(DatacenterCards, "graphql/datacenter_cards.graphql");
 operation!(ApplicationList, "graphql/application_list.graphql");
 operation!(ApplicationCounts, "graphql/application_counts.graphql");
 operation!(ApplicationDetail, "graphql/application_detail.graphql");
+operation!(ApplicationsLive, "graphql/applications_live.graphql");
 operation!(HostList, "graphql/host_list.graphql");
 operation!(ClusterList, "graphql/cluster_list.graphql");
 operation!(ClusterVms, "graphql/cluster_vms.graphql");

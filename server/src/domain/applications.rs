@@ -36,6 +36,9 @@ pub struct PodFacts {
     pub restarts: u32,
     /// Why containers wait (`CrashLoopBackOff`, `ImagePullBackOff`, …).
     pub waiting: Vec<String>,
+    /// When its `Ready` condition last changed (`lastTransitionTime`): tells one readiness flap
+    /// from the next.
+    pub ready_since: Option<String>,
 }
 
 /// A service and its ports.
@@ -376,6 +379,7 @@ mod tests {
             ready,
             restarts: 7,
             waiting: waiting.iter().map(|w| w.to_string()).collect(),
+            ready_since: None,
         }
     }
 

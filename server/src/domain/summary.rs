@@ -144,6 +144,14 @@ pub struct InfrastructureSummary {
     pub storage: StorageSummary,
     /// Clusters.
     pub clusters: ClusterSummary,
+    /// The datacenter it is of (`None`: every one); its application counts are that
+    /// datacenter's.
+    #[graphql(skip)]
+    pub scope: Option<crate::model::Datacenter>,
+    /// The application counts as they were when it was made (set by a subscription, so a
+    /// change of the applications alone is a change of the summary); `None`: read when asked.
+    #[graphql(skip)]
+    pub application_counts: Option<BTreeMap<crate::domain::applications::Health, usize>>,
 }
 
 /// The cluster summary: from the store's aggregates when it keeps them (O(1) in the fleet),
@@ -268,6 +276,8 @@ pub fn infrastructure_summary(s: &Snapshot) -> InfrastructureSummary {
             etcd_backups: t.count(Kind::EtcdBackup),
         },
         clusters: cluster_summary_of(t),
+        scope: None,
+        application_counts: None,
     }
 }
 
@@ -350,6 +360,8 @@ pub fn infrastructure_summary_in(
             etcd_backups: s.list_scope(dc, Kind::EtcdBackup).count(),
         },
         clusters: cluster_summary_in(s, dc),
+        scope: dc.cloned(),
+        application_counts: None,
     }
 }
 

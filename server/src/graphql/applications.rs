@@ -17,6 +17,7 @@ use super::paging::{DEFAULT_PAGE_SIZE, SortDirection, max_page_size};
 use crate::domain::applications::Health;
 use crate::error::ErrorCode;
 use crate::inventory::{AppEntry, Inventory, Snapshot};
+use crate::store::Idx;
 
 /// How an application is doing.
 #[derive(Enum, Copy, Clone, Debug, Eq, PartialEq)]
@@ -274,6 +275,29 @@ impl ApplicationObj {
     async fn reasons(&self) -> &[String] {
         &self.0.app.reasons
     }
+    /// The KubernetesCluster it runs on, where that is known: the one whose
+    /// `vitistack.io/kube-system-uid` annotation (written by talos-operator) is the UID of the
+    /// watched cluster's `kube-system` namespace, in any datacenter.
+    async fn kubernetes_cluster(
+        &self,
+        ctx: &Context<'_>,
+    ) -> async_graphql::Result<Option<super::types::ClusterObj>> {
+        mark_volatile(ctx);
+        let apps = inventory(ctx)?.snapshot();
+        let Some(uid) = apps.kube_system_uids.get(&self.0.datacenter) else {
+            return Ok(None);
+        };
+        let store = super::types::snap(ctx);
+        // Its own datacenter first: a management cluster usually registers its tenants.
+        let mut datacenters: Vec<&crate::model::Datacenter> = store.datacenters().collect();
+        datacenters.sort_by_key(|d| **d != self.0.datacenter);
+        Ok(datacenters.into_iter().find_map(|dc| {
+            store
+                .lookup_one(dc, Idx::ClusterByKubeSystemUid, uid)
+                .cloned()
+                .and_then(super::types::ClusterObj::new)
+        }))
+    }
     /// From the namespace's `uuid` Secret, when it has one.
     async fn app_uuid(&self) -> Option<&str> {
         self.0.app_uuid.as_deref()
@@ -472,12 +496,15 @@ pub struct ApplicationCounts {
 
 #[async_graphql::ComplexObject]
 impl crate::domain::summary::InfrastructureSummary {
-    /// The application inventory's counts (null when it is off). In `infrastructureSummary`
-    /// they are read when the summary is sent (a change of the infrastructure sends it).
+    /// The application inventory's counts (null when it is off); of its datacenter when it
+    /// is one datacenter's. `infrastructureSummary` sends the summary again when they change.
     async fn applications(&self, ctx: &Context<'_>) -> Option<ApplicationCounts> {
         mark_volatile(ctx);
         let inv = ctx.data_opt::<Arc<Inventory>>()?;
-        let counts = inv.snapshot().counts();
+        let counts = match &self.application_counts {
+            Some(c) => c.clone(),
+            None => inv.snapshot().counts_in(self.scope.as_ref()),
+        };
         let n = |h: Health| counts.get(&h).copied().unwrap_or(0);
         Some(ApplicationCounts {
             total: counts.values().sum(),
@@ -638,4 +665,26 @@ pub fn set_paused(ctx: &Context<'_>, paused: bool) -> async_graphql::Result<Inve
         inventory: inv.clone(),
         snapshot: inv.snapshot(),
     })
+}
+
+/// The applications that run on a KubernetesCluster: those of every watched cluster whose
+/// `kube-system` UID the cluster's `vitistack.io/kube-system-uid` annotation names (empty when
+/// the inventory is off or the link is unknown).
+pub fn on_cluster(ctx: &Context<'_>, kube_system_uid: Option<&str>) -> Vec<ApplicationObj> {
+    mark_volatile(ctx);
+    let (Some(uid), Some(inv)) = (kube_system_uid, ctx.data_opt::<Arc<Inventory>>()) else {
+        return Vec::new();
+    };
+    let apps = inv.snapshot();
+    apps.kube_system_uids
+        .iter()
+        .filter(|(_, u)| u.as_str() == uid)
+        .flat_map(|(dc, _)| {
+            apps.apps
+                .values()
+                .filter(move |a| a.datacenter == *dc)
+                .cloned()
+                .map(ApplicationObj)
+        })
+        .collect()
 }

@@ -36,10 +36,10 @@ fn health(a: &AppEntry) -> String {
     a.app.health.label().to_string()
 }
 
-/// The row a change makes, if it is one the log keeps: none before the datacenter's first
-/// lists are all in (`synced`: what they find was there before, not news).
-pub fn row(c: &AppChange, at_ms: i64, synced: bool) -> Option<EventRow> {
-    if !synced {
+/// The row a change makes, if it is one the log keeps: none from the datacenter's first lists
+/// (what they find was there before, not news).
+pub fn row(c: &AppChange, at_ms: i64) -> Option<EventRow> {
+    if c.initial {
         return None;
     }
     let (change, event_type, now) = match (&c.before, &c.after) {
@@ -70,16 +70,19 @@ pub fn row(c: &AppChange, at_ms: i64, synced: bool) -> Option<EventRow> {
         namespace: r.namespace.clone(),
         name: r.name.clone(),
         uid: uid(now),
-        // The transition (from, to): the same change seen by several replicas is one row.
+        // The transition (from, to) and the state it led to: the same change seen by several
+        // replicas is one row, and the same transition made again later (a pod flapping) is a
+        // new one.
         resource_version: format!(
-            "{}>{}:{}",
+            "{}>{}:{}@{}",
             c.before.as_deref().map_or_else(String::new, |b| format!(
                 "{}:{}",
                 b.app.release.revision,
                 health(b)
             )),
             r.revision,
-            health(now)
+            health(now),
+            now.state_digest()
         ),
         change,
         event_type: event_type.to_string(),
@@ -107,8 +110,7 @@ pub fn spawn(
                 _ = stop.wait_for(|s| *s) => return,
             };
             let mut take = |c: &AppChange| {
-                let synced = c.entry().is_some_and(|a| inventory.synced(&a.datacenter));
-                if let Some(r) = row(c, now_ms(), synced) {
+                if let Some(r) = row(c, now_ms()) {
                     if held.len() >= HOLD {
                         held.pop_front();
                     }

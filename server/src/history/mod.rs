@@ -81,10 +81,7 @@ impl EventRow {
     }
 }
 
-/// Milliseconds since the Unix epoch.
-pub fn now_ms() -> i64 {
-    jiff::Timestamp::now().as_millisecond()
-}
+pub use crate::clock::now_ms;
 
 /// An event time (ms since the Unix epoch) as RFC 3339, the form GraphQL and webhooks send.
 pub fn rfc3339(ms: i64) -> String {

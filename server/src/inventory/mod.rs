@@ -17,6 +17,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use tokio::sync::{broadcast, watch};
 
+use crate::clock::now_ms;
 use crate::domain::applications::{
     Application, Health, IngressFacts, PodFacts, ServiceFacts, VolumeFacts, Workloads, application,
     live,
@@ -60,8 +61,11 @@ pub enum Fact {
         namespace: String,
         uuid: String,
     },
-    /// A namespace exists.
-    Namespace(String),
+    /// A namespace exists (with its UID).
+    Namespace {
+        name: String,
+        uid: String,
+    },
 }
 
 impl Fact {
@@ -78,7 +82,7 @@ impl Fact {
             Fact::Volume(_) => FactKind::Volume,
             Fact::Ingress(_) => FactKind::Ingress,
             Fact::AppUuid { .. } => FactKind::AppUuid,
-            Fact::Namespace(_) => FactKind::Namespace,
+            Fact::Namespace { .. } => FactKind::Namespace,
         }
     }
 
@@ -92,7 +96,7 @@ impl Fact {
             Fact::Volume(v) => &v.meta.namespace,
             Fact::Ingress(i) => &i.meta.namespace,
             Fact::AppUuid { namespace, .. } => namespace,
-            Fact::Namespace(n) => n,
+            Fact::Namespace { name, .. } => name,
         }
     }
 
@@ -105,7 +109,7 @@ impl Fact {
             Fact::Volume(v) => &v.meta.name,
             Fact::Ingress(i) => &i.meta.name,
             Fact::AppUuid { .. } => "uuid",
-            Fact::Namespace(n) => n,
+            Fact::Namespace { name, .. } => name,
         }
     }
 }
@@ -145,7 +149,7 @@ impl NamespaceFacts {
                 self.ingresses.insert(i.meta.name.clone(), i);
             }
             Fact::AppUuid { uuid, .. } => self.app_uuid = Some(uuid),
-            Fact::Namespace(_) => self.exists = true,
+            Fact::Namespace { .. } => self.exists = true,
         }
     }
 
@@ -264,6 +268,27 @@ impl AppEntry {
         (ready, self.app.pods.len())
     }
 
+    /// A digest of its state: the revision and status, and each pod's readiness, restarts,
+    /// waiting reasons and when it last turned (ready or not). Two moments that differ in what
+    /// a user would see have different digests, and replicas watching the same cluster agree.
+    pub fn state_digest(&self) -> String {
+        let r = &self.app.release;
+        let mut text = format!("{}|{:?}", r.revision, r.status);
+        let mut pods: Vec<_> = self.app.pods.iter().collect();
+        pods.sort_by(|a, b| a.meta.name.cmp(&b.meta.name));
+        for p in pods {
+            text.push_str(&format!(
+                "|{}={}/{}/{}/{}",
+                p.meta.name,
+                p.ready,
+                p.restarts,
+                p.waiting.join(","),
+                p.ready_since.as_deref().unwrap_or("")
+            ));
+        }
+        short_digest(&text)
+    }
+
     /// What the inventory API must hear about: the revision, or which pods are ready.
     pub fn readiness(&self) -> (u64, Vec<(&str, bool)>) {
         (
@@ -290,13 +315,25 @@ pub struct Snapshot {
     pub generation: u64,
     /// When the applications were last joined again (ms since the epoch).
     pub reconciled_ms: Option<i64>,
+    /// Per datacenter, the UID of the watched cluster's `kube-system` namespace: what names
+    /// the cluster its applications run on (the KubernetesCluster annotated with it).
+    pub kube_system_uids: BTreeMap<Datacenter, String>,
 }
 
 impl Snapshot {
     /// Applications by health.
     pub fn counts(&self) -> BTreeMap<Health, usize> {
+        self.counts_in(None)
+    }
+
+    /// Applications by health in datacenter `dc` (`None`: every one).
+    pub fn counts_in(&self, dc: Option<&Datacenter>) -> BTreeMap<Health, usize> {
         let mut out = BTreeMap::new();
-        for a in self.apps.values() {
+        for a in self
+            .apps
+            .values()
+            .filter(|a| dc.is_none_or(|d| a.datacenter == *d))
+        {
             *out.entry(a.app.health).or_insert(0) += 1;
         }
         out
@@ -312,6 +349,9 @@ pub struct AppChange {
     pub after: Option<Arc<AppEntry>>,
     /// The snapshot generation it belongs to.
     pub generation: u64,
+    /// Made while the datacenter's first lists were still coming in: what they find was there
+    /// before, it is not news.
+    pub initial: bool,
 }
 
 impl AppChange {
@@ -352,6 +392,9 @@ impl std::fmt::Debug for Inventory {
             .finish()
     }
 }
+
+/// The namespace whose UID names a cluster (talos-operator's `vitistack.io/kube-system-uid`).
+const KUBE_SYSTEM: &str = "kube-system";
 
 /// Changes a slow listener may fall behind by before it is told it missed some.
 const CHANGE_BUFFER: usize = 4096;
@@ -465,11 +508,16 @@ impl Inventory {
 
     /// A fact was added or changed.
     pub fn apply(&self, dc: &Datacenter, fact: Fact) {
+        let mut facts = self.facts.lock();
+        if let Fact::Namespace { name, uid } = &fact
+            && name == KUBE_SYSTEM
+        {
+            self.set_kube_system_uid(dc, Some(uid.clone()));
+        }
         if !self.admits(fact.namespace()) {
             return;
         }
         let ns = fact.namespace().to_string();
-        let mut facts = self.facts.lock();
         facts
             .entry(dc.clone())
             .or_default()
@@ -482,6 +530,9 @@ impl Inventory {
     /// A fact is gone.
     pub fn delete(&self, dc: &Datacenter, kind: FactKind, namespace: &str, name: &str) {
         let mut facts = self.facts.lock();
+        if kind == FactKind::Namespace && name == KUBE_SYSTEM {
+            self.set_kube_system_uid(dc, None);
+        }
         let Some(n) = facts
             .get_mut(dc)
             .and_then(|namespaces| namespaces.get_mut(namespace))
@@ -495,6 +546,13 @@ impl Inventory {
     /// Every fact of `kind` in `dc` is now `all` (a relist: what it lacks is gone).
     pub fn replace(&self, dc: &Datacenter, kind: FactKind, all: Vec<Fact>) {
         let mut facts = self.facts.lock();
+        if kind == FactKind::Namespace {
+            let uid = all.iter().find_map(|f| match f {
+                Fact::Namespace { name, uid } if name == KUBE_SYSTEM => Some(uid.clone()),
+                _ => None,
+            });
+            self.set_kube_system_uid(dc, uid);
+        }
         let namespaces = facts.entry(dc.clone()).or_default();
         let mut touched: BTreeSet<String> = BTreeSet::new();
         // Only the namespaces that held a fact of this kind, or get one, are joined again (a
@@ -525,9 +583,31 @@ impl Inventory {
         };
         let touched: BTreeSet<String> = namespaces.keys().cloned().collect();
         namespaces.clear();
+        self.set_kube_system_uid(dc, None);
         self.rejoin(&mut facts, dc, touched);
         facts.remove(dc);
         self.unlisted.lock().remove(dc);
+    }
+
+    /// Record (or drop) the UID of `dc`'s `kube-system` namespace; publishes a snapshot when it
+    /// changed. Called with the facts locked, so snapshots stay in order.
+    fn set_kube_system_uid(&self, dc: &Datacenter, uid: Option<String>) {
+        self.snapshot.send_if_modified(|s| {
+            let changed = match &uid {
+                Some(u) => s.kube_system_uids.get(dc) != Some(u),
+                None => s.kube_system_uids.contains_key(dc),
+            };
+            if changed {
+                let mut next = (**s).clone();
+                match uid {
+                    Some(u) => drop(next.kube_system_uids.insert(dc.clone(), u)),
+                    None => drop(next.kube_system_uids.remove(dc)),
+                }
+                next.generation += 1;
+                *s = Arc::new(next);
+            }
+            changed
+        });
     }
 
     /// Join `namespaces` of `dc` again and publish what changed.
@@ -601,22 +681,27 @@ impl Inventory {
             next.namespaces.remove(dc);
         }
         let generation = next.generation;
+        let initial = !self.synced(dc);
         self.snapshot.send_replace(Arc::new(next));
         for (before, after) in changes {
             let _ = self.changes.send(Arc::new(AppChange {
                 before,
                 after,
                 generation,
+                initial,
             }));
         }
     }
 }
 
-/// Milliseconds since the Unix epoch.
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+/// The first 12 bytes of a SHA-256, in hex: short enough to store and compare, long enough
+/// never to collide among one application's states.
+pub(crate) fn short_digest(text: &str) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(text.as_bytes())[..12]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 #[cfg(test)]

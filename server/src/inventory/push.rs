@@ -54,15 +54,13 @@ pub struct Pusher {
 
 /// What an application's push says, as a short digest: its revision and which pods are ready.
 pub fn fingerprint(a: &AppEntry) -> String {
-    use sha2::Digest;
     let (revision, mut pods) = a.readiness();
     pods.sort_unstable();
     let mut text = format!("{revision}");
     for (name, ready) in pods {
         text.push_str(&format!("|{name}={ready}"));
     }
-    let digest = sha2::Sha256::digest(text.as_bytes());
-    digest[..12].iter().map(|b| format!("{b:02x}")).collect()
+    super::short_digest(&text)
 }
 
 /// The body pushed for `a`: the design's array, with this one application.
@@ -148,7 +146,7 @@ impl Pusher {
         let key = (a.datacenter.key(), r.namespace.as_str(), r.name.as_str());
         let db = (self.db)();
         if let Some(db) = &db {
-            match claim_push(db, key.0, key.1, key.2, &fp, super::now_ms()).await {
+            match claim_push(db, key.0, key.1, key.2, &fp, crate::clock::now_ms()).await {
                 Ok(true) => {}
                 Ok(false) => return,
                 Err(e) => {
@@ -205,7 +203,7 @@ impl Pusher {
                     status,
                     error: error.as_deref(),
                 };
-                if let Err(e) = record_push(db, key, &fp, at, super::now_ms()).await {
+                if let Err(e) = record_push(db, key, &fp, at, crate::clock::now_ms()).await {
                     tracing::warn!(error = %e, "application inventory: push state not stored");
                 }
             }

@@ -44,6 +44,9 @@ pub const LABEL_NODE_ROLE: &str = "vitistack.io/node-role";
 pub const ANNOTATION_NODE_POOL: &str = "vitistack.io/nodepool";
 /// Annotation naming the KubevirtConfig a Machine runs through.
 pub const ANNOTATION_KUBEVIRT_CONFIG: &str = "vitistack.io/kubevirt-config";
+/// Annotation talos-operator writes on a KubernetesCluster: the UID of the tenant cluster's
+/// `kube-system` namespace (what ties a cluster seen from inside to its KubernetesCluster).
+pub const ANNOTATION_KUBE_SYSTEM_UID: &str = "vitistack.io/kube-system-uid";
 /// Label kubevirt-operator puts on the NC, VM and PVCs of a Machine.
 pub const LABEL_SOURCE_MACHINE: &str = "vitistack.io/source-machine";
 /// Label marking the NetworkConfiguration of a control-plane VIP.

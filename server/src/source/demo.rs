@@ -138,6 +138,21 @@ impl Rng {
 
 const T0: &str = "2026-11-01T08:00:00Z";
 
+/// The cluster the demo's applications run on: the first Ready one of the dashboard demo
+/// (every other stage comes before it). The simulator never replaces it.
+pub(crate) const APPS_CLUSTER: usize = DemoStage::ALL.len() - 1;
+
+/// The UID of the demo's `kube-system` namespace in datacenter `dc`; the demo's
+/// [`APPS_CLUSTER`] carries it as its `vitistack.io/kube-system-uid`, as talos-operator writes
+/// it, which is how its applications are linked to it.
+pub fn kube_system_uid(dc: &crate::model::Datacenter) -> String {
+    // FNV-1a: a fixed, dependency-free digest of the datacenter's key.
+    let h = dc.key().bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    });
+    format!("6b5d2c1e-0000-4000-8000-{:012x}", h & 0xffff_ffff_ffff)
+}
+
 /// Generate the fleet's objects (validated shapes; see the tests).
 pub fn fleet(spec: &FleetSpec) -> Vec<Resource> {
     let mut objects = Vec::new();
@@ -378,7 +393,10 @@ fn tenant(out: &mut Vec<Value>, spec: &FleetSpec, i: usize, stage: DemoStage, rn
     out.push(obj(
         "KubernetesCluster",
         "v1alpha1",
-        json!({"name": cluster_id, "namespace": ns, "labels": {"vitistack.io/clusterid": cluster_id}}),
+        json!({"name": cluster_id, "namespace": ns, "labels": {"vitistack.io/clusterid": cluster_id},
+               "annotations": if i == APPS_CLUSTER {
+                   json!({crate::model::ANNOTATION_KUBE_SYSTEM_UID: kube_system_uid(&spec.datacenter)})
+               } else { json!({}) }}),
         json!({"data": {"clusterUid": format!("00000000-0000-4000-8000-{:012}", i), "clusterId": cluster_id,
                         "provider": "talos", "environment": if i.is_multiple_of(2) { "dev" } else { "prod" },
                         "datacenter": "test-south-az1", "region": "south", "zone": "az1",

@@ -73,6 +73,7 @@ fn pod(name: &str, ns: &str, release: &str, image: &str, restarts: u32, looping:
         } else {
             vec![]
         },
+        ready_since: None,
     })
 }
 
@@ -100,6 +101,13 @@ fn ingress(name: &str, ns: &str, release: &str, host: &str) -> Fact {
 const GRAFANA: (&str, &str, &str) = ("grafana", "8.6.0", "11.3.0");
 const KEYCLOAK: (&str, &str, &str) = ("keycloak", "24.2.1", "26.0.5");
 
+fn namespace(name: &str, uid: String) -> Fact {
+    Fact::Namespace {
+        name: name.into(),
+        uid,
+    }
+}
+
 /// The demo's applications of datacenter `dc` (its key names the hosts of the ingresses).
 pub fn facts(dc: &Datacenter) -> Vec<Fact> {
     let domain = if dc.is_single() {
@@ -110,10 +118,11 @@ pub fn facts(dc: &Datacenter) -> Vec<Fact> {
     let wp = ("wordpress", "23.1.2", "6.6.2");
     let pg = ("postgresql", "16.2.1", "17.2.0");
     let mut out = vec![
-        Fact::Namespace("shop".into()),
-        Fact::Namespace("identity".into()),
-        Fact::Namespace("monitoring".into()),
-        Fact::Namespace("billing".into()),
+        namespace("kube-system", super::demo::kube_system_uid(dc)),
+        namespace("shop", format!("{}-shop", dc.key())),
+        namespace("identity", format!("{}-identity", dc.key())),
+        namespace("monitoring", format!("{}-monitoring", dc.key())),
+        namespace("billing", format!("{}-billing", dc.key())),
         // Healthy, at its second revision.
         release("shop", "shop", 1, "superseded", wp),
         release("shop", "shop", 2, "deployed", wp),

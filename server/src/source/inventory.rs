@@ -105,7 +105,12 @@ pub fn start(
         runtime.spawn(w(FactKind::Namespace).follow(
             Api::<Namespace>::all(client),
             watcher::Config::default(),
-            |n| Some(Fact::Namespace(n.metadata.name.clone().unwrap_or_default())),
+            |n| {
+                Some(Fact::Namespace {
+                    name: n.metadata.name.clone().unwrap_or_default(),
+                    uid: n.metadata.uid.clone().unwrap_or_default(),
+                })
+            },
             "Namespaces",
         )),
     ]
@@ -350,6 +355,13 @@ pub fn pod(p: &Pod) -> PodFacts {
             .iter()
             .filter_map(|c| c.state.as_ref()?.waiting.as_ref()?.reason.clone())
             .collect(),
+        ready_since: p
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|c| c.iter().find(|c| c.type_ == "Ready"))
+            .and_then(|c| c.last_transition_time.as_ref())
+            .map(|t| t.0.to_string()),
     }
 }
 

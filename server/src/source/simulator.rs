@@ -137,10 +137,16 @@ impl Simulator {
         // cluster is replaced by a new one.
         let n = self.tenants.len();
         let at_cap = (ready.len() + 1) * 100 > n * cap;
-        if !ready.is_empty()
+        // The cluster the demo's applications run on stays (they would lose their cluster).
+        let replaceable: Vec<usize> = ready
+            .iter()
+            .copied()
+            .filter(|&t| self.tenants[t].index != demo::APPS_CLUSTER)
+            .collect();
+        if !replaceable.is_empty()
             && (ready.len() * 100 > n * cap || (at_cap && self.rng.below(100) < 30))
         {
-            let t = ready[self.rng.below(ready.len() as u64) as usize];
+            let t = replaceable[self.rng.below(replaceable.len() as u64) as usize];
             return self.replace(t);
         }
         // Mostly move a cluster along the pipeline; otherwise change a Ready one.
@@ -151,7 +157,10 @@ impl Simulator {
         }
         let t = self.rng.below(self.tenants.len() as u64) as usize;
         let roll = self.rng.below(100);
-        if roll < 20 && self.tenants[t].stage == DemoStage::Ready {
+        if roll < 20
+            && self.tenants[t].stage == DemoStage::Ready
+            && self.tenants[t].index != demo::APPS_CLUSTER
+        {
             self.replace(t)
         } else {
             // Scale the second pool by one up or down (between 1 and its size + 3).

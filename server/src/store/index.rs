@@ -1,7 +1,10 @@
 //! Secondary indexes: one per relationship in the domain (labels, name references, spec references).
 //! Each object yields the index entries it belongs to; the store keeps them in step on every write.
 
-use crate::model::{ANNOTATION_KUBEVIRT_CONFIG, LABEL_CLUSTER_ID, LABEL_SOURCE_MACHINE, Resource};
+use crate::model::{
+    ANNOTATION_KUBE_SYSTEM_UID, ANNOTATION_KUBEVIRT_CONFIG, LABEL_CLUSTER_ID, LABEL_SOURCE_MACHINE,
+    Resource,
+};
 
 /// The relationships the store indexes. Values are `namespace/value` for namespaced kinds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -24,6 +27,8 @@ pub enum Idx {
     ClusterByClass,
     /// KubernetesCluster by `spec.data.provider` (talos, aks).
     ClusterByProvider,
+    /// KubernetesCluster by annotation `vitistack.io/kube-system-uid` (its kube-system's UID).
+    ClusterByKubeSystemUid,
     /// NetworkConfiguration by `spec.networkNamespaceName` (ns/nn).
     ConfigByNetworkNamespace,
     /// NetworkConfiguration by label `vitistack.io/clusterid` (VIP configurations).
@@ -106,6 +111,9 @@ pub fn index_entries(r: &Resource) -> Vec<(Idx, String)> {
                 true,
             );
             add(Idx::ClusterByProvider, &kc.spec.data.provider, false);
+            if let Some(uid) = r.annotation(ANNOTATION_KUBE_SYSTEM_UID) {
+                add(Idx::ClusterByKubeSystemUid, uid, false);
+            }
             let mut classes = vec![kc.spec.topology.controlplane.machine_class.clone()];
             classes.extend(
                 kc.spec

@@ -8,7 +8,7 @@ use crate::{TempSqlite, acked, recv, send_json, spawn};
 
 const LIST: &str = r#"{ applications(first: 100, sort: {field: HEALTH}) { edges { node { id namespace name revision
     status health reasons chart appUuid readyPods pods { name restarts waiting ready } volumes { name requestedBytes }
-    ingresses { hosts } revisions { revision status } } } }
+    ingresses { hosts } revisions { revision status } kubernetesCluster { name phase applications { name } } } } }
   applicationInventory { paused total clusterUuids { datacenter uuid } byHealth { health count } } }"#;
 
 fn nodes(data: &Value) -> Vec<Value> {
@@ -70,6 +70,19 @@ async fn the_demo_shows_its_applications_and_keeps_its_cluster_uuid_across_a_res
         json!(["shop.demo.vitistack.io"])
     );
     assert_eq!(answer["data"]["applicationInventory"]["total"], 4);
+    // They run on the demo's cluster annotated with its kube-system UID, and it lists them.
+    let on = &shop["kubernetesCluster"];
+    assert_eq!(on["phase"], "Ready", "{shop}");
+    let mut theirs: Vec<&str> = on["applications"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|a| a["name"].as_str()).collect())
+        .unwrap_or_default();
+    theirs.sort_unstable();
+    assert_eq!(theirs, ["billing-db", "grafana", "keycloak", "shop"]);
+    assert!(
+        all.iter()
+            .all(|a| a["kubernetesCluster"]["name"] == on["name"])
+    );
     let counts = app
         .data(
             "{ infrastructure { applications { total healthy degraded failed pending other } } }",

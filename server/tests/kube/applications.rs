@@ -62,7 +62,7 @@ fn pod(name: &str, namespace: &str, instance: &str, ready: bool, waiting: Option
 
 async fn applications(base: &str) -> Value {
     let q = r#"{ applications(first: 50) { edges { node { id datacenter namespace name revision status health reasons
-        chart chartVersion appVersion appUuid readyPods
+        chart chartVersion appVersion appUuid readyPods kubernetesCluster { name namespace }
         pods { name image phase ready restarts waiting } services { name ports }
         volumes { name requestedBytes } ingresses { name hosts }
         revisions { revision status chartVersion } } } }
@@ -96,6 +96,21 @@ async fn helm_releases_are_joined_with_what_they_run_and_their_values_never_leav
     for n in ["shop", "other", "kube-system", "vitistack"] {
         api.apply("namespaces", ns(n));
     }
+    // The KubernetesCluster this cluster is (talos-operator annotates it with the UID of the
+    // tenant's kube-system), and another one that is not.
+    let kube_system_uid = api
+        .object("namespaces", "", "kube-system")
+        .and_then(|n| n["metadata"]["uid"].as_str().map(String::from))
+        .expect("kube-system's UID");
+    let mut here = super::upstream("talos-operator/1-kubernetescluster.yaml");
+    here["metadata"]["namespace"] = json!("tenants");
+    here["metadata"]["annotations"] = json!({"vitistack.io/kube-system-uid": kube_system_uid});
+    let mut elsewhere = here.clone();
+    elsewhere["metadata"]["name"] = json!("elsewhere");
+    elsewhere["metadata"]["annotations"] =
+        json!({"vitistack.io/kube-system-uid": "7d3c1a6e-0000-4000-8000-000000000001"});
+    api.apply("kubernetesclusters", here.clone());
+    api.apply("kubernetesclusters", elsewhere);
     // Two revisions of shop; the second is live.
     api.apply("secrets", release_secret("shop", "shop", 1, "superseded"));
     api.apply("secrets", release_secret("shop", "shop", 2, "deployed"));
@@ -197,6 +212,7 @@ async fn helm_releases_are_joined_with_what_they_run_and_their_values_never_leav
                     && s["ingresses"].as_array().is_some_and(|i| i.len() == 1)
                     && s["services"].as_array().is_some_and(|v| v.len() == 2)
                     && s["appUuid"].is_string()
+                    && s["kubernetesCluster"].is_object()
             });
         if done {
             break a;
@@ -265,6 +281,56 @@ async fn helm_releases_are_joined_with_what_they_run_and_their_values_never_leav
         "a pod of another namespace joined: {from_configmap}"
     );
     assert!(app(&first, "kube-system", "metrics").is_none());
+    // Linked to the cluster whose annotation names this kube-system (a denied namespace, yet
+    // its UID is read), both ways.
+    assert_eq!(
+        shop["kubernetesCluster"],
+        json!({"name": here["metadata"]["name"], "namespace": "tenants"})
+    );
+    let on: Value = reqwest::Client::new()
+        .post(format!("{base}/graphql"))
+        .json(&json!({"query": "{ clusters(first: 10) { nodes { name applications { namespace name } } } }"}))
+        .send()
+        .await
+        .expect("clusters")
+        .json()
+        .await
+        .expect("JSON");
+    let mut runs: Vec<(String, Vec<String>)> = on["data"]["clusters"]["nodes"]
+        .as_array()
+        .expect("clusters")
+        .iter()
+        .map(|c| {
+            let apps = c["applications"].as_array().map_or(Vec::new(), |a| {
+                a.iter()
+                    .map(|a| {
+                        format!(
+                            "{}/{}",
+                            a["namespace"].as_str().unwrap_or(""),
+                            a["name"].as_str().unwrap_or("")
+                        )
+                    })
+                    .collect()
+            });
+            (c["name"].as_str().unwrap_or_default().to_string(), apps)
+        })
+        .collect();
+    runs.sort();
+    let here_name = here["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert_eq!(
+        runs,
+        [
+            ("elsewhere".to_string(), vec![]),
+            (
+                here_name,
+                vec!["other/api".to_string(), "shop/shop".to_string()]
+            )
+        ],
+        "{on}"
+    );
     let inv = &first["data"]["applicationInventory"];
     assert!(
         inv["deniedNamespaces"]
@@ -282,6 +348,54 @@ async fn helm_releases_are_joined_with_what_they_run_and_their_values_never_leav
         .expect("the cluster UUID's ConfigMap");
     assert_eq!(kept["data"]["clusterUuid"], uuid.as_str());
 
+    // The summary's subscription: its application counts come with it, and a change of the
+    // applications alone (no infrastructure object moves) sends it again.
+    use futures::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::{Message, client::IntoClientRequest};
+    let mut req = format!("{}/graphql/ws", base.replacen("http", "ws", 1))
+        .into_client_request()
+        .expect("request");
+    req.headers_mut().insert(
+        "Sec-WebSocket-Protocol",
+        "graphql-transport-ws".parse().expect("header"),
+    );
+    let (mut ws, _) = tokio_tungstenite::connect_async(req).await.expect("ws");
+    for m in [
+        json!({"type": "connection_init"}),
+        json!({"id": "s", "type": "subscribe", "payload": {"query":
+            "subscription { infrastructureSummary(debounceMs: 10) { clusters { total } applications { total degraded pending } } }"}}),
+    ] {
+        ws.send(Message::Text(m.to_string().into()))
+            .await
+            .expect("send");
+    }
+    let mut summaries = Vec::new();
+    let mut next_summary = async || {
+        // One deadline for the whole wait (other frames do not extend it).
+        let deadline = tokio::time::Instant::now() + PATIENCE;
+        loop {
+            match tokio::time::timeout_at(deadline, ws.next())
+                .await
+                .expect("a summary in time")
+            {
+                Some(Ok(Message::Text(t))) => {
+                    let v: Value = serde_json::from_str(&t).expect("json");
+                    if v["type"] == "next" {
+                        break v["payload"]["data"]["infrastructureSummary"].clone();
+                    }
+                }
+                Some(Ok(_)) => {}
+                other => panic!("socket ended: {other:?}"),
+            }
+        }
+    };
+    summaries.push(next_summary().await);
+    assert_eq!(
+        summaries[0]["applications"],
+        json!({"total": 2, "degraded": 1, "pending": 0}),
+        "{summaries:?}"
+    );
+
     // An upgrade starts: revision 3 is pending and live; then it fails, and 2 runs on.
     h.api.apply(
         "secrets",
@@ -289,6 +403,14 @@ async fn helm_releases_are_joined_with_what_they_run_and_their_values_never_leav
     );
     let upgrading = until_app(&base, "shop", "shop", |s| s["revision"] == 3).await;
     assert_eq!(upgrading["health"], "PENDING_UPGRADE");
+    summaries.push(next_summary().await);
+    assert_eq!(
+        summaries[1]["applications"],
+        json!({"total": 2, "degraded": 0, "pending": 1}),
+        "{summaries:?}"
+    );
+    assert_eq!(summaries[1]["clusters"], summaries[0]["clusters"]);
+    drop(ws);
     h.api
         .apply("secrets", release_secret("shop", "shop", 3, "failed"));
     let failed = until_app(&base, "shop", "shop", |s| {

@@ -1,7 +1,7 @@
 //! The applications (Helm releases and what they run): a list with each one's health, filters
 //! and deep links, and one application's page: its pods with status and restarts, services,
 //! volumes, ingresses as links, and its revisions as a timeline. Both are loaded on demand
-//! (separate WebAssembly modules) and read again every few seconds.
+//! (separate WebAssembly modules) and read again whenever `applicationChanged` reports a change.
 
 use leptos::prelude::*;
 use leptos_router::hooks::{use_params_map, use_query_map};
@@ -9,7 +9,10 @@ use leptos_router::hooks::{use_params_map, use_query_map};
 use super::Problem;
 use super::list::UrlFilters;
 use crate::format::gib;
-use crate::gql::{ApplicationDetail, ApplicationList, application_detail, application_list};
+use crate::gql::{
+    ApplicationDetail, ApplicationList, ApplicationsLive, application_detail, application_list,
+    applications_live,
+};
 use crate::net::{self, LinkState};
 
 type Row = application_list::ApplicationListApplicationsEdgesNode;
@@ -39,18 +42,36 @@ fn health_words(wire: &str) -> String {
     wire.to_lowercase().replace('_', " ")
 }
 
-/// Read `fetch` now, after each reconnection and every 3 s, into a signal.
-fn polled<T: Send + Sync + 'static>(
+/// `fetch` kept current in a signal: read now, after each reconnection, and again after each
+/// change `applicationChanged` reports in `namespace` of `datacenter` (both `None`: anywhere).
+/// Changes that arrive while a read is on its way are answered by one more read, not one each.
+fn watched<T: Send + Sync + 'static>(
+    namespace: Option<String>,
+    datacenter: Option<String>,
     fetch: impl Fn() -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<T, String>>>>
     + Clone
     + 'static,
 ) -> RwSignal<Option<Result<T, String>>> {
+    use std::cell::Cell;
+    use std::rc::Rc;
     let state = expect_context::<LinkState>();
     let answer = RwSignal::new(None);
+    let reading = Rc::new(Cell::new(false));
+    let again = Rc::new(Cell::new(false));
     let refresh = move || {
-        let fetch = fetch.clone();
+        if reading.replace(true) {
+            again.set(true);
+            return;
+        }
+        let (fetch, reading, again) = (fetch.clone(), reading.clone(), again.clone());
         leptos::task::spawn_local(async move {
-            answer.set(Some(fetch().await));
+            loop {
+                answer.set(Some(fetch().await));
+                if !again.replace(false) {
+                    break;
+                }
+            }
+            reading.set(false);
         });
     };
     let first = refresh.clone();
@@ -58,9 +79,13 @@ fn polled<T: Send + Sync + 'static>(
         state.connections.track();
         first();
     });
-    if let Ok(handle) = set_interval_with_handle(refresh, std::time::Duration::from_secs(3)) {
-        on_cleanup(move || handle.clear());
-    }
+    net::subscribe::<ApplicationsLive>(
+        applications_live::Variables {
+            namespace,
+            datacenter,
+        },
+        move |_| refresh(),
+    );
     answer
 }
 
@@ -83,7 +108,7 @@ fn tile() -> AnyView {
 #[component]
 fn Counts() -> impl IntoView {
     use crate::gql::{ApplicationCounts, application_counts};
-    let answer = polled(|| {
+    let answer = watched(None, None, || {
         Box::pin(async {
             net::query::<ApplicationCounts>(application_counts::Variables)
                 .await
@@ -132,7 +157,7 @@ fn List() -> impl IntoView {
     let q = url.get("q");
     let health = url.get("health");
     let dc = url.get("dc");
-    let answer = polled(|| {
+    let answer = watched(None, None, || {
         Box::pin(async {
             net::query::<ApplicationList>(application_list::Variables)
                 .await
@@ -235,22 +260,33 @@ fn detail() -> AnyView {
 fn Page() -> impl IntoView {
     let params = use_params_map();
     let query = use_query_map();
-    let key = move || {
+    // Another application: a view of its own (its own subscription).
+    let key = Memo::new(move |_| {
         let p = params.read();
         (
             p.get("namespace").unwrap_or_default(),
             p.get("name").unwrap_or_default(),
             query.read().get("dc").unwrap_or_default(),
         )
+    });
+    move || {
+        let (namespace, name, dc) = key.get();
+        view! { <Shown namespace name dc/> }
+    }
+}
+
+/// One application, read again whenever its namespace's applications change.
+#[component]
+fn Shown(namespace: String, name: String, dc: String) -> impl IntoView {
+    let datacenter = (!dc.is_empty()).then_some(dc);
+    let vars = application_detail::Variables {
+        namespace: Some(namespace.clone()),
+        name: Some(name),
+        datacenter: datacenter.clone(),
     };
-    let answer = polled(move || {
-        let (namespace, name, dc) = key();
+    let answer = watched(Some(namespace), datacenter, move || {
+        let vars = vars.clone();
         Box::pin(async move {
-            let vars = application_detail::Variables {
-                namespace: Some(namespace),
-                name: Some(name),
-                datacenter: (!dc.is_empty()).then_some(dc),
-            };
             net::query::<ApplicationDetail>(vars)
                 .await
                 .map(|d| d.application)
@@ -329,6 +365,14 @@ fn page(a: Detail) -> impl IntoView {
         let href = format!("https://{host}/");
         view! { <li><a href=href rel="noopener" target="_blank" data-testid="ingress">{host}</a></li> }
     }).collect_view();
+    // The tenant cluster it runs on, where the inventory knows it.
+    let on_cluster = a.kubernetes_cluster.map(|c| {
+        let href = format!("/clusters/{}/{}", c.namespace.unwrap_or_default(), c.name);
+        view! {
+            <p data-testid="app-cluster">"Runs on cluster "<a href=href>{c.name.clone()}</a>
+                " "<span class="muted">{c.phase.unwrap_or_default()}</span></p>
+        }
+    });
     let live = a.revision;
     let timeline = a.revisions.into_iter().rev().map(|r| {
         let class = match r.status.as_str() {
@@ -354,6 +398,7 @@ fn page(a: Detail) -> impl IntoView {
             <span class=format!("pill {}", health_class(h)) data-testid="health">{health_words(h)}</span>
         </div>
         <p class="muted">{format!("{place} · {} {} (app {}) · revision {} {}", a.chart, a.chart_version, a.app_version, a.revision, a.status)}</p>
+        {on_cluster}
         {reasons}
         <h2>"Revisions"</h2>
         <ol class="timeline" data-testid="revisions">{timeline}</ol>

@@ -125,20 +125,30 @@ pub(crate) mod open {
         let store = ctx.data_unchecked::<Arc<Store>>().clone();
         let active = Active::new(counted(ctx), "infrastructureSummary");
         let dc = datacenter.map(|d| crate::model::Datacenter::new(&d));
+        let inventory = ctx.data_opt::<Arc<crate::inventory::Inventory>>().cloned();
+        let also = inventory.as_ref().map(|i| i.watch());
         Ok(aggregate(
             store,
             debounce,
             active,
-            move |s| match &dc {
-                // One datacenter's, by walking its objects (the aggregates are the fleet's), once
-                // per snapshot for every subscriber filtered to it.
-                Some(dc) => s.memo_keyed(dc.clone(), |s| {
-                    crate::domain::summary::infrastructure_summary_in(s, Some(dc))
-                }),
-                None => crate::domain::summary::infrastructure_summary(s),
+            move |s| {
+                let mut summary = match &dc {
+                    // One datacenter's, by walking its objects (the aggregates are the fleet's),
+                    // once per snapshot for every subscriber filtered to it.
+                    Some(dc) => s.memo_keyed(dc.clone(), |s| {
+                        crate::domain::summary::infrastructure_summary_in(s, Some(dc))
+                    }),
+                    None => crate::domain::summary::infrastructure_summary(s),
+                };
+                // Its application counts belong to its value: a change of them alone sends it.
+                summary.application_counts = inventory
+                    .as_ref()
+                    .map(|i| i.snapshot().counts_in(dc.as_ref()));
+                summary
             },
             mode(ctx),
             ctx.data_opt::<Arc<After>>(),
+            also,
         ))
     }
 
@@ -159,6 +169,7 @@ pub(crate) mod open {
             move |s| crate::graphql::types::host_capacity(s, o, dc.as_ref()),
             mode(ctx),
             ctx.data_opt::<Arc<After>>(),
+            None,
         ))
     }
 

@@ -317,6 +317,11 @@ node_type! {
             }
             connection(ctx, items, filter.as_ref(), sort, PageArgs { after, before, first, last }, MachineObj::new).await
         }
+        /// The Helm applications running on it, where the inventory watches it: those of the
+        /// cluster whose `kube-system` UID its `vitistack.io/kube-system-uid` annotation names.
+        async fn applications(&self, ctx: &Context<'_>) -> Vec<crate::graphql::applications::ApplicationObj> {
+            crate::graphql::applications::on_cluster(ctx, self.0.annotation(crate::model::ANNOTATION_KUBE_SYSTEM_UID))
+        }
         /// The NetworkNamespace named by `spec.data.networkNamespaceName`.
         async fn network_namespace(&self, ctx: &Context<'_>) -> Option<NetworkNamespaceObj> {
             one(snap(ctx).get(self.0.datacenter(), crate::model::Kind::NetworkNamespace, self.0.namespace(), &self.kc().spec.data.network_namespace_name), NetworkNamespaceObj::new)

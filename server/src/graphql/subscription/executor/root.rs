@@ -43,7 +43,7 @@ pub enum Update {
     /// `clusterChanged`.
     Cluster(ClusterEvent),
     /// `infrastructureSummary`.
-    Infrastructure(InfrastructureSummary),
+    Infrastructure(Box<InfrastructureSummary>),
     /// `hostsChanged`.
     Hosts(HostCapacity),
     /// `applicationChanged`.
@@ -147,10 +147,10 @@ impl ExecutorRoot {
         field(
             ctx,
             |e| match e {
-                Update::Infrastructure(x) => Some(x),
+                Update::Infrastructure(x) => Some(&**x),
                 _ => None,
             },
-            Update::Infrastructure,
+            |x| Update::Infrastructure(Box::new(x)),
             || open::infrastructure_summary(ctx, debounce_ms, datacenter.clone()),
         )
     }

@@ -351,15 +351,8 @@ async fn helm_releases_are_joined_with_what_they_run_and_their_values_never_leav
     // The summary's subscription: its application counts come with it, and a change of the
     // applications alone (no infrastructure object moves) sends it again.
     use futures::{SinkExt, StreamExt};
-    use tokio_tungstenite::tungstenite::{Message, client::IntoClientRequest};
-    let mut req = format!("{}/graphql/ws", base.replacen("http", "ws", 1))
-        .into_client_request()
-        .expect("request");
-    req.headers_mut().insert(
-        "Sec-WebSocket-Protocol",
-        "graphql-transport-ws".parse().expect("header"),
-    );
-    let (mut ws, _) = tokio_tungstenite::connect_async(req).await.expect("ws");
+    use tokio_tungstenite::tungstenite::Message;
+    let mut ws = super::open_ws(&base).await;
     for m in [
         json!({"type": "connection_init"}),
         json!({"id": "s", "type": "subscribe", "payload": {"query":

@@ -1025,15 +1025,8 @@ async fn kubernetes_tokens_are_reviewed_and_rbac_gives_the_role() {
 
     // The same principal on a WebSocket.
     use futures::{SinkExt, StreamExt};
-    use tokio_tungstenite::tungstenite::{Message, client::IntoClientRequest};
-    let mut req = format!("{}/graphql/ws", h.base.replacen("http", "ws", 1))
-        .into_client_request()
-        .expect("request");
-    req.headers_mut().insert(
-        "Sec-WebSocket-Protocol",
-        "graphql-transport-ws".parse().expect("header"),
-    );
-    let (mut ws, _) = tokio_tungstenite::connect_async(req).await.expect("ws");
+    use tokio_tungstenite::tungstenite::Message;
+    let mut ws = open_ws(&h.base).await;
     let mut send = async |v: Value| {
         ws.send(Message::Text(v.to_string().into()))
             .await
@@ -1062,6 +1055,21 @@ async fn kubernetes_tokens_are_reviewed_and_rbac_gives_the_role() {
         "{}",
         texts[1]
     );
+}
+
+/// A graphql-transport-ws connection to the server at `base` (`http://…`), not yet initialised.
+async fn open_ws(
+    base: &str,
+) -> tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>> {
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+    let mut req = format!("{}/graphql/ws", base.replacen("http", "ws", 1))
+        .into_client_request()
+        .expect("request");
+    req.headers_mut().insert(
+        "Sec-WebSocket-Protocol",
+        "graphql-transport-ws".parse().expect("header"),
+    );
+    tokio_tungstenite::connect_async(req).await.expect("ws").0
 }
 
 /// A manifest of the repository's `fixtures/upstream` as JSON.

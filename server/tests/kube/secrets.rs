@@ -375,17 +375,7 @@ async fn no_credential_is_found_anywhere() {
     }
 
     // A subscriber with every object, raw, from the snapshot on.
-    let (mut ws, _) = {
-        use tokio_tungstenite::tungstenite::client::IntoClientRequest;
-        let mut req = format!("ws://127.0.0.1:{port}/graphql/ws")
-            .into_client_request()
-            .expect("request");
-        req.headers_mut().insert(
-            "Sec-WebSocket-Protocol",
-            "graphql-transport-ws".parse().expect("header"),
-        );
-        tokio_tungstenite::connect_async(req).await.expect("ws")
-    };
+    let mut ws = super::open_ws(&format!("http://127.0.0.1:{port}")).await;
     use tokio_tungstenite::tungstenite::Message;
     let frames = Arc::new(Mutex::new(Vec::<String>::new()));
     ws.send(Message::Text(

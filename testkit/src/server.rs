@@ -78,19 +78,26 @@ impl Server {
     }
 
     /// A graphql-transport-ws WebSocket to it (not yet initialised).
-    pub async fn ws(
-        &self,
-    ) -> tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>
-    {
-        let mut req = format!("ws://127.0.0.1:{}/graphql/ws", self.port)
-            .into_client_request()
-            .expect("request");
-        req.headers_mut().insert(
-            "Sec-WebSocket-Protocol",
-            "graphql-transport-ws".parse().expect("header"),
-        );
-        tokio_tungstenite::connect_async(req).await.expect("ws").0
+    pub async fn ws(&self) -> GraphqlWs {
+        graphql_ws(&format!("http://127.0.0.1:{}", self.port)).await
     }
+}
+
+/// A WebSocket client connection.
+pub type GraphqlWs =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+/// A graphql-transport-ws WebSocket to the server at `base` (`http://host:port`), not yet
+/// initialised.
+pub async fn graphql_ws(base: &str) -> GraphqlWs {
+    let mut req = format!("{}/graphql/ws", base.replacen("http", "ws", 1))
+        .into_client_request()
+        .expect("request");
+    req.headers_mut().insert(
+        "Sec-WebSocket-Protocol",
+        "graphql-transport-ws".parse().expect("header"),
+    );
+    tokio_tungstenite::connect_async(req).await.expect("ws").0
 }
 
 impl Drop for Server {

@@ -1058,18 +1058,8 @@ async fn kubernetes_tokens_are_reviewed_and_rbac_gives_the_role() {
 }
 
 /// A graphql-transport-ws connection to the server at `base` (`http://…`), not yet initialised.
-async fn open_ws(
-    base: &str,
-) -> tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>> {
-    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
-    let mut req = format!("{}/graphql/ws", base.replacen("http", "ws", 1))
-        .into_client_request()
-        .expect("request");
-    req.headers_mut().insert(
-        "Sec-WebSocket-Protocol",
-        "graphql-transport-ws".parse().expect("header"),
-    );
-    tokio_tungstenite::connect_async(req).await.expect("ws").0
+async fn open_ws(base: &str) -> vitistack_testkit::server::GraphqlWs {
+    vitistack_testkit::server::graphql_ws(base).await
 }
 
 /// A manifest of the repository's `fixtures/upstream` as JSON.

@@ -80,6 +80,19 @@ async fn applications(base: &str) -> Value {
     res.json().await.unwrap_or(Value::Null)
 }
 
+/// `query`'s answer from the server at `base`, read anonymously.
+async fn read(base: &str, query: &str) -> Value {
+    reqwest::Client::new()
+        .post(format!("{base}/graphql"))
+        .json(&json!({ "query": query }))
+        .send()
+        .await
+        .expect("an answer")
+        .json()
+        .await
+        .expect("JSON")
+}
+
 fn app<'a>(answer: &'a Value, namespace: &str, name: &str) -> Option<&'a Value> {
     answer["data"]["applications"]["edges"]
         .as_array()?
@@ -287,15 +300,11 @@ async fn helm_releases_are_joined_with_what_they_run_and_their_values_never_leav
         shop["kubernetesCluster"],
         json!({"name": here["metadata"]["name"], "namespace": "tenants"})
     );
-    let on: Value = reqwest::Client::new()
-        .post(format!("{base}/graphql"))
-        .json(&json!({"query": "{ clusters(first: 10) { nodes { name applications { namespace name } } } }"}))
-        .send()
-        .await
-        .expect("clusters")
-        .json()
-        .await
-        .expect("JSON");
+    let on = read(
+        &base,
+        "{ clusters(first: 10) { nodes { name applications { namespace name } } } }",
+    )
+    .await;
     let mut runs: Vec<(String, Vec<String>)> = on["data"]["clusters"]["nodes"]
         .as_array()
         .expect("clusters")
@@ -435,15 +444,7 @@ async fn helm_releases_are_joined_with_what_they_run_and_their_values_never_leav
     let history = loop {
         let q = r#"{ application(namespace: "shop", name: "shop") { history(first: 20) { edges { node {
             type change phaseBefore phaseAfter diff kind namespace name } } } } }"#;
-        let v: Value = reqwest::Client::new()
-            .post(format!("{base}/graphql"))
-            .json(&json!({ "query": q }))
-            .send()
-            .await
-            .expect("history")
-            .json()
-            .await
-            .expect("json");
+        let v = read(&base, q).await;
         let types: Vec<String> = v["data"]["application"]["history"]["edges"]
             .as_array()
             .map(|e| {

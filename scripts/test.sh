@@ -37,6 +37,8 @@ check "dashboard build (scripts/build-web.sh)" bash scripts/build-web.sh
 check "dashboard size budget (the first load under 400 KiB gzip)" python3 scripts/web-budget.py
 check "cargo fmt" cargo fmt --all -- --check
 check "cargo clippy" cargo clippy --all-targets --locked -- -D warnings
+check "supply chain (cargo-deny: licences, crates in two versions, sources; advisories when reachable)" \
+  bash scripts/supply-chain.sh
 echo "== cargo test (every test binary runs, even after a failure)"
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
@@ -53,6 +55,9 @@ fi
 # `cargo test` above built the binary (for the integration tests); a separate `cargo build` would
 # rebuild the crate with different dev-dependency features.
 VITISTACK_BIN="$CARGO_TARGET_DIR/debug/vitistack" "$venv/bin/python" -m unittest -v e2e/chart/test_chart.py 2>&1 | tee -a "$log" || status=1
+
+echo "== the container image: scripts/build-image.sh around the test binary, unpacked by umoci, run from its root"
+VITISTACK_BIN="$CARGO_TARGET_DIR/debug/vitistack" python3 -m unittest -v e2e/image/test_image.py 2>&1 | tee -a "$log" || status=1
 
 echo "== the old aggregator's REST contract: schemathesis on /api/v1/openapi.json, promtool on /metrics"
 "$venv/bin/python" -c 'import schemathesis' 2>/dev/null || "$venv/bin/pip" install --quiet schemathesis || status=1

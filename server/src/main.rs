@@ -46,11 +46,16 @@ enum Command {
     /// Check a running server as `helm test` does: `/ready` answers 200 and a GraphQL query
     /// answers data. Exit 0 when both hold, 1 (saying which failed) otherwise.
     Probe {
-        /// The server's base URL, e.g. `http://vitistack-graphql:9991`.
-        url: String,
+        /// The server's base URL, e.g. `http://vitistack-graphql:9991`; default: this machine on
+        /// `PORT` (the container image's health check).
+        url: Option<String>,
         /// A file holding the bearer token to query with (e.g. the pod's service account token).
-        #[arg(long)]
+        #[arg(long, conflicts_with = "live")]
         token_file: Option<PathBuf>,
+        /// Only ask whether the process serves (`/health/live`), needing no key: the container
+        /// image's health check, where anonymous GraphQL is refused by default.
+        #[arg(long)]
+        live: bool,
     },
     /// Create or update the database schema (also done at every start of `serve`).
     Migrate {
@@ -122,8 +127,13 @@ fn main() -> ExitCode {
                 .max_failure(checked)
         }
         Some(Command::Migrate { db }) => block_on(migrate(db)).unwrap_or(ExitCode::FAILURE),
-        Some(Command::Probe { url, token_file }) => {
-            block_on(probe(url, token_file)).unwrap_or(ExitCode::FAILURE)
+        Some(Command::Probe {
+            url,
+            token_file,
+            live,
+        }) => {
+            let url = url.unwrap_or_else(local_url);
+            block_on(probe(url, token_file, live)).unwrap_or(ExitCode::FAILURE)
         }
         Some(Command::Serve(cfg)) => run(*cfg),
         None => {
@@ -184,8 +194,18 @@ async fn open_db(db: &DbConfig) -> Result<vitistack::db::Db, ExitCode> {
         })
 }
 
-/// `vitistack probe`: `/ready`, then one GraphQL query; each step says what it saw.
-async fn probe(url: String, token_file: Option<PathBuf>) -> ExitCode {
+/// This machine's server: `PORT` as `serve` reads it (9991 when unset or not a port).
+fn local_url() -> String {
+    let port = std::env::var("PORT")
+        .ok()
+        .and_then(|p| p.trim().parse::<u16>().ok())
+        .unwrap_or(9991);
+    format!("http://127.0.0.1:{port}")
+}
+
+/// `vitistack probe`: `/ready`, then one GraphQL query (with `live`, `/health/live` only); each
+/// step says what it saw.
+async fn probe(url: String, token_file: Option<PathBuf>, live: bool) -> ExitCode {
     let base = url.trim_end_matches('/');
     let token = match token_file.map(std::fs::read_to_string).transpose() {
         Ok(t) => t.map(|t| t.trim().to_string()),
@@ -204,16 +224,20 @@ async fn probe(url: String, token_file: Option<PathBuf>) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match client.get(format!("{base}/ready")).send().await {
-        Ok(r) if r.status().is_success() => println!("ok: {base}/ready answers {}", r.status()),
+    let first = if live { "health/live" } else { "ready" };
+    match client.get(format!("{base}/{first}")).send().await {
+        Ok(r) if r.status().is_success() => println!("ok: {base}/{first} answers {}", r.status()),
         Ok(r) => {
-            println!("failed: {base}/ready answers {}", r.status());
+            println!("failed: {base}/{first} answers {}", r.status());
             return ExitCode::FAILURE;
         }
         Err(e) => {
-            println!("failed: {base}/ready: {e}");
+            println!("failed: {base}/{first}: {e}");
             return ExitCode::FAILURE;
         }
+    }
+    if live {
+        return ExitCode::SUCCESS;
     }
     let mut request = client
         .post(format!("{base}/graphql"))

@@ -384,17 +384,7 @@ impl Metrics {
         {
             return String::new();
         }
-        let text = String::from_utf8(buf).unwrap_or_default();
-        // The text encoder cannot write `untyped`; these gauges are declared so by hand.
-        super::operator_metrics::UNTYPED
-            .iter()
-            .fold(text, |text, name| {
-                text.replacen(
-                    &format!("# TYPE {name} gauge\n"),
-                    &format!("# TYPE {name} untyped\n"),
-                    1,
-                )
-            })
+        String::from_utf8(buf).unwrap_or_default()
     }
 
     /// The cache counters under the old `cache_type` names: (type, hits, misses).

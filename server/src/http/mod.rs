@@ -20,7 +20,6 @@ pub mod ws;
 pub mod ws_message;
 
 use crate::error::ErrorCode;
-use std::sync::atomic::Ordering;
 
 use axum::Router;
 use axum::extract::{ConnectInfo, State};
@@ -54,6 +53,10 @@ pub fn router(state: AppState) -> Router {
         .route("/health/cache", get(health::cache))
         .route("/ready", get(health::ready))
         .route("/metrics", get(metrics))
+        // The old aggregator's base URL answers them too.
+        .route("/api/v1/health", get(health::health))
+        .route("/api/v1/ready", get(health::ready))
+        .route("/api/v1/metrics", get(metrics))
         .merge(rest::routes())
         .merge(hub::routes())
         .merge(admin::routes())
@@ -194,17 +197,10 @@ async fn metrics(
     }
     let snap = app.store.snapshot();
     let operators = app.operators();
-    let count =
-        |a: &[std::sync::atomic::AtomicU64; 3]| a.each_ref().map(|c| c.load(Ordering::Relaxed));
     let scrape = operator_metrics::Scrape {
         operators: &operators,
-        applied: [
-            crate::store::ChangeType::Added,
-            crate::store::ChangeType::Modified,
-            crate::store::ChangeType::Deleted,
-        ]
-        .map(|c| app.store.applied(c)),
-        undecodable: count(&app.source.undecodable),
+        applied: app.store.applied(),
+        undecodable: &app.source.undecodable,
         connections: app
             .history
             .as_ref()

@@ -7,15 +7,20 @@ use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts, 
 
 use crate::domain::aggregates::ClusterState;
 use crate::domain::operators::{OperatorHealth, OperatorState};
+use crate::history::event_type;
+use crate::history::webhooks::DEFAULT_EVENTS as NAMED_EVENT_TYPES;
 use crate::model::{Kind, LABEL_CLUSTER_ID, Resource};
-use crate::store::{ChangeType, Snapshot};
+use crate::store::{ChangeCounts, ChangeType, Snapshot};
 
-/// Gauges promtool must see as `untyped`: their names end in `_total`, which the exposition
-/// format reserves for counters, and they are gauges (the old names are kept).
-pub const UNTYPED: [&str; 2] = [
+/// The old operator's gauges whose names end in `_total` (typed `gauge`, as it exposed them;
+/// promtool's lint of that suffix is expected for these two).
+pub const GAUGES_NAMED_TOTAL: [&str; 2] = [
     "vitistack_operator_clusters_total",
     "vitistack_operator_machines_total",
 ];
+
+/// The old operator's base URL: its request metrics name routes relative to it.
+const BASE_URL: &str = "/api/v1";
 
 /// The methods the request metrics name; any other is `other` (the label stays bounded).
 const METHODS: [&str; 7] = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"];
@@ -24,10 +29,10 @@ const METHODS: [&str; 7] = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OP
 pub struct Scrape<'a> {
     /// Every operator, judged now.
     pub operators: &'a [OperatorHealth],
-    /// Changes applied to the store since start, by type.
-    pub applied: [u64; 3],
-    /// Source objects that could not be read, by the change they would have been.
-    pub undecodable: [u64; 3],
+    /// Changes applied to the store since start, by kind and type.
+    pub applied: &'a ChangeCounts,
+    /// Source objects that could not be read, by kind and the change they would have been.
+    pub undecodable: &'a ChangeCounts,
     /// The database pool's (idle, in use, max), when connected.
     pub connections: Option<(u32, u32, u32)>,
 }
@@ -65,12 +70,12 @@ impl OperatorMetrics {
         };
         let m = OperatorMetrics {
             clusters: gauge(
-                UNTYPED[0],
+                GAUGES_NAMED_TOTAL[0],
                 "Kubernetes clusters now, by status (active, inactive, failed) and provider type",
                 &["status", "type"],
             )?,
             machines: gauge(
-                UNTYPED[1],
+                GAUGES_NAMED_TOTAL[1],
                 "Machines now, by operator (provider), status and cluster id",
                 &["operator", "status", "cluster"],
             )?,
@@ -106,7 +111,7 @@ impl OperatorMetrics {
             )?,
             events: counter(
                 "vitistack_operator_events_processed_total",
-                "Object events processed, by type (added, modified, deleted) and outcome (success, error: the object could not be read)",
+                "Object events processed, by the old operator's event type (infrastructure.machine.created, …; others as <kind>.<change>) and outcome (success, error: the object could not be read)",
                 &["event_type", "status"],
             )?,
             connections: gauge(
@@ -128,8 +133,14 @@ impl OperatorMetrics {
         Ok(m)
     }
 
-    /// Count one answered request. `endpoint` is the route template (never the raw path).
+    /// Count one answered request. `endpoint` is the route template (never the raw path); under
+    /// the old base URL `/api/v1` it is named relative to it, as the old operator did
+    /// (`/clusters`, `/health`).
     pub fn observe_request(&self, method: &str, endpoint: &str, status: u16, seconds: f64) {
+        let endpoint = endpoint
+            .strip_prefix(BASE_URL)
+            .filter(|rest| rest.starts_with('/'))
+            .unwrap_or(endpoint);
         let method = METHODS
             .iter()
             .find(|m| **m == method)
@@ -192,14 +203,28 @@ impl OperatorMetrics {
                     .set(i64::from(o.status == state));
             }
         }
-        for (change, name) in [
-            (ChangeType::Added, "added"),
-            (ChangeType::Modified, "modified"),
-            (ChangeType::Deleted, "deleted"),
-        ] {
-            let i = change as usize;
-            catch_up(&self.events, &[name, "success"], s.applied[i]);
-            catch_up(&self.events, &[name, "error"], s.undecodable[i]);
+        // By the old operator's event types (`infrastructure.machine.created`, …; its five are
+        // always present), other changes by `<kind>.<change>`: a closed set either way.
+        let mut events: std::collections::BTreeMap<String, (u64, u64)> = NAMED_EVENT_TYPES
+            .iter()
+            .map(|t| ((*t).to_string(), (0, 0)))
+            .collect();
+        for kind in Kind::ALL {
+            for change in [ChangeType::Added, ChangeType::Modified, ChangeType::Deleted] {
+                let (ok, bad) = (
+                    s.applied.get(*kind, change),
+                    s.undecodable.get(*kind, change),
+                );
+                if ok + bad > 0 {
+                    let e = events.entry(event_type(*kind, change)).or_default();
+                    e.0 += ok;
+                    e.1 += bad;
+                }
+            }
+        }
+        for (name, (ok, bad)) in &events {
+            catch_up(&self.events, &[name, "success"], *ok);
+            catch_up(&self.events, &[name, "error"], *bad);
         }
         for (cache, hits, misses) in caches {
             catch_up(&self.cache_hits, &[cache], hits);

@@ -125,9 +125,9 @@ pub struct SourceStatus {
     pub window: Duration,
     /// By datacenter, then kind name.
     kinds: Mutex<BTreeMap<(Datacenter, &'static str), KindStatus>>,
-    /// Objects the source received but the model could not read (skipped), by the change they
-    /// would have been (indexed by `ChangeType as usize`: listed objects count as added).
-    pub undecodable: [std::sync::atomic::AtomicU64; 3],
+    /// Objects the source received but the model could not read (skipped), by kind and the
+    /// change they would have been (listed objects count as added).
+    pub undecodable: crate::store::ChangeCounts,
     /// Each datacenter's state, when the source watches several (one cluster: `None`, and
     /// readiness is as it always was).
     pub datacenters: Option<super::datacenters::Datacenters>,

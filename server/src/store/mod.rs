@@ -1,6 +1,7 @@
 //! The indexed in-memory graph: immutable snapshots (cheap to clone, consistent for a whole query),
 //! secondary indexes for every relationship, and one sequence-numbered change stream.
 
+mod counts;
 mod index;
 pub mod reads;
 mod snapshot;
@@ -12,6 +13,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time as MetaTime;
 use parking_lot::Mutex;
 use tokio::sync::broadcast;
 
+pub use counts::ChangeCounts;
 pub use index::{Idx, index_entries, scoped};
 pub use snapshot::{DerivedState, Deriver, Snapshot};
 
@@ -144,8 +146,8 @@ pub struct Store {
     capacity: usize,
     /// Writes made through this server that their writers wait to see.
     expected: Mutex<Vec<Expected>>,
-    /// Changes applied since start: added, modified, deleted.
-    applied: [std::sync::atomic::AtomicU64; 3],
+    /// Changes applied since start, by kind and type.
+    applied: ChangeCounts,
 }
 
 impl std::fmt::Debug for Store {
@@ -184,9 +186,9 @@ impl Store {
         }
     }
 
-    /// How many changes of each type the store has applied since start.
-    pub fn applied(&self, change: ChangeType) -> u64 {
-        self.applied[change as usize].load(std::sync::atomic::Ordering::Relaxed)
+    /// How many changes of each kind and type the store has applied since start.
+    pub fn applied(&self) -> &ChangeCounts {
+        &self.applied
     }
 
     /// Keep derived state with every snapshot from now on (derived at once from what is held).
@@ -421,7 +423,7 @@ impl Store {
         }
         self.current.store(Arc::new(snap));
         for c in &out {
-            self.applied[c.change as usize].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            self.applied.add(c.object.kind(), c.change);
             // No receivers is fine: nobody is listening yet.
             let _ = self.changes.send(c.clone());
         }

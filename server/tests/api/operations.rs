@@ -72,6 +72,24 @@ async fn the_old_metrics_are_exposed_with_bounded_labels_and_the_graphs_figures(
     .flatten()
     .collect();
     assert_eq!(sent.len(), 10_000);
+    // The old base URL answers the probes and the metrics too (as the routes they stand for).
+    for (old, new) in [
+        ("/api/v1/health", "/health"),
+        ("/api/v1/ready", "/ready"),
+        ("/api/v1/clusters", "/api/v1/clusters"),
+    ] {
+        let (a, b) = (app.get(old).await, app.get(new).await);
+        assert_eq!(a.0, 200, "{old}: {}", a.1);
+        assert_eq!(a.0, b.0, "{old} and {new}");
+        let (a, b): (Value, Value) = (
+            serde_json::from_str(&a.1).expect("JSON"),
+            serde_json::from_str(&b.1).expect("JSON"),
+        );
+        assert_eq!(a["status"], b["status"], "{old} and {new}");
+    }
+    let (status, old_text) = app.get("/api/v1/metrics").await;
+    assert_eq!(status, 200);
+    assert!(old_text.contains("# TYPE vitistack_operator_clusters_total gauge\n"));
     let (status, text) = app.get("/metrics").await;
     assert_eq!(status, 200);
 
@@ -110,6 +128,15 @@ async fn the_old_metrics_are_exposed_with_bounded_labels_and_the_graphs_figures(
         .collect();
     assert!(
         endpoints.contains("/v1/machineproviders/{uid}") && endpoints.contains("/{*path}"),
+        "{endpoints:?}"
+    );
+    // Under the old base URL routes are named as the old operator named them.
+    assert!(
+        endpoints.contains("/clusters") && endpoints.contains("/health"),
+        "{endpoints:?}"
+    );
+    assert!(
+        !endpoints.iter().any(|e| e.starts_with("/api/v1/")),
         "{endpoints:?}"
     );
     assert!(
@@ -173,12 +200,37 @@ async fn the_old_metrics_are_exposed_with_bounded_labels_and_the_graphs_figures(
             "{name} is {state}"
         );
     }
-    // The demo fleet was loaded through the store: every object was an added event.
-    let added = metric(
+    // The demo fleet was loaded through the store: every object was an event, counted by the
+    // old operator's event types (each machine one `infrastructure.machine.created`).
+    let created = metric(
         &text,
-        "vitistack_operator_events_processed_total{event_type=\"added\",status=\"success\"}",
+        "vitistack_operator_events_processed_total{event_type=\"infrastructure.machine.created\",status=\"success\"}",
     );
-    assert!(added >= 200, "{added} added events");
+    assert!(
+        created as f64 >= data["machines"]["totalCount"].as_f64().expect("count"),
+        "{created} machine.created events"
+    );
+    assert!(
+        metric(
+            &text,
+            "vitistack_operator_events_processed_total{event_type=\"infrastructure.cluster.updated\",status=\"success\"}",
+        ) as f64
+            >= data["clusters"]["totalCount"].as_f64().expect("count")
+    );
+    let types: BTreeSet<String> = series(&text, "vitistack_operator_events_processed_total")
+        .into_iter()
+        .map(|(l, _)| l["event_type"].clone())
+        .collect();
+    for t in [
+        "infrastructure.machine.created",
+        "infrastructure.machine.deleted",
+        "infrastructure.cluster.updated",
+        "infrastructure.operator.status",
+        "infrastructure.network.configured",
+    ] {
+        assert!(types.contains(t), "{t} missing: {types:?}");
+    }
+    assert!(!types.contains("added"), "{types:?}");
     // The cache counters follow ours.
     let ours = metric(&text, "vitistack_graphql_cache_misses_total");
     assert_eq!(

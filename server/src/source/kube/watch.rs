@@ -446,7 +446,7 @@ pub(super) fn undecodable(
     kind: Kind,
     e: &serde_json::Error,
 ) {
-    status.undecodable[change as usize].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    status.undecodable.add(kind, change);
     tracing::warn!(kind = kind.name(), error = %e, "object skipped: the model cannot read it");
 }
 

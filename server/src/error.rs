@@ -50,7 +50,7 @@ codes! {
     NotAcceptable = "NOT_ACCEPTABLE", NOT_ACCEPTABLE, "The Accept header names no media type the server answers in.";
     MethodNotAllowed = "METHOD_NOT_ALLOWED", METHOD_NOT_ALLOWED, "A mutation sent with GET, or a method the route does not take.";
     BodyLimit = "BODY_LIMIT", PAYLOAD_TOO_LARGE, "The request body is larger than the server accepts (the limit is named).";
-    Timeout = "TIMEOUT", GATEWAY_TIMEOUT, "The operation ran longer than `OPERATION_TIMEOUT_SECONDS`.";
+    Timeout = "TIMEOUT", GATEWAY_TIMEOUT, "The operation ran longer than `OPERATION_TIMEOUT_SECONDS` (`API_TIMEOUT`).";
     ConnectionLimit = "CONNECTION_LIMIT", TOO_MANY_REQUESTS, "Too many WebSocket or SSE streams, in total or from this client (the limit is named).";
     OperationLimit = "OPERATION_LIMIT", TOO_MANY_REQUESTS, "Too many subscriptions on one WebSocket (`STREAM_MAX_OPERATIONS_PER_SOCKET`).";
     GraphiqlOff = "GRAPHIQL_OFF", NOT_FOUND, "GraphiQL is turned off (`GRAPHIQL=false`).";
@@ -208,4 +208,12 @@ mod tests {
             "README.md's table of error codes differs from ErrorCode; it should read:\n{table}"
         );
     }
+}
+
+/// The message of an operation that ran past the operation limit.
+pub fn timeout_message(limit: std::time::Duration) -> String {
+    format!(
+        "the operation ran longer than the limit of {} s (OPERATION_TIMEOUT_SECONDS, API_TIMEOUT) and was stopped",
+        limit.as_secs_f64()
+    )
 }

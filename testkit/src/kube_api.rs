@@ -292,6 +292,8 @@ struct Shared {
     grants: Mutex<HashMap<String, Vec<Grant>>>,
     /// TokenReviews and SubjectAccessReviews answered.
     reviews: Mutex<(usize, usize)>,
+    /// While true, TokenReviews get no answer (an API server that does not respond).
+    hold_reviews: watch::Sender<bool>,
 }
 
 /// The running test server.
@@ -344,6 +346,7 @@ impl KubeApi {
             users: Mutex::new(HashMap::new()),
             grants: Mutex::new(HashMap::new()),
             reviews: Mutex::new((0, 0)),
+            hold_reviews: watch::channel(false).0,
         });
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
@@ -389,6 +392,11 @@ impl KubeApi {
     /// Forget a token (as when a service account's token is revoked).
     pub fn remove_token(&self, token: &str) {
         self.shared.users.lock().remove(token);
+    }
+
+    /// While `on`, TokenReviews wait without an answer; answered once it is off again.
+    pub fn hold_reviews(&self, on: bool) {
+        self.shared.hold_reviews.send_replace(on);
     }
 
     /// (TokenReviews, SubjectAccessReviews) answered so far.
@@ -611,6 +619,8 @@ fn status(code: u16, reason: &str, message: String) -> Response {
 
 /// `POST …/tokenreviews`: authenticated when the token is a known user's.
 async fn token_review(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
+    let mut held = shared.hold_reviews.subscribe();
+    let _ = held.wait_for(|on| !*on).await;
     shared.reviews.lock().0 += 1;
     let review: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     let token = review["spec"]["token"].as_str().unwrap_or_default();

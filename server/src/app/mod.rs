@@ -221,9 +221,15 @@ pub async fn start(cfg: &ServeConfig, listener: TcpListener) -> anyhow::Result<R
     let access = access(cfg, stop_rx.clone()).await?;
     let hub_tokens = cfg.hub_tokens()?;
     let tls = match (&cfg.access.tls_cert_file, &cfg.access.tls_key_file) {
-        (Some(cert), Some(key)) => {
-            Some(crate::http::tls::server_config(cert, key).map_err(anyhow::Error::msg)?)
-        }
+        (Some(cert), Some(key)) => Some(
+            crate::http::tls::server_config(&crate::http::tls::TlsFiles {
+                cert,
+                key,
+                ca: cfg.access.tls_ca_file.as_deref(),
+                min_version: cfg.access.tls_min_version().map_err(anyhow::Error::msg)?,
+            })
+            .map_err(anyhow::Error::msg)?,
+        ),
         _ => None,
     };
 

@@ -164,6 +164,8 @@ pub enum Refusal {
     Unavailable,
     /// A token Kubernetes accepted for this user, whose RBAC grants no role here.
     NoRole(String),
+    /// The review took longer than the operation limit (the Kubernetes API did not answer in time).
+    TimedOut(Duration),
 }
 
 impl Refusal {
@@ -181,6 +183,7 @@ impl Refusal {
                 "the token could not be reviewed: the Kubernetes API did not answer; try again"
                     .into()
             }
+            Refusal::TimedOut(limit) => crate::error::timeout_message(*limit),
             Refusal::NoRole(user) => format!(
                 "{user} is authenticated but has no role here: its RBAC allows none of {}",
                 review::GRANTS
@@ -201,6 +204,7 @@ impl Refusal {
             Refusal::Missing | Refusal::Invalid => ErrorCode::Unauthenticated,
             Refusal::NoRole(_) => ErrorCode::Forbidden,
             Refusal::Unavailable => ErrorCode::AuthenticationUnavailable,
+            Refusal::TimedOut(_) => ErrorCode::Timeout,
         }
     }
 }
@@ -306,6 +310,19 @@ impl Auth {
             }
         }
         client
+    }
+
+    /// [`Auth::authenticate`] within the operation limit: a review the Kubernetes API has not
+    /// answered by then is refused `TIMEOUT`, as an operation running as long would be.
+    pub async fn authenticate_within(
+        &self,
+        token: Option<&str>,
+        address: IpAddr,
+        limit: Duration,
+    ) -> Result<Principal, Refusal> {
+        tokio::time::timeout(limit, self.authenticate(token, address))
+            .await
+            .unwrap_or(Err(Refusal::TimedOut(limit)))
     }
 
     /// Who presents `token` (None: no credential) from `address`.

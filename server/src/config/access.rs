@@ -66,9 +66,15 @@ pub struct AccessConfig {
     #[arg(long, env = "RATE_LIMIT_ADMIN")]
     pub rate_limit_admin: Option<String>,
 
-    /// Longest time one operation may run (seconds) before it is answered with a TIMEOUT error.
-    #[arg(long, env = "OPERATION_TIMEOUT_SECONDS", default_value_t = 30.0)]
-    pub operation_timeout_seconds: f64,
+    /// Longest time one operation (a GraphQL operation, a REST request) may run, in seconds,
+    /// before it is answered with a TIMEOUT error (default 30).
+    #[arg(long, env = "OPERATION_TIMEOUT_SECONDS")]
+    pub operation_timeout_seconds: Option<f64>,
+
+    /// The same limit under the old operator's name, as a duration (`30s`, `2m`, `500ms`); set
+    /// it or OPERATION_TIMEOUT_SECONDS, not both.
+    #[arg(long, env = "API_TIMEOUT")]
+    pub api_timeout: Option<String>,
 
     /// Answer introspection queries (`__schema`, `__type`).
     #[arg(long, env = "INTROSPECTION", default_value_t = true, action = clap::ArgAction::Set)]
@@ -90,6 +96,15 @@ pub struct AccessConfig {
     /// PEM private key of TLS_CERT_FILE.
     #[arg(long, env = "TLS_KEY_FILE")]
     pub tls_key_file: Option<PathBuf>,
+
+    /// PEM CA certificates: with TLS, every client must present a certificate signed by one of
+    /// them (mutual TLS) before anything is served; keys and tokens still give the role.
+    #[arg(long, env = "TLS_CA_FILE")]
+    pub tls_ca_file: Option<PathBuf>,
+
+    /// Oldest TLS version accepted: `1.2` or `1.3`.
+    #[arg(long, env = "TLS_MIN_VERSION", default_value = "1.2")]
+    pub tls_min_version: String,
 }
 
 impl AccessConfig {
@@ -174,14 +189,25 @@ impl AccessConfig {
 
     /// The longest an operation may run.
     pub fn operation_timeout(&self) -> Result<std::time::Duration, ConfigError> {
-        let s = self.operation_timeout_seconds;
-        if !(s.is_finite() && s > 0.0) {
-            return Err(ConfigError::NotPositive {
+        match (&self.api_timeout, self.operation_timeout_seconds) {
+            (Some(_), Some(_)) => Err(ConfigError::invalid(
+                "API_TIMEOUT",
+                "it is OPERATION_TIMEOUT_SECONDS under the old operator's name: set one of them"
+                    .into(),
+            )),
+            (Some(t), None) => super::settings::parse_duration(t)
+                .filter(|d| !d.is_zero())
+                .ok_or_else(|| ConfigError::NotADuration {
+                    setting: "API_TIMEOUT".into(),
+                    value: t.clone(),
+                }),
+            (None, Some(s)) if !(s.is_finite() && s > 0.0) => Err(ConfigError::NotPositive {
                 setting: "OPERATION_TIMEOUT_SECONDS",
                 value: s,
-            });
+            }),
+            (None, Some(s)) => Ok(std::time::Duration::from_secs_f64(s)),
+            (None, None) => Ok(std::time::Duration::from_secs(30)),
         }
-        Ok(std::time::Duration::from_secs_f64(s))
     }
 
     /// Check what clap cannot.
@@ -201,7 +227,34 @@ impl AccessConfig {
         if self.tls_cert_file.is_some() != self.tls_key_file.is_some() {
             return Err(ConfigError::TlsPair);
         }
+        if self.tls_ca_file.is_some() && self.tls_cert_file.is_none() {
+            return Err(ConfigError::invalid(
+                "TLS_CA_FILE",
+                "client certificates need TLS: set TLS_CERT_FILE and TLS_KEY_FILE too".into(),
+            ));
+        }
+        self.tls_min_version()?;
         Ok(())
+    }
+
+    /// TLS_MIN_VERSION as a version rustls serves.
+    pub fn tls_min_version(&self) -> Result<TlsMinVersion, ConfigError> {
+        let v = self.tls_min_version.trim().to_ascii_lowercase();
+        match v.trim_start_matches("tls").trim_start_matches('v') {
+            "1.2" | "12" => Ok(TlsMinVersion::Tls12),
+            "1.3" | "13" => Ok(TlsMinVersion::Tls13),
+            "1.0" | "1.1" | "10" | "11" => Err(ConfigError::invalid(
+                "TLS_MIN_VERSION",
+                format!(
+                    "`{}` is not served: TLS 1.0 and 1.1 are broken and rustls has neither; use 1.2 or 1.3",
+                    self.tls_min_version
+                ),
+            )),
+            _ => Err(ConfigError::invalid(
+                "TLS_MIN_VERSION",
+                format!("must be 1.2 or 1.3, not `{}`", self.tls_min_version),
+            )),
+        }
     }
 
     /// The allowed origins, without a trailing slash.
@@ -212,4 +265,11 @@ impl AccessConfig {
             .filter(|o| !o.is_empty())
             .collect()
     }
+}
+
+/// The oldest TLS version served (`TLS_MIN_VERSION`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TlsMinVersion {
+    Tls12,
+    Tls13,
 }

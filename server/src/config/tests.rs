@@ -80,3 +80,63 @@ fn leader_election_needs_the_kube_source_and_names_the_lease_and_replica() {
     assert!(!lease.identity.is_empty());
     assert!(parse(&[]).lease_settings("x").is_none());
 }
+
+#[test]
+fn api_timeout_is_the_operation_limit_under_the_old_name() {
+    let parse = |args: &[&str]| {
+        let mut argv = vec!["vitistack"];
+        argv.extend_from_slice(args);
+        Cli::try_parse_from(argv).expect("args").cfg
+    };
+    let secs = |args: &[&str]| {
+        parse(args)
+            .access
+            .operation_timeout()
+            .map(|d| d.as_secs_f64())
+    };
+    assert_eq!(secs(&[]).expect("default"), 30.0);
+    assert_eq!(secs(&["--api-timeout", "2m"]).expect("2m"), 120.0);
+    assert_eq!(secs(&["--api-timeout", "750ms"]).expect("ms"), 0.75);
+    assert_eq!(secs(&["--operation-timeout-seconds", "5"]).expect("s"), 5.0);
+    let both = secs(&["--api-timeout", "10s", "--operation-timeout-seconds", "5"])
+        .expect_err("one setting, two names");
+    assert!(both.to_string().contains("set one of them"), "{both}");
+    let bad = secs(&["--api-timeout", "soon"]).expect_err("not a duration");
+    assert!(
+        bad.to_string().contains("API_TIMEOUT") && bad.to_string().contains("soon"),
+        "{bad}"
+    );
+    assert!(secs(&["--api-timeout", "0s"]).is_err());
+}
+
+#[test]
+fn tls_min_version_and_ca_file_are_checked_with_a_reason() {
+    let parse = |args: &[&str]| {
+        let mut argv = vec!["vitistack"];
+        argv.extend_from_slice(args);
+        Cli::try_parse_from(argv).expect("args").cfg
+    };
+    use super::TlsMinVersion;
+    assert_eq!(
+        parse(&[]).access.tls_min_version().expect("default"),
+        TlsMinVersion::Tls12
+    );
+    assert_eq!(
+        parse(&["--tls-min-version", "TLS1.3"])
+            .access
+            .tls_min_version()
+            .expect("1.3"),
+        TlsMinVersion::Tls13
+    );
+    let old = parse(&["--tls-min-version", "1.1"])
+        .access
+        .validate()
+        .expect_err("1.1 refused");
+    assert!(old.to_string().contains("TLS_MIN_VERSION"), "{old}");
+    assert!(old.to_string().contains("1.2 or 1.3"), "{old}");
+    let lone = parse(&["--tls-ca-file", "/etc/ca.pem"])
+        .access
+        .validate()
+        .expect_err("a CA file without TLS");
+    assert!(lone.to_string().contains("TLS_CERT_FILE"), "{lone}");
+}

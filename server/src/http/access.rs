@@ -56,7 +56,7 @@ impl Access {
             .and_then(|v| v.to_str().ok())
             .map(|v| crate::auth::bearer(v).unwrap_or("\u{0}invalid"));
         self.auth
-            .authenticate(token, self.client(peer, headers))
+            .authenticate_within(token, self.client(peer, headers), self.timeout)
             .await
     }
 
@@ -178,10 +178,4 @@ fn limited_as(l: &Limited, body: &impl Fn(ErrorCode, String) -> Response) -> Res
     response
 }
 
-/// The message of an operation that ran past the timeout.
-pub fn timeout_message(timeout: Duration) -> String {
-    format!(
-        "the operation ran longer than the limit of {} s (OPERATION_TIMEOUT_SECONDS) and was stopped",
-        timeout.as_secs_f64()
-    )
-}
+pub use crate::error::timeout_message;

@@ -26,7 +26,9 @@ use crate::store::{Idx, Snapshot, scoped};
 /// The OpenAPI 3.1 document of these routes (kept in step with the router by a test).
 pub const OPENAPI: &str = include_str!("openapi.json");
 
-/// The routes, for the router.
+/// The routes, for the router. What a request may wait on is its caller's admission (a
+/// TokenReview): past the operation limit (`OPERATION_TIMEOUT_SECONDS` / `API_TIMEOUT`) it is
+/// answered TIMEOUT (504), as on GraphQL; the answers themselves are read from a snapshot.
 pub fn routes() -> axum::Router<AppState> {
     use axum::routing::get;
     axum::Router::new()

@@ -1,4 +1,5 @@
-//! HTTPS and WSS with rustls (`TLS_CERT_FILE`, `TLS_KEY_FILE`): a listener for `axum::serve` that
+//! HTTPS and WSS with rustls (`TLS_CERT_FILE`, `TLS_KEY_FILE`; client certificates with
+//! `TLS_CA_FILE`, the oldest version with `TLS_MIN_VERSION`): a listener for `axum::serve` that
 //! completes each TLS handshake in its own task, so a slow or silent client never holds up the
 //! accept loop. (Written against axum's `Listener` trait rather than taking axum-server: the server
 //! keeps `axum::serve`, its graceful shutdown and connect info, for about sixty lines.)
@@ -14,6 +15,8 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 use tokio_rustls::TlsAcceptor;
 use tokio_rustls::server::TlsStream;
+
+use crate::config::TlsMinVersion;
 
 /// A connection after its handshake.
 pub type Io = TlsStream<TcpStream>;
@@ -38,10 +41,49 @@ pub enum TlsError {
     Protocols(rustls::Error),
     #[error("TLS_CERT_FILE / TLS_KEY_FILE do not make a usable pair: {0}")]
     Pair(rustls::Error),
+    #[error("TLS_CA_FILE {}: {reason}", file.display())]
+    Ca {
+        file: std::path::PathBuf,
+        reason: String,
+    },
+}
+
+/// The server's TLS files and choices.
+pub struct TlsFiles<'a> {
+    pub cert: &'a Path,
+    pub key: &'a Path,
+    /// CA certificates client certificates must be signed by; None: no client certificate asked.
+    pub ca: Option<&'a Path>,
+    pub min_version: TlsMinVersion,
+}
+
+/// The client verifier of TLS_CA_FILE: every client presents a certificate signed by one of its
+/// CAs (webpki's verification, with rustls' ring provider).
+fn client_verifier(
+    ca: &Path,
+    provider: Arc<rustls::crypto::CryptoProvider>,
+) -> Result<Arc<dyn rustls::server::danger::ClientCertVerifier>, TlsError> {
+    let bad = |reason: String| TlsError::Ca {
+        file: ca.to_path_buf(),
+        reason,
+    };
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_file_iter(ca).map_err(|e| bad(e.to_string()))? {
+        roots
+            .add(cert.map_err(|e| bad(e.to_string()))?)
+            .map_err(|e| bad(e.to_string()))?;
+    }
+    if roots.is_empty() {
+        return Err(bad("no PEM certificate in it".into()));
+    }
+    rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
+        .build()
+        .map_err(|e| bad(e.to_string()))
 }
 
 /// The server's TLS settings from PEM files; the error names the file and what is wrong.
-pub fn server_config(cert: &Path, key: &Path) -> Result<Arc<rustls::ServerConfig>, TlsError> {
+pub fn server_config(files: &TlsFiles<'_>) -> Result<Arc<rustls::ServerConfig>, TlsError> {
+    let (cert, key) = (files.cert, files.key);
     let bad_cert = |reason: String| TlsError::Cert {
         file: cert.to_path_buf(),
         reason,
@@ -57,14 +99,21 @@ pub fn server_config(cert: &Path, key: &Path) -> Result<Arc<rustls::ServerConfig
         file: key.to_path_buf(),
         reason: e.to_string(),
     })?;
-    let mut config = rustls::ServerConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .map_err(TlsError::Protocols)?
-    .with_no_client_auth()
-    .with_single_cert(certs, key)
-    .map_err(TlsError::Pair)?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let versions: &[&rustls::SupportedProtocolVersion] = match files.min_version {
+        TlsMinVersion::Tls12 => &[&rustls::version::TLS13, &rustls::version::TLS12],
+        TlsMinVersion::Tls13 => &[&rustls::version::TLS13],
+    };
+    let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
+        .with_protocol_versions(versions)
+        .map_err(TlsError::Protocols)?;
+    let builder = match files.ca {
+        Some(ca) => builder.with_client_cert_verifier(client_verifier(ca, provider)?),
+        None => builder.with_no_client_auth(),
+    };
+    let mut config = builder
+        .with_single_cert(certs, key)
+        .map_err(TlsError::Pair)?;
     // HTTP/1.1 only: WebSocket upgrades need it.
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(Arc::new(config))

@@ -252,7 +252,7 @@ impl Conn {
             .app
             .access
             .auth
-            .authenticate(token.as_deref(), self.client)
+            .authenticate_within(token.as_deref(), self.client, self.app.access.timeout)
             .await
             .map_err(|r| Close::new(4403, format!("Forbidden: {}", r.message())))?;
         self.principal = Some(principal);

@@ -669,6 +669,126 @@ async fn tls_serves_https_and_wss_with_the_configured_certificate() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// TLS_CA_FILE (the old operator's `tls.caFile`): every client must present a certificate signed
+/// by one of its CAs; TLS_MIN_VERSION (`tls.minVersion`) refuses older protocol versions.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_ca_file_asks_every_client_for_a_certificate_and_min_version_holds() {
+    use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
+    let authority = || {
+        let mut params = CertificateParams::new(Vec::<String>::new()).expect("params");
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        CertifiedIssuer::self_signed(params, KeyPair::generate().expect("key")).expect("CA")
+    };
+    let (ca, stranger_ca) = (authority(), authority());
+    let leaf = |name: &str, by: &CertifiedIssuer<'_, KeyPair>| {
+        let key = KeyPair::generate().expect("key");
+        let cert = CertificateParams::new(vec![name.to_string()])
+            .expect("params")
+            .signed_by(&key, by)
+            .expect("signed");
+        (cert.pem(), key.serialize_pem())
+    };
+    let (server_cert, server_key) = leaf("localhost", &ca);
+    let dir = std::env::temp_dir().join(format!("vitistack-mtls-{}", uuid::Uuid::new_v4()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let path = |name: &str, text: &str| {
+        let p = dir.join(name);
+        std::fs::write(&p, text).expect("write");
+        p.to_str().expect("utf-8").to_string()
+    };
+    let (cert, key, ca_file) = (
+        path("cert.pem", &server_cert),
+        path("key.pem", &server_key),
+        path("ca.pem", &ca.pem()),
+    );
+    let keys = KeysFile::new(&three_keys());
+    let client = |identity: Option<(String, String)>, max12: bool, addr: std::net::SocketAddr| {
+        let mut b = reqwest::Client::builder()
+            .add_root_certificate(reqwest::Certificate::from_pem(ca.pem().as_bytes()).expect("ca"))
+            .resolve("localhost", addr);
+        if let Some((c, k)) = identity {
+            b = b.identity(reqwest::Identity::from_pem(format!("{c}{k}").as_bytes()).expect("id"));
+        }
+        if max12 {
+            b = b.max_tls_version(reqwest::tls::Version::TLS_1_2);
+        }
+        b.build().expect("client")
+    };
+    let me = async |c: reqwest::Client, port: u16| {
+        c.post(format!("https://localhost:{port}/graphql"))
+            .bearer_auth(VIEWER)
+            .json(&json!({"query": ME}))
+            .send()
+            .await
+            .map(|r| r.status().as_u16())
+    };
+
+    let app = spawn(&[
+        "--api-keys-file",
+        keys.path(),
+        "--tls-cert-file",
+        &cert,
+        "--tls-key-file",
+        &key,
+        "--tls-ca-file",
+        &ca_file,
+    ])
+    .await;
+    let addr = app.running().addr;
+    let ours = leaf("client", &ca);
+    let theirs = leaf("client", &stranger_ca);
+    assert_eq!(
+        me(client(Some(ours.clone()), false, addr), addr.port())
+            .await
+            .expect("a client with a certificate of the CA is served"),
+        200
+    );
+    assert!(
+        me(client(None, false, addr), addr.port()).await.is_err(),
+        "a client without a certificate must be refused at the handshake"
+    );
+    assert!(
+        me(client(Some(theirs), false, addr), addr.port())
+            .await
+            .is_err(),
+        "a certificate of another CA must be refused"
+    );
+    // TLS 1.2 is served by default.
+    assert_eq!(
+        me(client(Some(ours.clone()), true, addr), addr.port())
+            .await
+            .expect("1.2"),
+        200
+    );
+    app.stop().await;
+
+    let app = spawn(&[
+        "--api-keys-file",
+        keys.path(),
+        "--tls-cert-file",
+        &cert,
+        "--tls-key-file",
+        &key,
+        "--tls-min-version",
+        "1.3",
+    ])
+    .await;
+    let addr = app.running().addr;
+    assert_eq!(
+        me(client(None, false, addr), addr.port())
+            .await
+            .expect("1.3"),
+        200,
+        "no CA file: no client certificate asked"
+    );
+    assert!(
+        me(client(None, true, addr), addr.port()).await.is_err(),
+        "a TLS 1.2 client must be refused with TLS_MIN_VERSION=1.3"
+    );
+    app.stop().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_operation_past_the_timeout_is_stopped_and_named() {
     use sqlx::Connection;
@@ -709,7 +829,7 @@ async fn an_operation_past_the_timeout_is_stopped_and_named() {
     assert_eq!(body["errors"][0]["extensions"]["code"], "TIMEOUT", "{body}");
     assert_eq!(
         body["errors"][0]["message"],
-        "the operation ran longer than the limit of 0.5 s (OPERATION_TIMEOUT_SECONDS) and was stopped"
+        "the operation ran longer than the limit of 0.5 s (OPERATION_TIMEOUT_SECONDS, API_TIMEOUT) and was stopped"
     );
     // The graph itself does not wait on the database.
     assert!(app.query("{ sequence }", json!({})).await["data"]["sequence"].is_u64());

@@ -1057,6 +1057,72 @@ async fn kubernetes_tokens_are_reviewed_and_rbac_gives_the_role() {
     );
 }
 
+/// API_TIMEOUT (the old operator's name for OPERATION_TIMEOUT_SECONDS, a duration) holds on the
+/// old REST routes as on GraphQL: a request whose TokenReview the API server does not answer is
+/// answered TIMEOUT (504, JSON `{error, code}`) at the limit, and the server serves on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn api_timeout_answers_a_rest_request_stuck_on_its_token_review() {
+    let api = KubeApi::start(&kube_api::watched_resources(), Duration::from_millis(200)).await;
+    api.add_user("alice-token", "alice", &[("get", "kubernetesclusters")]);
+    let mut h = Harness::unstarted(api);
+    h.launch(&[
+        "--auth-kubernetes",
+        "--auth-cache-seconds",
+        "0",
+        "--api-timeout",
+        "700ms",
+    ])
+    .await;
+    h.ready().await;
+    let get = |path: &'static str| {
+        let req = h
+            .client
+            .get(format!("{}{path}", h.base))
+            .bearer_auth("alice-token");
+        async move {
+            let res = req.send().await.expect("request");
+            let status = res.status().as_u16();
+            (status, res.json::<Value>().await.expect("json"))
+        }
+    };
+    let (code, body) = get("/api/v1/clusters").await;
+    assert_eq!(code, 200, "{body}");
+
+    h.api.hold_reviews(true);
+    for path in ["/api/v1/clusters", "/v1/machineproviders"] {
+        let (code, body) = tokio::time::timeout(PATIENCE, get(path))
+            .await
+            .expect("answered at the limit, not left waiting");
+        assert_eq!(code, 504, "{path}: {body}");
+        assert_eq!(body["code"], "TIMEOUT", "{body}");
+        assert_eq!(
+            body["error"],
+            "the operation ran longer than the limit of 0.7 s (OPERATION_TIMEOUT_SECONDS, API_TIMEOUT) and was stopped"
+        );
+    }
+    // GraphQL under the same limit.
+    let res = h
+        .client
+        .post(format!("{}/graphql", h.base))
+        .bearer_auth("alice-token")
+        .json(&json!({"query": "{ me { name } }"}))
+        .send();
+    let res = tokio::time::timeout(PATIENCE, res)
+        .await
+        .expect("answered")
+        .expect("request");
+    assert_eq!(res.status().as_u16(), 504);
+    let body: Value = res.json().await.expect("json");
+    assert_eq!(body["errors"][0]["extensions"]["code"], "TIMEOUT", "{body}");
+    // Probes need no review and are not held.
+    let live = h.client.get(format!("{}/health/live", h.base)).send();
+    assert_eq!(live.await.expect("live").status().as_u16(), 200);
+
+    h.api.hold_reviews(false);
+    let (code, body) = get("/api/v1/clusters").await;
+    assert_eq!(code, 200, "{body}");
+}
+
 /// A graphql-transport-ws connection to the server at `base` (`http://…`), not yet initialised.
 async fn open_ws(base: &str) -> vitistack_testkit::server::GraphqlWs {
     vitistack_testkit::server::graphql_ws(base).await

@@ -133,6 +133,14 @@ impl ErrorCode {
     }
 }
 
+/// The message of an operation that ran past the operation limit.
+pub fn timeout_message(limit: std::time::Duration) -> String {
+    format!(
+        "the operation ran longer than the limit of {} s (OPERATION_TIMEOUT_SECONDS, API_TIMEOUT) and was stopped",
+        limit.as_secs_f64()
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::ErrorCode;
@@ -208,12 +216,4 @@ mod tests {
             "README.md's table of error codes differs from ErrorCode; it should read:\n{table}"
         );
     }
-}
-
-/// The message of an operation that ran past the operation limit.
-pub fn timeout_message(limit: std::time::Duration) -> String {
-    format!(
-        "the operation ran longer than the limit of {} s (OPERATION_TIMEOUT_SECONDS, API_TIMEOUT) and was stopped",
-        limit.as_secs_f64()
-    )
 }

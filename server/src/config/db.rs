@@ -21,9 +21,14 @@ pub struct DbConfig {
     #[arg(long, env = "DB_MAX_OPEN_CONNS", default_value_t = 10)]
     pub db_max_open_conns: u32,
 
-    /// Database connections kept open when idle.
+    /// Most database connections kept open while idle (Go's `MaxIdleConns`): beyond it, idle
+    /// connections are closed.
     #[arg(long, env = "DB_MAX_IDLE_CONNS", default_value_t = 2)]
     pub db_max_idle_conns: u32,
+
+    /// Close a database connection idle for longer than this (`60s`, `5m`; `0`: never).
+    #[arg(long, env = "DB_CONN_MAX_IDLE_TIME", default_value = "60s")]
+    pub db_conn_max_idle_time: String,
 
     /// Close database connections older than this many seconds.
     #[arg(long, env = "DB_CONN_MAX_LIFETIME_SECONDS", default_value_t = 1800)]
@@ -39,7 +44,11 @@ impl DbConfig {
     pub fn pool(&self) -> crate::db::PoolSettings {
         crate::db::PoolSettings {
             max_open: self.db_max_open_conns,
-            min_idle: self.db_max_idle_conns,
+            max_idle: self.db_max_idle_conns,
+            // Checked by `validate`; an unreadable value keeps sqlx's default here.
+            max_idle_time: self
+                .max_idle_time()
+                .unwrap_or(Some(std::time::Duration::from_secs(60))),
             max_lifetime: std::time::Duration::from_secs(self.db_conn_max_lifetime_seconds),
             acquire_timeout: std::time::Duration::from_secs(self.db_connect_timeout_seconds.max(1)),
             read_statements: crate::db::unregistered_counter(),
@@ -52,6 +61,22 @@ impl DbConfig {
         if self.db_max_open_conns == 0 {
             return Err(ConfigError::Zero("DB_MAX_OPEN_CONNS"));
         }
+        self.max_idle_time()?;
         Ok(())
+    }
+
+    /// DB_CONN_MAX_IDLE_TIME; `0`: connections are never closed for being idle.
+    fn max_idle_time(&self) -> Result<Option<std::time::Duration>, ConfigError> {
+        let text = self.db_conn_max_idle_time.trim();
+        if text.trim_end_matches(|c: char| c.is_ascii_alphabetic()) == "0" {
+            return Ok(None);
+        }
+        super::settings::parse_duration(text)
+            .filter(|d| !d.is_zero())
+            .map(Some)
+            .ok_or_else(|| ConfigError::NotADuration {
+                setting: "DB_CONN_MAX_IDLE_TIME".into(),
+                value: self.db_conn_max_idle_time.clone(),
+            })
     }
 }

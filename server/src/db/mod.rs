@@ -47,8 +47,10 @@ pub const POSTGRES_STAGING: &str = "CREATE TEMP TABLE IF NOT EXISTS events_in (a
 pub struct PoolSettings {
     /// Largest number of open connections (`DB_MAX_OPEN_CONNS`).
     pub max_open: u32,
-    /// Connections kept open when idle (`DB_MAX_IDLE_CONNS`).
-    pub min_idle: u32,
+    /// Most connections kept open while idle (`DB_MAX_IDLE_CONNS`).
+    pub max_idle: u32,
+    /// Close a connection idle for longer (`DB_CONN_MAX_IDLE_TIME`; None: never).
+    pub max_idle_time: Option<Duration>,
     /// Close connections older than this (`DB_CONN_MAX_LIFETIME_SECONDS`).
     pub max_lifetime: Duration,
     /// Give up waiting for a connection after this long (`DB_CONNECT_TIMEOUT_SECONDS`).
@@ -62,12 +64,34 @@ impl Default for PoolSettings {
     fn default() -> Self {
         PoolSettings {
             max_open: 10,
-            min_idle: 2,
+            max_idle: 2,
+            max_idle_time: Some(Duration::from_secs(60)),
             max_lifetime: Duration::from_secs(30 * 60),
             acquire_timeout: Duration::from_secs(5),
             read_statements: unregistered_counter(),
         }
     }
+}
+
+/// `DB_MAX_IDLE_CONNS` as Go's `database/sql` means it: at most this many connections stay open
+/// while idle. sqlx has a floor (`min_connections`) and an idle time, no cap, so the idle ones
+/// beyond it are closed here, looked at every second, until the pool is closed.
+fn cap_idle<DB: sqlx::Database>(pool: sqlx::Pool<DB>, cap: u32) {
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_secs(1));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        while !pool.is_closed() {
+            tick.tick().await;
+            while pool.num_idle() > cap as usize {
+                match pool.try_acquire() {
+                    Some(conn) => {
+                        let _ = conn.close().await;
+                    }
+                    None => break,
+                }
+            }
+        }
+    });
 }
 
 /// A statement counter nobody serves (settings built without the server's metrics).
@@ -229,12 +253,15 @@ impl Db {
                 let file = opts.get_filename().to_path_buf();
                 let pool = SqlitePoolOptions::new()
                     .max_connections(settings.max_open.max(1))
-                    .min_connections(settings.min_idle.min(settings.max_open))
+                    // One connection always: an in-memory database lives only as long as one.
+                    .min_connections(1)
+                    .idle_timeout(settings.max_idle_time)
                     .max_lifetime(settings.max_lifetime)
                     .acquire_timeout(settings.acquire_timeout)
                     .connect_with(opts)
                     .await
                     .map_err(connect_err)?;
+                cap_idle(pool.clone(), settings.max_idle.max(1));
                 Ok(Db {
                     pool: Pool::Sqlite(pool),
                     read_statements: settings.read_statements.clone(),
@@ -264,12 +291,14 @@ impl Db {
                         })
                     })
                     .max_connections(settings.max_open.max(1))
-                    .min_connections(settings.min_idle.min(settings.max_open))
+                    .min_connections(settings.max_idle.min(1))
+                    .idle_timeout(settings.max_idle_time)
                     .max_lifetime(settings.max_lifetime)
                     .acquire_timeout(settings.acquire_timeout)
                     .connect_with(opts)
                     .await
                     .map_err(connect_err)?;
+                cap_idle(pool.clone(), settings.max_idle);
                 Ok(Db {
                     pool: Pool::Postgres(pool),
                     read_statements: settings.read_statements.clone(),

@@ -105,7 +105,76 @@ on_both_engines!(
     an_object_deleted_while_the_database_was_away_stays_deleted,
     merged_objects_never_reuse_a_resource_version,
     a_large_manifest_directory_loads_with_nothing_dropped,
+    idle_connections_are_capped_and_closed_after_their_idle_time,
 );
+
+/// DB_MAX_IDLE_CONNS is a cap, as in Go's database/sql (at most that many stay open while idle),
+/// and DB_CONN_MAX_IDLE_TIME closes connections idle for longer (down to the one SQLite keeps).
+async fn idle_connections_are_capped_and_closed_after_their_idle_time(db: &TestDb) {
+    async fn burst(db: &Db, n: usize) {
+        use vitistack::db::Pool;
+        // n connections in use at once, then all given back.
+        match db.pool() {
+            Pool::Sqlite(p) => {
+                let held = futures::future::join_all((0..n).map(|_| p.acquire())).await;
+                assert!(held.iter().all(Result::is_ok));
+            }
+            Pool::Postgres(p) => {
+                let held = futures::future::join_all((0..n).map(|_| p.acquire())).await;
+                assert!(held.iter().all(Result::is_ok));
+            }
+        }
+        assert!(db.connections().1 + db.connections().0 >= n as u32);
+    }
+    async fn idle_until(db: &Db, at_most: u32) -> (u32, u32, u32) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        loop {
+            let c = db.connections();
+            if c.0 <= at_most {
+                return c;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "idle connections stayed at {} (cap {at_most})",
+                c.0
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+    }
+    let settings = PoolSettings {
+        max_open: 8,
+        max_idle: 2,
+        max_idle_time: None,
+        ..PoolSettings::default()
+    };
+    let capped = Db::open(&db.url(), &settings).await.expect("open");
+    burst(&capped, 6).await;
+    // Given back (sqlx returns them in the background), then trimmed to the cap.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while capped.connections().1 > 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{:?}",
+            capped.connections()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let (idle, _, _) = idle_until(&capped, 2).await;
+    assert!(idle >= 1, "the cap closes the excess, not every connection");
+    capped.close().await;
+
+    let settings = PoolSettings {
+        max_open: 8,
+        max_idle: 8,
+        max_idle_time: Some(std::time::Duration::from_millis(300)),
+        ..PoolSettings::default()
+    };
+    let timed = Db::open(&db.url(), &settings).await.expect("open");
+    burst(&timed, 6).await;
+    // Down to the floor of one connection (kept for SQLite's in-memory databases).
+    idle_until(&timed, 1).await;
+    timed.close().await;
+}
 
 const CLUSTERS: &str = "{ sequence clusters(first: 500) { totalCount nodes { namespace name uid createdAt resourceVersion } } }";
 

@@ -194,6 +194,17 @@ pub struct ServeConfig {
     #[arg(long, env = "RESPONSE_CACHE_MB", default_value_t = 32)]
     pub response_cache_mb: usize,
 
+    /// The old operator's cache lifetime (a duration), accepted for its deployments: the caches
+    /// here are exact (an answer or part is dropped the moment an object it read changes), so no
+    /// entry is ever older than the graph and nothing waits for a TTL. Checked, then unused.
+    #[arg(long, env = "CACHE_TTL", default_value = "300s")]
+    pub cache_ttl: String,
+
+    /// The old operator's Redis cache: not used (the caches are in-process and exact; replicas
+    /// share through the database). Set, it is said so at start; its value is never printed.
+    #[arg(long, env = "REDIS_URL", hide_env_values = true)]
+    pub redis_url: Option<Secret>,
+
     /// Memory kept for parts of answers, in MiB (0 = off): each item of a connection (a cluster
     /// with its machines, a machine with its class) is kept with the objects it read and reused
     /// by the same query while those objects are unchanged, so a page that a change touched in

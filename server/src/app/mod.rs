@@ -207,6 +207,11 @@ async fn leader(
 /// Start the source and serve on `listener`.
 pub async fn start(cfg: &ServeConfig, listener: TcpListener) -> anyhow::Result<Running> {
     cfg.validate().map_err(anyhow::Error::msg)?;
+    if cfg.redis_url.is_some() {
+        tracing::warn!(
+            "REDIS_URL is set and not used: the caches are in-process and exact, and replicas share through the database"
+        );
+    }
     let store = Arc::new(
         Store::with_change_buffer(cfg.change_buffer)
             .derive_with(crate::domain::aggregates::deriver()),

@@ -238,6 +238,12 @@ impl ServeConfig {
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.db.validate()?;
         self.access.validate()?;
+        if parse_duration(&self.cache_ttl).is_none_or(|d| d.is_zero()) {
+            return Err(ConfigError::NotADuration {
+                setting: "CACHE_TTL".into(),
+                value: self.cache_ttl.clone(),
+            });
+        }
         for u in self.webhook_urls.iter().map(|u| u.0.as_str()) {
             if u.trim().is_empty() {
                 continue;

@@ -140,3 +140,24 @@ fn tls_min_version_and_ca_file_are_checked_with_a_reason() {
         .expect_err("a CA file without TLS");
     assert!(lone.to_string().contains("TLS_CERT_FILE"), "{lone}");
 }
+
+#[test]
+fn the_old_cache_settings_are_accepted_checked_and_keep_their_secret() {
+    let parse = |args: &[&str]| {
+        let mut argv = vec!["vitistack"];
+        argv.extend_from_slice(args);
+        Cli::try_parse_from(argv).expect("args").cfg
+    };
+    assert!(parse(&["--cache-ttl", "5m"]).validate().is_ok());
+    let bad = parse(&["--cache-ttl", "forever"])
+        .validate()
+        .expect_err("not a duration");
+    assert!(
+        bad.to_string().contains("CACHE_TTL") && bad.to_string().contains("forever"),
+        "{bad}"
+    );
+    let cfg = parse(&["--redis-url", "redis://:s3cr3t-pass@cache:6379/0"]);
+    assert!(cfg.validate().is_ok(), "REDIS_URL does not stop the start");
+    assert!(cfg.redis_url.is_some());
+    assert!(!format!("{cfg:?}").contains("s3cr3t-pass"));
+}

@@ -353,6 +353,86 @@ async fn probe_says_what_it_saw() {
     assert!(out.starts_with("failed: http://127.0.0.1:1/ready"), "{out}");
 }
 
+/// `probe --live` (the image's health check) needs no key: it passes on a server that refuses
+/// anonymous GraphQL, where the full probe fails; without a URL it asks this machine on `PORT`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn probe_live_needs_no_key_and_finds_the_port() {
+    let db = TempSqlite::default();
+    let url = db.url();
+    let server = Process::start(&[("DATABASE_URL", &url)]);
+    let (code, out, _) = run(&["probe", &server.base], &[]);
+    assert_eq!(code, Some(1), "GraphQL refuses an anonymous probe: {out}");
+    assert!(out.contains("/graphql answers 401"), "{out}");
+    let port = server.base.rsplit(':').next().expect("port").to_string();
+    let (code, out, err) = run(&["probe", "--live"], &[("PORT", &port)]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(
+        out.contains(&format!("127.0.0.1:{port}/health/live answers 200")),
+        "{out}"
+    );
+    drop(server);
+    let (code, out, _) = run(&["probe", "--live"], &[("PORT", &port)]);
+    assert_eq!(code, Some(1), "nothing serves now: {out}");
+}
+
+/// Every setting `serve --help` documents is in the README's settings, and the table of the old
+/// aggregator's settings names each of its own (supported, renamed, refused or planned).
+#[test]
+fn the_readme_documents_every_setting_and_every_old_one() {
+    let (code, help, _) = run(&["serve", "--help"], &[]);
+    assert_eq!(code, Some(0));
+    let readme = std::fs::read_to_string(repo().join("README.md")).expect("README");
+    let envs: Vec<&str> = help
+        .split("[env: ")
+        .skip(1)
+        .filter_map(|rest| rest.split(['=', ']']).next())
+        .collect();
+    assert!(envs.len() > 100, "{} settings in --help", envs.len());
+    let missing: Vec<&&str> = envs
+        .iter()
+        .filter(|e| !readme.contains(&format!("`{e}`")) && !readme.contains(&format!("`{e},")))
+        .collect();
+    assert!(missing.is_empty(), "not in the README: {missing:?}");
+    let old_table = readme
+        .split("### The old aggregator's settings, one by one")
+        .nth(1)
+        .and_then(|rest| rest.split("\n## ").next())
+        .expect("the old settings' table");
+    for old in [
+        "PORT",
+        "LOG_LEVEL",
+        "CACHE_TTL",
+        "METRICS_ENABLED",
+        "HEALTH_CHECK_INTERVAL",
+        "API_TIMEOUT",
+        "DATABASE_URL",
+        "REDIS_URL",
+        "PROXMOX_OPERATOR_ENDPOINT",
+        "PROXMOX_OPERATOR_NAMESPACE",
+        "PROXMOX_SYNC_INTERVAL",
+        "server.readTimeout",
+        "server.maxHeaderBytes",
+        "db.maxIdleConns",
+        "db.connMaxIdleTime",
+        "tls.caFile",
+        "tls.minVersion",
+        "VITISTACKCRDNAME",
+        "CONFIGMAPNAME",
+        "LOG_COLORIZE",
+    ] {
+        let row = old_table
+            .lines()
+            .find(|l| l.starts_with("| ") && l.contains(&format!("`{old}")))
+            .unwrap_or_else(|| panic!("{old} is not in the old settings' table"));
+        assert!(
+            ["supported", "renamed", "refused", "planned"]
+                .iter()
+                .any(|w| row.contains(w)),
+            "{old}: {row}"
+        );
+    }
+}
+
 /// A kubeconfig that cannot be used stops the start with one line naming the file and what is
 /// wrong, and exit 1: never a panic (exit 101) or a backtrace.
 #[test]

@@ -53,10 +53,6 @@ pub fn router(state: AppState) -> Router {
         .route("/health/cache", get(health::cache))
         .route("/ready", get(health::ready))
         .route("/metrics", get(metrics))
-        // The old aggregator's base URL answers them too.
-        .route("/api/v1/health", get(health::health))
-        .route("/api/v1/ready", get(health::ready))
-        .route("/api/v1/metrics", get(metrics))
         .merge(rest::routes())
         .merge(hub::routes())
         .merge(admin::routes())

@@ -33,6 +33,10 @@ pub fn routes() -> axum::Router<AppState> {
     use axum::routing::get;
     axum::Router::new()
         .route("/api/v1/openapi.json", get(openapi))
+        // The old base URL answers the probes and the metrics too.
+        .route("/api/v1/health", get(super::health::health))
+        .route("/api/v1/ready", get(super::health::ready))
+        .route("/api/v1/metrics", get(super::metrics))
         .route("/api/v1/clusters", get(clusters))
         .route("/api/v1/infrastructure", get(infrastructure))
         .route("/v1/info/version", get(version))

@@ -19,7 +19,6 @@ import subprocess
 import tempfile
 import time
 import unittest
-import urllib.error
 import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -88,6 +87,14 @@ def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def answers_200(url):
+    try:
+        with urllib.request.urlopen(url, timeout=2) as r:
+            return r.status == 200
+    except OSError:
+        return False
 
 
 def in_root(rootfs, args, env, user=True):
@@ -202,26 +209,13 @@ class Image(unittest.TestCase):
         proc = subprocess.Popen(args, env=env, cwd="/", stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         try:
             deadline = time.time() + 120
-            while True:
-                try:
-                    with urllib.request.urlopen(f"{base}/health/live", timeout=2) as r:
-                        if r.status == 200:
-                            break
-                except OSError:
-                    pass
-                if proc.poll() is not None or time.time() > deadline:
-                    raise AssertionError(f"the image's server did not start: {proc.stderr.read().decode()[-3000:]}")
-                time.sleep(0.2)
-            while True:
-                try:
-                    with urllib.request.urlopen(f"{base}/ready", timeout=2) as r:
-                        if r.status == 200:
-                            break
-                except OSError:
-                    pass
-                if time.time() > deadline:
-                    raise AssertionError("the image's server never became ready")
-                time.sleep(0.2)
+            for route in ("/health/live", "/ready"):
+                while not answers_200(f"{base}{route}"):
+                    if proc.poll() is not None or time.time() > deadline:
+                        raise AssertionError(
+                            f"the image's server never answered {route}: {proc.stderr.read().decode()[-3000:]}"
+                        )
+                    time.sleep(0.2)
             if os.geteuid() == 0:
                 with open(f"/proc/{proc.pid}/status") as f:
                     status = f.read()

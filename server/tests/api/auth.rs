@@ -723,17 +723,20 @@ async fn tls_ca_file_asks_every_client_for_a_certificate_and_min_version_holds()
             .map(|r| r.status().as_u16())
     };
 
-    let app = spawn(&[
-        "--api-keys-file",
-        keys.path(),
-        "--tls-cert-file",
-        &cert,
-        "--tls-key-file",
-        &key,
-        "--tls-ca-file",
-        &ca_file,
-    ])
-    .await;
+    let with_tls = async |extra: &[&str]| {
+        let mut args = vec![
+            "--api-keys-file",
+            keys.path(),
+            "--tls-cert-file",
+            &cert,
+            "--tls-key-file",
+            &key,
+        ];
+        args.extend_from_slice(extra);
+        spawn(&args).await
+    };
+
+    let app = with_tls(&["--tls-ca-file", &ca_file]).await;
     let addr = app.running().addr;
     let ours = leaf("client", &ca);
     let theirs = leaf("client", &stranger_ca);
@@ -762,17 +765,7 @@ async fn tls_ca_file_asks_every_client_for_a_certificate_and_min_version_holds()
     );
     app.stop().await;
 
-    let app = spawn(&[
-        "--api-keys-file",
-        keys.path(),
-        "--tls-cert-file",
-        &cert,
-        "--tls-key-file",
-        &key,
-        "--tls-min-version",
-        "1.3",
-    ])
-    .await;
+    let app = with_tls(&["--tls-min-version", "1.3"]).await;
     let addr = app.running().addr;
     assert_eq!(
         me(client(None, false, addr), addr.port())

@@ -6,6 +6,13 @@ struct Cli {
     cfg: super::ServeConfig,
 }
 
+/// The settings `vitistack serve ARGS` starts with.
+fn parse(args: &[&str]) -> super::ServeConfig {
+    let mut argv = vec!["vitistack"];
+    argv.extend_from_slice(args);
+    Cli::try_parse_from(argv).expect("args").cfg
+}
+
 #[test]
 fn debug_of_the_settings_shows_no_secret() {
     let cfg = Cli::try_parse_from([
@@ -31,11 +38,6 @@ fn debug_of_the_settings_shows_no_secret() {
 
 #[test]
 fn leader_election_needs_the_kube_source_and_names_the_lease_and_replica() {
-    let parse = |args: &[&str]| {
-        let mut argv = vec!["vitistack"];
-        argv.extend_from_slice(args);
-        Cli::try_parse_from(argv).expect("args").cfg
-    };
     let embedded = parse(&["--leader-election", "--source", "embedded"]);
     let e = embedded.validate().expect_err("refused").to_string();
     assert!(
@@ -83,11 +85,6 @@ fn leader_election_needs_the_kube_source_and_names_the_lease_and_replica() {
 
 #[test]
 fn api_timeout_is_the_operation_limit_under_the_old_name() {
-    let parse = |args: &[&str]| {
-        let mut argv = vec!["vitistack"];
-        argv.extend_from_slice(args);
-        Cli::try_parse_from(argv).expect("args").cfg
-    };
     let secs = |args: &[&str]| {
         parse(args)
             .access
@@ -111,11 +108,6 @@ fn api_timeout_is_the_operation_limit_under_the_old_name() {
 
 #[test]
 fn tls_min_version_and_ca_file_are_checked_with_a_reason() {
-    let parse = |args: &[&str]| {
-        let mut argv = vec!["vitistack"];
-        argv.extend_from_slice(args);
-        Cli::try_parse_from(argv).expect("args").cfg
-    };
     use super::TlsMinVersion;
     assert_eq!(
         parse(&[]).access.tls_min_version().expect("default"),
@@ -143,11 +135,6 @@ fn tls_min_version_and_ca_file_are_checked_with_a_reason() {
 
 #[test]
 fn the_old_cache_settings_are_accepted_checked_and_keep_their_secret() {
-    let parse = |args: &[&str]| {
-        let mut argv = vec!["vitistack"];
-        argv.extend_from_slice(args);
-        Cli::try_parse_from(argv).expect("args").cfg
-    };
     assert!(parse(&["--cache-ttl", "5m"]).validate().is_ok());
     let bad = parse(&["--cache-ttl", "forever"])
         .validate()

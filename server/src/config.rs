@@ -11,7 +11,7 @@ mod error;
 mod secret_values;
 mod settings;
 
-pub use access::{AccessConfig, TlsMinVersion};
+pub use access::AccessConfig;
 pub use db::DbConfig;
 pub use error::ConfigError;
 pub use secret_values::{DatabaseUrl, Secret, WebhookUrl};

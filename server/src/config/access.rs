@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use clap::Args;
 
 use super::ConfigError;
+use crate::http::tls::TlsMinVersion;
 
 /// Who may call, how much, and from where.
 #[derive(Args, Clone, Debug)]
@@ -265,11 +266,4 @@ impl AccessConfig {
             .filter(|o| !o.is_empty())
             .collect()
     }
-}
-
-/// The oldest TLS version served (`TLS_MIN_VERSION`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum TlsMinVersion {
-    Tls12,
-    Tls13,
 }

@@ -108,7 +108,7 @@ fn api_timeout_is_the_operation_limit_under_the_old_name() {
 
 #[test]
 fn tls_min_version_and_ca_file_are_checked_with_a_reason() {
-    use super::TlsMinVersion;
+    use crate::http::tls::TlsMinVersion;
     assert_eq!(
         parse(&[]).access.tls_min_version().expect("default"),
         TlsMinVersion::Tls12

@@ -16,7 +16,12 @@ use tokio::sync::mpsc;
 use tokio_rustls::TlsAcceptor;
 use tokio_rustls::server::TlsStream;
 
-use crate::config::TlsMinVersion;
+/// The oldest TLS version served (`TLS_MIN_VERSION`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TlsMinVersion {
+    Tls12,
+    Tls13,
+}
 
 /// A connection after its handshake.
 pub type Io = TlsStream<TcpStream>;

@@ -332,6 +332,9 @@ class ChartTest(unittest.TestCase):
             if {(g, r) for g in rule["apiGroups"] for r in rule["resources"]} <= reviews:
                 # Asking the API server about callers' tokens creates review objects, nothing else.
                 self.assertEqual(rule["verbs"], ["create"], rule)
+            elif rule["apiGroups"] == ["events.k8s.io"]:
+                # Each change leaves an Event on its cluster: created, and patched when repeated.
+                self.assertEqual((rule["resources"], sorted(rule["verbs"])), (["events"], ["create", "patch"]), rule)
             elif "create" in rule["verbs"]:
                 # The mutations write KubernetesClusters and nothing else.
                 self.assertEqual((rule["apiGroups"], rule["resources"]), (["vitistack.io"], ["kubernetesclusters"]), rule)

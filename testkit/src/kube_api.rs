@@ -95,6 +95,18 @@ pub fn leases() -> ResourceDef {
     }
 }
 
+/// `events.k8s.io/v1` Events (what the server's changes leave on their objects).
+pub fn events() -> ResourceDef {
+    ResourceDef {
+        group: "events.k8s.io",
+        version: "v1",
+        plural: "events",
+        kind: "Event",
+        namespaced: true,
+        served: true,
+    }
+}
+
 /// The core resources the application inventory reads (Helm's release Secrets and ConfigMaps,
 /// Pods, Services, PersistentVolumeClaims, Namespaces) and `networking.k8s.io/v1` Ingresses.
 pub fn inventory_resources() -> Vec<ResourceDef> {
@@ -487,6 +499,17 @@ impl KubeApi {
             .find(|(k, _)| k.ends_with(&format!("/{plural}")))
             .and_then(|(_, s)| s.objects.get(&(namespace.to_string(), name.to_string())))
             .cloned()
+    }
+
+    /// Every object of a resource, in every namespace.
+    pub fn objects(&self, plural: &str) -> Vec<Value> {
+        let inner = self.shared.inner.lock();
+        inner
+            .resources
+            .iter()
+            .find(|(k, _)| k.ends_with(&format!("/{plural}")))
+            .map(|(_, s)| s.objects.values().cloned().collect())
+            .unwrap_or_default()
     }
 
     /// Delete an object; returns the resourceVersion of the deletion.

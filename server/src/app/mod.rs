@@ -327,11 +327,14 @@ pub async fn start(cfg: &ServeConfig, listener: TcpListener) -> anyhow::Result<R
         None
     } else {
         let target = crate::change::Target::of(&feed);
-        Some(Arc::new(crate::change::Changer::new(
-            store.clone(),
-            target,
-            Duration::from_secs(cfg.change_wait_seconds.max(1)),
-        )))
+        Some(Arc::new(
+            crate::change::Changer::new(
+                store.clone(),
+                target,
+                Duration::from_secs(cfg.change_wait_seconds.max(1)),
+            )
+            .reporting_as(cfg.pod_name.clone()),
+        ))
     };
     let judge = crate::domain::operators::Judge {
         probes: crate::domain::operators::Probes::start(

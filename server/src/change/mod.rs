@@ -169,11 +169,28 @@ pub struct Written {
     pub changed: bool,
 }
 
+/// The Kubernetes Event a change leaves on its object (events.k8s.io/v1), so `kubectl describe`
+/// and `kubectl get events` show what this server changed, why, and for whom.
+#[derive(Clone, Debug)]
+pub struct Announce {
+    /// CamelCase, as Kubernetes reasons are (`Scaled`, `DeletionRequested`).
+    pub reason: &'static str,
+    /// What was done (`Scale`, `Delete`).
+    pub action: &'static str,
+    /// The sentence a person reads; the actor is added.
+    pub note: String,
+}
+
+/// The reporting controller of the Events this server writes.
+pub const EVENT_CONTROLLER: &str = "vitistack.io/vitistack-graphql";
+
 /// Sends writes to the active source and waits for them to come back through the store.
 pub struct Changer {
     store: Arc<Store>,
     target: Target,
     wait: Duration,
+    /// This replica's name, as the Events it writes give it (`reportingInstance`).
+    instance: Option<String>,
 }
 
 impl std::fmt::Debug for Changer {
@@ -237,7 +254,14 @@ impl Changer {
             store,
             target,
             wait,
+            instance: None,
         }
+    }
+
+    /// Name this replica in the Events it writes (`POD_NAME`).
+    pub fn reporting_as(mut self, instance: Option<String>) -> Self {
+        self.instance = instance;
+        self
     }
 
     /// The store writes come back to.
@@ -248,6 +272,62 @@ impl Changer {
     /// True when writes go to a Kubernetes API server.
     pub fn is_kube(&self) -> bool {
         matches!(self.target, Target::Kube(_))
+    }
+
+    /// Apply `edit` to the object `key` (of `version`), as `actor`; on a Kubernetes API server,
+    /// a write that changed something leaves `announce` as an Event on the object (sent in the
+    /// background: an Event that cannot be written is logged, the write stands).
+    pub async fn write_announced(
+        &self,
+        key: &ObjectKey,
+        version: &str,
+        edit: Edit,
+        actor: &Arc<str>,
+        announce: Announce,
+    ) -> Result<Written, ChangeError> {
+        let result = self.write(key, version, edit, actor).await;
+        let written = match &result {
+            Ok(w) if w.changed => true,
+            Err(e) => e.code == ErrorCode::NotYetVisible,
+            Ok(_) => false,
+        };
+        if let (true, Target::Kube(clients)) = (written, &self.target)
+            && let Ok(client) = clients.client(&key.datacenter).await
+        {
+            let uid = result
+                .as_ref()
+                .ok()
+                .and_then(|w| w.object.meta().uid.clone());
+            let reference = k8s_openapi::api::core::v1::ObjectReference {
+                api_version: Some(format!("{}/{version}", key.kind.group())),
+                kind: Some(key.kind.name().to_string()),
+                name: Some(key.name.clone()),
+                namespace: (!key.namespace.is_empty()).then(|| key.namespace.clone()),
+                uid,
+                ..Default::default()
+            };
+            let recorder = kube::runtime::events::Recorder::new(
+                client,
+                kube::runtime::events::Reporter {
+                    controller: EVENT_CONTROLLER.into(),
+                    instance: self.instance.clone(),
+                },
+            );
+            let event = kube::runtime::events::Event {
+                type_: kube::runtime::events::EventType::Normal,
+                reason: announce.reason.into(),
+                note: Some(format!("{} (by {actor})", announce.note)),
+                action: announce.action.into(),
+                secondary: None,
+            };
+            let what = key.to_string();
+            tokio::spawn(async move {
+                if let Err(e) = recorder.publish(&event, &reference).await {
+                    tracing::warn!(object = %what, reason = event.reason, error = %e, "the change's Event could not be written");
+                }
+            });
+        }
+        result
     }
 
     /// Apply `edit` to the object `key` (of `version`), as `actor`.

@@ -22,7 +22,7 @@ use crate::change::cluster::{
     self, CapacityVerdict, ClusterInput, ClusterPlan, DO_NOT_RECONCILE, KUBERNETES_TARGET,
     TALOS_TARGET,
 };
-use crate::change::{ChangeError, Changer, Edit, field, full_value};
+use crate::change::{Announce, ChangeError, Changer, Edit, field, full_value};
 use crate::graphql::types::{ClusterObj, by_name, snap};
 use crate::model::{Datacenter, Kind};
 use crate::store::{ObjectKey, Op};
@@ -107,9 +107,21 @@ async fn write_cluster(
     key: &ObjectKey,
     edit: Edit,
     plan: Option<ClusterPlan>,
+    announce: Announce,
 ) -> async_graphql::Result<ClusterChange> {
-    let written = changer.write(key, "v1alpha1", edit, &actor(ctx)).await?;
+    let written = changer
+        .write_announced(key, "v1alpha1", edit, &actor(ctx), announce)
+        .await?;
     answer(written, plan)
+}
+
+/// The Event a cluster change leaves on the KubernetesCluster.
+fn announce(reason: &'static str, action: &'static str, note: String) -> Announce {
+    Announce {
+        reason,
+        action,
+        note,
+    }
 }
 
 /// Refuse a plan whose Machines do not fit, unless the caller accepts that.
@@ -274,6 +286,11 @@ impl MutationRoot {
             &ObjectKey::new(&dc, Kind::KubernetesCluster, &input.namespace, &input.name),
             Edit::Apply(object),
             Some(plan),
+            announce(
+                "Created",
+                "Create",
+                "created through vitistack-graphql".to_string(),
+            ),
         )
         .await
     }
@@ -385,7 +402,9 @@ impl MutationRoot {
             )
             .into());
         }
-        write_cluster(ctx, changer, &key, Edit::Delete, None).await
+        let note = "deletion requested through vitistack-graphql".to_string();
+        let event = announce("DeletionRequested", "Delete", note);
+        write_cluster(ctx, changer, &key, Edit::Delete, None, event).await
     }
 
     /// Make talos-operator leave the cluster alone (annotation
@@ -401,7 +420,9 @@ impl MutationRoot {
         let key = ObjectKey::of(existing_cluster(ctx, &namespace, &name)?.as_ref());
         let config = json!({"metadata": {"name": name, "namespace": namespace,
                                          "annotations": {DO_NOT_RECONCILE: "true"}}});
-        write_cluster(ctx, changer, &key, Edit::Apply(config), None).await
+        let note = format!("talos-operator's reconciliation paused ({DO_NOT_RECONCILE})");
+        let event = announce("ReconciliationPaused", "Pause", note);
+        write_cluster(ctx, changer, &key, Edit::Apply(config), None, event).await
     }
 
     /// Let talos-operator reconcile the cluster again (removes the pause annotation, whoever set
@@ -421,6 +442,11 @@ impl MutationRoot {
             &key,
             Edit::RemoveAnnotations(vec![DO_NOT_RECONCILE.into()]),
             None,
+            announce(
+                "ReconciliationResumed",
+                "Resume",
+                format!("talos-operator's reconciliation resumed ({DO_NOT_RECONCILE} removed)"),
+            ),
         )
         .await
     }
@@ -462,9 +488,18 @@ impl MutationRoot {
         if !problems.is_empty() {
             return Err(ChangeError::invalid("the upgrade request", problems).into());
         }
+        let targets: Vec<String> = annotations
+            .iter()
+            .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
+            .collect();
+        let event = announce(
+            "UpgradeRequested",
+            "Upgrade",
+            format!("upgrade requested: {}", targets.join(", ")),
+        );
         let config = json!({"metadata": {"name": name, "namespace": namespace,
                                          "annotations": annotations}});
-        write_cluster(ctx, changer, &key, Edit::Apply(config), None).await
+        write_cluster(ctx, changer, &key, Edit::Apply(config), None, event).await
     }
 
     /// Stop (`true`) or resume (`false`) the pushes to the inventory API (the hossted design's
@@ -574,12 +609,24 @@ impl MutationRoot {
         }
         cluster::refuse_invalid(&plan, "the scaled cluster")?;
         check_capacity(&plan, r.allow_over_capacity)?;
+        let mut sizes: Vec<String> = r
+            .control_plane
+            .map(|n| format!("control plane {n}"))
+            .into_iter()
+            .collect();
+        sizes.extend(
+            r.pools
+                .iter()
+                .map(|p| format!("pool {} {}", p.name, p.replicas)),
+        );
+        let event = announce("Scaled", "Scale", format!("scaled: {}", sizes.join(", ")));
         write_cluster(
             ctx,
             changer,
             &ObjectKey::of(&current),
             Edit::Apply(config),
             Some(plan),
+            event,
         )
         .await
     }

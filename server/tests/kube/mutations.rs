@@ -94,11 +94,9 @@ const FIELDS: &str =
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mutations_are_server_side_applies_answered_once_the_watch_shows_them() {
-    let api = KubeApi::start(
-        &super::kube_api::watched_resources(),
-        std::time::Duration::from_millis(200),
-    )
-    .await;
+    let mut defs = super::kube_api::watched_resources();
+    defs.push(super::kube_api::events());
+    let api = KubeApi::start(&defs, std::time::Duration::from_millis(200)).await;
     setup(&api);
     let mut h = Harness::unstarted(api);
     h.launch(&["--auth-kubernetes"]).await;
@@ -171,6 +169,41 @@ async fn mutations_are_server_side_applies_answered_once_the_watch_shows_them() 
         3
     );
     assert_eq!(o["metadata"]["generation"].as_i64(), Some(generation + 1));
+
+    // Each change left a Kubernetes Event on the cluster (`kubectl describe` shows them): what,
+    // why and by whom; the viewer's refused attempt left none.
+    let uid = o["metadata"]["uid"].as_str().expect("uid").to_string();
+    let deadline = std::time::Instant::now() + super::PATIENCE;
+    let events = loop {
+        let events = h.api.objects("events");
+        if events.len() >= 2 || std::time::Instant::now() > deadline {
+            break events;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
+    let reasons: Vec<&str> = events.iter().filter_map(|e| e["reason"].as_str()).collect();
+    assert_eq!(events.len(), 2, "{reasons:?}");
+    for (reason, note) in [
+        ("ReconciliationPaused", "reconciliation paused"),
+        ("Scaled", "scaled: pool w 3"),
+    ] {
+        let e = events
+            .iter()
+            .find(|e| e["reason"] == reason)
+            .unwrap_or_else(|| panic!("no {reason} Event: {reasons:?}"));
+        assert_eq!(e["regarding"]["kind"], "KubernetesCluster", "{e}");
+        assert_eq!(e["regarding"]["name"], "alpha");
+        assert_eq!(e["regarding"]["namespace"], "t");
+        assert_eq!(e["regarding"]["uid"], uid.as_str());
+        assert_eq!(e["metadata"]["namespace"], "t");
+        assert_eq!(e["type"], "Normal");
+        assert_eq!(e["reportingController"], "vitistack.io/vitistack-graphql");
+        let text = e["note"].as_str().unwrap_or_default();
+        assert!(
+            text.contains(note) && text.contains("(by kubernetes:"),
+            "{text}"
+        );
+    }
 
     // The control plane to 3, previewed first (nothing written), then applied.
     let before = h

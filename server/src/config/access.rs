@@ -196,12 +196,7 @@ impl AccessConfig {
                 "it is OPERATION_TIMEOUT_SECONDS under the old operator's name: set one of them"
                     .into(),
             )),
-            (Some(t), None) => super::settings::parse_duration(t)
-                .filter(|d| !d.is_zero())
-                .ok_or_else(|| ConfigError::NotADuration {
-                    setting: "API_TIMEOUT".into(),
-                    value: t.clone(),
-                }),
+            (Some(t), None) => super::settings::positive_duration("API_TIMEOUT", t),
             (None, Some(s)) if !(s.is_finite() && s > 0.0) => Err(ConfigError::NotPositive {
                 setting: "OPERATION_TIMEOUT_SECONDS",
                 value: s,

@@ -45,7 +45,7 @@ impl DbConfig {
         crate::db::PoolSettings {
             max_open: self.db_max_open_conns,
             max_idle: self.db_max_idle_conns,
-            // Checked by `validate`; an unreadable value keeps sqlx's default here.
+            // Checked by `validate`; an unreadable value keeps the default (60 s) here.
             max_idle_time: self
                 .max_idle_time()
                 .unwrap_or(Some(std::time::Duration::from_secs(60))),
@@ -71,12 +71,7 @@ impl DbConfig {
         if text.trim_end_matches(|c: char| c.is_ascii_alphabetic()) == "0" {
             return Ok(None);
         }
-        super::settings::parse_duration(text)
-            .filter(|d| !d.is_zero())
+        super::settings::positive_duration("DB_CONN_MAX_IDLE_TIME", &self.db_conn_max_idle_time)
             .map(Some)
-            .ok_or_else(|| ConfigError::NotADuration {
-                setting: "DB_CONN_MAX_IDLE_TIME".into(),
-                value: self.db_conn_max_idle_time.clone(),
-            })
     }
 }

@@ -238,12 +238,7 @@ impl ServeConfig {
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.db.validate()?;
         self.access.validate()?;
-        if parse_duration(&self.cache_ttl).is_none_or(|d| d.is_zero()) {
-            return Err(ConfigError::NotADuration {
-                setting: "CACHE_TTL".into(),
-                value: self.cache_ttl.clone(),
-            });
-        }
+        positive_duration("CACHE_TTL", &self.cache_ttl)?;
         for u in self.webhook_urls.iter().map(|u| u.0.as_str()) {
             if u.trim().is_empty() {
                 continue;
@@ -374,12 +369,7 @@ impl ServeConfig {
             ),
         ] {
             let var = operator.name().to_uppercase();
-            let interval = parse_duration(interval)
-                .filter(|d| !d.is_zero())
-                .ok_or_else(|| ConfigError::NotADuration {
-                    setting: format!("{var}_SYNC_INTERVAL"),
-                    value: interval.to_string(),
-                })?;
+            let interval = positive_duration(format!("{var}_SYNC_INTERVAL"), interval)?;
             let Some(url) = url.as_deref().map(str::trim).filter(|u| !u.is_empty()) else {
                 continue;
             };
@@ -396,6 +386,19 @@ impl ServeConfig {
         }
         Ok(targets)
     }
+}
+
+/// The duration a setting gives, above zero; the error names the setting and the value.
+pub(super) fn positive_duration(
+    setting: impl Into<String>,
+    value: &str,
+) -> Result<std::time::Duration, ConfigError> {
+    parse_duration(value)
+        .filter(|d| !d.is_zero())
+        .ok_or_else(|| ConfigError::NotADuration {
+            setting: setting.into(),
+            value: value.to_string(),
+        })
 }
 
 /// A duration written as `500ms`, `60s`, `2m`, `1h`, or a plain number of seconds.

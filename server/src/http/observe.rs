@@ -42,7 +42,9 @@ pub fn request_id(headers: &HeaderMap) -> HeaderValue {
 
 /// Health and readiness probes are answered without a log line (they come every few seconds).
 fn quiet(path: &str) -> bool {
-    let path = path.strip_prefix(super::rest::BASE_URL).unwrap_or(path);
+    let path = path
+        .strip_prefix(super::operator_metrics::BASE_URL)
+        .unwrap_or(path);
     path == "/health" || path.starts_with("/health/") || path == "/ready"
 }
 

@@ -19,6 +19,10 @@ pub const GAUGES_NAMED_TOTAL: [&str; 2] = [
     "vitistack_operator_machines_total",
 ];
 
+/// The old aggregator's base URL: its routes, probes and metrics are also answered under it, and
+/// its request metrics name routes relative to it.
+pub const BASE_URL: &str = "/api/v1";
+
 /// The methods the request metrics name; any other is `other` (the label stays bounded).
 const METHODS: [&str; 7] = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"];
 
@@ -135,7 +139,7 @@ impl OperatorMetrics {
     /// (`/clusters`, `/health`).
     pub fn observe_request(&self, method: &str, endpoint: &str, status: u16, seconds: f64) {
         let endpoint = endpoint
-            .strip_prefix(super::rest::BASE_URL)
+            .strip_prefix(BASE_URL)
             .filter(|rest| rest.starts_with('/'))
             .unwrap_or(endpoint);
         let method = METHODS

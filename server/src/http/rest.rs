@@ -23,9 +23,6 @@ use crate::domain::operators::{OperatorResources, OperatorState};
 use crate::model::{Kind, Resource};
 use crate::store::{Idx, Snapshot, scoped};
 
-/// The old aggregator's base URL (its routes, probes and metrics are also answered under it).
-pub const BASE_URL: &str = "/api/v1";
-
 /// The OpenAPI 3.1 document of these routes (kept in step with the router by a test).
 pub const OPENAPI: &str = include_str!("openapi.json");
 

@@ -80,19 +80,6 @@ async fn applications(base: &str) -> Value {
     res.json().await.unwrap_or(Value::Null)
 }
 
-/// `query`'s answer from the server at `base`, read anonymously.
-async fn read(base: &str, query: &str) -> Value {
-    reqwest::Client::new()
-        .post(format!("{base}/graphql"))
-        .json(&json!({ "query": query }))
-        .send()
-        .await
-        .expect("an answer")
-        .json()
-        .await
-        .expect("JSON")
-}
-
 fn app<'a>(answer: &'a Value, namespace: &str, name: &str) -> Option<&'a Value> {
     answer["data"]["applications"]["edges"]
         .as_array()?
@@ -184,7 +171,7 @@ async fn helm_releases_are_joined_with_what_they_run_and_their_values_never_leav
                "spec": {"rules": [{"host": "shop.example.com"}]}}),
     );
 
-    let h = Harness::unstarted(api);
+    let mut h = Harness::unstarted(api);
     let log = h.dir.join("log");
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
@@ -208,7 +195,9 @@ async fn helm_releases_are_joined_with_what_they_run_and_their_values_never_leav
         .stderr(std::fs::File::create(h.dir.join("err")).expect("log"))
         .spawn()
         .expect("start the binary");
-    let base = format!("http://127.0.0.1:{port}");
+    // The binary serves here; the harness reads through it.
+    h.base = format!("http://127.0.0.1:{port}");
+    let base = h.base.clone();
     let mut answers = String::new();
 
     // Both applications, the cluster UUID kept, shop's crash loop judged.
@@ -300,11 +289,9 @@ async fn helm_releases_are_joined_with_what_they_run_and_their_values_never_leav
         shop["kubernetesCluster"],
         json!({"name": here["metadata"]["name"], "namespace": "tenants"})
     );
-    let on = read(
-        &base,
-        "{ clusters(first: 10) { nodes { name applications { namespace name } } } }",
-    )
-    .await;
+    let on = h
+        .answer("{ clusters(first: 10) { nodes { name applications { namespace name } } } }")
+        .await;
     let mut runs: Vec<(String, Vec<String>)> = on["data"]["clusters"]["nodes"]
         .as_array()
         .expect("clusters")
@@ -444,7 +431,7 @@ async fn helm_releases_are_joined_with_what_they_run_and_their_values_never_leav
     let history = loop {
         let q = r#"{ application(namespace: "shop", name: "shop") { history(first: 20) { edges { node {
             type change phaseBefore phaseAfter diff kind namespace name } } } } }"#;
-        let v = read(&base, q).await;
+        let v = h.answer(q).await;
         let types: Vec<String> = v["data"]["application"]["history"]["edges"]
             .as_array()
             .map(|e| {

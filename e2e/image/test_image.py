@@ -97,12 +97,12 @@ def answers_200(url):
         return False
 
 
-def in_root(rootfs, args, env, user=True):
+def in_root(rootfs, args, env):
     """The command run from the unpacked root: chroot as user 65532 (root is needed for chroot; an
     unprivileged run maps itself to root in a user namespace instead)."""
     chroot = shutil.which("chroot") or "/usr/sbin/chroot"
     if os.geteuid() == 0:
-        prefix = [chroot, f"--userspec={USER}:{USER}"] if user else [chroot]
+        prefix = [chroot, f"--userspec={USER}:{USER}"]
     else:
         prefix = [shutil.which("unshare") or "/usr/bin/unshare", "--map-root-user", chroot]
     return prefix + [rootfs] + args, {"PATH": "/usr/local/bin", **env}

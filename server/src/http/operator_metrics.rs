@@ -12,13 +12,6 @@ use crate::history::webhooks::DEFAULT_EVENTS as NAMED_EVENT_TYPES;
 use crate::model::{Kind, LABEL_CLUSTER_ID, Resource};
 use crate::store::{ChangeCounts, ChangeType, Snapshot};
 
-/// The old operator's gauges whose names end in `_total` (typed `gauge`, as it exposed them;
-/// promtool's lint of that suffix is expected for these two).
-pub const GAUGES_NAMED_TOTAL: [&str; 2] = [
-    "vitistack_operator_clusters_total",
-    "vitistack_operator_machines_total",
-];
-
 /// The old aggregator's base URL: its routes, probes and metrics are also answered under it, and
 /// its request metrics name routes relative to it.
 pub const BASE_URL: &str = "/api/v1";
@@ -71,12 +64,14 @@ impl OperatorMetrics {
         };
         let m = OperatorMetrics {
             clusters: gauge(
-                GAUGES_NAMED_TOTAL[0],
+                // It and `_machines_total` are gauges with `_total` names, typed `gauge` as the
+                // old operator exposed them (promtool's lint of the suffix is expected).
+                "vitistack_operator_clusters_total",
                 "Kubernetes clusters now, by status (active, inactive, failed) and provider type",
                 &["status", "type"],
             )?,
             machines: gauge(
-                GAUGES_NAMED_TOTAL[1],
+                "vitistack_operator_machines_total",
                 "Machines now, by operator (provider), status and cluster id",
                 &["operator", "status", "cluster"],
             )?,

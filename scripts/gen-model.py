@@ -51,6 +51,7 @@ OVERRIDES = {
     ("Machine", "status.phase"): "MachinePhase",
     ("KubernetesCluster", "status.phase"): "ClusterPhase",
     ("NetworkNamespace", "status.phase"): "NetworkPhase",
+    ("NetworkNamespace", "status.provisioningPhase"): "NetworkPhase",
     ("NetworkNamespaceV2", "status.phase"): "NetworkPhase",
     ("NetworkNamespaceV2", "status.provisioningPhase"): "NetworkPhase",
     ("NetworkConfiguration", "status.phase"): "NetworkPhase",
@@ -213,9 +214,9 @@ def load_crds(crd_dir):
                 "scope": spec["scope"],
                 "schema": strip(v["schema"]["openAPIV3Schema"]),
             }
-            # crds/v1alpha2 carries NetworkNamespace v1alpha1 too; the v1alpha1 file is the source for that.
-            if key in versions and "v1alpha2" in f and v["name"] == "v1alpha1":
-                continue
+            # crds/v1alpha2 carries NetworkNamespace v1alpha1 too, as common >= v1.0.0 serves it:
+            # the main file's schema plus `status.provisioningPhase`. That superset is the source
+            # (the files are read in order, so the v1alpha2 directory's copy comes last and wins).
             versions[key] = meta
     return versions
 

@@ -416,6 +416,24 @@ pub struct ServeConfig {
     /// How often to probe KUBEVIRT_OPERATOR_ENDPOINT.
     #[arg(long, env = "KUBEVIRT_SYNC_INTERVAL", default_value = "45s")]
     pub kubevirt_sync_interval: String,
+    /// nms-operator's endpoint, probed every NMS_SYNC_INTERVAL.
+    #[arg(long, env = "NMS_OPERATOR_ENDPOINT")]
+    pub nms_operator_endpoint: Option<String>,
+    /// How often to probe NMS_OPERATOR_ENDPOINT.
+    #[arg(long, env = "NMS_SYNC_INTERVAL", default_value = "60s")]
+    pub nms_sync_interval: String,
+    /// manual-ip-provisioning-operator's endpoint, probed every MANUAL_IP_SYNC_INTERVAL.
+    #[arg(long, env = "MANUAL_IP_OPERATOR_ENDPOINT")]
+    pub manual_ip_operator_endpoint: Option<String>,
+    /// How often to probe MANUAL_IP_OPERATOR_ENDPOINT.
+    #[arg(long, env = "MANUAL_IP_SYNC_INTERVAL", default_value = "60s")]
+    pub manual_ip_sync_interval: String,
+    /// static-ip-operator's endpoint, probed every STATIC_IP_SYNC_INTERVAL.
+    #[arg(long, env = "STATIC_IP_OPERATOR_ENDPOINT")]
+    pub static_ip_operator_endpoint: Option<String>,
+    /// How often to probe STATIC_IP_OPERATOR_ENDPOINT.
+    #[arg(long, env = "STATIC_IP_SYNC_INTERVAL", default_value = "60s")]
+    pub static_ip_sync_interval: String,
 
     /// Access: API keys, Kubernetes reviews, anonymous read, limits.
     #[command(flatten)]

@@ -367,8 +367,23 @@ impl ServeConfig {
                 &self.kubevirt_operator_endpoint,
                 &self.kubevirt_sync_interval,
             ),
+            (
+                Operator::Nms,
+                &self.nms_operator_endpoint,
+                &self.nms_sync_interval,
+            ),
+            (
+                Operator::ManualIp,
+                &self.manual_ip_operator_endpoint,
+                &self.manual_ip_sync_interval,
+            ),
+            (
+                Operator::StaticIp,
+                &self.static_ip_operator_endpoint,
+                &self.static_ip_sync_interval,
+            ),
         ] {
-            let var = operator.name().to_uppercase();
+            let var = operator.env_prefix();
             let interval = positive_duration(format!("{var}_SYNC_INTERVAL"), interval)?;
             let Some(url) = url.as_deref().map(str::trim).filter(|u| !u.is_empty()) else {
                 continue;

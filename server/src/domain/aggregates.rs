@@ -12,7 +12,7 @@ use std::sync::Arc;
 use imbl::OrdMap;
 
 use crate::domain::{pipeline, resources};
-use crate::model::{Kind, LABEL_CLUSTER_ID, Resource};
+use crate::model::{Kind, LABEL_CLUSTER_ID, LABEL_CLUSTER_NAME, Resource};
 use crate::store::{Change, DerivedState, Idx, ObjectKey, Snapshot, scoped};
 
 /// What one object adds to the totals.
@@ -289,19 +289,30 @@ fn dependents(snap: &Snapshot, r: &Resource, out: &mut BTreeSet<ObjectKey>) {
                 .map(|c| ObjectKey::of(c)),
         );
     };
-    match r {
-        Resource::NetworkNamespace(_) => clusters_by(Idx::ClusterByNetworkNamespace, r.name(), out),
-        Resource::Machine(_) => {
-            if let Some(id) = r.label(LABEL_CLUSTER_ID) {
-                clusters_by(Idx::ClusterById, id, out);
+    // Every cluster a Machine's labels name: each with its clusterId, or the one named by
+    // `cluster.vitistack.io/cluster-name`.
+    let machine_clusters =
+        |m: &Resource, out: &mut BTreeSet<ObjectKey>| match m.label(LABEL_CLUSTER_ID) {
+            Some(id) => clusters_by(Idx::ClusterById, id, out),
+            None => {
+                if let Some(name) = m.label(LABEL_CLUSTER_NAME) {
+                    out.insert(ObjectKey::new(dc, Kind::KubernetesCluster, ns, name));
+                }
             }
-        }
+        };
+    match r {
+        // A cluster reads its own NetworkNamespace, and the one each of its configurations and
+        // its VIP draw from (which allocator takes them), all in its namespace: a namespace's
+        // change may concern every cluster there.
+        Resource::NetworkNamespace(_) | Resource::NetworkNamespaceV2(_) => out.extend(
+            snap.list_in_datacenter(dc, Kind::KubernetesCluster, ns)
+                .map(|c| ObjectKey::of(c)),
+        ),
+        Resource::Machine(_) => machine_clusters(r, out),
         // A cluster reads the configuration named after each of its Machines.
         Resource::NetworkConfiguration(_) => {
-            if let Some(m) = snap.get(dc, Kind::Machine, ns, r.name())
-                && let Some(id) = m.label(LABEL_CLUSTER_ID)
-            {
-                clusters_by(Idx::ClusterById, id, out);
+            if let Some(m) = snap.get(dc, Kind::Machine, ns, r.name()) {
+                machine_clusters(m, out);
             }
         }
         // A cluster reads the VIP named after its cluster id.

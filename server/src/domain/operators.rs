@@ -1,8 +1,10 @@
-//! How the infrastructure operators (proxmox, talos, kea, kubevirt) are doing, judged from what
-//! the graph shows (their CRDs served and current, their objects progressing) and, when an
-//! endpoint is configured, from probing it: the `checks.operators` of `/health`, the
-//! `/health/operators` report, the `operators` of `/api/v1/infrastructure`, GraphQL and
-//! `vitistack_operator_operator_status`.
+//! How the infrastructure operators (proxmox, talos, kea, kubevirt, and the network operators
+//! nms, manual-ip and static-ip) are doing, judged from what the graph shows (their CRDs served
+//! and current, their objects progressing) and, when an endpoint is configured, from probing
+//! it: the `checks.operators` of `/health`, the `/health/operators` report, the `operators` of
+//! `/api/v1/infrastructure`, GraphQL and `vitistack_operator_operator_status`. Which operator
+//! takes a network object (`network_provisioner`, `ip_allocator`, `vip_provider`) is decided
+//! here once, by the rules the operators select their objects with.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,28 +23,61 @@ pub enum Operator {
     /// talos-operator: KubernetesClusters with `spec.data.provider: talos` become Machines and a
     /// Talos cluster.
     Talos,
-    /// kea-operator: NetworkConfigurations get DHCP reservations.
+    /// kea-operator: NetworkConfigurations of DHCP namespaces get DHCP reservations.
     Kea,
     /// kubevirt-operator: Machines with `spec.provider: kubevirt` (or none) become KubeVirt VMs.
     Kubevirt,
+    /// nms-operator (not public): provisions NetworkNamespaces through NAM (the default) and the
+    /// control-plane VIPs static-ip-operator does not take.
+    Nms,
+    /// manual-ip-provisioning-operator: NetworkNamespaces whose network is given by hand.
+    ManualIp,
+    /// static-ip-operator: NetworkConfigurations of static namespaces get addresses from the
+    /// namespace's range, and their control-plane VIPs.
+    StaticIp,
 }
 
 impl Operator {
-    /// Every operator, in the order reports list them.
-    pub const ALL: [Operator; 4] = [
+    /// Every operator, in the order reports list them (the old aggregator's four first, then
+    /// the network operators in pipeline order).
+    pub const ALL: [Operator; 7] = [
         Operator::Proxmox,
         Operator::Talos,
         Operator::Kea,
         Operator::Kubevirt,
+        Operator::Nms,
+        Operator::ManualIp,
+        Operator::StaticIp,
     ];
 
-    /// The name used in reports, metric labels and environment variables (lower case).
+    /// The name used in reports and metric labels (lower case).
     pub fn name(self) -> &'static str {
         match self {
             Operator::Proxmox => "proxmox",
             Operator::Talos => "talos",
             Operator::Kea => "kea",
             Operator::Kubevirt => "kubevirt",
+            Operator::Nms => "nms",
+            Operator::ManualIp => "manual-ip",
+            Operator::StaticIp => "static-ip",
+        }
+    }
+
+    /// The prefix of its settings: `STATIC_IP` in `STATIC_IP_OPERATOR_ENDPOINT`.
+    pub fn env_prefix(self) -> String {
+        self.name().replace('-', "_").to_uppercase()
+    }
+
+    /// What the operator is called where it runs, for reasons people read.
+    pub fn program(self) -> &'static str {
+        match self {
+            Operator::Proxmox => "proxmox-operator",
+            Operator::Talos => "talos-operator",
+            Operator::Kea => "kea-operator",
+            Operator::Kubevirt => "kubevirt-operator",
+            Operator::Nms => "nms-operator",
+            Operator::ManualIp => "manual-ip-provisioning-operator",
+            Operator::StaticIp => "static-ip-operator",
         }
     }
 
@@ -53,11 +88,30 @@ impl Operator {
             Operator::Talos => &[Kind::KubernetesCluster, Kind::Machine],
             Operator::Kea => &[Kind::NetworkConfiguration, Kind::NetworkNamespace],
             Operator::Kubevirt => &[Kind::Machine, Kind::KubevirtConfig],
+            Operator::Nms => &[Kind::NetworkNamespace, Kind::ControlPlaneVirtualSharedIp],
+            Operator::ManualIp => &[Kind::NetworkNamespace],
+            Operator::StaticIp => &[
+                Kind::NetworkConfiguration,
+                Kind::NetworkNamespace,
+                Kind::ControlPlaneVirtualSharedIp,
+            ],
         }
     }
 
     /// The objects it is expected to act on.
     fn objects<'s>(self, snap: &'s Snapshot) -> Box<dyn Iterator<Item = &'s Arc<Resource>> + 's> {
+        let namespaces = move |op: Operator| {
+            snap.list(Kind::NetworkNamespace)
+                .filter(move |nn| network_provisioner(nn) == Some(op))
+        };
+        let configurations = move |op: Operator| {
+            snap.list(Kind::NetworkConfiguration)
+                .filter(move |nc| ip_allocator(snap, nc).ok() == Some(op))
+        };
+        let vips = move |op: Operator| {
+            snap.list(Kind::ControlPlaneVirtualSharedIp)
+                .filter(move |v| vip_provider(snap, v) == Some(op))
+        };
         match self {
             Operator::Proxmox => Box::new(
                 snap.list(Kind::Machine)
@@ -71,10 +125,12 @@ impl Operator {
             Operator::Talos => Box::new(snap.list(Kind::KubernetesCluster).filter(|c| {
                 matches!(c.as_ref(), Resource::KubernetesCluster(kc) if kc.spec.data.provider == "talos")
             })),
-            Operator::Kea => Box::new(snap.list(Kind::NetworkConfiguration).filter(|nc| {
-                matches!(nc.as_ref(), Resource::NetworkConfiguration(c)
-                    if matches!(c.spec.provider.as_deref(), None | Some("") | Some("kea")))
-            })),
+            Operator::Kea => Box::new(configurations(Operator::Kea)),
+            Operator::StaticIp => Box::new(
+                configurations(Operator::StaticIp).chain(vips(Operator::StaticIp)),
+            ),
+            Operator::Nms => Box::new(namespaces(Operator::Nms).chain(vips(Operator::Nms))),
+            Operator::ManualIp => Box::new(namespaces(Operator::ManualIp)),
         }
     }
 
@@ -85,6 +141,157 @@ impl Operator {
             _ => Kind::MachineProvider,
         }
     }
+}
+
+/// The value of `NetworkNamespace.spec.ipAllocation.provider` that marks a namespace as given by
+/// hand on v1alpha1 (the old manual-ip controller selects it; the v1alpha1→v1alpha2 conversion
+/// reads it the same way), and that names static-ip-operator as the allocator.
+const STATIC_IP_PROVIDER: &str = "static-ip-operator";
+
+/// Who provisions a NetworkNamespace's segment (VLAN, prefix, Ready): manual-ip for
+/// `spec.networkProvisioning.provider: manual` (v1alpha2) or `spec.ipAllocation.provider:
+/// static-ip-operator` (v1alpha1), nms-operator through NAM for every other namespace.
+pub fn network_provisioner(nn: &Resource) -> Option<Operator> {
+    let manual = match nn {
+        Resource::NetworkNamespaceV2(n) => n
+            .spec
+            .network_provisioning
+            .as_ref()
+            .is_some_and(|p| p.provider == "manual"),
+        Resource::NetworkNamespace(n) => n
+            .spec
+            .ip_allocation
+            .as_ref()
+            .is_some_and(|a| a.provider.as_deref() == Some(STATIC_IP_PROVIDER)),
+        _ => return None,
+    };
+    Some(if manual {
+        Operator::ManualIp
+    } else {
+        Operator::Nms
+    })
+}
+
+/// `spec.ipAllocation.type` (dhcp, static) of a NetworkNamespace; None when it has no policy.
+fn allocation_type(nn: &Resource) -> Option<&str> {
+    match nn {
+        Resource::NetworkNamespace(n) => n.spec.ip_allocation.as_ref().map(|a| a.r#type.as_str()),
+        Resource::NetworkNamespaceV2(n) => n.spec.ip_allocation.as_ref().map(|a| a.r#type.as_str()),
+        _ => None,
+    }
+}
+
+/// `spec.ipAllocation.provider` of a NetworkNamespace.
+fn allocation_provider(nn: &Resource) -> Option<&str> {
+    match nn {
+        Resource::NetworkNamespace(n) => n.spec.ip_allocation.as_ref()?.provider.as_deref(),
+        Resource::NetworkNamespaceV2(n) => n.spec.ip_allocation.as_ref()?.provider.as_deref(),
+        _ => None,
+    }
+}
+
+/// The NetworkNamespace a NetworkConfiguration draws from: `spec.networkNamespaceName`, or, as
+/// the operators fall back to when it is empty, the first one in its namespace.
+pub fn configuration_namespace<'s>(
+    snap: &'s Snapshot,
+    nc: &'s Resource,
+) -> Option<&'s Arc<Resource>> {
+    let Resource::NetworkConfiguration(c) = nc else {
+        return None;
+    };
+    match c
+        .spec
+        .network_namespace_name
+        .as_deref()
+        .filter(|n| !n.is_empty())
+    {
+        Some(name) => snap.get(
+            nc.datacenter(),
+            Kind::NetworkNamespace,
+            nc.namespace(),
+            name,
+        ),
+        None => snap
+            .list_in_datacenter(nc.datacenter(), Kind::NetworkNamespace, nc.namespace())
+            .next(),
+    }
+}
+
+/// Which allocator fills in a NetworkConfiguration's addresses, by `spec.provider` and its
+/// NetworkNamespace's `ipAllocation.type`, as both allocators select: kea takes `kea` or no
+/// provider on a DHCP namespace (or one without a policy), static-ip takes `static-ip-operator`
+/// or no provider on a static namespace. `Err` says why neither takes it.
+pub fn ip_allocator(snap: &Snapshot, nc: &Resource) -> Result<Operator, String> {
+    let Resource::NetworkConfiguration(c) = nc else {
+        return Err("not a NetworkConfiguration".into());
+    };
+    let nn = configuration_namespace(snap, nc);
+    let static_nn = nn.and_then(|n| allocation_type(n)) == Some("static");
+    let nn_text = || match nn {
+        Some(n) => format!(
+            "NetworkNamespace {}/{} allocates {}",
+            n.namespace(),
+            n.name(),
+            allocation_type(n)
+                .filter(|t| !t.is_empty())
+                .unwrap_or("by DHCP (no ipAllocation)")
+        ),
+        None => "it has no NetworkNamespace".into(),
+    };
+    match c
+        .spec
+        .provider
+        .as_deref()
+        .map(str::trim)
+        .unwrap_or_default()
+    {
+        "" if static_nn => Ok(Operator::StaticIp),
+        "" => Ok(Operator::Kea),
+        "kea" if !static_nn => Ok(Operator::Kea),
+        "kea" => Err(format!(
+            "spec.provider is kea but {}: neither allocator takes it",
+            nn_text()
+        )),
+        STATIC_IP_PROVIDER if static_nn => Ok(Operator::StaticIp),
+        STATIC_IP_PROVIDER => Err(format!(
+            "spec.provider is static-ip-operator but {}: neither allocator takes it",
+            nn_text()
+        )),
+        other => Err(format!(
+            "spec.provider {other:?} is neither kea nor static-ip-operator"
+        )),
+    }
+}
+
+/// Who gives a ControlPlaneVirtualSharedIP its address: static-ip-operator when `spec.provider`
+/// names it, or when its NetworkNamespace is static with `ipAllocation.provider:
+/// static-ip-operator`; nms-operator for every other VIP.
+pub fn vip_provider(snap: &Snapshot, vip: &Resource) -> Option<Operator> {
+    let Resource::ControlPlaneVirtualSharedIp(v) = vip else {
+        return None;
+    };
+    if v.spec.provider == STATIC_IP_PROVIDER {
+        return Some(Operator::StaticIp);
+    }
+    if v.spec.provider == "nam" {
+        return Some(Operator::Nms);
+    }
+    let static_nn = snap
+        .get(
+            vip.datacenter(),
+            Kind::NetworkNamespace,
+            vip.namespace(),
+            &v.spec.network_namespace_identifier,
+        )
+        .is_some_and(|n| {
+            allocation_type(n) == Some("static")
+                && allocation_provider(n) == Some(STATIC_IP_PROVIDER)
+        });
+    Some(if static_nn {
+        Operator::StaticIp
+    } else {
+        Operator::Nms
+    })
 }
 
 fn machine_provider(m: &Resource) -> Option<&str> {
@@ -324,7 +531,7 @@ pub struct OperatorResources {
 #[serde(rename_all = "camelCase")]
 #[graphql(name = "OperatorHealth")]
 pub struct OperatorHealth {
-    /// `proxmox`, `talos`, `kea` or `kubevirt`.
+    /// `proxmox`, `talos`, `kea`, `kubevirt`, `nms`, `manual-ip` or `static-ip`.
     pub operator: String,
     /// Its state.
     pub status: OperatorState,
@@ -459,5 +666,164 @@ pub fn worst(operators: &[OperatorHealth]) -> OperatorState {
         OperatorState::Unhealthy
     } else {
         OperatorState::Healthy
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{Op, Store};
+    use serde_json::{Value, json};
+
+    fn object(kind: Kind, version: &str, v: Value) -> Resource {
+        Resource::from_value(kind, version, v).expect("valid object")
+    }
+
+    fn nn(name: &str, ip_allocation: Value) -> Resource {
+        let mut spec = json!({"datacenterIdentifier": "dc", "supervisorIdentifier": "sv"});
+        if !ip_allocation.is_null() {
+            spec["ipAllocation"] = ip_allocation;
+        }
+        object(
+            Kind::NetworkNamespace,
+            "v1alpha1",
+            json!({"metadata": {"name": name, "namespace": "t"}, "spec": spec}),
+        )
+    }
+
+    fn nc(name: &str, nn: Option<&str>, provider: Option<&str>) -> Resource {
+        let mut spec = json!({"name": name});
+        if let Some(nn) = nn {
+            spec["networkNamespaceName"] = json!(nn);
+        }
+        if let Some(p) = provider {
+            spec["provider"] = json!(p);
+        }
+        object(
+            Kind::NetworkConfiguration,
+            "v1alpha1",
+            json!({"metadata": {"name": name, "namespace": "t"}, "spec": spec}),
+        )
+    }
+
+    fn vip(name: &str, nn: &str, provider: &str) -> Resource {
+        object(
+            Kind::ControlPlaneVirtualSharedIp,
+            "v1alpha1",
+            json!({"metadata": {"name": name, "namespace": "t"},
+                "spec": {"datacenterIdentifier": "dc", "networkNamespaceIdentifier": nn,
+                    "clusterIdentifier": name, "supervisorIdentifier": "sv",
+                    "provider": provider, "environment": "dev"}}),
+        )
+    }
+
+    fn store(objects: Vec<Resource>) -> Store {
+        let s = Store::new();
+        s.apply_loaded(objects.into_iter().map(Op::Upsert).collect());
+        s
+    }
+
+    fn get<'s>(snap: &'s Snapshot, kind: Kind, name: &str) -> &'s Arc<Resource> {
+        snap.get(&Default::default(), kind, "t", name)
+            .expect("object")
+    }
+
+    #[test]
+    fn configurations_go_to_the_allocator_their_namespace_and_provider_select() {
+        let s = store(vec![
+            // "a-dhcp" sorts first: the fallback for a configuration that names no namespace.
+            nn("a-dhcp", Value::Null),
+            nn(
+                "static",
+                json!({"type": "static", "provider": "static-ip-operator",
+                "static": {"ipv4CIDR": "10.0.0.0/24", "ipv4Gateway": "10.0.0.1"}}),
+            ),
+            nn("dhcp", json!({"type": "dhcp"})),
+            nc("in-static", Some("static"), None),
+            nc("in-dhcp", Some("dhcp"), None),
+            nc("no-namespace", None, None),
+            nc("kea-in-static", Some("static"), Some("kea")),
+            nc("static-in-dhcp", Some("dhcp"), Some("static-ip-operator")),
+            nc("named-static", Some("static"), Some("static-ip-operator")),
+            nc("other", Some("dhcp"), Some("infoblox")),
+        ]);
+        let snap = s.snapshot();
+        let alloc = |name: &str| ip_allocator(&snap, get(&snap, Kind::NetworkConfiguration, name));
+        assert_eq!(alloc("in-static"), Ok(Operator::StaticIp));
+        assert_eq!(alloc("named-static"), Ok(Operator::StaticIp));
+        assert_eq!(alloc("in-dhcp"), Ok(Operator::Kea));
+        assert_eq!(alloc("no-namespace"), Ok(Operator::Kea));
+        let refused = alloc("kea-in-static").expect_err("neither takes it");
+        assert!(
+            refused.contains("provider is kea") && refused.contains("t/static allocates static"),
+            "{refused}"
+        );
+        assert!(alloc("static-in-dhcp").is_err());
+        assert!(
+            alloc("other")
+                .expect_err("unknown")
+                .contains("\"infoblox\"")
+        );
+
+        // Judged: kea counts only what it allocates, static-ip the static ones.
+        let lag = |_: Kind| None;
+        let report = judge(&snap, &lag, &Probes::default(), Duration::from_secs(300));
+        let total = |name: &str| {
+            report
+                .iter()
+                .find(|o| o.operator == name)
+                .map(|o| o.resources.total)
+                .expect("reported")
+        };
+        assert_eq!(total("kea"), 2);
+        assert_eq!(total("static-ip"), 2);
+        // `ipAllocation.provider: static-ip-operator` marks "static" as given by hand; nms
+        // provisions the other two.
+        assert_eq!(total("nms"), 2);
+        assert_eq!(total("manual-ip"), 1);
+    }
+
+    #[test]
+    fn namespaces_given_by_hand_go_to_manual_ip_and_vips_follow_their_namespace() {
+        let manual_v2 = object(
+            Kind::NetworkNamespace,
+            "v1alpha2",
+            json!({"metadata": {"name": "by-hand", "namespace": "t"},
+                "spec": {"datacenterIdentifier": "dc", "supervisorIdentifier": "sv",
+                    "networkProvisioning": {"provider": "manual", "manual": {"ipv4CIDR": "10.1.0.0/24"}}}}),
+        );
+        assert_eq!(network_provisioner(&manual_v2), Some(Operator::ManualIp));
+        let nam_v2 = object(
+            Kind::NetworkNamespace,
+            "v1alpha2",
+            json!({"metadata": {"name": "nam", "namespace": "t"},
+                "spec": {"datacenterIdentifier": "dc", "supervisorIdentifier": "sv"}}),
+        );
+        assert_eq!(network_provisioner(&nam_v2), Some(Operator::Nms));
+        let s = store(vec![
+            nn(
+                "static",
+                json!({"type": "static", "provider": "static-ip-operator",
+                "static": {"ipv4CIDR": "10.0.0.0/24", "ipv4Gateway": "10.0.0.1"}}),
+            ),
+            nn("dhcp", Value::Null),
+            vip("c1", "static", ""),
+            vip("c2", "dhcp", ""),
+            vip("c3", "dhcp", "static-ip-operator"),
+            vip("c4", "static", "nam"),
+        ]);
+        let snap = s.snapshot();
+        assert_eq!(
+            network_provisioner(get(&snap, Kind::NetworkNamespace, "static")),
+            Some(Operator::ManualIp)
+        );
+        let by =
+            |name: &str| vip_provider(&snap, get(&snap, Kind::ControlPlaneVirtualSharedIp, name));
+        assert_eq!(by("c1"), Some(Operator::StaticIp));
+        assert_eq!(by("c2"), Some(Operator::Nms));
+        assert_eq!(by("c3"), Some(Operator::StaticIp));
+        assert_eq!(by("c4"), Some(Operator::Nms));
+        assert_eq!(Operator::ManualIp.env_prefix(), "MANUAL_IP");
+        assert_eq!(Operator::StaticIp.program(), "static-ip-operator");
     }
 }

@@ -3,9 +3,8 @@
 
 use std::sync::Arc;
 
-use crate::model::{
-    ClusterPhase, ConditionStatus, KubernetesCluster, LABEL_NODE_ROLE, MachinePhase, Resource,
-};
+use crate::domain::operators;
+use crate::model::{ClusterPhase, ConditionStatus, KubernetesCluster, MachinePhase, Resource};
 use crate::store::{Idx, ObjectKey, Snapshot, scoped};
 
 /// The pipeline stages, in order (exposed in GraphQL as `PipelineStage`).
@@ -266,11 +265,14 @@ pub fn evaluate(snap: &Snapshot, kc: &KubernetesCluster) -> Pipeline {
         Some(r) => {
             let (ok, text, terminal) = ready_state(&r);
             if !ok {
+                let by = operators::network_provisioner(&r)
+                    .map(|o| format!(" ({} provisions it)", o.program()))
+                    .unwrap_or_default();
                 f.block(
                     Stage::Network,
                     &nn_key,
                     Some(r),
-                    format!("{} {}", who(&nn_key), text.unwrap_or_default()),
+                    format!("{} {}{by}", who(&nn_key), text.unwrap_or_default()),
                     terminal,
                 );
             }
@@ -279,10 +281,13 @@ pub fn evaluate(snap: &Snapshot, kc: &KubernetesCluster) -> Pipeline {
     f.detail(Stage::Network, "NetworkNamespace Ready".into());
 
     // 2. Machines created
-    let machines: Vec<Arc<Resource>> = snap
-        .lookup(dc, Idx::MachineByCluster, &scoped(ns, cluster_id))
-        .cloned()
-        .collect();
+    let machines: Vec<Arc<Resource>> = match &kc_object {
+        Some(kc) => snap.cluster_machines(kc).into_iter().cloned().collect(),
+        None => snap
+            .lookup(dc, Idx::MachineByCluster, &scoped(ns, cluster_id))
+            .cloned()
+            .collect(),
+    };
     let cp_expected = kc.spec.topology.controlplane.replicas.max(0) as usize;
     let workers_expected: usize = kc
         .spec
@@ -294,7 +299,7 @@ pub fn evaluate(snap: &Snapshot, kc: &KubernetesCluster) -> Pipeline {
         .fold(0usize, usize::saturating_add);
     let cp_have = machines
         .iter()
-        .filter(|m| m.label(LABEL_NODE_ROLE) == Some("control-plane"))
+        .filter(|m| m.node_role() == Some("control-plane"))
         .count();
     let workers_have = machines.len() - cp_have;
     let expected = cp_expected.saturating_add(workers_expected);
@@ -346,17 +351,23 @@ pub fn evaluate(snap: &Snapshot, kc: &KubernetesCluster) -> Pipeline {
                 if has_ip {
                     with_ip += 1;
                 } else {
-                    let (_, _, terminal) = ready_state(nc);
+                    let (_, _, failed) = ready_state(nc);
+                    // Who should fill it in; a configuration neither allocator takes will
+                    // not get an address without a change.
+                    let (by, unclaimed) = match operators::ip_allocator(snap, nc) {
+                        Ok(o) => (format!("; {} allocates it", o.program()), false),
+                        Err(why) => (format!("; {why}"), true),
+                    };
                     f.block(
                         Stage::IpsAllocated,
                         &nc_key,
                         Some(nc.clone()),
                         format!(
-                            "{} has no IPv4 address yet ({})",
+                            "{} has no IPv4 address yet ({}{by})",
                             who(&nc_key),
                             nc_status_text(nc)
                         ),
-                        terminal,
+                        failed || unclaimed,
                     );
                 }
             }
@@ -443,11 +454,14 @@ pub fn evaluate(snap: &Snapshot, kc: &KubernetesCluster) -> Pipeline {
                 } else {
                     text.unwrap_or_default()
                 };
+                let by = operators::vip_provider(snap, vip)
+                    .map(|o| format!(" ({} gives its address)", o.program()))
+                    .unwrap_or_default();
                 f.block(
                     Stage::VipReady,
                     &vip_key,
                     Some(vip.clone()),
-                    format!("{} {why}", who(&vip_key)),
+                    format!("{} {why}{by}", who(&vip_key)),
                     terminal,
                 );
             }

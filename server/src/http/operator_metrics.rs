@@ -183,7 +183,13 @@ impl OperatorMetrics {
                 "" => "kubevirt",
                 p => known(p, &["kubevirt", "proxmox"]),
             };
-            let cluster = m.label(LABEL_CLUSTER_ID).unwrap_or_default();
+            let cluster = match m.label(LABEL_CLUSTER_ID) {
+                Some(id) => id,
+                None => match snap.machine_cluster(m).map(|c| c.as_ref()) {
+                    Some(Resource::KubernetesCluster(kc)) => kc.spec.data.cluster_id.as_str(),
+                    _ => "",
+                },
+            };
             self.machines
                 .with_label_values(&[
                     operator,

@@ -19,9 +19,9 @@ use serde_json::{Value, json};
 
 use super::AppState;
 use crate::domain::aggregates::ClusterState;
-use crate::domain::operators::{OperatorResources, OperatorState};
+use crate::domain::operators::{Operator, OperatorResources, OperatorState, ip_allocator};
 use crate::model::{Kind, Resource};
-use crate::store::{Idx, Snapshot, scoped};
+use crate::store::Snapshot;
 
 /// The OpenAPI 3.1 document of these routes (kept in step with the router by a test).
 pub const OPENAPI: &str = include_str!("openapi.json");
@@ -189,13 +189,7 @@ fn cluster_entry(snap: &Snapshot, c: &Resource) -> Option<ClusterEntry> {
         return None;
     };
     let pipeline = crate::domain::pipeline::evaluate(snap, kc);
-    let machines: Vec<&Arc<Resource>> = snap
-        .lookup(
-            c.datacenter(),
-            Idx::MachineByCluster,
-            &scoped(c.namespace(), &kc.spec.data.cluster_id),
-        )
-        .collect();
+    let machines: Vec<&Arc<Resource>> = snap.cluster_machines(c);
     let providers: Vec<&str> = machines
         .iter()
         .filter_map(|m| match m.as_ref() {
@@ -208,9 +202,16 @@ fn cluster_entry(snap: &Snapshot, c: &Resource) -> Option<ClusterEntry> {
                 .filter(|_| machines.is_empty()),
         )
         .collect();
+    // kea serves the cluster when it allocates one of its Machines' configurations (not when
+    // their namespace is static: static-ip-operator does).
     let kea = machines.iter().any(|m| {
-        matches!(snap.get(m.datacenter(), Kind::NetworkConfiguration, m.namespace(), m.name()).map(|o| o.as_ref()),
-            Some(Resource::NetworkConfiguration(nc)) if matches!(nc.spec.provider.as_deref(), None | Some("") | Some("kea")))
+        snap.get(
+            m.datacenter(),
+            Kind::NetworkConfiguration,
+            m.namespace(),
+            m.name(),
+        )
+        .is_some_and(|nc| ip_allocator(snap, nc) == Ok(Operator::Kea))
     });
     Some(ClusterEntry {
         id: if c.uid().is_empty() {

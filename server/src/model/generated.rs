@@ -3653,6 +3653,12 @@ pub struct NetworkNamespaceStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<NetworkPhase>,
     #[serde(
+        rename = "provisioningPhase",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub provisioning_phase: Option<NetworkPhase>,
+    #[serde(
         rename = "retryCount",
         default,
         skip_serializing_if = "Option::is_none"

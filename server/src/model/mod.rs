@@ -40,6 +40,11 @@ pub struct Readiness {
 pub const LABEL_CLUSTER_ID: &str = "vitistack.io/clusterid";
 /// Label with the node role of a Machine: `control-plane` or `worker`.
 pub const LABEL_NODE_ROLE: &str = "vitistack.io/node-role";
+/// Label older talos-operator releases put on the Machines of a cluster instead of
+/// [`LABEL_CLUSTER_ID`]: the KubernetesCluster's `metadata.name`.
+pub const LABEL_CLUSTER_NAME: &str = "cluster.vitistack.io/cluster-name";
+/// Their node-role label (`control-plane`, `controlplane` or `worker`).
+pub const LABEL_CLUSTER_ROLE: &str = "cluster.vitistack.io/role";
 /// Annotation (and tag) naming the node pool of a worker Machine.
 pub const ANNOTATION_NODE_POOL: &str = "vitistack.io/nodepool";
 /// Annotation naming the KubevirtConfig a Machine runs through.
@@ -167,6 +172,27 @@ impl Resource {
         self.meta().labels.as_ref()?.get(key).map(String::as_str)
     }
 
+    /// A Machine's node role, `control-plane` or `worker`: [`LABEL_NODE_ROLE`], else the older
+    /// [`LABEL_CLUSTER_ROLE`] (whose `controlplane` is read as `control-plane`).
+    pub fn node_role(&self) -> Option<&str> {
+        match self.label(LABEL_NODE_ROLE) {
+            Some(role) => Some(role),
+            None => match self.label(LABEL_CLUSTER_ROLE)? {
+                "controlplane" => Some("control-plane"),
+                role => Some(role),
+            },
+        }
+    }
+
+    /// True when this object is labelled as one of the cluster's: `vitistack.io/clusterid` is
+    /// its clusterId, or, without that label, `cluster.vitistack.io/cluster-name` is its name.
+    pub fn labelled_for_cluster(&self, cluster_id: &str, cluster_name: &str) -> bool {
+        match self.label(LABEL_CLUSTER_ID) {
+            Some(id) => id == cluster_id,
+            None => self.label(LABEL_CLUSTER_NAME) == Some(cluster_name),
+        }
+    }
+
     /// An annotation value.
     pub fn annotation(&self, key: &str) -> Option<&str> {
         self.meta()
@@ -234,10 +260,66 @@ impl Resource {
         }
     }
 
+    /// A NetworkNamespace's `status.provisioningPhase` (Pending, Ready, Error): whether its
+    /// segment is provisioned. Only common >= v1.0.0 writes it (v1alpha2, and v1alpha1 as that
+    /// version serves it); None for other kinds and when it is not written.
+    pub fn provisioning_phase(&self) -> Option<&str> {
+        match self {
+            Resource::NetworkNamespace(o) => o
+                .status
+                .as_ref()?
+                .provisioning_phase
+                .as_ref()
+                .map(NetworkPhase::as_str),
+            Resource::NetworkNamespaceV2(o) => o
+                .status
+                .as_ref()?
+                .provisioning_phase
+                .as_ref()
+                .map(NetworkPhase::as_str),
+            _ => None,
+        }
+    }
+
     /// Readiness, read the same way everywhere (pipeline, diagnosis, summaries, `ready` fields):
     /// the `Ready` condition when the object has one (what the operators set and wait for),
-    /// otherwise the phase (`Ready` is ready; `Error`/`Failed` are failures).
+    /// otherwise the phase (`Ready` is ready; `Error`/`Failed` are failures). A NetworkNamespace
+    /// whose `provisioningPhase` is `Error` has failed and one that is `Pending` is not ready,
+    /// whatever else it says: kea and static-ip wait for that phase before they act (an empty
+    /// one counts as Ready, as static-ip-operator reads it).
     pub fn readiness(&self) -> Readiness {
+        let general = self.general_readiness();
+        match self.provisioning_phase() {
+            Some("Error") if !general.failed => Readiness {
+                ready: false,
+                failed: true,
+                detail: Some(self.provisioning_detail("Error")),
+            },
+            Some("Pending") if general.ready => Readiness {
+                ready: false,
+                failed: false,
+                detail: Some(self.provisioning_detail("Pending")),
+            },
+            _ => general,
+        }
+    }
+
+    /// "has provisioningPhase Error: <status.message>".
+    fn provisioning_detail(&self, phase: &str) -> String {
+        let message = match self {
+            Resource::NetworkNamespace(o) => o.status.as_ref().and_then(|s| s.message.as_deref()),
+            Resource::NetworkNamespaceV2(o) => o.status.as_ref().and_then(|s| s.message.as_deref()),
+            _ => None,
+        }
+        .filter(|m| !m.is_empty());
+        match message {
+            Some(m) => format!("has provisioningPhase {phase}: {m}"),
+            None => format!("has provisioningPhase {phase}"),
+        }
+    }
+
+    /// Readiness from the `Ready` condition, else the phase.
+    fn general_readiness(&self) -> Readiness {
         if let Some(c) = condition(self.conditions(), "Ready") {
             let ready = c.status == ConditionStatus::True;
             let reason = c.reason.clone().unwrap_or_default();
@@ -307,5 +389,42 @@ mod tests {
         assert_eq!(failed.detail.as_deref(), Some("is in phase Failed"));
         let fresh = nn(json!({})).readiness();
         assert!(!fresh.ready && !fresh.failed);
+    }
+
+    #[test]
+    fn a_network_namespace_is_ready_only_when_its_segment_is_provisioned() {
+        let ready = json!([{"type": "Ready", "status": "True", "reason": "Synced",
+            "lastTransitionTime": "2026-01-01T00:00:00Z"}]);
+        // Ready condition but the segment still Pending: not ready, and the reason says why.
+        let pending = nn(json!({"conditions": ready, "provisioningPhase": "Pending"}));
+        assert_eq!(pending.provisioning_phase(), Some("Pending"));
+        let got = pending.readiness();
+        assert!(!got.ready && !got.failed);
+        assert_eq!(got.detail.as_deref(), Some("has provisioningPhase Pending"));
+        // Error fails it even without conditions, with the operator's message.
+        let failed = nn(json!({"provisioningPhase": "Error", "message": "VLAN 10 is taken"}));
+        let got = failed.readiness();
+        assert!(!got.ready && got.failed);
+        assert_eq!(
+            got.detail.as_deref(),
+            Some("has provisioningPhase Error: VLAN 10 is taken")
+        );
+        // Ready (or not written) leaves the condition to decide.
+        assert!(
+            nn(json!({"conditions": ready, "provisioningPhase": "Ready"}))
+                .readiness()
+                .ready
+        );
+        assert!(nn(json!({"conditions": ready})).readiness().ready);
+        // The same on v1alpha2.
+        let v2 = Resource::from_value(
+            Kind::NetworkNamespace,
+            "v1alpha2",
+            json!({"metadata": {"name": "n", "namespace": "d"},
+                "spec": {"datacenterIdentifier": "dc", "supervisorIdentifier": "s"},
+                "status": {"conditions": ready, "provisioningPhase": "Pending"}}),
+        )
+        .unwrap();
+        assert!(!v2.readiness().ready);
     }
 }

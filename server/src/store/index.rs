@@ -2,8 +2,8 @@
 //! Each object yields the index entries it belongs to; the store keeps them in step on every write.
 
 use crate::model::{
-    ANNOTATION_KUBE_SYSTEM_UID, ANNOTATION_KUBEVIRT_CONFIG, LABEL_CLUSTER_ID, LABEL_SOURCE_MACHINE,
-    Resource,
+    ANNOTATION_KUBE_SYSTEM_UID, ANNOTATION_KUBEVIRT_CONFIG, LABEL_CLUSTER_ID, LABEL_CLUSTER_NAME,
+    LABEL_SOURCE_MACHINE, Resource,
 };
 
 /// The relationships the store indexes. Values are `namespace/value` for namespaced kinds.
@@ -11,6 +11,9 @@ use crate::model::{
 pub enum Idx {
     /// Machine by label `vitistack.io/clusterid` (ns/clusterId).
     MachineByCluster,
+    /// Machine without that label by label `cluster.vitistack.io/cluster-name` (ns/name of the
+    /// KubernetesCluster), as older talos-operator releases labelled them.
+    MachineByClusterName,
     /// Machine by `spec.machineClass`.
     MachineByClass,
     /// Machine by `spec.network.networkNamespaceName` (ns/nn).
@@ -86,6 +89,8 @@ pub fn index_entries(r: &Resource) -> Vec<(Idx, String)> {
         Resource::Machine(m) => {
             if let Some(c) = r.label(LABEL_CLUSTER_ID) {
                 add(Idx::MachineByCluster, c, true);
+            } else if let Some(c) = r.label(LABEL_CLUSTER_NAME) {
+                add(Idx::MachineByClusterName, c, true);
             }
             if let Some(c) = &m.spec.machine_class {
                 add(Idx::MachineByClass, c, false);

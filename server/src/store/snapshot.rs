@@ -6,7 +6,7 @@ use std::sync::Arc;
 use imbl::{GenericHashMap, OrdMap, OrdSet};
 use parking_lot::Mutex;
 
-use super::{Change, Idx, ObjectKey, index_entries, reads};
+use super::{Change, Idx, ObjectKey, index_entries, reads, scoped};
 use crate::model::{Datacenter, Kind, Resource};
 
 /// A persistent hash map with a fast, non-cryptographic hasher (keys are not attacker-chosen
@@ -406,6 +406,39 @@ impl Snapshot {
             .into_iter()
             .flat_map(Members::iter)
             .filter_map(|k| self.by_key.get(k))
+    }
+
+    /// The Machines of a KubernetesCluster, ordered by key: those labelled with its clusterId
+    /// (`vitistack.io/clusterid`), then those of older talos-operator releases labelled with its
+    /// name (`cluster.vitistack.io/cluster-name`).
+    pub fn cluster_machines(&self, kc: &Resource) -> Vec<&Arc<Resource>> {
+        let Resource::KubernetesCluster(c) = kc else {
+            return Vec::new();
+        };
+        let (dc, ns) = (kc.datacenter(), kc.namespace());
+        self.lookup(
+            dc,
+            Idx::MachineByCluster,
+            &scoped(ns, &c.spec.data.cluster_id),
+        )
+        .chain(self.lookup(dc, Idx::MachineByClusterName, &scoped(ns, kc.name())))
+        .collect()
+    }
+
+    /// The KubernetesCluster a Machine belongs to: the one whose clusterId its
+    /// `vitistack.io/clusterid` label names, else the one its `cluster.vitistack.io/cluster-name`
+    /// label names.
+    pub fn machine_cluster(&self, m: &Resource) -> Option<&Arc<Resource>> {
+        let (dc, ns) = (m.datacenter(), m.namespace());
+        match m.label(crate::model::LABEL_CLUSTER_ID) {
+            Some(id) => self.lookup_one(dc, Idx::ClusterById, &scoped(ns, id)),
+            None => self.get(
+                dc,
+                Kind::KubernetesCluster,
+                ns,
+                m.label(crate::model::LABEL_CLUSTER_NAME)?,
+            ),
+        }
     }
 
     /// The first object of one datacenter found through a secondary index.

@@ -357,3 +357,70 @@ fn index_lookups_stay_within_their_datacenter_whatever_the_values_hold() {
     assert!(names(&Datacenter::default(), "small").is_empty());
     assert!(names(&east, "east\u{0}small").is_empty());
 }
+
+#[test]
+fn machines_labelled_with_the_cluster_name_belong_to_it_as_well() {
+    let kc = Resource::from_value(
+        crate::model::Kind::KubernetesCluster,
+        "v1alpha1",
+        serde_json::json!({"metadata": {"name": "prod", "namespace": "t"},
+            "spec": {"data": {"clusterId": "prod-x1", "provider": "talos"},
+                "topology": {"controlplane": {"replicas": 1}, "workers": {"nodePools": []}}}}),
+    )
+    .expect("cluster");
+    // Older talos-operator releases: the cluster's name and their own role label.
+    let mut old = machine("t", "prod-control-plane-0", "", "small");
+    old.meta_mut().labels = Some(
+        [
+            (
+                crate::model::LABEL_CLUSTER_NAME.to_string(),
+                "prod".to_string(),
+            ),
+            (
+                crate::model::LABEL_CLUSTER_ROLE.to_string(),
+                "controlplane".to_string(),
+            ),
+        ]
+        .into(),
+    );
+    let store = Store::new();
+    store.apply(vec![
+        Op::Upsert(kc.clone()),
+        Op::Upsert(machine("t", "prod-x1-wrk0", "prod-x1", "small")),
+        Op::Upsert(old),
+        // Another namespace's machine with the same name label is not this cluster's.
+        Op::Upsert({
+            let mut m = machine("u", "prod-cp", "", "small");
+            m.meta_mut().labels = Some(
+                [(
+                    crate::model::LABEL_CLUSTER_NAME.to_string(),
+                    "prod".to_string(),
+                )]
+                .into(),
+            );
+            m
+        }),
+    ]);
+    let snap = store.snapshot();
+    let kc = snap
+        .get(&Default::default(), Kind::KubernetesCluster, "t", "prod")
+        .expect("cluster");
+    let names: Vec<&str> = snap.cluster_machines(kc).iter().map(|m| m.name()).collect();
+    assert_eq!(names, vec!["prod-x1-wrk0", "prod-control-plane-0"]);
+    let old = snap
+        .get(
+            &Default::default(),
+            Kind::Machine,
+            "t",
+            "prod-control-plane-0",
+        )
+        .expect("machine");
+    assert_eq!(old.node_role(), Some("control-plane"));
+    assert_eq!(
+        snap.machine_cluster(old).map(|c| c.name()),
+        Some("prod"),
+        "found by its name label"
+    );
+    assert!(old.labelled_for_cluster("prod-x1", "prod"));
+    assert!(!old.labelled_for_cluster("prod-x1", "other"));
+}

@@ -73,7 +73,7 @@ fn a_vip_that_is_ready_without_an_address_still_blocks() {
     assert!(
         p.warnings[0]
             .reason
-            .ends_with("is Ready but has no loadBalancerIps"),
+            .contains("is Ready but has no loadBalancerIps ("),
         "{}",
         p.warnings[0].reason
     );
@@ -88,7 +88,7 @@ fn a_vip_that_is_ready_without_an_address_still_blocks() {
     assert!(
         p.blockers[0]
             .reason
-            .ends_with("is Ready but has no loadBalancerIps"),
+            .contains("is Ready but has no loadBalancerIps ("),
         "{}",
         p.blockers[0].reason
     );
@@ -342,5 +342,116 @@ fn what_the_operators_have_not_reached_yet_is_not_a_blocker() {
         keys,
         [&nn],
         "missing Machines and a progressing phase wait for the network"
+    );
+}
+
+#[test]
+fn the_network_stage_waits_for_the_segment_and_names_who_provisions_and_allocates() {
+    let (store, kc) = ready_cluster();
+    let Resource::KubernetesCluster(k) = kc.as_ref() else {
+        unreachable!()
+    };
+    // A cluster being built.
+    edit(&store, &ObjectKey::of(&kc), |r| {
+        if let Resource::KubernetesCluster(k) = r {
+            k.status.as_mut().expect("status").phase = crate::model::ClusterPhase::default();
+        }
+    });
+    let nn = ObjectKey::new(
+        &Default::default(),
+        Kind::NetworkNamespace,
+        kc.namespace(),
+        &k.spec.data.network_namespace_name,
+    );
+    let set_phase = |phase: &str| {
+        edit(&store, &nn, |r| {
+            if let Resource::NetworkNamespace(n) = r {
+                n.status.as_mut().expect("status").provisioning_phase =
+                    Some(crate::model::vocab::NetworkPhase::parse(phase));
+            }
+        })
+    };
+    let provisioner =
+        operators::network_provisioner(store.snapshot().get_key(&nn).expect("namespace"))
+            .expect("a provisioner")
+            .program();
+    // Ready=True, but the segment is still Pending: the network stage waits on it.
+    set_phase("Pending");
+    let p = eval(&store, &kc);
+    assert_eq!(p.stage, Stage::Network);
+    let b = &p.blockers[0];
+    assert_eq!((b.stage, b.terminal), (Stage::Network, false));
+    assert!(
+        b.reason.contains("has provisioningPhase Pending")
+            && b.reason.contains(&format!("({provisioner} provisions it)")),
+        "{}",
+        b.reason
+    );
+    // Error: terminal, with the operator's message.
+    set_phase("Error");
+    let p = eval(&store, &kc);
+    assert!(p.failed() && p.blockers[0].terminal, "{:?}", p.blockers);
+    assert!(
+        p.blockers[0].reason.contains("provisioningPhase Error: "),
+        "{}",
+        p.blockers[0].reason
+    );
+    set_phase("Ready");
+    assert_ne!(eval(&store, &kc).stage, Stage::Network);
+
+    // A configuration without an address names its allocator; one that neither allocator
+    // takes (provider kea in a static namespace, or static-ip in a DHCP one) is terminal.
+    let machine = store
+        .snapshot()
+        .cluster_machines(&kc)
+        .first()
+        .map(|m| (*m).clone())
+        .expect("machine");
+    let nc = ObjectKey::new(
+        &Default::default(),
+        Kind::NetworkConfiguration,
+        machine.namespace(),
+        machine.name(),
+    );
+    edit(&store, &nc, |r| {
+        if let Resource::NetworkConfiguration(c) = r {
+            c.status = None;
+        }
+    });
+    let snap = store.snapshot();
+    let allocator = operators::ip_allocator(&snap, snap.get_key(&nc).expect("nc"))
+        .expect("an allocator")
+        .program();
+    let wrong = if allocator == "kea-operator" {
+        "static-ip-operator"
+    } else {
+        "kea"
+    };
+    let p = eval(&store, &kc);
+    let b = p
+        .blockers
+        .iter()
+        .find(|b| b.key == nc)
+        .expect("the configuration blocks");
+    assert!(
+        !b.terminal && b.reason.contains(&format!("; {allocator} allocates it")),
+        "{}",
+        b.reason
+    );
+    edit(&store, &nc, |r| {
+        if let Resource::NetworkConfiguration(c) = r {
+            c.spec.provider = Some(wrong.into());
+        }
+    });
+    let p = eval(&store, &kc);
+    let b = p
+        .blockers
+        .iter()
+        .find(|b| b.key == nc)
+        .expect("the configuration blocks");
+    assert!(
+        b.terminal && b.reason.contains("neither allocator takes it"),
+        "{}",
+        b.reason
     );
 }

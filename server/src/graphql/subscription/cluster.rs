@@ -52,14 +52,14 @@ pub(super) fn related(r: &Resource, refs: &ClusterRefs, snap: &Snapshot) -> bool
             r.name() == refs.network_namespace
         }
         Resource::ControlPlaneVirtualSharedIp(_) => r.name() == id || labelled,
-        Resource::Machine(_) => labelled,
+        Resource::Machine(_) => r.labelled_for_cluster(id, &refs.name),
         Resource::NetworkConfiguration(_) => {
             labelled || {
                 let machine = r
                     .label(crate::model::LABEL_SOURCE_MACHINE)
                     .unwrap_or(r.name());
                 snap.get(&refs.datacenter, Kind::Machine, &refs.namespace, machine)
-                    .is_some_and(|m| m.label(crate::model::LABEL_CLUSTER_ID) == Some(id))
+                    .is_some_and(|m| m.labelled_for_cluster(id, &refs.name))
             }
         }
         Resource::EtcdBackup(b) => {

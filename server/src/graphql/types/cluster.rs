@@ -12,7 +12,7 @@ use crate::domain::pipeline::{self, Stage, StepState};
 /// The pipeline stage enum, as GraphQL names it.
 pub type PipelineStage = Stage;
 use crate::graphql::paging::{Filter, PageArgs, Sort};
-use crate::model::{ANNOTATION_NODE_POOL, KubernetesCluster, LABEL_NODE_ROLE, Resource};
+use crate::model::{ANNOTATION_NODE_POOL, KubernetesCluster, Resource};
 use crate::store::{Idx, scoped};
 
 impl ClusterObj {
@@ -121,11 +121,7 @@ impl NodePool {
 
 fn cluster_machines(ctx: &Context<'_>, c: &ClusterObj) -> Vec<MachineObj> {
     many(
-        snap(ctx).lookup(
-            c.0.datacenter(),
-            Idx::MachineByCluster,
-            &scoped(c.0.namespace(), &c.kc().spec.data.cluster_id),
-        ),
+        snap(ctx).cluster_machines(&c.0).into_iter(),
         MachineObj::new,
     )
 }
@@ -304,13 +300,14 @@ node_type! {
         async fn endpoints(&self) -> Vec<Endpoint> {
             self.kc().status.as_ref().map(|s| s.state.endpoints.iter().map(|e| Endpoint { name: e.name.clone(), address: e.address.clone() }).collect()).unwrap_or_default()
         }
-        /// Machines labelled `vitistack.io/clusterid=<clusterId>` in the cluster's namespace.
+        /// Machines labelled `vitistack.io/clusterid=<clusterId>` in the cluster's namespace (or,
+        /// as older talos-operator releases labelled them, `cluster.vitistack.io/cluster-name=<name>`).
         #[allow(clippy::too_many_arguments)]
         async fn machines(&self, ctx: &Context<'_>, role: Option<NodeRole>, node_pool: Option<String>, filter: Option<Filter>, sort: Option<Sort>,
                           after: Option<String>, before: Option<String>, first: Option<i32>, last: Option<i32>) -> async_graphql::Result<Conn<MachineObj>> {
-            let mut items: Vec<_> = snap(ctx).lookup(self.0.datacenter(), Idx::MachineByCluster, &scoped(self.0.namespace(), &self.kc().spec.data.cluster_id)).cloned().collect();
+            let mut items: Vec<_> = snap(ctx).cluster_machines(&self.0).into_iter().cloned().collect();
             if let Some(role) = role {
-                items.retain(|m| m.label(LABEL_NODE_ROLE) == Some(role.label()));
+                items.retain(|m| m.node_role() == Some(role.label()));
             }
             if let Some(pool) = &node_pool {
                 items.retain(|m| m.annotation(ANNOTATION_NODE_POOL) == Some(pool.as_str()));

@@ -8,10 +8,10 @@ use super::{
 };
 use crate::graphql::paging::{Filter, PageArgs, Sort};
 use crate::model::{
-    ANNOTATION_KUBEVIRT_CONFIG, ANNOTATION_NODE_POOL, Kind, LABEL_CLUSTER_ID, LABEL_NODE_ROLE,
-    Machine, MachineClass, MachineProvider, Resource,
+    ANNOTATION_KUBEVIRT_CONFIG, ANNOTATION_NODE_POOL, Kind, LABEL_CLUSTER_ID, Machine,
+    MachineClass, MachineProvider, Resource,
 };
-use crate::store::{Idx, Snapshot, scoped};
+use crate::store::{Idx, Snapshot};
 
 /// CPU topology.
 #[derive(SimpleObject, Clone, Debug, Default)]
@@ -151,9 +151,10 @@ node_type! {
         async fn provider(&self) -> &str { &self.m().spec.provider }
         /// `spec.machineClass`.
         async fn machine_class_name(&self) -> Option<&str> { self.m().spec.machine_class.as_deref() }
-        /// Role in its cluster, from label `vitistack.io/node-role`.
+        /// Role in its cluster, from label `vitistack.io/node-role` (or the older
+        /// `cluster.vitistack.io/role`).
         async fn role(&self) -> Option<NodeRole> {
-            match self.0.label(LABEL_NODE_ROLE)? {
+            match self.0.node_role()? {
                 "control-plane" => Some(NodeRole::ControlPlane),
                 "worker" => Some(NodeRole::Worker),
                 _ => None,
@@ -161,8 +162,17 @@ node_type! {
         }
         /// Node pool, from annotation `vitistack.io/nodepool`.
         async fn node_pool(&self) -> Option<&str> { self.0.annotation(ANNOTATION_NODE_POOL) }
-        /// `vitistack.io/clusterid` label.
-        async fn cluster_id(&self) -> Option<&str> { self.0.label(LABEL_CLUSTER_ID) }
+        /// The clusterId of its cluster: its `vitistack.io/clusterid` label, else that of the
+        /// cluster its `cluster.vitistack.io/cluster-name` label names.
+        async fn cluster_id(&self, ctx: &Context<'_>) -> Option<String> {
+            match self.0.label(LABEL_CLUSTER_ID) {
+                Some(id) => Some(id.to_string()),
+                None => match snap(ctx).machine_cluster(&self.0)?.as_ref() {
+                    Resource::KubernetesCluster(kc) => Some(kc.spec.data.cluster_id.clone()),
+                    _ => None,
+                },
+            }
+        }
         /// `status.state` (KubeVirt printable status, Proxmox state).
         async fn state(&self) -> Option<&str> { self.m().status.as_ref()?.state.as_deref() }
         /// `status.message`.
@@ -206,10 +216,10 @@ node_type! {
             let o = self.m().spec.os.as_ref()?;
             Some(OperatingSystem { family: o.family.clone(), distribution: o.distribution.clone(), version: o.version.clone(), architecture: o.architecture.clone() })
         }
-        /// The KubernetesCluster, by label `vitistack.io/clusterid` in the same namespace.
+        /// The KubernetesCluster, by label `vitistack.io/clusterid` in the same namespace (or
+        /// `cluster.vitistack.io/cluster-name`, its name).
         async fn cluster(&self, ctx: &Context<'_>) -> Option<ClusterObj> {
-            let id = self.0.label(LABEL_CLUSTER_ID)?;
-            one(snap(ctx).lookup_one(self.0.datacenter(), Idx::ClusterById, &scoped(self.0.namespace(), id)), ClusterObj::new)
+            one(snap(ctx).machine_cluster(&self.0), ClusterObj::new)
         }
         /// The MachineClass named by `spec.machineClass`.
         async fn machine_class(&self, ctx: &Context<'_>) -> Option<MachineClassObj> {

@@ -68,6 +68,12 @@ node_type! {
         async fn provisioning_provider(&self) -> Option<&str> {
             match &*self.0 { Resource::NetworkNamespaceV2(n) => n.spec.network_provisioning.as_ref().map(|p| p.provider.as_str()), _ => None }
         }
+        /// `status.provisioningPhase` (Pending, Ready, Error): whether the segment is
+        /// provisioned; kea and static-ip wait for Ready, and `ready` is false until it is.
+        /// Null where it is not written (operators on common before v1.0.0).
+        async fn provisioning_phase(&self) -> Option<&str> {
+            self.0.provisioning_phase()
+        }
         /// `spec.ipAllocation`.
         async fn ip_allocation(&self) -> Option<IpAllocationPolicy> {
             let (type_, provider, st) = match &*self.0 {
@@ -93,7 +99,7 @@ node_type! {
             Some(p)
         }
         /// Ready: condition Ready=True (what talos-operator waits for), or phase Ready when the
-        /// object has no conditions.
+        /// object has no conditions; and `provisioningPhase` not Pending or Error.
         async fn ready(&self) -> bool {
             self.0.readiness().ready
         }
@@ -266,8 +272,11 @@ node_type! {
         /// The cluster, through the Machine or the `vitistack.io/clusterid` label (VIP configurations).
         async fn cluster(&self, ctx: &Context<'_>) -> Option<ClusterObj> {
             let s = snap(ctx);
-            let id = self.0.label(LABEL_CLUSTER_ID).or_else(|| s.get(self.0.datacenter(), Kind::Machine, self.0.namespace(), self.0.name()).and_then(|m| m.label(LABEL_CLUSTER_ID)))?;
-            one(s.lookup_one(self.0.datacenter(), Idx::ClusterById, &scoped(self.0.namespace(), id)), ClusterObj::new)
+            if let Some(id) = self.0.label(LABEL_CLUSTER_ID) {
+                return one(s.lookup_one(self.0.datacenter(), Idx::ClusterById, &scoped(self.0.namespace(), id)), ClusterObj::new);
+            }
+            let machine = s.get(self.0.datacenter(), Kind::Machine, self.0.namespace(), self.0.name())?;
+            one(s.machine_cluster(machine), ClusterObj::new)
         }
         /// IPAllocations of this configuration (v1alpha2).
         async fn ip_allocations(&self, ctx: &Context<'_>) -> Vec<IpAllocationObj> {

@@ -386,6 +386,12 @@ pub struct ServeConfig {
     #[arg(long, env = "METRICS_ENABLED", default_value_t = true, action = clap::ArgAction::Set)]
     pub metrics_enabled: bool,
 
+    /// How often the health check runs (`30s`, `500ms`, `2m`, or seconds): it asks the database
+    /// and judges the operators, announcing each operator whose state changed
+    /// (`infrastructure.operator.status`, a Kubernetes Event on the Vitistack).
+    #[arg(long, env = "HEALTH_CHECK_INTERVAL", default_value = "30s")]
+    pub health_check_interval: String,
+
     /// An operator's object without any status for longer than this (seconds) counts as waiting
     /// on it: the operator is then reported unhealthy.
     #[arg(long, env = "OPERATOR_STALL_SECONDS", default_value_t = 300)]

@@ -336,6 +336,11 @@ pub async fn start(cfg: &ServeConfig, listener: TcpListener) -> anyhow::Result<R
             .reporting_as(cfg.pod_name.clone()),
         ))
     };
+    let health_check_interval = cfg.health_check_interval().map_err(anyhow::Error::msg)?;
+    let operator_events = crate::change::events::EventWriter::of(
+        &crate::change::Target::of(&feed),
+        cfg.pod_name.clone(),
+    );
     let judge = crate::domain::operators::Judge {
         probes: crate::domain::operators::Probes::start(
             cfg.probe_targets().map_err(anyhow::Error::msg)?,
@@ -408,6 +413,7 @@ pub async fn start(cfg: &ServeConfig, listener: TcpListener) -> anyhow::Result<R
         history: Some(history.clone()),
         probes: judge.probes.clone(),
         operator_stall: judge.stall,
+        checks: Arc::default(),
         metrics_enabled: cfg.metrics_enabled,
         vitistack_name: cfg.vitistack_name.clone(),
         hub: hub_tokens.map(|tokens| {
@@ -448,6 +454,7 @@ pub async fn start(cfg: &ServeConfig, listener: TcpListener) -> anyhow::Result<R
         tracing::info!("closing the listener; finishing requests in flight");
         closing_tx.send_replace(true);
     };
+    let checked = state.clone();
     let app = router(state).into_make_service_with_connect_info::<std::net::SocketAddr>();
     let task = match &tls {
         None => tokio::spawn(async move {
@@ -471,6 +478,14 @@ pub async fn start(cfg: &ServeConfig, listener: TcpListener) -> anyhow::Result<R
 
     let import = feed.load(&store).await?;
     ready.store(true, Ordering::Release);
+    // Checked from here on: before the load every operator would look unreachable, and its
+    // recovery would be announced at every start.
+    tokio::spawn(crate::http::checker::run(
+        checked,
+        health_check_interval,
+        operator_events,
+        stop_rx.clone(),
+    ));
     Ok(Running {
         addr,
         store,

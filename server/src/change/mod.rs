@@ -5,6 +5,7 @@
 //! asked, so the caller reads its own write and the event log names them.
 
 pub mod cluster;
+pub mod events;
 pub mod merge;
 
 use crate::error::ErrorCode;
@@ -17,6 +18,7 @@ use serde_json::{Value, json};
 use crate::model::validation::FieldError;
 use crate::model::{Datacenter, Kind, Resource};
 use crate::store::{ChangeType, ObjectKey, Op, Store};
+use events::{EventWriter, Note};
 
 /// The field manager our server-side applies are recorded under.
 pub const FIELD_MANAGER: &str = "vitistack-graphql";
@@ -181,8 +183,7 @@ pub struct Announce {
     pub note: String,
 }
 
-/// The reporting controller of the Events this server writes.
-pub const EVENT_CONTROLLER: &str = "vitistack.io/vitistack-graphql";
+pub use events::EVENT_CONTROLLER;
 
 /// Sends writes to the active source and waits for them to come back through the store.
 pub struct Changer {
@@ -291,41 +292,22 @@ impl Changer {
             Err(e) => e.code == ErrorCode::NotYetVisible,
             Ok(_) => false,
         };
-        if let (true, Target::Kube(clients)) = (written, &self.target)
-            && let Ok(client) = clients.client(&key.datacenter).await
-        {
+        if written && let Some(events) = EventWriter::of(&self.target, self.instance.clone()) {
             let uid = result
                 .as_ref()
                 .ok()
                 .and_then(|w| w.object.meta().uid.clone());
-            let reference = k8s_openapi::api::core::v1::ObjectReference {
-                api_version: Some(format!("{}/{version}", key.kind.group())),
-                kind: Some(key.kind.name().to_string()),
-                name: Some(key.name.clone()),
-                namespace: (!key.namespace.is_empty()).then(|| key.namespace.clone()),
+            events.publish(
+                key,
+                version,
                 uid,
-                ..Default::default()
-            };
-            let recorder = kube::runtime::events::Recorder::new(
-                client,
-                kube::runtime::events::Reporter {
-                    controller: EVENT_CONTROLLER.into(),
-                    instance: self.instance.clone(),
+                Note {
+                    warning: false,
+                    reason: announce.reason.into(),
+                    action: announce.action.into(),
+                    text: format!("{} (by {actor})", announce.note),
                 },
             );
-            let event = kube::runtime::events::Event {
-                type_: kube::runtime::events::EventType::Normal,
-                reason: announce.reason.into(),
-                note: Some(format!("{} (by {actor})", announce.note)),
-                action: announce.action.into(),
-                secondary: None,
-            };
-            let what = key.to_string();
-            tokio::spawn(async move {
-                if let Err(e) = recorder.publish(&event, &reference).await {
-                    tracing::warn!(object = %what, reason = event.reason, error = %e, "the change's Event could not be written");
-                }
-            });
         }
         result
     }

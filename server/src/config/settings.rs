@@ -239,6 +239,7 @@ impl ServeConfig {
         self.db.validate()?;
         self.access.validate()?;
         positive_duration("CACHE_TTL", &self.cache_ttl)?;
+        self.health_check_interval()?;
         for u in self.webhook_urls.iter().map(|u| u.0.as_str()) {
             if u.trim().is_empty() {
                 continue;
@@ -340,6 +341,11 @@ impl ServeConfig {
             identity: nonempty(&self.pod_name).unwrap_or_else(host_identity),
             duration: std::time::Duration::from_secs(self.lease_duration_seconds),
         })
+    }
+
+    /// How often the health check runs (`HEALTH_CHECK_INTERVAL`).
+    pub fn health_check_interval(&self) -> Result<std::time::Duration, ConfigError> {
+        positive_duration("HEALTH_CHECK_INTERVAL", &self.health_check_interval)
     }
 
     /// The operator endpoints to probe, each with its interval.

@@ -148,3 +148,27 @@ fn the_old_cache_settings_are_accepted_checked_and_keep_their_secret() {
     assert!(cfg.redis_url.is_some());
     assert!(!format!("{cfg:?}").contains("s3cr3t-pass"));
 }
+
+#[test]
+fn the_health_check_interval_is_a_duration_above_zero() {
+    assert_eq!(
+        parse(&[]).health_check_interval().expect("default"),
+        std::time::Duration::from_secs(30),
+        "the old operator's default"
+    );
+    assert_eq!(
+        parse(&["--health-check-interval", "500ms"])
+            .health_check_interval()
+            .expect("set"),
+        std::time::Duration::from_millis(500)
+    );
+    for bad in ["0s", "soon"] {
+        let e = parse(&["--health-check-interval", bad])
+            .validate()
+            .expect_err("refused");
+        assert!(
+            e.to_string().contains("HEALTH_CHECK_INTERVAL") && e.to_string().contains(bad),
+            "{e}"
+        );
+    }
+}

@@ -76,8 +76,27 @@ pub fn endpoint_id(url: &str) -> String {
     id
 }
 
-/// The body sent for an event.
+/// The body sent for an event. An operator's change of state (kind `Operator`) also says
+/// `{operator, status}` and why, as the old operator's `infrastructure.operator.status` did.
 pub fn payload(row: &EventRow) -> Value {
+    let mut body = object_payload(row);
+    if row.kind == OPERATOR_KIND {
+        body["operator"] = json!(row.name);
+        body["status"] = json!(row.phase_after);
+        body["previousStatus"] = json!(row.phase_before);
+        body["reason"] = row
+            .diff
+            .as_array()
+            .and_then(|d| d.iter().find(|e| e["path"] == "/reason"))
+            .map_or(Value::Null, |e| e["after"].clone());
+    }
+    body
+}
+
+/// The `kind` of an operator's event row (an operator is not a Kubernetes kind).
+pub const OPERATOR_KIND: &str = "Operator";
+
+fn object_payload(row: &EventRow) -> Value {
     json!({
         "type": row.event_type,
         "time": super::rfc3339(row.at_ms),

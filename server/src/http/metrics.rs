@@ -22,6 +22,7 @@ pub struct Metrics {
     db_up: IntGauge,
     db_pending: IntGauge,
     db_failures: prometheus::IntCounter,
+    health_checks: prometheus::IntCounter,
     kind_served: IntGaugeVec,
     kind_synced: IntGaugeVec,
     kind_stale: prometheus::GaugeVec,
@@ -104,6 +105,10 @@ impl Metrics {
         let db_failures = prometheus::IntCounter::new(
             "vitistack_database_failures_total",
             "Failed database connects and writes since start",
+        )?;
+        let health_checks = prometheus::IntCounter::new(
+            "vitistack_health_checks_total",
+            "Health checks made since start (every HEALTH_CHECK_INTERVAL: the database asked, the operators judged)",
         )?;
         let kind_served = IntGaugeVec::new(
             Opts::new(
@@ -221,6 +226,7 @@ impl Metrics {
         registry.register(Box::new(db_up.clone()))?;
         registry.register(Box::new(db_pending.clone()))?;
         registry.register(Box::new(db_failures.clone()))?;
+        registry.register(Box::new(health_checks.clone()))?;
         registry.register(Box::new(objects.clone()))?;
         registry.register(Box::new(sequence.clone()))?;
         // Both outcomes exist from the start: panels and alerts read 0, not "no data".
@@ -270,6 +276,7 @@ impl Metrics {
             db_up,
             db_pending,
             db_failures,
+            health_checks,
             kind_served,
             kind_synced,
             kind_stale,
@@ -371,6 +378,11 @@ impl Metrics {
         let failures = db.failures();
         self.db_failures
             .inc_by(failures.saturating_sub(self.db_failures.get()));
+        self.health_checks.inc_by(
+            scrape
+                .health_checks
+                .saturating_sub(self.health_checks.get()),
+        );
         for kind in Kind::ALL {
             self.objects
                 .with_label_values(&[kind.name()])

@@ -4,6 +4,7 @@ pub mod access;
 pub mod admin;
 pub mod assets;
 pub mod cache;
+pub mod checker;
 mod graphql_http;
 pub mod health;
 mod hub;
@@ -202,6 +203,8 @@ async fn metrics(
             .as_ref()
             .and_then(|h| h.db())
             .map(|db| db.connections()),
+        operator_changes: app.checks.announced(),
+        health_checks: app.checks.made(),
     };
     let body = app.metrics.render(
         &snap,

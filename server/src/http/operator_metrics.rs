@@ -29,6 +29,10 @@ pub struct Scrape<'a> {
     pub undecodable: &'a ChangeCounts,
     /// The database pool's (idle, in use, max), when connected.
     pub connections: Option<(u32, u32, u32)>,
+    /// Changes of an operator's state announced (`infrastructure.operator.status`).
+    pub operator_changes: u64,
+    /// Health checks made.
+    pub health_checks: u64,
 }
 
 /// The `vitistack_operator_*` family.
@@ -223,6 +227,10 @@ impl OperatorMetrics {
                     e.1 += bad;
                 }
             }
+        }
+        // An operator's change of state is an event of that type too.
+        if let Some(e) = events.get_mut(super::checker::OPERATOR_STATUS) {
+            e.0 += s.operator_changes;
         }
         for (name, (ok, bad)) in &events {
             catch_up(&self.events, &[name, "success"], *ok);

@@ -62,6 +62,8 @@ pub struct ServerState {
     pub probes: Arc<crate::domain::operators::Probes>,
     /// How long an operator's object may go without status before the operator is unhealthy.
     pub operator_stall: std::time::Duration,
+    /// The last health check's findings (`HEALTH_CHECK_INTERVAL`).
+    pub checks: Arc<super::checker::Checks>,
     /// Turns true at SIGTERM: `/ready` and the health routes answer 503, WebSockets close with
     /// 1001, SSE streams end.
     pub going_away: tokio::sync::watch::Receiver<bool>,

@@ -7,6 +7,7 @@ use vitistack_testkit::kube_api;
 mod applications;
 mod datacenters;
 mod mutations;
+mod operators;
 mod replicas;
 mod secrets;
 

@@ -14,7 +14,10 @@ pub fn documented(route: &str) -> Value {
 }
 
 /// Where `actual` differs from the documented shape: every documented field present with its
-/// type, and no field the documentation does not name (`{}` documents a free-form object).
+/// type, and no field the documentation does not name (`{}` documents a free-form object). An
+/// `operators` object is a map keyed by operator: the documented four must be there, and an
+/// operator the old aggregator did not know (nms, manual-ip, static-ip) must have the same shape
+/// as they do.
 pub fn differences(path: &str, documented: &Value, actual: &Value, out: &mut Vec<String>) {
     match documented {
         Value::Object(fields) if fields.is_empty() => {
@@ -33,8 +36,12 @@ pub fn differences(path: &str, documented: &Value, actual: &Value, out: &mut Vec
                     None => out.push(format!("{path}.{k}: missing")),
                 }
             }
+            let keyed_by_operator = path.ends_with(".operators");
             for k in got.keys().filter(|k| !fields.contains_key(*k)) {
-                out.push(format!("{path}.{k}: not documented"));
+                match fields.values().next().filter(|_| keyed_by_operator) {
+                    Some(shape) => differences(&format!("{path}.{k}"), shape, &got[k], out),
+                    None => out.push(format!("{path}.{k}: not documented")),
+                }
             }
         }
         Value::Array(items) => {

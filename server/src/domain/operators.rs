@@ -134,6 +134,19 @@ impl Operator {
         }
     }
 
+    /// What it does in the pipeline, as `what:how` (the old operator model's `capabilities`).
+    pub fn capabilities(self) -> &'static [&'static str] {
+        match self {
+            Operator::Proxmox => &["machines:proxmox"],
+            Operator::Talos => &["kubernetes:talos", "machines:plan"],
+            Operator::Kea => &["ip-allocation:dhcp"],
+            Operator::Kubevirt => &["machines:kubevirt"],
+            Operator::Nms => &["network-provisioning:nam", "control-plane-vip"],
+            Operator::ManualIp => &["network-provisioning:manual"],
+            Operator::StaticIp => &["ip-allocation:static", "control-plane-vip"],
+        }
+    }
+
     /// The provider object that announces it (`providerType`), for its version label.
     fn provider_kind(self) -> Kind {
         match self {
@@ -314,6 +327,8 @@ pub struct Probe {
     pub error: Option<String>,
     /// The `version` of a JSON answer, when it gave one.
     pub version: Option<String>,
+    /// When it last answered 2xx (RFC 3339), kept across failed probes.
+    pub last_ok: Option<String>,
 }
 
 /// What judging the operators needs besides the graph: the probes and the stall time.
@@ -404,9 +419,14 @@ impl Probes {
         probes
     }
 
-    fn set(&self, operator: Operator, probe: Probe) {
+    fn set(&self, operator: Operator, mut probe: Probe) {
         let mut latest = self.latest.lock();
         if let Some(slot) = latest.iter_mut().find(|(o, _)| *o == operator) {
+            probe.last_ok = if probe.error.is_none() {
+                probe.at.clone()
+            } else {
+                slot.1.last_ok.take()
+            };
             slot.1 = probe;
         }
     }
@@ -461,6 +481,7 @@ async fn probe(client: &reqwest::Client, url: &str) -> Probe {
                 status: Some(status.as_u16()),
                 error: (!status.is_success()).then(|| format!("answered HTTP {}", status.as_u16())),
                 version,
+                last_ok: None,
             }
         }
         Err(e) => Probe {
@@ -475,6 +496,7 @@ async fn probe(client: &reqwest::Client, url: &str) -> Probe {
                 "request failed".to_string()
             }),
             version: None,
+            last_ok: None,
         },
     }
 }
@@ -546,6 +568,15 @@ pub struct OperatorHealth {
     pub endpoint: Option<String>,
     /// When the endpoint was last probed (RFC 3339).
     pub last_probe_at: Option<String>,
+    /// Healthy, but some of its objects failed (`resources.failed`): it acts, not on everything
+    /// (the old operator model's `degraded`, beside the three states `/health` documents).
+    pub degraded: bool,
+    /// The last time it was seen at work (RFC 3339): its endpoint's last 2xx answer, or the
+    /// newest condition transition on one of its objects (written by it), whichever is later;
+    /// null when neither is known.
+    pub last_seen: Option<String>,
+    /// What it does in the pipeline (`machines:kubevirt`, `ip-allocation:static`, …).
+    pub capabilities: Vec<String>,
 }
 
 /// Judge every operator from a snapshot, the source's kind states (`lag`: why the graph is not
@@ -563,8 +594,17 @@ pub fn judge(
         .iter()
         .map(|&op| {
             let mut resources = OperatorResources::default();
+            let mut seen: Option<jiff::Timestamp> = None;
+            let mut saw = |t: Option<&str>| {
+                if let Some(t) = t.and_then(|t| t.parse::<jiff::Timestamp>().ok()) {
+                    seen = Some(seen.map_or(t, |s| s.max(t)));
+                }
+            };
             for o in op.objects(snap) {
                 resources.total += 1;
+                for c in o.conditions().unwrap_or_default() {
+                    saw(c.last_transition_time.as_deref());
+                }
                 let waiting_since = match o.phase() {
                     None | Some("") => o.created(),
                     Some(_) => None,
@@ -628,14 +668,18 @@ pub fn judge(
                 .and_then(|p| p.version.clone())
                 .or_else(|| announced_version(snap, op))
                 .unwrap_or_else(|| "unknown".into());
+            saw(probe.as_ref().and_then(|p| p.last_ok.as_deref()));
             OperatorHealth {
                 operator: op.name().into(),
+                degraded: status == OperatorState::Healthy && resources.failed > 0,
                 status,
                 reason,
                 version,
                 resources,
                 endpoint: probe.as_ref().map(|p| p.endpoint.clone()),
                 last_probe_at: probe.and_then(|p| p.at),
+                last_seen: seen.map(|t| t.to_string()),
+                capabilities: op.capabilities().iter().map(|c| c.to_string()).collect(),
             }
         })
         .collect()
@@ -824,6 +868,48 @@ mod tests {
         assert_eq!(by("c3"), Some(Operator::StaticIp));
         assert_eq!(by("c4"), Some(Operator::Nms));
         assert_eq!(Operator::ManualIp.env_prefix(), "MANUAL_IP");
+        // A failed namespace leaves its provisioner healthy but degraded.
+        let failed = object(
+            Kind::NetworkNamespace,
+            "v1alpha1",
+            json!({"metadata": {"name": "broken", "namespace": "t"},
+                "spec": {"datacenterIdentifier": "dc", "supervisorIdentifier": "sv"},
+                "status": {"phase": "Error", "conditions": [{"type": "Ready", "status": "False",
+                    "reason": "Error", "message": "VLAN taken", "lastTransitionTime": "2026-03-01T10:00:00Z"}]}}),
+        );
+        let s = store(vec![failed]);
+        let report = judge(
+            &s.snapshot(),
+            &|_| None,
+            &Probes::default(),
+            Duration::from_secs(300),
+        );
+        let nms = report.iter().find(|o| o.operator == "nms").expect("nms");
+        assert_eq!((nms.status, nms.degraded), (OperatorState::Healthy, true));
+        assert_eq!(nms.last_seen.as_deref(), Some("2026-03-01T10:00:00Z"));
+        let kea = report.iter().find(|o| o.operator == "kea").expect("kea");
+        assert_eq!((kea.degraded, kea.last_seen.as_deref()), (false, None));
+        // A failed namespace leaves its provisioner healthy but degraded.
+        let failed = object(
+            Kind::NetworkNamespace,
+            "v1alpha1",
+            json!({"metadata": {"name": "broken", "namespace": "t"},
+                "spec": {"datacenterIdentifier": "dc", "supervisorIdentifier": "sv"},
+                "status": {"phase": "Error", "conditions": [{"type": "Ready", "status": "False",
+                    "reason": "Error", "message": "VLAN taken", "lastTransitionTime": "2026-03-01T10:00:00Z"}]}}),
+        );
+        let s = store(vec![failed]);
+        let report = judge(
+            &s.snapshot(),
+            &|_| None,
+            &Probes::default(),
+            Duration::from_secs(300),
+        );
+        let nms = report.iter().find(|o| o.operator == "nms").expect("nms");
+        assert_eq!((nms.status, nms.degraded), (OperatorState::Healthy, true));
+        assert_eq!(nms.last_seen.as_deref(), Some("2026-03-01T10:00:00Z"));
+        let kea = report.iter().find(|o| o.operator == "kea").expect("kea");
+        assert_eq!((kea.degraded, kea.last_seen.as_deref()), (false, None));
         assert_eq!(Operator::StaticIp.program(), "static-ip-operator");
     }
 }

@@ -104,6 +104,19 @@ async fn the_network_operators_are_judged_and_the_pipeline_reads_the_segment_and
     assert_eq!(total("kea"), 1, "{report}");
     assert_eq!(total("manual-ip"), 1, "{report}");
     assert_eq!(total("nms"), 1, "{report}");
+    // The old operator model's fields: capabilities, and when it was last seen at work (the
+    // namespaces' Ready conditions are nms's and manual-ip's writes).
+    let static_ip = &report["operators"]["static-ip"];
+    assert_eq!(
+        static_ip["capabilities"],
+        json!(["ip-allocation:static", "control-plane-vip"]),
+        "{static_ip}"
+    );
+    assert_eq!(
+        report["operators"]["manual-ip"]["lastSeen"], "2026-01-01T00:00:00Z",
+        "{report}"
+    );
+    assert_eq!(static_ip["degraded"], false, "{static_ip}");
     let (_, infra) = h.get("/api/v1/infrastructure").await;
     for op in ["nms", "manual-ip", "static-ip"] {
         assert!(
@@ -240,6 +253,10 @@ async fn an_operator_going_unhealthy_is_announced_once_with_a_warning_event_on_t
                 Some(0.0),
                 "nothing changed yet"
             );
+            assert!(
+                report["operators"]["kea"]["lastSeen"].is_string(),
+                "{report}"
+            );
             break;
         }
         assert!(
@@ -287,6 +304,12 @@ async fn an_operator_going_unhealthy_is_announced_once_with_a_warning_event_on_t
     };
     assert_eq!(metric(&text, status_events), Some(1.0), "announced once");
     assert_eq!(h.api.objects("events").len(), 1);
+    // Last seen at its last good answer, however many failed probes came since.
+    let (_, report) = h.get("/health/operators").await;
+    let kea = &report["operators"]["kea"];
+    let seen = kea["lastSeen"].as_str().unwrap_or_default();
+    let probed = kea["lastProbeAt"].as_str().unwrap_or_default();
+    assert!(!seen.is_empty() && seen < probed, "{kea}");
     // The webhook event, as the old operator sent it: `{operator, status}`.
     let deadline = tokio::time::Instant::now() + PATIENCE;
     let sent = loop {

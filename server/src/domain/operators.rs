@@ -307,6 +307,55 @@ pub fn vip_provider(snap: &Snapshot, vip: &Resource) -> Option<Operator> {
     })
 }
 
+/// The operators a KubernetesCluster depends on, in report order: talos-operator for a talos
+/// cluster; the machine operators of its Machines (of its topology's control plane before they
+/// exist); who provisions its NetworkNamespace; the allocators of its Machines' configurations;
+/// who gives its control-plane VIP its address.
+pub fn serving(snap: &Snapshot, kc: &Resource) -> Vec<Operator> {
+    let Resource::KubernetesCluster(c) = kc else {
+        return Vec::new();
+    };
+    let (dc, ns) = (kc.datacenter(), kc.namespace());
+    let mut out = Vec::new();
+    if c.spec.data.provider == "talos" {
+        out.push(Operator::Talos);
+    }
+    let machines = snap.cluster_machines(kc);
+    let machine_operator = |provider: &str| match provider {
+        "proxmox" => Some(Operator::Proxmox),
+        "kubevirt" | "" => Some(Operator::Kubevirt),
+        _ => None,
+    };
+    if machines.is_empty() {
+        out.extend(machine_operator(&c.spec.topology.controlplane.provider));
+    }
+    for m in &machines {
+        out.extend(machine_provider(m).and_then(machine_operator));
+        if let Some(nc) = snap.get(dc, Kind::NetworkConfiguration, ns, m.name()) {
+            out.extend(ip_allocator(snap, nc).ok());
+        }
+    }
+    if let Some(nn) = snap.get(
+        dc,
+        Kind::NetworkNamespace,
+        ns,
+        &c.spec.data.network_namespace_name,
+    ) {
+        out.extend(network_provisioner(nn));
+    }
+    if let Some(vip) = snap.get(
+        dc,
+        Kind::ControlPlaneVirtualSharedIp,
+        ns,
+        &c.spec.data.cluster_id,
+    ) {
+        out.extend(vip_provider(snap, vip));
+    }
+    out.sort_by_key(|o| Operator::ALL.iter().position(|a| a == o));
+    out.dedup();
+    out
+}
+
 fn machine_provider(m: &Resource) -> Option<&str> {
     match m {
         Resource::Machine(machine) => Some(machine.spec.provider.as_str()),

@@ -11,6 +11,7 @@ use crate::domain::aggregates::{self, Aggregates, ClusterState, Totals};
 use crate::domain::pipeline::{self, Stage as PipelineStage};
 use crate::model::{Kind, Resource};
 use crate::store::Snapshot;
+use serde_json::Value;
 
 /// A 64-bit integer, for byte counts and their sums: GraphQL's `Int` is 32-bit, and a 16 GiB
 /// machine already does not fit it (graphql-js servers and gateways refuse such an `Int`).
@@ -369,4 +370,41 @@ pub fn infrastructure_summary_in(
 pub fn datacenter<'s>(s: &'s Snapshot, wanted: &str) -> Option<&'s Arc<Resource>> {
     s.get(&Default::default(), Kind::Vitistack, "", wanted)
         .or_else(|| s.list(Kind::Vitistack).next())
+}
+
+/// The latest time an object says it changed: its creation, a manager's write, a condition's
+/// transition, or a `lastUpdated` its operator wrote (RFC 3339).
+pub fn last_updated(o: &Resource) -> String {
+    let v = o.to_value();
+    let mut latest: Option<jiff::Timestamp> = None;
+    let mut consider = |s: Option<&str>| {
+        if let Some(t) = s.and_then(|s| s.parse::<jiff::Timestamp>().ok()) {
+            latest = Some(latest.map_or(t, |l| l.max(t)));
+        }
+    };
+    consider(
+        v.pointer("/metadata/creationTimestamp")
+            .and_then(Value::as_str),
+    );
+    for m in v
+        .pointer("/metadata/managedFields")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        consider(m.get("time").and_then(Value::as_str));
+    }
+    for c in v
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        consider(c.get("lastTransitionTime").and_then(Value::as_str));
+    }
+    consider(
+        v.pointer("/status/state/lastUpdated")
+            .and_then(Value::as_str),
+    );
+    latest.map(|t| t.to_string()).unwrap_or_default()
 }

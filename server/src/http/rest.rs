@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 
 use super::AppState;
 use crate::domain::aggregates::ClusterState;
-use crate::domain::operators::{Operator, OperatorResources, OperatorState, ip_allocator};
+use crate::domain::operators::{self, Operator, OperatorResources, OperatorState};
 use crate::model::{Kind, Resource};
 use crate::store::Snapshot;
 
@@ -190,29 +190,7 @@ fn cluster_entry(snap: &Snapshot, c: &Resource) -> Option<ClusterEntry> {
     };
     let pipeline = crate::domain::pipeline::evaluate(snap, kc);
     let machines: Vec<&Arc<Resource>> = snap.cluster_machines(c);
-    let providers: Vec<&str> = machines
-        .iter()
-        .filter_map(|m| match m.as_ref() {
-            Resource::Machine(machine) => Some(machine.spec.provider.as_str()),
-            _ => None,
-        })
-        .chain(
-            // Before its Machines exist, the providers its topology asks for.
-            std::iter::once(kc.spec.topology.controlplane.provider.as_str())
-                .filter(|_| machines.is_empty()),
-        )
-        .collect();
-    // kea serves the cluster when it allocates one of its Machines' configurations (not when
-    // their namespace is static: static-ip-operator does).
-    let kea = machines.iter().any(|m| {
-        snap.get(
-            m.datacenter(),
-            Kind::NetworkConfiguration,
-            m.namespace(),
-            m.name(),
-        )
-        .is_some_and(|nc| ip_allocator(snap, nc) == Ok(Operator::Kea))
-    });
+    let serving = operators::serving(snap, c);
     Some(ClusterEntry {
         id: if c.uid().is_empty() {
             format!("{}/{}", c.namespace(), c.name())
@@ -230,50 +208,13 @@ fn cluster_entry(snap: &Snapshot, c: &Resource) -> Option<ClusterEntry> {
                 .count(),
         },
         operators: ClusterOperators {
-            proxmox: providers.contains(&"proxmox"),
-            talos: kc.spec.data.provider == "talos",
-            kea,
-            kube_virt: providers.iter().any(|p| matches!(*p, "kubevirt" | "")),
+            proxmox: serving.contains(&Operator::Proxmox),
+            talos: serving.contains(&Operator::Talos),
+            kea: serving.contains(&Operator::Kea),
+            kube_virt: serving.contains(&Operator::Kubevirt),
         },
-        last_updated: last_updated(c),
+        last_updated: crate::domain::summary::last_updated(c),
     })
-}
-
-/// The latest time an object says it changed: its creation, a manager's write, a condition's
-/// transition, or a `lastUpdated` its operator wrote (RFC 3339).
-fn last_updated(o: &Resource) -> String {
-    let v = o.to_value();
-    let mut latest: Option<jiff::Timestamp> = None;
-    let mut consider = |s: Option<&str>| {
-        if let Some(t) = s.and_then(|s| s.parse::<jiff::Timestamp>().ok()) {
-            latest = Some(latest.map_or(t, |l| l.max(t)));
-        }
-    };
-    consider(
-        v.pointer("/metadata/creationTimestamp")
-            .and_then(Value::as_str),
-    );
-    for m in v
-        .pointer("/metadata/managedFields")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
-        consider(m.get("time").and_then(Value::as_str));
-    }
-    for c in v
-        .pointer("/status/conditions")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
-        consider(c.get("lastTransitionTime").and_then(Value::as_str));
-    }
-    consider(
-        v.pointer("/status/state/lastUpdated")
-            .and_then(Value::as_str),
-    );
-    latest.map(|t| t.to_string()).unwrap_or_default()
 }
 
 async fn clusters(Admitted { app, .. }: Admitted) -> Response {

@@ -24,7 +24,8 @@ fn static_namespace(provisioning_phase: &str) -> Value {
             "ipAllocation": {"type": "static", "provider": "static-ip-operator",
                 "static": {"ipv4CIDR": "10.9.0.0/24", "ipv4Gateway": "10.9.0.1"}}},
         "status": {"phase": "Ready", "conditions": ready_condition(),
-            "provisioningPhase": provisioning_phase, "message": "NetworkNamespace manually provisioned"}})
+            "provisioningPhase": provisioning_phase, "message": "NetworkNamespace manually provisioned",
+            "ipv4Prefix": "10.9.0.0/24", "vlanId": 209}})
 }
 
 fn setup(api: &KubeApi) {
@@ -66,6 +67,10 @@ const CLUSTER: &str = r#"{
   cluster(namespace: "team-a", name: "c1") {
     machines { totalCount nodes { name role clusterId cluster { name } } }
     diagnosis { stage blockers { stage kind name reason terminal } }
+    nodes { total ready unready }
+    networking { networkNamespace ipv4Prefix vlanId controlPlaneAddresses }
+    operators { installed healthy }
+    updatedAt
   }
   networkNamespace(namespace: "team-a", name: "net-static") { provisioningPhase ready }
 }"#;
@@ -83,6 +88,39 @@ async fn the_network_operators_are_judged_and_the_pipeline_reads_the_segment_and
     assert_eq!(m["role"], "CONTROL_PLANE", "{m}");
     assert_eq!(m["clusterId"], "c1-x", "{m}");
     assert_eq!(m["cluster"]["name"], "c1", "{m}");
+    // The old cluster model: nodes, networking, the operators it depends on, updatedAt.
+    assert_eq!(
+        c["nodes"],
+        json!({"total": 1, "ready": 1, "unready": 0}),
+        "{c}"
+    );
+    assert_eq!(
+        c["networking"],
+        json!({"networkNamespace": "net-static", "ipv4Prefix": "10.9.0.0/24", "vlanId": 209,
+            "controlPlaneAddresses": []}),
+        "{c}"
+    );
+    assert_eq!(
+        c["operators"]["installed"],
+        json!(["talos", "kubevirt", "manual-ip", "static-ip"]),
+        "{c}"
+    );
+    let installed = c["operators"]["installed"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert!(
+        c["operators"]["healthy"]
+            .as_array()
+            .is_some_and(|h| h.iter().all(|o| installed.contains(o))),
+        "{c}"
+    );
+    assert!(
+        c["updatedAt"]
+            .as_str()
+            .is_some_and(|t| t.parse::<jiff::Timestamp>().is_ok()),
+        "{c}"
+    );
     // Ready=True, but the segment is Pending: the cluster waits at the network, on manual-ip.
     assert_eq!(data["networkNamespace"]["provisioningPhase"], "Pending");
     assert_eq!(data["networkNamespace"]["ready"], false);

@@ -126,6 +126,40 @@ fn cluster_machines(ctx: &Context<'_>, c: &ClusterObj) -> Vec<MachineObj> {
     )
 }
 
+/// A cluster's Machines as nodes.
+#[derive(SimpleObject, Clone, Debug)]
+pub struct ClusterNodes {
+    /// Machines.
+    pub total: usize,
+    /// Running.
+    pub ready: usize,
+    /// Not Running.
+    pub unready: usize,
+}
+
+/// A cluster's network.
+#[derive(SimpleObject, Clone, Debug)]
+pub struct ClusterNetworking {
+    /// `spec.data.networkNamespaceName`.
+    pub network_namespace: String,
+    /// The NetworkNamespace's `status.ipv4Prefix`.
+    pub ipv4_prefix: Option<String>,
+    /// The NetworkNamespace's `status.vlanId`.
+    pub vlan_id: Option<i64>,
+    /// The control-plane VIP's `status.loadBalancerIps`.
+    pub control_plane_addresses: Vec<String>,
+}
+
+/// The operators a cluster depends on.
+#[derive(SimpleObject, Clone, Debug)]
+#[graphql(name = "ClusterOperatorSet")]
+pub struct ClusterOperators {
+    /// Every operator it depends on (`talos`, `kubevirt`, `nms`, `static-ip`, …).
+    pub installed: Vec<String>,
+    /// Those of them healthy now.
+    pub healthy: Vec<String>,
+}
+
 /// An API endpoint of the cluster.
 #[derive(SimpleObject, Clone, Debug)]
 pub struct Endpoint {
@@ -295,6 +329,60 @@ node_type! {
         async fn desired_machines(&self) -> i64 {
             let t = &self.kc().spec.topology;
             t.workers.node_pools.iter().map(|p| p.replicas).fold(t.controlplane.replicas, i64::saturating_add)
+        }
+        /// Its Machines as nodes: how many, how many Running, how many not (the old cluster
+        /// model's `nodes`).
+        async fn nodes(&self, ctx: &Context<'_>) -> ClusterNodes {
+            let s = snap(ctx);
+            let machines = s.cluster_machines(&self.0);
+            let ready = machines.iter().filter(|m| m.phase() == Some("Running")).count();
+            ClusterNodes { total: machines.len(), ready, unready: machines.len() - ready }
+        }
+        /// Its network (the old cluster model's `networking`): the NetworkNamespace's prefix and
+        /// VLAN and the control-plane VIP's addresses. The KubernetesCluster carries no pod or
+        /// service CIDR; Talos picks those.
+        async fn networking(&self, ctx: &Context<'_>) -> ClusterNetworking {
+            let s = snap(ctx);
+            let (dc, ns) = (self.0.datacenter(), self.0.namespace());
+            let nn = s.get(dc, crate::model::Kind::NetworkNamespace, ns, &self.kc().spec.data.network_namespace_name);
+            let status = |f: &dyn Fn(&Resource) -> Option<String>| nn.and_then(|n| f(n));
+            let vip = s.get(dc, crate::model::Kind::ControlPlaneVirtualSharedIp, ns, &self.kc().spec.data.cluster_id);
+            ClusterNetworking {
+                network_namespace: self.kc().spec.data.network_namespace_name.clone(),
+                ipv4_prefix: status(&|n| match n {
+                    Resource::NetworkNamespace(n) => n.status.as_ref()?.ipv4_prefix.clone(),
+                    Resource::NetworkNamespaceV2(n) => n.status.as_ref()?.ipv4_prefix.clone(),
+                    _ => None,
+                }),
+                vlan_id: nn.and_then(|n| match n.as_ref() {
+                    Resource::NetworkNamespace(n) => n.status.as_ref()?.vlan_id,
+                    Resource::NetworkNamespaceV2(n) => n.status.as_ref()?.vlan_id,
+                    _ => None,
+                }),
+                control_plane_addresses: vip.and_then(|v| match v.as_ref() {
+                    Resource::ControlPlaneVirtualSharedIp(v) => v.status.as_ref()?.load_balancer_ips.clone(),
+                    _ => None,
+                }).unwrap_or_default(),
+            }
+        }
+        /// The operators it depends on (talos, its machines', its network's provisioner and
+        /// allocators, its VIP's) and those of them healthy now (the old cluster model's
+        /// `operators`).
+        async fn operators(&self, ctx: &Context<'_>) -> ClusterOperators {
+            crate::graphql::mark_volatile(ctx);
+            let s = snap(ctx);
+            let installed = crate::domain::operators::serving(&s, &self.0);
+            let judge = ctx.data_unchecked::<crate::domain::operators::Judge>();
+            let lag = ctx.data_unchecked::<std::sync::Arc<crate::source::status::SourceStatus>>().lag(&s);
+            let report = crate::domain::operators::judge(&s, &lag, &judge.probes, judge.stall);
+            let healthy = installed.iter().filter(|o| report.iter().any(|r| r.operator == o.name() && r.status == crate::domain::operators::OperatorState::Healthy)).map(|o| o.name().to_string()).collect();
+            ClusterOperators { installed: installed.iter().map(|o| o.name().to_string()).collect(), healthy }
+        }
+        /// The latest time it says it changed (RFC 3339): its creation, a condition's
+        /// transition or the `status.state.lastUpdated` its operator wrote (the old cluster
+        /// model's `updatedAt`).
+        async fn updated_at(&self) -> Option<String> {
+            Some(crate::domain::summary::last_updated(&self.0)).filter(|t| !t.is_empty())
         }
         /// `status.state.endpoints`.
         async fn endpoints(&self) -> Vec<Endpoint> {

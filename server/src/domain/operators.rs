@@ -938,27 +938,6 @@ mod tests {
         assert_eq!(nms.last_seen.as_deref(), Some("2026-03-01T10:00:00Z"));
         let kea = report.iter().find(|o| o.operator == "kea").expect("kea");
         assert_eq!((kea.degraded, kea.last_seen.as_deref()), (false, None));
-        // A failed namespace leaves its provisioner healthy but degraded.
-        let failed = object(
-            Kind::NetworkNamespace,
-            "v1alpha1",
-            json!({"metadata": {"name": "broken", "namespace": "t"},
-                "spec": {"datacenterIdentifier": "dc", "supervisorIdentifier": "sv"},
-                "status": {"phase": "Error", "conditions": [{"type": "Ready", "status": "False",
-                    "reason": "Error", "message": "VLAN taken", "lastTransitionTime": "2026-03-01T10:00:00Z"}]}}),
-        );
-        let s = store(vec![failed]);
-        let report = judge(
-            &s.snapshot(),
-            &|_| None,
-            &Probes::default(),
-            Duration::from_secs(300),
-        );
-        let nms = report.iter().find(|o| o.operator == "nms").expect("nms");
-        assert_eq!((nms.status, nms.degraded), (OperatorState::Healthy, true));
-        assert_eq!(nms.last_seen.as_deref(), Some("2026-03-01T10:00:00Z"));
-        let kea = report.iter().find(|o| o.operator == "kea").expect("kea");
-        assert_eq!((kea.degraded, kea.last_seen.as_deref()), (false, None));
         assert_eq!(Operator::StaticIp.program(), "static-ip-operator");
     }
 }

@@ -428,11 +428,7 @@ fn the_network_stage_waits_for_the_segment_and_names_who_provisions_and_allocate
         "kea"
     };
     let p = eval(&store, &kc);
-    let b = p
-        .blockers
-        .iter()
-        .find(|b| b.key == nc)
-        .expect("the configuration blocks");
+    let b = blocker_of(&p, &nc);
     assert!(
         !b.terminal && b.reason.contains(&format!("; {allocator} allocates it")),
         "{}",
@@ -444,14 +440,18 @@ fn the_network_stage_waits_for_the_segment_and_names_who_provisions_and_allocate
         }
     });
     let p = eval(&store, &kc);
-    let b = p
-        .blockers
-        .iter()
-        .find(|b| b.key == nc)
-        .expect("the configuration blocks");
+    let b = blocker_of(&p, &nc);
     assert!(
         b.terminal && b.reason.contains("neither allocator takes it"),
         "{}",
         b.reason
     );
+}
+
+/// The blocker naming `key`.
+fn blocker_of<'p>(p: &'p Pipeline, key: &ObjectKey) -> &'p Blocker {
+    p.blockers
+        .iter()
+        .find(|b| &b.key == key)
+        .unwrap_or_else(|| panic!("{key} does not block: {:?}", p.blockers))
 }

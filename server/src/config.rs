@@ -205,6 +205,21 @@ pub struct ServeConfig {
     #[arg(long, env = "REDIS_URL", hide_env_values = true)]
     pub redis_url: Option<Secret>,
 
+    /// The old operator's `PROXMOX_OPERATOR_NAMESPACE` (where proxmox-operator runs): not used.
+    /// The objects it writes are watched in every namespace (or WATCH_NAMESPACES), and its
+    /// endpoint is a URL. Set, it is said so at start.
+    #[arg(long, env = "PROXMOX_OPERATOR_NAMESPACE")]
+    pub proxmox_operator_namespace: Option<String>,
+    /// The same for talos-operator: not used.
+    #[arg(long, env = "TALOS_OPERATOR_NAMESPACE")]
+    pub talos_operator_namespace: Option<String>,
+    /// The same for kea-operator: not used.
+    #[arg(long, env = "KEA_OPERATOR_NAMESPACE")]
+    pub kea_operator_namespace: Option<String>,
+    /// The same for kubevirt-operator: not used.
+    #[arg(long, env = "KUBEVIRT_OPERATOR_NAMESPACE")]
+    pub kubevirt_operator_namespace: Option<String>,
+
     /// Memory kept for parts of answers, in MiB (0 = off): each item of a connection (a cluster
     /// with its machines, a machine with its class) is kept with the objects it read and reused
     /// by the same query while those objects are unchanged, so a page that a change touched in

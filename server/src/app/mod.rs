@@ -212,6 +212,25 @@ pub async fn start(cfg: &ServeConfig, listener: TcpListener) -> anyhow::Result<R
             "REDIS_URL is set and not used: the caches are in-process and exact, and replicas share through the database"
         );
     }
+    for (setting, value) in [
+        (
+            "PROXMOX_OPERATOR_NAMESPACE",
+            &cfg.proxmox_operator_namespace,
+        ),
+        ("TALOS_OPERATOR_NAMESPACE", &cfg.talos_operator_namespace),
+        ("KEA_OPERATOR_NAMESPACE", &cfg.kea_operator_namespace),
+        (
+            "KUBEVIRT_OPERATOR_NAMESPACE",
+            &cfg.kubevirt_operator_namespace,
+        ),
+    ] {
+        if value.is_some() {
+            tracing::warn!(
+                setting,
+                "set and not used: the objects the operator writes are watched in every namespace (or WATCH_NAMESPACES), and its endpoint is a URL (*_OPERATOR_ENDPOINT)"
+            );
+        }
+    }
     let store = Arc::new(
         Store::with_change_buffer(cfg.change_buffer)
             .derive_with(crate::domain::aggregates::deriver()),

@@ -497,3 +497,53 @@ fn a_bad_kubeconfig_is_refused_with_one_line_naming_the_file() {
         }
     }
 }
+
+/// The old operator's `*_OPERATOR_NAMESPACE` settings start the server and are said to be unused;
+/// a `HEALTH_CHECK_INTERVAL` that is no duration stops it, naming the setting.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn old_operator_namespaces_are_said_unused_and_a_bad_health_check_interval_stops_the_start() {
+    let db = TempSqlite::default();
+    let url = db.url();
+    let server = Process::start(&[
+        ("DATABASE_URL", &url),
+        ("KEA_OPERATOR_NAMESPACE", "kea-system"),
+        ("HEALTH_CHECK_INTERVAL", "200ms"),
+    ]);
+    let warned: Vec<Value> = server
+        .log()
+        .into_iter()
+        .filter(|l| {
+            l["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("set and not used"))
+        })
+        .collect();
+    assert_eq!(warned.len(), 1, "{warned:?}");
+    assert_eq!(warned[0]["setting"], "KEA_OPERATOR_NAMESPACE");
+    assert_eq!(warned[0]["level"], "warn");
+    // The health check runs on its interval: several within a generous wait.
+    crate::eventually("three health checks", || async {
+        let (_, text) = get_text(&format!("{}/metrics", server.base)).await;
+        crate::metric_opt(&text, "vitistack_health_checks_total").is_some_and(|n| n >= 3.0)
+    })
+    .await;
+    drop(server);
+    let (code, out, err) = run(
+        &["serve"],
+        &[
+            ("DATABASE_URL", &url),
+            ("PORT", "0"),
+            ("HEALTH_CHECK_INTERVAL", "0s"),
+        ],
+    );
+    assert_ne!(code, Some(0), "{out}{err}");
+    assert!(
+        format!("{out}{err}").contains("HEALTH_CHECK_INTERVAL"),
+        "{out}{err}"
+    );
+}
+
+async fn get_text(url: &str) -> (u16, String) {
+    let res = reqwest::get(url).await.expect("GET");
+    (res.status().as_u16(), res.text().await.expect("text"))
+}

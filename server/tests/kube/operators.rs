@@ -67,7 +67,7 @@ const CLUSTER: &str = r#"{
   cluster(namespace: "team-a", name: "c1") {
     machines { totalCount nodes { name role clusterId cluster { name } } }
     diagnosis { stage blockers { stage kind name reason terminal } }
-    nodes { total ready unready }
+    nodeCounts { total ready unready }
     networking { networkNamespace ipv4Prefix vlanId controlPlaneAddresses }
     operators { installed healthy }
     updatedAt
@@ -90,7 +90,7 @@ async fn the_network_operators_are_judged_and_the_pipeline_reads_the_segment_and
     assert_eq!(m["cluster"]["name"], "c1", "{m}");
     // The old cluster model: nodes, networking, the operators it depends on, updatedAt.
     assert_eq!(
-        c["nodes"],
+        c["nodeCounts"],
         json!({"total": 1, "ready": 1, "unready": 0}),
         "{c}"
     );

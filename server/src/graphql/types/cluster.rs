@@ -331,8 +331,8 @@ node_type! {
             t.workers.node_pools.iter().map(|p| p.replicas).fold(t.controlplane.replicas, i64::saturating_add)
         }
         /// Its Machines as nodes: how many, how many Running, how many not (the old cluster
-        /// model's `nodes`).
-        async fn nodes(&self, ctx: &Context<'_>) -> ClusterNodes {
+        /// model's `nodes`; named so here because `nodes` is a connection's list in GraphQL).
+        async fn node_counts(&self, ctx: &Context<'_>) -> ClusterNodes {
             let s = snap(ctx);
             let machines = s.cluster_machines(&self.0);
             let ready = machines.iter().filter(|m| m.phase() == Some("Running")).count();

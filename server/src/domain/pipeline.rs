@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use crate::domain::operators;
 use crate::model::{ClusterPhase, ConditionStatus, KubernetesCluster, MachinePhase, Resource};
-use crate::store::{Idx, ObjectKey, Snapshot, scoped};
+use crate::store::{ObjectKey, Snapshot};
 
 /// The pipeline stages, in order (exposed in GraphQL as `PipelineStage`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, async_graphql::Enum)]
@@ -281,13 +281,7 @@ pub fn evaluate(snap: &Snapshot, kc: &KubernetesCluster) -> Pipeline {
     f.detail(Stage::Network, "NetworkNamespace Ready".into());
 
     // 2. Machines created
-    let machines: Vec<Arc<Resource>> = match &kc_object {
-        Some(kc) => snap.cluster_machines(kc).into_iter().cloned().collect(),
-        None => snap
-            .lookup(dc, Idx::MachineByCluster, &scoped(ns, cluster_id))
-            .cloned()
-            .collect(),
-    };
+    let machines: Vec<Arc<Resource>> = snap.machines_of(kc).into_iter().cloned().collect();
     let cp_expected = kc.spec.topology.controlplane.replicas.max(0) as usize;
     let workers_expected: usize = kc
         .spec

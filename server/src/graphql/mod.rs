@@ -202,3 +202,33 @@ pub fn rejected(response: &async_graphql::Response) -> bool {
         && !response.errors.is_empty()
         && response.errors.iter().all(|e| e.path.is_empty())
 }
+
+/// The operators judged once per request: a page of clusters asks for each cluster's operators,
+/// and judging reads every object an operator acts on. It depends on the clock and the probes,
+/// not only on the snapshot, so the answer is volatile.
+#[derive(Default)]
+pub struct OperatorsJudged(
+    std::sync::OnceLock<std::sync::Arc<Vec<crate::domain::operators::OperatorHealth>>>,
+);
+
+/// Every operator, judged on this request's snapshot (once per request where the request
+/// carries an [`OperatorsJudged`]).
+pub fn operators_now(
+    ctx: &async_graphql::Context<'_>,
+) -> std::sync::Arc<Vec<crate::domain::operators::OperatorHealth>> {
+    mark_volatile(ctx);
+    let judge = || {
+        let j = ctx.data_unchecked::<crate::domain::operators::Judge>();
+        let s = types::snap(ctx);
+        let lag = ctx
+            .data_unchecked::<std::sync::Arc<crate::source::status::SourceStatus>>()
+            .lag(&s);
+        std::sync::Arc::new(crate::domain::operators::judge(
+            &s, &lag, &j.probes, j.stall,
+        ))
+    };
+    match ctx.data_opt::<OperatorsJudged>() {
+        Some(once) => once.0.get_or_init(judge).clone(),
+        None => judge(),
+    }
+}

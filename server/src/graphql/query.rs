@@ -386,14 +386,7 @@ impl Query {
     /// what the graph shows (their kinds served and current, their objects progressing) and
     /// their endpoints' answers when probed (`*_OPERATOR_ENDPOINT`).
     async fn operators(&self, ctx: &Context<'_>) -> Vec<crate::domain::operators::OperatorHealth> {
-        // Depends on the clock and the probes, not only on the snapshot.
-        crate::graphql::mark_volatile(ctx);
-        let judge = ctx.data_unchecked::<crate::domain::operators::Judge>();
-        let s = snap(ctx);
-        let lag = ctx
-            .data_unchecked::<Arc<crate::source::status::SourceStatus>>()
-            .lag(&s);
-        crate::domain::operators::judge(&s, &lag, &judge.probes, judge.stall)
+        crate::graphql::operators_now(ctx).to_vec()
     }
 
     /// Who is asking: the principal of this request and its role (the dashboard offers

@@ -9,7 +9,7 @@ use crate::domain::aggregates::ClusterState;
 use crate::domain::operators::{OperatorHealth, OperatorState};
 use crate::history::event_type;
 use crate::history::webhooks::DEFAULT_EVENTS as NAMED_EVENT_TYPES;
-use crate::model::{Kind, LABEL_CLUSTER_ID, Resource};
+use crate::model::{Kind, Resource};
 use crate::store::{ChangeCounts, ChangeType, Snapshot};
 
 /// The old aggregator's base URL: its routes, probes and metrics are also answered under it, and
@@ -187,13 +187,7 @@ impl OperatorMetrics {
                 "" => "kubevirt",
                 p => known(p, &["kubevirt", "proxmox"]),
             };
-            let cluster = match m.label(LABEL_CLUSTER_ID) {
-                Some(id) => id,
-                None => match snap.machine_cluster(m).map(|c| c.as_ref()) {
-                    Some(Resource::KubernetesCluster(kc)) => kc.spec.data.cluster_id.as_str(),
-                    _ => "",
-                },
-            };
+            let cluster = snap.machine_cluster_id(m).unwrap_or_default();
             self.machines
                 .with_label_values(&[
                     operator,

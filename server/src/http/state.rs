@@ -86,7 +86,9 @@ impl ServerState {
         key: Option<&cache::RequestKey>,
     ) -> async_graphql::Request {
         let parts = self.parts.for_request(key, snapshot.clone());
-        let mut request = request.data(snapshot);
+        let mut request = request
+            .data(snapshot)
+            .data(crate::graphql::OperatorsJudged::default());
         if let Some(parts) = parts {
             request = request.data(parts);
         }

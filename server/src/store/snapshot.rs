@@ -412,16 +412,23 @@ impl Snapshot {
     /// (`vitistack.io/clusterid`), then those of older talos-operator releases labelled with its
     /// name (`cluster.vitistack.io/cluster-name`).
     pub fn cluster_machines(&self, kc: &Resource) -> Vec<&Arc<Resource>> {
-        let Resource::KubernetesCluster(c) = kc else {
-            return Vec::new();
-        };
-        let (dc, ns) = (kc.datacenter(), kc.namespace());
+        match kc {
+            Resource::KubernetesCluster(c) => self.machines_of(c),
+            _ => Vec::new(),
+        }
+    }
+
+    /// The same for a cluster that need not be in the graph (a planned one).
+    pub fn machines_of(&self, kc: &crate::model::KubernetesCluster) -> Vec<&Arc<Resource>> {
+        let dc = &kc.datacenter;
+        let ns = kc.metadata.namespace.as_deref().unwrap_or_default();
+        let name = kc.metadata.name.as_deref().unwrap_or_default();
         self.lookup(
             dc,
             Idx::MachineByCluster,
-            &scoped(ns, &c.spec.data.cluster_id),
+            &scoped(ns, &kc.spec.data.cluster_id),
         )
-        .chain(self.lookup(dc, Idx::MachineByClusterName, &scoped(ns, kc.name())))
+        .chain(self.lookup(dc, Idx::MachineByClusterName, &scoped(ns, name)))
         .collect()
     }
 
@@ -438,6 +445,18 @@ impl Snapshot {
                 ns,
                 m.label(crate::model::LABEL_CLUSTER_NAME)?,
             ),
+        }
+    }
+
+    /// The clusterId of the cluster a Machine belongs to: its `vitistack.io/clusterid` label,
+    /// else the `spec.data.clusterId` of the cluster its name label names.
+    pub fn machine_cluster_id<'a>(&'a self, m: &'a Resource) -> Option<&'a str> {
+        match m.label(crate::model::LABEL_CLUSTER_ID) {
+            Some(id) => Some(id),
+            None => match self.machine_cluster(m)?.as_ref() {
+                Resource::KubernetesCluster(kc) => Some(kc.spec.data.cluster_id.as_str()),
+                _ => None,
+            },
         }
     }
 

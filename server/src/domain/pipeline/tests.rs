@@ -1,7 +1,7 @@
 use super::*;
 use crate::model::{Kind, Resource};
 use crate::source::demo::{FleetSpec, fleet};
-use crate::store::{Op, Store};
+use crate::store::{Idx, Op, Store, scoped};
 
 /// A store with the demo fleet and one Ready cluster to break.
 fn ready_cluster() -> (Store, Arc<Resource>) {

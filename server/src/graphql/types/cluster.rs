@@ -344,21 +344,12 @@ node_type! {
         async fn networking(&self, ctx: &Context<'_>) -> ClusterNetworking {
             let s = snap(ctx);
             let (dc, ns) = (self.0.datacenter(), self.0.namespace());
-            let nn = s.get(dc, crate::model::Kind::NetworkNamespace, ns, &self.kc().spec.data.network_namespace_name);
-            let status = |f: &dyn Fn(&Resource) -> Option<String>| nn.and_then(|n| f(n));
+            let nn = s.get(dc, crate::model::Kind::NetworkNamespace, ns, &self.kc().spec.data.network_namespace_name).cloned().and_then(NetworkNamespaceObj::new);
             let vip = s.get(dc, crate::model::Kind::ControlPlaneVirtualSharedIp, ns, &self.kc().spec.data.cluster_id);
             ClusterNetworking {
                 network_namespace: self.kc().spec.data.network_namespace_name.clone(),
-                ipv4_prefix: status(&|n| match n {
-                    Resource::NetworkNamespace(n) => n.status.as_ref()?.ipv4_prefix.clone(),
-                    Resource::NetworkNamespaceV2(n) => n.status.as_ref()?.ipv4_prefix.clone(),
-                    _ => None,
-                }),
-                vlan_id: nn.and_then(|n| match n.as_ref() {
-                    Resource::NetworkNamespace(n) => n.status.as_ref()?.vlan_id,
-                    Resource::NetworkNamespaceV2(n) => n.status.as_ref()?.vlan_id,
-                    _ => None,
-                }),
+                ipv4_prefix: nn.as_ref().and_then(|n| n.status_field(|s| s.ipv4_prefix.clone(), |s| s.ipv4_prefix.clone())),
+                vlan_id: nn.as_ref().and_then(|n| n.status_field(|s| s.vlan_id, |s| s.vlan_id)),
                 control_plane_addresses: vip.and_then(|v| match v.as_ref() {
                     Resource::ControlPlaneVirtualSharedIp(v) => v.status.as_ref()?.load_balancer_ips.clone(),
                     _ => None,
@@ -369,12 +360,8 @@ node_type! {
         /// allocators, its VIP's) and those of them healthy now (the old cluster model's
         /// `operators`).
         async fn operators(&self, ctx: &Context<'_>) -> ClusterOperators {
-            crate::graphql::mark_volatile(ctx);
-            let s = snap(ctx);
-            let installed = crate::domain::operators::serving(&s, &self.0);
-            let judge = ctx.data_unchecked::<crate::domain::operators::Judge>();
-            let lag = ctx.data_unchecked::<std::sync::Arc<crate::source::status::SourceStatus>>().lag(&s);
-            let report = crate::domain::operators::judge(&s, &lag, &judge.probes, judge.stall);
+            let installed = crate::domain::operators::serving(&snap(ctx), &self.0);
+            let report = crate::graphql::operators_now(ctx);
             let healthy = installed.iter().filter(|o| report.iter().any(|r| r.operator == o.name() && r.status == crate::domain::operators::OperatorState::Healthy)).map(|o| o.name().to_string()).collect();
             ClusterOperators { installed: installed.iter().map(|o| o.name().to_string()).collect(), healthy }
         }

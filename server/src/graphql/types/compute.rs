@@ -8,8 +8,8 @@ use super::{
 };
 use crate::graphql::paging::{Filter, PageArgs, Sort};
 use crate::model::{
-    ANNOTATION_KUBEVIRT_CONFIG, ANNOTATION_NODE_POOL, Kind, LABEL_CLUSTER_ID, Machine,
-    MachineClass, MachineProvider, Resource,
+    ANNOTATION_KUBEVIRT_CONFIG, ANNOTATION_NODE_POOL, Kind, Machine, MachineClass, MachineProvider,
+    Resource,
 };
 use crate::store::{Idx, Snapshot};
 
@@ -165,13 +165,7 @@ node_type! {
         /// The clusterId of its cluster: its `vitistack.io/clusterid` label, else that of the
         /// cluster its `cluster.vitistack.io/cluster-name` label names.
         async fn cluster_id(&self, ctx: &Context<'_>) -> Option<String> {
-            match self.0.label(LABEL_CLUSTER_ID) {
-                Some(id) => Some(id.to_string()),
-                None => match snap(ctx).machine_cluster(&self.0)?.as_ref() {
-                    Resource::KubernetesCluster(kc) => Some(kc.spec.data.cluster_id.clone()),
-                    _ => None,
-                },
-            }
+            snap(ctx).machine_cluster_id(&self.0).map(String::from)
         }
         /// `status.state` (KubeVirt printable status, Proxmox state).
         async fn state(&self) -> Option<&str> { self.m().status.as_ref()?.state.as_deref() }

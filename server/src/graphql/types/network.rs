@@ -40,7 +40,8 @@ pub struct AllocatedIp {
 }
 
 impl NetworkNamespaceObj {
-    fn status_field<T>(
+    /// A field of its status, whichever version it was read as.
+    pub(crate) fn status_field<T>(
         &self,
         v1: impl Fn(&crate::model::NetworkNamespaceStatus) -> Option<T>,
         v2: impl Fn(&crate::model::NetworkNamespaceV2Status) -> Option<T>,

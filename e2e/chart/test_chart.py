@@ -169,6 +169,7 @@ class ChartTest(unittest.TestCase):
                 "metrics": {"serviceMonitor": {"enabled": True, "labels": {"release": "prom"}}},
                 "config": {"extraEnv": [{"name": "RUST_BACKTRACE", "value": "1"}]},
                 "webhooks": {"existingSecret": "hooks"},
+                "vitistackStatus": {"write": True},
             }
         )
         kinds = {d["kind"] for d in docs}
@@ -333,7 +334,8 @@ class ChartTest(unittest.TestCase):
                 # Asking the API server about callers' tokens creates review objects, nothing else.
                 self.assertEqual(rule["verbs"], ["create"], rule)
             elif rule["apiGroups"] == ["events.k8s.io"]:
-                # Each change leaves an Event on its cluster: created, and patched when repeated.
+                # Events on a changed cluster or on the Vitistack for an operator's state:
+                # created, and patched when repeated.
                 self.assertEqual((rule["resources"], sorted(rule["verbs"])), (["events"], ["create", "patch"]), rule)
             elif "create" in rule["verbs"]:
                 # The mutations write KubernetesClusters and nothing else.
@@ -359,10 +361,25 @@ class ChartTest(unittest.TestCase):
         self.assertEqual((env["MUTATIONS"], env["MIN_HOSTS_THAT_CAN_FAIL"]), ("false", "2"))
         (binding,) = by_kind(docs, "ClusterRoleBinding")
         (role,) = [r for r in by_kind(docs, "ClusterRole") if r["metadata"]["name"] == binding["roleRef"]["name"]]
-        writes = [r for r in role["rules"] if set(r["verbs"]) & {"patch", "delete"}]
+        # Nothing of the graph is written (Events about it still are).
+        writes = [r for r in role["rules"] if set(r["verbs"]) & {"patch", "delete"} and r["apiGroups"] != ["events.k8s.io"]]
         self.assertEqual(writes, [])
         defaults = {e["name"]: e.get("value") for e in container(render())[1]["env"]}
         self.assertEqual((defaults["MUTATIONS"], defaults["CHANGE_WAIT_SECONDS"]), ("true", "20"))
+
+    def test_the_vitistack_status_writer_is_off_by_default_and_on_may_patch_only_the_status(self):
+        def status_rules(docs):
+            (binding,) = by_kind(docs, "ClusterRoleBinding")
+            (role,) = [r for r in by_kind(docs, "ClusterRole") if r["metadata"]["name"] == binding["roleRef"]["name"]]
+            return [r for r in role["rules"] if any("vitistacks" in res for res in r["resources"]) and r["verbs"] != ["get", "list", "watch"]]
+        docs = render()
+        env = {e["name"]: e.get("value") for e in container(docs)[1]["env"]}
+        self.assertEqual(env["WRITE_VITISTACK_STATUS"], "false")
+        self.assertEqual(status_rules(docs), [])
+        docs = render({"vitistackStatus": {"write": True}})
+        env = {e["name"]: e.get("value") for e in container(docs)[1]["env"]}
+        self.assertEqual(env["WRITE_VITISTACK_STATUS"], "true")
+        self.assertEqual(status_rules(docs), [{"apiGroups": ["vitistack.io"], "resources": ["vitistacks/status"], "verbs": ["patch"]}])
 
     def test_authentication_settings_keys_secret_and_role_cluster_roles(self):
         docs = render({"auth": {"existingSecret": "api-keys", "keysKey": "keys.txt", "anonymousReadFrom": ["10.0.0.0/8"],

@@ -401,6 +401,12 @@ pub struct ServeConfig {
     #[arg(long, env = "METRICS_ENABLED", default_value_t = true, action = clap::ArgAction::Set)]
     pub metrics_enabled: bool,
 
+    /// Keep the status of the datacenter's Vitistack (`VITISTACKCRDNAME`) as the old aggregator
+    /// kept it: providers, machine classes, clusters and counts, from the graph. Kubernetes
+    /// only; with several replicas only the Lease holder writes.
+    #[arg(long, env = "WRITE_VITISTACK_STATUS", default_value_t = false, action = clap::ArgAction::Set)]
+    pub write_vitistack_status: bool,
+
     /// How often the health check runs (`30s`, `500ms`, `2m`, or seconds): it asks the database
     /// and judges the operators, announcing each operator whose state changed
     /// (`infrastructure.operator.status`, a Kubernetes Event on the Vitistack).

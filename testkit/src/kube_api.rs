@@ -39,6 +39,9 @@
 //!   watches; on a watch, an object that starts matching arrives as `ADDED` and one that stops
 //!   as `DELETED`, as kube-apiserver sends them. Set-based selectors (`in`, `notin`) answer 400.
 //!
+//! - `PATCH …/{plural}/{name}/status` (JSON merge patch): the status subresource, which changes
+//!   `status` only, with the same resourceVersion precondition.
+//!
 //! Not implemented: update (PUT) over HTTP, discovery, schema validation.
 
 #![allow(dead_code)]
@@ -270,6 +273,8 @@ struct Inner {
     history: VecDeque<Ev>,
     compacted_to: u64,
     uid_counter: u64,
+    /// Writes to a `status` subresource that changed something.
+    status_writes: u64,
 }
 
 /// One request the server received.
@@ -345,6 +350,7 @@ impl KubeApi {
                 history: VecDeque::new(),
                 compacted_to: 1000,
                 uid_counter: 0,
+                status_writes: 0,
             }),
             events,
             drop_gen: watch::channel(0).0,
@@ -612,7 +618,12 @@ impl KubeApi {
         }
     }
 
-    /// Requests received for a resource (by plural), oldest first.
+    /// Writes to a `status` subresource that changed an object.
+    pub fn status_writes(&self) -> u64 {
+        self.shared.inner.lock().status_writes
+    }
+
+    /// Every request received for a resource (by plural), oldest first.
     pub fn requests(&self, plural: &str) -> Vec<Request> {
         self.shared
             .requests
@@ -992,7 +1003,7 @@ async fn dispatch(
     {
         return create_object(&shared, &id, &ns, &query.0, &body);
     }
-    let Some((id, ns, name)) = object_route(uri.path()) else {
+    let Some((id, ns, name, subresource)) = object_route(uri.path()) else {
         return handle(State(shared), uri, query).await;
     };
     let known = shared
@@ -1016,8 +1027,17 @@ async fn dispatch(
                 .and_then(|v| v.to_str().ok())
                 .unwrap_or_default()
                 .to_string();
-            patch_object(&shared, &id, &ns, &name, &media, &query.0, &body)
+            if subresource {
+                patch_status(&shared, &id, &ns, &name, &media, &query.0, &body)
+            } else {
+                patch_object(&shared, &id, &ns, &name, &media, &query.0, &body)
+            }
         }
+        axum::http::Method::DELETE if subresource => status(
+            405,
+            "MethodNotAllowed",
+            "the status subresource cannot be deleted".into(),
+        ),
         axum::http::Method::DELETE => delete_object(&shared, &id, &ns, &name),
         _ => status(
             405,
@@ -1027,27 +1047,105 @@ async fn dispatch(
     }
 }
 
-/// (resource id, namespace or "", name) from an object path.
-fn object_route(path: &str) -> Option<(String, String, String)> {
+/// (resource id, namespace or "", name, whether it is the `status` subresource) from an
+/// object path.
+fn object_route(path: &str) -> Option<(String, String, String, bool)> {
     let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
     let (group, version, rest) = match parts.as_slice() {
         ["api", v, rest @ ..] => ("", *v, rest),
         ["apis", g, v, rest @ ..] => (*g, *v, rest),
         _ => return None,
     };
+    let (rest, subresource) = match rest {
+        [head @ .., "status"] if head.len() == 2 || head.len() == 4 => (head, true),
+        _ => (rest, false),
+    };
     match rest {
         [plural, name] => Some((
             format!("{group}/{version}/{plural}"),
             String::new(),
             name.to_string(),
+            subresource,
         )),
         ["namespaces", ns, plural, name] => Some((
             format!("{group}/{version}/{plural}"),
             ns.to_string(),
             name.to_string(),
+            subresource,
         )),
         _ => None,
     }
+}
+
+/// `PATCH …/{plural}/{name}/status` with a JSON merge patch: only `status` changes (the rest of
+/// the patch is ignored, as kube-apiserver ignores it on the subresource), a
+/// `metadata.resourceVersion` in the patch is a precondition (409 when the object moved on),
+/// `generation` stays.
+fn patch_status(
+    shared: &Shared,
+    id: &str,
+    ns: &str,
+    name: &str,
+    media: &str,
+    q: &HashMap<String, String>,
+    body: &[u8],
+) -> Response {
+    if !media.starts_with("application/merge-patch+json") {
+        return status(
+            415,
+            "UnsupportedMediaType",
+            format!("the status subresource here takes application/merge-patch+json (got {media})"),
+        );
+    }
+    let Ok(patch) = serde_json::from_slice::<Value>(body) else {
+        return status(400, "BadRequest", "the patch is not valid JSON".into());
+    };
+    let mut inner = shared.inner.lock();
+    let key = (ns.to_string(), name.to_string());
+    let state = inner.resources.get_mut(id).expect("served resource");
+    let plural = state.def.plural;
+    let Some(previous) = state.objects.get(&key).cloned() else {
+        return status(404, "NotFound", format!("{plural} \"{name}\" not found"));
+    };
+    if let Some(want) = patch["metadata"].get("resourceVersion")
+        && *want != previous["metadata"]["resourceVersion"]
+    {
+        return status(
+            409,
+            "Conflict",
+            format!(
+                "Operation cannot be fulfilled on {plural} \"{name}\": the object has been modified; please apply your changes to the latest version and try again"
+            ),
+        );
+    }
+    let mut object = previous.clone();
+    if let Some(s) = patch.get("status") {
+        if object.get("status").is_none() {
+            object["status"] = json!({});
+        }
+        merge_patch(&mut object["status"], s);
+    }
+    let _ = q;
+    if object == previous {
+        return json_response(StatusCode::OK, &previous);
+    }
+    inner.rv += 1;
+    let rv = inner.rv;
+    object["metadata"]["resourceVersion"] = json!(rv.to_string());
+    let state = inner.resources.get_mut(id).expect("served resource");
+    state.objects.insert(key, object.clone());
+    let ev = Ev {
+        rv,
+        resource: id.to_string(),
+        namespace: ns.to_string(),
+        typ: "MODIFIED",
+        object: object.clone(),
+        previous: Some(previous),
+    };
+    inner.history.push_back(ev.clone());
+    let _ = shared.events.send(ev);
+    inner.status_writes += 1;
+    json_response(StatusCode::OK, &object)
 }
 
 fn json_response(code: StatusCode, v: &Value) -> Response {

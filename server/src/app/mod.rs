@@ -360,6 +360,25 @@ pub async fn start(cfg: &ServeConfig, listener: TcpListener) -> anyhow::Result<R
         &crate::change::Target::of(&feed),
         cfg.pod_name.clone(),
     );
+    let status_writer = match (cfg.write_vitistack_status, crate::change::Target::of(&feed)) {
+        (false, _) => None,
+        (true, crate::change::Target::Embedded) => {
+            tracing::warn!(
+                "WRITE_VITISTACK_STATUS is set, but this source is not Kubernetes: there is no Vitistack to write"
+            );
+            None
+        }
+        (true, crate::change::Target::Kube(clients)) => {
+            Some(crate::change::vitistack_status::StatusWriter {
+                store: store.clone(),
+                clients,
+                leader: history.leader.clone(),
+                source: source_status.clone(),
+                name: cfg.vitistack_name.clone(),
+                writes: metrics.vitistack_status_writes.clone(),
+            })
+        }
+    };
     let judge = crate::domain::operators::Judge {
         probes: crate::domain::operators::Probes::start(
             cfg.probe_targets().map_err(anyhow::Error::msg)?,
@@ -505,6 +524,9 @@ pub async fn start(cfg: &ServeConfig, listener: TcpListener) -> anyhow::Result<R
         operator_events,
         stop_rx.clone(),
     ));
+    if let Some(writer) = status_writer {
+        tokio::spawn(writer.run(stop_rx.clone()));
+    }
     Ok(Running {
         addr,
         store,

@@ -7,6 +7,7 @@
 pub mod cluster;
 pub mod events;
 pub mod merge;
+pub mod vitistack_status;
 
 use crate::error::ErrorCode;
 use std::sync::Arc;

@@ -8,3 +8,4 @@ pub mod pipeline;
 pub mod resources;
 pub mod status_page;
 pub mod summary;
+pub mod vitistack_status;

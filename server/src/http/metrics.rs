@@ -23,6 +23,8 @@ pub struct Metrics {
     db_pending: IntGauge,
     db_failures: prometheus::IntCounter,
     health_checks: prometheus::IntCounter,
+    /// Writes of a Vitistack's status (`WRITE_VITISTACK_STATUS`).
+    pub vitistack_status_writes: prometheus::IntCounter,
     kind_served: IntGaugeVec,
     kind_synced: IntGaugeVec,
     kind_stale: prometheus::GaugeVec,
@@ -109,6 +111,10 @@ impl Metrics {
         let health_checks = prometheus::IntCounter::new(
             "vitistack_health_checks_total",
             "Health checks made since start (every HEALTH_CHECK_INTERVAL: the database asked, the operators judged)",
+        )?;
+        let vitistack_status_writes = prometheus::IntCounter::new(
+            "vitistack_status_writes_total",
+            "Writes of the Vitistack's status since start (WRITE_VITISTACK_STATUS; only the Lease holder writes)",
         )?;
         let kind_served = IntGaugeVec::new(
             Opts::new(
@@ -227,6 +233,7 @@ impl Metrics {
         registry.register(Box::new(db_pending.clone()))?;
         registry.register(Box::new(db_failures.clone()))?;
         registry.register(Box::new(health_checks.clone()))?;
+        registry.register(Box::new(vitistack_status_writes.clone()))?;
         registry.register(Box::new(objects.clone()))?;
         registry.register(Box::new(sequence.clone()))?;
         // Both outcomes exist from the start: panels and alerts read 0, not "no data".
@@ -277,6 +284,7 @@ impl Metrics {
             db_pending,
             db_failures,
             health_checks,
+            vitistack_status_writes,
             kind_served,
             kind_synced,
             kind_stale,

@@ -312,6 +312,16 @@ impl SourceStatus {
             .all(|k| k.synced() || k.served == Some(false))
     }
 
+    /// True when every kind of `datacenter` has been listed once or is known not to be
+    /// installed (so what the graph holds of it is whole).
+    pub fn datacenter_synced(&self, datacenter: &Datacenter) -> bool {
+        self.kinds
+            .lock()
+            .range((datacenter.clone(), "")..)
+            .take_while(|((dc, _), _)| dc == datacenter)
+            .all(|(_, k)| k.synced() || k.served == Some(false))
+    }
+
     /// The kinds whose data may be behind the cluster now.
     pub fn stale_kinds(&self) -> Vec<&'static str> {
         let now = jiff::Timestamp::now();

@@ -39,6 +39,7 @@ impl Replica {
             ("WEBHOOK_URLS", hook.to_string()),
             ("HISTORY_FLUSH_INTERVAL_MS", "20".to_string()),
             ("WATCH_TIMEOUT_SECONDS", "2".to_string()),
+            ("WRITE_VITISTACK_STATUS", "true".to_string()),
         ];
         Replica::with_env(h, &env)
     }
@@ -117,6 +118,10 @@ async fn two_replicas_on_one_postgres_deliver_each_webhook_once_and_hand_the_lea
     defs.push(kube_api::leases());
     let api = KubeApi::start(&defs, Duration::from_millis(200)).await;
     api.apply("machines", machine("team-a", "m0", "c1"));
+    api.apply(
+        "vitistacks",
+        serde_json::json!({"metadata": {"name": "vitistack"}, "spec": {"displayName": "South"}}),
+    );
     let h = Harness::unstarted(api);
     let db = TempPostgres::create().await;
     let (hook, bodies) = crate::secrets::receiver().await;
@@ -167,6 +172,17 @@ async fn two_replicas_on_one_postgres_deliver_each_webhook_once_and_hand_the_lea
         0.0,
         "the replica without the Lease delivered webhooks"
     );
+    // The Vitistack's status (WRITE_VITISTACK_STATUS on both) is written by the holder only.
+    until("the status counting m1", || async {
+        active_machines(&h.api) == Some(2)
+    })
+    .await;
+    assert!(a.metric("vitistack_status_writes_total ").await >= Some(1.0));
+    assert_eq!(
+        b.metric("vitistack_status_writes_total ").await,
+        Some(0.0),
+        "the replica without the Lease wrote the Vitistack's status"
+    );
 
     // The leader dies without a word: the other takes the Lease once it runs out. A change made
     // before the takeover (no replica leads) is delivered by the new holder, and what the old one
@@ -191,6 +207,11 @@ async fn two_replicas_on_one_postgres_deliver_each_webhook_once_and_hand_the_lea
         created(&bodies, "m-gap") > 0
     })
     .await;
+    until("the new holder's status counting m-gap", || async {
+        active_machines(&h.api) == Some(3)
+    })
+    .await;
+    assert!(b.metric("vitistack_status_writes_total ").await >= Some(1.0));
     h.api.apply("machines", machine("team-a", "m2", "c1"));
     until("m2 delivered", || async { created(&bodies, "m2") > 0 }).await;
     assert_eq!(created(&bodies, "m1"), 1, "m1 delivered twice");
@@ -237,6 +258,11 @@ async fn two_replicas_on_one_postgres_deliver_each_webhook_once_and_hand_the_lea
         a.leading()
     })
     .await;
+}
+
+/// `status.activeMachines` of the Vitistack.
+fn active_machines(api: &KubeApi) -> Option<i64> {
+    api.object("vitistacks", "", "vitistack")?["status"]["activeMachines"].as_i64()
 }
 
 /// Hosts of datacenter `dc` a replica serves.

@@ -76,7 +76,7 @@ async function openPage(base, { bypassCSP = false } = {}) {
   return { page, context, problems };
 }
 
-const TILES = `{ sequence hostCapacity { hosts readyHosts usableHosts activeVms stoppedVms vcpusUsed vcpusLimit
+const TILES = `{ sequence hostCapacity { hosts readyHosts usableHosts activeVms stoppedVms failedVms pendingVms vcpusUsed vcpusLimit
   memoryUsedBytes memoryLimitBytes hostsThatCanFail }
   infrastructure { clusters { total ready degraded failed inProgress byStage { value count } }
   machines { failed } } }`;
@@ -91,7 +91,8 @@ function expectedTiles(d) {
     'tile-clusters': `${s.clusters.ready}/${s.clusters.total}`,
     'tile-redundancy': String(c.hostsThatCanFail),
     'tile-vms': `${c.activeVms}/${c.activeVms + c.stoppedVms}`,
-    'tile-problems': String(s.clusters.failed + s.machines.failed + (c.hosts - c.readyHosts)),
+    // The old page's Problems: VMs in error too, and how many are on their way.
+    'tile-problems': String(s.clusters.failed + s.machines.failed + (c.hosts - c.readyHosts) + c.failedVms),
     'tile-cpu': pct(c.vcpusUsed, c.vcpusLimit),
     'tile-memory': pct(c.memoryUsedBytes, c.memoryLimitBytes),
   };
@@ -145,6 +146,13 @@ describe('a still fleet (the demo, simulator off)', () => {
     await eventually('the badge says Live', async () => (await page.getByTestId('connection').textContent()) === 'Live');
     const seen = await eventually('the tiles and stage bars equal the API', () => pageMatchesApi(page, server.base));
     assert.ok(seen.stages.reduce((a, b) => a + b, 0) > 0, 'the stage bars count clusters');
+    // The demo has VMs in error and VMs on their way, as the old page's tile counted them.
+    const vmStates = (await gql(server.base, '{ virtualMachines(first: 500) { nodes { phaseState } } }')).virtualMachines.nodes;
+    const capacity = (await gql(server.base, '{ hostCapacity { failedVms pendingVms } }')).hostCapacity;
+    assert.ok(capacity.failedVms > 0 && capacity.failedVms >= vmStates.filter((v) => v.phaseState === 'FAILED').length, JSON.stringify(capacity));
+    assert.ok(capacity.pendingVms >= vmStates.filter((v) => v.phaseState === 'PENDING').length, JSON.stringify(capacity));
+    const sub = page.getByTestId('tile-problems').locator('xpath=..').locator('.tile-sub');
+    assert.equal((await sub.textContent()).trim(), `failed · ${capacity.pendingVms} VMs pending`);
     // The allocation charts draw one bar per host, with the server's figures.
     const hosts = (await gql(server.base, '{ hosts(first: 500) { totalCount } }')).hosts.totalCount;
     assert.equal(await page.locator('[data-testid=chart-cpu] .bar').count(), hosts);
@@ -187,13 +195,31 @@ describe('a still fleet (the demo, simulator off)', () => {
 
   test('six clusters or fewer are cards with their VMs; more are only a table', async () => {
     const { page, context, problems } = await openPage(server.base);
-    const vms = (await gql(server.base, `{ virtualMachines(first: 500) { nodes { name namespace phase vcpus
-      instance { nodeName } membership { clusterId } } } }`)).virtualMachines.nodes;
+    const vms = (await gql(server.base, `{ virtualMachines(first: 500) { nodes { name namespace phase phaseState vcpus
+      memoryBytes instance { nodeName } membership { clusterId } } } }`)).virtualMachines.nodes;
     const all = (await gql(server.base, '{ clusters(first: 500) { nodes { name namespace clusterId } } }')).clusters.nodes;
     assert.ok(all.length > 6, 'the demo has more than six clusters');
     await page.goto(`${server.base}/clusters`);
     await eventually('the whole fleet is a table', async () => (await page.locator('[data-testid=clusters] tbody tr:not(.spacer)').count()) === all.length);
     assert.equal(await page.getByTestId('cluster-card').count(), 0, 'no cards past six clusters');
+    // Each row has the old page's compact-table columns, from the cluster's own VMs.
+    const mineOf = (c) => vms.filter((v) => v.membership?.clusterId === c.clusterId && v.namespace === c.namespace);
+    const columns = (c) => {
+      const own = mineOf(c);
+      const running = own.filter((v) => v.phase === 'Running').length;
+      const hosts = new Set(own.map((v) => v.instance?.nodeName).filter(Boolean)).size;
+      const errors = own.filter((v) => v.phaseState === 'FAILED').length;
+      const gb = (own.reduce((a, v) => a + v.memoryBytes, 0) / 2 ** 30).toFixed(1);
+      return [String(own.length), `${running}/${own.length}`, String(own.reduce((a, v) => a + v.vcpus, 0)), `${gb} GB`,
+        String(hosts), errors ? `${errors} error` : 'OK'];
+    };
+    for (const c of all.filter((c) => mineOf(c).length > 0)) {
+      const cells = page.locator('[data-testid=clusters] tbody tr:not(.spacer)')
+        .filter({ has: page.getByRole('link', { name: c.name, exact: true }) }).locator('td');
+      const shown = (await cells.allTextContents()).slice(5, 11).map((t) => t.trim());
+      assert.deepEqual(shown, columns(c), c.name);
+    }
+    assert.ok(all.some((c) => columns(c)[5] !== 'OK'), 'some demo cluster has a VM in error');
 
     // The cluster with the most VMs, searched for by name: one card, its VMs as pills.
     const mine = (c) => vms.filter((v) => v.membership?.clusterId === c.clusterId);
@@ -263,10 +289,14 @@ describe('a still fleet (the demo, simulator off)', () => {
 
   test('the topology shows every host by health; hover shows details, click and Enter open it', async () => {
     const { page, context, problems } = await openPage(server.base);
-    const hosts = (await gql(server.base, '{ hosts(first: 500) { nodes { name readiness acceptsVms pressures vms { name } } } }')).hosts.nodes;
+    const hosts = (await gql(server.base, '{ hosts(first: 500) { nodes { name readiness acceptsVms pressures vms { name membership { clusterId } } } } }')).hosts.nodes;
     await page.goto(`${server.base}/topology`);
     const drawn = page.getByTestId('topology-host');
     await eventually('every host is drawn', async () => (await drawn.count()) === hosts.length);
+    // The datacenter's box counts the clusters whose VMs run on its hosts, as the old page did.
+    const clusters = new Set(hosts.flatMap((h) => h.vms.map((v) => v.membership?.clusterId).filter(Boolean))).size;
+    assert.ok(clusters > 1);
+    assert.equal(await page.getByTestId('topology-dc-clusters').textContent(), `${clusters} clusters`);
     // Health colours: not Ready red, Ready but not taking VMs (or under pressure) amber, else green.
     for (const h of hosts) {
       const want = h.readiness !== 'READY' ? 'err' : (!h.acceptsVms || h.pressures.length ? 'warn' : 'ok');
@@ -415,6 +445,23 @@ describe('a still fleet (the demo, simulator off)', () => {
       }
     }
     assert.deepEqual(found, {});
+  });
+});
+
+describe('a server that knows no host yet', () => {
+  let server;
+  before(async () => { server = await startServer([]); });
+  after(() => server?.stop());
+
+  test('the topology says no datacenter reports instead of drawing an empty one', async () => {
+    const { page, context, problems } = await openPage(server.base);
+    await page.goto(`${server.base}/topology`);
+    const empty = page.getByTestId('topology-empty');
+    await eventually('the empty state', async () => (await empty.count()) === 1);
+    assert.match(await empty.textContent(), /^No datacenters reporting/);
+    assert.equal(await page.getByTestId('topology-dc').count(), 0);
+    assert.deepEqual(problems, []);
+    await context.close();
   });
 });
 

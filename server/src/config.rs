@@ -401,6 +401,26 @@ pub struct ServeConfig {
     #[arg(long, env = "METRICS_ENABLED", default_value_t = true, action = clap::ArgAction::Set)]
     pub metrics_enabled: bool,
 
+    /// The longest a client may take to send a request's headers, counted from when the
+    /// connection waits for them (a new connection, or a request begun on a kept-alive one);
+    /// the connection is closed after it (`500ms`, `20s`, `1m`, or seconds).
+    #[arg(long, env = "SERVER_READ_TIMEOUT", default_value = "20s")]
+    pub server_read_timeout: String,
+
+    /// The longest a write to a client may wait (a client that stopped reading its answer or
+    /// its stream); the connection is closed after it.
+    #[arg(long, env = "SERVER_WRITE_TIMEOUT", default_value = "20s")]
+    pub server_write_timeout: String,
+
+    /// How long a kept-alive connection with no request in flight stays open.
+    #[arg(long, env = "SERVER_IDLE_TIMEOUT", default_value = "120s")]
+    pub server_idle_timeout: String,
+
+    /// The largest request head (request line and headers) in bytes; larger ones are answered
+    /// 431.
+    #[arg(long, env = "SERVER_MAX_HEADER_BYTES", default_value_t = 1_048_576)]
+    pub server_max_header_bytes: usize,
+
     /// Keep the status of the datacenter's Vitistack (`VITISTACKCRDNAME`) as the old aggregator
     /// kept it: providers, machine classes, clusters and counts, from the graph. Kubernetes
     /// only; with several replicas only the Lease holder writes.

@@ -356,6 +356,7 @@ pub async fn start(cfg: &ServeConfig, listener: TcpListener) -> anyhow::Result<R
         ))
     };
     let health_check_interval = cfg.health_check_interval().map_err(anyhow::Error::msg)?;
+    let limits = cfg.connection_limits().map_err(anyhow::Error::msg)?;
     let operator_events = crate::change::events::EventWriter::of(
         &crate::change::Target::of(&feed),
         cfg.pod_name.clone(),
@@ -493,24 +494,25 @@ pub async fn start(cfg: &ServeConfig, listener: TcpListener) -> anyhow::Result<R
         closing_tx.send_replace(true);
     };
     let checked = state.clone();
-    let app = router(state).into_make_service_with_connect_info::<std::net::SocketAddr>();
+    let connections = state.metrics.connections.clone();
+    let app = router(state);
     let task = match &tls {
-        None => tokio::spawn(async move {
-            axum::serve(listener, app)
-                .with_graceful_shutdown(stopped)
-                .await
-        }),
+        None => tokio::spawn(crate::http::serve::serve(
+            listener,
+            app,
+            limits,
+            connections,
+            stopped,
+        )),
         Some(config) => {
-            use axum::serve::ListenerExt;
-            // (Tapped with nothing: axum gives connect info, the client's address, for tapped
-            // listeners of any kind.)
-            let listener = crate::http::tls::TlsListener::new(listener, config.clone())?
-                .tap_io(|_: &mut crate::http::tls::Io| {});
-            tokio::spawn(async move {
-                axum::serve(listener, app)
-                    .with_graceful_shutdown(stopped)
-                    .await
-            })
+            let listener = crate::http::tls::TlsListener::new(listener, config.clone())?;
+            tokio::spawn(crate::http::serve::serve(
+                listener,
+                app,
+                limits,
+                connections,
+                stopped,
+            ))
         }
     };
 

@@ -240,6 +240,7 @@ impl ServeConfig {
         self.access.validate()?;
         positive_duration("CACHE_TTL", &self.cache_ttl)?;
         self.health_check_interval()?;
+        self.connection_limits()?;
         for u in self.webhook_urls.iter().map(|u| u.0.as_str()) {
             if u.trim().is_empty() {
                 continue;
@@ -346,6 +347,25 @@ impl ServeConfig {
     /// How often the health check runs (`HEALTH_CHECK_INTERVAL`).
     pub fn health_check_interval(&self) -> Result<std::time::Duration, ConfigError> {
         positive_duration("HEALTH_CHECK_INTERVAL", &self.health_check_interval)
+    }
+
+    /// What a client connection may take (`SERVER_*`).
+    pub fn connection_limits(&self) -> Result<crate::http::serve::Limits, ConfigError> {
+        if self.server_max_header_bytes < 1024 {
+            return Err(ConfigError::invalid(
+                "SERVER_MAX_HEADER_BYTES",
+                format!(
+                    "{} is too small for any request: at least 1024",
+                    self.server_max_header_bytes
+                ),
+            ));
+        }
+        Ok(crate::http::serve::Limits {
+            read: positive_duration("SERVER_READ_TIMEOUT", &self.server_read_timeout)?,
+            write: positive_duration("SERVER_WRITE_TIMEOUT", &self.server_write_timeout)?,
+            idle: positive_duration("SERVER_IDLE_TIMEOUT", &self.server_idle_timeout)?,
+            max_header_bytes: self.server_max_header_bytes,
+        })
     }
 
     /// The operator endpoints to probe, each with its interval.

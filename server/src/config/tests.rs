@@ -172,3 +172,39 @@ fn the_health_check_interval_is_a_duration_above_zero() {
         );
     }
 }
+
+#[test]
+fn the_connection_limits_default_to_the_old_servers_and_refuse_what_would_serve_nothing() {
+    let limits = parse(&[]).connection_limits().expect("defaults");
+    assert_eq!(
+        (
+            limits.read,
+            limits.write,
+            limits.idle,
+            limits.max_header_bytes
+        ),
+        (
+            std::time::Duration::from_secs(20),
+            std::time::Duration::from_secs(20),
+            std::time::Duration::from_secs(120),
+            1 << 20
+        ),
+        "20 s as the old server read and wrote; Go's header limit"
+    );
+    for (flag, bad, setting) in [
+        ("--server-read-timeout", "0s", "SERVER_READ_TIMEOUT"),
+        ("--server-write-timeout", "never", "SERVER_WRITE_TIMEOUT"),
+        ("--server-idle-timeout", "0", "SERVER_IDLE_TIMEOUT"),
+        (
+            "--server-max-header-bytes",
+            "100",
+            "SERVER_MAX_HEADER_BYTES",
+        ),
+    ] {
+        let e = parse(&[flag, bad]).validate().expect_err("refused");
+        assert!(
+            e.to_string().contains(setting) && e.to_string().contains(bad),
+            "{e}"
+        );
+    }
+}

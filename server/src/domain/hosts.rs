@@ -507,5 +507,89 @@ pub fn cluster_of(snap: &Snapshot, r: &Resource) -> Option<(String, MembershipSo
         .map(|c| (c, MembershipSource::NameGuess))
 }
 
+/// A cluster's KubeVirt VMs in figures (the old page's clusters table).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct VmTotals {
+    /// VirtualMachines of the cluster.
+    pub total: usize,
+    /// Of those, `Running`.
+    pub running: usize,
+    /// vCPUs they ask for (sockets × cores × threads).
+    pub vcpus: f64,
+    /// Guest memory they ask for (bytes).
+    pub memory_bytes: f64,
+    /// Hosts their instances run on.
+    pub hosts: usize,
+    /// Of those, in an error state (`ErrorUnschedulable`, `CrashLoopBackOff`, `Failed`, …).
+    pub errors: usize,
+}
+
+/// The VirtualMachines of the cluster `cluster_id` in `namespace` of `dc` (membership as
+/// [`cluster_of`] finds it), in figures.
+pub fn cluster_vm_totals(
+    snap: &Snapshot,
+    dc: &crate::model::Datacenter,
+    namespace: &str,
+    cluster_id: &str,
+) -> VmTotals {
+    use crate::model::Kind;
+    let mut totals = VmTotals::default();
+    let mut hosts = std::collections::BTreeSet::new();
+    for r in snap.list_in_datacenter(dc, Kind::VirtualMachine, namespace) {
+        let Resource::VirtualMachine(vm) = r.as_ref() else {
+            continue;
+        };
+        if cluster_of(snap, r).is_none_or(|(c, _)| c != cluster_id) {
+            continue;
+        }
+        totals.total += 1;
+        totals.running += usize::from(r.phase() == Some("Running"));
+        totals.errors += usize::from(
+            crate::model::vocab::PhaseState::of(r.phase())
+                == crate::model::vocab::PhaseState::Failed,
+        );
+        let d = demand(None, Some(vm));
+        totals.vcpus += d.vcpus;
+        totals.memory_bytes += d.memory_bytes;
+        if let Some(Resource::VirtualMachineInstance(i)) = snap
+            .get(dc, Kind::VirtualMachineInstance, namespace, r.name())
+            .map(|i| i.as_ref())
+            && let Some(node) = crate::model::kubevirt::vmi_node(i)
+        {
+            hosts.insert(node.to_string());
+        }
+    }
+    totals.hosts = hosts.len();
+    totals
+}
+
+/// VMs in an error state and VMs on their way (`Pending`, `Provisioning`, `Starting`, …), as
+/// the old page's Problems tile counted them: every VirtualMachine by its status, and every
+/// instance without one by its phase.
+pub fn vm_problems(snap: &Snapshot, dc: Option<&crate::model::Datacenter>) -> (usize, usize) {
+    use crate::model::Kind;
+    use crate::model::vocab::PhaseState;
+    let (mut failed, mut pending) = (0, 0);
+    let standalone = snap
+        .list_scope(dc, Kind::VirtualMachineInstance)
+        .filter(|i| {
+            snap.get(
+                i.datacenter(),
+                Kind::VirtualMachine,
+                i.namespace(),
+                i.name(),
+            )
+            .is_none()
+        });
+    for r in snap.list_scope(dc, Kind::VirtualMachine).chain(standalone) {
+        match PhaseState::of(r.phase()) {
+            PhaseState::Failed => failed += 1,
+            PhaseState::Pending => pending += 1,
+            _ => {}
+        }
+    }
+    (failed, pending)
+}
+
 #[cfg(test)]
 mod tests;

@@ -223,3 +223,70 @@ fn clusters(snap: &Snapshot, dc: &Datacenter, current: &Value, now: &str) -> Vec
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{Op, Store};
+
+    fn object(kind: Kind, dc: &Datacenter, v: Value) -> Op {
+        Op::Upsert(
+            Resource::from_value(kind, kind.versions()[0], v)
+                .expect("valid")
+                .in_datacenter(dc),
+        )
+    }
+
+    #[test]
+    fn each_datacenter_counts_its_own_and_an_unchanged_graph_writes_nothing() {
+        let (oslo, bergen) = (Datacenter::new("oslo"), Datacenter::new("bergen"));
+        let store = Store::new();
+        let mut ops = Vec::new();
+        for dc in [&oslo, &bergen] {
+            ops.push(object(
+                Kind::Vitistack,
+                dc,
+                json!({"metadata": {"name": "vitistack", "generation": 3}, "spec": {"displayName": "x"}}),
+            ));
+        }
+        ops.push(object(
+            Kind::MachineClass,
+            &oslo,
+            json!({"metadata": {"name": "small"}, "spec": {"cpu": {"cores": 2}, "memory": {"quantity": "4Gi"}}}),
+        ));
+        ops.push(object(
+            Kind::Machine,
+            &oslo,
+            json!({"metadata": {"name": "m0", "namespace": "t"}, "spec": {"provider": "kubevirt"}}),
+        ));
+        store.apply(ops);
+        let snap = store.snapshot();
+        let vs = |dc: &Datacenter| {
+            snap.get(dc, Kind::Vitistack, "", "vitistack")
+                .expect("vitistack")
+                .clone()
+        };
+        let now = "2026-11-27T08:00:00Z";
+        let oslo_patch = patch(&snap, &oslo, &vs(&oslo), now).expect("a first write");
+        assert_eq!(oslo_patch["status"]["machineClasses"], json!(["small"]));
+        assert_eq!(oslo_patch["status"]["activeMachines"], 1);
+        assert_eq!(oslo_patch["status"]["observedGeneration"], 3);
+        assert_eq!(oslo_patch["status"]["lastReconcileTime"], now);
+        // No provider at all is not a fault.
+        assert_eq!(oslo_patch["status"]["phase"], "Ready");
+        let bergen_patch = patch(&snap, &bergen, &vs(&bergen), now).expect("a first write");
+        assert_eq!(bergen_patch["status"]["machineClasses"], json!([]));
+        assert_eq!(bergen_patch["status"]["activeMachines"], 0);
+
+        // Written (as the API server would merge it): the same graph asks for nothing more,
+        // even later.
+        let mut written = vs(&oslo).to_value();
+        written["status"] = oslo_patch["status"].clone();
+        store.apply(vec![object(Kind::Vitistack, &oslo, written)]);
+        let snap = store.snapshot();
+        let again = snap
+            .get(&oslo, Kind::Vitistack, "", "vitistack")
+            .expect("vitistack");
+        assert_eq!(patch(&snap, &oslo, again, "2026-11-27T09:00:00Z"), None);
+    }
+}

@@ -23,6 +23,8 @@ pub struct Metrics {
     db_pending: IntGauge,
     db_failures: prometheus::IntCounter,
     health_checks: prometheus::IntCounter,
+    /// Client connections open, and those the server closed by `reason`.
+    pub connections: crate::http::serve::ConnectionMetrics,
     /// Writes of a Vitistack's status (`WRITE_VITISTACK_STATUS`).
     pub vitistack_status_writes: prometheus::IntCounter,
     kind_served: IntGaugeVec,
@@ -112,6 +114,22 @@ impl Metrics {
             "vitistack_health_checks_total",
             "Health checks made since start (every HEALTH_CHECK_INTERVAL: the database asked, the operators judged)",
         )?;
+        let connections = crate::http::serve::ConnectionMetrics {
+            open: IntGauge::new(
+                "vitistack_http_connections",
+                "Client connections open now (WebSocket connections once upgraded are not counted)",
+            )?,
+            closed: IntCounterVec::new(
+                Opts::new(
+                    "vitistack_http_connections_closed_total",
+                    "Client connections the server closed for a limit: read_timeout (headers not sent in SERVER_READ_TIMEOUT), write_timeout (a write waited SERVER_WRITE_TIMEOUT), idle_timeout (SERVER_IDLE_TIMEOUT with no request)",
+                ),
+                &["reason"],
+            )?,
+        };
+        for reason in ["read_timeout", "write_timeout", "idle_timeout"] {
+            connections.closed.with_label_values(&[reason]);
+        }
         let vitistack_status_writes = prometheus::IntCounter::new(
             "vitistack_status_writes_total",
             "Writes of the Vitistack's status since start (WRITE_VITISTACK_STATUS; only the Lease holder writes)",
@@ -234,6 +252,8 @@ impl Metrics {
         registry.register(Box::new(db_failures.clone()))?;
         registry.register(Box::new(health_checks.clone()))?;
         registry.register(Box::new(vitistack_status_writes.clone()))?;
+        registry.register(Box::new(connections.open.clone()))?;
+        registry.register(Box::new(connections.closed.clone()))?;
         registry.register(Box::new(objects.clone()))?;
         registry.register(Box::new(sequence.clone()))?;
         // Both outcomes exist from the start: panels and alerts read 0, not "no data".
@@ -285,6 +305,7 @@ impl Metrics {
             db_failures,
             health_checks,
             vitistack_status_writes,
+            connections,
             kind_served,
             kind_synced,
             kind_stale,

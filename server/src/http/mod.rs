@@ -14,6 +14,7 @@ pub mod operator_metrics;
 mod pipeline;
 pub mod rate;
 pub mod rest;
+pub mod serve;
 mod state;
 pub mod streams;
 pub mod tls;

@@ -1,8 +1,7 @@
 //! HTTPS and WSS with rustls (`TLS_CERT_FILE`, `TLS_KEY_FILE`; client certificates with
-//! `TLS_CA_FILE`, the oldest version with `TLS_MIN_VERSION`): a listener for `axum::serve` that
-//! completes each TLS handshake in its own task, so a slow or silent client never holds up the
-//! accept loop. (Written against axum's `Listener` trait rather than taking axum-server: the server
-//! keeps `axum::serve`, its graceful shutdown and connect info, for about sixty lines.)
+//! `TLS_CA_FILE`, the oldest version with `TLS_MIN_VERSION`): a listener (axum's `Listener`
+//! trait, which [`super::serve`] accepts from) that completes each TLS handshake in its own task,
+//! so a slow or silent client never holds up the accept loop.
 
 use std::net::SocketAddr;
 use std::path::Path;

@@ -4,6 +4,7 @@
 mod applications;
 mod cache;
 mod commands;
+mod connections;
 mod dashboard;
 mod datacenters;
 mod diagnosis;

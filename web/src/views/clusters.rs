@@ -47,6 +47,12 @@ static SPEC: ListSpec = ListSpec {
         ("Phase", Some("phase")),
         ("Stage", Some("stage")),
         ("Machines", None),
+        ("VMs", None),
+        ("Running", None),
+        ("vCPU", None),
+        ("Memory", None),
+        ("Hosts", None),
+        ("Errors", None),
         ("Diagnosis", None),
     ],
 };
@@ -133,14 +139,13 @@ pub fn Clusters() -> impl IntoView {
             _ => Vec::new(),
         })
     };
+    // The cards' code is loaded when cards are first shown (a separate WebAssembly module).
     let extra = move || {
         view! {
             <Show when=move || !cards().is_empty()>
-                <div class="cards" data-testid="cluster-cards">
-                    {each(move || cards().into_iter().map(|id| {
-                        Item::scoped(id.clone(), move || view! { <ClusterCard id rows/> })
-                    }).collect())}
-                </div>
+                <Suspense fallback=|| ()>
+                    {move || Suspend::new(async move { card_grid(Signal::derive(cards), rows).await })}
+                </Suspense>
             </Show>
         }
     };
@@ -160,6 +165,12 @@ fn row(c: Row) -> impl IntoView {
     let namespace = c.namespace.clone().unwrap_or_default();
     let href = format!("/clusters/{namespace}/{}", c.name);
     let class = health(&c);
+    let v = &c.vm_totals;
+    // The old page's status column: how many VMs are in error, or OK.
+    let (errors, errors_class) = match v.errors {
+        0 => ("OK".to_owned(), "num ok"),
+        n => (format!("{n} error"), "num err"),
+    };
     view! {
         <tr class=class>
             <td><a href=href>{c.name.clone()}</a></td>
@@ -167,9 +178,27 @@ fn row(c: Row) -> impl IntoView {
             <td>{c.phase.clone().unwrap_or_default()}</td>
             <td><span class=format!("stage {class}")>{c.pipeline.stage.label()}</span></td>
             <td class="num">{c.desired_machines}</td>
+            <td class="num">{v.total}</td>
+            <td class="num">{format!("{}/{}", v.running, v.total)}</td>
+            <td class="num">{format::cores(v.vcpus)}</td>
+            <td class="num">{format!("{} GB", format::gib(v.memory_bytes, 1))}</td>
+            <td class="num">{v.hosts}</td>
+            <td class=errors_class>{errors}</td>
             <td class="summary" title=c.diagnosis.summary.clone()>{c.diagnosis.summary.clone()}</td>
         </tr>
     }
+}
+
+#[leptos::lazy]
+fn card_grid(ids: Signal<Vec<String>>, rows: Memo<Option<(Vec<Row>, i64)>>) -> AnyView {
+    view! {
+        <div class="cards" data-testid="cluster-cards">
+            {each(move || ids.get().into_iter().map(|id| {
+                Item::scoped(id.clone(), move || view! { <ClusterCard id rows/> })
+            }).collect())}
+        </div>
+    }
+    .into_any()
 }
 
 /// Six clusters or fewer are drawn as cards, as the old page did: each cluster's VMs as pills

@@ -126,7 +126,14 @@ pub fn DatacenterPicker(url: list::UrlFilters, dc: Memo<String>) -> impl IntoVie
     let keys = move || {
         sources.0.with(|d| {
             d.as_ref()
-                .map(|d| d.datacenters.iter().map(|x| x.key.clone()).collect())
+                // A single cluster's own datacenter has no key: "All datacenters" is it.
+                .map(|d| {
+                    d.datacenters
+                        .iter()
+                        .map(|x| x.key.clone())
+                        .filter(|k| !k.is_empty())
+                        .collect()
+                })
                 .unwrap_or_else(Vec::new)
         })
     };

@@ -15,7 +15,7 @@ use crate::net::{self, LinkState, Live};
 
 /// The kinds whose changes move host allocation.
 pub const HOST_KINDS: &[&str] = &["Node", "VirtualMachineInstance", "VirtualMachine"];
-/// The kinds whose changes move a cluster's pipeline and diagnosis.
+/// The kinds whose changes move a cluster's pipeline and diagnosis, and its VMs' figures.
 pub const CLUSTER_KINDS: &[&str] = &[
     "KubernetesCluster",
     "Machine",
@@ -24,6 +24,8 @@ pub const CLUSTER_KINDS: &[&str] = &[
     "ControlPlaneVirtualSharedIP",
     "ClusterStorage",
     "EtcdBackup",
+    "VirtualMachine",
+    "VirtualMachineInstance",
 ];
 
 type Capacity = hosts_live::HostsLiveHostsChanged;
@@ -146,8 +148,9 @@ fn Tiles(
     // Problems need both streams; `None` until both have answered.
     let problems = Signal::derive(move || {
         let (hosts, ready) = capacity.with(|c| c.as_ref().map(|c| (c.hosts, c.ready_hosts)))?;
+        let vms = capacity.with(|c| c.as_ref().map(|c| c.failed_vms))?;
         let failed = summary.with(|s| s.as_ref().map(|s| s.clusters.failed + s.machines.failed))?;
-        Some(failed + (hosts - ready))
+        Some(failed + vms + (hosts - ready))
     });
     view! {
         <section class="tiles" aria-label="The fleet in numbers">
@@ -170,7 +173,7 @@ fn Tiles(
                 class=cap_class(|c| if c.stopped_vms == 0 { "ok" } else { "warn" })/>
             <Tile label="Problems" testid="tile-problems"
                 value=Signal::derive(move || problems.get().map(|p| p.to_string()))
-                sub=sum_text(|s| format!("failed · {} clusters in progress", s.clusters.in_progress))
+                sub=cap_text(|c| format!("failed · {} VMs pending", c.pending_vms))
                 class=Signal::derive(move || if problems.get().unwrap_or(0) > 0 { "err" } else { "ok" })/>
             <Tile label="Cluster CPU" testid="tile-cpu"
                 value=cap(|c| format!("{:.0}%", percent(c.vcpus_used, c.vcpus_limit)))

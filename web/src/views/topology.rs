@@ -71,6 +71,10 @@ fn TopologyPage() -> impl IntoView {
         {move || match hosts_state.get() {
             Loaded::Loading => view! { <p class="empty">"Loading hosts…"</p> }.into_any(),
             Loaded::Failed(e) => view! { <Problem text=e/> }.into_any(),
+            // Nothing has told the server of a host: no datacenter to draw.
+            Loaded::Ready if hosts.with(|h| h.as_ref().and_then(|h| h.as_ref().ok()).is_some_and(|d| d.hosts.nodes.is_empty())) => view! {
+                <p class="empty" data-testid="topology-empty">"No datacenters reporting: no host is known yet (a watched cluster's Nodes, or an agent's report)."</p>
+            }.into_any(),
             Loaded::Ready => view! {
                 <div class="topology">
                     <Drawing hosts focus dc/>
@@ -136,11 +140,11 @@ fn height(n: usize, groups: &[Group]) -> f64 {
 /// Where a datacenter's box starts: centred on its hosts' rows (on the drawing with one).
 fn box_y(g: &Group, groups: &[Group], n: usize) -> f64 {
     if groups.len() < 2 {
-        return height(n, groups) / 2.0 - 45.0;
+        return height(n, groups) / 2.0 - 50.0;
     }
     let top = row_y(g.start, groups);
     let bottom = row_y(g.start + g.count - 1, groups) + HOST_H;
-    (top + bottom) / 2.0 - 45.0
+    (top + bottom) / 2.0 - 50.0
 }
 
 /// Each datacenter (or the one the filter names), its hosts and their VMs (grouped by datacenter
@@ -192,16 +196,21 @@ fn Drawing(hosts: Live<host_list::ResponseData>, focus: Focus, dc: Memo<String>)
                 let vms: usize = hosts.iter().map(|h| h.row.vms.len()).sum();
                 let running: usize = hosts.iter().map(|h| h.row.vms.iter().filter(|v| v.active).count()).sum();
                 let class = if hosts.iter().any(|h| health(&h.row) == "err") { "warn" } else { "ok" };
+                // The clusters whose VMs run on its hosts, as the old page counted them.
+                let mut clusters: Vec<&str> = hosts.iter().flat_map(|h| h.row.vms.iter().filter_map(|v| v.membership.as_ref().map(|m| m.cluster_id.as_str()))).collect();
+                clusters.sort_unstable();
+                clusters.dedup();
                 // A datacenter by its key; the one of a single-cluster server by its Vitistack.
                 let title = if g.key.is_empty() { name() } else { g.key.clone() };
                 let y = box_y(g, groups, all.len());
-                let lines = [format!("{ready}/{} hosts ready", g.count), format!("{running}/{vms} VMs running")];
+                let lines = [format!("{ready}/{} hosts ready", g.count), format!("{running}/{vms} VMs running"), format::plural(clusters.len() as i64, "cluster", "clusters")];
                 Item::new(format!("{}/{y}/{class}/{title}/{lines:?}", g.key), 0, move || view! {
                     <g class=format!("dc {class}") transform=format!("translate(10 {y})") data-testid="topology-dc">
-                        <rect width="220" height="90" rx="8"></rect>
+                        <rect width="220" height="100" rx="8"></rect>
                         <text x="12" y="24" class="title">{title}</text>
                         <text x="12" y="46">{lines[0].clone()}</text>
                         <text x="12" y="66">{lines[1].clone()}</text>
+                        <text x="12" y="86" data-testid="topology-dc-clusters">{lines[2].clone()}</text>
                     </g>
                 })
             }).collect())))}
@@ -219,8 +228,8 @@ fn link(y: f64, class: &'static str, from: f64) -> impl IntoView {
     let y = y + HOST_H / 2.0;
     let d = format!(
         "M 230 {} C 260 {} 260 {y} {HOST_X} {y}",
-        from + 45.0,
-        from + 45.0
+        from + 50.0,
+        from + 50.0
     );
     view! { <path class=format!("link {class}") d=d></path> }
 }

@@ -288,3 +288,63 @@ fn membership_prefers_labels_over_name_guesses() {
     let bare = r(json!({"metadata": {"name": "db-wrk", "namespace": "t"}}));
     assert_eq!(cluster_of(&snap, &bare), None);
 }
+
+#[test]
+fn a_clusters_vms_are_counted_with_their_hosts_and_errors_and_the_problems_by_state() {
+    let store = Store::new();
+    let vm = |name: &str, cluster: &str, status: &str| {
+        Op::Upsert(
+            Resource::from_value(
+                Kind::VirtualMachine,
+                "v1",
+                json!({"metadata": {"name": name, "namespace": "t", "labels": {"vitistack.io/clusterid": cluster}},
+                    "spec": {"template": {"spec": {"domain": {"cpu": {"sockets": 1, "cores": 2, "threads": 2},
+                        "memory": {"guest": "2Gi"}}}}},
+                    "status": {"printableStatus": status}}),
+            )
+            .unwrap(),
+        )
+    };
+    let vmi = |name: &str, node: &str, phase: &str| {
+        Op::Upsert(
+            Resource::from_value(
+                Kind::VirtualMachineInstance,
+                "v1",
+                json!({"metadata": {"name": name, "namespace": "t"},
+                    "status": {"phase": phase, "nodeName": node}}),
+            )
+            .unwrap(),
+        )
+    };
+    store.apply(vec![
+        vm("a-ctp0", "a", "Running"),
+        vm("a-wrk0", "a", "Running"),
+        vm("a-wrk1", "a", "ErrorUnschedulable"),
+        vm("a-wrk2", "a", "Starting"),
+        vm("b-wrk0", "b", "Running"),
+        vmi("a-ctp0", "h1", "Running"),
+        vmi("a-wrk0", "h1", "Running"),
+        vmi("a-wrk2", "h2", "Scheduling"),
+        vmi("b-wrk0", "h3", "Running"),
+        // A standalone instance, failed: a problem too.
+        vmi("loose", "h3", "Failed"),
+    ]);
+    let snap = store.snapshot();
+    let dc = crate::model::Datacenter::default();
+    assert_eq!(
+        cluster_vm_totals(&snap, &dc, "t", "a"),
+        VmTotals {
+            total: 4,
+            running: 2,
+            vcpus: 16.0,
+            memory_bytes: 8.0 * GIB,
+            hosts: 2,
+            errors: 1
+        }
+    );
+    assert_eq!(cluster_vm_totals(&snap, &dc, "t", "b").total, 1);
+    assert_eq!(cluster_vm_totals(&snap, &dc, "other", "a").total, 0);
+    // Failed: a-wrk1 and the loose instance; pending: a-wrk2 (its instance has a VM and is not
+    // counted again).
+    assert_eq!(vm_problems(&snap, None), (2, 1));
+}

@@ -259,6 +259,11 @@ pub struct HostCapacity {
     pub active_vms: usize,
     /// VirtualMachines without an active instance (stopped or not yet started).
     pub stopped_vms: usize,
+    /// VMs in an error state (`ErrorUnschedulable`, `CrashLoopBackOff`, `Failed`, …): every
+    /// VirtualMachine by its status, every instance without one by its phase.
+    pub failed_vms: usize,
+    /// VMs on their way (`Pending`, `Provisioning`, `Starting`, `Scheduling`, …), counted alike.
+    pub pending_vms: usize,
     /// vCPUs of every active VM.
     pub vcpus_used: f64,
     /// vCPUs the usable hosts may give.
@@ -335,12 +340,15 @@ pub fn host_capacity_in(
         })
         .count();
     let redundancy = hosts::fleet_redundancy(s, o, dc);
+    let (failed_vms, pending_vms) = hosts::vm_problems(s, dc);
     HostCapacity {
         hosts: hosts_n,
         ready_hosts: ready,
         usable_hosts: usable,
         active_vms: active.len(),
         stopped_vms: stopped,
+        failed_vms,
+        pending_vms,
         vcpus_used: active.iter().map(|(d, _)| d.vcpus).sum(),
         vcpus_limit: cpu_lim,
         memory_used_bytes: active.iter().map(|(d, _)| d.memory_bytes).sum(),

@@ -1028,7 +1028,7 @@ async fn dispatch(
                 .unwrap_or_default()
                 .to_string();
             if subresource {
-                patch_status(&shared, &id, &ns, &name, &media, &query.0, &body)
+                patch_status(&shared, &id, &ns, &name, &media, &body)
             } else {
                 patch_object(&shared, &id, &ns, &name, &media, &query.0, &body)
             }
@@ -1077,6 +1077,17 @@ fn object_route(path: &str) -> Option<(String, String, String, bool)> {
     }
 }
 
+/// 409: a write preconditioned on a resourceVersion the object has moved on from.
+fn moved_on(plural: &str, name: &str) -> Response {
+    status(
+        409,
+        "Conflict",
+        format!(
+            "Operation cannot be fulfilled on {plural} \"{name}\": the object has been modified; please apply your changes to the latest version and try again"
+        ),
+    )
+}
+
 /// `PATCH …/{plural}/{name}/status` with a JSON merge patch: only `status` changes (the rest of
 /// the patch is ignored, as kube-apiserver ignores it on the subresource), a
 /// `metadata.resourceVersion` in the patch is a precondition (409 when the object moved on),
@@ -1087,7 +1098,6 @@ fn patch_status(
     ns: &str,
     name: &str,
     media: &str,
-    q: &HashMap<String, String>,
     body: &[u8],
 ) -> Response {
     if !media.starts_with("application/merge-patch+json") {
@@ -1110,13 +1120,7 @@ fn patch_status(
     if let Some(want) = patch["metadata"].get("resourceVersion")
         && *want != previous["metadata"]["resourceVersion"]
     {
-        return status(
-            409,
-            "Conflict",
-            format!(
-                "Operation cannot be fulfilled on {plural} \"{name}\": the object has been modified; please apply your changes to the latest version and try again"
-            ),
-        );
+        return moved_on(plural, name);
     }
     let mut object = previous.clone();
     if let Some(s) = patch.get("status") {
@@ -1125,7 +1129,6 @@ fn patch_status(
         }
         merge_patch(&mut object["status"], s);
     }
-    let _ = q;
     if object == previous {
         return json_response(StatusCode::OK, &previous);
     }
@@ -1349,14 +1352,7 @@ fn patch_object(
             .map(|p| p["metadata"]["resourceVersion"].clone())
             .unwrap_or(Value::Null);
         if have != want {
-            return status(
-                409,
-                "Conflict",
-                format!(
-                    "Operation cannot be fulfilled on {} \"{name}\": the object has been modified; please apply your changes to the latest version and try again",
-                    def.plural
-                ),
-            );
+            return moved_on(def.plural, name);
         }
     }
     if let Some(m) = patch.as_object_mut() {

@@ -507,10 +507,12 @@ pub fn cluster_of(snap: &Snapshot, r: &Resource) -> Option<(String, MembershipSo
         .map(|c| (c, MembershipSource::NameGuess))
 }
 
-/// A cluster's KubeVirt VMs in figures (the old page's clusters table).
-#[derive(Clone, Debug, Default, PartialEq)]
+/// A cluster's KubeVirt VMs in figures (the old status page's clusters table).
+#[derive(Clone, Debug, Default, PartialEq, async_graphql::SimpleObject)]
+#[graphql(name = "ClusterVmTotals")]
 pub struct VmTotals {
-    /// VirtualMachines of the cluster.
+    /// VirtualMachines of the cluster (by its clusterid label, else the source Machine's, else
+    /// the `-ctp`/`-wrk` name).
     pub total: usize,
     /// Of those, `Running`.
     pub running: usize,

@@ -54,6 +54,20 @@ fn setup(api: &KubeApi) {
     }
 }
 
+/// The API server with [`setup`], and our server started with `args` and ready.
+async fn started(args: &[&str]) -> Harness {
+    let api = KubeApi::start(
+        &kube_api::watched_resources(),
+        std::time::Duration::from_millis(200),
+    )
+    .await;
+    setup(&api);
+    let mut h = Harness::unstarted(api);
+    h.launch(args).await;
+    h.ready().await;
+    h
+}
+
 /// The Vitistack's status once `ok` holds for it.
 async fn status_when(h: &Harness, what: &str, ok: impl Fn(&Value) -> bool) -> Value {
     let deadline = tokio::time::Instant::now() + PATIENCE;
@@ -76,15 +90,7 @@ async fn status_when(h: &Harness, what: &str, ok: impl Fn(&Value) -> bool) -> Va
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_vitistack_status_is_written_from_the_graph_and_only_when_it_changes() {
-    let api = KubeApi::start(
-        &kube_api::watched_resources(),
-        std::time::Duration::from_millis(200),
-    )
-    .await;
-    setup(&api);
-    let mut h = Harness::unstarted(api);
-    h.launch(&["--write-vitistack-status", "true"]).await;
-    h.ready().await;
+    let h = started(&["--write-vitistack-status", "true"]).await;
 
     let status = status_when(&h, "the first write", |s| s["activeClusters"] == 2).await;
     assert_eq!(h.api.status_writes(), 1, "{status}");
@@ -172,15 +178,7 @@ async fn the_vitistack_status_is_written_from_the_graph_and_only_when_it_changes
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_the_setting_the_vitistack_status_is_left_alone() {
-    let api = KubeApi::start(
-        &kube_api::watched_resources(),
-        std::time::Duration::from_millis(200),
-    )
-    .await;
-    setup(&api);
-    let mut h = Harness::unstarted(api);
-    h.launch(&[]).await;
-    h.ready().await;
+    let h = started(&[]).await;
     // Served: the graph holds every cluster, and nothing went to the Vitistack's status.
     h.until("both clusters", |s| {
         s.snapshot()

@@ -137,24 +137,6 @@ pub struct ClusterNodes {
     pub unready: usize,
 }
 
-/// A cluster's KubeVirt VMs in figures (the old status page's clusters table).
-#[derive(SimpleObject, Clone, Debug)]
-pub struct ClusterVmTotals {
-    /// VirtualMachines of the cluster (by its clusterid label, else the source Machine's, else
-    /// the `-ctp`/`-wrk` name).
-    pub total: usize,
-    /// Of those, `Running`.
-    pub running: usize,
-    /// vCPUs they ask for (sockets × cores × threads).
-    pub vcpus: f64,
-    /// Guest memory they ask for (bytes).
-    pub memory_bytes: f64,
-    /// Hosts their instances run on.
-    pub hosts: usize,
-    /// Of those, in an error state (`ErrorUnschedulable`, `CrashLoopBackOff`, `Failed`, …).
-    pub errors: usize,
-}
-
 /// A cluster's network.
 #[derive(SimpleObject, Clone, Debug)]
 pub struct ClusterNetworking {
@@ -357,9 +339,8 @@ node_type! {
             ClusterNodes { total: machines.len(), ready, unready: machines.len() - ready }
         }
         /// Its KubeVirt VMs in figures: how many, running, vCPUs, memory, hosts, in error.
-        async fn vm_totals(&self, ctx: &Context<'_>) -> ClusterVmTotals {
-            let t = crate::domain::hosts::cluster_vm_totals(&snap(ctx), self.0.datacenter(), self.0.namespace(), &self.kc().spec.data.cluster_id);
-            ClusterVmTotals { total: t.total, running: t.running, vcpus: t.vcpus, memory_bytes: t.memory_bytes, hosts: t.hosts, errors: t.errors }
+        async fn vm_totals(&self, ctx: &Context<'_>) -> crate::domain::hosts::VmTotals {
+            crate::domain::hosts::cluster_vm_totals(&snap(ctx), self.0.datacenter(), self.0.namespace(), &self.kc().spec.data.cluster_id)
         }
         /// Its network (the old cluster model's `networking`): the NetworkNamespace's prefix and
         /// VLAN and the control-plane VIP's addresses. The KubernetesCluster carries no pod or

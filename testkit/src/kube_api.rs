@@ -1077,6 +1077,35 @@ fn object_route(path: &str) -> Option<(String, String, String, bool)> {
     }
 }
 
+/// Keep `object` (written at `rv`) and tell the watches: ADDED, or MODIFIED over `previous`.
+fn store(
+    shared: &Shared,
+    inner: &mut Inner,
+    id: &str,
+    key: (String, String),
+    rv: u64,
+    object: Value,
+    previous: Option<Value>,
+) {
+    let namespace = key.0.clone();
+    let state = inner.resources.get_mut(id).expect("served resource");
+    state.objects.insert(key, object.clone());
+    let ev = Ev {
+        rv,
+        resource: id.to_string(),
+        namespace,
+        typ: if previous.is_some() {
+            "MODIFIED"
+        } else {
+            "ADDED"
+        },
+        object,
+        previous,
+    };
+    inner.history.push_back(ev.clone());
+    let _ = shared.events.send(ev);
+}
+
 /// 409: a write preconditioned on a resourceVersion the object has moved on from.
 fn moved_on(plural: &str, name: &str) -> Response {
     status(
@@ -1135,18 +1164,15 @@ fn patch_status(
     inner.rv += 1;
     let rv = inner.rv;
     object["metadata"]["resourceVersion"] = json!(rv.to_string());
-    let state = inner.resources.get_mut(id).expect("served resource");
-    state.objects.insert(key, object.clone());
-    let ev = Ev {
+    store(
+        shared,
+        &mut inner,
+        id,
+        key,
         rv,
-        resource: id.to_string(),
-        namespace: ns.to_string(),
-        typ: "MODIFIED",
-        object: object.clone(),
-        previous: Some(previous),
-    };
-    inner.history.push_back(ev.clone());
-    let _ = shared.events.send(ev);
+        object.clone(),
+        Some(previous),
+    );
     inner.status_writes += 1;
     json_response(StatusCode::OK, &object)
 }
@@ -1470,22 +1496,15 @@ fn patch_object(
         meta["uid"] = json!(format!("00000000-0000-4000-8000-{uid_n:012}"));
         meta["creationTimestamp"] = json!("2026-11-01T00:00:00Z");
     }
-    let state = inner.resources.get_mut(id).expect("served resource");
-    state.objects.insert(key, object.clone());
-    let ev = Ev {
+    store(
+        shared,
+        &mut inner,
+        id,
+        key,
         rv,
-        resource: id.to_string(),
-        namespace: ns.to_string(),
-        typ: if previous.is_some() {
-            "MODIFIED"
-        } else {
-            "ADDED"
-        },
-        object: object.clone(),
-        previous: previous.clone(),
-    };
-    inner.history.push_back(ev.clone());
-    let _ = shared.events.send(ev);
+        object.clone(),
+        previous.clone(),
+    );
     let code = if previous.is_some() {
         StatusCode::OK
     } else {

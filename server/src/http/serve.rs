@@ -16,6 +16,7 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -25,7 +26,6 @@ use axum::extract::ConnectInfo;
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
-use parking_lot::Mutex;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::watch;
 use tokio::time::Instant;
@@ -140,6 +140,7 @@ impl Connection {
             http.serve_connection(TokioIo::new(io), service)
                 .with_upgrades()
         );
+        let mut sleep = std::pin::pin!(tokio::time::sleep(self.limits.read.min(self.limits.idle)));
         let mut stopping = *stop.borrow();
         if stopping {
             conn.as_mut().graceful_shutdown();
@@ -161,6 +162,9 @@ impl Connection {
                 }
                 Due::At(at) => at,
             };
+            if sleep.deadline() != check {
+                sleep.as_mut().reset(check);
+            }
             tokio::select! {
                 done = conn.as_mut() => {
                     break match done {
@@ -176,8 +180,7 @@ impl Connection {
                     stopping = true;
                     conn.as_mut().graceful_shutdown();
                 }
-                () = tokio::time::sleep_until(check) => {}
-                () = activity.changed.notified() => {}
+                () = &mut sleep => {}
             }
         };
         if let Some(reason) = reason {
@@ -208,73 +211,83 @@ enum Due {
     Expired(&'static str),
 }
 
-/// Where a connection is: requests in flight, idle since, or a request begun.
+/// Where a connection is: requests in flight, idle since, or a request's head begun since.
+///
+/// Atomics, and nothing wakes the watcher per request: it looks every `min(read, idle)` at the
+/// latest (a limit that starts after one look cannot fall due before the next), then sleeps until
+/// the exact deadline. A request costs three atomic writes and two clock reads; a lock and a
+/// wake-up per request cost the cheapest cached query 7 % of its throughput.
 struct Activity {
-    state: Mutex<State>,
-    /// Told when a limit may fall due sooner than the watcher thought (a request ended, a head
-    /// began).
-    changed: tokio::sync::Notify,
-}
-
-struct State {
-    in_flight: usize,
-    idle_since: Option<Instant>,
-    /// When the connection began to wait for a request's head (accepted, or its first bytes
-    /// read while nothing was in flight).
-    waiting_since: Option<Instant>,
+    base: Instant,
+    in_flight: AtomicUsize,
+    /// Nanoseconds after `base`, plus one (0: not waiting for a head). A new connection owes
+    /// its first request's head; bytes read while nothing is in flight begin the next one.
+    waiting_since: AtomicU64,
+    /// Nanoseconds after `base`, plus one (0: not idle).
+    idle_since: AtomicU64,
 }
 
 impl Activity {
     fn new() -> Self {
         Activity {
-            state: Mutex::new(State {
-                in_flight: 0,
-                idle_since: None,
-                // A new connection owes its first request's head within the read limit.
-                waiting_since: Some(Instant::now()),
-            }),
-            changed: tokio::sync::Notify::new(),
+            base: Instant::now(),
+            in_flight: AtomicUsize::new(0),
+            waiting_since: AtomicU64::new(1),
+            idle_since: AtomicU64::new(0),
         }
+    }
+
+    /// Now, as kept here.
+    fn stamp(&self) -> u64 {
+        u64::try_from(self.base.elapsed().as_nanos())
+            .unwrap_or(u64::MAX - 1)
+            .saturating_add(1)
     }
 
     /// Bytes were read.
     fn read(&self) {
-        let mut s = self.state.lock();
-        if s.in_flight == 0 && s.waiting_since.is_none() {
-            s.waiting_since = Some(Instant::now());
-            s.idle_since = None;
-            self.changed.notify_one();
+        if self.in_flight.load(Ordering::Acquire) == 0
+            && self.waiting_since.load(Ordering::Acquire) == 0
+        {
+            self.waiting_since.store(self.stamp(), Ordering::Release);
+            self.idle_since.store(0, Ordering::Release);
         }
     }
 
     /// A request's head was read: in flight until the guard is dropped.
     fn started(self: &Arc<Self>) -> InFlight {
-        let mut s = self.state.lock();
-        s.in_flight += 1;
-        s.waiting_since = None;
-        s.idle_since = None;
+        self.in_flight.fetch_add(1, Ordering::AcqRel);
+        self.waiting_since.store(0, Ordering::Release);
+        self.idle_since.store(0, Ordering::Release);
         InFlight(self.clone())
     }
 
     /// The idle close was asked for.
     fn forget_idle(&self) {
-        self.state.lock().idle_since = None;
+        self.idle_since.store(0, Ordering::Release);
     }
 
     fn due(&self, limits: &Limits) -> Due {
         let now = Instant::now();
-        let s = self.state.lock();
-        let (since, limit, reason) = match (s.waiting_since, s.idle_since) {
-            (Some(since), _) => (since, limits.read, "read_timeout"),
-            (None, Some(since)) if s.in_flight == 0 => (since, limits.idle, "idle_timeout"),
-            // In flight (or closing): look again later.
-            _ => return Due::At(now + limits.read.min(limits.idle)),
+        let look_again = Due::At(now + limits.read.min(limits.idle));
+        let at = |stamp: u64, limit: Duration| self.base + Duration::from_nanos(stamp - 1) + limit;
+        let (deadline, reason) = match (
+            self.waiting_since.load(Ordering::Acquire),
+            self.idle_since.load(Ordering::Acquire),
+        ) {
+            (0, 0) => return look_again,
+            (0, idle) if self.in_flight.load(Ordering::Acquire) == 0 => {
+                (at(idle, limits.idle), "idle_timeout")
+            }
+            (0, _) => return look_again,
+            (waiting, _) => (at(waiting, limits.read), "read_timeout"),
         };
-        let at = since + limit;
-        if at <= now {
+        if deadline <= now {
             Due::Expired(reason)
         } else {
-            Due::At(at)
+            // The state may change before then (a request ends, a head begins): look no later
+            // than one shorter limit from now.
+            Due::At(deadline.min(now + limits.read.min(limits.idle)))
         }
     }
 }
@@ -284,11 +297,11 @@ struct InFlight(Arc<Activity>);
 
 impl Drop for InFlight {
     fn drop(&mut self) {
-        let mut s = self.0.state.lock();
-        s.in_flight = s.in_flight.saturating_sub(1);
-        if s.in_flight == 0 && s.waiting_since.is_none() {
-            s.idle_since = Some(Instant::now());
-            self.0.changed.notify_one();
+        let a = &self.0;
+        if a.in_flight.fetch_sub(1, Ordering::AcqRel) == 1
+            && a.waiting_since.load(Ordering::Acquire) == 0
+        {
+            a.idle_since.store(a.stamp(), Ordering::Release);
         }
     }
 }

@@ -146,6 +146,8 @@ describe('a still fleet (the demo, simulator off)', () => {
     await eventually('the badge says Live', async () => (await page.getByTestId('connection').textContent()) === 'Live');
     const seen = await eventually('the tiles and stage bars equal the API', () => pageMatchesApi(page, server.base));
     assert.ok(seen.stages.reduce((a, b) => a + b, 0) > 0, 'the stage bars count clusters');
+    // One datacenter: no picker to choose among one.
+    assert.equal(await page.getByTestId('filter-dc').isVisible(), false, 'a datacenter picker with one datacenter');
     // The demo has VMs in error and VMs on their way, as the old page's tile counted them.
     const vmStates = (await gql(server.base, '{ virtualMachines(first: 500) { nodes { phaseState } } }')).virtualMachines.nodes;
     const capacity = (await gql(server.base, '{ hostCapacity { failedVms pendingVms } }')).hostCapacity;

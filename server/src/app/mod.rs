@@ -342,14 +342,16 @@ pub async fn start(cfg: &ServeConfig, listener: TcpListener) -> anyhow::Result<R
         }
     }
 
+    // One set of clients for everything this server writes to Kubernetes (mutations, Events,
+    // the Vitistack's status).
+    let target = crate::change::Target::of(&feed);
     let changer = if !cfg.mutations {
         None
     } else {
-        let target = crate::change::Target::of(&feed);
         Some(Arc::new(
             crate::change::Changer::new(
                 store.clone(),
-                target,
+                target.clone(),
                 Duration::from_secs(cfg.change_wait_seconds.max(1)),
             )
             .reporting_as(cfg.pod_name.clone()),
@@ -357,11 +359,8 @@ pub async fn start(cfg: &ServeConfig, listener: TcpListener) -> anyhow::Result<R
     };
     let health_check_interval = cfg.health_check_interval().map_err(anyhow::Error::msg)?;
     let limits = cfg.connection_limits().map_err(anyhow::Error::msg)?;
-    let operator_events = crate::change::events::EventWriter::of(
-        &crate::change::Target::of(&feed),
-        cfg.pod_name.clone(),
-    );
-    let status_writer = match (cfg.write_vitistack_status, crate::change::Target::of(&feed)) {
+    let operator_events = crate::change::events::EventWriter::of(&target, cfg.pod_name.clone());
+    let status_writer = match (cfg.write_vitistack_status, target) {
         (false, _) => None,
         (true, crate::change::Target::Embedded) => {
             tracing::warn!(

@@ -67,11 +67,14 @@ fn desired(
     let clusters = clusters(snap, dc, current, now);
     let machines = snap.list_datacenter(dc, Kind::Machine).count();
     // Ready when every provider is; the condition names the ones that are not.
-    let not_ready: Vec<String> = snap
-        .list_datacenter(dc, Kind::KubernetesProvider)
-        .chain(snap.list_datacenter(dc, Kind::MachineProvider))
-        .filter(|p| !p.readiness().ready)
-        .map(|p| format!("{} {}", p.kind().name(), p.name()))
+    let not_ready: Vec<String> = [("KubernetesProvider", &kps), ("MachineProvider", &mps)]
+        .into_iter()
+        .flat_map(|(kind, entries)| {
+            entries
+                .iter()
+                .filter(|e| e["ready"] == false)
+                .map(move |e| format!("{kind} {}", e["name"].as_str().unwrap_or_default()))
+        })
         .collect();
     let (phase, status, reason, message) = if not_ready.is_empty() {
         (
@@ -149,34 +152,31 @@ fn providers(
         _ => "machineProviders",
     };
     snap.list_datacenter(dc, kind)
-        .map(|p| {
-            let v = p.to_value();
-            let spec = &v["spec"];
+        .filter_map(|p| {
+            let (provider_type, region, zones) = match p.as_ref() {
+                Resource::KubernetesProvider(k) => {
+                    (&k.spec.provider_type, &k.spec.region, &k.spec.zones)
+                }
+                Resource::MachineProvider(m) => {
+                    (&m.spec.provider_type, &m.spec.region, &m.spec.zones)
+                }
+                _ => return None,
+            };
             let mut e = Map::new();
             e.insert("name".into(), json!(p.name()));
             e.insert("discoveredAt".into(), discovered(current, list, p, now));
+            let zone = zones.as_deref().unwrap_or_default().join(",");
             for (field, value) in [
-                (
-                    "providerType",
-                    spec["providerType"].as_str().map(str::to_string),
-                ),
-                ("region", spec["region"].as_str().map(str::to_string)),
-                (
-                    "zone",
-                    spec["zones"].as_array().map(|zs| {
-                        zs.iter()
-                            .filter_map(Value::as_str)
-                            .collect::<Vec<_>>()
-                            .join(",")
-                    }),
-                ),
+                ("providerType", provider_type),
+                ("region", region),
+                ("zone", &zone),
             ] {
-                if let Some(value) = value.filter(|v| !v.is_empty()) {
+                if !value.is_empty() {
                     e.insert(field.into(), json!(value));
                 }
             }
             e.insert("ready".into(), json!(p.readiness().ready));
-            Value::Object(e)
+            Some(Value::Object(e))
         })
         .collect()
 }
@@ -190,12 +190,7 @@ fn clusters(snap: &Snapshot, dc: &Datacenter, current: &Value, now: &str) -> Vec
             _ => None,
         })
         .map(|(c, kc)| {
-            let v = c.to_value();
-            let topology = &v["spec"]["topology"];
-            let workers: i64 = topology["workers"]["nodePools"]
-                .as_array()
-                .map(|ps| ps.iter().filter_map(|p| p["replicas"].as_i64()).sum())
-                .unwrap_or(0);
+            let topology = &kc.spec.topology;
             let ready = matches!(
                 ClusterState::of(&pipeline::evaluate(snap, kc)),
                 ClusterState::Ready | ClusterState::Degraded
@@ -207,8 +202,8 @@ fn clusters(snap: &Snapshot, dc: &Datacenter, current: &Value, now: &str) -> Vec
                 "discoveredAt".into(),
                 discovered(current, "clusters", c, now),
             );
-            if let Some(version) = topology["version"].as_str().filter(|s| !s.is_empty()) {
-                e.insert("version".into(), json!(version));
+            if !topology.version.is_empty() {
+                e.insert("version".into(), json!(topology.version));
             }
             if let Some(phase) = c.phase().filter(|p| !p.is_empty()) {
                 e.insert("phase".into(), json!(phase));
@@ -216,9 +211,9 @@ fn clusters(snap: &Snapshot, dc: &Datacenter, current: &Value, now: &str) -> Vec
             e.insert("ready".into(), json!(ready));
             e.insert(
                 "controlPlaneReplicas".into(),
-                json!(topology["controlplane"]["replicas"].as_i64().unwrap_or(0)),
+                json!(topology.controlplane.replicas),
             );
-            e.insert("workerReplicas".into(), json!(workers));
+            e.insert("workerReplicas".into(), json!(topology.worker_replicas()));
             Value::Object(e)
         })
         .collect()

@@ -22,9 +22,6 @@ pub enum TlsMinVersion {
     Tls13,
 }
 
-/// A connection after its handshake.
-pub type Io = TlsStream<TcpStream>;
-
 /// Longest a client may take to complete its handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 

@@ -151,6 +151,17 @@ resources! {
     VirtualMachineInstance(VirtualMachineInstance) => VirtualMachineInstance, "v1";
 }
 
+impl KubernetesClusterSpecTopology {
+    /// Every node pool's replicas, summed (saturating).
+    pub fn worker_replicas(&self) -> i64 {
+        self.workers
+            .node_pools
+            .iter()
+            .map(|p| p.replicas)
+            .fold(0, i64::saturating_add)
+    }
+}
+
 impl Resource {
     /// `metadata.name`.
     pub fn name(&self) -> &str {

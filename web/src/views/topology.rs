@@ -23,6 +23,8 @@ const VM_STEP: f64 = 17.0;
 const VMS_PER_LINE: usize = 28;
 /// VMs drawn per host (two lines); the rest are counted.
 const VMS_SHOWN: usize = VMS_PER_LINE * 2;
+/// A datacenter's box: its height (a title and three lines).
+const DC_H: f64 = 100.0;
 const WIDTH: f64 = VM_X + VM_STEP * VMS_PER_LINE as f64 + 70.0;
 
 /// A host's health class: `ok` (takes VMs), `warn` (Ready but cordoned, tainted or under
@@ -140,11 +142,11 @@ fn height(n: usize, groups: &[Group]) -> f64 {
 /// Where a datacenter's box starts: centred on its hosts' rows (on the drawing with one).
 fn box_y(g: &Group, groups: &[Group], n: usize) -> f64 {
     if groups.len() < 2 {
-        return height(n, groups) / 2.0 - 50.0;
+        return height(n, groups) / 2.0 - DC_H / 2.0;
     }
     let top = row_y(g.start, groups);
     let bottom = row_y(g.start + g.count - 1, groups) + HOST_H;
-    (top + bottom) / 2.0 - 50.0
+    (top + bottom) / 2.0 - DC_H / 2.0
 }
 
 /// Each datacenter (or the one the filter names), its hosts and their VMs (grouped by datacenter
@@ -206,7 +208,7 @@ fn Drawing(hosts: Live<host_list::ResponseData>, focus: Focus, dc: Memo<String>)
                 let lines = [format!("{ready}/{} hosts ready", g.count), format!("{running}/{vms} VMs running"), format::plural(clusters.len() as i64, "cluster", "clusters")];
                 Item::new(format!("{}/{y}/{class}/{title}/{lines:?}", g.key), 0, move || view! {
                     <g class=format!("dc {class}") transform=format!("translate(10 {y})") data-testid="topology-dc">
-                        <rect width="220" height="100" rx="8"></rect>
+                        <rect width="220" height=DC_H rx="8"></rect>
                         <text x="12" y="24" class="title">{title}</text>
                         <text x="12" y="46">{lines[0].clone()}</text>
                         <text x="12" y="66">{lines[1].clone()}</text>
@@ -228,8 +230,8 @@ fn link(y: f64, class: &'static str, from: f64) -> impl IntoView {
     let y = y + HOST_H / 2.0;
     let d = format!(
         "M 230 {} C 260 {} 260 {y} {HOST_X} {y}",
-        from + 50.0,
-        from + 50.0
+        from + DC_H / 2.0,
+        from + DC_H / 2.0
     );
     view! { <path class=format!("link {class}") d=d></path> }
 }

@@ -328,7 +328,7 @@ node_type! {
         /// Desired machines: control-plane replicas plus every pool's replicas.
         async fn desired_machines(&self) -> i64 {
             let t = &self.kc().spec.topology;
-            t.workers.node_pools.iter().map(|p| p.replicas).fold(t.controlplane.replicas, i64::saturating_add)
+            t.controlplane.replicas.saturating_add(t.worker_replicas())
         }
         /// Its Machines as nodes: how many, how many Running, how many not (the old cluster
         /// model's `nodes`; named so here because `nodes` is a connection's list in GraphQL).

@@ -31,26 +31,17 @@ while [ $# -gt 0 ]; do
   esac
 done
 say() { printf '== image: %s\n' "$*" >&2; }
-export PATH="$HOME/.cargo/bin:$PATH"
+. scripts/setup-lib.sh
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/tmp/vitistack-target}"
-SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 
 # Tools: umoci (the OCI layout), Debian's CA bundle, objcopy, cargo-cyclonedx (the crates' SBOM).
 need=()
 [ -n "$rootfs" ] || command -v umoci >/dev/null || need+=(umoci)
 [ -f /etc/ssl/certs/ca-certificates.crt ] || need+=(ca-certificates)
 command -v objcopy >/dev/null || need+=(binutils)
-if [ ${#need[@]} -gt 0 ]; then
-  say "apt-get install ${need[*]}"
-  $SUDO apt-get update -qq
-  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
-fi
+[ ${#need[@]} -eq 0 ] || apt_install "${need[@]}"
 CYCLONEDX=0.5.9
-# It prints its version as `cargo-cyclonedx-cyclonedx X`.
-if ! cargo cyclonedx --version 2>/dev/null | grep -qx "cargo-cyclonedx.* $CYCLONEDX"; then
-  say "cargo install cargo-cyclonedx $CYCLONEDX"
-  cargo install --locked --force cargo-cyclonedx --version "$CYCLONEDX"
-fi
+cargo_tool cargo-cyclonedx "$CYCLONEDX"
 
 if [ -z "$bin" ]; then
   bash scripts/build-web.sh

@@ -15,27 +15,14 @@ root=$PWD
 TARGET=wasm32-unknown-unknown
 WASM_ROUTE=${WASM_ROUTE:-auto}
 WASM_OPT=${WASM_OPT:-auto}
-TOOLS=${VITISTACK_TOOLS:-/var/tmp/vitistack-tools}
 BINARYEN=132.0.0
 # wasm_split_cli_support: its split points must match wasm_split_helpers in Cargo.lock (0.2.3).
 SPLIT_CLI=0.2.4
-export PATH="$HOME/.cargo/bin:$PATH"
+# Tools and packages are installed machine-wide under a lock (scripts/setup-lib.sh).
+. scripts/setup-lib.sh
+TOOLS=$VITISTACK_TOOLS
 say() { printf '== web: %s\n' "$*" >&2; }
 die() { printf 'web build failed: %s\n' "$*" >&2; exit 1; }
-SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
-
-apt_updated=0
-apt_install() { # installs the packages that are missing
-  local missing=() p
-  for p in "$@"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
-  done
-  [ ${#missing[@]} -eq 0 ] && return 0
-  command -v apt-get >/dev/null || die "missing ${missing[*]} and no apt-get to install them"
-  if [ "$apt_updated" = 0 ]; then $SUDO apt-get update -qq; apt_updated=1; fi
-  say "apt-get install ${missing[*]}"
-  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-}
 
 rustup_has_wasm() {
   command -v rustup >/dev/null && rustup target list --installed 2>/dev/null | grep -qx "$TARGET"
@@ -64,6 +51,11 @@ inputs() {
 report() {
   say "web/dist: $(python3 scripts/web-budget.py --report)"
 }
+# One build at a time in this clone (two at once would both replace web/dist).
+if [ -z "${VITISTACK_WEB_LOCKED:-}" ]; then
+  VITISTACK_WEB_LOCKED=1 locked "$root/web/.build.lock" bash "$0" "$@"
+  exit $?
+fi
 if key=$(inputs) && [ -f web/dist/index.html ] && [ "$(cat "$stamp" 2>/dev/null)" = "$key" ]; then
   say "web/dist is up to date (its inputs are unchanged): reused"
   report
@@ -107,19 +99,11 @@ esac
 # The wasm-bindgen CLI must equal the crate in Cargo.lock exactly.
 wb=$(awk '$0=="name = \"wasm-bindgen\""{getline; gsub(/version = |"/,""); print; exit}' Cargo.lock)
 [ -n "$wb" ] || die "wasm-bindgen is not in Cargo.lock"
-if [ "$(wasm-bindgen --version 2>/dev/null || true)" != "wasm-bindgen $wb" ]; then
-  say "cargo install wasm-bindgen-cli $wb"
-  # --locked can fail when the index lacks a locked dependency; then resolve afresh.
-  cargo install --force wasm-bindgen-cli --version "$wb" --locked ||
-    cargo install --force wasm-bindgen-cli --version "$wb"
-fi
-
+cargo_tool wasm-bindgen-cli "$wb" || die "cannot install wasm-bindgen-cli $wb"
+wasm_bindgen="$TOOLS/bin/wasm-bindgen"
+cargo_tool wasm_split_cli_support "$SPLIT_CLI" --features build-binary ||
+  die "cannot install wasm_split_cli_support $SPLIT_CLI"
 split_cli="$TOOLS/bin/wasm-split-cli"
-if ! cargo install --list --root "$TOOLS" 2>/dev/null | grep -qx "wasm_split_cli_support v$SPLIT_CLI:"; then
-  say "cargo install wasm_split_cli_support $SPLIT_CLI"
-  cargo install --root "$TOOLS" --force wasm_split_cli_support --version "$SPLIT_CLI" --features build-binary --locked ||
-    cargo install --root "$TOOLS" --force wasm_split_cli_support --version "$SPLIT_CLI" --features build-binary
-fi
 
 # A separate target directory per toolchain: switching rustc would rebuild everything.
 export CARGO_TARGET_DIR="${WEB_TARGET_DIR:-/var/tmp/vitistack-web-target}/$WASM_ROUTE"
@@ -135,7 +119,7 @@ trap 'rm -rf "$stage"' EXIT
 "$split_cli" "$raw" "$stage/split" --out-name vitistack_web >/dev/null
 # --keep-lld-exports: the lazily loaded modules import the function table, which wasm-bindgen
 # would otherwise stop exporting.
-wasm-bindgen --target web --no-typescript --keep-lld-exports --out-dir "$stage" "$stage/split/vitistack_web.wasm"
+"$wasm_bindgen" --target web --no-typescript --keep-lld-exports --out-dir "$stage" "$stage/split/vitistack_web.wasm"
 bg="$stage/vitistack_web_bg.wasm"
 lazy=()
 for f in "$stage"/split/*.wasm; do
@@ -148,11 +132,7 @@ done
 # modules share the main module's memory and table: optimised alike, each on its own.
 if [ "$WASM_OPT" = auto ] && command -v npm >/dev/null; then
   opt="$TOOLS/node_modules/.bin/wasm-opt"
-  if ! "$opt" --version 2>/dev/null | grep -q "version ${BINARYEN%%.*}"; then
-    say "npm install binaryen@$BINARYEN"
-    mkdir -p "$TOOLS"
-    npm install --prefix "$TOOLS" --no-audit --no-fund --loglevel=error "binaryen@$BINARYEN" >/dev/null
-  fi
+  npm_tool binaryen "$BINARYEN" wasm-opt || die "cannot install binaryen $BINARYEN"
   if "$opt" -Oz --low-memory-unused -o "$bg.opt" "$bg" && python3 scripts/wasm-externref-check.py "$bg.opt"; then
     mv "$bg.opt" "$bg"
   else

@@ -4,8 +4,9 @@ suites and Python's unittest runs.
 
 Every cargo test binary that started (`Running …` / `Doc-tests …`) must end with a
 `test result:` line; one that does not (it crashed or was killed) counts as a failure. Ignored or
-skipped tests count as failures too: a green run has run everything. Exit status 1 when anything
-failed.
+skipped tests count as failures too: a green run has run everything. A `not run: …` line (a suite
+test.sh could not start, e.g. the browser suite without a dashboard) counts as a failure. Exit
+status 1 when anything failed.
 """
 import re
 import sys
@@ -20,6 +21,12 @@ def main(path):
     unittest_ran = None
     for line in lines:
         stripped = line.strip()
+        # A suite the run could not start (test.sh says why): a failure, not a silence.
+        if stripped.startswith("not run: "):
+            problems.append(stripped)
+            failed += 1
+            suites += 1
+            continue
         m = re.match(r"(Running|Doc-tests) (.+?)( \(|$)", stripped)
         if m:
             if open_binary:

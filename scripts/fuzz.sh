@@ -10,7 +10,8 @@ cd "$(dirname "$0")/.."
 EACH="${1:-60}"; shift || true
 TARGETS=("$@")
 [ ${#TARGETS[@]} -gt 0 ] || TARGETS=(label_selector global_id cursor manifest document ws_message api_keys helm_release)
-command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked
+. scripts/setup-lib.sh
+cargo_tool cargo-fuzz 0.13.1
 # cargo-fuzz passes -Z flags; the stable toolchain accepts them with RUSTC_BOOTSTRAP. No sanitizer:
 # the targets are safe Rust, and the stable toolchain ships no sanitizer runtime to link.
 export RUSTC_BOOTSTRAP=1

@@ -4,12 +4,9 @@
 # Exit 1 when a check fails; a database that cannot be fetched is said, not failed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-export PATH="$HOME/.cargo/bin:$PATH"
+. scripts/setup-lib.sh
 DENY=0.20.2
-if [ "$(cargo deny --version 2>/dev/null || true)" != "cargo-deny $DENY" ]; then
-  echo "== supply chain: cargo install cargo-deny $DENY"
-  cargo install --locked --force cargo-deny --version "$DENY"
-fi
+cargo_tool cargo-deny "$DENY"
 status=0
 cargo deny --color never check licenses bans sources || status=1
 if fetch=$(cargo deny --color never fetch db 2>&1); then

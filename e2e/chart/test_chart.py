@@ -13,6 +13,7 @@ import json
 import os
 import re
 import socket
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -59,9 +60,16 @@ class Server:
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
         )
         deadline = time.time() + 60
+        tls = "TLS_CERT_FILE" in self.env
+        context = None
+        if tls:
+            context = ssl.create_default_context()
+            context.check_hostname = False
+            context.verify_mode = ssl.CERT_NONE
+        base = f"{'https' if tls else 'http'}://127.0.0.1:{self.port}"
         while True:
             try:
-                with urllib.request.urlopen(f"{self.base}/ready", timeout=2) as r:
+                with urllib.request.urlopen(f"{base}/ready", timeout=2, context=context) as r:
                     if r.status == 200:
                         return self
             except OSError:
@@ -425,6 +433,84 @@ class ChartTest(unittest.TestCase):
         # Without the Secret: no variable, no mount (reports are refused).
         _, c = container(render())
         self.assertNotIn("HUB_TOKENS_FILE", {e["name"] for e in c["env"]})
+
+    def test_the_old_pages_readers_are_opened_only_when_asked(self):
+        _, c = container(render())
+        self.assertNotIn("HUB_OPEN_READ", {e["name"] for e in c["env"]})
+        _, c = container(render({"hub": {"openRead": True}}))
+        env = {e["name"]: e.get("value") for e in c["env"]}
+        self.assertEqual(env["HUB_OPEN_READ"], "true")
+        self.assertIn("HUB_OPEN_READ", server_env_names())
+
+    def test_tls_from_a_secret_serves_https_that_the_probes_and_helm_test_reach(self):
+        values = {"tls": {"existingSecret": "vitistack-tls", "caKey": "ca.crt", "minVersion": "1.3"},
+                  "metrics": {"serviceMonitor": {"enabled": True}}}
+        docs = render(values)
+        for d in docs:
+            if d["kind"] != "ServiceMonitor":
+                kubernetes_validate.validate(d, KUBE_VERSION, strict=True)
+        deploy, c = container(docs)
+        env = {e["name"]: e.get("value") for e in c["env"]}
+        self.assertEqual(env["TLS_CERT_FILE"], "/etc/vitistack/tls/tls.crt")
+        self.assertEqual(env["TLS_KEY_FILE"], "/etc/vitistack/tls/tls.key")
+        self.assertEqual(env["TLS_MIN_VERSION"], "1.3")
+        (mount,) = [m for m in c["volumeMounts"] if m["name"] == "tls"]
+        self.assertEqual((mount["mountPath"], mount.get("readOnly")), ("/etc/vitistack/tls", True))
+        (vol,) = [v for v in deploy["spec"]["template"]["spec"]["volumes"] if v["name"] == "tls"]
+        self.assertEqual(vol["secret"]["secretName"], "vitistack-tls")
+        self.assertEqual([i["key"] for i in vol["secret"]["items"]], ["tls.crt", "tls.key"], "the key pair only")
+        for p in ("startupProbe", "livenessProbe", "readinessProbe"):
+            self.assertEqual(c[p]["httpGet"]["scheme"], "HTTPS", p)
+        (monitor,) = by_kind(docs, "ServiceMonitor")
+        endpoint = monitor["spec"]["endpoints"][0]
+        self.assertEqual(endpoint["scheme"], "https")
+        self.assertEqual(endpoint["tlsConfig"]["ca"]["secret"], {"name": "vitistack-tls", "key": "ca.crt"})
+        (pod,) = by_kind(docs, "Pod")
+        (probe,) = pod["spec"]["containers"]
+        self.assertTrue(probe["args"][1].startswith("https://rel-vitistack-graphql:"), probe["args"])
+        self.assertEqual(probe["args"][probe["args"].index("--ca-file") + 1], "/etc/vitistack/tls/ca.crt")
+        # Without a CA the helm test still connects (unchecked); without the Secret, plain HTTP.
+        (pod,) = by_kind(render({"tls": {"existingSecret": "vitistack-tls"}}), "Pod")
+        self.assertIn("--insecure", pod["spec"]["containers"][0]["args"])
+        _, c = container(render())
+        self.assertNotIn("TLS_CERT_FILE", {e["name"] for e in c["env"]})
+        self.assertEqual(c["readinessProbe"]["httpGet"]["scheme"], "HTTP")
+
+        # The real server with the chart's TLS environment and a certificate made here: the
+        # kubelet's HTTPS probe answers, `vitistack probe` (helm test) passes with the CA and fails
+        # without it, and plain HTTP is not served.
+        with tempfile.TemporaryDirectory() as tmp:
+            ca_key, ca, key, csr, crt = (os.path.join(tmp, n) for n in ("ca.key", "ca.crt", "tls.key", "tls.csr", "tls.crt"))
+            ext = os.path.join(tmp, "san.ext")
+            with open(ext, "w") as f:
+                f.write("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
+            run = lambda *a: subprocess.run(["openssl", *a], capture_output=True, check=True)
+            run("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", ca_key,
+                "-out", ca, "-days", "2", "-subj", "/CN=test CA")
+            run("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", key, "-out", csr,
+                "-subj", "/CN=localhost")
+            run("x509", "-req", "-in", csr, "-CA", ca, "-CAkey", ca_key, "-CAcreateserial", "-out", crt, "-days", "2",
+                "-extfile", ext)
+            tls_env = {k: v.replace("/etc/vitistack/tls", tmp) for k, v in env.items()
+                       if k.startswith("TLS_") and v is not None}
+            with Server(tls_env) as server:
+                base = f"https://127.0.0.1:{server.port}"
+                unverified = ssl.create_default_context()
+                unverified.check_hostname = False
+                unverified.verify_mode = ssl.CERT_NONE
+                with urllib.request.urlopen(f"{base}/health/live", timeout=5, context=unverified) as r:
+                    self.assertEqual(r.status, 200)
+                probe_cmd = [os.environ["VITISTACK_BIN"], "probe", base]
+                ok = subprocess.run(probe_cmd + ["--ca-file", ca], capture_output=True, text=True)
+                self.assertEqual(ok.returncode, 0, ok.stdout + ok.stderr)
+                self.assertIn("/graphql answers version", ok.stdout)
+                unchecked = subprocess.run(probe_cmd + ["--insecure"], capture_output=True, text=True)
+                self.assertEqual(unchecked.returncode, 0, unchecked.stdout + unchecked.stderr)
+                untrusted = subprocess.run(probe_cmd, capture_output=True, text=True)
+                self.assertEqual(untrusted.returncode, 1, untrusted.stdout)
+                self.assertIn("failed:", untrusted.stdout)
+                with self.assertRaises(OSError):
+                    urllib.request.urlopen(f"http://127.0.0.1:{server.port}/health/live", timeout=5)
 
     def test_the_application_inventory_reads_only_with_the_feature_on_and_its_push_stays_secret(self):
         # Off by default: no read of Secrets, Pods, … and no inventory Role.

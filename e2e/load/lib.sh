@@ -1,10 +1,11 @@
 # Shared by the load scripts (sourced): the release build, wrk's request script for a query, and
 # the server with the generated 500-cluster fleet.
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/tmp/vitistack-target}"
+. "$(dirname "${BASH_SOURCE[0]}")/../../scripts/setup-lib.sh"
 
 # Install wrk and build the release server.
 load_setup() {
-  command -v wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk >/dev/null; }
+  command -v wrk >/dev/null || apt_install wrk
   cargo build --release --locked -p vitistack-server
 }
 

@@ -159,7 +159,7 @@ async fn start(
     dir: &std::path::Path,
     on: bool,
     want: (u64, u64),
-) -> (std::process::Child, u16, Duration, u64) {
+) -> (vitistack_testkit::proc::TestChild, u16, Duration, u64) {
     let started = Instant::now();
     let (child, port) = proc::spawn_server(
         env!("CARGO_BIN_EXE_vitistack"),

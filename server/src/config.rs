@@ -277,6 +277,12 @@ pub struct ServeConfig {
     #[arg(long, env = "HUB_TOKENS_FILE")]
     pub hub_tokens_file: Option<std::path::PathBuf>,
 
+    /// The old status page's readers: `GET /api/status` and the `/events` stream answer without
+    /// a key, from any address, as the old hub served them (read-only; every other route still
+    /// needs a key or an `ANONYMOUS_READ_FROM` network). A key sent is still checked.
+    #[arg(long, env = "HUB_OPEN_READ", action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true", default_value_t = false)]
+    pub hub_open_read: bool,
+
     /// The application inventory: Helm releases and the pods, services, volumes and ingresses
     /// they run (reads Secrets of type `helm.sh/release.v1`, ConfigMaps labelled `owner=helm`,
     /// Pods, Services, PersistentVolumeClaims, Ingresses and Namespaces). Unset: on with the
@@ -308,6 +314,11 @@ pub struct ServeConfig {
     /// Sent as `Authorization: Bearer …` with each push; never logged.
     #[arg(long, env = "HOSSTED_AUTH_TOKEN", hide_env_values = true)]
     pub hossted_auth_token: Option<Secret>,
+
+    /// The account's e-mail the inventory API files the pushes under, sent as `email_id` in each
+    /// document's `app_api_info` (the design's `EMAIL_ID`); unset: sent empty.
+    #[arg(long, env = "HOSSTED_EMAIL_ID")]
+    pub hossted_email_id: Option<String>,
 
     /// Several replicas: only the holder of a `coordination.k8s.io` Lease delivers webhooks and
     /// trims the history (every replica watches and serves). Needs the kube source; the Lease

@@ -91,7 +91,7 @@ codes! {
     DatacenterUnavailable = "DATACENTER_UNAVAILABLE", SERVICE_UNAVAILABLE, "A datacenter is stale or unreachable: the answer holds its objects as last seen (`extensions.datacenter`, `state`, `ageSeconds`); the others are current.";
     ApplicationsOff = "APPLICATIONS_OFF", NOT_FOUND, "The application inventory is off on this server (`APPLICATIONS=true` turns it on).";
     // History.
-    DatabaseUnavailable = "DATABASE_UNAVAILABLE", SERVICE_UNAVAILABLE, "History needs the database, which is away; the rest of the API is unaffected.";
+    DatabaseUnavailable = "DATABASE_UNAVAILABLE", SERVICE_UNAVAILABLE, "The database is away, and history (or keeping the inventory's pause) needs it; the rest of the API is unaffected.";
 }
 
 impl std::fmt::Display for ErrorCode {

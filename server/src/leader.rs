@@ -37,6 +37,18 @@ impl LeaseSettings {
     }
 }
 
+/// `vitistack_leader`: 1 while this replica does the once-only work (always 1 without election),
+/// registered in `registry`.
+pub fn leading_gauge(registry: &prometheus::Registry) -> prometheus::Result<prometheus::IntGauge> {
+    let gauge = prometheus::IntGauge::new(
+        "vitistack_leader",
+        "1 while this replica delivers webhooks and trims the history (always 1 without LEADER_ELECTION)",
+    )?;
+    gauge.set(1);
+    registry.register(Box::new(gauge.clone()))?;
+    Ok(gauge)
+}
+
 /// What `/health` says about leadership.
 #[derive(Clone, Debug, serde::Serialize)]
 #[serde(rename_all = "camelCase")]

@@ -56,6 +56,14 @@ enum Command {
         /// image's health check, where anonymous GraphQL is refused by default.
         #[arg(long)]
         live: bool,
+        /// PEM CA certificates an `https://` server's certificate is checked against (besides the
+        /// system's), e.g. cert-manager's `ca.crt`.
+        #[arg(long, conflicts_with = "insecure")]
+        ca_file: Option<PathBuf>,
+        /// Do not check an `https://` server's certificate (the connection is still encrypted):
+        /// for a Service name the certificate does not carry.
+        #[arg(long)]
+        insecure: bool,
     },
     /// Create or update the database schema (also done at every start of `serve`).
     Migrate {
@@ -131,9 +139,12 @@ fn main() -> ExitCode {
             url,
             token_file,
             live,
+            ca_file,
+            insecure,
         }) => {
             let url = url.unwrap_or_else(local_url);
-            block_on(probe(url, token_file, live)).unwrap_or(ExitCode::FAILURE)
+            let trust = Trust { ca_file, insecure };
+            block_on(probe(url, token_file, live, trust)).unwrap_or(ExitCode::FAILURE)
         }
         Some(Command::Serve(cfg)) => run(*cfg),
         None => {
@@ -203,9 +214,15 @@ fn local_url() -> String {
     format!("http://127.0.0.1:{port}")
 }
 
+/// Which certificates `vitistack probe` accepts from an `https://` server.
+struct Trust {
+    ca_file: Option<PathBuf>,
+    insecure: bool,
+}
+
 /// `vitistack probe`: `/ready`, then one GraphQL query (with `live`, `/health/live` only); each
 /// step says what it saw.
-async fn probe(url: String, token_file: Option<PathBuf>, live: bool) -> ExitCode {
+async fn probe(url: String, token_file: Option<PathBuf>, live: bool, trust: Trust) -> ExitCode {
     let base = url.trim_end_matches('/');
     let token = match token_file.map(std::fs::read_to_string).transpose() {
         Ok(t) => t.map(|t| t.trim().to_string()),
@@ -214,10 +231,30 @@ async fn probe(url: String, token_file: Option<PathBuf>, live: bool) -> ExitCode
             return ExitCode::from(2);
         }
     };
-    let client = match reqwest::Client::builder()
+    let mut builder = reqwest::Client::builder()
         .timeout(std::time::Duration::from_secs(10))
-        .build()
-    {
+        .danger_accept_invalid_certs(trust.insecure);
+    if let Some(path) = &trust.ca_file {
+        let certs = std::fs::read(path)
+            .map_err(|e| e.to_string())
+            .and_then(|pem| reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| e.to_string()));
+        match certs {
+            Ok(certs) if !certs.is_empty() => {
+                for c in certs {
+                    builder = builder.add_root_certificate(c);
+                }
+            }
+            Ok(_) => {
+                eprintln!("error: {}: no PEM certificate in it", path.display());
+                return ExitCode::from(2);
+            }
+            Err(e) => {
+                eprintln!("error: cannot read the CA file {}: {e}", path.display());
+                return ExitCode::from(2);
+            }
+        }
+    }
+    let client = match builder.build() {
         Ok(c) => c,
         Err(e) => {
             eprintln!("error: {e}");

@@ -1,5 +1,78 @@
-//! The release server as its own process, watching the in-process Kubernetes API test server, and
-//! its memory figures from /proc (Linux), for the benchmarks that measure the server alone.
+//! Processes a test or benchmark starts: each ends with it ([`TestChild`], [`command`]); the
+//! server as its own process watching the in-process Kubernetes API test server, and its memory
+//! figures from /proc (Linux), for the benchmarks that measure the server alone.
+
+/// `program` to run as a test's child: on Linux through util-linux's `setpriv --pdeathsig KILL`,
+/// so the kernel kills it when the thread that started it ends, even when the test binary is
+/// killed or aborts before any destructor runs (setpriv sets the signal and then executes
+/// `program` in its place: same process id, same output). Where setpriv is missing, `program`
+/// itself; [`TestChild`]'s drop still ends it.
+pub fn command(program: impl AsRef<std::ffi::OsStr>) -> std::process::Command {
+    static SETPRIV: std::sync::LazyLock<bool> = std::sync::LazyLock::new(|| {
+        std::process::Command::new("setpriv")
+            .arg("--help")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    });
+    if *SETPRIV {
+        let mut c = std::process::Command::new("setpriv");
+        c.args(["--pdeathsig", "KILL", "--"]).arg(program);
+        c
+    } else {
+        std::process::Command::new(program)
+    }
+}
+
+/// A child process that ends with the test that started it: killed (and reaped) when dropped, so
+/// a test that fails (and unwinds) leaves no server behind. Start it with [`TestChild::spawn`]
+/// from a [`command`].
+#[derive(Debug)]
+pub struct TestChild(std::process::Child);
+
+impl TestChild {
+    /// Start `cmd`.
+    pub fn spawn(cmd: &mut std::process::Command) -> std::io::Result<TestChild> {
+        cmd.spawn().map(TestChild)
+    }
+
+    /// Ask it to stop (SIGTERM) and wait until it has; its exit status.
+    pub fn terminate(&mut self) -> std::io::Result<std::process::ExitStatus> {
+        let _ = std::process::Command::new("kill")
+            .arg(self.0.id().to_string())
+            .status();
+        self.0.wait()
+    }
+}
+
+impl From<std::process::Child> for TestChild {
+    /// A child started from a [`command`] (`command(..).spawn().map(TestChild::from)`).
+    fn from(child: std::process::Child) -> TestChild {
+        TestChild(child)
+    }
+}
+
+impl std::ops::Deref for TestChild {
+    type Target = std::process::Child;
+    fn deref(&self) -> &std::process::Child {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for TestChild {
+    fn deref_mut(&mut self) -> &mut std::process::Child {
+        &mut self.0
+    }
+}
+
+impl Drop for TestChild {
+    fn drop(&mut self) {
+        // Already ended (waited for): nothing to kill, and `kill` says so harmlessly.
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
 
 /// A `VmRSS:`/`VmHWM:`-style field of `/proc/PID/status`, in KiB (0 when unreadable).
 pub fn status_kib(pid: u32, field: &str) -> u64 {
@@ -20,12 +93,12 @@ pub fn spawn_server(
     bin: &str,
     dir: &std::path::Path,
     extra: &[(&str, String)],
-) -> (std::process::Child, u16) {
+) -> (TestChild, u16) {
     let port = {
         let l = std::net::TcpListener::bind("127.0.0.1:0").expect("port");
         l.local_addr().expect("addr").port()
     };
-    let mut cmd = std::process::Command::new(bin);
+    let mut cmd = command(bin);
     cmd.arg("serve")
         .env("SOURCE", "kube")
         .env("KUBECONFIG", dir.join("kubeconfig"))
@@ -41,5 +114,5 @@ pub fn spawn_server(
     for (k, v) in extra {
         cmd.env(k, v);
     }
-    (cmd.spawn().expect("start vitistack"), port)
+    (TestChild::spawn(&mut cmd).expect("start vitistack"), port)
 }

@@ -22,7 +22,7 @@ pub struct Server {
     pub pid: u32,
     /// The binary (VITISTACK_BIN, else this build's).
     pub bin: String,
-    child: std::process::Child,
+    child: crate::proc::TestChild,
     dir: std::path::PathBuf,
 }
 
@@ -44,18 +44,19 @@ impl Server {
             let l = std::net::TcpListener::bind("127.0.0.1:0").expect("port");
             l.local_addr().expect("addr").port()
         };
-        let child = std::process::Command::new(&bin)
-            .args(["serve", "--demo"])
-            .env("SOURCE", "embedded")
-            .env("DEMO_CLUSTERS", clusters.to_string())
-            .env("PORT", port.to_string())
-            .env("BIND_ADDRESS", "127.0.0.1")
-            .env("DATABASE_URL", format!("sqlite://{}/v.db", dir.display()))
-            .env("LOG_LEVEL", "warn")
-            .envs(extra.iter().copied())
-            .stdout(std::process::Stdio::null())
-            .spawn()
-            .expect("start vitistack");
+        let child = crate::proc::TestChild::spawn(
+            crate::proc::command(&bin)
+                .args(["serve", "--demo"])
+                .env("SOURCE", "embedded")
+                .env("DEMO_CLUSTERS", clusters.to_string())
+                .env("PORT", port.to_string())
+                .env("BIND_ADDRESS", "127.0.0.1")
+                .env("DATABASE_URL", format!("sqlite://{}/v.db", dir.display()))
+                .env("LOG_LEVEL", "warn")
+                .envs(extra.iter().copied())
+                .stdout(std::process::Stdio::null()),
+        )
+        .expect("start vitistack");
         let pid = child.id();
         let server = Server {
             port,
@@ -102,6 +103,7 @@ pub async fn graphql_ws(base: &str) -> GraphqlWs {
 
 impl Drop for Server {
     fn drop(&mut self) {
+        // The child ends with its own drop, after this.
         let _ = self.child.kill();
         let _ = self.child.wait();
         let _ = std::fs::remove_dir_all(&self.dir);

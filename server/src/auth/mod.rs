@@ -142,6 +142,18 @@ impl Principal {
         matches!(self.credential, Credential::Anonymous)
     }
 
+    /// A reader without a credential (a viewer), counted by its address.
+    pub fn anonymous(address: IpAddr) -> Principal {
+        static ANONYMOUS: std::sync::LazyLock<Arc<str>> =
+            std::sync::LazyLock::new(|| "anonymous".into());
+        Principal {
+            name: ANONYMOUS.clone(),
+            role: Role::Viewer,
+            credential: Credential::Anonymous,
+            address,
+        }
+    }
+
     /// A principal for work the server does itself (tests, tools): admin, from nowhere.
     pub fn internal(name: &str) -> Principal {
         Principal {
@@ -338,14 +350,7 @@ impl Auth {
                 .iter()
                 .any(|n| n.contains(&address))
             {
-                static ANONYMOUS: std::sync::LazyLock<Arc<str>> =
-                    std::sync::LazyLock::new(|| "anonymous".into());
-                return Ok(Principal {
-                    name: ANONYMOUS.clone(),
-                    role: Role::Viewer,
-                    credential: Credential::Anonymous,
-                    address,
-                });
+                return Ok(Principal::anonymous(address));
             }
             return Err(Refusal::Missing);
         };

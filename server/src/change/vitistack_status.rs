@@ -23,6 +23,18 @@ use crate::model::{Datacenter, Kind};
 use crate::source::status::SourceStatus;
 use crate::store::Store;
 
+/// `vitistack_status_writes_total`, registered in `registry`.
+pub fn writes_counter(
+    registry: &prometheus::Registry,
+) -> prometheus::Result<prometheus::IntCounter> {
+    let counter = prometheus::IntCounter::new(
+        "vitistack_status_writes_total",
+        "Writes of the Vitistack's status since start (WRITE_VITISTACK_STATUS; only the Lease holder writes)",
+    )?;
+    registry.register(Box::new(counter.clone()))?;
+    Ok(counter)
+}
+
 /// What the writer needs.
 pub struct StatusWriter {
     pub store: Arc<Store>,

@@ -5,6 +5,34 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use super::{ConfigError, ServeConfig, SourceMode};
 
 impl ServeConfig {
+    /// Say at start which settings are set and not used (each by name, never its value).
+    pub fn warn_unused(&self) {
+        if self.redis_url.is_some() {
+            tracing::warn!(
+                "REDIS_URL is set and not used: the caches are in-process and exact, and replicas share through the database"
+            );
+        }
+        for (setting, value) in [
+            (
+                "PROXMOX_OPERATOR_NAMESPACE",
+                &self.proxmox_operator_namespace,
+            ),
+            ("TALOS_OPERATOR_NAMESPACE", &self.talos_operator_namespace),
+            ("KEA_OPERATOR_NAMESPACE", &self.kea_operator_namespace),
+            (
+                "KUBEVIRT_OPERATOR_NAMESPACE",
+                &self.kubevirt_operator_namespace,
+            ),
+        ] {
+            if value.is_some() {
+                tracing::warn!(
+                    setting,
+                    "set and not used: the objects the operator writes are watched in every namespace (or WATCH_NAMESPACES), and its endpoint is a URL (*_OPERATOR_ENDPOINT)"
+                );
+            }
+        }
+    }
+
     /// How the history writer batches, bounds and expires events.
     pub fn history_settings(&self) -> crate::history::writer::HistorySettings {
         crate::history::writer::HistorySettings {
@@ -125,6 +153,7 @@ impl ServeConfig {
         Some(crate::inventory::push::PushSettings {
             url: url.0.clone(),
             token: self.hossted_auth_token.as_ref().map(|t| t.0.clone()),
+            email_id: self.hossted_email_id.clone().unwrap_or_default(),
             timeout: std::time::Duration::from_secs(self.webhook_timeout_seconds.max(1)),
             max_attempts: self.webhook_max_attempts.max(1),
             first_retry: std::time::Duration::from_millis(self.webhook_retry_ms),

@@ -101,3 +101,60 @@ pub async fn record_push(
         .map(|_| ())?);
     Ok(())
 }
+
+/// The PostgreSQL channel a change of the pause is announced on.
+pub const PAUSE_CHANNEL: &str = "vitistack_inventory_pause";
+
+/// The pause as an admin last set it.
+#[derive(Clone, Debug, PartialEq, Eq, sqlx::FromRow)]
+pub struct StoredPause {
+    pub paused: bool,
+    /// The principal that set it (`key:NAME`, `kubernetes:USER`).
+    pub changed_by: String,
+    /// When (ms since the Unix epoch).
+    pub changed_ms: i64,
+}
+
+/// The pause kept, if an admin ever set one.
+pub async fn pause(db: &Db) -> Result<Option<StoredPause>, DbError> {
+    let sql = "SELECT paused, changed_by, changed_ms FROM inventory_pause WHERE id = 1";
+    Ok(with_pool!(db, p => sqlx::query_as(sql).fetch_optional(p).await?))
+}
+
+/// Keep `pause`; on PostgreSQL every replica listening is told when it commits.
+pub async fn set_pause(db: &Db, pause: &StoredPause) -> Result<(), DbError> {
+    let _turn = db.write_turn().await;
+    match db.pool() {
+        super::Pool::Postgres(p) => {
+            let mut tx = p.begin().await?;
+            sqlx::query(
+                "INSERT INTO inventory_pause (id, paused, changed_by, changed_ms) VALUES (1, $1, $2, $3) \
+                 ON CONFLICT (id) DO UPDATE SET paused = excluded.paused, \
+                 changed_by = excluded.changed_by, changed_ms = excluded.changed_ms",
+            )
+                .bind(pause.paused)
+                .bind(&pause.changed_by)
+                .bind(pause.changed_ms)
+                .execute(&mut *tx)
+                .await?;
+            sqlx::query("SELECT pg_notify($1, '')")
+                .bind(PAUSE_CHANNEL)
+                .execute(&mut *tx)
+                .await?;
+            tx.commit().await?;
+        }
+        super::Pool::Sqlite(p) => {
+            sqlx::query(
+                "INSERT INTO inventory_pause (id, paused, changed_by, changed_ms) VALUES (1, ?1, ?2, ?3) \
+                 ON CONFLICT (id) DO UPDATE SET paused = excluded.paused, \
+                 changed_by = excluded.changed_by, changed_ms = excluded.changed_ms",
+            )
+                .bind(pause.paused)
+                .bind(&pause.changed_by)
+                .bind(pause.changed_ms)
+                .execute(p)
+                .await?;
+        }
+    }
+    Ok(())
+}

@@ -4,6 +4,7 @@
 //! binary). The live graph never depends on the database: it is written from the change stream
 //! and read back only at start-up.
 
+pub mod follow;
 pub mod health;
 pub mod hub_reports;
 pub mod inventory;

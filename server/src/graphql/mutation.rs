@@ -4,7 +4,10 @@
 //! change is in the store: the fields of its answer read the graph after the write.
 
 mod guard;
+mod resize;
 mod types;
+
+use resize::Resize;
 
 pub use guard::RoleGuard;
 pub use types::{
@@ -15,14 +18,14 @@ use crate::error::ErrorCode;
 use std::sync::Arc;
 
 use async_graphql::{Context, Object};
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::auth::{Principal, Role};
 use crate::change::cluster::{
     self, CapacityVerdict, ClusterInput, ClusterPlan, DO_NOT_RECONCILE, KUBERNETES_TARGET,
     TALOS_TARGET,
 };
-use crate::change::{Announce, ChangeError, Changer, Edit, field, full_value};
+use crate::change::{Announce, ChangeError, Changer, Edit, field};
 use crate::graphql::types::{ClusterObj, by_name, snap};
 use crate::model::{Datacenter, Kind};
 use crate::store::{ObjectKey, Op};
@@ -154,63 +157,6 @@ fn answer(
         changed: written.changed,
         plan,
     })
-}
-
-/// The cluster's pools with new sizes; refused when a pool does not exist or a size is negative.
-fn scaled_pools(
-    kc: &Value,
-    namespace: &str,
-    name: &str,
-    scales: &[PoolScale],
-) -> Result<Vec<Value>, ChangeError> {
-    let pools = kc["spec"]["topology"]["workers"]["nodePools"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default();
-    let names: Vec<&str> = pools.iter().filter_map(|p| p["name"].as_str()).collect();
-    let mut problems = Vec::new();
-    for (i, s) in scales.iter().enumerate() {
-        let at = if scales.len() == 1 {
-            String::new()
-        } else {
-            format!("nodePools[{i}].")
-        };
-        if !names.contains(&s.name.as_str()) {
-            problems.push(field(
-                &format!("{at}{}", if at.is_empty() { "pool" } else { "name" }),
-                format!(
-                    "Not found: cluster {namespace}/{name} has no node pool \"{}\" (it has: {})",
-                    s.name,
-                    if names.is_empty() {
-                        "none".into()
-                    } else {
-                        names.join(", ")
-                    }
-                ),
-            ));
-        }
-        if s.replicas < 0 {
-            problems.push(field(
-                &format!("{at}replicas"),
-                "Invalid value: must be 0 or more",
-            ));
-        }
-    }
-    if !problems.is_empty() {
-        return Err(ChangeError::invalid("the scale", problems));
-    }
-    Ok(pools
-        .into_iter()
-        .map(|mut p| {
-            if let Some(s) = scales
-                .iter()
-                .find(|s| p["name"].as_str() == Some(s.name.as_str()))
-            {
-                p["replicas"] = json!(s.replicas);
-            }
-            p
-        })
-        .collect())
 }
 
 /// Version strings talos-operator accepts as upgrade targets.
@@ -510,7 +456,7 @@ impl MutationRoot {
         ctx: &Context<'_>,
         paused: bool,
     ) -> async_graphql::Result<crate::graphql::applications::InventoryObj> {
-        crate::graphql::applications::set_paused(ctx, paused)
+        crate::graphql::applications::set_paused(ctx, paused).await
     }
 
     /// Import manifests into the embedded source, as `vitistack import` does: each file all or
@@ -563,71 +509,5 @@ impl MutationRoot {
             });
         }
         Ok(out)
-    }
-}
-
-/// A new size for a cluster: what `scaleCluster`, `scaleNodePool` and `scaleControlPlane` ask.
-struct Resize {
-    namespace: String,
-    name: String,
-    control_plane: Option<i32>,
-    pools: Vec<PoolScale>,
-    allow_over_capacity: bool,
-    dry_run: bool,
-}
-
-impl MutationRoot {
-    /// Plan the resized cluster; with `dry_run` answer the plan, else refuse it when invalid or
-    /// (unless allowed) over capacity, and apply the sizes in one server-side apply.
-    async fn resize(&self, ctx: &Context<'_>, r: Resize) -> async_graphql::Result<ClusterChange> {
-        let changer = changer(ctx)?;
-        let Resize {
-            namespace, name, ..
-        } = &r;
-        let current = existing_cluster(ctx, namespace, name)?;
-        let mut kc = full_value(&current);
-        let mut config = json!({"metadata": {"name": name, "namespace": namespace}});
-        if let Some(n) = r.control_plane {
-            kc["spec"]["topology"]["controlplane"]["replicas"] = json!(n);
-            config["spec"]["topology"]["controlplane"]["replicas"] = json!(n);
-        }
-        if !r.pools.is_empty() {
-            let pools = scaled_pools(&kc, namespace, name, &r.pools)?;
-            kc["spec"]["topology"]["workers"]["nodePools"] = json!(pools);
-            config["spec"]["topology"]["workers"]["nodePools"] = json!(pools);
-        }
-        let (o, min) = settings(ctx);
-        let plan = cluster::plan_object(&snap(ctx), current.datacenter(), &kc, Vec::new(), o, min);
-        if r.dry_run {
-            return answer(
-                crate::change::Written {
-                    object: current,
-                    changed: false,
-                },
-                Some(plan),
-            );
-        }
-        cluster::refuse_invalid(&plan, "the scaled cluster")?;
-        check_capacity(&plan, r.allow_over_capacity)?;
-        let mut sizes: Vec<String> = r
-            .control_plane
-            .map(|n| format!("control plane {n}"))
-            .into_iter()
-            .collect();
-        sizes.extend(
-            r.pools
-                .iter()
-                .map(|p| format!("pool {} {}", p.name, p.replicas)),
-        );
-        let event = announce("Scaled", "Scale", format!("scaled: {}", sizes.join(", ")));
-        write_cluster(
-            ctx,
-            changer,
-            &ObjectKey::of(&current),
-            Edit::Apply(config),
-            Some(plan),
-            event,
-        )
-        .await
     }
 }

@@ -195,6 +195,37 @@ impl History {
         History { leader, ..self }
     }
 
+    /// Start the event log: its webhooks (with `webhooks`' endpoints) and its writer on `store`'s
+    /// change stream, with the database as the start found it (or its own connection once it is
+    /// reachable). Every change from then on is an event, except state being loaded (a source's
+    /// first list, the demo fleet), which is marked as such. The writer ends after `stop`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn start(
+        settings: writer::HistorySettings,
+        webhooks: &webhooks::WebhookSettings,
+        leader: crate::leader::Leader,
+        metrics: HistoryMetrics,
+        lagged: prometheus::IntCounter,
+        db: &crate::db::Start,
+        store: &crate::store::Store,
+        health: Arc<crate::db::health::DbHealth>,
+        stop: tokio::sync::watch::Receiver<bool>,
+    ) -> (Arc<History>, tokio::task::JoinHandle<()>) {
+        let history = Arc::new(History::new(settings, metrics).led_by(leader));
+        if let Some(hooks) = webhooks::Webhooks::start(webhooks, history.clone()) {
+            let _ = history.webhooks.set(hooks);
+        }
+        let writer = writer::spawn(
+            db.clone(),
+            history.clone(),
+            store.subscribe(),
+            health,
+            stop,
+            lagged,
+        );
+        (history, writer)
+    }
+
     /// The database, when reachable.
     pub fn db(&self) -> Option<Db> {
         self.db.load_full().map(|d| (*d).clone())

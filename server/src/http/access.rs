@@ -77,17 +77,31 @@ impl Access {
         parts: &axum::http::request::Parts,
         body: impl Fn(ErrorCode, String) -> Response,
     ) -> Result<Principal, Response> {
-        let Some(peer) = parts
-            .extensions
-            .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
-            .map(|c| c.0)
-        else {
-            return Err(body(
-                ErrorCode::Internal,
-                "the caller's address is unknown".to_string(),
-            ));
+        let Some(peer) = peer(parts) else {
+            return Err(unknown_peer(body));
         };
-        self.admit_as(peer.ip(), &parts.headers, body).await
+        self.admit_as(peer, &parts.headers, body).await
+    }
+
+    /// As [`Access::admit_parts`], except that a caller sending no credential is let in as an
+    /// anonymous reader from any address (the routes `HUB_OPEN_READ` opens), within the
+    /// anonymous rate limit. A credential sent is checked as everywhere.
+    pub async fn admit_parts_openly(
+        &self,
+        parts: &axum::http::request::Parts,
+        body: impl Fn(ErrorCode, String) -> Response,
+    ) -> Result<Principal, Response> {
+        if parts.headers.contains_key(header::AUTHORIZATION) {
+            return self.admit_parts(parts, body).await;
+        }
+        let Some(peer) = peer(parts) else {
+            return Err(unknown_peer(body));
+        };
+        let principal = Principal::anonymous(self.client(peer, &parts.headers));
+        self.rate
+            .check(&principal, 1)
+            .map_err(|l| limited_as(&l, &body))?;
+        Ok(principal)
     }
 
     /// The principal, or the answer refusing the request: its body written by `body` (the
@@ -179,3 +193,19 @@ fn limited_as(l: &Limited, body: &impl Fn(ErrorCode, String) -> Response) -> Res
 }
 
 pub use crate::error::timeout_message;
+
+/// The address a request came from (axum's connect info).
+fn peer(parts: &axum::http::request::Parts) -> Option<IpAddr> {
+    parts
+        .extensions
+        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+        .map(|c| c.0.ip())
+}
+
+/// The answer to a request whose address is unknown (a server wired without connect info).
+fn unknown_peer(body: impl Fn(ErrorCode, String) -> Response) -> Response {
+    body(
+        ErrorCode::Internal,
+        "the caller's address is unknown".to_string(),
+    )
+}

@@ -135,13 +135,36 @@ fn payload(app: &AppState) -> String {
     json.unwrap_or_default()
 }
 
-async fn status(Admitted { app, .. }: Admitted) -> Response {
+/// A reader of the old page's JSON: admitted as on every route, or, with `HUB_OPEN_READ`, also
+/// without a credential from any address (as the old hub served it).
+struct Reader(Admitted);
+
+impl axum::extract::FromRequestParts<AppState> for Reader {
+    type Rejection = Response;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        app: &AppState,
+    ) -> Result<Self, Response> {
+        let principal = if app.hub_open_read {
+            app.access.admit_parts_openly(parts, error).await?
+        } else {
+            app.access.admit_parts(parts, error).await?
+        };
+        Ok(Reader(Admitted {
+            app: app.clone(),
+            principal,
+        }))
+    }
+}
+
+async fn status(Reader(Admitted { app, .. }): Reader) -> Response {
     ([(header::CONTENT_TYPE, "application/json")], payload(&app)).into_response()
 }
 
 /// `/events`: the old page's stream for a client that asks for one, the dashboard otherwise.
 async fn events(
-    admitted: Result<Admitted, Response>,
+    admitted: Result<Reader, Response>,
     method: Method,
     uri: Uri,
     headers: HeaderMap,
@@ -155,7 +178,7 @@ async fn events(
         return assets::serve(method, uri, headers).await;
     }
     let Admitted { app, principal } = match admitted {
-        Ok(a) => a,
+        Ok(Reader(a)) => a,
         Err(refused) => return refused,
     };
     let admission = match app.gate.admit(principal.address) {

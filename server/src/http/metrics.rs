@@ -59,10 +59,8 @@ pub struct Metrics {
     pub lagged: IntCounterVec,
     /// The old aggregator's `vitistack_operator_*` family.
     pub operator: super::operator_metrics::OperatorMetrics,
-    /// Applications by health (`vitistack_applications{health}`).
-    pub applications: IntGaugeVec,
-    /// Pushes to the inventory API by outcome (`delivered`, `retried`, `failed`).
-    pub inventory_pushes: IntCounterVec,
+    /// The application inventory's (`vitistack_applications`, `vitistack_inventory_pushes_total`).
+    pub inventory: crate::inventory::InventoryMetrics,
     /// 1 while this replica does the once-only work (webhooks, history retention).
     pub leader: IntGauge,
     /// One scrape at a time: counters kept in step with others advance by differences.
@@ -130,10 +128,7 @@ impl Metrics {
         for reason in ["read_timeout", "write_timeout", "idle_timeout"] {
             connections.closed.with_label_values(&[reason]);
         }
-        let vitistack_status_writes = prometheus::IntCounter::new(
-            "vitistack_status_writes_total",
-            "Writes of the Vitistack's status since start (WRITE_VITISTACK_STATUS; only the Lease holder writes)",
-        )?;
+        let vitistack_status_writes = crate::change::vitistack_status::writes_counter(&registry)?;
         let kind_served = IntGaugeVec::new(
             Opts::new(
                 "vitistack_source_kind_served",
@@ -251,7 +246,6 @@ impl Metrics {
         registry.register(Box::new(db_pending.clone()))?;
         registry.register(Box::new(db_failures.clone()))?;
         registry.register(Box::new(health_checks.clone()))?;
-        registry.register(Box::new(vitistack_status_writes.clone()))?;
         registry.register(Box::new(connections.open.clone()))?;
         registry.register(Box::new(connections.closed.clone()))?;
         registry.register(Box::new(objects.clone()))?;
@@ -263,35 +257,11 @@ impl Metrics {
         }
         registry.register(Box::new(requests.clone()))?;
         registry.register(Box::new(duration.clone()))?;
-        let leader = IntGauge::new(
-            "vitistack_leader",
-            "1 while this replica delivers webhooks and trims the history (always 1 without LEADER_ELECTION)",
-        )?;
-        leader.set(1);
-        registry.register(Box::new(leader.clone()))?;
+        let leader = crate::leader::leading_gauge(&registry)?;
         let operator = super::operator_metrics::OperatorMetrics::new(&registry)?;
-        let applications = IntGaugeVec::new(
-            prometheus::Opts::new(
-                "vitistack_applications",
-                "Applications (Helm releases) by health",
-            ),
-            &["health"],
-        )?;
-        registry.register(Box::new(applications.clone()))?;
-        let inventory_pushes = IntCounterVec::new(
-            prometheus::Opts::new(
-                "vitistack_inventory_pushes_total",
-                "Pushes to the inventory API (HOSSTED_API_URL) by outcome",
-            ),
-            &["outcome"],
-        )?;
-        for outcome in ["delivered", "retried", "failed"] {
-            inventory_pushes.with_label_values(&[outcome]);
-        }
-        registry.register(Box::new(inventory_pushes.clone()))?;
+        let inventory = crate::inventory::InventoryMetrics::register(&registry)?;
         Ok(Metrics {
-            applications,
-            inventory_pushes,
+            inventory,
             operator,
             leader,
             scraping: parking_lot::Mutex::new(()),

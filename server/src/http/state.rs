@@ -73,6 +73,8 @@ pub struct ServerState {
     pub vitistack_name: String,
     /// The old status page's agents' reports (HUB_TOKENS_FILE), when taken.
     pub hub: Option<Arc<crate::source::hub::Hub>>,
+    /// `/api/status` and the `/events` stream answer without a key (HUB_OPEN_READ).
+    pub hub_open_read: bool,
 }
 
 impl ServerState {

@@ -8,6 +8,8 @@
 //! Only the namespace a fact belongs to is joined again, so one pod's change costs that
 //! namespace's releases, not the whole inventory.
 
+mod metrics;
+pub mod pause;
 pub mod push;
 pub mod settings;
 
@@ -18,357 +20,16 @@ use parking_lot::Mutex;
 use tokio::sync::{broadcast, watch};
 
 use crate::clock::now_ms;
-use crate::domain::applications::{
-    Application, Health, IngressFacts, PodFacts, ServiceFacts, VolumeFacts, Workloads, application,
-    live,
-};
 use crate::model::Datacenter;
-use crate::model::helm::{HelmRelease, ReleaseStatus};
+pub use metrics::InventoryMetrics;
 pub use settings::InventorySettings;
 
-/// The kinds of fact the inventory keeps.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum FactKind {
-    /// One revision of a release, stored in a Secret (Helm's default storage).
-    Release,
-    /// One revision of a release, stored in a ConfigMap (`HELM_DRIVER=configmap`).
-    ConfigMapRelease,
-    Pod,
-    Service,
-    Volume,
-    Ingress,
-    /// A namespace's `uuid` Secret.
-    AppUuid,
-    Namespace,
-}
+mod facts;
+mod state;
 
-/// One fact, trimmed to what the inventory shows.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Fact {
-    /// A release revision, under the name of the object Helm stored it in.
-    Release {
-        object: String,
-        release: Box<HelmRelease>,
-        /// Stored in a ConfigMap rather than a Secret.
-        in_configmap: bool,
-    },
-    Pod(PodFacts),
-    Service(ServiceFacts),
-    Volume(VolumeFacts),
-    Ingress(IngressFacts),
-    /// The app UUID a namespace's `uuid` Secret holds.
-    AppUuid {
-        namespace: String,
-        uuid: String,
-    },
-    /// A namespace exists (with its UID).
-    Namespace {
-        name: String,
-        uid: String,
-    },
-}
-
-impl Fact {
-    /// Its kind.
-    pub fn kind(&self) -> FactKind {
-        match self {
-            Fact::Release {
-                in_configmap: false,
-                ..
-            } => FactKind::Release,
-            Fact::Release { .. } => FactKind::ConfigMapRelease,
-            Fact::Pod(_) => FactKind::Pod,
-            Fact::Service(_) => FactKind::Service,
-            Fact::Volume(_) => FactKind::Volume,
-            Fact::Ingress(_) => FactKind::Ingress,
-            Fact::AppUuid { .. } => FactKind::AppUuid,
-            Fact::Namespace { .. } => FactKind::Namespace,
-        }
-    }
-
-    /// The namespace it belongs to (a namespace's own name for `Namespace`).
-    pub fn namespace(&self) -> &str {
-        match self {
-            // The storage object lives in the release's namespace.
-            Fact::Release { release, .. } => &release.namespace,
-            Fact::Pod(p) => &p.meta.namespace,
-            Fact::Service(s) => &s.meta.namespace,
-            Fact::Volume(v) => &v.meta.namespace,
-            Fact::Ingress(i) => &i.meta.namespace,
-            Fact::AppUuid { namespace, .. } => namespace,
-            Fact::Namespace { name, .. } => name,
-        }
-    }
-
-    /// Its name within the namespace and kind.
-    pub fn name(&self) -> &str {
-        match self {
-            Fact::Release { object, .. } => object,
-            Fact::Pod(p) => &p.meta.name,
-            Fact::Service(s) => &s.meta.name,
-            Fact::Volume(v) => &v.meta.name,
-            Fact::Ingress(i) => &i.meta.name,
-            Fact::AppUuid { .. } => "uuid",
-            Fact::Namespace { name, .. } => name,
-        }
-    }
-}
-
-/// What one namespace holds.
-#[derive(Clone, Debug, Default)]
-struct NamespaceFacts {
-    exists: bool,
-    /// By where Helm stored them (Secret or ConfigMap) and the storage object's name.
-    releases: BTreeMap<(FactKind, String), HelmRelease>,
-    pods: BTreeMap<String, PodFacts>,
-    services: BTreeMap<String, ServiceFacts>,
-    volumes: BTreeMap<String, VolumeFacts>,
-    ingresses: BTreeMap<String, IngressFacts>,
-    app_uuid: Option<String>,
-}
-
-impl NamespaceFacts {
-    fn put(&mut self, fact: Fact) {
-        let kind = fact.kind();
-        match fact {
-            Fact::Release {
-                object, release, ..
-            } => {
-                self.releases.insert((kind, object), *release);
-            }
-            Fact::Pod(p) => {
-                self.pods.insert(p.meta.name.clone(), p);
-            }
-            Fact::Service(s) => {
-                self.services.insert(s.meta.name.clone(), s);
-            }
-            Fact::Volume(v) => {
-                self.volumes.insert(v.meta.name.clone(), v);
-            }
-            Fact::Ingress(i) => {
-                self.ingresses.insert(i.meta.name.clone(), i);
-            }
-            Fact::AppUuid { uuid, .. } => self.app_uuid = Some(uuid),
-            Fact::Namespace { .. } => self.exists = true,
-        }
-    }
-
-    fn remove(&mut self, kind: FactKind, name: &str) {
-        match kind {
-            FactKind::Release | FactKind::ConfigMapRelease => {
-                drop(self.releases.remove(&(kind, name.to_string())))
-            }
-            FactKind::Pod => drop(self.pods.remove(name)),
-            FactKind::Service => drop(self.services.remove(name)),
-            FactKind::Volume => drop(self.volumes.remove(name)),
-            FactKind::Ingress => drop(self.ingresses.remove(name)),
-            FactKind::AppUuid => self.app_uuid = None,
-            FactKind::Namespace => self.exists = false,
-        }
-    }
-
-    /// Drop every fact of `kind`; true when there was one.
-    fn clear(&mut self, kind: FactKind) -> bool {
-        match kind {
-            FactKind::Release | FactKind::ConfigMapRelease => {
-                let before = self.releases.len();
-                self.releases.retain(|(k, _), _| *k != kind);
-                self.releases.len() != before
-            }
-            FactKind::Pod => !std::mem::take(&mut self.pods).is_empty(),
-            FactKind::Service => !std::mem::take(&mut self.services).is_empty(),
-            FactKind::Volume => !std::mem::take(&mut self.volumes).is_empty(),
-            FactKind::Ingress => !std::mem::take(&mut self.ingresses).is_empty(),
-            FactKind::AppUuid => self.app_uuid.take().is_some(),
-            FactKind::Namespace => std::mem::replace(&mut self.exists, false),
-        }
-    }
-
-    fn is_empty(&self) -> bool {
-        !self.exists
-            && self.releases.is_empty()
-            && self.pods.is_empty()
-            && self.services.is_empty()
-            && self.volumes.is_empty()
-            && self.ingresses.is_empty()
-            && self.app_uuid.is_none()
-    }
-
-    /// The namespace's applications, one per release.
-    fn applications(&self) -> Vec<(Application, Vec<Revision>)> {
-        let revisions: Vec<HelmRelease> = self.releases.values().cloned().collect();
-        let w = Workloads {
-            pods: self.pods.values().collect(),
-            services: self.services.values().collect(),
-            volumes: self.volumes.values().collect(),
-            ingresses: self.ingresses.values().collect(),
-        };
-        live(&revisions)
-            .into_values()
-            .map(|release| {
-                let mine = revisions.iter().filter(|r| r.name == release.name);
-                let newer_failed = mine
-                    .clone()
-                    .filter(|r| r.status == ReleaseStatus::Failed && r.revision > release.revision)
-                    .map(|r| r.revision)
-                    .max();
-                let mut history: Vec<Revision> = mine.map(Revision::of).collect();
-                history.sort_by_key(|r| std::cmp::Reverse(r.revision));
-                (application(release, &w, newer_failed), history)
-            })
-            .collect()
-    }
-}
-
-/// One revision of a release, as its timeline shows it.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Revision {
-    pub revision: u64,
-    pub status: ReleaseStatus,
-    pub updated: Option<String>,
-    pub chart_version: String,
-    pub app_version: String,
-}
-
-impl Revision {
-    fn of(r: &HelmRelease) -> Revision {
-        Revision {
-            revision: r.revision,
-            status: r.status,
-            updated: r.updated.clone(),
-            chart_version: r.chart_version.clone(),
-            app_version: r.app_version.clone(),
-        }
-    }
-}
-
-/// An application as served: where it runs, what it is, and its revisions (newest first).
-#[derive(Clone, Debug, PartialEq)]
-pub struct AppEntry {
-    pub datacenter: Datacenter,
-    pub app: Application,
-    /// From the namespace's `uuid` Secret, when it has one.
-    pub app_uuid: Option<String>,
-    pub revisions: Vec<Revision>,
-}
-
-impl AppEntry {
-    /// (datacenter, namespace, release name).
-    pub fn key(&self) -> AppKey {
-        (
-            self.datacenter.clone(),
-            self.app.release.namespace.clone(),
-            self.app.release.name.clone(),
-        )
-    }
-
-    /// Pods ready, of all its pods.
-    pub fn ready_pods(&self) -> (usize, usize) {
-        let ready = self.app.pods.iter().filter(|p| p.ready).count();
-        (ready, self.app.pods.len())
-    }
-
-    /// A digest of its state: the revision and status, and each pod's readiness, restarts,
-    /// waiting reasons and when it last turned (ready or not). Two moments that differ in what
-    /// a user would see have different digests, and replicas watching the same cluster agree.
-    pub fn state_digest(&self) -> String {
-        let r = &self.app.release;
-        let mut text = format!("{}|{:?}", r.revision, r.status);
-        let mut pods: Vec<_> = self.app.pods.iter().collect();
-        pods.sort_by(|a, b| a.meta.name.cmp(&b.meta.name));
-        for p in pods {
-            text.push_str(&format!(
-                "|{}={}/{}/{}/{}",
-                p.meta.name,
-                p.ready,
-                p.restarts,
-                p.waiting.join(","),
-                p.ready_since.as_deref().unwrap_or("")
-            ));
-        }
-        short_digest(&text)
-    }
-
-    /// What the inventory API must hear about: the revision, or which pods are ready.
-    pub fn readiness(&self) -> (u64, Vec<(&str, bool)>) {
-        (
-            self.app.release.revision,
-            self.app
-                .pods
-                .iter()
-                .map(|p| (p.meta.name.as_str(), p.ready))
-                .collect(),
-        )
-    }
-}
-
-/// (datacenter, namespace, release name).
-pub type AppKey = (Datacenter, String, String);
-
-/// The inventory at one moment.
-#[derive(Clone, Debug, Default)]
-pub struct Snapshot {
-    pub apps: BTreeMap<AppKey, Arc<AppEntry>>,
-    /// Namespaces seen per datacenter (denied ones excluded).
-    pub namespaces: BTreeMap<Datacenter, BTreeSet<String>>,
-    /// Moves on with every change.
-    pub generation: u64,
-    /// When the applications were last joined again (ms since the epoch).
-    pub reconciled_ms: Option<i64>,
-    /// Per datacenter, the UID of the watched cluster's `kube-system` namespace: what names
-    /// the cluster its applications run on (the KubernetesCluster annotated with it).
-    pub kube_system_uids: BTreeMap<Datacenter, String>,
-}
-
-impl Snapshot {
-    /// Applications by health.
-    pub fn counts(&self) -> BTreeMap<Health, usize> {
-        self.counts_in(None)
-    }
-
-    /// Applications by health in datacenter `dc` (`None`: every one).
-    pub fn counts_in(&self, dc: Option<&Datacenter>) -> BTreeMap<Health, usize> {
-        let mut out = BTreeMap::new();
-        for a in self
-            .apps
-            .values()
-            .filter(|a| dc.is_none_or(|d| a.datacenter == *d))
-        {
-            *out.entry(a.app.health).or_insert(0) += 1;
-        }
-        out
-    }
-}
-
-/// One change worth telling.
-#[derive(Clone, Debug)]
-pub struct AppChange {
-    /// None: the application is new.
-    pub before: Option<Arc<AppEntry>>,
-    /// None: it is gone.
-    pub after: Option<Arc<AppEntry>>,
-    /// The snapshot generation it belongs to.
-    pub generation: u64,
-    /// Made while the datacenter's first lists were still coming in: what they find was there
-    /// before, it is not news.
-    pub initial: bool,
-}
-
-impl AppChange {
-    /// The application concerned (as it is now, else as it was).
-    pub fn entry(&self) -> Option<&Arc<AppEntry>> {
-        self.after.as_ref().or(self.before.as_ref())
-    }
-
-    /// The revision or a pod's readiness moved (what the inventory API is sent).
-    pub fn pushable(&self) -> bool {
-        match (&self.before, &self.after) {
-            (Some(b), Some(a)) => b.readiness() != a.readiness(),
-            (None, Some(_)) => true,
-            _ => false,
-        }
-    }
-}
+use facts::NamespaceFacts;
+pub use facts::{Fact, FactKind};
+pub use state::{AppChange, AppEntry, AppKey, Pause, Revision, Snapshot};
 
 /// The inventory of every datacenter.
 pub struct Inventory {
@@ -376,7 +37,7 @@ pub struct Inventory {
     facts: Mutex<BTreeMap<Datacenter, BTreeMap<String, NamespaceFacts>>>,
     snapshot: watch::Sender<Arc<Snapshot>>,
     changes: broadcast::Sender<Arc<AppChange>>,
-    paused: watch::Sender<bool>,
+    paused: watch::Sender<Pause>,
     cluster_uuids: Mutex<BTreeMap<Datacenter, String>>,
     /// Per datacenter, the kinds of fact still to be listed once (a datacenter with none left,
     /// or never announced, is synced).
@@ -404,7 +65,10 @@ impl Inventory {
         let (snapshot, _) = watch::channel(Arc::new(Snapshot::default()));
         let (changes, _) = broadcast::channel(CHANGE_BUFFER);
         Arc::new(Inventory {
-            paused: watch::Sender::new(settings.paused),
+            paused: watch::Sender::new(Pause {
+                paused: settings.paused,
+                set: None,
+            }),
             progress: watch::Sender::new(0),
             unlisted: Mutex::new(BTreeMap::new()),
             settings,
@@ -437,17 +101,23 @@ impl Inventory {
 
     /// Pushes stopped (the design's `stop: true`).
     pub fn paused(&self) -> bool {
-        *self.paused.borrow()
+        self.paused.borrow().paused
     }
 
-    /// The pause switch as it changes.
-    pub fn watch_paused(&self) -> watch::Receiver<bool> {
+    /// The pause, and who set it.
+    pub fn pause(&self) -> Pause {
+        self.paused.borrow().clone()
+    }
+
+    /// The pause as it changes.
+    pub fn watch_paused(&self) -> watch::Receiver<Pause> {
         self.paused.subscribe()
     }
 
-    /// Stop or resume the pushes; returns the previous setting.
-    pub fn set_paused(&self, paused: bool) -> bool {
-        self.paused.send_replace(paused)
+    /// Take `pause` (as kept in the database: [`pause::set`] and [`pause::follow`] call this);
+    /// returns the previous one.
+    pub fn set_pause(&self, pause: Pause) -> Pause {
+        self.paused.send_replace(pause)
     }
 
     /// Moves on each time a cluster UUID becomes known or a datacenter is first synced.

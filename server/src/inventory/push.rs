@@ -6,13 +6,14 @@
 //! fingerprint delivered once is not sent again, by any replica or after a restart; attempts
 //! are retried like webhooks and their outcome recorded.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
 use tokio::sync::{broadcast, watch};
 
-use super::{AppEntry, Inventory};
+use super::{AppEntry, AppKey, Inventory};
 use crate::db::Db;
 use crate::db::inventory::{PushAttempt, claim_push, record_push};
 use crate::leader::Leader;
@@ -25,6 +26,8 @@ pub struct PushSettings {
     pub url: String,
     /// `HOSSTED_AUTH_TOKEN`; never logged.
     pub token: Option<String>,
+    /// `HOSSTED_EMAIL_ID`: the account's e-mail, sent as `email_id` (empty when unset).
+    pub email_id: String,
     /// Time per attempt.
     pub timeout: Duration,
     /// Attempts before a push is marked failed.
@@ -63,12 +66,16 @@ pub fn fingerprint(a: &AppEntry) -> String {
     super::short_digest(&text)
 }
 
-/// The body pushed for `a`: the design's array, with this one application.
-pub fn body(a: &AppEntry, cluster_uuid: &str) -> Value {
+/// The body pushed for `a`: the design's array, with this one application (each application is
+/// pushed when it changes, not the whole inventory: see the README).
+pub fn body(a: &AppEntry, cluster_uuid: &str, email_id: &str) -> Value {
     Value::Array(vec![crate::domain::applications::document(
         &a.app,
-        cluster_uuid,
-        a.app_uuid.as_deref().unwrap_or_default(),
+        crate::domain::applications::DocumentIds {
+            cluster_uuid,
+            app_uuid: a.app_uuid.as_deref().unwrap_or_default(),
+            email_id,
+        },
     )])
 }
 
@@ -86,10 +93,13 @@ impl Pusher {
         let mut leading = self.leader.watch();
         let mut paused = self.inventory.watch_paused();
         let mut progress = self.inventory.watch_progress();
+        // What this process delivered last per application: a state pushed on a scan is not
+        // sent again by the change that made it, even while the database is away.
+        let mut sent: HashMap<AppKey, String> = HashMap::new();
         loop {
             // Wait for a turn: leading, and not paused.
             loop {
-                let turn = *leading.borrow_and_update() && !*paused.borrow_and_update();
+                let turn = *leading.borrow_and_update() && !paused.borrow_and_update().paused;
                 if turn {
                     break;
                 }
@@ -99,11 +109,13 @@ impl Pusher {
                     _ = stop.wait_for(|s| *s) => return,
                 }
             }
+            // Another replica may have pushed while this one did not lead.
+            sent.clear();
             // Listening before reading: a change after the scan is not missed.
             let mut changes = self.inventory.changes();
             let snap = self.inventory.snapshot();
-            for a in snap.apps.values() {
-                self.push(&client, &settings, a).await;
+            for key in snap.apps.keys() {
+                self.push(&client, &settings, key, &mut sent).await;
             }
             // Then each change that says something new; a rescan after a lag, a newly known
             // cluster UUID (what waited for it), or a pause or step-down.
@@ -116,9 +128,13 @@ impl Pusher {
                     _ = stop.wait_for(|s| *s) => return,
                 };
                 match next {
+                    // A change made while its datacenter's first lists were coming in is not
+                    // pushed: the list that completes them moves `progress`, and the rescan then
+                    // pushes the whole state.
+                    Some(Ok(c)) if c.initial || !c.pushable() => {}
                     Some(Ok(c)) => {
-                        if let Some(a) = c.after.as_ref().filter(|_| c.pushable()) {
-                            self.push(&client, &settings, a).await;
+                        if let Some(a) = &c.after {
+                            self.push(&client, &settings, &a.key(), &mut sent).await;
                         }
                     }
                     Some(Err(broadcast::error::RecvError::Closed)) => return,
@@ -130,23 +146,42 @@ impl Pusher {
         }
     }
 
-    /// Push `a` unless what it says was delivered.
-    async fn push(&self, client: &reqwest::Client, settings: &PushSettings, a: &AppEntry) {
+    /// Push application `key` as it is now, unless what it says was delivered.
+    ///
+    /// The state pushed is read here, not taken from the change that asked for the push: a
+    /// change is handled after later ones were made (this loop runs behind the watches), and a
+    /// change made while the datacenter's lists were still coming in holds a half-listed state
+    /// (a release without its pods) even when the datacenter is synced by the time it is read.
+    async fn push(
+        &self,
+        client: &reqwest::Client,
+        settings: &PushSettings,
+        key: &AppKey,
+        sent: &mut HashMap<AppKey, String>,
+    ) {
         let count = |outcome: &str| self.counter.with_label_values(&[outcome]).inc();
         // Sent once the cluster UUID is known and the datacenter's first lists are all in (not a
-        // state half listed); the loop scans again then.
-        if !self.inventory.synced(&a.datacenter) {
+        // state half listed); the loop scans again then. `synced` is asked before the state is
+        // read: the inventory publishes a list's state before it counts the list as done.
+        if !self.inventory.synced(&key.0) {
             return;
         }
-        let Some(cluster_uuid) = self.inventory.cluster_uuid(&a.datacenter) else {
+        let Some(cluster_uuid) = self.inventory.cluster_uuid(&key.0) else {
             return;
         };
+        let Some(a) = self.inventory.snapshot().apps.get(key).cloned() else {
+            return;
+        };
+        let a = &*a;
         let fp = fingerprint(a);
+        if sent.get(key) == Some(&fp) {
+            return;
+        }
         let r = &a.app.release;
-        let key = (a.datacenter.key(), r.namespace.as_str(), r.name.as_str());
+        let row = (a.datacenter.key(), r.namespace.as_str(), r.name.as_str());
         let db = (self.db)();
         if let Some(db) = &db {
-            match claim_push(db, key.0, key.1, key.2, &fp, crate::clock::now_ms()).await {
+            match claim_push(db, row.0, row.1, row.2, &fp, crate::clock::now_ms()).await {
                 Ok(true) => {}
                 Ok(false) => return,
                 Err(e) => {
@@ -154,7 +189,7 @@ impl Pusher {
                 }
             }
         }
-        let body = body(a, &cluster_uuid).to_string();
+        let body = body(a, &cluster_uuid, &settings.email_id).to_string();
         let label = endpoint_label(&settings.url);
         let mut backoff = crate::retry::Backoff::new(settings.first_retry, Duration::from_secs(60));
         let attempts = settings.max_attempts.max(1);
@@ -165,6 +200,11 @@ impl Pusher {
             let Some(turn) = self.leader.turn().await else {
                 return;
             };
+            // A pause kept by another replica a moment ago holds before its announcement
+            // arrives: the database is asked.
+            if let Some(db) = &db {
+                super::pause::current(&self.inventory, db).await;
+            }
             if self.inventory.paused() {
                 return;
             }
@@ -203,23 +243,24 @@ impl Pusher {
                     status,
                     error: error.as_deref(),
                 };
-                if let Err(e) = record_push(db, key, &fp, at, crate::clock::now_ms()).await {
+                if let Err(e) = record_push(db, row, &fp, at, crate::clock::now_ms()).await {
                     tracing::warn!(error = %e, "application inventory: push state not stored");
                 }
             }
             drop(turn);
             match error {
                 None => {
+                    sent.insert(key.clone(), fp);
                     tracing::debug!(
-                        namespace = key.1,
-                        name = key.2,
+                        namespace = row.1,
+                        name = row.2,
                         revision = r.revision,
                         "application inventory: pushed"
                     );
                     return;
                 }
                 Some(e) if state == "failed" => {
-                    tracing::warn!(endpoint = %label, namespace = key.1, name = key.2, attempts = attempt, error = %e, "application inventory: push failed");
+                    tracing::warn!(endpoint = %label, namespace = row.1, name = row.2, attempts = attempt, error = %e, "application inventory: push failed");
                     return;
                 }
                 Some(_) => tokio::time::sleep(backoff.delay()).await,

@@ -1,5 +1,9 @@
+use std::collections::BTreeMap;
+
 use super::*;
 use crate::domain::applications::Meta;
+use crate::domain::applications::{Health, PodFacts};
+use crate::model::helm::{HelmRelease, ReleaseStatus};
 
 fn release(name: &str, ns: &str, revision: u64, status: &str) -> Fact {
     Fact::Release {
@@ -15,6 +19,7 @@ fn release(name: &str, ns: &str, revision: u64, status: &str) -> Fact {
             chart_version: format!("1.{revision}.0"),
             app_version: "2.0".into(),
             objects: vec![],
+            managed_by_helm: true,
         }),
     }
 }

@@ -103,6 +103,9 @@ pub struct HelmRelease {
     pub app_version: String,
     /// The objects its manifest made, sorted.
     pub objects: Vec<ManifestObject>,
+    /// Its manifest labels an object `app.kubernetes.io/managed-by: Helm` (the hossted design's
+    /// test for a release it deployed: `hossted_helm`, with the namespace's `uuid` Secret).
+    pub managed_by_helm: bool,
 }
 
 /// Why a release could not be read. Never carries a value of the release.
@@ -165,7 +168,7 @@ pub fn decode(helm: &[u8]) -> Result<HelmRelease, HelmError> {
             e.column()
         ))
     })?;
-    let objects = manifest_objects(&r.manifest);
+    let (objects, managed_by_helm) = manifest_objects(&r.manifest);
     let chart = r.chart.and_then(|c| c.metadata).unwrap_or_default();
     Ok(HelmRelease {
         name: r.name,
@@ -177,13 +180,16 @@ pub fn decode(helm: &[u8]) -> Result<HelmRelease, HelmError> {
         chart_version: chart.version,
         app_version: chart.app_version,
         objects,
+        managed_by_helm,
     })
 }
 
-/// The kinds and names of the objects in a manifest (YAML documents); a document that is not an
-/// object is skipped. Nothing else of it is kept.
-fn manifest_objects(manifest: &str) -> Vec<ManifestObject> {
+/// The kinds and names of the objects in a manifest (YAML documents), and whether one of them is
+/// labelled `app.kubernetes.io/managed-by: Helm`; a document that is not an object is skipped.
+/// Nothing else of it is kept.
+fn manifest_objects(manifest: &str) -> (Vec<ManifestObject>, bool) {
     let mut out = Vec::new();
+    let mut managed_by_helm = false;
     for doc in serde_yaml::Deserializer::from_str(manifest) {
         // A document that is not YAML ends the reading: after a syntax error the stream of
         // documents does not move on (it would yield the same error for ever).
@@ -196,6 +202,11 @@ fn manifest_objects(manifest: &str) -> Vec<ManifestObject> {
         let (Some(kind), Some(meta)) = (o.kind, o.metadata) else {
             continue;
         };
+        managed_by_helm |= meta
+            .labels
+            .as_ref()
+            .and_then(|l| l.get("app.kubernetes.io/managed-by"))
+            .is_some_and(|v| v == "Helm");
         let Some(name) = meta.name.filter(|n| !n.is_empty()) else {
             continue;
         };
@@ -207,7 +218,7 @@ fn manifest_objects(manifest: &str) -> Vec<ManifestObject> {
     }
     out.sort();
     out.dedup();
-    out
+    (out, managed_by_helm)
 }
 
 /// The fields of a release that are read; everything else (values, config, templates, files,
@@ -262,6 +273,25 @@ struct ManifestDoc {
 struct ManifestMeta {
     name: Option<String>,
     namespace: Option<String>,
+    /// Only string values are read (a label is a string; anything else is not one).
+    #[serde(default, deserialize_with = "string_labels")]
+    labels: Option<std::collections::BTreeMap<String, String>>,
+}
+
+/// A manifest's labels, keeping the string ones: a template that renders a number or a list there
+/// still names its object.
+fn string_labels<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<std::collections::BTreeMap<String, String>>, D::Error> {
+    let v = Option::<serde_yaml::Value>::deserialize(d)?;
+    Ok(v.and_then(|v| match v {
+        serde_yaml::Value::Mapping(m) => Some(
+            m.into_iter()
+                .filter_map(|(k, v)| Some((k.as_str()?.to_string(), v.as_str()?.to_string())))
+                .collect(),
+        ),
+        _ => None,
+    }))
 }
 
 /// Encode a release as Helm does (JSON → gzip → base64), for tests and the demo.

@@ -15,8 +15,8 @@ use serde_json::{Value, json};
 
 use super::status::SourceStatus;
 use crate::auth::keys::{hash, secret_hash};
+use crate::db::Db;
 use crate::db::hub_reports::{self, StoredReport};
-use crate::db::{Db, DbError, Pool};
 use crate::model::datacenter::valid_key;
 use crate::model::status_page::{NodeInfo, StatusData, VmInfo};
 use crate::model::{Datacenter, Kind, LABEL_CLUSTER_ID, Resource};
@@ -300,66 +300,22 @@ impl Hub {
 pub async fn follow(
     hub: Arc<Hub>,
     db: impl Fn() -> Option<Db> + Send + 'static,
-    mut stop: tokio::sync::watch::Receiver<bool>,
+    stop: tokio::sync::watch::Receiver<bool>,
 ) {
-    let mut backoff = crate::retry::Backoff::new(
-        std::time::Duration::from_millis(500),
-        std::time::Duration::from_secs(10),
-    );
-    loop {
-        if *stop.borrow() {
-            return;
-        }
-        let outcome = match db() {
-            None => Err(None),
-            Some(db) => {
-                let run = follow_once(&hub, &db);
-                tokio::select! {
-                    r = run => r.map_err(Some),
-                    _ = stop.wait_for(|s| *s) => return,
-                }
+    let read = |db: Db, datacenter: Option<String>| {
+        let hub = hub.clone();
+        async move {
+            let reports = match datacenter {
+                None => hub_reports::all(&db).await?,
+                Some(dc) => hub_reports::one(&db, &dc).await?.into_iter().collect(),
+            };
+            for r in reports {
+                hub.replay(&r);
             }
-        };
-        match outcome {
-            Ok(()) => return,
-            Err(Some(e)) => {
-                tracing::warn!(error = %e, "reports from other replicas not followed; trying again")
-            }
-            Err(None) => {}
+            Ok(())
         }
-        tokio::select! {
-            _ = tokio::time::sleep(backoff.delay()) => {}
-            _ = stop.wait_for(|s| *s) => return,
-        }
-    }
-}
-
-/// Read every stored report, then (PostgreSQL) each one announced, until the connection fails.
-async fn follow_once(hub: &Hub, db: &Db) -> Result<(), DbError> {
-    let replay_all = async || -> Result<(), DbError> {
-        for r in hub_reports::all(db).await? {
-            hub.replay(&r);
-        }
-        Ok(())
     };
-    let Pool::Postgres(pool) = db.pool() else {
-        return replay_all().await;
-    };
-    // Listening before reading: nothing taken in between is missed.
-    let mut listener = sqlx::postgres::PgListener::connect_with(pool).await?;
-    listener.listen(hub_reports::CHANNEL).await?;
-    replay_all().await?;
-    loop {
-        match listener.try_recv().await? {
-            Some(n) => {
-                if let Some(r) = hub_reports::one(db, n.payload()).await? {
-                    hub.replay(&r);
-                }
-            }
-            // The connection was lost and made again: what was announced meanwhile is read.
-            None => replay_all().await?,
-        }
-    }
+    crate::db::follow::follow(db, hub_reports::CHANNEL, "reports", read, stop).await;
 }
 
 fn invalid(path: impl Into<String>, reason: impl Into<String>) -> Refusal {

@@ -131,7 +131,7 @@ async fn serve_keeps_serving_new_connections_until_a_signal_then_drains_and_exit
 async fn the_readme_run_command_serves_the_demo_until_stopped() {
     let state = TempDir::new();
     let db = TempSqlite::default();
-    let mut child = std::process::Command::new("bash")
+    let mut child = vitistack_testkit::proc::command("bash")
         .arg(repo().join("scripts/run.sh"))
         .env("VITISTACK_BIN", bin())
         .env("VITISTACK_STATE_DIR", &state.0)
@@ -145,6 +145,7 @@ async fn the_readme_run_command_serves_the_demo_until_stopped() {
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
+        .map(vitistack_testkit::proc::TestChild::from)
         .expect("bash scripts/run.sh");
     let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
     for stream in [

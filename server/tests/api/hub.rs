@@ -389,3 +389,104 @@ async fn a_bad_token_file_stops_the_start_naming_the_line_not_the_token() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// GET `path` with an optional key and `Accept`; the status and, for a stream, its first frame
+/// (else the body).
+async fn read_as(app: &TestApp, path: &str, key: Option<&str>, stream: bool) -> (u16, Value) {
+    let mut req = app.client.get(format!("{}{path}", app.base));
+    if let Some(k) = key {
+        req = req.bearer_auth(k);
+    }
+    if stream {
+        req = req.header("accept", "text/event-stream");
+    }
+    let res = req.send().await.expect("request");
+    let status = res.status().as_u16();
+    if stream && status == 200 {
+        let mut frames = Frames {
+            res,
+            buf: String::new(),
+        };
+        return (status, frames.next().await);
+    }
+    let text = res.text().await.expect("body");
+    (
+        status,
+        serde_json::from_str(&text).unwrap_or(Value::String(text)),
+    )
+}
+
+#[tokio::test]
+async fn the_old_pages_readers_need_a_key_unless_hub_open_read_opens_exactly_their_two_routes() {
+    use super::auth::{KeysFile, VIEWER, three_keys};
+    let keys = KeysFile::new(&three_keys());
+    let tokens = tokens_file();
+    let common = [
+        "--api-keys-file",
+        keys.path(),
+        "--hub-tokens-file",
+        tokens.to_str().expect("path"),
+    ];
+
+    // By default a reader without a key is refused, as every other reader is; with a key it
+    // reads the same JSON.
+    let closed = spawn(&common).await;
+    push(
+        &closed,
+        EAST_TOKEN,
+        &report("east", &[vm("web-1", "kv-01", 2, 2048, "prod")]),
+    )
+    .await;
+    for stream in [false, true] {
+        let path = if stream { "/events" } else { "/api/status" };
+        let (status, body) = read_as(&closed, path, None, stream).await;
+        assert_eq!(status, 401, "{path} without a key: {body}");
+        assert_eq!(body["code"], "UNAUTHENTICATED", "{body}");
+        let (status, body) = read_as(&closed, path, Some(VIEWER), stream).await;
+        assert_eq!(status, 200, "{path} with a key: {body}");
+        assert_eq!(east_of(&body)["nodes"][0]["name"], "kv-01", "{body}");
+    }
+
+    // HUB_OPEN_READ: both routes answer without a key (from an address no ANONYMOUS_READ_FROM
+    // network holds), the same JSON; every other route still refuses, and a wrong key is still
+    // refused on the opened ones too.
+    let mut args = common.to_vec();
+    args.push("--hub-open-read");
+    let open = spawn(&args).await;
+    push(
+        &open,
+        EAST_TOKEN,
+        &report("east", &[vm("web-1", "kv-01", 2, 2048, "prod")]),
+    )
+    .await;
+    for stream in [false, true] {
+        let path = if stream { "/events" } else { "/api/status" };
+        let (status, body) = read_as(&open, path, None, stream).await;
+        assert_eq!(status, 200, "{path} without a key: {body}");
+        let east = east_of(&body);
+        assert_eq!(east["nodes"][0]["name"], "kv-01", "{body}");
+        assert_eq!(east["clusters"][0]["vms"][0]["name"], "web-1", "{body}");
+        let (status, body) = read_as(&open, path, Some("not-a-key-0123456789"), stream).await;
+        assert_eq!(status, 401, "{path} with a wrong key: {body}");
+    }
+    for path in [
+        "/api/v1/clusters",
+        "/api/v1/infrastructure",
+        "/v1/machineproviders",
+    ] {
+        let (status, body) = read_as(&open, path, None, false).await;
+        assert_eq!(status, 401, "{path} is not opened: {body}");
+    }
+    let res = open
+        .client
+        .post(format!("{}/graphql", open.base))
+        .json(&json!({"query": "{ hosts { totalCount } }"}))
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(res.status().as_u16(), 401, "GraphQL is not opened");
+    // Reports still need their agent's token.
+    let (status, _) = post(&open, None, report("east", &[]).to_string()).await;
+    assert_eq!(status, 401);
+    let _ = std::fs::remove_dir_all(tokens.parent().expect("dir"));
+}

@@ -2,8 +2,10 @@
 //! read line by line, stopped by a signal.
 
 use std::io::BufRead;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
+
 use std::sync::{Arc, Mutex};
+use vitistack_testkit::proc::{TestChild, command};
 
 use serde_json::Value;
 
@@ -11,7 +13,8 @@ use crate::PATIENCE;
 
 /// `vitistack serve` running as a child process.
 pub struct Process {
-    pub child: Child,
+    /// Ends with the process (killed when dropped).
+    pub child: TestChild,
     /// `http://127.0.0.1:PORT`, read from its "serving GraphQL" line.
     pub base: String,
     /// Its stdout so far, line by line.
@@ -32,18 +35,19 @@ impl Process {
 
     /// The binary with these arguments (a `serve` form) and extra environment.
     pub fn start_with(args: &[&str], env: &[(&str, &str)]) -> Process {
-        let mut child = Command::new(bin())
-            .args(args)
-            .env("PORT", "0")
-            .env("BIND_ADDRESS", "127.0.0.1")
-            .env("LOG_JSON_LOGGING", "true")
-            .env("LOG_LEVEL", "info")
-            .env("RATE_LIMIT", "0")
-            .envs(env.iter().copied())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("start vitistack");
+        let mut child = TestChild::spawn(
+            command(bin())
+                .args(args)
+                .env("PORT", "0")
+                .env("BIND_ADDRESS", "127.0.0.1")
+                .env("LOG_JSON_LOGGING", "true")
+                .env("LOG_LEVEL", "info")
+                .env("RATE_LIMIT", "0")
+                .envs(env.iter().copied())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::inherit()),
+        )
+        .expect("start vitistack");
         let lines = Arc::new(Mutex::new(Vec::new()));
         let stdout = child.stdout.take().expect("stdout");
         let sink = lines.clone();
@@ -135,13 +139,6 @@ impl Process {
             assert!(tokio::time::Instant::now() < deadline, "still running");
             tokio::time::sleep(std::time::Duration::from_millis(25)).await;
         }
-    }
-}
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

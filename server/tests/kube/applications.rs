@@ -28,7 +28,7 @@ fn release(name: &str, namespace: &str, revision: u64, status: &str) -> Value {
                   "values": {"db": {"password": PLANTED}},
                   "templates": [{"name": "secret.yaml", "data": PLANTED}]},
         "config": {"db": {"password": PLANTED}},
-        "manifest": format!("---\napiVersion: v1\nkind: Service\nmetadata:\n  name: {name}-plain\n---\napiVersion: v1\nkind: Secret\nmetadata:\n  name: {name}-db\nstringData:\n  password: {PLANTED}\n"),
+        "manifest": format!("---\napiVersion: v1\nkind: Service\nmetadata:\n  name: {name}-plain\n  labels:\n    app.kubernetes.io/managed-by: Helm\n---\napiVersion: v1\nkind: Secret\nmetadata:\n  name: {name}-db\nstringData:\n  password: {PLANTED}\n"),
     })
 }
 
@@ -178,7 +178,7 @@ async fn helm_releases_are_joined_with_what_they_run_and_their_values_never_leav
         .expect("port")
         .port();
     let db_url = format!("sqlite://{}/v.db", h.dir.display());
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_vitistack"))
+    let mut child = vitistack_testkit::proc::command(env!("CARGO_BIN_EXE_vitistack"))
         .arg("serve")
         .env("KUBECONFIG", h.dir.join("kubeconfig"))
         .env("KUBE_CONTEXT", "test")
@@ -194,6 +194,7 @@ async fn helm_releases_are_joined_with_what_they_run_and_their_values_never_leav
         .stdout(std::fs::File::create(&log).expect("log"))
         .stderr(std::fs::File::create(h.dir.join("err")).expect("log"))
         .spawn()
+        .map(vitistack_testkit::proc::TestChild::from)
         .expect("start the binary");
     // The binary serves here; the harness reads through it.
     h.base = format!("http://127.0.0.1:{port}");
@@ -591,12 +592,12 @@ fn inventory_server(
     push: &str,
     keys: &std::path::Path,
     n: u32,
-) -> (std::process::Child, String) {
+) -> (vitistack_testkit::proc::TestChild, String) {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .expect("port")
         .port();
-    let child = std::process::Command::new(env!("CARGO_BIN_EXE_vitistack"))
+    let child = vitistack_testkit::proc::command(env!("CARGO_BIN_EXE_vitistack"))
         .arg("serve")
         .env("KUBECONFIG", h.dir.join("kubeconfig"))
         .env("KUBE_CONTEXT", "test")
@@ -610,10 +611,12 @@ fn inventory_server(
         .env("POD_NAMESPACE", "vitistack")
         .env("HOSSTED_API_URL", push)
         .env("HOSSTED_AUTH_TOKEN", "hossted-token-ZQX")
+        .env("HOSSTED_EMAIL_ID", "ops@example.org")
         .env("WEBHOOK_RETRY_MS", "50")
         .stdout(std::fs::File::create(h.dir.join(format!("log{n}"))).expect("log"))
         .stderr(std::fs::File::create(h.dir.join(format!("err{n}"))).expect("log"))
         .spawn()
+        .map(vitistack_testkit::proc::TestChild::from)
         .expect("start the binary");
     (child, format!("http://127.0.0.1:{port}"))
 }
@@ -666,6 +669,11 @@ async fn the_inventory_api_gets_one_push_per_revision_or_readiness_change_and_no
     api.apply("namespaces", ns("shop"));
     api.apply("secrets", release_secret("shop", "shop", 1, "deployed"));
     api.apply("pods", pod("shop-0", "shop", "shop", true, None));
+    api.apply(
+        "secrets",
+        json!({"metadata": {"name": "uuid", "namespace": "shop"}, "type": "Opaque",
+               "data": {"uuid": base64_of("5d1e0c2a-7b4f-4e39-8a61-2c9d0f3b7e15")}}),
+    );
     let h = Harness::unstarted(api);
     let keys = h.dir.join("keys");
     std::fs::write(&keys, format!("root admin {ADMIN_KEY}\n")).expect("keys");
@@ -685,7 +693,16 @@ async fn the_inventory_api_gets_one_push_per_revision_or_readiness_change_and_no
         .map(|e| e.to_string())
         .collect();
     assert!(errors.is_empty(), "{errors:?}: {}", first[0].1);
-    assert_eq!(first[0].1[0]["app_api_info"]["all_good"], 1);
+    let api_info = &first[0].1[0]["app_api_info"];
+    assert_eq!(api_info["all_good"], 1);
+    // The account's e-mail, and the design's `hossted_helm` rule: the release's manifest labels its
+    // objects as Helm's and the namespace has a uuid Secret.
+    assert_eq!(api_info["email_id"], "ops@example.org", "{api_info}");
+    assert_eq!(api_info["hossted_helm"], true, "{api_info}");
+    assert_eq!(
+        api_info["app_uuid"], "5d1e0c2a-7b4f-4e39-8a61-2c9d0f3b7e15",
+        "{api_info}"
+    );
     assert_eq!(says(&first[0].1).0, 1);
 
     // A label on the pod: nothing to push. Then its readiness: one push. (The readiness push
@@ -707,16 +724,8 @@ async fn the_inventory_api_gets_one_push_per_revision_or_readiness_change_and_no
     let mutate = |paused: bool| {
         let base = base.clone();
         async move {
-            let res: Value = reqwest::Client::new()
-                .post(format!("{base}/graphql"))
-                .bearer_auth(ADMIN_KEY)
-                .json(&json!({"query": format!("mutation {{ setApplicationsPaused(paused: {paused}) {{ paused }} }}")}))
-                .send()
-                .await
-                .expect("mutation")
-                .json()
-                .await
-                .expect("json");
+            let q = format!("mutation {{ setApplicationsPaused(paused: {paused}) {{ paused }} }}");
+            let res = admin_answer(&base, &q).await.expect("mutation");
             assert_eq!(
                 res["data"]["setApplicationsPaused"]["paused"], paused,
                 "{res}"
@@ -731,16 +740,8 @@ async fn the_inventory_api_gets_one_push_per_revision_or_readiness_change_and_no
     // Seen by the inventory while paused.
     let deadline = tokio::time::Instant::now() + PATIENCE;
     loop {
-        let res: Value = reqwest::Client::new()
-            .post(format!("{base}/graphql"))
-            .bearer_auth(ADMIN_KEY)
-            .json(&json!({"query": "{ application(namespace: \"shop\", name: \"shop\") { revision readyPods } }"}))
-            .send()
-            .await
-            .expect("query")
-            .json()
-            .await
-            .expect("json");
+        let q = "{ application(namespace: \"shop\", name: \"shop\") { revision readyPods } }";
+        let res = admin_answer(&base, q).await.expect("query");
         if res["data"]["application"] == json!({"revision": 3, "readyPods": 1}) {
             break;
         }
@@ -800,4 +801,146 @@ async fn the_inventory_api_gets_one_push_per_revision_or_readiness_change_and_no
             "the push URL is in {place}"
         );
     }
+}
+
+/// POST a query or mutation to `base`, with the admin key; the whole answer (None while the
+/// server does not answer).
+async fn admin_answer(base: &str, query: &str) -> Option<Value> {
+    reqwest::Client::new()
+        .post(format!("{base}/graphql"))
+        .bearer_auth(ADMIN_KEY)
+        .json(&json!({ "query": query }))
+        .send()
+        .await
+        .ok()?
+        .json()
+        .await
+        .ok()
+}
+
+/// What `base`'s inventory says of shop: (paused, revision), once it answers.
+async fn pause_and_revision(base: &str) -> Option<(bool, u64)> {
+    let res = admin_answer(
+        base,
+        "{ applicationInventory { paused } application(namespace: \"shop\", name: \"shop\") { revision } }",
+    )
+    .await?;
+    Some((
+        res["data"]["applicationInventory"]["paused"].as_bool()?,
+        res["data"]["application"]["revision"].as_u64()?,
+    ))
+}
+
+/// Wait until `base`'s inventory says `(paused, revision)`.
+async fn until_inventory(base: &str, want: (bool, u64), what: &str) {
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        let now = pause_and_revision(base).await;
+        if now == Some(want) {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{what}: {now:?}, waited for {want:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The pause is kept in the database: two replicas on one PostgreSQL, the pause sent to the one
+/// without the Lease stops the holder's pushes (and the holder says it is paused), and both hold
+/// it across a restart of the holder; resumed on the other, the holder pushes the state now once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pause_sent_to_either_replica_stops_the_holders_pushes_and_survives_a_restart() {
+    use vitistack_testkit::postgres::TempPostgres;
+    use vitistack_testkit::proc::spawn_server;
+    let mut defs = kube_api::watched_resources();
+    defs.extend(kube_api::inventory_resources());
+    defs.push(kube_api::leases());
+    let api = KubeApi::start(&defs, Duration::from_millis(200)).await;
+    api.apply("namespaces", ns("shop"));
+    api.apply("secrets", release_secret("shop", "shop", 1, "deployed"));
+    api.apply("pods", pod("shop-0", "shop", "shop", true, None));
+    let h = Harness::unstarted(api);
+    let keys = h.dir.join("keys");
+    std::fs::write(&keys, format!("root admin {ADMIN_KEY}\n")).expect("keys");
+    let db = TempPostgres::create().await;
+    let (url, got) = inventory_api().await;
+    let start = |name: &str| {
+        let env = [
+            ("DATABASE_URL", db.url()),
+            ("LEADER_ELECTION", "true".to_string()),
+            ("LEASE_NAME", "vitistack-inventory".to_string()),
+            ("POD_NAME", name.to_string()),
+            ("POD_NAMESPACE", "vitistack".to_string()),
+            ("LEASE_DURATION_SECONDS", "6".to_string()),
+            ("APPLICATIONS", "true".to_string()),
+            ("HOSSTED_API_URL", url.clone()),
+            ("API_KEYS_FILE", keys.display().to_string()),
+            ("WEBHOOK_RETRY_MS", "50".to_string()),
+        ];
+        let (child, port) = spawn_server(env!("CARGO_BIN_EXE_vitistack"), &h.dir, &env);
+        (child, format!("http://127.0.0.1:{port}"))
+    };
+    let holder = || {
+        h.api.object("leases", "vitistack", "vitistack-inventory")?["spec"]["holderIdentity"]
+            .as_str()
+            .map(str::to_string)
+    };
+    let (a, a_base) = start("replica-a");
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    while holder().as_deref() != Some("replica-a") {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "replica-a never led"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let (_b, b_base) = start("replica-b");
+    until_inventory(&b_base, (false, 1), "replica-b's inventory").await;
+    pushes(&got, 1, "the first push, by the holder").await;
+
+    // Paused at the replica without the Lease: the holder says so, and a new revision it sees is
+    // not pushed.
+    let res = admin_answer(&b_base, "mutation { setApplicationsPaused(paused: true) { paused pausedChangedBy pausedChangedAt } }").await.expect("answer");
+    assert_eq!(
+        res["data"]["setApplicationsPaused"]["paused"], true,
+        "{res}"
+    );
+    assert_eq!(
+        res["data"]["setApplicationsPaused"]["pausedChangedBy"], "key:root",
+        "{res}"
+    );
+    h.api
+        .apply("secrets", release_secret("shop", "shop", 2, "deployed"));
+    until_inventory(&a_base, (true, 2), "the holder paused, at revision 2").await;
+    until_inventory(&b_base, (true, 2), "the other paused, at revision 2").await;
+    assert_eq!(got.lock().len(), 1, "the holder pushed while paused");
+
+    // The holder restarts (its database row holds the pause, not APPLICATIONS_PAUSED): paused
+    // still, on both; nothing pushed.
+    drop(a);
+    let (_a, a_base) = start("replica-a");
+    until_inventory(&a_base, (true, 2), "the restarted replica paused").await;
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    while holder().is_none() {
+        assert!(tokio::time::Instant::now() < deadline, "nobody leads");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(got.lock().len(), 1, "pushed while paused, after a restart");
+
+    // Resumed at the other replica: the state now is pushed once, by whoever holds the Lease.
+    let res = admin_answer(
+        &b_base,
+        "mutation { setApplicationsPaused(paused: false) { paused } }",
+    )
+    .await
+    .expect("answer");
+    assert_eq!(
+        res["data"]["setApplicationsPaused"]["paused"], false,
+        "{res}"
+    );
+    let after = pushes(&got, 2, "the push after resuming").await;
+    assert_eq!(says(&after[1].1).0, 2, "{:?}", after[1].1);
+    until_inventory(&a_base, (false, 2), "replica-a resumed").await;
 }

@@ -848,7 +848,7 @@ async fn the_binary_picks_the_kube_source_from_kubeconfig_and_follows_changes() 
         .expect("port")
         .port();
     let log = h.dir.join("log");
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_vitistack"))
+    let mut child = vitistack_testkit::proc::command(env!("CARGO_BIN_EXE_vitistack"))
         .env("KUBECONFIG", h.dir.join("kubeconfig"))
         .env("KUBE_CONTEXT", "test")
         .env("PORT", port.to_string())
@@ -858,6 +858,7 @@ async fn the_binary_picks_the_kube_source_from_kubeconfig_and_follows_changes() 
         .env("ANONYMOUS_READ_FROM", "127.0.0.0/8")
         .stdout(std::fs::File::create(&log).expect("log"))
         .spawn()
+        .map(vitistack_testkit::proc::TestChild::from)
         .expect("start the binary");
     let client = reqwest::Client::new();
     let base = format!("http://127.0.0.1:{port}");

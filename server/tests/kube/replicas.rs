@@ -16,15 +16,9 @@ const NAMESPACE: &str = "vitistack";
 
 /// A replica: its process and address.
 struct Replica {
-    child: std::process::Child,
+    /// Ends with the replica.
+    child: vitistack_testkit::proc::TestChild,
     base: String,
-}
-
-impl Drop for Replica {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 impl Replica {

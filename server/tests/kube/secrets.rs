@@ -339,7 +339,7 @@ async fn no_credential_is_found_anywhere() {
             events.push(format!("{}.{c}", k.name().to_ascii_lowercase()));
         }
     }
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_vitistack"))
+    let mut child = vitistack_testkit::proc::command(env!("CARGO_BIN_EXE_vitistack"))
         .env("KUBECONFIG", h.dir.join("kubeconfig"))
         .env("KUBE_CONTEXT", "test")
         .env("PORT", port.to_string())
@@ -356,6 +356,7 @@ async fn no_credential_is_found_anywhere() {
         .stdout(std::fs::File::create(&log).expect("log"))
         .stderr(std::fs::File::create(h.dir.join("err")).expect("log"))
         .spawn()
+        .map(vitistack_testkit::proc::TestChild::from)
         .expect("start the binary");
     let client = reqwest::Client::new();
     let base = format!("http://127.0.0.1:{port}");

@@ -117,6 +117,51 @@ impl Sources {
     }
 }
 
+impl Sources {
+    /// The state of datacenter `key` (None until the server has said, or when it knows none).
+    pub fn state_of(self, key: &str) -> Option<DatacenterState> {
+        self.0.with(|d| {
+            d.as_ref()?
+                .datacenters
+                .iter()
+                .find(|x| x.key == key)
+                .map(|x| x.state)
+        })
+    }
+
+    /// `dc` names no datacenter the server knows (false while it has not said which it knows).
+    pub fn unknown(self, dc: &str) -> bool {
+        !dc.is_empty()
+            && self.0.with(|d| {
+                d.as_ref()
+                    .is_some_and(|d| !d.datacenters.iter().any(|x| x.key == dc))
+            })
+    }
+}
+
+/// A datacenter in the URL (`?dc=`) that the server does not know: said, with the ones it knows,
+/// in place of figures that would all be zero.
+#[component]
+pub fn DatacenterNotFound(dc: Memo<String>) -> impl IntoView {
+    let sources = expect_context::<Sources>();
+    let known = move || {
+        sources.0.with(|d| {
+            d.iter()
+                .flat_map(|d| &d.datacenters)
+                .map(|x| x.key.clone())
+                .filter(|k| !k.is_empty())
+                .collect::<Vec<_>>()
+                .join(", ")
+        })
+    };
+    view! {
+        <p class="problem" role="alert" data-testid="dc-not-found">
+            {move || format!("Datacenter \u{201c}{}\u{201d} not found. ", dc.get())}
+            {move || { let k = known(); if k.is_empty() { String::new() } else { format!("Known: {k}.") } }}
+        </p>
+    }
+}
+
 /// The datacenter filter of a page that draws the whole fleet (the overview, the topology):
 /// `dc` in the URL, chosen among the datacenters the server knows; shown when there are several
 /// (or the URL names one).

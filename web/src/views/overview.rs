@@ -4,7 +4,7 @@
 use leptos::prelude::*;
 
 use super::list::{UrlFilters, each_keyed, given};
-use super::{DatacenterPicker, Loaded, Problem, Sources, Tile, loaded};
+use super::{DatacenterNotFound, DatacenterPicker, Loaded, Problem, Sources, Tile, loaded};
 use crate::charts::{Bar, CountBars, CountRow, StackedBars};
 use crate::format::{self, gib, percent, percent_class, plural};
 use crate::gql::{
@@ -36,11 +36,18 @@ type Attention = cluster_list::ClusterListClustersNodes;
 pub fn Overview() -> impl IntoView {
     let url = UrlFilters::new("/", ["dc"]);
     let dc = url.get("dc");
+    let sources = expect_context::<Sources>();
+    // Changes only when the answer does (the sources are polled): the streams stay open.
+    let unknown = Memo::new(move |_| sources.unknown(&dc.get()));
     view! {
         <h1>"Overview"</h1>
         <DatacenterPicker url dc/>
         // Another datacenter: the streams are opened anew for it.
-        {move || view! { <Fleet dc=given(dc)/> }}
+        {move || if unknown.get() {
+            view! { <DatacenterNotFound dc/> }.into_any()
+        } else {
+            view! { <Fleet dc=given(dc)/> }.into_any()
+        }}
     }
 }
 
@@ -180,11 +187,46 @@ fn Tiles(
                 sub=cap_text(|c| format!("{} / {} vCPUs", format::cores(c.vcpus_used), format::cores(c.vcpus_limit)))
                 class=cap_class(|c| percent_class(percent(c.vcpus_used, c.vcpus_limit)))/>
             <super::applications::AppsTile/>
+            <DatacentersTile/>
             <Tile label="Cluster memory" testid="tile-memory"
                 value=cap(|c| format!("{:.0}%", percent(c.memory_used_bytes, c.memory_limit_bytes)))
                 sub=cap_text(|c| format!("{} / {} GB", gib(c.memory_used_bytes, 0), gib(c.memory_limit_bytes, 0)))
                 class=cap_class(|c| percent_class(percent(c.memory_used_bytes, c.memory_limit_bytes)))/>
         </section>
+    }
+}
+
+/// How many datacenters report (synced), of those the server knows, as the old hub's overview
+/// counted them; stale and unreachable ones are named in its line.
+#[component]
+fn DatacentersTile() -> impl IntoView {
+    use crate::gql::DatacenterState;
+    let sources = expect_context::<Sources>();
+    let counts = move || {
+        sources.0.with(|d| {
+            d.as_ref().map(|d| {
+                let all = &d.datacenters;
+                let of = |s: DatacenterState| all.iter().filter(|x| x.state == s).count();
+                (
+                    of(DatacenterState::Synced),
+                    all.len(),
+                    of(DatacenterState::Stale) + of(DatacenterState::Unreachable),
+                )
+            })
+        })
+    };
+    view! {
+        <Tile label="Datacenters" testid="tile-datacenters"
+            value=Signal::derive(move || counts().map(|(n, all, _)| format!("{n}/{all}")))
+            sub=Signal::derive(move || match counts() {
+                Some((_, _, 0)) | None => "reporting".to_owned(),
+                Some((_, _, away)) => format!("reporting · {away} not answering"),
+            })
+            class=Signal::derive(move || match counts() {
+                Some((n, all, _)) if n == all => "ok",
+                Some((0, _, _)) => "err",
+                _ => "warn",
+            })/>
     }
 }
 

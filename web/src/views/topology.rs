@@ -6,9 +6,9 @@ use leptos::prelude::*;
 
 use super::list::UrlFilters;
 use super::overview::HOST_KINDS;
-use super::{DatacenterPicker, Loaded, Problem, loaded};
+use super::{DatacenterNotFound, DatacenterPicker, Loaded, Problem, Sources, loaded};
 use crate::format::{self, bar_class, gib, state_class};
-use crate::gql::{HostList, HostReadiness, host_list};
+use crate::gql::{DatacenterState, HostList, HostReadiness, host_list};
 use crate::keyed::{Item, Keyed, each, keyed};
 use crate::net::{self, LinkState, Live};
 
@@ -67,10 +67,13 @@ fn TopologyPage() -> impl IntoView {
     let hosts_state = loaded(hosts);
     let url = UrlFilters::new("/topology", ["dc"]);
     let dc = url.get("dc");
+    let sources = expect_context::<Sources>();
+    let unknown = Memo::new(move |_| sources.unknown(&dc.get()));
     view! {
         <h1>"Topology"</h1>
         <DatacenterPicker url dc/>
         {move || match hosts_state.get() {
+            _ if unknown.get() => view! { <DatacenterNotFound dc/> }.into_any(),
             Loaded::Loading => view! { <p class="empty">"Loading hosts…"</p> }.into_any(),
             Loaded::Failed(e) => view! { <Problem text=e/> }.into_any(),
             // Nothing has told the server of a host: no datacenter to draw.
@@ -94,6 +97,7 @@ fn TopologyPage() -> impl IntoView {
                     <span class="key vm running"></span>"VM running"
                     <span class="key vm scheduling"></span>"VM pending"
                     <span class="key vm error"></span>"VM failed"
+                    <span class="key stale"></span>"datacenter not answering"
                 </div>
             }.into_any(),
         }}
@@ -170,6 +174,7 @@ fn Drawing(hosts: Live<host_list::ResponseData>, focus: Focus, dc: Memo<String>)
         },
         |h: &Host| h.id.clone(),
     );
+    let sources = expect_context::<Sources>();
     // The hosts keyed once per answer, read by the links, the rows and the boxes.
     let nodes = Memo::new(move |_| nodes());
     let layout = Memo::new(move |_| nodes.with(|n| groups(n)));
@@ -197,13 +202,16 @@ fn Drawing(hosts: Live<host_list::ResponseData>, focus: Focus, dc: Memo<String>)
                 let ready = hosts.iter().filter(|h| h.row.readiness == HostReadiness::Ready).count();
                 let vms: usize = hosts.iter().map(|h| h.row.vms.len()).sum();
                 let running: usize = hosts.iter().map(|h| h.row.vms.iter().filter(|v| v.active).count()).sum();
-                let class = if hosts.iter().any(|h| health(&h.row) == "err") { "warn" } else { "ok" };
+                // A datacenter that does not answer is drawn as such (its hosts are as last seen).
+                let away = matches!(sources.state_of(&g.key), Some(DatacenterState::Stale | DatacenterState::Unreachable));
+                let class = if away { "stale" } else if hosts.iter().any(|h| health(&h.row) == "err") { "warn" } else { "ok" };
                 // The clusters whose VMs run on its hosts, as the old page counted them.
                 let mut clusters: Vec<&str> = hosts.iter().flat_map(|h| h.row.vms.iter().filter_map(|v| v.membership.as_ref().map(|m| m.cluster_id.as_str()))).collect();
                 clusters.sort_unstable();
                 clusters.dedup();
                 // A datacenter by its key; the one of a single-cluster server by its Vitistack.
                 let title = if g.key.is_empty() { name() } else { g.key.clone() };
+                let title = if away { format!("{title} · not answering") } else { title };
                 let y = box_y(g, groups, all.len());
                 let lines = [format!("{ready}/{} hosts ready", g.count), format!("{running}/{vms} VMs running"), format::plural(clusters.len() as i64, "cluster", "clusters")];
                 Item::new(format!("{}/{y}/{class}/{title}/{lines:?}", g.key), 0, move || view! {

@@ -1,0 +1,64 @@
+//! Who may call, and how much: API keys (their file watched), Kubernetes token reviews,
+//! anonymous networks, rate limits (their idle principals forgotten every minute), CORS origins.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::watch;
+
+use crate::config::ServeConfig;
+use crate::source;
+
+/// Authentication, rate limits and the other access settings; starts the keys file watcher.
+pub(super) async fn start(
+    cfg: &ServeConfig,
+    stop: watch::Receiver<bool>,
+) -> anyhow::Result<Arc<crate::http::access::Access>> {
+    let a = &cfg.access;
+    let settings = a.auth_settings().map_err(anyhow::Error::msg)?;
+    let kube = if settings.kubernetes.is_some() {
+        Some(
+            source::kube::client(&cfg.kube_settings())
+                .await
+                .map_err(|e| anyhow::anyhow!("AUTH_KUBERNETES: {e}"))?,
+        )
+    } else {
+        None
+    };
+    let auth = crate::auth::Auth::new(settings, kube).map_err(anyhow::Error::msg)?;
+    let s = auth.settings();
+    tracing::info!(
+        keys = auth.key_count(),
+        kubernetes = s.kubernetes.is_some(),
+        anonymous_read_from = ?s.anonymous_from.iter().map(ToString::to_string).collect::<Vec<_>>(),
+        "authentication: {}",
+        if auth.key_count() == 0 && s.kubernetes.is_none() && s.anonymous_from.is_empty() {
+            "no key, no Kubernetes review and no anonymous network: every GraphQL request is refused (set API_KEYS_FILE, AUTH_KUBERNETES or ANONYMOUS_READ_FROM)"
+        } else {
+            "on"
+        }
+    );
+    // Runs until the server stops.
+    drop(auth.spawn_watcher(stop.clone()));
+    let rate = crate::http::rate::RateLimits::new(&a.rate_limits().map_err(anyhow::Error::msg)?);
+    let access = Arc::new(crate::http::access::Access {
+        auth,
+        rate,
+        timeout: a.operation_timeout().map_err(anyhow::Error::msg)?,
+        graphiql: a.graphiql,
+        metrics_require_key: a.metrics_require_key,
+        origins: a.origins(),
+    });
+    // Principals back to a full allowance are forgotten: the limiter's memory stays bounded.
+    let idle = access.clone();
+    let mut stop = stop;
+    tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep(Duration::from_secs(60)) => idle.rate.forget_idle(),
+                _ = stop.wait_for(|s| *s) => return,
+            }
+        }
+    });
+    Ok(access)
+}

@@ -60,11 +60,24 @@ _cargo_tool() {
     return 0
   fi
   setup_say "cargo install $crate $version (into $VITISTACK_TOOLS)"
-  # --locked can fail when the registry lacks a locked dependency; then resolve afresh.
-  CARGO_TARGET_DIR="$VITISTACK_TOOLS_BUILD" cargo install --quiet --root "$VITISTACK_TOOLS" --force \
-    "$crate" --version "$version" --locked "$@" ||
-    CARGO_TARGET_DIR="$VITISTACK_TOOLS_BUILD" cargo install --quiet --root "$VITISTACK_TOOLS" --force \
-      "$crate" --version "$version" "$@"
+  local first
+  first=$(mktemp)
+  # --locked can fail when the registry no longer serves a locked dependency (seen: wasm-bindgen-cli's
+  # webpki-roots); then the dependencies are resolved afresh, and the first attempt's errors are
+  # shown only if that fails too.
+  if CARGO_TARGET_DIR="$VITISTACK_TOOLS_BUILD" cargo install --quiet --root "$VITISTACK_TOOLS" --force \
+    "$crate" --version "$version" --locked "$@" 2>"$first"; then
+    rm -f "$first"
+    return 0
+  fi
+  setup_say "$crate $version: its locked dependencies are not all in the registry; resolving afresh"
+  if ! CARGO_TARGET_DIR="$VITISTACK_TOOLS_BUILD" cargo install --quiet --root "$VITISTACK_TOOLS" --force \
+    "$crate" --version "$version" "$@"; then
+    cat "$first" >&2
+    rm -f "$first"
+    return 1
+  fi
+  rm -f "$first"
 }
 # cargo_tool CRATE VERSION [cargo install options…]: CRATE at VERSION in $VITISTACK_TOOLS/bin,
 # built in its own target directory; one install at a time per target directory.

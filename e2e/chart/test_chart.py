@@ -9,6 +9,7 @@ Run by scripts/test.sh with VITISTACK_BIN pointing at the built server binary.
 """
 
 import glob
+import http.client
 import json
 import os
 import re
@@ -509,7 +510,8 @@ class ChartTest(unittest.TestCase):
                 untrusted = subprocess.run(probe_cmd, capture_output=True, text=True)
                 self.assertEqual(untrusted.returncode, 1, untrusted.stdout)
                 self.assertIn("failed:", untrusted.stdout)
-                with self.assertRaises(OSError):
+                # Plain HTTP gets a TLS alert, not an HTTP answer.
+                with self.assertRaises((OSError, http.client.HTTPException)):
                     urllib.request.urlopen(f"http://127.0.0.1:{server.port}/health/live", timeout=5)
 
     def test_the_application_inventory_reads_only_with_the_feature_on_and_its_push_stays_secret(self):
@@ -522,7 +524,7 @@ class ChartTest(unittest.TestCase):
         _, c = container(docs)
         self.assertEqual({e["name"]: e.get("value") for e in c["env"]}["APPLICATIONS"], "false")
         docs = render({"applications": {"enabled": True, "denyNamespaces": ["kube-system", "team-*"],
-                                        "push": {"existingSecret": "hossted"}}})
+                                        "push": {"existingSecret": "hossted", "emailId": "ops@example.org"}}})
         for d in docs:
             kubernetes_validate.validate(d, KUBE_VERSION, strict=True)
         (binding,) = by_kind(docs, "ClusterRoleBinding")
@@ -548,8 +550,10 @@ class ChartTest(unittest.TestCase):
         self.assertEqual(env["POD_NAMESPACE"]["valueFrom"]["fieldRef"]["fieldPath"], "metadata.namespace")
         self.assertEqual(env["HOSSTED_API_URL"]["valueFrom"]["secretKeyRef"], {"name": "hossted", "key": "HOSSTED_API_URL"})
         self.assertEqual(env["HOSSTED_AUTH_TOKEN"]["valueFrom"]["secretKeyRef"], {"name": "hossted", "key": "HOSSTED_AUTH_TOKEN"})
+        self.assertEqual(env["HOSSTED_EMAIL_ID"]["value"], "ops@example.org")
         names = server_env_names()
-        for name in ["APPLICATIONS", "APPLICATIONS_DENY_NAMESPACES", "APPLICATIONS_PAUSED", "HOSSTED_API_URL", "HOSSTED_AUTH_TOKEN"]:
+        for name in ["APPLICATIONS", "APPLICATIONS_DENY_NAMESPACES", "APPLICATIONS_PAUSED", "HOSSTED_API_URL", "HOSSTED_AUTH_TOKEN",
+                     "HOSSTED_EMAIL_ID"]:
             self.assertIn(name, names)
 
     def test_several_replicas_elect_a_leader_spread_and_keep_one_through_drains(self):

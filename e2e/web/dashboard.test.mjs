@@ -140,6 +140,29 @@ describe('a still fleet (the demo, simulator off)', () => {
   before(async () => { server = await startServer(['--demo'], { SIMULATE: 'false' }); });
   after(() => server?.stop());
 
+  test('at 1440 px the header is one row on every page, signed out and with the time of the last change', async () => {
+    const context = await browser.newContext({ viewport: { width: 1440, height: 900 } });
+    const page = await context.newPage();
+    for (const path of ['/', '/datacenters', '/clusters', '/applications', '/topology', '/events']) {
+      await page.goto(`${server.base}${path}`);
+      await eventually(`${path}: the badge says Live and the sign-in button is there`, async () =>
+        (await page.getByTestId('connection').textContent()) === 'Live'
+        && (await page.getByRole('button', { name: 'Sign in' }).count()) === 1);
+      // One row: every item's middle within a few pixels of the others' (a second row is ~40 px down).
+      const spread = await page.locator('header.top > *').evaluateAll((items) => {
+        const middles = items.filter((i) => i.getBoundingClientRect().width > 0)
+          .map((i) => { const r = i.getBoundingClientRect(); return (r.top + r.bottom) / 2; });
+        return Math.max(...middles) - Math.min(...middles);
+      });
+      assert.ok(spread < 12, `${path}: the header wraps at 1440 px (its items' middles ${spread} px apart)`);
+    }
+    // The theme switch is an icon, named for what it does.
+    await page.getByRole('button', { name: 'Light theme' }).click();
+    assert.equal(await page.locator('html').getAttribute('data-theme'), 'light');
+    await page.getByRole('button', { name: 'Dark theme' }).click();
+    await context.close();
+  });
+
   test('the overview shows the numbers the API answers, from this origin only', async () => {
     const { page, context, problems } = await openPage(server.base);
     await page.goto(`${server.base}/`);
@@ -921,6 +944,42 @@ describe('three datacenters, one going away now and then (DEMO_DATACENTERS=3)', 
         && (await card.getByTestId('dc-state').textContent()) === 'synced';
     });
     await eventually('the banner gone', async () => (await page.getByTestId('away').count()) === 0);
+    assert.deepEqual(problems, []);
+    await context.close();
+  });
+
+  test('the overview counts the datacenters reporting, the topology draws one that does not answer as such, and an unknown one is said', async () => {
+    const { page, context, problems } = await openPage(server.base);
+    // The tile: those synced, of all the server knows, as the API says at that moment.
+    await page.goto(`${server.base}/`);
+    await eventually('the datacenters tile equals the API', async () => {
+      const dcs = (await data('{ datacenters { key state } }')).datacenters;
+      const want = `${dcs.filter((d) => d.state === 'SYNCED').length}/${dcs.length}`;
+      const shown = await page.getByTestId('tile-datacenters').textContent();
+      const again = (await data('{ datacenters { key state } }')).datacenters;
+      // Read twice around the page: the states were the same all along.
+      return JSON.stringify(dcs) === JSON.stringify(again) && shown === want ? shown : { mismatch: { shown, want } };
+    });
+    // The topology: while one is stale, exactly its box is drawn as not answering.
+    await page.goto(`${server.base}/topology`);
+    const away = await eventually('a stale datacenter drawn as such', async () => {
+      const stale = (await data('{ datacenters { key state } }')).datacenters.filter((d) => d.state !== 'SYNCED').map((d) => d.key);
+      const drawn = await page.getByTestId('topology-dc').evaluateAll((gs) => gs
+        .filter((g) => g.classList.contains('stale')).map((g) => g.querySelector('.title').textContent));
+      const again = (await data('{ datacenters { key state } }')).datacenters.filter((d) => d.state !== 'SYNCED').map((d) => d.key);
+      return stale.length === 1 && JSON.stringify(stale) === JSON.stringify(again)
+        && JSON.stringify(drawn) === JSON.stringify([`${stale[0]} · not answering`]) ? stale[0] : { mismatch: { stale, drawn } };
+    });
+    assert.ok(away);
+    await shot(page, 'topology-stale');
+    // A datacenter the server does not know: said, with the ones it knows, on both pages.
+    for (const path of ['/', '/topology']) {
+      await page.goto(`${server.base}${path}?dc=nowhere`);
+      const said = page.getByTestId('dc-not-found');
+      await eventually(`${path} says nowhere is not known`, async () =>
+        (await said.textContent()) === 'Datacenter \u201cnowhere\u201d not found. Known: bergen, oslo, trondheim.');
+      assert.equal(await page.getByTestId('tile-hosts').count(), 0, 'no figures for an unknown datacenter');
+    }
     assert.deepEqual(problems, []);
     await context.close();
   });

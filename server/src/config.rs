@@ -194,11 +194,12 @@ pub struct ServeConfig {
     #[arg(long, env = "RESPONSE_CACHE_MB", default_value_t = 32)]
     pub response_cache_mb: usize,
 
-    /// The old operator's cache lifetime (a duration), accepted for its deployments: the caches
-    /// here are exact (an answer or part is dropped the moment an object it read changes), so no
-    /// entry is ever older than the graph and nothing waits for a TTL. Checked, then unused.
-    #[arg(long, env = "CACHE_TTL", default_value = "300s")]
-    pub cache_ttl: String,
+    /// The old operator's cache lifetime (a duration): accepted so its deployments start, checked,
+    /// and said at start to be unused. The caches here are exact (an answer or part is dropped the
+    /// moment an object it read changes), so no entry outlives the graph it answers from and
+    /// nothing waits for a lifetime to end.
+    #[arg(long, env = "CACHE_TTL")]
+    pub cache_ttl: Option<String>,
 
     /// The old operator's Redis cache: not used (the caches are in-process and exact; replicas
     /// share through the database). Set, it is said so at start; its value is never printed.

@@ -149,9 +149,13 @@ impl HostReadiness {
 /// A time as the browser's local clock shows it.
 pub fn clock(ms: f64) -> String {
     let date = js_sys::Date::new(&wasm_bindgen::JsValue::from_f64(ms));
-    date.to_locale_time_string("default")
-        .as_string()
-        .unwrap_or_default()
+    // 24-hour `HH:MM:SS`: no AM/PM to widen the header.
+    format!(
+        "{:02}:{:02}:{:02}",
+        date.get_hours(),
+        date.get_minutes(),
+        date.get_seconds()
+    )
 }
 
 #[cfg(test)]

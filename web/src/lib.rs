@@ -87,8 +87,9 @@ fn Badge(state: LinkState) -> impl IntoView {
         Link::Disconnected => "badge disconnected",
     };
     view! {
-        <span class="updated" data-testid="updated">
-            {move || state.last_change.get().map(|ms| format!("Updated {}", format::clock(ms)))}
+        <span class="updated" data-testid="updated" title="When the last change arrived">
+            // "Updated" is read out, not shown: the time beside the badge says it.
+            {move || state.last_change.get().map(|ms| view! { <span class="sr">"Updated "</span>{format::clock(ms)} })}
         </span>
         <span class=class role="status" data-testid="connection">{move || state.link.get().label()}</span>
     }
@@ -112,10 +113,18 @@ fn ThemeSwitch() -> impl IntoView {
             let _ = s.set_item("theme", theme);
         }
     });
+    // An icon (the header fits one row at 1440 px); its name says what it does.
+    let name = move || {
+        if light.get() {
+            "Dark theme"
+        } else {
+            "Light theme"
+        }
+    };
     view! {
         <button class="theme" type="button" aria-pressed=move || light.get().to_string()
-            on:click=move |_| light.update(|l| *l = !*l)>
-            {move || if light.get() { "Dark theme" } else { "Light theme" }}
+            aria-label=name title=name on:click=move |_| light.update(|l| *l = !*l)>
+            <span aria-hidden="true">{move || if light.get() { "\u{263E}" } else { "\u{2600}" }}</span>
         </button>
     }
 }

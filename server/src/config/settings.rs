@@ -12,6 +12,12 @@ impl ServeConfig {
                 "REDIS_URL is set and not used: the caches are in-process and exact, and replicas share through the database"
             );
         }
+        if self.cache_ttl.is_some() {
+            tracing::warn!(
+                setting = "CACHE_TTL",
+                "set and not used: every cache here is exact (an answer is dropped the moment an object it read changes), so none waits for a lifetime; memory is bounded by the *_CACHE_MB settings"
+            );
+        }
         for (setting, value) in [
             (
                 "PROXMOX_OPERATOR_NAMESPACE",
@@ -267,7 +273,9 @@ impl ServeConfig {
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.db.validate()?;
         self.access.validate()?;
-        positive_duration("CACHE_TTL", &self.cache_ttl)?;
+        if let Some(ttl) = &self.cache_ttl {
+            positive_duration("CACHE_TTL", ttl)?;
+        }
         self.health_check_interval()?;
         self.connection_limits()?;
         for u in self.webhook_urls.iter().map(|u| u.0.as_str()) {

@@ -197,11 +197,17 @@ fn Tiles(
 }
 
 /// How many datacenters report (synced), of those the server knows, as the old hub's overview
-/// counted them; stale and unreachable ones are named in its line.
+/// counted them; stale and unreachable ones are counted in its line. Shown when there are several
+/// (a single cluster's server has its own alone).
 #[component]
 fn DatacentersTile() -> impl IntoView {
     use crate::gql::DatacenterState;
     let sources = expect_context::<Sources>();
+    let several = move || {
+        sources
+            .0
+            .with(|d| d.as_ref().is_some_and(|d| d.datacenters.len() > 1))
+    };
     let counts = move || {
         sources.0.with(|d| {
             d.as_ref().map(|d| {
@@ -216,6 +222,7 @@ fn DatacentersTile() -> impl IntoView {
         })
     };
     view! {
+        <Show when=several>
         <Tile label="Datacenters" testid="tile-datacenters"
             value=Signal::derive(move || counts().map(|(n, all, _)| format!("{n}/{all}")))
             sub=Signal::derive(move || match counts() {
@@ -227,6 +234,7 @@ fn DatacentersTile() -> impl IntoView {
                 Some((0, _, _)) => "err",
                 _ => "warn",
             })/>
+        </Show>
     }
 }
 

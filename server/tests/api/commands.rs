@@ -524,7 +524,11 @@ async fn old_operator_namespaces_are_said_unused_and_a_bad_health_check_interval
         .iter()
         .filter_map(|w| w["setting"].as_str())
         .collect();
-    assert_eq!(settings, ["CACHE_TTL", "KEA_OPERATOR_NAMESPACE"], "{warned:?}");
+    assert_eq!(
+        settings,
+        ["CACHE_TTL", "KEA_OPERATOR_NAMESPACE"],
+        "{warned:?}"
+    );
     assert!(warned.iter().all(|w| w["level"] == "warn"), "{warned:?}");
     // The health check runs on its interval: several within a generous wait.
     crate::eventually("three health checks", || async {

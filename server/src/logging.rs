@@ -10,6 +10,7 @@
 //! than dispatched through tracing: the span and the dispatch were a sixth of the time of a
 //! cached answer. Every line logged while a request is served carries its context.
 
+mod json;
 mod output;
 
 use output::{OUTPUT, Output};
@@ -122,7 +123,6 @@ pub fn access(line: &AccessLine<'_>) {
 }
 
 fn write_access(out: &mut String, line: &AccessLine<'_>) -> fmt::Result {
-    use fmt::Write;
     let r = line.request;
     let (method, path) = (r.method.as_str(), r.uri.path());
     let user_agent = match line.user_agent.char_indices().nth(256) {
@@ -131,27 +131,37 @@ fn write_access(out: &mut String, line: &AccessLine<'_>) -> fmt::Result {
     };
     let micros = line.took.as_micros();
     let status = line.status;
-    let message = format_args!("{method} {path} {status}");
     match format() {
+        // Pushed, not formatted: this line is written for every request (see `json`).
         Format::Json => {
-            write!(
-                out,
-                "{{\"timestamp\":\"{}\",\"level\":\"info\",\"component\":\"http\",\
-                 \"requestId\":{},\"method\":{},\"path\":{},\"statusCode\":{status},\
-                 \"duration\":{}.{:03},\"userAgent\":{},\"message\":",
-                Now,
-                JsonStr(r.id()),
-                JsonStr(method),
-                JsonStr(path),
-                micros / 1000,
-                micros % 1000,
-                JsonStr(user_agent),
-            )?;
-            write_json_str(out, message)?;
-            out.write_str("}\n")
+            out.push_str("{\"timestamp\":\"");
+            json::push_now(out);
+            out.push_str("\",\"level\":\"info\",\"component\":\"http\",\"requestId\":");
+            json::push_str(out, r.id());
+            out.push_str(",\"method\":");
+            json::push_str(out, method);
+            out.push_str(",\"path\":");
+            json::push_str(out, path);
+            out.push_str(",\"statusCode\":");
+            json::push_uint(out, u64::from(status), 0);
+            out.push_str(",\"duration\":");
+            json::push_uint(out, u64::try_from(micros / 1000).unwrap_or(u64::MAX), 0);
+            out.push('.');
+            json::push_uint(out, u64::try_from(micros % 1000).unwrap_or(0), 3);
+            out.push_str(",\"userAgent\":");
+            json::push_str(out, user_agent);
+            // The message: "{method} {path} {status}", escaped as one string.
+            out.push_str(",\"message\":\"");
+            json::push_escaped(out, method);
+            out.push(' ');
+            json::push_escaped(out, path);
+            out.push(' ');
+            json::push_uint(out, u64::from(status), 0);
+            out.push_str("\"}\n");
+            Ok(())
         }
         Format::Text { ansi } => {
-            let message = message.to_string();
+            let message = format!("{method} {path} {status}");
             let mut fields: Vec<(&str, &str)> = Vec::with_capacity(7);
             let request = r.fields();
             fields.extend(request.iter().map(|(n, v)| (*n, v.as_str())));
@@ -467,24 +477,9 @@ struct Now;
 
 impl fmt::Display for Now {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        thread_local! {
-            static SECOND: std::cell::RefCell<(i64, String)> =
-                const { std::cell::RefCell::new((i64::MIN, String::new())) };
-        }
-        let now = jiff::Timestamp::now();
-        let (second, nanos) = (now.as_second(), now.subsec_nanosecond());
-        SECOND.with_borrow_mut(|(cached, text)| {
-            if *cached != second {
-                *cached = second;
-                text.clear();
-                // `2026-11-25T20:14:03Z` without its `Z`.
-                let whole = jiff::Timestamp::from_second(second)
-                    .unwrap_or(now)
-                    .to_string();
-                text.push_str(whole.trim_end_matches('Z'));
-            }
-            write!(f, "{text}.{nanos:09}Z")
-        })
+        let mut text = String::with_capacity(32);
+        json::push_now(&mut text);
+        f.write_str(&text)
     }
 }
 

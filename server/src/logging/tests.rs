@@ -33,3 +33,46 @@ fn component_is_the_module_or_the_crate() {
     assert_eq!(component("vitistack"), "vitistack");
     assert_eq!(component("sqlx::query"), "sqlx");
 }
+
+#[test]
+fn an_access_line_is_one_json_object_with_every_field_escaped() {
+    let request = super::RequestContext {
+        id: axum::http::HeaderValue::from_static("req-1"),
+        method: axum::http::Method::POST,
+        uri: "/graphql/we\"ird\\path?q=1".parse().expect("uri"),
+    };
+    for (micros, duration) in [(1_234_567, "1234.567"), (5, "0.005"), (0, "0.000")] {
+        let line = super::AccessLine {
+            request: &request,
+            status: 200,
+            took: std::time::Duration::from_micros(micros),
+            user_agent: "agent \"x\"\n\u{1}✓",
+        };
+        let mut text = String::new();
+        super::write_access(&mut text, &line).expect("written");
+        assert!(
+            text.ends_with("}\n") && text.matches('\n').count() == 1,
+            "{text}"
+        );
+        let v: serde_json::Value = serde_json::from_str(&text).expect(&text);
+        assert_eq!(v["requestId"], "req-1");
+        assert_eq!(v["method"], "POST");
+        assert_eq!(v["path"], "/graphql/we\"ird\\path");
+        assert_eq!(v["statusCode"], 200);
+        assert_eq!(v["userAgent"], "agent \"x\"\n\u{1}✓");
+        assert_eq!(v["message"], "POST /graphql/we\"ird\\path 200");
+        assert_eq!(v["level"], "info");
+        assert_eq!(v["component"], "http");
+        // The duration in milliseconds with three decimals, as a JSON number.
+        assert!(
+            text.contains(&format!("\"duration\":{duration},")),
+            "{text}"
+        );
+        let at: jiff::Timestamp = v["timestamp"]
+            .as_str()
+            .expect("time")
+            .parse()
+            .expect("RFC 3339");
+        assert!(at <= jiff::Timestamp::now());
+    }
+}

@@ -3,7 +3,7 @@
 // deadline; screenshots of each view land in e2e/web/artifacts/.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { spawn } from 'node:child_process';
 import { tmpdir } from 'node:os';
 import { createInterface } from 'node:readline';
@@ -21,6 +21,9 @@ const PATIENCE = 60000;
 
 let browser;
 before(async () => {
+  // Without a built dashboard every test here would wait for a page that never comes: say so once.
+  const dist = join(here, '..', '..', 'web', 'dist', 'index.html');
+  if (!existsSync(dist)) throw new Error(`the dashboard is not built (${dist} is missing): run scripts/build-web.sh`);
   browser = await chromium.launch({
     executablePath: process.env.CHROMIUM ?? '/usr/bin/chromium',
     args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',

@@ -138,10 +138,10 @@ fn write_access(out: &mut String, line: &AccessLine<'_>) -> fmt::Result {
             json::push_now(out);
             out.push_str("\",\"level\":\"info\",\"component\":\"http\",\"requestId\":");
             json::push_str(out, r.id());
-            out.push_str(",\"method\":");
-            json::push_str(out, method);
-            out.push_str(",\"path\":");
-            json::push_str(out, path);
+            for (name, value) in [(",\"method\":", method), (",\"path\":", path)] {
+                out.push_str(name);
+                json::push_str(out, value);
+            }
             out.push_str(",\"statusCode\":");
             json::push_uint(out, u64::from(status), 0);
             out.push_str(",\"duration\":");
@@ -378,26 +378,7 @@ struct Escape<'a, W: fmt::Write>(&'a mut W);
 
 impl<W: fmt::Write> fmt::Write for Escape<'_, W> {
     fn write_str(&mut self, s: &str) -> fmt::Result {
-        let mut plain = 0;
-        for (i, b) in s.bytes().enumerate() {
-            let escaped = match b {
-                b'"' => "\\\"",
-                b'\\' => "\\\\",
-                b'\n' => "\\n",
-                b'\r' => "\\r",
-                b'\t' => "\\t",
-                0..=0x1f => "",
-                _ => continue,
-            };
-            self.0.write_str(&s[plain..i])?;
-            if escaped.is_empty() {
-                write!(self.0, "\\u{b:04x}")?;
-            } else {
-                self.0.write_str(escaped)?;
-            }
-            plain = i + 1;
-        }
-        self.0.write_str(&s[plain..])
+        json::for_each_escaped(s, |piece| self.0.write_str(piece))
     }
 }
 

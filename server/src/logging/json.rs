@@ -14,34 +14,45 @@ pub(super) fn push_str(out: &mut String, s: &str) {
 /// Push `s` escaped for the inside of a JSON string: `"` `\` and control characters; the rest
 /// (UTF-8 included) as it is. A string with nothing to escape is pushed in one copy.
 pub(super) fn push_escaped(out: &mut String, s: &str) {
-    // Most text has nothing to escape: one pass that the compiler vectorises, then one copy.
+    for_each_escaped(s, |piece| {
+        out.push_str(piece);
+        Ok(())
+    })
+    .unwrap_or_default();
+}
+
+/// `s` escaped for the inside of a JSON string, in pieces (runs of plain text and escapes) handed
+/// to `put` in order; stops at `put`'s first error.
+pub(super) fn for_each_escaped(
+    s: &str,
+    mut put: impl FnMut(&str) -> std::fmt::Result,
+) -> std::fmt::Result {
+    // Most text has nothing to escape: one pass that the compiler vectorises, then one piece.
     if !s.bytes().any(|b| b < 0x20 || b == b'"' || b == b'\\') {
-        out.push_str(s);
-        return;
+        return put(s);
     }
     let mut plain = 0;
     for (i, b) in s.bytes().enumerate() {
+        let mut hex = *b"\\u0000";
         let escaped = match b {
             b'"' => "\\\"",
             b'\\' => "\\\\",
             b'\n' => "\\n",
             b'\r' => "\\r",
             b'\t' => "\\t",
-            0..=0x1f => "",
+            0..=0x1f => {
+                const HEX: &[u8; 16] = b"0123456789abcdef";
+                hex[4] = HEX[usize::from(b >> 4)];
+                hex[5] = HEX[usize::from(b & 0xf)];
+                std::str::from_utf8(&hex).unwrap_or_default()
+            }
             _ => continue,
         };
-        out.push_str(&s[plain..i]);
-        if escaped.is_empty() {
-            const HEX: &[u8; 16] = b"0123456789abcdef";
-            out.push_str("\\u00");
-            out.push(char::from(HEX[usize::from(b >> 4)]));
-            out.push(char::from(HEX[usize::from(b & 0xf)]));
-        } else {
-            out.push_str(escaped);
-        }
+        put(&s[plain..i])?;
+        put(escaped)?;
         plain = i + 1;
     }
-    out.push_str(&s[plain..]);
+    put(&s[plain..])
 }
 
 /// Push `n` in decimal, at least `width` digits (zero-padded).

@@ -5,7 +5,8 @@
   which say `@generated` on their first line, are left out): split it by job;
 - ARCHITECTURE.md's module maps (the server's and the dashboard's tables) naming a module, or a
   file or folder of a module, that does not exist;
-- a top-level module of the server or the dashboard that has no row in its map.
+- a top-level module of the server or the dashboard that has no row in its map;
+- a `….rs` named anywhere in ARCHITECTURE.md that no module has.
 
 A row's first cell names its modules (`store/`, `error.rs`, or several: `retry.rs`, `clock.rs`);
 every backticked path in its other cells that ends in `.rs` or `/` must exist inside the row's
@@ -95,11 +96,27 @@ def check_map(src, heading, text):
     return problems
 
 
+def every_file_named(text):
+    """Every `….rs` ARCHITECTURE.md names anywhere (tables, "where a change goes", caches) exists:
+    under a source root, or under one of its modules (a path as its module's row writes it)."""
+    problems = []
+    for path in sorted(set(re.findall(r"`([A-Za-z0-9_./-]+\.rs)`", text))):
+        roots = [ROOT] + [s for s, _ in MAPS]
+        found = any((r / path).exists() for r in roots) or any(
+            any(m.is_file() for m in s.glob(f"*/{path}")) or any(m.is_file() for m in s.glob(f"*/*/{path}"))
+            for s, _ in MAPS
+        )
+        if not found:
+            problems.append(f"ARCHITECTURE.md names `{path}`, which no module has")
+    return problems
+
+
 def main():
     text = (ROOT / "ARCHITECTURE.md").read_text(encoding="utf-8")
     problems = long_files()
     for src, heading in MAPS:
         problems += check_map(src, heading, text)
+    problems += every_file_named(text)
     for p in problems:
         print(p)
     files = sum(1 for s in SOURCES for _ in s.rglob("*.rs"))

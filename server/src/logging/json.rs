@@ -32,8 +32,8 @@ pub(super) fn for_each_escaped(
         return put(s);
     }
     let mut plain = 0;
+    let mut hex = *b"\\u0000";
     for (i, b) in s.bytes().enumerate() {
-        let mut hex = *b"\\u0000";
         let escaped = match b {
             b'"' => "\\\"",
             b'\\' => "\\\\",

@@ -406,11 +406,17 @@ class ChartTest(unittest.TestCase):
         self.assertNotIn("subPath", mount, "a subPath mount is never updated when the Secret changes")
         (vol,) = [v for v in deploy["spec"]["template"]["spec"]["volumes"] if v["name"] == "api-keys"]
         self.assertEqual(vol["secret"]["secretName"], "api-keys")
-        # One ClusterRole per role, granting exactly what the server asks RBAC about.
+        # One ClusterRole per role: each reads every watched kind (bound in a namespace, it shows
+        # that namespace); the operator also changes clusters; the admin also creates Vitistacks
+        # (the verb the server asks to find the admin role).
         roles = {r["metadata"]["name"]: r["rules"] for r in by_kind(docs, "ClusterRole")}
-        self.assertEqual(roles["rel-vitistack-graphql-viewer"], [{"apiGroups": ["vitistack.io"], "resources": ["kubernetesclusters"], "verbs": ["get"]}])
-        self.assertEqual(roles["rel-vitistack-graphql-operator"], [{"apiGroups": ["vitistack.io"], "resources": ["kubernetesclusters"], "verbs": ["patch"]}])
-        self.assertEqual(roles["rel-vitistack-graphql-admin"], [{"apiGroups": ["vitistack.io"], "resources": ["vitistacks"], "verbs": ["create"]}])
+        read = [{"apiGroups": ["vitistack.io", "kubevirt.io"], "resources": ["*"], "verbs": ["get", "list", "watch"]},
+                {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]}]
+        change = {"apiGroups": ["vitistack.io"], "resources": ["kubernetesclusters"], "verbs": ["create", "delete", "patch"]}
+        self.assertEqual(roles["rel-vitistack-graphql-viewer"], read)
+        self.assertEqual(roles["rel-vitistack-graphql-operator"], read + [change])
+        self.assertEqual(roles["rel-vitistack-graphql-admin"],
+                         read + [change, {"apiGroups": ["vitistack.io"], "resources": ["vitistacks"], "verbs": ["create"]}])
         for d in docs:
             kubernetes_validate.validate(d, KUBE_VERSION, strict=True)
         # Without Kubernetes review: no review permission, no role ClusterRoles.

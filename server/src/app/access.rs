@@ -62,3 +62,25 @@ pub(super) async fn start(
     });
     Ok(access)
 }
+
+/// Where Kubernetes users' namespace-by-namespace access is asked: the watched cluster, with the
+/// namespaces its objects are in. On a server of several datacenters only cluster-wide grants
+/// count for now (each datacenter's API server is not asked yet).
+pub(super) fn kubernetes_targets(
+    access: &crate::http::access::Access,
+    store: &Arc<crate::store::Store>,
+    several_datacenters: bool,
+) {
+    if several_datacenters {
+        return;
+    }
+    let store = store.clone();
+    access.auth.set_targets(Arc::new(move || {
+        let dc = crate::model::Datacenter::default();
+        vec![crate::auth::review::Target {
+            namespaces: store.snapshot().namespaces(&dc).into_iter().collect(),
+            datacenter: dc,
+            client: None,
+        }]
+    }));
+}

@@ -1,7 +1,10 @@
 //! API keys: read from a file (a mounted Secret), kept and compared only as SHA-256 hashes.
 //!
-//! One key per line, fields separated by spaces: `NAME ROLE KEY [expires=RFC3339]`, where KEY is
-//! the key itself or `sha256:<64 hex digits>` (its hash, so the file need not hold the key).
+//! One key per line, fields separated by spaces: `NAME ROLE KEY [expires=RFC3339]
+//! [namespaces=NS,NS…]`, where KEY is the key itself or `sha256:<64 hex digits>` (its hash, so the
+//! file need not hold the key). A key with `namespaces=` sees the objects of those namespaces only,
+//! in every datacenter, and no cluster-scoped kind (as a Kubernetes Role in each namespace would
+//! grant); its mutations are refused outside them.
 //! `#` starts a comment. A refused file names the line and the reason, never a key.
 
 use std::path::Path;
@@ -22,6 +25,8 @@ pub struct ApiKey {
     pub hash: [u8; 32],
     /// When it stops working.
     pub expires: Option<jiff::Timestamp>,
+    /// What it may see (`namespaces=`: only those namespaces).
+    pub scope: crate::store::Scope,
 }
 
 /// Every key the server accepts now.
@@ -111,20 +116,21 @@ impl KeySet {
             })?;
             let hash = secret_hash(key, "key", name).map_err(at)?;
             let mut expires = None;
+            let mut scope = crate::store::Scope::All;
             for option in rest {
-                match option.strip_prefix("expires=") {
-                    Some(t) => {
-                        expires = Some(t.parse::<jiff::Timestamp>().map_err(|e| {
+                if let Some(t) = option.strip_prefix("expires=") {
+                    expires =
+                        Some(t.parse::<jiff::Timestamp>().map_err(|e| {
                             at(format!("`expires={t}` is not an RFC 3339 time: {e}"))
-                        })?)
-                    }
-                    None => {
-                        return Err(at(
-                            "after the key only `expires=RFC3339` may follow (the key itself \
-                             holds no spaces)"
-                                .into(),
-                        ));
-                    }
+                        })?);
+                } else if let Some(list) = option.strip_prefix("namespaces=") {
+                    scope = namespaces_scope(list, role).map_err(at)?;
+                } else {
+                    return Err(at(
+                        "after the key only `expires=RFC3339` and `namespaces=NS,NS…` may follow \
+                         (the key itself holds no spaces)"
+                            .into(),
+                    ));
                 }
             }
             if keys.iter().any(|k| k.name == *name) {
@@ -138,6 +144,7 @@ impl KeySet {
                 role,
                 hash,
                 expires,
+                scope,
             });
         }
         let by_hash = keys.iter().enumerate().map(|(i, k)| (k.hash, i)).collect();
@@ -189,6 +196,35 @@ impl KeySet {
     }
 }
 
+/// The scope of `namespaces=LIST` on a key of `role`.
+fn namespaces_scope(list: &str, role: Role) -> Result<crate::store::Scope, String> {
+    if role == Role::Admin {
+        return Err(
+            "an admin key sees everything: `namespaces=` is for viewer and operator keys".into(),
+        );
+    }
+    let names: Vec<&str> = list.split(',').map(str::trim).collect();
+    if let Some(bad) = names.iter().find(|n| !is_namespace_name(n)) {
+        return Err(format!(
+            "`namespaces=`: `{bad}` is not a namespace name (lower-case letters, digits and `-`, \
+             at most 63, starting and ending with a letter or digit)"
+        ));
+    }
+    Ok(crate::store::Scope::limited(
+        crate::store::Grants::namespaces(&names),
+    ))
+}
+
+/// A DNS label, as Kubernetes requires of a namespace's name.
+pub fn is_namespace_name(n: &str) -> bool {
+    !n.is_empty()
+        && n.len() <= 63
+        && n.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !n.starts_with('-')
+        && !n.ends_with('-')
+}
+
 fn parse_hex(hex: &str) -> Option<[u8; 32]> {
     if hex.len() != 64 {
         return None;
@@ -230,6 +266,23 @@ mod tests {
             "expired"
         );
         assert!(set.find(&hash("nobody-key-0123456789"), now).is_none());
+        assert!(ci.scope.is_all(), "no namespaces= sees everything");
+
+        let text = "t1 operator team1-key-0123456789 namespaces=team-1,team-2\n\
+                    t2 viewer team2-key-0123456789 namespaces=team-2,team-1\n";
+        let set = KeySet::parse(text, "keys").expect("parses");
+        let t1 = set.find(&hash("team1-key-0123456789"), now).expect("t1");
+        let t2 = set.find(&hash("team2-key-0123456789"), now).expect("t2");
+        let dc = crate::model::Datacenter::default();
+        use crate::model::Kind;
+        assert!(t1.scope.sees(&dc, Kind::KubernetesCluster, "team-2"));
+        assert!(!t1.scope.sees(&dc, Kind::KubernetesCluster, "team-3"));
+        assert!(
+            !t1.scope.sees(&dc, Kind::Node, ""),
+            "no cluster-scoped kind"
+        );
+        assert_eq!(t1.scope, t2.scope, "equal grants are one scope");
+        assert_ne!(t1.scope.id(), 0);
 
         for (text, reason) in [
             ("a viewer", "keys:1: expected `NAME ROLE KEY"),
@@ -264,6 +317,18 @@ mod tests {
             (
                 "a viewer k0123456789abcdef until=x",
                 "keys:1: after the key only `expires=",
+            ),
+            (
+                "a viewer k0123456789abcdef namespaces=team-1,Team_2",
+                "keys:1: `namespaces=`: `Team_2` is not a namespace name",
+            ),
+            (
+                "a viewer k0123456789abcdef namespaces=",
+                "keys:1: `namespaces=`: `` is not a namespace name",
+            ),
+            (
+                "a admin k0123456789abcdef namespaces=team-1",
+                "keys:1: an admin key sees everything",
             ),
             (
                 "a viewer k0123456789abcdef k0123456789abcdefgh",

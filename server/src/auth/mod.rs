@@ -6,6 +6,7 @@ pub mod keys;
 pub mod review;
 
 use crate::error::ErrorCode;
+use crate::store::Scope;
 use std::net::IpAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -108,6 +109,8 @@ pub struct Principal {
     pub credential: Credential,
     /// The client's address (after trusted proxies).
     pub address: IpAddr,
+    /// What it may see (everything, or namespaces per datacenter).
+    pub scope: Scope,
 }
 
 /// Whom rate limits count against (made per request: no text is formatted for it).
@@ -151,6 +154,7 @@ impl Principal {
             role: Role::Viewer,
             credential: Credential::Anonymous,
             address,
+            scope: Scope::All,
         }
     }
 
@@ -161,6 +165,7 @@ impl Principal {
             role: Role::Admin,
             credential: Credential::Anonymous,
             address: IpAddr::from([127, 0, 0, 1]),
+            scope: Scope::All,
         }
     }
 }
@@ -361,18 +366,18 @@ impl Auth {
                 role: key.role,
                 credential: Credential::Key(hash),
                 address,
+                scope: key.scope.clone(),
             });
         }
         match &self.reviewer {
             // Boxed: a review's state is large, and every request would carry it otherwise.
-            Some(r) => Box::pin(r.review(token, hash))
-                .await
-                .map(|(name, role)| Principal {
-                    name,
-                    role,
-                    credential: Credential::Kubernetes(hash, Token(token.into())),
-                    address,
-                }),
+            Some(r) => Box::pin(r.review(token, hash)).await.map(|r| Principal {
+                name: r.name.clone(),
+                role: r.role,
+                credential: Credential::Kubernetes(hash, Token(token.into())),
+                address,
+                scope: r.scope.clone(),
+            }),
             None => Err(Refusal::Invalid),
         }
     }
@@ -386,11 +391,40 @@ impl Auth {
                 .keys
                 .load()
                 .find(hash, jiff::Timestamp::now())
-                .is_some_and(|k| k.role >= principal.role),
+                .is_some_and(|k| k.role >= principal.role && k.scope == principal.scope),
             Credential::Kubernetes(hash, token) => match &self.reviewer {
-                Some(r) => r.still_valid(&token.0, *hash, principal.role).await,
+                Some(r) => {
+                    r.still_valid(&token.0, *hash, principal.role, &principal.scope)
+                        .await
+                }
                 None => false,
             },
+        }
+    }
+
+    /// Whether `principal` may `verb` (`patch`, `create`, `delete`) the object `key`: a
+    /// Kubernetes user as its own RBAC says for that object, asked of its datacenter's API
+    /// server; a key or an anonymous reader within what it sees (its role is checked apart).
+    pub async fn may(
+        &self,
+        principal: &Principal,
+        verb: &str,
+        key: &crate::store::ObjectKey,
+    ) -> Result<bool, Refusal> {
+        match (&principal.credential, &self.reviewer) {
+            (Credential::Kubernetes(hash, token), Some(r)) => {
+                Box::pin(r.may(&token.0, *hash, verb, key)).await
+            }
+            (Credential::Kubernetes(..), None) => Ok(false),
+            _ => Ok(principal.scope.sees_key(key)),
+        }
+    }
+
+    /// Ask these datacenters for what Kubernetes users may see, namespace by namespace (the
+    /// app gives them once its sources run); without them only cluster-wide grants count.
+    pub fn set_targets(&self, targets: review::Targets) {
+        if let Some(r) = &self.reviewer {
+            r.set_targets(targets);
         }
     }
 

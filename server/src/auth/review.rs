@@ -1,27 +1,42 @@
-//! Kubernetes mode: a bearer token is authenticated with a TokenReview, and its role is what
-//! SubjectAccessReviews allow on `vitistack.io` resources, so the cluster's own RBAC decides.
-//! Answers are kept for a short time (`AUTH_CACHE_SECONDS`), keyed by the token's hash.
+//! Kubernetes mode: a bearer token is authenticated with a TokenReview, and what its user may do
+//! and see is what the cluster's RBAC says, asked with SubjectAccessReviews (the user and groups
+//! the review gave):
+//! - a role over the whole fleet from a cluster-wide grant on `vitistack.io` resources
+//!   ([`GRANTS`]): that user sees everything, as before;
+//! - otherwise, per datacenter, the kinds it may `list` everywhere and, for namespaced kinds, the
+//!   namespaces it may `list` them in (a tenant with a RoleBinding in its namespace sees that
+//!   namespace); a viewer, or an operator where it may `patch` KubernetesClusters somewhere.
+//!
+//! Mutations ask again for the target itself ([`Reviewer::may`]): `patch`, `create` or `delete`
+//! on the object in its namespace and datacenter. Answers are kept for a short time
+//! (`AUTH_CACHE_SECONDS`), keyed by the token's hash; open sockets re-check them then.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec};
+use futures::StreamExt;
+use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec, UserInfo};
 use k8s_openapi::api::authorization::v1::{
     ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
 };
 use kube::api::{Api, PostParams};
-use parking_lot::Mutex;
+use parking_lot::{Mutex, RwLock};
 
 use super::{Refusal, Role};
+use crate::model::{Datacenter, Kind};
+use crate::store::{Grants, KindGrants, Namespaces, ObjectKey, Scope};
 
-/// The verb on a `vitistack.io` resource that grants each role (a ClusterRole granting it makes
-/// its subjects that role; the chart ships one per role).
+/// The verb on a `vitistack.io` resource that grants each role over the whole fleet (a
+/// ClusterRole granting it makes its subjects that role; the chart ships one per role).
 pub const GRANTS: [(Role, &str, &str); 3] = [
     (Role::Admin, "create", "vitistacks"),
     (Role::Operator, "patch", "kubernetesclusters"),
     (Role::Viewer, "get", "kubernetesclusters"),
 ];
+
+/// SubjectAccessReviews asked at once while a user's scope is worked out.
+const IN_FLIGHT: usize = 16;
 
 /// How reviews are asked and kept.
 #[derive(Clone, Debug)]
@@ -32,13 +47,42 @@ pub struct ReviewSettings {
     pub audiences: Vec<String>,
 }
 
-type Answer = Result<(Arc<str>, Role), Refusal>;
+/// Where a person's access is asked: a datacenter's API server, and the namespaces it holds
+/// (those a namespace-by-namespace grant is asked for).
+#[derive(Clone)]
+pub struct Target {
+    /// The datacenter.
+    pub datacenter: Datacenter,
+    /// A client of its API server (None: the one tokens are reviewed with).
+    pub client: Option<kube::Client>,
+    /// Its namespaces.
+    pub namespaces: Vec<String>,
+}
+
+/// The datacenters to ask, as they are now (given by the app once its sources run).
+pub type Targets = Arc<dyn Fn() -> Vec<Target> + Send + Sync>;
+
+/// What a review found.
+#[derive(Debug)]
+pub struct Reviewed {
+    /// `kubernetes:USER`.
+    pub name: Arc<str>,
+    /// What it may do.
+    pub role: Role,
+    /// What it may see.
+    pub scope: Scope,
+    /// Who the API server says it is (asked again for mutations).
+    user: UserInfo,
+}
+
+type Answer = Result<Arc<Reviewed>, Refusal>;
 
 /// Reviews tokens with the API server, keeping answers for `ttl`.
 pub struct Reviewer {
     client: kube::Client,
     settings: ReviewSettings,
     cache: Mutex<HashMap<[u8; 32], (Instant, Answer)>>,
+    targets: RwLock<Option<Targets>>,
 }
 
 /// Most answers kept (past it, expired ones are dropped, then the whole cache).
@@ -51,6 +95,7 @@ impl Reviewer {
             client,
             settings,
             cache: Mutex::new(HashMap::new()),
+            targets: RwLock::new(None),
         }
     }
 
@@ -59,7 +104,21 @@ impl Reviewer {
         self.settings.ttl
     }
 
-    /// The user name and role of `token` (whose hash is `hash`).
+    /// Ask these datacenters for namespace-by-namespace grants from now on.
+    pub fn set_targets(&self, targets: Targets) {
+        *self.targets.write() = Some(targets);
+        self.cache.lock().clear();
+    }
+
+    fn targets(&self) -> Vec<Target> {
+        self.targets
+            .read()
+            .as_ref()
+            .map(|t| t())
+            .unwrap_or_default()
+    }
+
+    /// Who `token` (whose hash is `hash`) is, and what it may do and see.
     pub async fn review(&self, token: &str, hash: [u8; 32]) -> Answer {
         if let Some((at, answer)) = self.cache.lock().get(&hash)
             && at.elapsed() < self.settings.ttl
@@ -67,7 +126,7 @@ impl Reviewer {
             return answer.clone();
         }
         let answer = self.ask(token).await;
-        if answer != Err(Refusal::Unavailable) {
+        if !matches!(answer, Err(Refusal::Unavailable)) {
             let mut cache = self.cache.lock();
             if cache.len() >= MAX_KEPT {
                 let ttl = self.settings.ttl;
@@ -81,14 +140,49 @@ impl Reviewer {
         answer
     }
 
-    /// True while the token still grants `role` (asked again once its kept answer ran out).
-    pub async fn still_valid(&self, token: &str, hash: [u8; 32], role: Role) -> bool {
+    /// True while the token still grants `role` and the same `scope` (asked again once its
+    /// kept answer ran out).
+    pub async fn still_valid(
+        &self,
+        token: &str,
+        hash: [u8; 32],
+        role: Role,
+        scope: &Scope,
+    ) -> bool {
         match self.review(token, hash).await {
-            Ok((_, r)) => r >= role,
+            Ok(r) => r.role >= role && r.scope == *scope,
             // The API server not answering does not end a session it let in.
             Err(Refusal::Unavailable) => true,
             Err(_) => false,
         }
+    }
+
+    /// Whether the token's user may `verb` the object `key` (its own RBAC, asked of the API
+    /// server of the object's datacenter).
+    pub async fn may(
+        &self,
+        token: &str,
+        hash: [u8; 32],
+        verb: &str,
+        key: &ObjectKey,
+    ) -> Result<bool, Refusal> {
+        let reviewed = self.review(token, hash).await?;
+        let client = self
+            .targets()
+            .into_iter()
+            .find(|t| t.datacenter == key.datacenter)
+            .and_then(|t| t.client)
+            .unwrap_or_else(|| self.client.clone());
+        let ns = key.kind.namespaced().then_some(key.namespace.as_str());
+        allowed(
+            &client,
+            &reviewed.user,
+            ns,
+            key.kind.group(),
+            key.kind.plural(),
+            verb,
+        )
+        .await
     }
 
     async fn ask(&self, token: &str) -> Answer {
@@ -109,39 +203,167 @@ impl Reviewer {
             })?;
         let status = reviewed.status.unwrap_or_default();
         let user = status.user.unwrap_or_default();
-        let username = match (status.authenticated, user.username) {
-            (Some(true), Some(u)) if !u.is_empty() => u,
+        let username = match (status.authenticated, &user.username) {
+            (Some(true), Some(u)) if !u.is_empty() => u.clone(),
             _ => return Err(Refusal::Invalid),
         };
-        let access = Api::<SubjectAccessReview>::all(self.client.clone());
+        let name: Arc<str> = format!("kubernetes:{username}").into();
         for (role, verb, resource) in GRANTS {
-            let sar = SubjectAccessReview {
-                spec: SubjectAccessReviewSpec {
-                    user: Some(username.clone()),
-                    groups: user.groups.clone(),
-                    uid: user.uid.clone(),
-                    extra: user.extra.clone(),
-                    resource_attributes: Some(ResourceAttributes {
-                        group: Some("vitistack.io".into()),
-                        resource: Some(resource.into()),
-                        verb: Some(verb.into()),
-                        ..Default::default()
-                    }),
-                    ..Default::default()
-                },
-                ..Default::default()
-            };
-            let answer = access
-                .create(&PostParams::default(), &sar)
-                .await
-                .map_err(|e| {
-                    tracing::warn!(error = %e, "SubjectAccessReview failed");
-                    Refusal::Unavailable
-                })?;
-            if answer.status.is_some_and(|s| s.allowed) {
-                return Ok((format!("kubernetes:{username}").into(), role));
+            if allowed(&self.client, &user, None, "vitistack.io", resource, verb).await? {
+                return Ok(Arc::new(Reviewed {
+                    name,
+                    role,
+                    scope: Scope::All,
+                    user,
+                }));
             }
         }
-        Err(Refusal::NoRole(username))
+        // No role over the whole fleet: what RBAC grants datacenter by datacenter and
+        // namespace by namespace.
+        let mut grants = Grants::default();
+        let mut operator = false;
+        for target in self.targets() {
+            let client = target.client.clone().unwrap_or_else(|| self.client.clone());
+            let (kinds, patches) = scope_in(&client, &target, &user).await?;
+            operator |= patches;
+            if !kinds.is_empty() {
+                grants.datacenters.insert(Some(target.datacenter), kinds);
+            }
+        }
+        if grants.datacenters.is_empty() {
+            return Err(Refusal::NoRole(username));
+        }
+        Ok(Arc::new(Reviewed {
+            name,
+            role: if operator {
+                Role::Operator
+            } else {
+                Role::Viewer
+            },
+            scope: Scope::limited(grants),
+            user,
+        }))
     }
+}
+
+/// What `user` may list in `target`: each kind shown and its namespaces, and whether it may
+/// patch KubernetesClusters in one of them.
+async fn scope_in(
+    client: &kube::Client,
+    target: &Target,
+    user: &UserInfo,
+) -> Result<(KindGrants, bool), Refusal> {
+    let ask = |kind: Kind, ns: Option<String>, verb: &'static str| {
+        question(client.clone(), user.clone(), kind, ns, verb)
+    };
+    // Cluster-wide first: a kind listed everywhere needs no question per namespace.
+    let questions: Vec<Question> = Kind::ALL.iter().map(|k| ask(*k, None, "list")).collect();
+    let everywhere: Vec<_> = futures::stream::iter(questions)
+        .buffer_unordered(IN_FLIGHT)
+        .collect()
+        .await;
+    let mut kinds = KindGrants::new();
+    for (kind, _, _, ok) in everywhere {
+        if ok? {
+            kinds.insert(kind, Namespaces::All);
+        }
+    }
+    let mut questions: Vec<Question> = Vec::new();
+    for kind in Kind::ALL
+        .iter()
+        .filter(|k| k.namespaced() && !kinds.contains_key(k))
+    {
+        for ns in &target.namespaces {
+            questions.push(ask(*kind, Some(ns.clone()), "list"));
+        }
+    }
+    for ns in &target.namespaces {
+        questions.push(ask(Kind::KubernetesCluster, Some(ns.clone()), "patch"));
+    }
+    let answers: Vec<_> = futures::stream::iter(questions)
+        .buffer_unordered(IN_FLIGHT)
+        .collect()
+        .await;
+    let mut by_kind: BTreeMap<Kind, BTreeSet<String>> = BTreeMap::new();
+    let mut patches = false;
+    for (kind, ns, verb, ok) in answers {
+        if !ok? {
+            continue;
+        }
+        match (verb, ns) {
+            ("patch", _) => patches = true,
+            (_, Some(ns)) => {
+                by_kind.entry(kind).or_default().insert(ns);
+            }
+            _ => {}
+        }
+    }
+    for (kind, set) in by_kind {
+        kinds.insert(kind, Namespaces::Only(set));
+    }
+    Ok((kinds, patches))
+}
+
+/// A question of [`scope_in`], owning what it asks with (so many can be in flight).
+type Question = futures::future::BoxFuture<
+    'static,
+    (Kind, Option<String>, &'static str, Result<bool, Refusal>),
+>;
+
+fn question(
+    client: kube::Client,
+    user: UserInfo,
+    kind: Kind,
+    ns: Option<String>,
+    verb: &'static str,
+) -> Question {
+    Box::pin(async move {
+        let ok = allowed(
+            &client,
+            &user,
+            ns.as_deref(),
+            kind.group(),
+            kind.plural(),
+            verb,
+        )
+        .await;
+        (kind, ns, verb, ok)
+    })
+}
+
+/// One SubjectAccessReview: may `user` `verb` `resource` of `group` (in `namespace`, or
+/// cluster-wide)?
+async fn allowed(
+    client: &kube::Client,
+    user: &UserInfo,
+    namespace: Option<&str>,
+    group: &str,
+    resource: &str,
+    verb: &str,
+) -> Result<bool, Refusal> {
+    let sar = SubjectAccessReview {
+        spec: SubjectAccessReviewSpec {
+            user: user.username.clone(),
+            groups: user.groups.clone(),
+            uid: user.uid.clone(),
+            extra: user.extra.clone(),
+            resource_attributes: Some(ResourceAttributes {
+                group: Some(group.into()),
+                resource: Some(resource.into()),
+                verb: Some(verb.into()),
+                namespace: namespace.map(str::to_string),
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let answer = Api::<SubjectAccessReview>::all(client.clone())
+        .create(&PostParams::default(), &sar)
+        .await
+        .map_err(|e| {
+            tracing::warn!(error = %e, "SubjectAccessReview failed");
+            Refusal::Unavailable
+        })?;
+    Ok(answer.status.is_some_and(|s| s.allowed))
 }

@@ -338,6 +338,7 @@ pub async fn events(
         before_id: after.as_deref().map(decode_cursor).transpose()?,
         actor: f.actor.clone(),
         datacenter: f.datacenter.clone(),
+        scope: super::scope_of(ctx),
     };
     if let Some(id) = &f.object_id {
         let key =
@@ -376,12 +377,17 @@ pub async fn failures_per_day(
     const DAY_MS: i64 = 86_400_000;
     let today = crate::history::now_ms() / DAY_MS;
     let first_day = today - i64::from(days) + 1;
-    let counts: HashMap<i64, i64> =
-        query::entered_phase_per_day(&db, "Machine", "Failed", first_day * DAY_MS)
-            .await
-            .map_err(|e| unavailable(read_failed(e)))?
-            .into_iter()
-            .collect();
+    let counts: HashMap<i64, i64> = query::entered_phase_per_day(
+        &db,
+        "Machine",
+        "Failed",
+        first_day * DAY_MS,
+        &super::scope_of(ctx),
+    )
+    .await
+    .map_err(|e| unavailable(read_failed(e)))?
+    .into_iter()
+    .collect();
     Ok((first_day..=today)
         .map(|d| DayCount {
             day: rfc3339(d * DAY_MS)

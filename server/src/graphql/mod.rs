@@ -191,6 +191,18 @@ pub fn build_executor_schemas(
 }
 
 /// The SDL of the schema, as committed in `schema.graphql`.
+/// What the caller of this request or subscription may see: the scope our subscription executor
+/// gives, else the principal's; everything for work without a caller (the server's own).
+pub(crate) fn scope_of(ctx: &async_graphql::Context<'_>) -> crate::store::Scope {
+    match ctx.data_opt::<crate::store::Scope>() {
+        Some(s) => s.clone(),
+        None => ctx
+            .data_opt::<crate::auth::Principal>()
+            .map(|p| p.scope.clone())
+            .unwrap_or_default(),
+    }
+}
+
 pub fn sdl() -> String {
     build_schema(&SchemaSettings::default()).sdl()
 }

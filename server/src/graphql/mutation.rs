@@ -51,6 +51,13 @@ fn actor(ctx: &Context<'_>) -> Arc<str> {
         .map_or_else(|| Arc::from("unknown"), |p| p.name.clone())
 }
 
+/// The whole live graph, whatever the caller sees: plans check capacity against every host (a
+/// tenant sees no Node, yet its cluster's Machines land on them). What a plan answers names no
+/// object outside the plan itself.
+fn fleet(ctx: &Context<'_>) -> Arc<crate::store::Snapshot> {
+    ctx.data_unchecked::<Arc<crate::store::Store>>().snapshot()
+}
+
 fn settings(ctx: &Context<'_>) -> (crate::domain::hosts::Overcommit, usize) {
     let o = crate::graphql::types::overcommit(ctx);
     let min = ctx
@@ -112,10 +119,48 @@ async fn write_cluster(
     plan: Option<ClusterPlan>,
     announce: Announce,
 ) -> async_graphql::Result<ClusterChange> {
+    let verb = match &edit {
+        Edit::Delete => "delete",
+        Edit::Apply(_) if fleet(ctx).get_key(key).is_none() => "create",
+        _ => "patch",
+    };
+    may_change(ctx, key, verb).await?;
     let written = changer
         .write_announced(key, "v1alpha1", edit, &actor(ctx), announce)
         .await?;
     answer(written, plan)
+}
+
+/// Refuse a write the caller may not make: a Kubernetes user's own RBAC for `verb` on the
+/// object (asked of its datacenter's API server, not the server's rights), a key's namespaces.
+/// An object it cannot see was already NOT_FOUND to it; this refuses creating one there.
+async fn may_change(ctx: &Context<'_>, key: &ObjectKey, verb: &str) -> async_graphql::Result<()> {
+    let Some(p) = ctx.data_opt::<Principal>() else {
+        return Ok(());
+    };
+    let allowed = match ctx.data_opt::<Arc<crate::auth::Auth>>() {
+        Some(auth) => auth
+            .may(p, verb, key)
+            .await
+            .map_err(|r| r.code().graphql(r.message()))?,
+        None => p.scope.sees_key(key),
+    };
+    if allowed {
+        return Ok(());
+    }
+    let place = match key.namespace.as_str() {
+        "" => String::new(),
+        ns => format!(" in namespace `{ns}`"),
+    };
+    let dc = match key.datacenter.is_single() {
+        true => String::new(),
+        false => format!(" of datacenter `{}`", key.datacenter),
+    };
+    Err(ErrorCode::Forbidden.graphql(format!(
+        "{} may not {verb} {}{place}{dc}",
+        p.name,
+        key.kind.plural()
+    )))
 }
 
 /// The Event a cluster change leaves on the KubernetesCluster.
@@ -187,7 +232,7 @@ impl MutationRoot {
         datacenter: Option<String>,
     ) -> async_graphql::Result<ClusterPlan> {
         let (o, min) = settings(ctx);
-        let s = snap(ctx);
+        let s = fleet(ctx);
         let dc = new_cluster_datacenter(&s, datacenter.as_deref())?;
         Ok(cluster::plan(&s, &dc, &input, o, min))
     }
@@ -206,12 +251,11 @@ impl MutationRoot {
     ) -> async_graphql::Result<ClusterChange> {
         let changer = changer(ctx)?;
         let (o, min) = settings(ctx);
-        let snapshot = snap(ctx);
+        let snapshot = fleet(ctx);
         let dc = new_cluster_datacenter(&snapshot, datacenter.as_deref())?;
-        if snapshot
-            .get(&dc, Kind::KubernetesCluster, &input.namespace, &input.name)
-            .is_some()
-        {
+        let key = ObjectKey::new(&dc, Kind::KubernetesCluster, &input.namespace, &input.name);
+        may_change(ctx, &key, "create").await?;
+        if snapshot.get_key(&key).is_some() {
             return Err(ChangeError::new(
                 ErrorCode::AlreadyExists,
                 format!(
@@ -229,7 +273,7 @@ impl MutationRoot {
         write_cluster(
             ctx,
             changer,
-            &ObjectKey::new(&dc, Kind::KubernetesCluster, &input.namespace, &input.name),
+            &key,
             Edit::Apply(object),
             Some(plan),
             announce(

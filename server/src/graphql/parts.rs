@@ -31,13 +31,14 @@ use crate::model::Resource;
 use crate::store::Snapshot;
 use crate::store::reads::{self, ReadSet, Recording};
 
-/// What identifies a request's answer besides the snapshot: the query text, the operation and the
-/// variables.
+/// What identifies a request's answer besides the snapshot: the query text, the operation, the
+/// variables and the caller's scope (`store::Scope::id`: people who see the same share answers).
 #[derive(Clone, PartialEq, Eq, Hash, Debug)]
 pub struct RequestKey {
     query: String,
     operation: Option<String>,
     variables: String,
+    scope: u64,
 }
 
 impl RequestKey {
@@ -51,12 +52,26 @@ impl RequestKey {
             query: request.query.clone(),
             operation: request.operation_name.clone(),
             variables: serde_json::to_string(&request.variables).ok()?,
+            scope: 0,
         })
+    }
+
+    /// The same request asked by a caller with this scope.
+    pub fn scoped(self, scope: &crate::store::Scope) -> RequestKey {
+        RequestKey {
+            scope: scope.id(),
+            ..self
+        }
     }
 
     /// The operation named.
     pub fn operation(&self) -> Option<&str> {
         self.operation.as_deref()
+    }
+
+    /// The caller's scope's id (0: everything).
+    pub fn scope(&self) -> u64 {
+        self.scope
     }
 
     /// The variables, as JSON.

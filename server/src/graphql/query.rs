@@ -176,9 +176,12 @@ impl Query {
         crate::graphql::mark_volatile(ctx);
         let source = ctx.data_unchecked::<Arc<crate::source::status::SourceStatus>>();
         if source.datacenters.is_some() {
+            // A caller limited to namespaces sees the datacenters its grants reach.
+            let scope = crate::graphql::scope_of(ctx);
             return source
                 .datacenter_reports()
                 .into_iter()
+                .filter(|r| scope.sees_datacenter(&r.key))
                 .map(DatacenterInfo::from)
                 .collect();
         }
@@ -398,8 +401,47 @@ impl Query {
             name: p.name.to_string(),
             role: p.role,
             anonymous: p.is_anonymous(),
+            limited: !p.scope.is_all(),
+            sees: p.scope.grants().map(sees).unwrap_or_default(),
         })
     }
+}
+
+/// What limited grants show, one entry per datacenter and set of namespaces.
+fn sees(grants: &crate::store::Grants) -> Vec<Sees> {
+    let mut out: Vec<Sees> = Vec::new();
+    for (dc, kinds) in &grants.datacenters {
+        for (kind, namespaces) in kinds {
+            let namespaces = match namespaces {
+                crate::store::Namespaces::All => None,
+                crate::store::Namespaces::Only(set) => Some(set.iter().cloned().collect()),
+            };
+            let datacenter = dc.as_ref().map(|d| d.key().to_string());
+            match out
+                .iter_mut()
+                .find(|s| s.datacenter == datacenter && s.namespaces == namespaces)
+            {
+                Some(s) => s.kinds.push(kind.name().to_string()),
+                None => out.push(Sees {
+                    datacenter,
+                    namespaces,
+                    kinds: vec![kind.name().to_string()],
+                }),
+            }
+        }
+    }
+    out
+}
+
+/// Kinds a limited caller sees, in which namespaces of which datacenters.
+#[derive(async_graphql::SimpleObject)]
+pub struct Sees {
+    /// The datacenter's key; null: every datacenter not listed on its own.
+    pub datacenter: Option<String>,
+    /// The namespaces; null: all of them (and, for a cluster-scoped kind, the kind).
+    pub namespaces: Option<Vec<String>>,
+    /// The kinds shown there.
+    pub kinds: Vec<String>,
 }
 
 /// The caller of a request.
@@ -411,4 +453,8 @@ pub struct Me {
     pub role: crate::auth::Role,
     /// True when no credential was sent (read from a trusted network).
     pub anonymous: bool,
+    /// True when the caller sees only part of the fleet (`sees` says which).
+    pub limited: bool,
+    /// What a limited caller sees (empty when it sees everything).
+    pub sees: Vec<Sees>,
 }

@@ -71,6 +71,8 @@ pub struct EventQuery {
     pub actor: Option<String>,
     /// The object's datacenter.
     pub datacenter: Option<String>,
+    /// What the caller may see: rows of other objects are left out.
+    pub scope: crate::store::Scope,
 }
 
 /// Up to `limit` events matching `q`, newest first.
@@ -95,6 +97,7 @@ pub async fn page(db: &Db, q: &EventQuery, limit: usize) -> Result<Vec<StoredEve
         if let Some(v) = &q.actor {
             b.push(" AND actor = ").push_bind(v.clone());
         }
+        push_scope(&mut b, &q.scope);
         if !q.types.is_empty() {
             b.push(" AND event_type IN (");
             let mut s = b.separated(", ");
@@ -116,6 +119,51 @@ pub async fn page(db: &Db, q: &EventQuery, limit: usize) -> Result<Vec<StoredEve
         b.build_query_as::<StoredEvent>().fetch_all(p).await?
     });
     Ok(rows)
+}
+
+/// ` AND (…)`: only the rows of objects `scope` sees (nothing for everything). A datacenter's own
+/// grants apply to it; the grants for every datacenter apply to the datacenters not named.
+fn push_scope<DB: sqlx::Database>(b: &mut sqlx::QueryBuilder<DB>, scope: &crate::store::Scope)
+where
+    String: for<'t> sqlx::Encode<'t, DB> + sqlx::Type<DB>,
+{
+    let Some(grants) = scope.grants() else {
+        return;
+    };
+    let named: Vec<String> = grants
+        .datacenters
+        .keys()
+        .flatten()
+        .map(|d| d.key().to_string())
+        .collect();
+    b.push(" AND (1 = 0");
+    for (dc, kinds) in &grants.datacenters {
+        for (kind, namespaces) in kinds {
+            b.push(" OR (kind = ").push_bind(kind.name().to_string());
+            match dc {
+                Some(dc) => {
+                    b.push(" AND datacenter = ").push_bind(dc.key().to_string());
+                }
+                None if named.is_empty() => {}
+                None => {
+                    b.push(" AND datacenter NOT IN ");
+                    push_uids(b, &named);
+                }
+            }
+            match namespaces {
+                crate::store::Namespaces::All => {}
+                crate::store::Namespaces::Only(set) if kind.namespaced() && !set.is_empty() => {
+                    b.push(" AND namespace IN ");
+                    push_uids(b, &set.iter().cloned().collect::<Vec<_>>());
+                }
+                crate::store::Namespaces::Only(_) => {
+                    b.push(" AND 1 = 0");
+                }
+            }
+            b.push(")");
+        }
+    }
+    b.push(")");
 }
 
 /// Rows grouped by uid, each group in the order of the rows.
@@ -190,6 +238,7 @@ pub async fn entered_phase_per_day(
     kind: &str,
     phase: &str,
     since_ms: i64,
+    scope: &crate::store::Scope,
 ) -> Result<Vec<(i64, i64)>, DbError> {
     let rows: Vec<(i64, i64)> = statement!(db, p => {
         let mut b = sqlx::QueryBuilder::new(
@@ -201,8 +250,9 @@ pub async fn entered_phase_per_day(
             .push(" AND COALESCE(phase_before, '') <> ")
             .push_bind(phase.to_string())
             .push(" AND at_ms >= ")
-            .push_bind(since_ms)
-            .push(" GROUP BY at_ms / 86400000 ORDER BY day");
+            .push_bind(since_ms);
+        push_scope(&mut b, scope);
+        b.push(" GROUP BY at_ms / 86400000 ORDER BY day");
         b.build_query_as::<(i64, i64)>().fetch_all(p).await?
     });
     Ok(rows)

@@ -36,8 +36,9 @@ type Slot = Arc<OnceCell<Answer>>;
 struct State {
     seq: u64,
     slots: HashMap<RequestKey, Slot>,
-    /// The same answers by the exact POST body that asked for them (see [`ResponseCache::by_body`]).
-    bodies: HashMap<Bytes, Slot>,
+    /// The same answers by the caller's scope and the exact POST body that asked for them (see
+    /// [`ResponseCache::by_body`]).
+    bodies: HashMap<u64, HashMap<Bytes, Slot>>,
     bytes: usize,
 }
 
@@ -142,12 +143,12 @@ impl ResponseCache {
     /// so this is the answer its key holds; only bodies whose answers were kept are indexed
     /// ([`ResponseCache::index_body`]), and the index is dropped with the answers. (Reading the
     /// body, building its key and finding its document were a tenth of a cached request's time.)
-    pub fn by_body(&self, seq: u64, body: &[u8]) -> Option<Answer> {
+    pub fn by_body(&self, seq: u64, scope: u64, body: &[u8]) -> Option<Answer> {
         let st = self.state.lock();
         if st.seq != seq {
             return None;
         }
-        let answer = st.bodies.get(body)?.get()?.clone();
+        let answer = st.bodies.get(&scope)?.get(body)?.get()?.clone();
         drop(st);
         self.hits.inc();
         Some(answer)
@@ -157,10 +158,11 @@ impl ResponseCache {
     pub fn index_body(&self, seq: u64, key: &RequestKey, body: &[u8]) {
         let mut st = self.state.lock();
         let size = body.len() + 64;
+        let scope = key.scope();
         if st.seq != seq
-            || st.bodies.len() >= self.max_entries
+            || st.bodies.values().map(HashMap::len).sum::<usize>() >= self.max_entries
             || st.bytes + size > self.max_bytes
-            || st.bodies.contains_key(body)
+            || st.bodies.get(&scope).is_some_and(|b| b.contains_key(body))
         {
             return;
         }
@@ -173,7 +175,10 @@ impl ResponseCache {
         };
         let slot = slot.clone();
         st.bytes += size;
-        st.bodies.insert(Bytes::copy_from_slice(body), slot);
+        st.bodies
+            .entry(scope)
+            .or_default()
+            .insert(Bytes::copy_from_slice(body), slot);
     }
 
     /// The slot for `key` at `seq` (created if missing), or None when the answer must not be
@@ -267,24 +272,27 @@ mod tests {
         let body = br#"{"query":"{a}"}"#;
         // Nothing kept yet: nothing is indexed.
         c.index_body(1, &k, body);
-        assert!(c.by_body(1, body).is_none());
+        assert!(c.by_body(1, 0, body).is_none());
         c.get_or_execute(1, Some(&k), || async { answer("1", true) })
             .await;
         c.index_body(1, &k, body);
-        assert_eq!(&c.by_body(1, body).expect("indexed").body[..], b"1");
+        assert_eq!(&c.by_body(1, 0, body).expect("indexed").body[..], b"1");
         // Another body, or another sequence: not found; the index goes with the answers.
-        assert!(c.by_body(1, br#"{"query": "{a}"}"#).is_none());
-        assert!(c.by_body(2, body).is_none());
+        assert!(c.by_body(1, 0, br#"{"query": "{a}"}"#).is_none());
+        assert!(c.by_body(2, 0, body).is_none());
         c.get_or_execute(2, Some(&k), || async { answer("2", true) })
             .await;
-        assert!(c.by_body(1, body).is_none());
-        assert!(c.by_body(2, body).is_none(), "indexed for sequence 1 only");
+        assert!(c.by_body(1, 0, body).is_none());
+        assert!(
+            c.by_body(2, 0, body).is_none(),
+            "indexed for sequence 1 only"
+        );
         // An answer that was not kept is never indexed.
         let v = key("{v}").expect("key");
         c.get_or_execute(2, Some(&v), || async { answer("volatile", false) })
             .await;
         c.index_body(2, &v, br#"{"query":"{v}"}"#);
-        assert!(c.by_body(2, br#"{"query":"{v}"}"#).is_none());
+        assert!(c.by_body(2, 0, br#"{"query":"{v}"}"#).is_none());
     }
 
     #[tokio::test]

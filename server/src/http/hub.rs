@@ -103,9 +103,10 @@ fn single_name(app: &AppState, snap: &crate::store::Snapshot) -> String {
         .unwrap_or_else(|| "local".into())
 }
 
-/// `/api/status`'s JSON now.
-fn payload(app: &AppState) -> String {
-    let snap = app.store.snapshot();
+/// `/api/status`'s JSON now, of what `scope` sees (the hosts are cluster-scoped: a reader
+/// limited to namespaces sees its VMs without them).
+fn payload(app: &AppState, scope: &crate::store::Scope) -> String {
+    let snap = app.store.view(&app.store.snapshot(), scope);
     let updated = jiff::Timestamp::now()
         .strftime("%Y-%m-%dT%H:%M:%SZ")
         .to_string();
@@ -158,8 +159,9 @@ impl axum::extract::FromRequestParts<AppState> for Reader {
     }
 }
 
-async fn status(Reader(Admitted { app, .. }): Reader) -> Response {
-    ([(header::CONTENT_TYPE, "application/json")], payload(&app)).into_response()
+async fn status(Reader(Admitted { app, principal }): Reader) -> Response {
+    let json = payload(&app, &principal.scope);
+    ([(header::CONTENT_TYPE, "application/json")], json).into_response()
 }
 
 /// `/events`: the old page's stream for a client that asks for one, the dashboard otherwise.
@@ -189,6 +191,7 @@ async fn events(
         changes: app.store.subscribe(),
         last: None,
         app: app.clone(),
+        scope: principal.scope.clone(),
     };
     let mut going_away = app.going_away.clone();
     let frames = futures::stream::unfold(follow, next_frame)
@@ -212,6 +215,8 @@ struct Follow {
     app: AppState,
     changes: tokio::sync::broadcast::Receiver<Arc<Change>>,
     last: Option<Instant>,
+    /// What the reader sees.
+    scope: crate::store::Scope,
 }
 
 /// True for a change the old shapes show.
@@ -249,6 +254,6 @@ async fn next_frame(mut f: Follow) -> Option<(String, Follow)> {
         }
     }
     f.last = Some(Instant::now());
-    let data = payload(&f.app);
+    let data = payload(&f.app, &f.scope);
     Some((data, f))
 }

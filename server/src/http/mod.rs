@@ -186,6 +186,17 @@ async fn metrics(
     }
     if app.access.metrics_require_key {
         match app.access.principal(peer.ip(), &headers).await {
+            Ok(p) if !p.scope.is_all() => {
+                return graphql_http::refuse(
+                    graphql_http::Media::Json,
+                    ErrorCode::Forbidden,
+                    format!(
+                        "{} sees only its own namespaces; /metrics shows the whole fleet",
+                        p.name
+                    ),
+                )
+                .into_response();
+            }
             Ok(p) if !p.is_anonymous() => {}
             Ok(_) => {
                 return access::refused(&crate::auth::Refusal::Missing, graphql_http::Media::Json);

@@ -256,7 +256,9 @@ pub(super) async fn graphql(
     // A body asked before on this version of the graph is answered as it was.
     if !wants_sse
         && graphql_http::is_json(&headers)
-        && let Some(answer) = app.cache.by_body(app.store.snapshot().seq(), &body)
+        && let Some(answer) =
+            app.cache
+                .by_body(app.store.snapshot().seq(), principal.scope.id(), &body)
     {
         let kept = match answer.rejected {
             true => answer.body,
@@ -295,11 +297,12 @@ pub(super) async fn execute(
     body: Option<&[u8]>,
 ) -> Response {
     let started = Instant::now();
-    request = request.data(principal);
-    // One snapshot per request: every field of the answer reads the same version of the graph.
-    let snapshot = app.store.snapshot();
+    // One snapshot per request: every field of the answer reads the same version of the graph,
+    // and only what the caller may see of it.
+    let snapshot = app.store.view(&app.store.snapshot(), &principal.scope);
     let seq = snapshot.seq();
-    let key = cache::RequestKey::of(&request);
+    let key = cache::RequestKey::of(&request).map(|k| k.scoped(&principal.scope));
+    request = request.data(principal);
     let key = key.as_ref();
     // A known document of shareable queries is parsed only when its answer is not cached; any
     // other document is parsed first, to find out whether its answer may be shared at all.
@@ -467,7 +470,7 @@ pub(super) fn execute_stream(
 ) -> BoxStream<'static, Payload> {
     // The document is parsed once per text (see `graphql::documents`), and refused before it runs
     // when it is over a limit: a huge document costs its length once, nothing more.
-    let key = super::cache::RequestKey::of(&request);
+    let key = super::cache::RequestKey::of(&request).map(|k| k.scoped(&principal.scope));
     let plan = app.documents.prepare(&mut request, key.as_ref());
     if let Some(e) = plan.refused() {
         let refused = Payload::Response(Box::new(async_graphql::Response::from_errors(vec![
@@ -489,18 +492,24 @@ pub(super) fn execute_stream(
         Some(Some(prepared)) => crate::graphql::subscription::executor::subscribe(
             app.subscription_schemas.clone(),
             app.store.clone(),
+            principal.scope.clone(),
             prepared,
             std::mem::take(&mut request.variables),
             name,
         ),
         // A subscription whose keyword could not be located: async-graphql's own executor.
-        Some(None) => app.schema.execute_stream(request).map(response).boxed(),
+        Some(None) => app
+            .schema
+            .execute_stream(request.data(principal.scope.clone()))
+            .map(response)
+            .boxed(),
         None => {
             let app = app.clone();
             futures::stream::once(async move {
                 let key = key.as_ref();
                 let request = if plan.only_queries() {
-                    app.query_data(request, app.store.snapshot(), key)
+                    let snapshot = app.store.view(&app.store.snapshot(), &principal.scope);
+                    app.query_data(request, snapshot, key)
                 } else {
                     app.live_data(request)
                 }

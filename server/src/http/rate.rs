@@ -188,6 +188,7 @@ mod tests {
             role: Role::Viewer,
             credential: crate::auth::Credential::Key(crate::auth::keys::hash(name)),
             address: std::net::IpAddr::from([127, 0, 0, 1]),
+            scope: crate::store::Scope::All,
         };
         let (alice, bob) = (key("key:alice"), key("key:bob"));
         for _ in 0..10 {

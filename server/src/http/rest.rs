@@ -78,6 +78,15 @@ pub(crate) struct Admitted {
     pub principal: crate::auth::Principal,
 }
 
+impl Admitted {
+    /// The graph now, as much of it as the caller may see.
+    pub fn snapshot(&self) -> Arc<Snapshot> {
+        self.app
+            .store
+            .view(&self.app.store.snapshot(), &self.principal.scope)
+    }
+}
+
 impl axum::extract::FromRequestParts<AppState> for Admitted {
     type Rejection = Response;
 
@@ -110,8 +119,8 @@ async fn version() -> Response {
     axum::Json(json!({"version": crate::VERSION, "commit": crate::COMMIT})).into_response()
 }
 
-async fn vitistack_name(Admitted { app, .. }: Admitted) -> Response {
-    let snap = app.store.snapshot();
+async fn vitistack_name(admitted: Admitted) -> Response {
+    let (snap, app) = (admitted.snapshot(), admitted.app);
     match crate::domain::summary::datacenter(&snap, &app.vitistack_name) {
         Some(v) => axum::Json(json!({"name": v.name()})).into_response(),
         None => error(ErrorCode::NotFound, "no Vitistack object exists yet"),
@@ -131,17 +140,17 @@ fn full(o: &Resource) -> Value {
     v
 }
 
-async fn list_route(Admitted { app, .. }: Admitted, kind: Kind) -> Response {
-    let items = list(&app.store.snapshot(), kind);
+async fn list_route(admitted: Admitted, kind: Kind) -> Response {
+    let items = list(&admitted.snapshot(), kind);
     let total = items.len();
     counted(items, total)
 }
 
-async fn one_route(Admitted { app, .. }: Admitted, kind: Kind, uid: String) -> Response {
+async fn one_route(admitted: Admitted, kind: Kind, uid: String) -> Response {
     if uuid::Uuid::parse_str(&uid).is_err() {
         return error(ErrorCode::InvalidUuid, "Invalid UUID format");
     }
-    let snap = app.store.snapshot();
+    let snap = admitted.snapshot();
     match snap.by_uid(&uid).filter(|o| o.kind() == kind) {
         Some(o) => axum::Json(full(o)).into_response(),
         None => {
@@ -217,8 +226,8 @@ fn cluster_entry(snap: &Snapshot, c: &Resource) -> Option<ClusterEntry> {
     })
 }
 
-async fn clusters(Admitted { app, .. }: Admitted) -> Response {
-    let snap = app.store.snapshot();
+async fn clusters(admitted: Admitted) -> Response {
+    let snap = admitted.snapshot();
     let mut clusters: Vec<&Arc<Resource>> = snap.list(Kind::KubernetesCluster).collect();
     clusters.sort_by(|a, b| (a.namespace(), a.name()).cmp(&(b.namespace(), b.name())));
     let entries: Vec<ClusterEntry> = clusters
@@ -236,8 +245,8 @@ struct OperatorEntry {
     resources: OperatorResources,
 }
 
-async fn infrastructure(Admitted { app, .. }: Admitted) -> Response {
-    let snap = app.store.snapshot();
+async fn infrastructure(admitted: Admitted) -> Response {
+    let (snap, app) = (admitted.snapshot(), admitted.app);
     let s = crate::domain::summary::infrastructure_summary(&snap);
     // Pending as the machines metric counts it: no phase yet, or on its way.
     let pending = s

@@ -103,6 +103,8 @@ impl ServerState {
     /// What a mutation request carries: no snapshot (its fields read the live graph, which holds
     /// its own write once it has been made) and its own history loaders.
     pub fn live_data(&self, request: async_graphql::Request) -> async_graphql::Request {
+        // Mutations ask whether the caller may change their target.
+        let request = request.data(self.access.auth.clone());
         match &self.history {
             Some(h) => request.data(crate::graphql::loaders::request_loaders(h.clone())),
             None => request,

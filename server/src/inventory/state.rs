@@ -117,6 +117,37 @@ pub struct Snapshot {
 }
 
 impl Snapshot {
+    /// The applications `scope` sees: those in namespaces it sees (a Helm release is kept in
+    /// its namespace).
+    pub fn visible(self: &Arc<Self>, scope: &crate::store::Scope) -> Arc<Snapshot> {
+        if scope.is_all() {
+            return self.clone();
+        }
+        Arc::new(Snapshot {
+            apps: self
+                .apps
+                .iter()
+                .filter(|(_, a)| scope.sees_namespace(&a.datacenter, &a.app.release.namespace))
+                .map(|(k, a)| (k.clone(), a.clone()))
+                .collect(),
+            namespaces: self
+                .namespaces
+                .iter()
+                .map(|(dc, set)| {
+                    let seen = set
+                        .iter()
+                        .filter(|ns| scope.sees_namespace(dc, ns))
+                        .cloned()
+                        .collect();
+                    (dc.clone(), seen)
+                })
+                .collect(),
+            generation: self.generation,
+            reconciled_ms: self.reconciled_ms,
+            kube_system_uids: self.kube_system_uids.clone(),
+        })
+    }
+
     /// Applications by health.
     pub fn counts(&self) -> BTreeMap<Health, usize> {
         self.counts_in(None)

@@ -4,6 +4,7 @@
 mod counts;
 mod index;
 pub mod reads;
+pub mod scope;
 mod snapshot;
 
 use std::sync::Arc;
@@ -15,6 +16,7 @@ use tokio::sync::broadcast;
 
 pub use counts::ChangeCounts;
 pub use index::{Idx, index_entries, scoped};
+pub use scope::{Grants, KindGrants, Namespaces, Scope, ScopedStore};
 pub use snapshot::{DerivedState, Deriver, Snapshot};
 
 use crate::model::{Datacenter, Kind, Resource};
@@ -203,6 +205,22 @@ impl Store {
     /// The current snapshot; it never changes under the caller.
     pub fn snapshot(&self) -> Arc<Snapshot> {
         self.current.load_full()
+    }
+
+    /// What `scope` sees of `snap`: the snapshot itself for everything, else a snapshot of only
+    /// the objects it sees, with its own indexes and derived state, made once per snapshot and
+    /// scope and shared by every reader with that scope.
+    pub fn view(&self, snap: &Arc<Snapshot>, scope: &Scope) -> Arc<Snapshot> {
+        let Scope::Only(limited) = scope else {
+            return snap.clone();
+        };
+        snap.memo_keyed(scope.id(), |s| {
+            let mut view = s.restricted(limited);
+            if let Some(derive) = &self.deriver {
+                view.derived = Some(derive(None, &view, &[]));
+            }
+            Arc::new(view)
+        })
     }
 
     /// The current snapshot once no write is half done: every change it holds has been handed

@@ -23,6 +23,7 @@ mod process;
 pub mod protocol;
 mod queries;
 mod robustness;
+mod scopes;
 mod subscriptions;
 
 pub use db_text::table_text;

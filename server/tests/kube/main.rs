@@ -10,6 +10,7 @@ mod mutations;
 mod operators;
 mod replicas;
 mod secrets;
+mod tenants;
 mod vitistack_status;
 
 use std::time::Duration;

@@ -55,6 +55,8 @@ fn setup(api: &KubeApi) {
         &[
             ("get", "kubernetesclusters"),
             ("patch", "kubernetesclusters"),
+            ("create", "kubernetesclusters"),
+            ("delete", "kubernetesclusters"),
         ],
     );
     api.add_user("admin-token", "ada", &[("create", "vitistacks")]);

@@ -32,7 +32,8 @@
 //!   without merge-keyed lists, such as the Leases of leader election);
 //! - `DELETE …/{plural}/{name}`: gone at once, or marked with `deletionTimestamp` while the
 //!   object has finalizers; `GET …/{plural}/{name}`;
-//! - TokenReview and SubjectAccessReview, from users and grants the test sets.
+//! - TokenReview and SubjectAccessReview, from users and grants the test sets and from the
+//!   Roles, RoleBindings, ClusterRoles and ClusterRoleBindings it holds.
 //!
 //! - `labelSelector` (`k=v`, `k==v`, `k!=v`, `k`, `!k`) and `fieldSelector` (`path=v`,
 //!   `path!=v` over the object's JSON, e.g. `metadata.name`, `type`, `status.phase`) on lists and
@@ -235,6 +236,17 @@ impl KubeApi {
                 .map(|(v, r)| (v.to_string(), "vitistack.io".to_string(), r.to_string()))
                 .collect(),
         );
+    }
+
+    /// A user the API server authenticates by `token`, in `groups` (besides
+    /// `system:authenticated`); what it may do is what the RBAC objects held say.
+    pub fn add_person(&self, token: &str, name: &str, groups: &[&str]) {
+        let mut all: Vec<String> = groups.iter().map(|g| g.to_string()).collect();
+        all.push("system:authenticated".into());
+        self.shared
+            .users
+            .lock()
+            .insert(token.into(), (name.into(), all));
     }
 
     /// Forget a token (as when a service account's token is revoked).

@@ -94,3 +94,23 @@ pub fn watched_resources() -> Vec<ResourceDef> {
         })
         .collect()
 }
+
+/// `rbac.authorization.k8s.io/v1` Roles, RoleBindings, ClusterRoles and ClusterRoleBindings: the
+/// objects SubjectAccessReviews are answered from (see `reviews.rs`), so a test changes access
+/// the way a cluster admin does.
+pub fn rbac_resources() -> Vec<ResourceDef> {
+    let rbac = |plural: &'static str, kind: &'static str, namespaced: bool| ResourceDef {
+        group: "rbac.authorization.k8s.io",
+        version: "v1",
+        plural,
+        kind,
+        namespaced,
+        served: true,
+    };
+    vec![
+        rbac("roles", "Role", true),
+        rbac("rolebindings", "RoleBinding", true),
+        rbac("clusterroles", "ClusterRole", false),
+        rbac("clusterrolebindings", "ClusterRoleBinding", false),
+    ]
+}

@@ -212,7 +212,7 @@ impl ApplicationQuery {
         };
         let sort = sort.unwrap_or_default();
         let filter = filter.unwrap_or_default();
-        let snap = inv.snapshot();
+        let snap = inv.snapshot().visible(&crate::graphql::scope_of(ctx));
         let mut items: Vec<(Vec<String>, &Arc<AppEntry>)> = snap
             .apps
             .values()
@@ -266,7 +266,7 @@ impl ApplicationQuery {
     ) -> async_graphql::Result<Option<ApplicationObj>> {
         mark_volatile(ctx);
         let inv = inventory(ctx)?;
-        let snap = inv.snapshot();
+        let snap = inv.snapshot().visible(&crate::graphql::scope_of(ctx));
         let (dc, ns, name) = match (id, namespace, name) {
             (Some(id), _, _) => {
                 let Some(parts) = parse_id(&id) else {
@@ -308,7 +308,7 @@ impl ApplicationQuery {
         let inv = inventory(ctx)?;
         Ok(InventoryObj {
             inventory: inv.clone(),
-            snapshot: inv.snapshot(),
+            snapshot: inv.snapshot().visible(&crate::graphql::scope_of(ctx)),
         })
     }
 }
@@ -348,7 +348,7 @@ pub fn on_cluster(ctx: &Context<'_>, kube_system_uid: Option<&str>) -> Vec<Appli
     let (Some(uid), Some(inv)) = (kube_system_uid, ctx.data_opt::<Arc<Inventory>>()) else {
         return Vec::new();
     };
-    let apps = inv.snapshot();
+    let apps = inv.snapshot().visible(&crate::graphql::scope_of(ctx));
     apps.kube_system_uids
         .iter()
         .filter(|(_, u)| u.as_str() == uid)

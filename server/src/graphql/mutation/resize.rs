@@ -10,7 +10,6 @@ use super::{
 };
 use crate::change::cluster;
 use crate::change::{ChangeError, Edit, field, full_value};
-use crate::graphql::types::snap;
 use crate::store::ObjectKey;
 
 /// The cluster's pools with new sizes; refused when a pool does not exist or a size is negative.
@@ -105,7 +104,14 @@ impl MutationRoot {
             config["spec"]["topology"]["workers"]["nodePools"] = json!(pools);
         }
         let (o, min) = settings(ctx);
-        let plan = cluster::plan_object(&snap(ctx), current.datacenter(), &kc, Vec::new(), o, min);
+        let plan = cluster::plan_object(
+            &super::fleet(ctx),
+            current.datacenter(),
+            &kc,
+            Vec::new(),
+            o,
+            min,
+        );
         if r.dry_run {
             return answer(
                 crate::change::Written {

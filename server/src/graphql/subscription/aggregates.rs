@@ -9,14 +9,14 @@ use tokio::sync::{broadcast, watch};
 use super::events::{After, Mode, Seq};
 use super::metrics::Active;
 use crate::error::ErrorCode;
-use crate::store::{Snapshot, Store};
+use crate::store::Snapshot;
 
 /// An aggregate of the graph, sent first as it is, then again after changes settle (`debounce`)
 /// and only when its value changed; `mode` picks the part (an opening is the first value only).
 /// `also`: another source the value reads (the application inventory), whose changes are
 /// waited on too.
 pub(super) fn aggregate<T, F>(
-    store: Arc<Store>,
+    store: crate::store::ScopedStore,
     debounce: std::time::Duration,
     active: Active,
     compute: F,

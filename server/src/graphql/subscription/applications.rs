@@ -85,7 +85,8 @@ pub(crate) fn application_changed(
     let filter = filter.unwrap_or_default();
     // Listening before reading: nothing falls between the snapshot and the stream.
     let rx = inv.changes();
-    let snap = inv.snapshot();
+    let scope = crate::graphql::scope_of(ctx);
+    let snap = inv.snapshot().visible(&scope);
     let mut queue = std::collections::VecDeque::new();
     match mode {
         Mode::Whole | Mode::Opening if snapshot => {
@@ -107,6 +108,7 @@ pub(crate) fn application_changed(
     let state = Following {
         rx,
         inv,
+        scope,
         filter,
         since: snap.generation,
         queue,
@@ -123,8 +125,13 @@ pub(crate) fn application_changed(
                     if c.generation <= st.since {
                         continue;
                     }
-                    let before = c.before.as_deref().is_some_and(|a| st.filter.passes(a));
-                    let after = c.after.as_deref().is_some_and(|a| st.filter.passes(a));
+                    let passes = |a: &AppEntry| {
+                        st.scope
+                            .sees_namespace(&a.datacenter, &a.app.release.namespace)
+                            && st.filter.passes(a)
+                    };
+                    let before = c.before.as_deref().is_some_and(passes);
+                    let after = c.after.as_deref().is_some_and(passes);
                     let typ = match (before, after) {
                         (false, true) => ApplicationChangeType::Added,
                         (true, true) => ApplicationChangeType::Updated,
@@ -142,7 +149,7 @@ pub(crate) fn application_changed(
                     return Some((e, st));
                 }
                 Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
-                    let s = st.inv.snapshot();
+                    let s = st.inv.snapshot().visible(&st.scope);
                     st.since = s.generation;
                     st.queue.push_back(Seq::new(
                         s.generation,
@@ -165,6 +172,8 @@ pub(crate) fn application_changed(
 struct Following {
     rx: tokio::sync::broadcast::Receiver<Arc<AppChange>>,
     inv: Arc<Inventory>,
+    /// What the subscriber may see.
+    scope: crate::store::Scope,
     filter: ApplicationFilter,
     since: u64,
     queue: std::collections::VecDeque<Seq<ApplicationEvent>>,

@@ -11,7 +11,7 @@ use super::events::{After, ClusterEvent, Mode, ResourceEvent, ResourceEventType,
 use super::metrics::{Active, counted};
 use crate::error::ErrorCode;
 use crate::model::{Kind, Resource};
-use crate::store::{ChangeType, Snapshot, Store};
+use crate::store::{ChangeType, Snapshot};
 
 /// What decides whether a change concerns a cluster: its identity and the references it has now
 /// (read from the graph at each change, so a renamed NetworkNamespace reference is followed).
@@ -101,7 +101,7 @@ pub(super) fn cluster_changed(
             ErrorCode::BadId.graphql(format!("{id:?} is a {}, not a KubernetesCluster", key.kind))
         );
     }
-    let store = ctx.data_unchecked::<Arc<Store>>().clone();
+    let store = super::open::scoped(ctx);
     let active = Active::new(counted(ctx), "clusterChanged");
     let rx = store.subscribe();
     let snap = store.snapshot();
@@ -137,7 +137,8 @@ pub(super) fn cluster_changed(
                 async move {
                     loop {
                         match rx.recv().await {
-                            Ok(c) if c.seq > after => {
+                            // What the subscriber may not see is not its news.
+                            Ok(c) if c.seq > after && store.sees(&c.object) => {
                                 let snap = store.snapshot();
                                 // The cluster's references as of this change (followed through
                                 // the stream, in order): a renamed NetworkNamespace reference is

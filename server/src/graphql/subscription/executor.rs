@@ -51,6 +51,8 @@ use crate::store::Store;
 struct Runner {
     schemas: ExecutorSchemas,
     store: Arc<Store>,
+    /// What the subscriber may see: its opening, events and renders read only that.
+    scope: crate::store::Scope,
     doc: Arc<ExecutableDocument>,
     variables: Variables,
     operation: Option<String>,
@@ -60,7 +62,9 @@ struct Runner {
 
 impl Runner {
     fn request(&self) -> Request {
-        let mut r = Request::new(String::new()).variables(self.variables.clone());
+        let mut r = Request::new(String::new())
+            .variables(self.variables.clone())
+            .data(self.scope.clone());
         r.set_parsed_query((*self.doc).clone());
         if let Some(op) = &self.operation {
             r = r.operation_name(op.clone());
@@ -112,7 +116,8 @@ impl Runner {
 
     /// Run the document with `event` attached: the client's selection of it, as JSON.
     fn render(&self, event: Update) -> BoxFuture<'static, Arc<str>> {
-        let mut r = self.request().data(event).data(self.store.snapshot());
+        let snapshot = self.store.view(&self.store.snapshot(), &self.scope);
+        let mut r = self.request().data(event).data(snapshot);
         if let Some(h) = &self.schemas.history {
             r = r.data(crate::graphql::loaders::request_loaders(h.clone()));
         }
@@ -126,6 +131,7 @@ impl Runner {
             Arc::from(self.doc_key()),
             serde_json::to_string(&self.variables).unwrap_or_default(),
             self.operation.clone(),
+            self.scope.id(),
         );
         let hubs = self.schemas.hubs.clone();
         if let Some(hub) = hubs.get(&key) {
@@ -291,6 +297,7 @@ impl HubSubscriber {
 pub fn subscribe(
     schemas: ExecutorSchemas,
     store: Arc<Store>,
+    scope: crate::store::Scope,
     prepared: Prepared,
     variables: Variables,
     operation: Option<String>,
@@ -307,6 +314,7 @@ pub fn subscribe(
     let runner = Runner {
         schemas,
         store,
+        scope,
         doc,
         variables,
         operation,

@@ -43,6 +43,13 @@ pub(crate) mod open {
 
     type Opened<T> = async_graphql::Result<BoxStream<'static, Seq<T>>>;
 
+    /// The store as the subscriber sees it (its scope: given by our executor, else the
+    /// principal's).
+    pub(crate) fn scoped(ctx: &Context<'_>) -> crate::store::ScopedStore {
+        let store = ctx.data_unchecked::<Arc<Store>>().clone();
+        crate::store::ScopedStore::new(store, crate::graphql::scope_of(ctx))
+    }
+
     /// The part asked for (the served root asks for the whole stream).
     fn mode(ctx: &Context<'_>) -> Mode {
         ctx.data_opt::<Mode>().copied().unwrap_or_default()
@@ -68,13 +75,17 @@ pub(crate) mod open {
             label_selector,
             ..Default::default()
         })?;
-        let store = ctx.data_unchecked::<Arc<Store>>().clone();
+        let store = scoped(ctx);
         let active = Active::new(counted(ctx), "resourceChanged");
         let fanout = fanout_of(ctx)?;
         Ok(changes(
             store,
             &fanout,
-            Interest { kinds, filter },
+            Interest {
+                kinds,
+                filter,
+                scope: Default::default(),
+            },
             snapshot,
             active,
             mode(ctx),
@@ -98,7 +109,7 @@ pub(crate) mod open {
             });
         }
         let filter = CompiledFilter::new(&filter)?;
-        let store = ctx.data_unchecked::<Arc<Store>>().clone();
+        let store = scoped(ctx);
         let fanout = fanout_of(ctx)?;
         let active = Active::new(counted(ctx), "machineChanged");
         Ok(changes(
@@ -107,6 +118,7 @@ pub(crate) mod open {
             Interest {
                 kinds: Some(vec![Kind::Machine]),
                 filter,
+                scope: Default::default(),
             },
             snapshot,
             active,
@@ -122,11 +134,12 @@ pub(crate) mod open {
         datacenter: Option<String>,
     ) -> Opened<crate::domain::summary::InfrastructureSummary> {
         let debounce = debounce_of(debounce_ms)?;
-        let store = ctx.data_unchecked::<Arc<Store>>().clone();
+        let store = scoped(ctx);
         let active = Active::new(counted(ctx), "infrastructureSummary");
         let dc = datacenter.map(|d| crate::model::Datacenter::new(&d));
         let inventory = ctx.data_opt::<Arc<crate::inventory::Inventory>>().cloned();
         let also = inventory.as_ref().map(|i| i.watch());
+        let scope = store.scope().clone();
         Ok(aggregate(
             store,
             debounce,
@@ -143,7 +156,7 @@ pub(crate) mod open {
                 // Its application counts belong to its value: a change of them alone sends it.
                 summary.application_counts = inventory
                     .as_ref()
-                    .map(|i| i.snapshot().counts_in(dc.as_ref()));
+                    .map(|i| i.snapshot().visible(&scope).counts_in(dc.as_ref()));
                 summary
             },
             mode(ctx),
@@ -158,7 +171,7 @@ pub(crate) mod open {
         datacenter: Option<String>,
     ) -> Opened<crate::graphql::types::HostCapacity> {
         let debounce = debounce_of(debounce_ms)?;
-        let store = ctx.data_unchecked::<Arc<Store>>().clone();
+        let store = scoped(ctx);
         let o = crate::graphql::types::overcommit(ctx);
         let active = Active::new(counted(ctx), "hostsChanged");
         let dc = datacenter.map(|d| crate::model::Datacenter::new(&d));

@@ -12,18 +12,22 @@ use super::fanout::{Fanout, Subscriber};
 use super::metrics::Active;
 use crate::graphql::paging::CompiledFilter;
 use crate::model::{Kind, Resource};
-use crate::store::{Change, ChangeType, Snapshot, Store};
+use crate::store::{Change, ChangeType, ScopedStore, Snapshot};
 
 /// Which objects a subscription wants.
 #[derive(Clone, Default)]
 pub(super) struct Interest {
     pub(super) kinds: Option<Vec<Kind>>,
     pub(super) filter: CompiledFilter,
+    /// What the subscriber may see (an object leaving it is DELETED to it).
+    pub(super) scope: crate::store::Scope,
 }
 
 impl Interest {
     fn matches(&self, r: &Resource) -> bool {
-        self.kinds.as_ref().is_none_or(|ks| ks.contains(&r.kind())) && self.filter.matches(r)
+        self.kinds.as_ref().is_none_or(|ks| ks.contains(&r.kind()))
+            && self.scope.sees_object(r)
+            && self.filter.matches(r)
     }
 
     /// What a change means to a subscriber holding the matching objects: an object that starts
@@ -93,7 +97,7 @@ impl SnapshotCursor {
 }
 
 pub(super) struct State {
-    store: Arc<Store>,
+    store: ScopedStore,
     /// The fan-out's queue (none for an opening, which reads only a snapshot).
     sub: Option<Subscriber>,
     interest: Arc<Interest>,
@@ -117,14 +121,15 @@ pub(super) fn fanout_of(ctx: &Context<'_>) -> async_graphql::Result<Arc<Fanout>>
 /// Snapshot (optional) then every matching change, with RESYNC on overflow; `mode` picks the
 /// part (see [`Mode`]).
 pub(super) fn changes(
-    store: Arc<Store>,
+    store: ScopedStore,
     fanout: &Fanout,
-    interest: Interest,
+    mut interest: Interest,
     snapshot: bool,
     active: Active,
     mode: Mode,
     after: Option<&Arc<After>>,
 ) -> impl Stream<Item = Seq<ResourceEvent>> + use<> {
+    interest.scope = store.scope().clone();
     let interest = Arc::new(interest);
     let wants = interest.clone();
     // Register first, then read: nothing between the two can be missed.

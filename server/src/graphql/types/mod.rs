@@ -30,9 +30,18 @@ pub fn snap<'a>(ctx: &Context<'a>) -> std::borrow::Cow<'a, Arc<Snapshot>> {
     match ctx.data_opt::<Arc<Snapshot>>() {
         // Queries: borrowed, no reference count touched per resolver.
         Some(s) => std::borrow::Cow::Borrowed(s),
-        // Subscriptions have no per-request snapshot: their events read the live graph.
+        // Mutations and subscriptions have no per-request snapshot: they read the live graph,
+        // as much of it as the caller may see.
         None => {
-            std::borrow::Cow::Owned(ctx.data_unchecked::<Arc<crate::store::Store>>().snapshot())
+            let store = ctx.data_unchecked::<Arc<crate::store::Store>>();
+            let live = store.snapshot();
+            std::borrow::Cow::Owned(match ctx.data_opt::<crate::store::Scope>() {
+                Some(scope) => store.view(&live, scope),
+                None => match ctx.data_opt::<crate::auth::Principal>() {
+                    Some(p) => store.view(&live, &p.scope),
+                    None => live,
+                },
+            })
         }
     }
 }

@@ -191,7 +191,8 @@ impl Drop for Hub {
 
 /// Which document, variables and operation a hub serves. (Once requests carry a principal, what
 /// it may see must be part of the key too: a hub's render is handed out as is.)
-pub(super) type HubKey = (Arc<str>, String, Option<String>);
+/// Document, variables, operation and the subscribers' scope (`store::Scope::id`).
+pub(super) type HubKey = (Arc<str>, String, Option<String>, u64);
 
 /// The open hubs.
 pub struct Hubs {

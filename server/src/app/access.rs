@@ -63,24 +63,36 @@ pub(super) async fn start(
     Ok(access)
 }
 
-/// Where Kubernetes users' namespace-by-namespace access is asked: the watched cluster, with the
-/// namespaces its objects are in. On a server of several datacenters only cluster-wide grants
-/// count for now (each datacenter's API server is not asked yet).
+/// Where Kubernetes users' namespace-by-namespace access is asked: each watched datacenter's API
+/// server (a client made for it as for writes), with the namespaces its objects are in.
 pub(super) fn kubernetes_targets(
     access: &crate::http::access::Access,
     store: &Arc<crate::store::Store>,
-    several_datacenters: bool,
+    settings: Option<crate::source::kube::DatacenterSettings>,
 ) {
-    if several_datacenters {
+    let Some(settings) = settings else {
         return;
-    }
+    };
     let store = store.clone();
+    let clients = Arc::new(crate::change::apiserver::KubeClients::new(settings.clone()));
     access.auth.set_targets(Arc::new(move || {
-        let dc = crate::model::Datacenter::default();
-        vec![crate::auth::review::Target {
-            namespaces: store.snapshot().namespaces(&dc).into_iter().collect(),
-            datacenter: dc,
-            client: None,
-        }]
+        let (store, clients) = (store.clone(), clients.clone());
+        let datacenters: Vec<crate::model::Datacenter> = settings.lock().keys().cloned().collect();
+        Box::pin(async move {
+            let snapshot = store.snapshot();
+            let mut out = Vec::new();
+            for dc in datacenters {
+                // A datacenter that cannot be reached grants nothing until it can.
+                let Ok(client) = clients.client(&dc).await else {
+                    continue;
+                };
+                out.push(crate::auth::review::Target {
+                    namespaces: snapshot.namespaces(&dc).into_iter().collect(),
+                    datacenter: dc,
+                    client: Some(client),
+                });
+            }
+            out
+        })
     }));
 }

@@ -181,7 +181,7 @@ pub async fn start(cfg: &ServeConfig, listener: TcpListener) -> anyhow::Result<R
     if let Some(inv) = &inventory {
         inventory::start(cfg, inv, &feed, &history, &metrics, &stop_rx);
     }
-    access::kubernetes_targets(&access, &store, feed.status().datacenters.is_some());
+    access::kubernetes_targets(&access, &store, feed.kube_settings());
     let writers = parts::Writers::new(cfg, &store, &feed, &leader, &metrics);
     let judge = parts::judge(cfg, &stop_rx)?;
     let api = api::Api::build(

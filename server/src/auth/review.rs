@@ -59,8 +59,9 @@ pub struct Target {
     pub namespaces: Vec<String>,
 }
 
-/// The datacenters to ask, as they are now (given by the app once its sources run).
-pub type Targets = Arc<dyn Fn() -> Vec<Target> + Send + Sync>;
+/// The datacenters to ask, as they are now (given by the app once its sources run; a
+/// datacenter's client may have to be made first).
+pub type Targets = Arc<dyn Fn() -> futures::future::BoxFuture<'static, Vec<Target>> + Send + Sync>;
 
 /// What a review found.
 #[derive(Debug)]
@@ -110,12 +111,12 @@ impl Reviewer {
         self.cache.lock().clear();
     }
 
-    fn targets(&self) -> Vec<Target> {
-        self.targets
-            .read()
-            .as_ref()
-            .map(|t| t())
-            .unwrap_or_default()
+    async fn targets(&self) -> Vec<Target> {
+        let targets = self.targets.read().clone();
+        match targets {
+            Some(t) => t().await,
+            None => Vec::new(),
+        }
     }
 
     /// Who `token` (whose hash is `hash`) is, and what it may do and see.
@@ -169,6 +170,7 @@ impl Reviewer {
         let reviewed = self.review(token, hash).await?;
         let client = self
             .targets()
+            .await
             .into_iter()
             .find(|t| t.datacenter == key.datacenter)
             .and_then(|t| t.client)
@@ -222,7 +224,7 @@ impl Reviewer {
         // namespace by namespace.
         let mut grants = Grants::default();
         let mut operator = false;
-        for target in self.targets() {
+        for target in self.targets().await {
             let client = target.client.clone().unwrap_or_else(|| self.client.clone());
             let (kinds, patches) = scope_in(&client, &target, &user).await?;
             operator |= patches;

@@ -41,7 +41,7 @@ fn kubeconfig_content(settings: &crate::source::kube::KubeSettings) -> Vec<u8> {
 
 impl KubeClients {
     /// Clients for the datacenters `settings` names, each made on its first write.
-    pub(super) fn new(settings: crate::source::kube::DatacenterSettings) -> Self {
+    pub(crate) fn new(settings: crate::source::kube::DatacenterSettings) -> Self {
         KubeClients {
             settings,
             made: Default::default(),

@@ -4,7 +4,7 @@
 //! the embedded source), and the write returns once the store shows it, attributed to whoever
 //! asked, so the caller reads its own write and the event log names them.
 
-mod apiserver;
+pub(crate) mod apiserver;
 pub mod cluster;
 pub mod events;
 pub mod merge;

@@ -14,7 +14,7 @@ const ADMIN_KEY: &str = "admin-key-0123456789abcdef";
 
 /// A kubeconfig for `api` whose current context reaches it (a file per datacenter names its
 /// cluster by its own current context).
-fn kubeconfig_for(api: &KubeApi, path: &std::path::Path) {
+pub(crate) fn kubeconfig_for(api: &KubeApi, path: &std::path::Path) {
     api.write_kubeconfig(path);
     let text = std::fs::read_to_string(path).expect("kubeconfig");
     std::fs::write(
@@ -46,7 +46,11 @@ async fn east_and_west() -> (KubeApi, KubeApi) {
 
 /// Our server watching `east` (the harness's own API server) and `others` through
 /// `DATACENTERS_DIR`, one kubeconfig file each, with `extra` arguments.
-async fn watching(east: KubeApi, others: &[(&str, &KubeApi)], extra: &[&str]) -> Harness {
+pub(crate) async fn watching(
+    east: KubeApi,
+    others: &[(&str, &KubeApi)],
+    extra: &[&str],
+) -> Harness {
     let mut h = Harness::unstarted(east);
     let dir = h.dir.join("datacenters");
     std::fs::create_dir_all(&dir).expect("dir");

@@ -199,3 +199,79 @@ async fn a_tenant_sees_what_its_role_bindings_grant_and_loses_it_when_they_go() 
     let (_, v) = ask(&h, "bob-token", MACHINES).await;
     assert_eq!(names(&v), ["team-b/b0", "team-b/b1"], "{v}");
 }
+
+/// Two datacenters, each with its own RoleBindings: the token is reviewed by the server's own
+/// cluster (east), and each datacenter's API server says what the user sees there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_datacenter_says_what_a_tenant_sees_there() {
+    let mut resources = kube_api::watched_resources();
+    resources.extend(kube_api::rbac_resources());
+    let east = KubeApi::start(&resources, Duration::from_millis(200)).await;
+    let west = KubeApi::start(&resources, Duration::from_millis(200)).await;
+    for api in [&east, &west] {
+        for (ns, name) in [("team-a", "a0"), ("team-b", "b0")] {
+            api.apply("machines", machine(ns, name, &format!("c-{ns}")));
+        }
+        api.apply(
+            "clusterroles",
+            cluster_role("vitistack-tenant", &["get", "list", "watch"]),
+        );
+    }
+    // Alice: team-a in east, team-b in west.
+    let alice = json!({"kind": "User", "name": "alice"});
+    east.apply(
+        "rolebindings",
+        role_binding("team-a", "alice", alice.clone(), "vitistack-tenant"),
+    );
+    west.apply(
+        "rolebindings",
+        role_binding("team-b", "alice", alice, "vitistack-tenant"),
+    );
+    east.add_person("alice-token", "alice", &["tenants"]);
+    let h = super::datacenters::watching(
+        east,
+        &[("west", &west)],
+        &["--auth-kubernetes", "--auth-cache-seconds", "1"],
+    )
+    .await;
+    h.ready().await;
+    let query = "{ machines { nodes { namespace name datacenter } } me { limited sees { datacenter namespaces } } }";
+    let seen = |v: &Value| {
+        let mut out: Vec<String> = v["data"]["machines"]["nodes"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .map(|n| {
+                        format!(
+                            "{}:{}/{}",
+                            n["datacenter"].as_str().unwrap_or("?"),
+                            n["namespace"].as_str().unwrap_or("?"),
+                            n["name"].as_str().unwrap_or("?")
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        out.sort();
+        out
+    };
+    let (code, v) = ask(&h, "alice-token", query).await;
+    assert_eq!(code, 200, "{v}");
+    assert_eq!(seen(&v), ["east:team-a/a0", "west:team-b/b0"], "{v}");
+    assert_eq!(v["data"]["me"]["limited"], true);
+
+    // West's binding goes: west shows her nothing, east still does.
+    west.delete("rolebindings", "team-b", "alice");
+    let deadline = std::time::Instant::now() + PATIENCE;
+    loop {
+        let (_, v) = ask(&h, "alice-token", query).await;
+        if seen(&v) == ["east:team-a/a0"] {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "west still shown: {v}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}

@@ -195,5 +195,6 @@ else
   rm -rf web/dist
   mv "$out" web/dist
 fi
-inputs > "$stamp"
+# The inputs as they were when the build began: a file edited meanwhile makes the next run build.
+printf '%s\n' "${key:-$(inputs)}" > "$stamp"
 report

@@ -7,6 +7,7 @@
 # time. Prints requests/s and the ratio to the limit.
 # Usage: e2e/load/limit.sh [DURATION_SECONDS] [CONNECTIONS] [ROWS]   (defaults: 10 s, 16, all)
 #   ROWS=defaults: only the first row (the defaults), for repeated runs of the budget's figure
+#   ROWS=scopes: the defaults, an API key, and an API key limited to one namespace (a tenant)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 DURATION="${1:-10}"; CONNS="${2:-16}"; ROWS="${3:-all}"; PORT=19991; LIMIT_PORT=19993
@@ -18,6 +19,7 @@ trap '[ -n "$PID" ] && kill $PID 2>/dev/null; [ -n "$LIMIT" ] && kill $LIMIT 2>/
 for q in counts dashboard; do wrk_script "e2e/load/$q.graphql" "$WORK/$q.lua"; done
 KEY="vsk_load_$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')"
 printf 'load viewer sha256:%s\n' "$(printf '%s' "$KEY" | sha256sum | cut -d' ' -f1)" > "$WORK/keys"
+printf 'load viewer sha256:%s namespaces=team-1\n' "$(printf '%s' "$KEY" | sha256sum | cut -d' ' -f1)" > "$WORK/tenant-keys"
 # wrk sends the key when AUTH_HEADER is set (the "API key" row).
 for q in counts dashboard; do
   sed 's/^wrk.headers\["Content-Type"\] = "application\/json"$/&\nif os.getenv("AUTH_HEADER") then wrk.headers["Authorization"] = os.getenv("AUTH_HEADER") end/' \
@@ -48,6 +50,11 @@ printf '| configuration | query | ours req/s | limit req/s | ratio |\n|---|---|-
 base=(ANONYMOUS_READ_FROM=127.0.0.0/8 RATE_LIMIT=0 LOG_LEVEL=info)
 (export "${base[@]}"; run_config "defaults (LOG_LEVEL=info)")
 [ "$ROWS" = defaults ] && exit 0
+if [ "$ROWS" = scopes ]; then
+  (export "${base[@]}" ANONYMOUS_READ_FROM= API_KEYS_FILE="$WORK/keys" AUTH_HEADER="Bearer $KEY"; run_config "an API key instead of anonymous")
+  (export "${base[@]}" ANONYMOUS_READ_FROM= API_KEYS_FILE="$WORK/tenant-keys" AUTH_HEADER="Bearer $KEY"; run_config "the key limited to one namespace (team-1)")
+  exit 0
+fi
 (export "${base[@]}" LOG_LEVEL=warn; run_config "LOG_LEVEL=warn (no access log)")
 (export "${base[@]}" RATE_LIMIT=1000000000/1000000000; run_config "rate limit on, never reached")
 (export "${base[@]}" ANONYMOUS_READ_FROM= API_KEYS_FILE="$WORK/keys" AUTH_HEADER="Bearer $KEY"; run_config "an API key instead of anonymous")

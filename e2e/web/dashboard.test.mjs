@@ -495,11 +495,12 @@ describe('a server that knows no host yet', () => {
 
 describe('a server that needs a key (no anonymous read)', () => {
   const VIEWER = 'viewer-key-for-the-dashboard-0123';
+  const TENANT = 'tenant-key-for-the-dashboard-0123';
   let server;
   let dir;
   before(async () => {
     dir = mkdtempSync(join(tmpdir(), 'vitistack-keys-'));
-    writeFileSync(join(dir, 'keys'), `ci viewer ${VIEWER}\n`);
+    writeFileSync(join(dir, 'keys'), `ci viewer ${VIEWER}\nteam viewer ${TENANT} namespaces=team-1\n`);
     server = await startServer(['--demo'], { SIMULATE: 'false', ANONYMOUS_READ_FROM: '', API_KEYS_FILE: join(dir, 'keys') });
   });
   after(async () => { await server?.stop(); rmSync(dir, { recursive: true, force: true }); });
@@ -537,6 +538,24 @@ describe('a server that needs a key (no anonymous read)', () => {
     await eventually('signing out asks for a key again', () => form.isVisible());
     assert.equal(await page.evaluate(() => sessionStorage.getItem('vitistack-key')), null);
     // The only problems are the refusals the browser logs (401s and the refused socket).
+    assert.deepEqual(problems.filter((p) => !/401|4403|WebSocket/.test(p)), []);
+    await context.close();
+  });
+
+  test('a key limited to a namespace shows it in the header and lists only that namespace', async () => {
+    const all = (await gql(server.base, '{ clusters(first: 500) { nodes { name namespace } } }', {}, VIEWER)).clusters.nodes;
+    const mine = all.filter((c) => c.namespace === 'team-1').map((c) => c.name).sort();
+    assert.ok(mine.length > 0 && mine.length < all.length, 'the demo has team-1 and other teams');
+    const { page, context, problems } = await openPage(server.base);
+    await page.goto(`${server.base}/clusters`);
+    const form = page.getByRole('dialog', { name: 'Sign in' });
+    await eventually('the sign-in form shows', () => form.isVisible());
+    await page.getByTestId('key').fill(TENANT);
+    await form.getByRole('button', { name: 'Sign in' }).click();
+    await eventually('the header names the key and its namespace', async () => (await page.getByTestId('account').textContent()) === 'key:team · viewer · team-1');
+    const names = async () => (await page.locator('[data-testid=clusters] tbody tr:not(.spacer) td:first-child').allTextContents()).sort();
+    await eventually('the list holds the namespace\'s clusters only', async () => JSON.stringify(await names()) === JSON.stringify(mine));
+    await shot(page, 'tenant');
     assert.deepEqual(problems.filter((p) => !/401|4403|WebSocket/.test(p)), []);
     await context.close();
   });

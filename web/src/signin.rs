@@ -35,6 +35,26 @@ fn role_name(role: &me::Role) -> &'static str {
 }
 
 /// The header's account corner, and the sign-in form when one is needed.
+/// What a caller limited to namespaces sees, for the header: ` · team-1, team-2` (two named,
+/// then how many more); nothing for a caller who sees everything.
+fn seen(m: &me::MeMe) -> String {
+    if !m.limited {
+        return String::new();
+    }
+    let mut all: Vec<&str> = m
+        .sees
+        .iter()
+        .flat_map(|s| s.namespaces.iter().flatten().map(String::as_str))
+        .collect();
+    all.sort_unstable();
+    all.dedup();
+    match all.len() {
+        0 => " · no namespace".to_string(),
+        1 | 2 => format!(" · {}", all.join(", ")),
+        n => format!(" · {}, {} +{}", all[0], all[1], n - 2),
+    }
+}
+
 #[component]
 pub fn Account(state: LinkState) -> impl IntoView {
     let session = expect_context::<Session>().0;
@@ -55,7 +75,7 @@ pub fn Account(state: LinkState) -> impl IntoView {
             // Nobody while the server asks for a key (after a sign-out, a refusal).
             {move || (!state.signin.get()).then(|| session.get()).flatten().map(|m| {
                 let who = if m.anonymous { "anonymous".to_string() } else { m.name.clone() };
-                format!("{who} · {}", role_name(&m.role))
+                format!("{who} · {}{}", role_name(&m.role), seen(&m))
             })}
         </span>
         // The signal first: read on every run, so the condition is tracked even without a key.

@@ -262,7 +262,7 @@ pub(super) async fn graphql(
     {
         let kept = match answer.rejected {
             true => answer.body,
-            false => with_unavailable_datacenters(&app, answer.body),
+            false => with_unavailable_datacenters(&app, &principal.scope, answer.body),
         };
         return graphql_http::answer(media, kept, answer.rejected);
     }
@@ -302,6 +302,7 @@ pub(super) async fn execute(
     let snapshot = app.store.view(&app.store.snapshot(), &principal.scope);
     let seq = snapshot.seq();
     let key = cache::RequestKey::of(&request).map(|k| k.scoped(&principal.scope));
+    let scope = principal.scope.clone();
     request = request.data(principal);
     let key = key.as_ref();
     // A known document of shareable queries is parsed only when its answer is not cached; any
@@ -318,8 +319,13 @@ pub(super) async fn execute(
         Some(plan) if !plan.shareable() => {
             // Boxed, as is the execution below: an executing request's state is large, and a
             // request answered from the cache would otherwise carry (and move) it too.
+            let leaving = Leaving {
+                media,
+                started,
+                scope: &scope,
+            };
             let run = Box::pin(execute_unshared(
-                app, request, &plan, snapshot, key, media, started,
+                app, request, &plan, snapshot, key, leaving,
             ));
             return match tokio::time::timeout(app.access.timeout, run).await {
                 Ok(response) => response,
@@ -369,7 +375,7 @@ pub(super) async fn execute(
     }
     let body = match answer.rejected {
         true => answer.body,
-        false => with_unavailable_datacenters(app, answer.body),
+        false => with_unavailable_datacenters(app, &scope, answer.body),
     };
     graphql_http::answer(media, body, answer.rejected)
 }
@@ -377,7 +383,12 @@ pub(super) async fn execute(
 /// An answer with a `DATACENTER_UNAVAILABLE` error for each datacenter that is stale or away
 /// now: its objects are in the answer as last seen, and the caller is told. Added as the answer
 /// leaves (never kept in the cache: a datacenter's state changes without the graph changing).
-pub(super) fn with_unavailable_datacenters(app: &AppState, body: bytes::Bytes) -> bytes::Bytes {
+/// Only the datacenters the caller sees something of are named.
+pub(super) fn with_unavailable_datacenters(
+    app: &AppState,
+    scope: &crate::store::Scope,
+    body: bytes::Bytes,
+) -> bytes::Bytes {
     if app.source.datacenters.is_none() {
         return body;
     }
@@ -385,7 +396,7 @@ pub(super) fn with_unavailable_datacenters(app: &AppState, body: bytes::Bytes) -
         .source
         .datacenter_reports()
         .into_iter()
-        .filter(|d| d.state.unavailable())
+        .filter(|d| d.state.unavailable() && scope.sees_datacenter(&d.key))
         .collect();
     if away.is_empty() {
         return body;
@@ -418,6 +429,14 @@ pub(super) fn with_unavailable_datacenters(app: &AppState, body: bytes::Bytes) -
         .unwrap_or(body)
 }
 
+/// How an answer leaves: its media type, when its request began (for the metrics), and what its
+/// caller sees (the datacenters it is told are away).
+pub(super) struct Leaving<'a> {
+    pub media: graphql_http::Media,
+    pub started: Instant,
+    pub scope: &'a crate::store::Scope,
+}
+
 /// Run a request whose answer is not shared: with this snapshot for queries, on the live graph
 /// for mutations.
 pub(super) async fn execute_unshared(
@@ -426,9 +445,13 @@ pub(super) async fn execute_unshared(
     plan: &crate::graphql::documents::Plan,
     snapshot: Arc<crate::store::Snapshot>,
     key: Option<&cache::RequestKey>,
-    media: graphql_http::Media,
-    started: Instant,
+    leaving: Leaving<'_>,
 ) -> Response {
+    let Leaving {
+        media,
+        started,
+        scope,
+    } = leaving;
     let request = if plan.only_queries() {
         app.query_data(request, snapshot, key)
     } else {
@@ -441,7 +464,7 @@ pub(super) async fn execute_unshared(
         .observe_graphql(started.elapsed(), response.errors.is_empty());
     let rejected = crate::graphql::rejected(&response);
     let body = match queries && !rejected {
-        true => with_unavailable_datacenters(app, answer_body(&response)),
+        true => with_unavailable_datacenters(app, scope, answer_body(&response)),
         false => answer_body(&response),
     };
     graphql_http::answer(media, body, rejected)

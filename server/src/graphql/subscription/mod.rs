@@ -76,6 +76,7 @@ pub(crate) mod open {
             ..Default::default()
         })?;
         let store = scoped(ctx);
+        let scope = store.scope().clone();
         let active = Active::new(counted(ctx), "resourceChanged");
         let fanout = fanout_of(ctx)?;
         Ok(changes(
@@ -84,7 +85,7 @@ pub(crate) mod open {
             Interest {
                 kinds,
                 filter,
-                scope: Default::default(),
+                scope,
             },
             snapshot,
             active,
@@ -110,6 +111,7 @@ pub(crate) mod open {
         }
         let filter = CompiledFilter::new(&filter)?;
         let store = scoped(ctx);
+        let scope = store.scope().clone();
         let fanout = fanout_of(ctx)?;
         let active = Active::new(counted(ctx), "machineChanged");
         Ok(changes(
@@ -118,7 +120,7 @@ pub(crate) mod open {
             Interest {
                 kinds: Some(vec![Kind::Machine]),
                 filter,
-                scope: Default::default(),
+                scope,
             },
             snapshot,
             active,

@@ -19,7 +19,8 @@ use crate::store::{Change, ChangeType, ScopedStore, Snapshot};
 pub(super) struct Interest {
     pub(super) kinds: Option<Vec<Kind>>,
     pub(super) filter: CompiledFilter,
-    /// What the subscriber may see (an object leaving it is DELETED to it).
+    /// What the subscriber may see (an object leaving it is DELETED to it): the scope of the
+    /// store the stream reads.
     pub(super) scope: crate::store::Scope,
 }
 
@@ -123,13 +124,12 @@ pub(super) fn fanout_of(ctx: &Context<'_>) -> async_graphql::Result<Arc<Fanout>>
 pub(super) fn changes(
     store: ScopedStore,
     fanout: &Fanout,
-    mut interest: Interest,
+    interest: Interest,
     snapshot: bool,
     active: Active,
     mode: Mode,
     after: Option<&Arc<After>>,
 ) -> impl Stream<Item = Seq<ResourceEvent>> + use<> {
-    interest.scope = store.scope().clone();
     let interest = Arc::new(interest);
     let wants = interest.clone();
     // Register first, then read: nothing between the two can be missed.

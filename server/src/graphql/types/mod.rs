@@ -35,13 +35,7 @@ pub fn snap<'a>(ctx: &Context<'a>) -> std::borrow::Cow<'a, Arc<Snapshot>> {
         None => {
             let store = ctx.data_unchecked::<Arc<crate::store::Store>>();
             let live = store.snapshot();
-            std::borrow::Cow::Owned(match ctx.data_opt::<crate::store::Scope>() {
-                Some(scope) => store.view(&live, scope),
-                None => match ctx.data_opt::<crate::auth::Principal>() {
-                    Some(p) => store.view(&live, &p.scope),
-                    None => live,
-                },
-            })
+            std::borrow::Cow::Owned(store.view(&live, &crate::graphql::scope_of(ctx)))
         }
     }
 }

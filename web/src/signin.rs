@@ -55,9 +55,37 @@ fn seen(m: &me::MeMe) -> String {
     }
 }
 
+/// The OpenID provider's name when the server offers sign-in through it (`/auth/info`).
+async fn provider() -> Option<String> {
+    let (_, text) = net::fetch("/auth/info", &web_sys::RequestInit::new())
+        .await
+        .ok()?;
+    let info: serde_json::Value = serde_json::from_str(&text).ok()?;
+    info["oidc"]["signIn"].as_str()?;
+    info["oidc"]["provider"].as_str().map(String::from)
+}
+
+/// Where the provider's sign-in returns: this page.
+fn sign_in_url() -> String {
+    let here = web_sys::window()
+        .and_then(|w| w.location().pathname().ok())
+        .unwrap_or_default();
+    format!("/auth/login?to={here}")
+}
+
 #[component]
 pub fn Account(state: LinkState) -> impl IntoView {
     let session = expect_context::<Session>().0;
+    let sso = RwSignal::new(None::<String>);
+    leptos::task::spawn_local(async move {
+        let _ = sso.try_set(provider().await);
+    });
+    // Signed in through the provider: sign-out ends the server's session and the provider's.
+    let by_session = move || {
+        session
+            .get()
+            .is_some_and(|m| m.signed_in_with == "oidc-session")
+    };
     let key = RwSignal::new(String::new());
     // The form was opened by the user (reading anonymously), not asked for by the server.
     let voluntary = RwSignal::new(false);
@@ -75,14 +103,25 @@ pub fn Account(state: LinkState) -> impl IntoView {
             // Nobody while the server asks for a key (after a sign-out, a refusal).
             {move || (!state.signin.get()).then(|| session.get()).flatten().map(|m| {
                 let who = if m.anonymous { "anonymous".to_string() } else { m.name.clone() };
-                format!("{who} · {}{}", role_name(&m.role), seen(&m))
+                let groups: Vec<&str> = m.groups.iter().map(String::as_str).collect();
+                let groups = if groups.is_empty() { String::new() } else { format!(" ({})", groups.join(", ")) };
+                format!("{who}{groups} · {}{}", role_name(&m.role), seen(&m))
             })}
         </span>
         // The signal first: read on every run, so the condition is tracked even without a key.
-        <Show when=move || !state.signin.get() && net::key().is_some()>
-            <button type="button" class="signout" on:click=move |_| net::sign_out()>"Sign out"</button>
+        // A key is forgotten here; a session is ended by the form's POST (the server's, then the
+        // provider's).
+        <Show when=move || !state.signin.get() && (net::key().is_some() || by_session())>
+            <form class="signout-form" method="post" action="/auth/logout" on:submit=move |ev| {
+                if net::key().is_some() {
+                    ev.prevent_default();
+                    net::sign_out();
+                }
+            }>
+                <button type="submit" class="signout">"Sign out"</button>
+            </form>
         </Show>
-        <Show when=move || !state.signin.get() && net::key().is_none()>
+        <Show when=move || !state.signin.get() && net::key().is_none() && !by_session()>
             <button type="button" class="signout" on:click=move |_| {
                 voluntary.set(true);
                 state.signin.set(true);
@@ -97,6 +136,10 @@ pub fn Account(state: LinkState) -> impl IntoView {
                 } else {
                     "This server needs an API key. It is kept for this tab only."
                 }}</p>
+                <p hidden=move || sso.get().is_none()>
+                    <a class="sso" data-testid="sso" href=sign_in_url>{move || format!("Sign in with {}", sso.get().unwrap_or_default())}</a>
+                    " or with an API key:"
+                </p>
                 <label>"API key "
                     <input type="password" autocomplete="off" name="key" data-testid="key"
                         prop:value=move || key.get()

@@ -16,11 +16,15 @@ pub(super) async fn start(
 ) -> anyhow::Result<Arc<crate::http::access::Access>> {
     let a = &cfg.access;
     let settings = a.auth_settings().map_err(anyhow::Error::msg)?;
-    let kube = if settings.kubernetes.is_some() {
+    // RBAC is asked for Kubernetes tokens, and for people the provider signs in when the fleet
+    // is a Kubernetes one.
+    let rbac = settings.kubernetes.is_some()
+        || (settings.oidc.is_some() && cfg.resolve_source().0 == crate::config::SourceMode::Kube);
+    let kube = if rbac {
         Some(
             source::kube::client(&cfg.kube_settings())
                 .await
-                .map_err(|e| anyhow::anyhow!("AUTH_KUBERNETES: {e}"))?,
+                .map_err(|e| anyhow::anyhow!("RBAC for AUTH_KUBERNETES or OIDC: {e}"))?,
         )
     } else {
         None
@@ -30,9 +34,10 @@ pub(super) async fn start(
     tracing::info!(
         keys = auth.key_count(),
         kubernetes = s.kubernetes.is_some(),
+        oidc = s.oidc.as_ref().map(|o| o.issuer.as_str()),
         anonymous_read_from = ?s.anonymous_from.iter().map(ToString::to_string).collect::<Vec<_>>(),
         "authentication: {}",
-        if auth.key_count() == 0 && s.kubernetes.is_none() && s.anonymous_from.is_empty() {
+        if auth.key_count() == 0 && s.kubernetes.is_none() && s.oidc.is_none() && s.anonymous_from.is_empty() {
             "no key, no Kubernetes review and no anonymous network: every GraphQL request is refused (set API_KEYS_FILE, AUTH_KUBERNETES or ANONYMOUS_READ_FROM)"
         } else {
             "on"
@@ -95,4 +100,20 @@ pub(super) fn kubernetes_targets(
             out
         })
     }));
+}
+
+/// Keep sign-in sessions in the database (none while it is unreachable at start: sign-in then
+/// says sessions cannot be kept).
+pub(super) fn sessions(access: &crate::http::access::Access, start: &crate::db::Start) {
+    if access.auth.provider().is_none() {
+        return;
+    }
+    match start {
+        crate::db::Start::Connected(db) => access
+            .auth
+            .set_session_store(Arc::new(crate::db::sessions::DbSessions(db.clone()))),
+        crate::db::Start::Retry { .. } => tracing::warn!(
+            "the database was not reachable at start: sign-in sessions cannot be kept until a restart"
+        ),
+    }
 }

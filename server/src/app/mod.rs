@@ -159,6 +159,7 @@ pub async fn start(cfg: &ServeConfig, listener: TcpListener) -> anyhow::Result<R
     // (the kube source keeps nothing: the cluster is the truth).
     let db = parts::Database::open(cfg, &metrics).await?;
     let restored = source.restore(&db.start, &store, &db.health).await;
+    access::sessions(&access, &db.start);
     let leader = parts::leader(cfg, stop_rx.clone(), metrics.leader.clone()).await?;
     let (history, history_writer) = parts::history(cfg, &db, &store, &leader, &metrics, &stop_rx);
     let inventory = cfg

@@ -3,7 +3,9 @@
 //! dashboard) asks [`Auth::authenticate`] and gets the same [`Principal`].
 
 pub mod keys;
+pub mod oidc;
 pub mod review;
+pub mod session;
 
 use crate::error::ErrorCode;
 use crate::store::Scope;
@@ -75,6 +77,8 @@ pub enum AuthError {
     Keys(#[from] keys::KeysError),
     #[error("AUTH_KUBERNETES needs a cluster (KUBECONFIG or in-cluster)")]
     NoCluster,
+    #[error("{0}")]
+    Oidc(String),
 }
 
 /// How a principal proved who it is.
@@ -84,8 +88,52 @@ pub enum Credential {
     Key([u8; 32]),
     /// A Kubernetes token, reviewed by the API server (kept to review it again).
     Kubernetes([u8; 32], Token),
+    /// A person the OpenID provider signed in: by a bearer token it signed, or by a sign-in
+    /// session's cookie.
+    Oidc(Arc<Signed>),
     /// No credential: a client on a trusted network.
     Anonymous,
+}
+
+/// A person the OpenID provider vouches for, and how they came.
+#[derive(Clone, Debug)]
+pub struct Signed {
+    /// Who (user name and groups, as the token says; the session's, refreshed).
+    pub person: oidc::Person,
+    /// How they came.
+    pub via: Via,
+}
+
+/// How a person signed in.
+#[derive(Clone, Debug)]
+pub enum Via {
+    /// A bearer token the provider signed (until it expires).
+    Bearer,
+    /// A sign-in session (its cookie's token, kept to find it again).
+    Session(Token),
+}
+
+impl Credential {
+    /// How the caller proved who it is, as the history and `me` say it.
+    pub fn method(&self) -> &'static str {
+        match self {
+            Credential::Key(_) => "api-key",
+            Credential::Kubernetes(..) => "kubernetes-token",
+            Credential::Oidc(s) => match s.via {
+                Via::Bearer => "oidc-token",
+                Via::Session(_) => "oidc-session",
+            },
+            Credential::Anonymous => "anonymous",
+        }
+    }
+
+    /// The groups the caller's provider or API server named (empty for keys).
+    pub fn groups(&self) -> &[String] {
+        match self {
+            Credential::Oidc(s) => &s.person.groups,
+            _ => &[],
+        }
+    }
 }
 
 /// A token kept in memory to be reviewed again; never shown.
@@ -183,6 +231,11 @@ pub enum Refusal {
     NoRole(String),
     /// The review took longer than the operation limit (the Kubernetes API did not answer in time).
     TimedOut(Duration),
+    /// A sign-in cookie sent by a page of another site.
+    CrossSite,
+    /// A token from the OpenID provider that was refused, and why (expired, another audience, an
+    /// unknown key, unsigned).
+    Token(String),
 }
 
 impl Refusal {
@@ -201,6 +254,10 @@ impl Refusal {
                     .into()
             }
             Refusal::TimedOut(limit) => crate::error::timeout_message(*limit),
+            Refusal::Token(why) => format!("the token is not valid: {why}"),
+            Refusal::CrossSite => "a page of another site may not use the sign-in cookie: \
+                 call from this server's own pages, or send `Authorization: Bearer <token>`"
+                .into(),
             Refusal::NoRole(user) => format!(
                 "{user} is authenticated but has no role here: its RBAC allows none of {}",
                 review::GRANTS
@@ -218,8 +275,8 @@ impl Refusal {
     /// one that grants nothing, 503 when it cannot be checked).
     pub fn code(&self) -> ErrorCode {
         match self {
-            Refusal::Missing | Refusal::Invalid => ErrorCode::Unauthenticated,
-            Refusal::NoRole(_) => ErrorCode::Forbidden,
+            Refusal::Missing | Refusal::Invalid | Refusal::Token(_) => ErrorCode::Unauthenticated,
+            Refusal::NoRole(_) | Refusal::CrossSite => ErrorCode::Forbidden,
             Refusal::Unavailable => ErrorCode::AuthenticationUnavailable,
             Refusal::TimedOut(_) => ErrorCode::Timeout,
         }
@@ -235,6 +292,10 @@ pub struct AuthSettings {
     pub reload: Duration,
     /// Kubernetes token reviews (with the role from subject access reviews).
     pub kubernetes: Option<review::ReviewSettings>,
+    /// How long RBAC's answers about a person are kept (`AUTH_CACHE_SECONDS`).
+    pub review_ttl: Duration,
+    /// The OpenID provider people sign in with.
+    pub oidc: Option<oidc::OidcSettings>,
     /// Networks whose clients may read without a credential.
     pub anonymous_from: Vec<IpNet>,
     /// Proxies whose `X-Forwarded-For` is believed.
@@ -246,6 +307,8 @@ pub struct Auth {
     settings: AuthSettings,
     keys: ArcSwap<KeySet>,
     reviewer: Option<review::Reviewer>,
+    provider: Option<Arc<oidc::Provider>>,
+    sessions: arc_swap::ArcSwapOption<session::Sessions>,
     changes: watch::Sender<u64>,
 }
 
@@ -256,17 +319,33 @@ impl Auth {
             Some(path) => KeySet::read(path)?,
             None => KeySet::default(),
         };
+        // A client means RBAC is asked: for Kubernetes tokens, and for people the provider
+        // signs in.
         let reviewer = match (&settings.kubernetes, kube) {
-            (Some(s), Some(client)) => Some(review::Reviewer::new(client, s.clone())),
+            (s, Some(client)) => Some(review::Reviewer::new(
+                client,
+                s.clone().unwrap_or(review::ReviewSettings {
+                    ttl: settings.review_ttl,
+                    audiences: Vec::new(),
+                }),
+            )),
             (Some(_), None) => {
                 return Err(AuthError::NoCluster);
             }
-            (None, _) => None,
+            (None, None) => None,
+        };
+        let provider = match &settings.oidc {
+            Some(o) => Some(Arc::new(
+                oidc::Provider::new(o.clone()).map_err(AuthError::Oidc)?,
+            )),
+            None => None,
         };
         Ok(Arc::new(Auth {
             settings,
             keys: ArcSwap::from_pointee(keys),
             reviewer,
+            provider,
+            sessions: arc_swap::ArcSwapOption::empty(),
             changes: watch::channel(0).0,
         }))
     }
@@ -289,6 +368,8 @@ impl Auth {
             },
             keys: ArcSwap::from_pointee(KeySet::default()),
             reviewer: None,
+            provider: None,
+            sessions: arc_swap::ArcSwapOption::empty(),
             changes: watch::channel(0).0,
         })
     }
@@ -369,7 +450,14 @@ impl Auth {
                 scope: key.scope.clone(),
             });
         }
-        match &self.reviewer {
+        if let Some(provider) = self.provider.as_ref().filter(|p| p.claims_issuer(token)) {
+            return Box::pin(self.bearer(provider, token, address)).await;
+        }
+        match self
+            .reviewer
+            .as_ref()
+            .filter(|_| self.settings.kubernetes.is_some())
+        {
             // Boxed: a review's state is large, and every request would carry it otherwise.
             Some(r) => Box::pin(r.review(token, hash)).await.map(|r| Principal {
                 name: r.name.clone(),
@@ -379,6 +467,107 @@ impl Auth {
                 scope: r.scope.clone(),
             }),
             None => Err(Refusal::Invalid),
+        }
+    }
+
+    /// A bearer token the OpenID provider signed.
+    async fn bearer(
+        &self,
+        provider: &oidc::Provider,
+        token: &str,
+        address: IpAddr,
+    ) -> Result<Principal, Refusal> {
+        let claims = provider
+            .verify(token, None, None)
+            .await
+            .map_err(oidc_refusal)?;
+        let person = provider.person(&claims).map_err(oidc_refusal)?;
+        let (role, scope) = self.access_of(&person).await?;
+        Ok(Principal {
+            name: format!("oidc:{}", person.user).into(),
+            role,
+            credential: Credential::Oidc(Arc::new(Signed {
+                person,
+                via: Via::Bearer,
+            })),
+            address,
+            scope,
+        })
+    }
+
+    /// Who holds the sign-in session whose cookie carries `token`, from `address`.
+    pub async fn authenticate_session(
+        &self,
+        token: &str,
+        address: IpAddr,
+    ) -> Result<Principal, Refusal> {
+        let Some(sessions) = self.sessions.load_full() else {
+            return Err(Refusal::Invalid);
+        };
+        let found = sessions
+            .find(token)
+            .await
+            .map_err(|e| {
+                tracing::warn!(error = %e, "sessions could not be read");
+                Refusal::Unavailable
+            })?
+            .ok_or(Refusal::Token(
+                "the sign-in session has ended (signed out, expired or refused by the provider): sign in again".into(),
+            ))?;
+        let (role, scope) = self.access_of(&found.person).await?;
+        Ok(Principal {
+            name: format!("oidc:{}", found.person.user).into(),
+            role,
+            credential: Credential::Oidc(Arc::new(Signed {
+                person: found.person,
+                via: Via::Session(Token(token.into())),
+            })),
+            address,
+            scope,
+        })
+    }
+
+    /// What a person the provider vouches for may do and see: `OIDC_ROLE_MAP` first (a role over
+    /// the whole fleet), else what RBAC says in each datacenter.
+    async fn access_of(&self, person: &oidc::Person) -> Result<(Role, Scope), Refusal> {
+        if let Some(mapped) = self
+            .provider
+            .as_ref()
+            .and_then(|p| p.mapped(&person.groups))
+        {
+            return Ok(mapped);
+        }
+        match &self.reviewer {
+            Some(r) => Box::pin(r.review_person(&person.user, &person.groups))
+                .await
+                .map(|r| (r.role, r.scope.clone())),
+            None => Err(Refusal::NoRole(format!(
+                "oidc:{} (groups: {})",
+                person.user,
+                if person.groups.is_empty() {
+                    "none".to_string()
+                } else {
+                    person.groups.join(", ")
+                }
+            ))),
+        }
+    }
+
+    /// The OpenID provider, when one is configured.
+    pub fn provider(&self) -> Option<&Arc<oidc::Provider>> {
+        self.provider.as_ref()
+    }
+
+    /// Sign-in sessions, once the database is there (None: no sign-in).
+    pub fn sessions(&self) -> Option<Arc<session::Sessions>> {
+        self.sessions.load_full()
+    }
+
+    /// Keep sign-in sessions in `store` (the app gives it once the database is open).
+    pub fn set_session_store(&self, store: Arc<dyn session::SessionStore>) {
+        if let Some(provider) = &self.provider {
+            self.sessions
+                .store(session::Sessions::new(provider.clone(), store).map(Arc::new));
         }
     }
 
@@ -392,6 +581,34 @@ impl Auth {
                 .load()
                 .find(hash, jiff::Timestamp::now())
                 .is_some_and(|k| k.role >= principal.role && k.scope == principal.scope),
+            Credential::Oidc(signed) => {
+                let person = match &signed.via {
+                    Via::Bearer => {
+                        let skew = self
+                            .provider
+                            .as_ref()
+                            .map_or(Duration::ZERO, |p| p.settings().clock_skew);
+                        if jiff::Timestamp::now() >= signed.person.expires + skew {
+                            return false;
+                        }
+                        signed.person.clone()
+                    }
+                    Via::Session(token) => match self.sessions.load_full() {
+                        Some(s) => match s.find(&token.0).await {
+                            Ok(Some(found)) => found.person,
+                            Ok(None) => return false,
+                            // The database not answering does not end a session it let in.
+                            Err(_) => return true,
+                        },
+                        None => return false,
+                    },
+                };
+                match self.access_of(&person).await {
+                    Ok((role, scope)) => role >= principal.role && scope == principal.scope,
+                    Err(Refusal::Unavailable) => true,
+                    Err(_) => false,
+                }
+            }
             Credential::Kubernetes(hash, token) => match &self.reviewer {
                 Some(r) => {
                     r.still_valid(&token.0, *hash, principal.role, &principal.scope)
@@ -416,6 +633,15 @@ impl Auth {
                 Box::pin(r.may(&token.0, *hash, verb, key)).await
             }
             (Credential::Kubernetes(..), None) => Ok(false),
+            (Credential::Oidc(signed), Some(r))
+                if self
+                    .provider
+                    .as_ref()
+                    .and_then(|p| p.mapped(&signed.person.groups))
+                    .is_none() =>
+            {
+                Box::pin(r.may_person(&signed.person.user, &signed.person.groups, verb, key)).await
+            }
             _ => Ok(principal.scope.sees_key(key)),
         }
     }
@@ -453,7 +679,13 @@ impl Auth {
         let auth = self.clone();
         tokio::spawn(async move {
             let reload = auth.settings.reload.max(Duration::from_millis(100));
-            let renew = auth.reviewer.as_ref().map(|r| r.ttl());
+            // Reviews run out, tokens expire and sessions end: sockets re-check at this pace.
+            let renew = match (&auth.reviewer, &auth.provider) {
+                (Some(r), _) => Some(r.ttl()),
+                (None, Some(_)) => Some(auth.settings.review_ttl),
+                (None, None) => None,
+            }
+            .map(|d| d.max(Duration::from_millis(500)));
             let mut last_text = auth
                 .settings
                 .keys_file
@@ -528,6 +760,17 @@ impl Auth {
                 }
             }
         })
+    }
+}
+
+/// The refusal of a provider's token, saying why.
+fn oidc_refusal(e: oidc::OidcError) -> Refusal {
+    match e {
+        oidc::OidcError::Unreachable(why) => {
+            tracing::warn!(error = %why, "the OpenID provider could not be reached");
+            Refusal::Unavailable
+        }
+        oidc::OidcError::Invalid(why) | oidc::OidcError::Refused(why) => Refusal::Token(why),
     }
 }
 

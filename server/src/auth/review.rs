@@ -127,18 +127,23 @@ impl Reviewer {
             return answer.clone();
         }
         let answer = self.ask(token).await;
-        if !matches!(answer, Err(Refusal::Unavailable)) {
-            let mut cache = self.cache.lock();
-            if cache.len() >= MAX_KEPT {
-                let ttl = self.settings.ttl;
-                cache.retain(|_, (at, _)| at.elapsed() < ttl);
-                if cache.len() >= MAX_KEPT {
-                    cache.clear();
-                }
-            }
-            cache.insert(hash, (Instant::now(), answer.clone()));
-        }
+        self.keep(hash, &answer);
         answer
+    }
+
+    fn keep(&self, key: [u8; 32], answer: &Answer) {
+        if matches!(answer, Err(Refusal::Unavailable)) {
+            return;
+        }
+        let mut cache = self.cache.lock();
+        if cache.len() >= MAX_KEPT {
+            let ttl = self.settings.ttl;
+            cache.retain(|_, (at, _)| at.elapsed() < ttl);
+            if cache.len() >= MAX_KEPT {
+                cache.clear();
+            }
+        }
+        cache.insert(key, (Instant::now(), answer.clone()));
     }
 
     /// True while the token still grants `role` and the same `scope` (asked again once its
@@ -168,6 +173,15 @@ impl Reviewer {
         key: &ObjectKey,
     ) -> Result<bool, Refusal> {
         let reviewed = self.review(token, hash).await?;
+        self.may_user(&reviewed.user, verb, key).await
+    }
+
+    async fn may_user(
+        &self,
+        user: &UserInfo,
+        verb: &str,
+        key: &ObjectKey,
+    ) -> Result<bool, Refusal> {
         let client = self
             .targets()
             .await
@@ -176,15 +190,7 @@ impl Reviewer {
             .and_then(|t| t.client)
             .unwrap_or_else(|| self.client.clone());
         let ns = key.kind.namespaced().then_some(key.namespace.as_str());
-        allowed(
-            &client,
-            &reviewed.user,
-            ns,
-            key.kind.group(),
-            key.kind.plural(),
-            verb,
-        )
-        .await
+        allowed(&client, user, ns, key.kind.group(), key.kind.plural(), verb).await
     }
 
     async fn ask(&self, token: &str) -> Answer {
@@ -205,11 +211,48 @@ impl Reviewer {
             })?;
         let status = reviewed.status.unwrap_or_default();
         let user = status.user.unwrap_or_default();
-        let username = match (status.authenticated, &user.username) {
-            (Some(true), Some(u)) if !u.is_empty() => u.clone(),
+        match (status.authenticated, &user.username) {
+            (Some(true), Some(u)) if !u.is_empty() => {}
             _ => return Err(Refusal::Invalid),
         };
-        let name: Arc<str> = format!("kubernetes:{username}").into();
+        self.access(user, "kubernetes").await
+    }
+
+    /// What a person the OpenID provider names (`user`, `groups`) may do and see, as RBAC says
+    /// (kept as token reviews are, by who they are).
+    pub async fn review_person(&self, user: &str, groups: &[String]) -> Answer {
+        let key = person_key(user, groups);
+        if let Some((at, answer)) = self.cache.lock().get(&key)
+            && at.elapsed() < self.settings.ttl
+        {
+            return answer.clone();
+        }
+        let info = UserInfo {
+            username: Some(user.to_string()),
+            groups: Some(groups.to_vec()),
+            ..Default::default()
+        };
+        let answer = self.access(info, "oidc").await;
+        self.keep(key, &answer);
+        answer
+    }
+
+    /// Whether a person the provider names may `verb` the object `key` (their own RBAC).
+    pub async fn may_person(
+        &self,
+        user: &str,
+        groups: &[String],
+        verb: &str,
+        key: &ObjectKey,
+    ) -> Result<bool, Refusal> {
+        let reviewed = self.review_person(user, groups).await?;
+        self.may_user(&reviewed.user, verb, key).await
+    }
+
+    /// The role and scope RBAC gives `user`, named `PREFIX:USER`.
+    async fn access(&self, user: UserInfo, prefix: &str) -> Answer {
+        let username = user.username.clone().unwrap_or_default();
+        let name: Arc<str> = format!("{prefix}:{username}").into();
         for (role, verb, resource) in GRANTS {
             if allowed(&self.client, &user, None, "vitistack.io", resource, verb).await? {
                 return Ok(Arc::new(Reviewed {
@@ -368,4 +411,15 @@ async fn allowed(
             Refusal::Unavailable
         })?;
     Ok(answer.status.is_some_and(|s| s.allowed))
+}
+
+/// The cache key of a person the provider names: their name and groups (a change of groups is
+/// asked anew).
+fn person_key(user: &str, groups: &[String]) -> [u8; 32] {
+    let mut text = format!("oidc\0{user}");
+    for g in groups {
+        text.push('\0');
+        text.push_str(g);
+    }
+    super::keys::hash(&text)
 }

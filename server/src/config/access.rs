@@ -28,9 +28,83 @@ pub struct AccessConfig {
     #[arg(long, env = "AUTH_KUBERNETES", default_value_t = false, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
     pub auth_kubernetes: bool,
 
-    /// Seconds a token review's answer is kept.
-    #[arg(long, env = "AUTH_CACHE_SECONDS", default_value_t = 10)]
+    /// Seconds a token review's or RBAC's answer is kept; open sockets re-check at this pace, so
+    /// a removed RoleBinding stops a subscription within about this (default 4: within 5 s).
+    #[arg(long, env = "AUTH_CACHE_SECONDS", default_value_t = 4)]
     pub auth_cache_seconds: u64,
+
+    /// The OpenID provider people sign in with (its issuer URL, where
+    /// `/.well-known/openid-configuration` is). With it, the dashboard offers sign-in and bearer
+    /// tokens the provider signed are accepted.
+    #[arg(long, env = "OIDC_ISSUER_URL")]
+    pub oidc_issuer_url: Option<String>,
+
+    /// This server's client id at the provider (ID tokens must be meant for it).
+    #[arg(long, env = "OIDC_CLIENT_ID")]
+    pub oidc_client_id: Option<String>,
+
+    /// A file holding the client secret (dashboard sign-in needs a confidential client; bearer
+    /// tokens do not).
+    #[arg(long, env = "OIDC_CLIENT_SECRET_FILE")]
+    pub oidc_client_secret_file: Option<PathBuf>,
+
+    /// Scopes asked at sign-in (comma-separated). Add `offline_access` for providers that give a
+    /// refresh token only then (Dex).
+    #[arg(
+        long,
+        env = "OIDC_SCOPES",
+        value_delimiter = ',',
+        default_value = "openid,profile,email,groups"
+    )]
+    pub oidc_scopes: Vec<String>,
+
+    /// The claim naming the user (as the API server's `--oidc-username-claim`).
+    #[arg(long, env = "OIDC_USERNAME_CLAIM", default_value = "sub")]
+    pub oidc_username_claim: String,
+
+    /// Put before the user name (as `--oidc-username-prefix`), so RBAC subjects match.
+    #[arg(long, env = "OIDC_USERNAME_PREFIX", default_value = "")]
+    pub oidc_username_prefix: String,
+
+    /// The claim listing the groups (as `--oidc-groups-claim`).
+    #[arg(long, env = "OIDC_GROUPS_CLAIM", default_value = "groups")]
+    pub oidc_groups_claim: String,
+
+    /// Put before each group (as `--oidc-groups-prefix`).
+    #[arg(long, env = "OIDC_GROUPS_PREFIX", default_value = "")]
+    pub oidc_groups_prefix: String,
+
+    /// Audiences a bearer token may be meant for besides the client id (comma-separated).
+    #[arg(long, env = "OIDC_AUDIENCES", value_delimiter = ',')]
+    pub oidc_audiences: Vec<String>,
+
+    /// Where the provider sends people back: `https://HOST/auth/callback` (registered with the
+    /// provider). Unset: from the request's host.
+    #[arg(long, env = "OIDC_REDIRECT_URL")]
+    pub oidc_redirect_url: Option<String>,
+
+    /// Groups given a role, `GROUP=ROLE` over the whole fleet or `GROUP=ROLE@NS+NS` in those
+    /// namespaces (viewer and operator), comma-separated (`platform=admin,team-1=viewer@team-1`);
+    /// people in none are asked of RBAC (on a Kubernetes fleet) or refused.
+    #[arg(long, env = "OIDC_ROLE_MAP", value_delimiter = ',')]
+    pub oidc_role_map: Vec<String>,
+
+    /// Clock difference allowed on a token's expiry and not-before, in seconds.
+    #[arg(long, env = "OIDC_CLOCK_SKEW_SECONDS", default_value_t = 30)]
+    pub oidc_clock_skew_seconds: u64,
+
+    /// Longest a sign-in session lasts, refreshes included, in hours.
+    #[arg(long, env = "OIDC_SESSION_MAX_HOURS", default_value_t = 12.0)]
+    pub oidc_session_max_hours: f64,
+
+    /// The provider's name on the sign-in button ("Sign in with Keycloak").
+    #[arg(long, env = "OIDC_PROVIDER_NAME", default_value = "single sign-on")]
+    pub oidc_provider_name: String,
+
+    /// CA certificates (PEM) the provider's TLS certificate is checked against, besides the
+    /// system's.
+    #[arg(long, env = "OIDC_CA_FILE")]
+    pub oidc_ca_file: Option<PathBuf>,
 
     /// Audiences a Kubernetes token must be meant for (comma-separated; empty: the API server's).
     #[arg(long, env = "AUTH_AUDIENCES", value_delimiter = ',')]
@@ -148,9 +222,155 @@ impl AccessConfig {
                         .filter(|a| !a.is_empty())
                         .collect(),
                 }),
+            review_ttl: std::time::Duration::from_secs(self.auth_cache_seconds.max(1)),
+            oidc: self.oidc_settings()?,
             anonymous_from: nets("ANONYMOUS_READ_FROM", &self.anonymous_read_from)?,
             trusted_proxies: nets("TRUSTED_PROXIES", &self.trusted_proxies)?,
         })
+    }
+
+    /// The OpenID provider's settings (None without OIDC_ISSUER_URL); the error names the variable.
+    pub fn oidc_settings(&self) -> Result<Option<crate::auth::oidc::OidcSettings>, ConfigError> {
+        let Some(issuer) = self
+            .oidc_issuer_url
+            .as_deref()
+            .map(str::trim)
+            .filter(|i| !i.is_empty())
+        else {
+            return Ok(None);
+        };
+        if !(issuer.starts_with("https://") || issuer.starts_with("http://")) {
+            return Err(ConfigError::invalid(
+                "OIDC_ISSUER_URL",
+                format!("`{issuer}` must be an https:// URL"),
+            ));
+        }
+        let client_id = self
+            .oidc_client_id
+            .as_deref()
+            .map(str::trim)
+            .filter(|c| !c.is_empty())
+            .ok_or_else(|| {
+                ConfigError::invalid("OIDC_CLIENT_ID", "OIDC_ISSUER_URL needs a client id".into())
+            })?;
+        let read = |name: &'static str, path: &PathBuf| {
+            std::fs::read(path).map_err(|e| {
+                ConfigError::invalid(name, format!("{} cannot be read: {e}", path.display()))
+            })
+        };
+        let client_secret = match &self.oidc_client_secret_file {
+            Some(path) => {
+                let bytes = read("OIDC_CLIENT_SECRET_FILE", path)?;
+                let text = String::from_utf8(bytes).map_err(|_| {
+                    ConfigError::invalid(
+                        "OIDC_CLIENT_SECRET_FILE",
+                        format!("{} is not UTF-8 text", path.display()),
+                    )
+                })?;
+                let text = text.trim();
+                if text.is_empty() {
+                    return Err(ConfigError::invalid(
+                        "OIDC_CLIENT_SECRET_FILE",
+                        format!("{} is empty", path.display()),
+                    ));
+                }
+                Some(crate::auth::oidc::Secret(text.into()))
+            }
+            None => None,
+        };
+        let mut role_map = Vec::new();
+        for entry in self
+            .oidc_role_map
+            .iter()
+            .map(|e| e.trim())
+            .filter(|e| !e.is_empty())
+        {
+            let (group, role) = entry.rsplit_once('=').ok_or_else(|| {
+                ConfigError::invalid(
+                    "OIDC_ROLE_MAP",
+                    format!("`{entry}` must be GROUP=ROLE (platform=admin)"),
+                )
+            })?;
+            let (role, namespaces) = match role.split_once('@') {
+                Some((r, list)) => (r, Some(list)),
+                None => (role, None),
+            };
+            let role: crate::auth::Role =
+                role.trim().parse().map_err(|e: crate::auth::UnknownRole| {
+                    ConfigError::invalid("OIDC_ROLE_MAP", format!("`{entry}`: {e}"))
+                })?;
+            let namespaces = match namespaces {
+                None => None,
+                Some(_) if role == crate::auth::Role::Admin => {
+                    return Err(ConfigError::invalid(
+                        "OIDC_ROLE_MAP",
+                        format!(
+                            "`{entry}`: an admin sees everything; namespaces are for viewers and operators"
+                        ),
+                    ));
+                }
+                Some(list) => {
+                    let names: Vec<String> =
+                        list.split('+').map(|n| n.trim().to_string()).collect();
+                    if let Some(bad) = names
+                        .iter()
+                        .find(|n| !crate::auth::keys::is_namespace_name(n))
+                    {
+                        return Err(ConfigError::invalid(
+                            "OIDC_ROLE_MAP",
+                            format!("`{entry}`: `{bad}` is not a namespace name"),
+                        ));
+                    }
+                    Some(names)
+                }
+            };
+            role_map.push(crate::auth::oidc::Mapped {
+                group: group.trim().to_string(),
+                role,
+                namespaces,
+            });
+        }
+        if let Some(r) = &self.oidc_redirect_url
+            && !(r.starts_with("https://") || r.starts_with("http://"))
+        {
+            return Err(ConfigError::invalid(
+                "OIDC_REDIRECT_URL",
+                format!("`{r}` must be a URL like https://vitistack.example.com/auth/callback"),
+            ));
+        }
+        if !(self.oidc_session_max_hours.is_finite() && self.oidc_session_max_hours > 0.0) {
+            return Err(ConfigError::NotPositive {
+                setting: "OIDC_SESSION_MAX_HOURS",
+                value: self.oidc_session_max_hours,
+            });
+        }
+        let ca_pem = match &self.oidc_ca_file {
+            Some(p) => Some(read("OIDC_CA_FILE", p)?),
+            None => None,
+        };
+        let list = |v: &[String]| {
+            v.iter()
+                .map(|s| s.trim().to_string())
+                .filter(|s| !s.is_empty())
+                .collect::<Vec<_>>()
+        };
+        Ok(Some(crate::auth::oidc::OidcSettings {
+            issuer: issuer.to_string(),
+            client_id: client_id.to_string(),
+            client_secret,
+            scopes: list(&self.oidc_scopes),
+            username_claim: self.oidc_username_claim.clone(),
+            username_prefix: self.oidc_username_prefix.clone(),
+            groups_claim: self.oidc_groups_claim.clone(),
+            groups_prefix: self.oidc_groups_prefix.clone(),
+            audiences: list(&self.oidc_audiences),
+            redirect_url: self.oidc_redirect_url.clone(),
+            role_map,
+            clock_skew: std::time::Duration::from_secs(self.oidc_clock_skew_seconds),
+            session_max: std::time::Duration::from_secs_f64(self.oidc_session_max_hours * 3600.0),
+            provider_name: self.oidc_provider_name.clone(),
+            ca_pem,
+        }))
     }
 
     /// The rate limit of each role.

@@ -11,6 +11,7 @@ pub mod inventory;
 mod merge;
 pub mod object_writer;
 pub mod objects;
+pub mod sessions;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

@@ -403,6 +403,12 @@ impl Query {
             anonymous: p.is_anonymous(),
             limited: !p.scope.is_all(),
             sees: p.scope.grants().map(sees).unwrap_or_default(),
+            groups: p.credential.groups().to_vec(),
+            signed_in_with: p.credential.method().to_string(),
+            expires_at: match &p.credential {
+                crate::auth::Credential::Oidc(s) => Some(s.person.expires.to_string()),
+                _ => None,
+            },
         })
     }
 }
@@ -447,7 +453,7 @@ pub struct Sees {
 /// The caller of a request.
 #[derive(async_graphql::SimpleObject)]
 pub struct Me {
-    /// `key:NAME`, `kubernetes:USER` or `anonymous`.
+    /// `key:NAME`, `kubernetes:USER`, `oidc:USER` or `anonymous`.
     pub name: String,
     /// What it may do.
     pub role: crate::auth::Role,
@@ -457,4 +463,11 @@ pub struct Me {
     pub limited: bool,
     /// What a limited caller sees (empty when it sees everything).
     pub sees: Vec<Sees>,
+    /// The groups the OpenID provider names (empty for keys and Kubernetes tokens).
+    pub groups: Vec<String>,
+    /// How the caller proved who it is: `api-key`, `kubernetes-token`, `oidc-session` (signed
+    /// in to the dashboard), `oidc-token` (a bearer token the provider signed) or `anonymous`.
+    pub signed_in_with: String,
+    /// When the provider's token behind this caller expires (a session refreshes it before).
+    pub expires_at: Option<String>,
 }

@@ -49,12 +49,29 @@ impl Access {
         self.auth.client_address(peer, forwarded)
     }
 
-    /// Who sends these headers from `peer`.
+    /// Who sends these headers from `peer`: the `Authorization` credential, else the sign-in
+    /// session's cookie (only from this server's own pages), else anonymous.
     pub async fn principal(&self, peer: IpAddr, headers: &HeaderMap) -> Result<Principal, Refusal> {
         let token = headers
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
             .map(|v| crate::auth::bearer(v).unwrap_or("\u{0}invalid"));
+        if token.is_none()
+            && let Some(session) =
+                super::signin::cookie_value(headers, super::signin::SESSION_COOKIE)
+            && self.auth.provider().is_some()
+        {
+            if !same_origin(self, headers) {
+                return Err(Refusal::CrossSite);
+            }
+            let client = self.client(peer, headers);
+            return tokio::time::timeout(
+                self.timeout,
+                self.auth.authenticate_session(session, client),
+            )
+            .await
+            .unwrap_or(Err(Refusal::TimedOut(self.timeout)));
+        }
         self.auth
             .authenticate_within(token, self.client(peer, headers), self.timeout)
             .await
@@ -160,6 +177,29 @@ impl Access {
                 .max_age(Duration::from_secs(600)),
         )
     }
+}
+
+/// True when a request carrying the session cookie comes from this server's own pages: a
+/// browser says so (`Sec-Fetch-Site: same-origin`, or `none` for what the person typed), and an
+/// `Origin` sent names this host. A POST from another site (a form, a fetch) is refused even
+/// before SameSite would keep its cookie back.
+pub fn same_origin(_access: &Access, headers: &HeaderMap) -> bool {
+    let site = headers
+        .get("sec-fetch-site")
+        .and_then(|v| v.to_str().ok())
+        .is_none_or(|s| s.eq_ignore_ascii_case("same-origin") || s.eq_ignore_ascii_case("none"));
+    let origin = match headers.get(header::ORIGIN).and_then(|v| v.to_str().ok()) {
+        None => true,
+        Some(origin) => {
+            let host = headers.get(header::HOST).and_then(|v| v.to_str().ok());
+            let origin_host = origin
+                .trim_end_matches('/')
+                .split_once("://")
+                .map(|(_, h)| h);
+            matches!((host, origin_host), (Some(h), Some(o)) if h.eq_ignore_ascii_case(o))
+        }
+    };
+    site && origin
 }
 
 /// A GraphQL error body in `media`.

@@ -15,6 +15,7 @@ mod pipeline;
 pub mod rate;
 pub mod rest;
 pub mod serve;
+pub mod signin;
 mod state;
 pub mod streams;
 pub mod tls;
@@ -58,6 +59,7 @@ pub fn router(state: AppState) -> Router {
         .merge(rest::routes())
         .merge(hub::routes())
         .merge(admin::routes())
+        .merge(signin::routes())
         .fallback(assets::serve)
         // The layers every request passes, composed into one service: axum boxes each layer it
         // is given for every route, and a boxed layer cost a request an allocation and a move.
@@ -136,6 +138,11 @@ async fn graphql_ws(
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .map(String::from);
+    // A browser page of this server may ride on its sign-in session (the Origin was checked).
+    let session = (headers.contains_key(header::ORIGIN)
+        && access::same_origin(&app.access, &headers))
+    .then(|| signin::cookie_value(&headers, signin::SESSION_COOKIE).map(String::from))
+    .flatten();
     let context = crate::logging::current_request();
     upgrade
         .protocols(ws_message::PROTOCOLS)
@@ -149,7 +156,7 @@ async fn graphql_ws(
         // The socket's lines carry the upgrade request's id (taken here: the socket is served on
         // a task of its own).
         .on_upgrade(move |socket| async move {
-            let serve = ws::serve(socket, app, client, authorization);
+            let serve = ws::serve(socket, app, client, authorization, session);
             match context {
                 Some(context) => crate::logging::in_request(context, serve).await.0,
                 None => serve.await,

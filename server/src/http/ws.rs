@@ -49,6 +49,8 @@ struct Conn {
     client: IpAddr,
     /// `Authorization` of the upgrade request, used when `connection_init` carries none.
     authorization: Option<String>,
+    /// The sign-in session's cookie of a page of this server, used when neither carries one.
+    session: Option<String>,
     operations: HashMap<String, Operation>,
     streams: SelectAll<BoxStream<'static, Item>>,
     /// Messages to send before reading on.
@@ -61,6 +63,7 @@ pub async fn serve(
     app: AppState,
     client: IpAddr,
     authorization: Option<String>,
+    session: Option<String>,
 ) {
     let protocol = match socket.protocol().and_then(|p| p.to_str().ok()) {
         Some("graphql-transport-ws") => Protocol::Transport,
@@ -91,6 +94,7 @@ pub async fn serve(
         principal: None,
         client,
         authorization,
+        session,
         operations: HashMap::new(),
         streams: SelectAll::new(),
         out: Vec::new(),
@@ -248,13 +252,20 @@ impl Conn {
                 .as_deref()
                 .map(|h| crate::auth::bearer(h).unwrap_or(h).to_string())
         });
-        let principal = self
-            .app
-            .access
-            .auth
-            .authenticate_within(token.as_deref(), self.client, self.app.access.timeout)
-            .await
-            .map_err(|r| Close::new(4403, format!("Forbidden: {}", r.message())))?;
+        let auth = &self.app.access.auth;
+        let limit = self.app.access.timeout;
+        let principal = match (&token, &self.session) {
+            (None, Some(session)) => {
+                tokio::time::timeout(limit, auth.authenticate_session(session, self.client))
+                    .await
+                    .unwrap_or(Err(crate::auth::Refusal::TimedOut(limit)))
+            }
+            _ => {
+                auth.authenticate_within(token.as_deref(), self.client, limit)
+                    .await
+            }
+        }
+        .map_err(|r| Close::new(4403, format!("Forbidden: {}", r.message())))?;
         self.principal = Some(principal);
         self.acked = true;
         self.out.push(r#"{"type":"connection_ack"}"#.into());

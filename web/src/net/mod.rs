@@ -75,21 +75,26 @@ pub async fn query<Q: GraphQLQuery>(variables: Q::Variables) -> Result<Q::Respon
             .map_err(js_error)?;
     }
     init.set_headers(&headers);
-    let request = web_sys::Request::new_with_str_and_init("/graphql", &init).map_err(js_error)?;
+    let (status, text) = fetch("/graphql", &init).await?;
+    if status == 401 {
+        ws::refused();
+    }
+    decode::<Q>(serde_json::from_str(&text).map_err(|e| format!("unreadable answer: {e}"))?)
+}
+
+/// One request: the answer's status and text.
+pub async fn fetch(url: &str, init: &web_sys::RequestInit) -> Result<(u16, String), String> {
+    let request = web_sys::Request::new_with_str_and_init(url, init).map_err(js_error)?;
     let window = web_sys::window().ok_or("no window")?;
     let response: web_sys::Response = JsFuture::from(window.fetch_with_request(&request))
         .await
         .map_err(js_error)?
         .dyn_into()
         .map_err(js_error)?;
-    if response.status() == 401 {
-        ws::refused();
-    }
     let text = JsFuture::from(response.text().map_err(js_error)?)
         .await
         .map_err(js_error)?;
-    let text = text.as_string().unwrap_or_default();
-    decode::<Q>(serde_json::from_str(&text).map_err(|e| format!("unreadable answer: {e}"))?)
+    Ok((response.status(), text.as_string().unwrap_or_default()))
 }
 
 /// The data of one GraphQL response, or its errors' messages.

@@ -137,7 +137,7 @@ pub fn Account(state: LinkState) -> impl IntoView {
                     "This server needs an API key. It is kept for this tab only."
                 }}</p>
                 <p hidden=move || sso.get().is_none()>
-                    <a class="sso" data-testid="sso" href=sign_in_url>{move || format!("Sign in with {}", sso.get().unwrap_or_default())}</a>
+                    <a class="sso" data-testid="sso" rel="external" href=sign_in_url>{move || format!("Sign in with {}", sso.get().unwrap_or_default())}</a>
                     " or with an API key:"
                 </p>
                 <label>"API key "

@@ -395,7 +395,7 @@ impl Provider {
             .settings
             .role_map
             .iter()
-            .filter(|m| groups.iter().any(|g| *g == m.group))
+            .filter(|m| groups.contains(&m.group))
             .collect();
         let role = matched.iter().map(|m| m.role).max()?;
         if matched.iter().any(|m| m.namespaces.is_none()) {

@@ -182,16 +182,22 @@ impl Access {
 /// True when a request carrying the session cookie comes from this server's own pages: a
 /// browser says so (`Sec-Fetch-Site: same-origin`, or `none` for what the person typed), and an
 /// `Origin` sent names this host. A POST from another site (a form, a fetch) is refused even
-/// before SameSite would keep its cookie back.
+/// before SameSite would keep its cookie back. Under this server's `Referrer-Policy: no-referrer`
+/// a form's POST says `Origin: null`: then the browser's `Sec-Fetch-Site` must vouch for it.
 pub fn same_origin(_access: &Access, headers: &HeaderMap) -> bool {
-    let site = headers
-        .get("sec-fetch-site")
-        .and_then(|v| v.to_str().ok())
+    let text = |name| {
+        headers
+            .get(name)
+            .and_then(|v: &HeaderValue| v.to_str().ok())
+    };
+    let site = text(header::HeaderName::from_static("sec-fetch-site"));
+    let site_ok = site
         .is_none_or(|s| s.eq_ignore_ascii_case("same-origin") || s.eq_ignore_ascii_case("none"));
-    let origin = match headers.get(header::ORIGIN).and_then(|v| v.to_str().ok()) {
+    let origin_ok = match text(header::ORIGIN) {
         None => true,
+        Some("null") => site.is_some(),
         Some(origin) => {
-            let host = headers.get(header::HOST).and_then(|v| v.to_str().ok());
+            let host = text(header::HOST);
             let origin_host = origin
                 .trim_end_matches('/')
                 .split_once("://")
@@ -199,7 +205,7 @@ pub fn same_origin(_access: &Access, headers: &HeaderMap) -> bool {
             matches!((host, origin_host), (Some(h), Some(o)) if h.eq_ignore_ascii_case(o))
         }
     };
-    site && origin
+    site_ok && origin_ok
 }
 
 /// A GraphQL error body in `media`.

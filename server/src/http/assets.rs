@@ -35,7 +35,7 @@ commands do both). The GraphQL API works: <a href=\"/graphql\">GraphiQL</a>.</p>
 
 /// Paths the dashboard never owns: an unknown one is a 404, not the app.
 const RESERVED: &[&str] = &[
-    "/api/", "/v1/", "/graphql", "/health", "/metrics", "/ready", "/assets/",
+    "/api/", "/v1/", "/graphql", "/health", "/metrics", "/ready", "/assets/", "/auth/",
 ];
 
 /// True when the binary carries the dashboard.

@@ -71,7 +71,11 @@ pub fn router(state: AppState) -> Router {
                     observe::observe,
                 ))
                 // Bodies read by extractors stop at the limit (413).
-                .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES)),
+                .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))
+                .layer(axum::middleware::map_response_with_state(
+                    state.clone(),
+                    signin::allow_provider_forms,
+                )),
         )
         .with_state(state);
     match cors {

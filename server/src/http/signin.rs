@@ -299,3 +299,34 @@ fn page(status: StatusCode, title: &str, text: &str) -> Response {
     )
         .into_response()
 }
+
+/// The dashboard's pages may send a form to the provider: sign-out is a POST here that
+/// redirects there, and the page's `form-action` covers redirects. Adds the provider's origin
+/// (nothing else) when one is configured.
+pub async fn allow_provider_forms(State(app): State<AppState>, mut r: Response) -> Response {
+    let Some(provider) = app.access.auth.provider() else {
+        return r;
+    };
+    let issuer = &provider.settings().issuer;
+    let origin = match issuer.split_once("://") {
+        Some((scheme, rest)) => {
+            format!("{scheme}://{}", rest.split('/').next().unwrap_or_default())
+        }
+        None => return r,
+    };
+    if let Some(csp) = r
+        .headers()
+        .get(header::CONTENT_SECURITY_POLICY)
+        .and_then(|v| v.to_str().ok())
+        .map(|csp| {
+            csp.replace(
+                "form-action 'self'",
+                &format!("form-action 'self' {origin}"),
+            )
+        })
+        && let Ok(v) = HeaderValue::from_str(&csp)
+    {
+        r.headers_mut().insert(header::CONTENT_SECURITY_POLICY, v);
+    }
+    r
+}

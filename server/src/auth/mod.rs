@@ -4,8 +4,12 @@
 
 pub mod keys;
 pub mod oidc;
+mod principal;
 pub mod review;
 pub mod session;
+mod watcher;
+
+pub use principal::{Credential, Principal, RateKey, Signed, Token, Via};
 
 use crate::error::ErrorCode;
 use crate::store::Scope;
@@ -79,143 +83,6 @@ pub enum AuthError {
     NoCluster,
     #[error("{0}")]
     Oidc(String),
-}
-
-/// How a principal proved who it is.
-#[derive(Clone, Debug)]
-pub enum Credential {
-    /// An API key (by its hash).
-    Key([u8; 32]),
-    /// A Kubernetes token, reviewed by the API server (kept to review it again).
-    Kubernetes([u8; 32], Token),
-    /// A person the OpenID provider signed in: by a bearer token it signed, or by a sign-in
-    /// session's cookie.
-    Oidc(Arc<Signed>),
-    /// No credential: a client on a trusted network.
-    Anonymous,
-}
-
-/// A person the OpenID provider vouches for, and how they came.
-#[derive(Clone, Debug)]
-pub struct Signed {
-    /// Who (user name and groups, as the token says; the session's, refreshed).
-    pub person: oidc::Person,
-    /// How they came.
-    pub via: Via,
-}
-
-/// How a person signed in.
-#[derive(Clone, Debug)]
-pub enum Via {
-    /// A bearer token the provider signed (until it expires).
-    Bearer,
-    /// A sign-in session (its cookie's token, kept to find it again).
-    Session(Token),
-}
-
-impl Credential {
-    /// How the caller proved who it is, as the history and `me` say it.
-    pub fn method(&self) -> &'static str {
-        match self {
-            Credential::Key(_) => "api-key",
-            Credential::Kubernetes(..) => "kubernetes-token",
-            Credential::Oidc(s) => match s.via {
-                Via::Bearer => "oidc-token",
-                Via::Session(_) => "oidc-session",
-            },
-            Credential::Anonymous => "anonymous",
-        }
-    }
-
-    /// The groups the caller's provider or API server named (empty for keys).
-    pub fn groups(&self) -> &[String] {
-        match self {
-            Credential::Oidc(s) => &s.person.groups,
-            _ => &[],
-        }
-    }
-}
-
-/// A token kept in memory to be reviewed again; never shown.
-#[derive(Clone)]
-pub struct Token(Arc<str>);
-
-impl std::fmt::Debug for Token {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("<redacted>")
-    }
-}
-
-/// The caller of a request or a socket.
-#[derive(Clone, Debug)]
-pub struct Principal {
-    /// Who: `key:NAME`, `kubernetes:USER`, or `anonymous`.
-    pub name: Arc<str>,
-    /// What it may do.
-    pub role: Role,
-    /// How it proved it.
-    pub credential: Credential,
-    /// The client's address (after trusted proxies).
-    pub address: IpAddr,
-    /// What it may see (everything, or namespaces per datacenter).
-    pub scope: Scope,
-}
-
-/// Whom rate limits count against (made per request: no text is formatted for it).
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub enum RateKey {
-    /// An anonymous caller, by its address.
-    Anonymous(IpAddr),
-    /// A principal, by name.
-    Named(Arc<str>),
-}
-
-impl std::fmt::Display for RateKey {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            RateKey::Anonymous(address) => write!(f, "anonymous@{address}"),
-            RateKey::Named(name) => f.write_str(name),
-        }
-    }
-}
-
-impl Principal {
-    /// Whom rate limits count against: the principal, or its address when anonymous.
-    pub fn rate_key(&self) -> RateKey {
-        match self.credential {
-            Credential::Anonymous => RateKey::Anonymous(self.address),
-            _ => RateKey::Named(self.name.clone()),
-        }
-    }
-
-    /// True when no credential was given.
-    pub fn is_anonymous(&self) -> bool {
-        matches!(self.credential, Credential::Anonymous)
-    }
-
-    /// A reader without a credential (a viewer), counted by its address.
-    pub fn anonymous(address: IpAddr) -> Principal {
-        static ANONYMOUS: std::sync::LazyLock<Arc<str>> =
-            std::sync::LazyLock::new(|| "anonymous".into());
-        Principal {
-            name: ANONYMOUS.clone(),
-            role: Role::Viewer,
-            credential: Credential::Anonymous,
-            address,
-            scope: Scope::All,
-        }
-    }
-
-    /// A principal for work the server does itself (tests, tools): admin, from nowhere.
-    pub fn internal(name: &str) -> Principal {
-        Principal {
-            name: name.into(),
-            role: Role::Admin,
-            credential: Credential::Anonymous,
-            address: IpAddr::from([127, 0, 0, 1]),
-            scope: Scope::All,
-        }
-    }
 }
 
 /// Why a request was not let in.
@@ -668,98 +535,6 @@ impl Auth {
     pub fn set_keys(&self, keys: KeySet) {
         self.keys.store(Arc::new(keys));
         self.bump();
-    }
-
-    /// Re-read the keys file every `reload`, tell sockets when a key expires and when reviews
-    /// need renewing; runs until `stop`.
-    pub fn spawn_watcher(
-        self: &Arc<Self>,
-        mut stop: watch::Receiver<bool>,
-    ) -> tokio::task::JoinHandle<()> {
-        let auth = self.clone();
-        tokio::spawn(async move {
-            let reload = auth.settings.reload.max(Duration::from_millis(100));
-            // Reviews run out, tokens expire and sessions end: sockets re-check at this pace.
-            let renew = match (&auth.reviewer, &auth.provider) {
-                (Some(r), _) => Some(r.ttl()),
-                (None, Some(_)) => Some(auth.settings.review_ttl),
-                (None, None) => None,
-            }
-            .map(|d| d.max(Duration::from_millis(500)));
-            let mut last_text = auth
-                .settings
-                .keys_file
-                .as_ref()
-                .and_then(|p| std::fs::read_to_string(p).ok());
-            let mut last_error: Option<String> = None;
-            let mut next_renew = renew.map(|d| tokio::time::Instant::now() + d);
-            loop {
-                let now = jiff::Timestamp::now();
-                let mut wait = reload;
-                if let Some(e) = auth.keys.load().next_expiry(now) {
-                    let until = e.duration_since(now).unsigned_abs();
-                    wait = wait.min(until + Duration::from_millis(10));
-                }
-                if let Some(at) = next_renew {
-                    wait = wait.min(at.saturating_duration_since(tokio::time::Instant::now()));
-                }
-                let expiring = auth.keys.load().next_expiry(now);
-                tokio::select! {
-                    _ = tokio::time::sleep(wait) => {}
-                    _ = stop.wait_for(|s| *s) => return,
-                }
-                let now = jiff::Timestamp::now();
-                if expiring.is_some_and(|e| e <= now) {
-                    tracing::info!("an API key expired: its sockets are closed");
-                    auth.bump();
-                }
-                if let (Some(at), Some(d)) = (next_renew, renew)
-                    && tokio::time::Instant::now() >= at
-                {
-                    next_renew = Some(tokio::time::Instant::now() + d);
-                    auth.bump();
-                }
-                let Some(path) = auth.settings.keys_file.clone() else {
-                    continue;
-                };
-                let text = tokio::task::spawn_blocking(move || std::fs::read_to_string(&path))
-                    .await
-                    .ok()
-                    .and_then(Result::ok);
-                if text == last_text {
-                    continue;
-                }
-                let origin = auth
-                    .settings
-                    .keys_file
-                    .as_ref()
-                    .map(|p| p.display().to_string())
-                    .unwrap_or_default();
-                match text.as_deref().map(|t| KeySet::parse(t, &origin)) {
-                    Some(Ok(keys)) => {
-                        tracing::info!(keys = keys.len(), "API keys reloaded");
-                        auth.set_keys(keys);
-                        last_error = None;
-                        last_text = text;
-                    }
-                    // A file being rewritten, or wrong: the keys in force stay.
-                    Some(Err(e)) => {
-                        let e = e.to_string();
-                        if last_error.as_ref() != Some(&e) {
-                            tracing::warn!(error = %e, "API keys file refused; the keys in force stay");
-                            last_error = Some(e);
-                        }
-                    }
-                    None => {
-                        let e = format!("{origin} cannot be read");
-                        if last_error.as_ref() != Some(&e) {
-                            tracing::warn!(file = %origin, "API keys file cannot be read; the keys in force stay");
-                            last_error = Some(e);
-                        }
-                    }
-                }
-            }
-        })
     }
 }
 

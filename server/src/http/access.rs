@@ -57,8 +57,7 @@ impl Access {
             .and_then(|v| v.to_str().ok())
             .map(|v| crate::auth::bearer(v).unwrap_or("\u{0}invalid"));
         if token.is_none()
-            && let Some(session) =
-                super::signin::cookie_value(headers, super::signin::SESSION_COOKIE)
+            && let Some(session) = cookie_value(headers, SESSION_COOKIE)
             && self.auth.provider().is_some()
         {
             if !same_origin(self, headers) {
@@ -206,6 +205,22 @@ pub fn same_origin(_access: &Access, headers: &HeaderMap) -> bool {
         }
     };
     site_ok && origin_ok
+}
+
+/// The sign-in session cookie's name (set by `/auth/callback`).
+pub const SESSION_COOKIE: &str = "vitistack_session";
+
+/// The value of cookie `name` in the request.
+pub fn cookie_value<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(n, _)| *n == name)
+        .map(|(_, v)| v.trim())
+        .filter(|v| !v.is_empty())
 }
 
 /// A GraphQL error body in `media`.

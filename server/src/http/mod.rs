@@ -145,7 +145,7 @@ async fn graphql_ws(
     // A browser page of this server may ride on its sign-in session (the Origin was checked).
     let session = (headers.contains_key(header::ORIGIN)
         && access::same_origin(&app.access, &headers))
-    .then(|| signin::cookie_value(&headers, signin::SESSION_COOKIE).map(String::from))
+    .then(|| access::cookie_value(&headers, access::SESSION_COOKIE).map(String::from))
     .flatten();
     let context = crate::logging::current_request();
     upgrade

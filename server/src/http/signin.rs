@@ -12,8 +12,8 @@ use serde::Deserialize;
 
 use super::state::AppState;
 
-/// The session cookie's name.
-pub const SESSION_COOKIE: &str = "vitistack_session";
+use super::access::{SESSION_COOKIE, cookie_value};
+
 /// The cookie carrying a sign-in to the provider and back.
 const FLOW_COOKIE: &str = "vitistack_signin";
 
@@ -249,19 +249,6 @@ fn set_cookie(r: &mut Response, value: &str) {
     if let Ok(v) = HeaderValue::from_str(value) {
         r.headers_mut().append(header::SET_COOKIE, v);
     }
-}
-
-/// The value of cookie `name` in the request.
-pub fn cookie_value<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
-    headers
-        .get_all(header::COOKIE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(';'))
-        .filter_map(|pair| pair.trim().split_once('='))
-        .find(|(n, _)| *n == name)
-        .map(|(_, v)| v.trim())
-        .filter(|v| !v.is_empty())
 }
 
 fn see_other(to: &str) -> Response {

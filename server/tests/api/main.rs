@@ -24,6 +24,7 @@ pub mod protocol;
 mod queries;
 mod robustness;
 mod scopes;
+mod sessions;
 mod subscriptions;
 
 pub use db_text::table_text;

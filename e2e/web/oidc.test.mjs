@@ -164,7 +164,7 @@ describe('people sign in through the OpenID provider', () => {
       SIMULATE: 'false', ANONYMOUS_READ_FROM: '', API_KEYS_FILE: join(dir, 'keys'),
       OIDC_ISSUER_URL: provider.issuer, OIDC_CLIENT_ID: 'vitistack', OIDC_CLIENT_SECRET_FILE: join(dir, 'secret'),
       OIDC_AUDIENCES: 'cli,short', OIDC_REDIRECT_URL: redirect, OIDC_PROVIDER_NAME: 'Test ID',
-      OIDC_ROLE_MAP: 'platform=admin,team-1=viewer@team-1,team-2=viewer@team-2', OIDC_CLOCK_SKEW_SECONDS: '1',
+      OIDC_ROLE_MAP: 'platform=admin,team-1=viewer@team-1,team-2=operator@team-2', OIDC_CLOCK_SKEW_SECONDS: '1',
     }, { port: serverPort });
     browser = await chromium.launch({
       executablePath: process.env.CHROMIUM ?? '/usr/bin/chromium',
@@ -214,6 +214,25 @@ describe('people sign in through the OpenID provider', () => {
     const exp = JSON.parse(Buffer.from(short.split('.')[1], 'base64url').toString()).exp;
     await eventually('the short token is past its expiry and the skew', async () => Date.now() / 1000 > exp + 3);
     await refused(short, /expired/);
+  });
+
+  test('a person\'s change is recorded with who they are, how they came and their groups; outside their namespaces nothing changes', async () => {
+    const all = (await post(server.base, NAMES, ADMIN)).body.data.clusters.nodes;
+    const theirs = all.find((c) => c.namespace === 'team-2');
+    const other = all.find((c) => c.namespace === 'team-1');
+    const bob = await tokenFor(provider.issuer, 'bob', 'cli');
+    const pause = (c) => `mutation { pauseClusterReconciliation(namespace: "${c.namespace}", name: "${c.name}") { changed } }`;
+    const done = await post(server.base, pause(theirs), bob);
+    assert.equal(done.body.data?.pauseClusterReconciliation.changed, true, JSON.stringify(done.body));
+    const outside = await post(server.base, pause(other), bob);
+    assert.equal(outside.body.errors?.[0].extensions.code, 'NOT_FOUND', JSON.stringify(outside.body));
+    const viewer = await post(server.base, pause(other), await tokenFor(provider.issuer, 'alice', 'cli'));
+    assert.equal(viewer.body.errors?.[0].extensions.code, 'FORBIDDEN', JSON.stringify(viewer.body));
+    const events = await eventually('the change is in the history with its actor', async () => {
+      const nodes = (await post(server.base, '{ events(filter: {actor: "oidc:bob"}, first: 20) { nodes { actor namespace name } } }', ADMIN)).body.data.events.nodes;
+      return nodes.length > 0 ? nodes : undefined;
+    });
+    assert.ok(events.every((e) => e.actor === 'oidc:bob (oidc-token; groups team-2)' && e.namespace === 'team-2' && e.name === theirs.name), JSON.stringify(events));
   });
 
   test('alice signs in on the provider\'s page, sees only team-1, follows a live change there and none in team-2, and signs out', async () => {

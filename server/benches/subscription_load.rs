@@ -16,7 +16,11 @@
 //! (100), LOAD_SECONDS (20), LOAD_NAMESPACES (1000), LOAD_SUBSCRIBE (1; 0 = sockets only, to
 //! separate what a connection costs from what a subscription costs), LOAD_QUERY (another
 //! subscription document; a field other than `machineChanged` counts its first event as its
-//! opening), LOAD_FLIP (1: each change also flips the Machine's phase, moving the aggregates).
+//! opening), LOAD_FLIP (1: each change also flips the Machine's phase, moving the aggregates),
+//! LOAD_SCOPES (0: every subscriber anonymous, seeing everything; S: the subscribers sign in with
+//! API keys limited to namespaces, in S distinct scopes that each still see every load namespace,
+//! so every change reaches every subscriber as before but is rendered once per scope) and
+//! LOAD_USERS (the number of distinct keys, spread over the scopes; default LOAD_SCOPES).
 //! Besides delivery and latency it prints the server's CPU time over the run (per 1,000 delivered
 //! events) and whether the graph kept up: how long after the last change the store held them all.
 
@@ -73,6 +77,7 @@ struct Seen {
 async fn subscriber(
     url: String,
     namespace: String,
+    key: Option<String>,
     seen: Arc<Seen>,
     subscribe: bool,
 ) -> Result<(), String> {
@@ -85,9 +90,13 @@ async fn subscriber(
         .await
         .map_err(|e| e.to_string())?;
     let send = |v: Value| Message::Text(v.to_string().into());
-    ws.send(send(json!({"type": "connection_init"})))
-        .await
-        .map_err(|e| e.to_string())?;
+    let init = match &key {
+        Some(k) => {
+            json!({"type": "connection_init", "payload": {"Authorization": format!("Bearer {k}")}})
+        }
+        None => json!({"type": "connection_init"}),
+    };
+    ws.send(send(init)).await.map_err(|e| e.to_string())?;
     let default =
         "subscription($ns: String) { machineChanged(filter: {namespace: $ns}, snapshot: true) {
         type sequence object { ... on Machine { annotations { key value } } } } }";
@@ -281,14 +290,33 @@ async fn run() {
     let kubeconfig = dir.join("kubeconfig");
     api.write_kubeconfig(&kubeconfig);
     let limit = (subscribers + 100).to_string();
-    let (mut child, port) = proc::spawn_server(
-        env!("CARGO_BIN_EXE_vitistack"),
-        &dir,
-        &[
-            ("STREAM_MAX_CONNECTIONS", limit.clone()),
-            ("STREAM_MAX_CONNECTIONS_PER_CLIENT", limit),
-        ],
-    );
+    // LOAD_SCOPES / LOAD_USERS: keys limited to namespaces (every load namespace, and one of the
+    // scope's own, so that scopes differ but all see every change).
+    let scopes = env("LOAD_SCOPES", 0) as usize;
+    let users = if scopes == 0 {
+        0
+    } else {
+        (env("LOAD_USERS", scopes as u64) as usize).max(scopes)
+    };
+    let all_namespaces: Vec<String> = (0..namespaces).map(|n| format!("load-{n:04}")).collect();
+    let mut keys_file = String::new();
+    for u in 0..users {
+        keys_file.push_str(&format!(
+            "user-{u} viewer load-user-key-{u:06}-0123456789 namespaces={},scope-{:04}\n",
+            all_namespaces.join(","),
+            u % scopes
+        ));
+    }
+    let keys_path = dir.join("keys");
+    std::fs::write(&keys_path, keys_file).expect("keys");
+    let mut settings = vec![
+        ("STREAM_MAX_CONNECTIONS", limit.clone()),
+        ("STREAM_MAX_CONNECTIONS_PER_CLIENT", limit),
+    ];
+    if users > 0 {
+        settings.push(("API_KEYS_FILE", keys_path.display().to_string()));
+    }
+    let (mut child, port) = proc::spawn_server(env!("CARGO_BIN_EXE_vitistack"), &dir, &settings);
     let pid = child.id();
     let http = reqwest::Client::new();
     let started = Instant::now();
@@ -315,9 +343,10 @@ async fn run() {
     for i in 0..subscribers {
         let (url, mine) = (url.clone(), seen.clone());
         let ns = format!("load-{:04}", i % namespaces);
+        let key = (users > 0).then(|| format!("load-user-key-{:06}-0123456789", i % users));
         tasks.push(tokio::spawn(async move {
             let stopping = mine.stopping.clone();
-            if let Err(e) = subscriber(url, ns, mine, subscribe).await
+            if let Err(e) = subscriber(url, ns, key, mine, subscribe).await
                 && !stopping.load(Ordering::Relaxed)
             {
                 eprintln!("subscriber {i}: {e}");
@@ -389,7 +418,12 @@ async fn run() {
     lat.sort_unstable();
 
     println!(
-        "subscribers: {subscribers} over {namespaces} namespaces (opened and synced in {open_time:.1?})"
+        "subscribers: {subscribers} over {namespaces} namespaces (opened and synced in {open_time:.1?}); {}",
+        if users == 0 {
+            "anonymous, each seeing everything".to_string()
+        } else {
+            format!("{users} keys in {scopes} scopes")
+        }
     );
     println!("changes applied: {total} at {rate}/s in {applying:.1?}");
     println!(

@@ -397,6 +397,15 @@ impl Auth {
     /// What a person the provider vouches for may do and see: `OIDC_ROLE_MAP` first (a role over
     /// the whole fleet), else what RBAC says in each datacenter.
     async fn access_of(&self, person: &oidc::Person) -> Result<(Role, Scope), Refusal> {
+        self.access_within(person, false).await
+    }
+
+    /// [`Auth::access_of`]; `recheck`: for an open socket's check (fresher RBAC answers).
+    async fn access_within(
+        &self,
+        person: &oidc::Person,
+        recheck: bool,
+    ) -> Result<(Role, Scope), Refusal> {
         if let Some(mapped) = self
             .provider
             .as_ref()
@@ -405,6 +414,9 @@ impl Auth {
             return Ok(mapped);
         }
         match &self.reviewer {
+            Some(r) if recheck => Box::pin(r.recheck_person(&person.user, &person.groups))
+                .await
+                .map(|r| (r.role, r.scope.clone())),
             Some(r) => Box::pin(r.review_person(&person.user, &person.groups))
                 .await
                 .map(|r| (r.role, r.scope.clone())),
@@ -470,7 +482,7 @@ impl Auth {
                         None => return false,
                     },
                 };
-                match self.access_of(&person).await {
+                match self.access_within(&person, true).await {
                     Ok((role, scope)) => role >= principal.role && scope == principal.scope,
                     Err(Refusal::Unavailable) => true,
                     Err(_) => false,

@@ -119,10 +119,22 @@ impl Reviewer {
         }
     }
 
+    /// How old a kept answer may be when an open socket checks its principal again: half the
+    /// time a request trusts it, at the pace sockets are asked (so a revoked grant closes a
+    /// socket within about `ttl / 2`, and refuses a request within `ttl`).
+    pub fn recheck(&self) -> Duration {
+        (self.settings.ttl / 2).max(Duration::from_millis(250))
+    }
+
     /// Who `token` (whose hash is `hash`) is, and what it may do and see.
     pub async fn review(&self, token: &str, hash: [u8; 32]) -> Answer {
+        self.review_within(token, hash, self.settings.ttl).await
+    }
+
+    /// [`Reviewer::review`], with a kept answer used only while younger than `max_age`.
+    async fn review_within(&self, token: &str, hash: [u8; 32], max_age: Duration) -> Answer {
         if let Some((at, answer)) = self.cache.lock().get(&hash)
-            && at.elapsed() < self.settings.ttl
+            && at.elapsed() < max_age
         {
             return answer.clone();
         }
@@ -155,7 +167,9 @@ impl Reviewer {
         role: Role,
         scope: &Scope,
     ) -> bool {
-        match self.review(token, hash).await {
+        // A little younger than the pace of the checks, so each check asks again.
+        let max_age = self.recheck().saturating_sub(Duration::from_millis(100));
+        match self.review_within(token, hash, max_age).await {
             Ok(r) => r.role >= role && r.scope == *scope,
             // The API server not answering does not end a session it let in.
             Err(Refusal::Unavailable) => true,
@@ -221,9 +235,26 @@ impl Reviewer {
     /// What a person the OpenID provider names (`user`, `groups`) may do and see, as RBAC says
     /// (kept as token reviews are, by who they are).
     pub async fn review_person(&self, user: &str, groups: &[String]) -> Answer {
+        self.review_person_within(user, groups, self.settings.ttl)
+            .await
+    }
+
+    /// [`Reviewer::review_person`] for an open socket's check (answers younger than
+    /// [`Reviewer::recheck`]).
+    pub async fn recheck_person(&self, user: &str, groups: &[String]) -> Answer {
+        let max_age = self.recheck().saturating_sub(Duration::from_millis(100));
+        self.review_person_within(user, groups, max_age).await
+    }
+
+    async fn review_person_within(
+        &self,
+        user: &str,
+        groups: &[String],
+        max_age: Duration,
+    ) -> Answer {
         let key = person_key(user, groups);
         if let Some((at, answer)) = self.cache.lock().get(&key)
-            && at.elapsed() < self.settings.ttl
+            && at.elapsed() < max_age
         {
             return answer.clone();
         }

@@ -20,8 +20,8 @@ impl Auth {
             let reload = auth.settings.reload.max(Duration::from_millis(100));
             // Reviews run out, tokens expire and sessions end: sockets re-check at this pace.
             let renew = match (&auth.reviewer, &auth.provider) {
-                (Some(r), _) => Some(r.ttl()),
-                (None, Some(_)) => Some(auth.settings.review_ttl),
+                (Some(r), _) => Some(r.recheck()),
+                (None, Some(_)) => Some(auth.settings.review_ttl / 2),
                 (None, None) => None,
             }
             .map(|d| d.max(Duration::from_millis(500)));

@@ -57,8 +57,9 @@ pub struct HistoryEvent {
     pub diff: async_graphql::Json<serde_json::Value>,
     /// For a gap marker: how many events were dropped because the history buffer was full.
     pub dropped: Option<i64>,
-    /// Who asked for this change through this API (`key:NAME`, `kubernetes:USER`); null for
-    /// changes made elsewhere (the operators, kubectl).
+    /// Who asked for this change through this API (`key:NAME`, `kubernetes:USER`, or a person
+    /// the OpenID provider signed in with how and their groups: `oidc:alice (oidc-session; groups
+    /// team-1)`); null for changes made elsewhere (the operators, kubectl).
     pub actor: Option<String>,
     /// The key of the object's datacenter (empty on a single-cluster server).
     pub datacenter: String,
@@ -133,7 +134,8 @@ pub struct EventFilter {
     pub since: Option<String>,
     /// Before this time (RFC 3339).
     pub until: Option<String>,
-    /// Changes asked for through this API by this caller (`key:NAME`, `kubernetes:USER`).
+    /// Changes asked for through this API by this caller (`key:NAME`, `kubernetes:USER`,
+    /// `oidc:USER`).
     pub actor: Option<String>,
     /// One datacenter's objects (its key).
     pub datacenter: Option<String>,

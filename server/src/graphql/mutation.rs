@@ -46,9 +46,25 @@ fn changer<'a>(ctx: &Context<'a>) -> async_graphql::Result<&'a Arc<Changer>> {
         .ok_or_else(|| ErrorCode::ReadOnly.graphql("changes are not accepted by this server"))
 }
 
+/// Who asked, as the history and the Kubernetes Event record it: the principal's name, and for
+/// a person the OpenID provider signed in how they came and their groups
+/// (`oidc:alice (oidc-session; groups team-1, viewers)`).
 fn actor(ctx: &Context<'_>) -> Arc<str> {
-    ctx.data_opt::<Principal>()
-        .map_or_else(|| Arc::from("unknown"), |p| p.name.clone())
+    let Some(p) = ctx.data_opt::<Principal>() else {
+        return Arc::from("unknown");
+    };
+    match &p.credential {
+        crate::auth::Credential::Oidc(signed) => {
+            let groups = &signed.person.groups;
+            let groups = if groups.is_empty() {
+                String::new()
+            } else {
+                format!("; groups {}", groups.join(", "))
+            };
+            format!("{} ({}{groups})", p.name, p.credential.method()).into()
+        }
+        _ => p.name.clone(),
+    }
 }
 
 /// The whole live graph, whatever the caller sees: plans check capacity against every host (a

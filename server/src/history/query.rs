@@ -95,7 +95,15 @@ pub async fn page(db: &Db, q: &EventQuery, limit: usize) -> Result<Vec<StoredEve
             b.push(" AND name = ").push_bind(v.clone());
         }
         if let Some(v) = &q.actor {
-            b.push(" AND actor = ").push_bind(v.clone());
+            // A person the provider signed in is recorded as `oidc:USER (how; groups …)`: the
+            // name alone finds their changes.
+            b.push(" AND (actor = ")
+                .push_bind(v.clone())
+                .push(" OR substr(actor, 1, ")
+                .push_bind(v.chars().count() as i64 + 2)
+                .push(") = ")
+                .push_bind(format!("{v} ("))
+                .push(")");
         }
         push_scope(&mut b, &q.scope);
         if !q.types.is_empty() {

@@ -114,8 +114,8 @@ async fn a_tenant_sees_what_its_role_bindings_grant_and_loses_it_when_they_go() 
     api.add_person("eve-token", "eve", &["nobody"]);
     api.add_user("root-token", "root", &[("create", "vitistacks")]);
     let mut h = Harness::unstarted(api);
-    h.launch(&["--auth-kubernetes", "--auth-cache-seconds", "1"])
-        .await;
+    // The default AUTH_CACHE_SECONDS: what a revoked RoleBinding costs as shipped.
+    h.launch(&["--auth-kubernetes"]).await;
     h.ready().await;
 
     let (code, v) = ask(&h, "alice-token", MACHINES).await;
@@ -184,8 +184,14 @@ async fn a_tenant_sees_what_its_role_bindings_grant_and_loses_it_when_they_go() 
 
     // The RoleBinding goes: her socket closes and her next request is refused.
     h.api.delete("rolebindings", "team-a", "alice");
+    let deleted = std::time::Instant::now();
     let v = next_text(&mut ws).await;
     assert_eq!(v["close"], 4403, "{v}");
+    // Reported, not asserted (a loaded machine is slower): the figure is 5 s.
+    eprintln!(
+        "alice's socket closed {:?} after her RoleBinding was deleted",
+        deleted.elapsed()
+    );
     let deadline = std::time::Instant::now() + PATIENCE;
     loop {
         let (code, _) = ask(&h, "alice-token", MACHINES).await;

@@ -28,8 +28,8 @@ pub struct AccessConfig {
     #[arg(long, env = "AUTH_KUBERNETES", default_value_t = false, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
     pub auth_kubernetes: bool,
 
-    /// Seconds a token review's or RBAC's answer is kept; open sockets re-check at this pace, so
-    /// a removed RoleBinding stops a subscription within about this (default 4: within 5 s).
+    /// Seconds a request trusts a token review's or RBAC's answer; open sockets ask again every
+    /// half of it, so a removed RoleBinding stops a subscription within about this (default 4).
     #[arg(long, env = "AUTH_CACHE_SECONDS", default_value_t = 4)]
     pub auth_cache_seconds: u64,
 

@@ -12,12 +12,12 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
 import { startServer } from '../support/server.mjs';
+import { eventually } from '../support/eventually.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const artifacts = join(here, 'artifacts');
 mkdirSync(artifacts, { recursive: true });
 const axePath = createRequire(import.meta.url).resolve('axe-core/axe.min.js');
-const PATIENCE = 60000;
 
 let browser;
 before(async () => {
@@ -31,24 +31,6 @@ before(async () => {
   });
 });
 after(() => browser?.close());
-
-/** Waits until `check` returns a truthy value (returned) or fails with `what` and the last value. */
-async function eventually(what, check, patience = PATIENCE) {
-  const deadline = Date.now() + patience;
-  let last;
-  for (;;) {
-    try {
-      last = await check();
-      if (last && !last.mismatch) return last;
-    } catch (e) {
-      last = e;
-    }
-    if (Date.now() > deadline) {
-      throw new Error(`${what}: not within ${patience / 1000} s; last: ${JSON.stringify(last?.mismatch ?? last?.message ?? last)}`);
-    }
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
 
 async function gql(base, query, variables = {}, key = undefined) {
   const headers = { 'content-type': 'application/json', accept: 'application/graphql-response+json' };

@@ -10,44 +10,15 @@ import { createHash, randomBytes } from 'node:crypto';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import net from 'node:net';
 import { chromium } from 'playwright-core';
 import { SignJWT, generateKeyPair } from 'jose';
-import { startServer } from '../support/server.mjs';
+import { freePort, startServer } from '../support/server.mjs';
+import { eventually } from '../support/eventually.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const artifacts = join(here, 'artifacts');
 mkdirSync(artifacts, { recursive: true });
-const PATIENCE = 60000;
 const ADMIN = 'admin-key-for-the-oidc-suite-0123';
-
-async function eventually(what, check, patience = PATIENCE) {
-  const deadline = Date.now() + patience;
-  let last;
-  for (;;) {
-    try {
-      last = await check();
-      if (last && !last.mismatch) return last;
-    } catch (e) {
-      last = e;
-    }
-    if (Date.now() > deadline) {
-      throw new Error(`${what}: not within ${patience / 1000} s; last: ${JSON.stringify(last?.mismatch ?? last?.message ?? last)}`);
-    }
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
-
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address();
-      s.close(() => resolve(port));
-    });
-    s.on('error', reject);
-  });
-}
 
 /** The provider on `port`, keeping its keys and grants in `dir`; resolves once it serves. */
 async function startProvider({ port, dir, redirects, rotate = false, sessionTtl = 15 }) {

@@ -349,14 +349,22 @@ impl Auth {
             .await
             .map_err(oidc_refusal)?;
         let person = provider.person(&claims).map_err(oidc_refusal)?;
+        self.person_principal(person, Via::Bearer, address).await
+    }
+
+    /// The principal of a person the provider vouches for, come `via`, with what they may do
+    /// and see.
+    async fn person_principal(
+        &self,
+        person: oidc::Person,
+        via: Via,
+        address: IpAddr,
+    ) -> Result<Principal, Refusal> {
         let (role, scope) = self.access_of(&person).await?;
         Ok(Principal {
             name: format!("oidc:{}", person.user).into(),
             role,
-            credential: Credential::Oidc(Arc::new(Signed {
-                person,
-                via: Via::Bearer,
-            })),
+            credential: Credential::Oidc(Arc::new(Signed { person, via })),
             address,
             scope,
         })
@@ -381,17 +389,14 @@ impl Auth {
             .ok_or(Refusal::Token(
                 "the sign-in session has ended (signed out, expired or refused by the provider): sign in again".into(),
             ))?;
-        let (role, scope) = self.access_of(&found.person).await?;
-        Ok(Principal {
-            name: format!("oidc:{}", found.person.user).into(),
-            role,
-            credential: Credential::Oidc(Arc::new(Signed {
-                person: found.person,
-                via: Via::Session(Token(token.into())),
-            })),
-            address,
-            scope,
-        })
+        self.person_principal(found.person, Via::Session(Token(token.into())), address)
+            .await
+    }
+
+    /// Whether a person the provider just signed in is let in here (a role from the role map
+    /// or RBAC), before their session is handed out.
+    pub async fn admits(&self, person: &oidc::Person) -> Result<(), Refusal> {
+        self.access_of(person).await.map(|_| ())
     }
 
     /// What a person the provider vouches for may do and see: `OIDC_ROLE_MAP` first (a role over

@@ -133,14 +133,30 @@ impl Reviewer {
 
     /// [`Reviewer::review`], with a kept answer used only while younger than `max_age`.
     async fn review_within(&self, token: &str, hash: [u8; 32], max_age: Duration) -> Answer {
-        if let Some((at, answer)) = self.cache.lock().get(&hash)
+        self.kept_or(hash, max_age, self.ask(token)).await
+    }
+
+    /// The answer kept under `key` while younger than `max_age`, else `ask`'s (kept).
+    async fn kept_or(
+        &self,
+        key: [u8; 32],
+        max_age: Duration,
+        ask: impl std::future::Future<Output = Answer>,
+    ) -> Answer {
+        if let Some((at, answer)) = self.cache.lock().get(&key)
             && at.elapsed() < max_age
         {
             return answer.clone();
         }
-        let answer = self.ask(token).await;
-        self.keep(hash, &answer);
+        let answer = ask.await;
+        self.keep(key, &answer);
         answer
+    }
+
+    /// How old a kept answer may be at an open socket's check: a little younger than the pace
+    /// of the checks, so each check asks again.
+    fn recheck_age(&self) -> Duration {
+        self.recheck().saturating_sub(Duration::from_millis(100))
     }
 
     fn keep(&self, key: [u8; 32], answer: &Answer) {
@@ -167,9 +183,7 @@ impl Reviewer {
         role: Role,
         scope: &Scope,
     ) -> bool {
-        // A little younger than the pace of the checks, so each check asks again.
-        let max_age = self.recheck().saturating_sub(Duration::from_millis(100));
-        match self.review_within(token, hash, max_age).await {
+        match self.review_within(token, hash, self.recheck_age()).await {
             Ok(r) => r.role >= role && r.scope == *scope,
             // The API server not answering does not end a session it let in.
             Err(Refusal::Unavailable) => true,
@@ -242,8 +256,8 @@ impl Reviewer {
     /// [`Reviewer::review_person`] for an open socket's check (answers younger than
     /// [`Reviewer::recheck`]).
     pub async fn recheck_person(&self, user: &str, groups: &[String]) -> Answer {
-        let max_age = self.recheck().saturating_sub(Duration::from_millis(100));
-        self.review_person_within(user, groups, max_age).await
+        self.review_person_within(user, groups, self.recheck_age())
+            .await
     }
 
     async fn review_person_within(
@@ -252,20 +266,13 @@ impl Reviewer {
         groups: &[String],
         max_age: Duration,
     ) -> Answer {
-        let key = person_key(user, groups);
-        if let Some((at, answer)) = self.cache.lock().get(&key)
-            && at.elapsed() < max_age
-        {
-            return answer.clone();
-        }
         let info = UserInfo {
             username: Some(user.to_string()),
             groups: Some(groups.to_vec()),
             ..Default::default()
         };
-        let answer = self.access(info, "oidc").await;
-        self.keep(key, &answer);
-        answer
+        self.kept_or(person_key(user, groups), max_age, self.access(info, "oidc"))
+            .await
     }
 
     /// Whether a person the provider names may `verb` the object `key` (their own RBAC).

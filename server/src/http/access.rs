@@ -60,7 +60,7 @@ impl Access {
             && let Some(session) = cookie_value(headers, SESSION_COOKIE)
             && self.auth.provider().is_some()
         {
-            if !same_origin(self, headers) {
+            if !same_origin(headers) {
                 return Err(Refusal::CrossSite);
             }
             let client = self.client(peer, headers);
@@ -148,9 +148,7 @@ impl Access {
         if self.origins.iter().any(|o| o.eq_ignore_ascii_case(origin)) {
             return true;
         }
-        let host = headers.get(header::HOST).and_then(|v| v.to_str().ok());
-        let origin_host = origin.split_once("://").map(|(_, h)| h);
-        matches!((host, origin_host), (Some(h), Some(o)) if h.eq_ignore_ascii_case(o))
+        origin_is_host(origin, headers)
     }
 
     /// The CORS layer: only the allowed origins, with the headers a GraphQL client sends.
@@ -183,7 +181,7 @@ impl Access {
 /// `Origin` sent names this host. A POST from another site (a form, a fetch) is refused even
 /// before SameSite would keep its cookie back. Under this server's `Referrer-Policy: no-referrer`
 /// a form's POST says `Origin: null`: then the browser's `Sec-Fetch-Site` must vouch for it.
-pub fn same_origin(_access: &Access, headers: &HeaderMap) -> bool {
+pub fn same_origin(headers: &HeaderMap) -> bool {
     let text = |name| {
         headers
             .get(name)
@@ -195,16 +193,17 @@ pub fn same_origin(_access: &Access, headers: &HeaderMap) -> bool {
     let origin_ok = match text(header::ORIGIN) {
         None => true,
         Some("null") => site.is_some(),
-        Some(origin) => {
-            let host = text(header::HOST);
-            let origin_host = origin
-                .trim_end_matches('/')
-                .split_once("://")
-                .map(|(_, h)| h);
-            matches!((host, origin_host), (Some(h), Some(o)) if h.eq_ignore_ascii_case(o))
-        }
+        Some(origin) => origin_is_host(origin.trim_end_matches('/'), headers),
     };
     site_ok && origin_ok
+}
+
+/// True when `origin` (without a trailing slash) names the host the request was sent to: the
+/// page's own origin.
+fn origin_is_host(origin: &str, headers: &HeaderMap) -> bool {
+    let host = headers.get(header::HOST).and_then(|v| v.to_str().ok());
+    let origin_host = origin.split_once("://").map(|(_, h)| h);
+    matches!((host, origin_host), (Some(h), Some(o)) if h.eq_ignore_ascii_case(o))
 }
 
 /// The sign-in session cookie's name (set by `/auth/callback`).

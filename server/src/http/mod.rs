@@ -143,10 +143,9 @@ async fn graphql_ws(
         .and_then(|v| v.to_str().ok())
         .map(String::from);
     // A browser page of this server may ride on its sign-in session (the Origin was checked).
-    let session = (headers.contains_key(header::ORIGIN)
-        && access::same_origin(&app.access, &headers))
-    .then(|| access::cookie_value(&headers, access::SESSION_COOKIE).map(String::from))
-    .flatten();
+    let session = (headers.contains_key(header::ORIGIN) && access::same_origin(&headers))
+        .then(|| access::cookie_value(&headers, access::SESSION_COOKIE).map(String::from))
+        .flatten();
     let context = crate::logging::current_request();
     upgrade
         .protocols(ws_message::PROTOCOLS)

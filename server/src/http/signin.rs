@@ -91,7 +91,6 @@ struct CallbackQuery {
 /// Back from the provider: the session begins.
 async fn callback(
     State(app): State<AppState>,
-    axum::extract::ConnectInfo(peer): axum::extract::ConnectInfo<std::net::SocketAddr>,
     headers: HeaderMap,
     Query(q): Query<CallbackQuery>,
 ) -> Response {
@@ -128,8 +127,7 @@ async fn callback(
     };
     // Someone the provider knows but RBAC and the role map give nothing: said now, not as an
     // empty dashboard.
-    let address = app.access.client(peer.ip(), &headers);
-    if let Err(refusal) = app.access.auth.authenticate_session(&token, address).await {
+    if let Err(refusal) = app.access.auth.admits(&person).await {
         let _ = sessions.end(&token).await;
         return page(
             StatusCode::FORBIDDEN,
@@ -163,7 +161,7 @@ async fn callback(
 
 /// Sign out: the session ends here, then at the provider when it can.
 async fn logout(State(app): State<AppState>, headers: HeaderMap) -> Response {
-    if !super::access::same_origin(&app.access, &headers) {
+    if !super::access::same_origin(&headers) {
         return page(
             StatusCode::FORBIDDEN,
             "Sign-out refused",
@@ -291,28 +289,24 @@ fn page(status: StatusCode, title: &str, text: &str) -> Response {
 /// redirects there, and the page's `form-action` covers redirects. Adds the provider's origin
 /// (nothing else) when one is configured.
 pub async fn allow_provider_forms(State(app): State<AppState>, mut r: Response) -> Response {
-    let Some(provider) = app.access.auth.provider() else {
+    // Only pages carry a CSP: every other response passes untouched, nothing formatted.
+    let (Some(provider), Some(csp)) = (
+        app.access.auth.provider(),
+        r.headers()
+            .get(header::CONTENT_SECURITY_POLICY)
+            .and_then(|v| v.to_str().ok()),
+    ) else {
         return r;
     };
-    let issuer = &provider.settings().issuer;
-    let origin = match issuer.split_once("://") {
-        Some((scheme, rest)) => {
-            format!("{scheme}://{}", rest.split('/').next().unwrap_or_default())
-        }
-        None => return r,
+    let Some((scheme, rest)) = provider.settings().issuer.split_once("://") else {
+        return r;
     };
-    if let Some(csp) = r
-        .headers()
-        .get(header::CONTENT_SECURITY_POLICY)
-        .and_then(|v| v.to_str().ok())
-        .map(|csp| {
-            csp.replace(
-                "form-action 'self'",
-                &format!("form-action 'self' {origin}"),
-            )
-        })
-        && let Ok(v) = HeaderValue::from_str(&csp)
-    {
+    let origin = format!("{scheme}://{}", rest.split('/').next().unwrap_or_default());
+    let csp = csp.replace(
+        "form-action 'self'",
+        &format!("form-action 'self' {origin}"),
+    );
+    if let Ok(v) = HeaderValue::from_str(&csp) {
         r.headers_mut().insert(header::CONTENT_SECURITY_POLICY, v);
     }
     r

@@ -42,6 +42,7 @@ codes! {
     // Who is asking.
     Unauthenticated = "UNAUTHENTICATED", UNAUTHORIZED, "No credentials, or credentials the server does not accept.";
     Forbidden = "FORBIDDEN", FORBIDDEN, "The caller's role does not allow this (or its key was revoked while a stream was open).";
+    AccessChanged = "ACCESS_CHANGED", CONFLICT, "What the caller may see or do changed while its stream was open (a RoleBinding, a group, a key's role or namespaces): the stream ends, and a new one is given what the caller may see now.";
     AuthenticationUnavailable = "AUTHENTICATION_UNAVAILABLE", SERVICE_UNAVAILABLE, "The Kubernetes token review could not be reached; try again.";
     RateLimited = "RATE_LIMITED", TOO_MANY_REQUESTS, "The caller's requests per second are over its role's limit (`Retry-After` says when to retry).";
     // The request as HTTP.

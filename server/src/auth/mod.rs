@@ -169,6 +169,19 @@ pub struct AuthSettings {
     pub trusted_proxies: Vec<IpNet>,
 }
 
+/// Where an open socket's caller stands when its credential is asked again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Standing {
+    /// The same role and the same scope: the socket goes on.
+    Kept,
+    /// Still let in, with another role or scope (a RoleBinding or a group came or went, a key's
+    /// role or namespaces were edited): the socket ends, and the client's next one is given
+    /// what the caller may see and do now.
+    Changed,
+    /// No longer let in (revoked, expired, signed out, nothing left to see).
+    Ended,
+}
+
 /// Authenticates callers; tells open sockets when credentials change.
 pub struct Auth {
     settings: AuthSettings,
@@ -329,7 +342,7 @@ impl Auth {
             Some(r) => Box::pin(r.review(token, hash)).await.map(|r| Principal {
                 name: r.name.clone(),
                 role: r.role,
-                credential: Credential::Kubernetes(hash, Token(token.into())),
+                credential: Credential::Kubernetes(hash, Token(token.into()), r.groups()),
                 address,
                 scope: r.scope.clone(),
             }),
@@ -455,16 +468,16 @@ impl Auth {
         }
     }
 
-    /// Whether `principal` may still do what it could when it signed in (same role or more):
-    /// open sockets ask this whenever [`Auth::changes`] moves.
-    pub async fn still_valid(&self, principal: &Principal) -> bool {
-        match &principal.credential {
-            Credential::Anonymous => true,
-            Credential::Key(hash) => self
-                .keys
-                .load()
-                .find(hash, jiff::Timestamp::now())
-                .is_some_and(|k| k.role >= principal.role && k.scope == principal.scope),
+    /// Where `principal` stands now that its credential is asked again: open sockets ask this
+    /// whenever [`Auth::changes`] moves (and every half of `AUTH_CACHE_SECONDS` for reviewed
+    /// people).
+    pub async fn standing(&self, principal: &Principal) -> Standing {
+        let now = match &principal.credential {
+            Credential::Anonymous => return Standing::Kept,
+            Credential::Key(hash) => match self.keys.load().find(hash, jiff::Timestamp::now()) {
+                Some(k) => Ok((k.role, k.scope.clone())),
+                None => return Standing::Ended,
+            },
             Credential::Oidc(signed) => {
                 let person = match &signed.via {
                     Via::Bearer => {
@@ -473,33 +486,38 @@ impl Auth {
                             .as_ref()
                             .map_or(Duration::ZERO, |p| p.settings().clock_skew);
                         if jiff::Timestamp::now() >= signed.person.expires + skew {
-                            return false;
+                            return Standing::Ended;
                         }
                         signed.person.clone()
                     }
                     Via::Session(token) => match self.sessions.load_full() {
                         Some(s) => match s.find(&token.0).await {
                             Ok(Some(found)) => found.person,
-                            Ok(None) => return false,
+                            Ok(None) => return Standing::Ended,
                             // The database not answering does not end a session it let in.
-                            Err(_) => return true,
+                            Err(_) => return Standing::Kept,
                         },
-                        None => return false,
+                        None => return Standing::Ended,
                     },
                 };
-                match self.access_within(&person, true).await {
-                    Ok((role, scope)) => role >= principal.role && scope == principal.scope,
-                    Err(Refusal::Unavailable) => true,
-                    Err(_) => false,
-                }
+                self.access_within(&person, true).await
             }
-            Credential::Kubernetes(hash, token) => match &self.reviewer {
-                Some(r) => {
-                    r.still_valid(&token.0, *hash, principal.role, &principal.scope)
-                        .await
-                }
-                None => false,
+            Credential::Kubernetes(hash, token, _) => match &self.reviewer {
+                Some(r) => r
+                    .recheck_token(&token.0, *hash)
+                    .await
+                    .map(|r| (r.role, r.scope.clone())),
+                None => return Standing::Ended,
             },
+        };
+        match now {
+            Ok((role, scope)) if role == principal.role && scope == principal.scope => {
+                Standing::Kept
+            }
+            Ok(_) => Standing::Changed,
+            // The API server not answering does not end a session it let in.
+            Err(Refusal::Unavailable) => Standing::Kept,
+            Err(_) => Standing::Ended,
         }
     }
 
@@ -513,7 +531,7 @@ impl Auth {
         key: &crate::store::ObjectKey,
     ) -> Result<bool, Refusal> {
         match (&principal.credential, &self.reviewer) {
-            (Credential::Kubernetes(hash, token), Some(r)) => {
+            (Credential::Kubernetes(hash, token, _), Some(r)) => {
                 Box::pin(r.may(&token.0, *hash, verb, key)).await
             }
             (Credential::Kubernetes(..), None) => Ok(false),

@@ -12,8 +12,9 @@ use crate::store::Scope;
 pub enum Credential {
     /// An API key (by its hash).
     Key([u8; 32]),
-    /// A Kubernetes token, reviewed by the API server (kept to review it again).
-    Kubernetes([u8; 32], Token),
+    /// A Kubernetes token, reviewed by the API server (kept to review it again), and the
+    /// groups the API server named (but `system:authenticated`, which everyone has).
+    Kubernetes([u8; 32], Token, Arc<[String]>),
     /// A person the OpenID provider signed in: by a bearer token it signed, or by a sign-in
     /// session's cookie.
     Oidc(Arc<Signed>),
@@ -57,6 +58,7 @@ impl Credential {
     pub fn groups(&self) -> &[String] {
         match self {
             Credential::Oidc(s) => &s.person.groups,
+            Credential::Kubernetes(_, _, groups) => groups,
             _ => &[],
         }
     }

@@ -76,6 +76,19 @@ pub struct Reviewed {
     user: UserInfo,
 }
 
+impl Reviewed {
+    /// The groups the API server named, but `system:authenticated` (everyone's).
+    pub fn groups(&self) -> Arc<[String]> {
+        self.user
+            .groups
+            .iter()
+            .flatten()
+            .filter(|g| *g != "system:authenticated")
+            .cloned()
+            .collect()
+    }
+}
+
 type Answer = Result<Arc<Reviewed>, Refusal>;
 
 /// Reviews tokens with the API server, keeping answers for `ttl`.
@@ -174,21 +187,10 @@ impl Reviewer {
         cache.insert(key, (Instant::now(), answer.clone()));
     }
 
-    /// True while the token still grants `role` and the same `scope` (asked again once its
-    /// kept answer ran out).
-    pub async fn still_valid(
-        &self,
-        token: &str,
-        hash: [u8; 32],
-        role: Role,
-        scope: &Scope,
-    ) -> bool {
-        match self.review_within(token, hash, self.recheck_age()).await {
-            Ok(r) => r.role >= role && r.scope == *scope,
-            // The API server not answering does not end a session it let in.
-            Err(Refusal::Unavailable) => true,
-            Err(_) => false,
-        }
+    /// The token's role and scope now, from an answer at most half of `AUTH_CACHE_SECONDS` old
+    /// (open sockets ask again sooner than requests do).
+    pub async fn recheck_token(&self, token: &str, hash: [u8; 32]) -> Answer {
+        self.review_within(token, hash, self.recheck_age()).await
     }
 
     /// Whether the token's user may `verb` the object `key` (its own RBAC, asked of the API
@@ -254,7 +256,7 @@ impl Reviewer {
     }
 
     /// [`Reviewer::review_person`] for an open socket's check (answers younger than
-    /// [`Reviewer::recheck`]).
+    /// [`Reviewer::recheck_token`]).
     pub async fn recheck_person(&self, user: &str, groups: &[String]) -> Answer {
         self.review_person_within(user, groups, self.recheck_age())
             .await

@@ -166,6 +166,14 @@ pub enum SignInError {
 }
 
 /// A session found for a cookie.
+/// A sign-in the provider confirmed: who, where they were going, and the provider's tokens
+/// (never shown; sealed when the session is kept).
+pub struct Finished {
+    pub person: Person,
+    pub to: String,
+    held: Held,
+}
+
 #[derive(Clone, Debug)]
 pub struct Found {
     /// Its id (the SHA-256 of the cookie).
@@ -231,15 +239,15 @@ impl Sessions {
     }
 
     /// Finish a sign-in: the flow cookie must be this browser's and carry `state`; the code is
-    /// exchanged, the ID token checked (its nonce included) and the session kept. Returns the
-    /// cookie's token, who signed in and where to go.
+    /// exchanged and the ID token checked (its nonce included). Nothing is kept yet: the server
+    /// first decides whether it admits the person, then [`Sessions::open`] keeps the session.
     pub async fn finish(
         &self,
         flow_cookie: &str,
         state: &str,
         code: &str,
         redirect: &str,
-    ) -> Result<(String, Person, String), SignInError> {
+    ) -> Result<Finished, SignInError> {
         let flow: Flow = self
             .sealer
             .open(flow_cookie, "flow")
@@ -267,15 +275,25 @@ impl Sessions {
             )
             .await?;
         let person = self.provider.person(&claims)?;
+        Ok(Finished {
+            person,
+            to: flow.to,
+            held: Held {
+                refresh_token: tokens.refresh_token,
+                id_token: Some(id_token),
+            },
+        })
+    }
+
+    /// A session for a finished sign-in (once the server has said it admits the person): the
+    /// cookie's token.
+    pub async fn open(&self, finished: &Finished) -> Result<String, SignInError> {
+        let Finished { person, held, .. } = finished;
         let token = self.sealer.random().ok_or(SignInError::Flow)?;
         let id = session_id(&token);
         let now = now_ms();
-        let held = Held {
-            refresh_token: tokens.refresh_token,
-            id_token: Some(id_token),
-        };
         let record = SessionRecord {
-            sealed: self.seal_held(&held, &id).ok_or(SignInError::Flow)?,
+            sealed: self.seal_held(held, &id).ok_or(SignInError::Flow)?,
             id,
             user: person.user.clone(),
             groups: person.groups.clone(),
@@ -289,7 +307,7 @@ impl Sessions {
             .insert(&record, now)
             .await
             .map_err(SignInError::Store)?;
-        Ok((token, person, flow.to))
+        Ok(token)
     }
 
     fn seal_held(&self, held: &Held, id: &str) -> Option<String> {

@@ -43,16 +43,16 @@ async fn keys_anonymous_networks_and_revocation() {
     );
 
     let mut changes = auth.changes();
-    assert!(auth.still_valid(&ops).await);
-    // The key is demoted: a socket opened as operator is no longer valid.
+    assert_eq!(auth.standing(&ops).await, Standing::Kept);
+    // The key is demoted: a socket opened as operator must connect again (as a viewer).
     auth.set_keys(KeySet::parse("ops viewer operator-key-0123456789\n", "keys").expect("keys"));
     assert!(changes.has_changed().expect("open"));
     changes.borrow_and_update();
-    assert!(!auth.still_valid(&ops).await);
+    assert_eq!(auth.standing(&ops).await, Standing::Changed);
     auth.set_keys(KeySet::default());
     assert!(changes.has_changed().expect("open"));
-    assert!(!auth.still_valid(&ops).await);
-    assert!(auth.still_valid(&anon).await);
+    assert_eq!(auth.standing(&ops).await, Standing::Ended);
+    assert_eq!(auth.standing(&anon).await, Standing::Kept);
 }
 
 #[test]

@@ -57,9 +57,10 @@ pub struct HistoryEvent {
     pub diff: async_graphql::Json<serde_json::Value>,
     /// For a gap marker: how many events were dropped because the history buffer was full.
     pub dropped: Option<i64>,
-    /// Who asked for this change through this API (`key:NAME`, `kubernetes:USER`, or a person
-    /// the OpenID provider signed in with how and their groups: `oidc:alice (oidc-session; groups
-    /// team-1)`); null for changes made elsewhere (the operators, kubectl).
+    /// Who asked for this change through this API (`key:NAME`, or a person with how they came
+    /// and their groups: `oidc:alice (oidc-session; groups team-1)`, `kubernetes:otto
+    /// (kubernetes-token; groups system:serviceaccounts)`); null for changes made elsewhere (the
+    /// operators, kubectl). A filter by the name alone (`oidc:alice`) finds a person's changes.
     pub actor: Option<String>,
     /// The key of the object's datacenter (empty on a single-cluster server).
     pub datacenter: String,

@@ -47,15 +47,16 @@ fn changer<'a>(ctx: &Context<'a>) -> async_graphql::Result<&'a Arc<Changer>> {
 }
 
 /// Who asked, as the history and the Kubernetes Event record it: the principal's name, and for
-/// a person the OpenID provider signed in how they came and their groups
-/// (`oidc:alice (oidc-session; groups team-1, viewers)`).
+/// a person (signed in by the OpenID provider, or a Kubernetes user) how they came and their
+/// groups (`oidc:alice (oidc-session; groups team-1, viewers)`, `kubernetes:otto
+/// (kubernetes-token; groups system:serviceaccounts)`).
 fn actor(ctx: &Context<'_>) -> Arc<str> {
     let Some(p) = ctx.data_opt::<Principal>() else {
         return Arc::from("unknown");
     };
     match &p.credential {
-        crate::auth::Credential::Oidc(signed) => {
-            let groups = &signed.person.groups;
+        crate::auth::Credential::Oidc(_) | crate::auth::Credential::Kubernetes(..) => {
+            let groups = p.credential.groups();
             let groups = if groups.is_empty() {
                 String::new()
             } else {

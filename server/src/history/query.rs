@@ -95,7 +95,7 @@ pub async fn page(db: &Db, q: &EventQuery, limit: usize) -> Result<Vec<StoredEve
             b.push(" AND name = ").push_bind(v.clone());
         }
         if let Some(v) = &q.actor {
-            // A person the provider signed in is recorded as `oidc:USER (how; groups …)`: the
+            // A person (OIDC or Kubernetes) is recorded as `USER (how; groups …)`: the
             // name alone finds their changes.
             b.push(" AND (actor = ")
                 .push_bind(v.clone())

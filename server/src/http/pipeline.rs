@@ -5,7 +5,6 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use axum::extract::{ConnectInfo, State};
@@ -21,7 +20,7 @@ use super::{AppState, Held, access, cache, graphql_http, streams};
 use async_graphql::parser::types::OperationType;
 use futures::stream::BoxStream;
 
-use crate::auth::Principal;
+use crate::auth::{Principal, Standing};
 use crate::error::ErrorCode;
 use crate::graphql::subscription::executor::Payload;
 use async_graphql::parser::types::ExecutableDocument;
@@ -129,14 +128,14 @@ pub(super) fn sse(
     };
     let open = Held::new(&app.metrics.sse_open);
     let keepalive = app.gate.settings.keepalive;
-    // A stream whose key is revoked ends with a FORBIDDEN error, as a socket closes with 4403.
-    let was_revoked = Arc::new(AtomicBool::new(false));
+    // A stream whose key is revoked ends with a FORBIDDEN error, as a socket closes with 4403;
+    // one whose caller's access changed with ACCESS_CHANGED, as a socket closes with 4205.
+    let ended_as = Arc::new(std::sync::OnceLock::new());
     let revoked = {
-        let was_revoked = was_revoked.clone();
-        let revoked = streams::revoked(app.access.auth.clone(), principal.clone());
+        let ended_as = ended_as.clone();
+        let ended = streams::ended(app.access.auth.clone(), principal.clone());
         async move {
-            revoked.await;
-            was_revoked.store(true, Ordering::Release);
+            let _ = ended_as.set(ended.await);
         }
     };
     let mut going_away = app.going_away.clone();
@@ -147,12 +146,16 @@ pub(super) fn sse(
         .take_until(revoked)
         .take_until(async move { streams::gone(&mut going_away).await })
         .chain(
-            futures::stream::once(async move { was_revoked.load(Ordering::Acquire) }).filter_map(
-                |revoked| async move {
-                    revoked.then(|| {
-                        let body = json!({"errors": [{"message": streams::REVOKED, "extensions": {"code": ErrorCode::Forbidden}}]});
-                        Ok(Event::default().event("next").data(body.to_string()))
-                    })
+            futures::stream::once(async move { ended_as.get().copied() }).filter_map(
+                |ended| async move {
+                    let (message, code) = match ended? {
+                        Standing::Kept => return None,
+                        Standing::Changed => (streams::CHANGED, ErrorCode::AccessChanged),
+                        Standing::Ended => (streams::REVOKED, ErrorCode::Forbidden),
+                    };
+                    let body =
+                        json!({"errors": [{"message": message, "extensions": {"code": code}}]});
+                    Some(Ok(Event::default().event("next").data(body.to_string())))
                 },
             ),
         )

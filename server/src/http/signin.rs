@@ -114,7 +114,7 @@ async fn callback(
         );
     };
     let redirect = redirect_url(&app, &headers);
-    let (token, person, to) = match sessions.finish(flow, &state, &code, &redirect).await {
+    let finished = match sessions.finish(flow, &state, &code, &redirect).await {
         Ok(done) => done,
         Err(e) => {
             tracing::info!(error = %e, "a sign-in did not finish");
@@ -127,16 +127,27 @@ async fn callback(
     };
     // Someone the provider knows but RBAC and the role map give nothing: said now, not as an
     // empty dashboard.
-    if let Err(refusal) = app.access.auth.admits(&person).await {
-        let _ = sessions.end(&token).await;
+    let person = &finished.person;
+    if let Err(refusal) = app.access.auth.admits(person).await {
         return page(
             StatusCode::FORBIDDEN,
             "Signed in, but nothing to see",
             &refusal.message(),
         );
     }
+    let token = match sessions.open(&finished).await {
+        Ok(token) => token,
+        Err(e) => {
+            tracing::warn!(error = %e, "a session could not be kept");
+            return page(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "Sign-in could not finish",
+                &e.to_string(),
+            );
+        }
+    };
     tracing::info!(user = %person.user, groups = ?person.groups, "signed in");
-    let mut r = see_other(&to);
+    let mut r = see_other(&finished.to);
     let max_age = (app
         .access
         .auth

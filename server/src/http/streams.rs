@@ -9,20 +9,30 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 
-use crate::auth::{Auth, Principal};
+use crate::auth::{Auth, Principal, Standing};
 
 /// The close reason (4403) and error of a socket or stream whose credential stopped working.
 pub const REVOKED: &str = "Forbidden: the key was revoked or has expired";
 
-/// Resolves when `principal`'s credential stops working (never for one that cannot).
-pub async fn revoked(auth: Arc<Auth>, principal: Principal) {
+/// The close code of a socket whose caller's access changed (4205, after HTTP's 205 Reset
+/// Content: connect again and draw what you may see now). Not one of graphql-transport-ws's
+/// codes, so its clients connect again as after a lost connection.
+pub const CHANGED_CODE: u16 = 4205;
+
+/// The close reason (4205) and error of a socket or stream whose caller's access changed.
+pub const CHANGED: &str = "Access changed: connect again to see what you may see now";
+
+/// Resolves when `principal`'s standing moves from [`Standing::Kept`] (never for a credential
+/// that cannot change), with where it stands then.
+pub async fn ended(auth: Arc<Auth>, principal: Principal) -> Standing {
     let mut changes = auth.changes();
     loop {
         if changes.changed().await.is_err() {
             return std::future::pending().await;
         }
-        if !auth.still_valid(&principal).await {
-            return;
+        match auth.standing(&principal).await {
+            Standing::Kept => {}
+            other => return other,
         }
     }
 }

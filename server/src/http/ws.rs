@@ -18,8 +18,9 @@ use futures::{SinkExt, StreamExt};
 use serde_json::{Value, json};
 
 use super::AppState;
-use super::streams::{GOING_AWAY, REVOKED, gone};
+use super::streams::{CHANGED, CHANGED_CODE, GOING_AWAY, REVOKED, gone};
 use crate::auth::Principal;
+use crate::auth::Standing;
 use crate::graphql::subscription::executor::Payload;
 
 /// Most messages written to a socket in one go.
@@ -167,9 +168,11 @@ impl Conn {
                 }
                 changed = changes.changed(), if self.principal.is_some() => {
                     match (changed, &self.principal) {
-                        (Ok(()), Some(p)) if !self.app.access.auth.still_valid(p).await => {
-                            Err(Close::new(4403, REVOKED))
-                        }
+                        (Ok(()), Some(p)) => match self.app.access.auth.standing(p).await {
+                            Standing::Kept => Ok(()),
+                            Standing::Changed => Err(Close::new(CHANGED_CODE, CHANGED)),
+                            Standing::Ended => Err(Close::new(4403, REVOKED)),
+                        },
                         _ => Ok(()),
                     }
                 }

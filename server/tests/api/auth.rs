@@ -1,6 +1,6 @@
 //! Authentication and abuse limits as a client meets them: API keys on HTTP (POST and GET),
 //! WebSocket (`connection_init` payload or the upgrade's header) and SSE; anonymous read off by
-//! default; a revoked or expired key closing its sockets with 4403; rate limits per principal
+//! default; a revoked or expired key closing its sockets with 4403 (a demoted one with 4205); rate limits per principal
 //! counting operations; trusted proxies; Origin refusal and CORS; the introspection, GraphiQL
 //! and `/metrics` switches.
 
@@ -341,6 +341,18 @@ async fn a_revoked_or_expired_key_closes_its_sockets_with_4403() {
     send_json(&mut sockets[1], json!({"type": "ping"})).await;
     assert_eq!(recv(&mut sockets[1]).await["type"], "pong");
     assert_eq!(post(&app, Some(OPERATOR), ME).await.0, 200);
+
+    // The operator key is demoted: its socket closes saying its access changed (not refused),
+    // and the next one is a viewer's.
+    keys.rewrite(&three_keys().replace("ops operator", "ops viewer"));
+    assert_eq!(
+        recv(&mut sockets[1]).await,
+        json!({"close": 4205, "reason": "Access changed: connect again to see what you may see now"})
+    );
+    assert_eq!(
+        post(&app, Some(OPERATOR), ME).await.2["data"]["me"]["role"],
+        "VIEWER"
+    );
     app.stop().await;
 }
 

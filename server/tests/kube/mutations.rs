@@ -418,7 +418,14 @@ async fn mutations_are_server_side_applies_answered_once_the_watch_shows_them() 
             .unwrap_or_default();
         // pause, scale pool, scale control plane, upgrade, resume, delete; the hand-made edit
         // has no actor.
-        if actors.iter().filter(|a| *a == "kubernetes:otto").count() == 6 {
+        // A Kubernetes user is recorded with how it came (its groups: none but
+        // system:authenticated, which everyone has).
+        if actors
+            .iter()
+            .filter(|a| *a == "kubernetes:otto (kubernetes-token)")
+            .count()
+            == 6
+        {
             break;
         }
         assert!(tokio::time::Instant::now() < deadline, "{v}");

@@ -27,7 +27,7 @@
 //!   patch is a precondition (409 when the object moved on), `status` is ignored (subresource),
 //!   `generation` moves when `spec` does; `application/merge-patch+json` (RFC 7386); every list
 //!   is atomic, as in the vitistack CRDs, which mark none;
-//! - `POST …/namespaces/{ns}/{plural}`: create (409 `AlreadyExists` when taken);
+//! - `POST …/namespaces/{ns}/{plural}` (or `…/{plural}` for a cluster-scoped kind): create (409 `AlreadyExists` when taken);
 //!   `application/strategic-merge-patch+json` is taken as a merge patch (right for objects
 //!   without merge-keyed lists, such as the Leases of leader election);
 //! - `DELETE …/{plural}/{name}`: gone at once, or marked with `deletionTimestamp` while the

@@ -15,9 +15,30 @@ pub(super) async fn dispatch(
     let mut unplugged = shared.unplugged.subscribe();
     let _ = unplugged.wait_for(|on| !*on).await;
     if method == axum::http::Method::POST
-        && let Some((id, Some(ns))) = route(uri.path())
+        && let Some((id, ns)) = route(uri.path())
     {
-        return create_object(&shared, &id, &ns, &query.0, &body);
+        // A namespaced kind is created in a namespace, a cluster-scoped one outside any.
+        let namespaced = shared
+            .inner
+            .lock()
+            .resources
+            .get(&id)
+            .map(|s| s.def.namespaced);
+        return match (namespaced, ns) {
+            (Some(true), Some(ns)) => create_object(&shared, &id, &ns, &query.0, &body),
+            (Some(false), None) => create_object(&shared, &id, "", &query.0, &body),
+            (None, _) => status(
+                404,
+                "NotFound",
+                "the server could not find the requested resource".into(),
+            ),
+            _ => status(
+                405,
+                "MethodNotAllowed",
+                "create a namespaced kind in its namespace, a cluster-scoped one outside any"
+                    .into(),
+            ),
+        };
     }
     let Some((id, ns, name, subresource)) = object_route(uri.path()) else {
         return handle(State(shared), uri, query).await;

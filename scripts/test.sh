@@ -84,9 +84,6 @@ echo "== GraphQL over HTTP: the graphql-http audit suite (every audit must be ok
   | grep -vE '^#? ?[0-9T:.-]+Z +(WARN|INFO)' | tee -a "$log" || status=1
 
 echo "== the dashboard in headless Chromium (playwright-core, axe-core)"
-# The tenants suite runs each datacenter's Kubernetes API test server as a process.
-check "the Kubernetes API test server as a process (vitistack-kube-api)" \
-  cargo build -p vitistack-testkit --bin vitistack-kube-api --locked
 if [ "$web_built" = 1 ]; then
   command -v chromium >/dev/null || apt_install chromium || status=1
   (cd e2e/web && npm ci --no-audit --no-fund --loglevel=error) || status=1

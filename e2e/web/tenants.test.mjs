@@ -1,6 +1,6 @@
 // Two tenants on two datacenters, as people sign in: the real OpenID provider (oidc-provider.mjs)
 // vouches for alice (group team-1), bob (team-2) and pat (platform); two Kubernetes API test
-// servers (vitistack-kube-api, one per datacenter) hold each datacenter's objects and the
+// servers (server/examples/kube_api.rs, one per datacenter) hold each datacenter's objects and the
 // RoleBindings that say what each group may list there. No role map: what a person sees is what
 // each datacenter's RBAC answers (SubjectAccessReviews with the person's user and groups).
 import assert from 'node:assert/strict';
@@ -22,10 +22,14 @@ const ADMIN = 'admin-key-for-the-tenants-suite-01';
 const DATACENTERS = ['oslo', 'bergen'];
 const TEAMS = ['team-1', 'team-2'];
 
-/** A Kubernetes API test server (a datacenter) as a child process; objects written over HTTP. */
+/**
+ * A Kubernetes API test server (a datacenter) as a child process, empty; objects written over
+ * HTTP. Built by `cargo test` with the server (server/examples/kube_api.rs); stops when its stdin
+ * closes.
+ */
 async function startKubeApi() {
-  const bin = process.env.KUBE_API_BIN ?? join(dirname(process.env.VITISTACK_BIN), 'vitistack-kube-api');
-  const child = spawn(bin, [], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const bin = join(dirname(process.env.VITISTACK_BIN), 'examples', 'kube_api');
+  const child = spawn(bin, ['--empty'], { stdio: ['pipe', 'pipe', 'inherit'] });
   const exited = new Promise((resolve) => child.once('exit', resolve));
   const url = await new Promise((resolve, reject) => {
     let out = '';
@@ -44,7 +48,7 @@ async function startKubeApi() {
     url,
     create: (path, object) => send('POST', path, object),
     remove: (path) => send('DELETE', path),
-    stop: async () => { child.kill('SIGTERM'); await exited; },
+    stop: async () => { child.stdin.end(); await exited; },
   };
 }
 

@@ -60,7 +60,18 @@ pub fn router(state: AppState) -> Router {
         .merge(hub::routes())
         .merge(admin::routes())
         .merge(signin::routes())
-        .fallback(assets::serve)
+        .fallback(assets::serve);
+    // Pages may send a form to the OpenID provider (sign-out): only with one configured, so
+    // that nothing is added to a request's path without it.
+    let router = if state.access.auth.provider().is_some() {
+        router.layer(axum::middleware::map_response_with_state(
+            state.clone(),
+            signin::allow_provider_forms,
+        ))
+    } else {
+        router
+    };
+    let router = router
         // The layers every request passes, composed into one service: axum boxes each layer it
         // is given for every route, and a boxed layer cost a request an allocation and a move.
         // The observer also refuses bodies over the limit and answers panics (see `observe`).
@@ -71,11 +82,7 @@ pub fn router(state: AppState) -> Router {
                     observe::observe,
                 ))
                 // Bodies read by extractors stop at the limit (413).
-                .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))
-                .layer(axum::middleware::map_response_with_state(
-                    state.clone(),
-                    signin::allow_provider_forms,
-                )),
+                .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES)),
         )
         .with_state(state);
     match cors {

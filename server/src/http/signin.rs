@@ -298,7 +298,7 @@ fn page(status: StatusCode, title: &str, text: &str) -> Response {
 
 /// The dashboard's pages may send a form to the provider: sign-out is a POST here that
 /// redirects there, and the page's `form-action` covers redirects. Adds the provider's origin
-/// (nothing else) when one is configured.
+/// (nothing else); the router adds this layer only when a provider is configured.
 pub async fn allow_provider_forms(State(app): State<AppState>, mut r: Response) -> Response {
     // Only pages carry a CSP: every other response passes untouched, nothing formatted.
     let (Some(provider), Some(csp)) = (

@@ -10,8 +10,8 @@ import { createInterface } from 'node:readline';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { chromium } from 'playwright-core';
 import { startServer } from '../support/server.mjs';
+import { launchChromium } from './oidc-support.mjs';
 import { eventually } from '../support/eventually.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
@@ -24,11 +24,7 @@ before(async () => {
   // Without a built dashboard every test here would wait for a page that never comes: say so once.
   const dist = join(here, '..', '..', 'web', 'dist', 'index.html');
   if (!existsSync(dist)) throw new Error(`the dashboard is not built (${dist} is missing): run scripts/build-web.sh`);
-  browser = await chromium.launch({
-    executablePath: process.env.CHROMIUM ?? '/usr/bin/chromium',
-    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-      '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-  });
+  browser = await launchChromium();
 });
 after(() => browser?.close());
 

@@ -1,11 +1,14 @@
 // What the suites that sign people in share: the real OpenID provider (oidc-provider.mjs) as a
 // child process, an ID token it issues through its own login form (as a command-line client
-// gets one), and a GraphQL request with a bearer token.
+// gets one) and the login typed on its page, a GraphQL request with a bearer token, and Chromium
+// as every browser suite here starts it.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { chromium } from 'playwright-core';
+import { eventually } from '../support/eventually.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 
@@ -91,4 +94,22 @@ export async function post(base, query, token, headers = {}) {
   if (token) h.authorization = `Bearer ${token}`;
   const res = await fetch(`${base}/graphql`, { method: 'POST', headers: h, body: JSON.stringify({ query }) });
   return { status: res.status, body: await res.json() };
+}
+
+/** Debian's Chromium, headless, as every browser suite here starts it. */
+export function launchChromium() {
+  return chromium.launch({
+    executablePath: process.env.CHROMIUM ?? '/usr/bin/chromium',
+    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+      '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+  });
+}
+
+/** Once `page` is on the provider's login page: `user` typed in and sent, as a person would. */
+export async function logIn(page, user) {
+  await eventually('the provider\'s login page', async () => (await page.locator('input[name=login]').count()) === 1
+    || { mismatch: [page.url(), (await page.content()).slice(0, 400)] });
+  await page.locator('input[name=login]').fill(user);
+  await page.locator('input[name=password]').fill('any password');
+  await page.getByRole('button', { name: 'Sign-in' }).click();
 }

@@ -8,11 +8,10 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'nod
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { chromium } from 'playwright-core';
 import { SignJWT, generateKeyPair } from 'jose';
 import { freePort, startServer } from '../support/server.mjs';
 import { eventually } from '../support/eventually.mjs';
-import { post, startProvider, tokenFor } from './oidc-support.mjs';
+import { launchChromium, logIn, post, startProvider, tokenFor } from './oidc-support.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const artifacts = join(here, 'artifacts');
@@ -52,11 +51,7 @@ describe('people sign in through the OpenID provider', () => {
       OIDC_AUDIENCES: 'cli,short', OIDC_REDIRECT_URL: redirect, OIDC_PROVIDER_NAME: 'Test ID',
       OIDC_ROLE_MAP: 'platform=admin,team-1=viewer@team-1,team-2=operator@team-2', OIDC_CLOCK_SKEW_SECONDS: '1',
     }, { port: serverPort });
-    browser = await chromium.launch({
-      executablePath: process.env.CHROMIUM ?? '/usr/bin/chromium',
-      args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-        '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-    });
+    browser = await launchChromium();
   });
   after(async () => {
     await browser?.close();
@@ -131,10 +126,8 @@ describe('people sign in through the OpenID provider', () => {
     await eventually('the sign-in form offers the provider', async () => (await sso.isVisible()) && (await sso.textContent()) === 'Sign in with Test ID');
     await page.screenshot({ path: join(artifacts, 'oidc-signin.png') });
     await sso.click();
-    await eventually('the provider\'s login page shows', async () => (page.url().startsWith(provider.issuer) && (await page.locator('input[name=login]').count()) === 1) || { mismatch: [page.url(), (await page.content()).slice(0, 400)] });
-    await page.locator('input[name=login]').fill('alice');
-    await page.locator('input[name=password]').fill('any password');
-    await page.getByRole('button', { name: 'Sign-in' }).click();
+    await eventually('the provider\'s login page shows', async () => page.url().startsWith(provider.issuer) || { mismatch: page.url() });
+    await logIn(page, 'alice');
     await eventually('back on the dashboard\'s cluster list', async () => page.url() === `${server.base}/clusters`);
     await eventually('the header names alice, her group and her namespace',
       async () => (await page.getByTestId('account').textContent()) === 'oidc:alice (team-1) · viewer · team-1');
@@ -188,10 +181,7 @@ describe('people sign in through the OpenID provider', () => {
     const page = await context.newPage();
     await page.goto(`${server.base}/`);
     await page.getByTestId('sso').click();
-    await eventually('the login page', async () => (await page.locator('input[name=login]').count()) === 1);
-    await page.locator('input[name=login]').fill('pat');
-    await page.locator('input[name=password]').fill('any password');
-    await page.getByRole('button', { name: 'Sign-in' }).click();
+    await logIn(page, 'pat');
     await eventually('pat is an admin here', async () => (await page.getByTestId('account').textContent()) === 'oidc:pat (platform) · admin');
     const before = await post(server.base, ME, await tokenFor(provider.issuer, 'pat', 'cli'));
     const oldToken = await tokenFor(provider.issuer, 'pat', 'cli');

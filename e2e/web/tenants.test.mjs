@@ -10,10 +10,9 @@ import { spawn } from 'node:child_process';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { chromium } from 'playwright-core';
 import { freePort, startServer } from '../support/server.mjs';
 import { eventually } from '../support/eventually.mjs';
-import { post, startProvider, tokenFor } from './oidc-support.mjs';
+import { launchChromium, logIn, post, startProvider, tokenFor } from './oidc-support.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const artifacts = join(here, 'artifacts');
@@ -170,11 +169,7 @@ describe('two tenants on two datacenters, people signed in by the provider, RBAC
       const all = await post(server.base, LIST, ADMIN);
       return JSON.stringify(names(all.body)) === JSON.stringify(expected(TEAMS)) || { mismatch: all.body };
     });
-    browser = await chromium.launch({
-      executablePath: process.env.CHROMIUM ?? '/usr/bin/chromium',
-      args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-        '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-    });
+    browser = await launchChromium();
   });
   after(async () => {
     await browser?.close();
@@ -305,10 +300,7 @@ describe('two tenants on two datacenters, people signed in by the provider, RBAC
     page.on('pageerror', (e) => problems.push(`page error: ${e.message}`));
     await page.goto(`${server.base}/clusters`);
     await page.getByTestId('sso').click();
-    await eventually('the provider\'s login page', async () => (await page.locator('input[name=login]').count()) === 1);
-    await page.locator('input[name=login]').fill('alice');
-    await page.locator('input[name=password]').fill('any password');
-    await page.getByRole('button', { name: 'Sign-in' }).click();
+    await logIn(page, 'alice');
     await eventually('back on the cluster list', async () => page.url() === `${server.base}/clusters` || { mismatch: [page.url(), (await page.content()).slice(0, 600)] });
     await eventually('the header names her, her group and her namespaces',
       async () => (await page.getByTestId('account').textContent()) === 'oidc:alice (team-1) · operator · team-1' || { mismatch: await page.getByTestId('account').textContent() });

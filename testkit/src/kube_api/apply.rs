@@ -260,11 +260,7 @@ pub(super) fn create_object(
     {
         let inner = shared.inner.lock();
         let Some(state) = inner.resources.get(id).filter(|s| s.def.served) else {
-            return status(
-                404,
-                "NotFound",
-                "the server could not find the requested resource".into(),
-            );
+            return no_such_resource();
         };
         if state.objects.contains_key(&(ns.to_string(), name.clone())) {
             return status(

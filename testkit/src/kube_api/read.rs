@@ -20,17 +20,22 @@ pub(super) fn route(path: &str) -> Option<(String, Option<String>)> {
     }
 }
 
+/// 404 for a resource the server does not serve, as kube-apiserver words it.
+pub(super) fn no_such_resource() -> Response {
+    status(
+        404,
+        "NotFound",
+        "the server could not find the requested resource".into(),
+    )
+}
+
 pub(super) async fn handle(
     State(shared): State<Arc<Shared>>,
     uri: Uri,
     Query(q): Query<HashMap<String, String>>,
 ) -> Response {
     let Some((id, namespace)) = route(uri.path()) else {
-        return status(
-            404,
-            "NotFound",
-            "the server could not find the requested resource".into(),
-        );
+        return no_such_resource();
     };
     let watching = matches!(q.get("watch").map(String::as_str), Some("true" | "1"));
     shared.requests.lock().push(Request {
@@ -47,11 +52,7 @@ pub(super) async fn handle(
         .get(&id)
         .is_some_and(|s| s.def.served);
     if !served {
-        return status(
-            404,
-            "NotFound",
-            "the server could not find the requested resource".into(),
-        );
+        return no_such_resource();
     }
     let selector = match Selector::parse(&q) {
         Ok(s) => s,

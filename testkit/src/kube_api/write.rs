@@ -27,11 +27,7 @@ pub(super) async fn dispatch(
         return match (namespaced, ns) {
             (Some(true), Some(ns)) => create_object(&shared, &id, &ns, &query.0, &body),
             (Some(false), None) => create_object(&shared, &id, "", &query.0, &body),
-            (None, _) => status(
-                404,
-                "NotFound",
-                "the server could not find the requested resource".into(),
-            ),
+            (None, _) => no_such_resource(),
             _ => status(
                 405,
                 "MethodNotAllowed",
@@ -50,11 +46,7 @@ pub(super) async fn dispatch(
         .get(&id)
         .is_some_and(|s| s.def.served);
     if !known {
-        return status(
-            404,
-            "NotFound",
-            "the server could not find the requested resource".into(),
-        );
+        return no_such_resource();
     }
     match method {
         axum::http::Method::GET => get_object(&shared, &id, &ns, &name),

@@ -342,7 +342,7 @@ impl Auth {
             Some(r) => Box::pin(r.review(token, hash)).await.map(|r| Principal {
                 name: r.name.clone(),
                 role: r.role,
-                credential: Credential::Kubernetes(hash, Token(token.into()), r.groups()),
+                credential: Credential::Kubernetes(hash, Token(token.into()), r.groups.clone()),
                 address,
                 scope: r.scope.clone(),
             }),

@@ -74,19 +74,19 @@ pub struct Reviewed {
     pub scope: Scope,
     /// Who the API server says it is (asked again for mutations).
     user: UserInfo,
+    /// Its groups but `system:authenticated` (everyone's), as changes record them: worked out
+    /// once per review, shared by every request the kept answer lets in.
+    pub groups: Arc<[String]>,
 }
 
-impl Reviewed {
-    /// The groups the API server named, but `system:authenticated` (everyone's).
-    pub fn groups(&self) -> Arc<[String]> {
-        self.user
-            .groups
-            .iter()
-            .flatten()
-            .filter(|g| *g != "system:authenticated")
-            .cloned()
-            .collect()
-    }
+/// The groups the API server named, but `system:authenticated`.
+fn named_groups(user: &UserInfo) -> Arc<[String]> {
+    user.groups
+        .iter()
+        .flatten()
+        .filter(|g| *g != "system:authenticated")
+        .cloned()
+        .collect()
 }
 
 type Answer = Result<Arc<Reviewed>, Refusal>;
@@ -299,6 +299,7 @@ impl Reviewer {
                     name,
                     role,
                     scope: Scope::All,
+                    groups: named_groups(&user),
                     user,
                 }));
             }
@@ -326,6 +327,7 @@ impl Reviewer {
                 Role::Viewer
             },
             scope: Scope::limited(grants),
+            groups: named_groups(&user),
             user,
         }))
     }

@@ -69,6 +69,15 @@ pub struct ServeConfig {
     #[arg(long, env = "HISTORY_RETENTION_DAYS", default_value_t = 30)]
     pub history_retention_days: u64,
 
+    /// The most bytes the timeline (every object at every kept moment) may take; the oldest
+    /// moments are trimmed beyond it. 0: bounded by HISTORY_RETENTION_DAYS only.
+    #[arg(long, env = "HISTORY_MAX_BYTES", default_value_t = 1 << 30)]
+    pub history_max_bytes: u64,
+
+    /// Memory for the graphs rebuilt at past moments (`at(time:)`, `changes`), in MiB.
+    #[arg(long, env = "HISTORY_CACHE_MB", default_value_t = 256)]
+    pub history_cache_mb: usize,
+
     /// Webhook endpoints (comma-separated URLs) that receive the event types in WEBHOOK_EVENTS.
     /// Secret (chat-style webhook URLs carry their key): shown and logged as scheme and host only.
     #[arg(

@@ -92,6 +92,7 @@ codes! {
     DatacenterUnavailable = "DATACENTER_UNAVAILABLE", SERVICE_UNAVAILABLE, "A datacenter is stale or unreachable: the answer holds its objects as last seen (`extensions.datacenter`, `state`, `ageSeconds`); the others are current.";
     ApplicationsOff = "APPLICATIONS_OFF", NOT_FOUND, "The application inventory is off on this server (`APPLICATIONS=true` turns it on).";
     // History.
+    HistoryTrimmed = "HISTORY_TRIMMED", NOT_FOUND, "A moment (`at`, `changes`) before the oldest one the history keeps (`extensions.oldest` names it; `HISTORY_MAX_BYTES`, `HISTORY_RETENTION_DAYS`).";
     DatabaseUnavailable = "DATABASE_UNAVAILABLE", SERVICE_UNAVAILABLE, "The database is away, and history (or keeping the inventory's pause) needs it; the rest of the API is unaffected.";
 }
 

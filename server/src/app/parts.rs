@@ -100,7 +100,7 @@ pub(super) async fn leader(
 pub(super) fn history(
     cfg: &ServeConfig,
     db: &Database,
-    store: &crate::store::Store,
+    store: &Arc<crate::store::Store>,
     leader: &crate::leader::Leader,
     metrics: &Metrics,
     stop: &watch::Receiver<bool>,

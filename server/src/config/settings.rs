@@ -48,6 +48,8 @@ impl ServeConfig {
             retention: std::time::Duration::from_secs(
                 self.history_retention_days.saturating_mul(24 * 3600),
             ),
+            max_bytes: self.history_max_bytes,
+            cache_bytes: self.history_cache_mb.saturating_mul(1 << 20),
         }
     }
 

@@ -9,6 +9,7 @@ pub mod loaders;
 pub mod mutation;
 pub mod paging;
 pub mod parts;
+pub mod past;
 pub mod query;
 pub mod selector;
 pub mod subscription;

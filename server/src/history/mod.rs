@@ -7,6 +7,7 @@
 
 pub mod applications;
 pub mod query;
+pub mod timeline;
 pub mod webhooks;
 pub mod writer;
 
@@ -164,9 +165,11 @@ pub struct History {
     pub metrics: HistoryMetrics,
     /// Webhook endpoints fed with new events (set once, when configured).
     pub webhooks: std::sync::OnceLock<Arc<webhooks::Webhooks>>,
-    /// Whether this replica delivers webhooks and trims the log (every replica writes events:
-    /// rows are idempotent per datacenter, uid and resourceVersion).
+    /// Whether this replica delivers webhooks, trims the log and writes the timeline (every
+    /// replica writes events: rows are idempotent per datacenter, uid and resourceVersion).
     pub leader: crate::leader::Leader,
+    /// The graph at past moments, rebuilt from the timeline and kept (`HISTORY_CACHE_MB`).
+    pub past: timeline::read::Past,
 }
 
 impl std::fmt::Debug for History {
@@ -183,6 +186,7 @@ impl History {
     pub fn new(settings: writer::HistorySettings, metrics: HistoryMetrics) -> Self {
         History {
             db: ArcSwapOption::empty(),
+            past: timeline::read::Past::new(settings.cache_bytes),
             settings,
             metrics,
             webhooks: std::sync::OnceLock::new(),
@@ -198,7 +202,8 @@ impl History {
     /// Start the event log: its webhooks (with `webhooks`' endpoints) and its writer on `store`'s
     /// change stream, with the database as the start found it (or its own connection once it is
     /// reachable). Every change from then on is an event, except state being loaded (a source's
-    /// first list, the demo fleet), which is marked as such. The writer ends after `stop`.
+    /// first list, the demo fleet), which is marked as such; and every change, loaded or not, is
+    /// kept in the timeline (`timeline::writer`). The writers end after `stop`.
     #[allow(clippy::too_many_arguments)]
     pub fn start(
         settings: writer::HistorySettings,
@@ -207,7 +212,7 @@ impl History {
         metrics: HistoryMetrics,
         lagged: prometheus::IntCounter,
         db: &crate::db::Start,
-        store: &crate::store::Store,
+        store: &Arc<crate::store::Store>,
         health: Arc<crate::db::health::DbHealth>,
         stop: tokio::sync::watch::Receiver<bool>,
     ) -> (Arc<History>, tokio::task::JoinHandle<()>) {
@@ -215,7 +220,13 @@ impl History {
         if let Some(hooks) = webhooks::Webhooks::start(webhooks, history.clone()) {
             let _ = history.webhooks.set(hooks);
         }
-        let writer = writer::spawn(
+        let timeline = timeline::writer::spawn(
+            history.clone(),
+            store.clone(),
+            store.subscribe(),
+            stop.clone(),
+        );
+        let events = writer::spawn(
             db.clone(),
             history.clone(),
             store.subscribe(),
@@ -223,7 +234,11 @@ impl History {
             stop,
             lagged,
         );
-        (history, writer)
+        let both = tokio::spawn(async move {
+            let _ = events.await;
+            let _ = timeline.await;
+        });
+        (history, both)
     }
 
     /// The database, when reachable.

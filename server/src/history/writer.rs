@@ -29,8 +29,12 @@ pub struct HistorySettings {
     pub batch_size: usize,
     /// Write at most this long after an event arrived (`HISTORY_FLUSH_INTERVAL_MS`).
     pub flush_interval: Duration,
-    /// Delete events older than this (`HISTORY_RETENTION_DAYS`).
+    /// Delete events older than this (`HISTORY_RETENTION_DAYS`), and the timeline's moments.
     pub retention: Duration,
+    /// The timeline's bound in bytes (`HISTORY_MAX_BYTES`; 0: none but the retention).
+    pub max_bytes: u64,
+    /// Rebuilt past graphs kept in memory, in bytes (`HISTORY_CACHE_MB`).
+    pub cache_bytes: usize,
 }
 
 impl Default for HistorySettings {
@@ -40,6 +44,8 @@ impl Default for HistorySettings {
             batch_size: 5_000,
             flush_interval: Duration::from_millis(500),
             retention: Duration::from_secs(30 * 24 * 3600),
+            max_bytes: 1 << 30,
+            cache_bytes: 256 << 20,
         }
     }
 }

@@ -337,6 +337,7 @@ pub(super) async fn execute(
         }
         other => other,
     };
+    let scope_in = scope.clone();
     let (answer, _) = app
         .cache
         .get_or_execute(seq, key, || {
@@ -348,7 +349,8 @@ pub(super) async fn execute(
                 let is_query = plan.only_queries();
                 let volatile = crate::graphql::Volatile::default();
                 let request = app
-                    .query_data(request, snapshot, key)
+                    .query_data(request, snapshot, &scope_in, key)
+                    .await
                     .data(volatile.clone());
                 let run = app.documents.execute(&app.schema, &plan, key, request);
                 let Ok(response) = tokio::time::timeout(app.access.timeout, run).await else {
@@ -456,7 +458,7 @@ pub(super) async fn execute_unshared(
         scope,
     } = leaving;
     let request = if plan.only_queries() {
-        app.query_data(request, snapshot, key)
+        app.query_data(request, snapshot, scope, key).await
     } else {
         drop(snapshot);
         app.live_data(request)
@@ -535,7 +537,7 @@ pub(super) fn execute_stream(
                 let key = key.as_ref();
                 let request = if plan.only_queries() {
                     let snapshot = app.store.view(&app.store.snapshot(), &principal.scope);
-                    app.query_data(request, snapshot, key)
+                    app.query_data(request, snapshot, &principal.scope, key).await
                 } else {
                     app.live_data(request)
                 }

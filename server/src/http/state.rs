@@ -80,23 +80,68 @@ pub struct ServerState {
 impl ServerState {
     /// What every query request carries besides the document: the snapshot it reads, the kept
     /// parts of earlier answers to the same request (`key`), and its own history loaders (a
-    /// page's history is prefetched into them).
-    pub fn query_data(
+    /// page's history is prefetched into them). An operation asking for a past moment
+    /// (`at(time:)` at its root) reads that moment's graph instead, as `scope` sees it.
+    pub async fn query_data(
         &self,
-        request: async_graphql::Request,
+        mut request: async_graphql::Request,
         snapshot: Arc<crate::store::Snapshot>,
+        scope: &crate::store::Scope,
         key: Option<&cache::RequestKey>,
     ) -> async_graphql::Request {
-        let parts = self.parts.for_request(key, snapshot.clone());
-        let mut request = request
-            .data(snapshot)
-            .data(crate::graphql::OperatorsJudged::default());
-        if let Some(parts) = parts {
-            request = request.data(parts);
+        let name = request.operation_name.clone();
+        let variables = std::mem::take(&mut request.variables);
+        let moment = match request.parsed_query() {
+            Ok(doc) => crate::graphql::past::moment(doc, name.as_deref(), &variables),
+            Err(_) => Ok(None),
+        };
+        request.variables = variables;
+        let (snapshot, past) = match moment {
+            Ok(None) => (snapshot, None),
+            Ok(Some(at)) => match self.past(at, scope).await {
+                Ok(s) => (s, Some(Ok(at))),
+                Err(e) => (snapshot, Some(Err(e))),
+            },
+            Err(e) => (snapshot, Some(Err(e))),
+        };
+        let mut request = request.data(crate::graphql::OperatorsJudged::default());
+        match past {
+            None => {
+                if let Some(parts) = self.parts.for_request(key, snapshot.clone()) {
+                    request = request.data(parts);
+                }
+            }
+            // A past graph's objects are not the live ones: no kept part would match them.
+            Some(Ok(at)) => {
+                request = request.data(crate::graphql::past::PastMoment(at));
+            }
+            Some(Err(e)) => request = request.data(crate::graphql::past::PastRefused(e)),
         }
+        let request = request.data(snapshot);
         match &self.history {
             Some(h) => request.data(crate::graphql::loaders::request_loaders(h.clone())),
             None => request,
+        }
+    }
+
+    /// The graph at `at_ms` as `scope` sees it.
+    async fn past(
+        &self,
+        at_ms: i64,
+        scope: &crate::store::Scope,
+    ) -> Result<Arc<crate::store::Snapshot>, async_graphql::Error> {
+        use crate::error::ErrorCode;
+        let Some(history) = &self.history else {
+            return Err(ErrorCode::DatabaseUnavailable.graphql("history is not kept by this server"));
+        };
+        let Some(db) = history.db() else {
+            return Err(ErrorCode::DatabaseUnavailable.graphql(
+                "history is unavailable: the database is not reachable (see /health/database)",
+            ));
+        };
+        match history.past.at(&db, &self.store, at_ms).await {
+            Ok(past) => Ok(self.store.view(&past, scope)),
+            Err(e) => Err(crate::graphql::past::refused(&e)),
         }
     }
 

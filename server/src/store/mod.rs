@@ -93,6 +93,8 @@ pub struct Change {
     pub loaded: bool,
     /// Who asked for it through this server (a mutation's principal), when someone did.
     pub actor: Option<Arc<str>>,
+    /// When the store applied it (ms since the epoch): from then on readers saw it.
+    pub at_ms: i64,
 }
 
 /// What a change a writer waits for must look like (see [`Store::expect`]).
@@ -273,6 +275,27 @@ impl Store {
         restored
     }
 
+    /// A snapshot holding exactly `objects`, with this store's derived state: the graph as it
+    /// was at a past moment, rebuilt from the history (`history::timeline`). It is not the
+    /// store's: no change is published and the current snapshot is left alone.
+    pub fn past(&self, objects: Vec<Resource>) -> Arc<Snapshot> {
+        let mut snap = Snapshot::default();
+        for r in objects {
+            let rv = r
+                .meta()
+                .resource_version
+                .as_deref()
+                .and_then(|v| v.parse::<u64>().ok())
+                .unwrap_or(0);
+            snap.seq = snap.seq.max(rv);
+            snap.insert(ObjectKey::of(&r), Arc::new(r));
+        }
+        if let Some(derive) = &self.deriver {
+            snap.derived = Some(derive(None, &snap, &[]));
+        }
+        Arc::new(snap)
+    }
+
     /// Continue the sequence after `seq` (when it is ahead): versions recorded elsewhere (the
     /// database's history) are never given out again. No change is published.
     pub fn advance_to(&self, seq: u64) {
@@ -372,6 +395,7 @@ impl Store {
     ) -> Vec<Arc<Change>> {
         let loaded = arrival == Arrival::Loaded;
         let _guard = self.writer.lock();
+        let at_ms = crate::clock::now_ms();
         let mut snap = self.current.load_full().successor();
         let mut out = Vec::new();
         for op in ops {
@@ -413,6 +437,7 @@ impl Store {
                         previous,
                         loaded,
                         actor: None,
+                        at_ms,
                     });
                 }
                 Op::Delete(key) => {
@@ -427,6 +452,7 @@ impl Store {
                         previous: Some(prev),
                         loaded,
                         actor: None,
+                        at_ms,
                     });
                 }
             }

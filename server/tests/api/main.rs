@@ -26,6 +26,7 @@ mod robustness;
 mod scopes;
 mod sessions;
 mod subscriptions;
+mod timeline;
 
 pub use db_text::table_text;
 use vitistack_testkit::db_text;

@@ -1,0 +1,209 @@
+//! The timeline: every object as it was at every kept moment, so that the whole graph can be
+//! rebuilt as it was then. The writer (`writer.rs`) keeps a row per change (the whole object when
+//! it appears, else a JSON merge patch against its previous version) and, now and then, the whole
+//! graph as a checkpoint; the reader (`read.rs`) rebuilds a moment from the newest checkpoint at or
+//! before it and the versions after that. What is kept is what the store holds (credentials were
+//! blanked when the objects were built), never more.
+
+pub mod read;
+pub mod writer;
+
+use std::io::{Read, Write};
+
+use serde_json::{Map, Value};
+
+/// A version's body: the whole object.
+const FULL: u8 = b'F';
+/// A version's body: a merge patch against the previous version.
+const PATCH: u8 = b'P';
+/// The same two, deflated.
+const FULL_DEFLATED: u8 = b'f';
+const PATCH_DEFLATED: u8 = b'p';
+
+/// Bodies shorter than this are kept as they are: deflate gains nothing on them.
+const DEFLATE_FROM: usize = 96;
+
+/// One version of an object as stored.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Body {
+    /// The whole object.
+    Full(Value),
+    /// A JSON merge patch (RFC 7386) against the previous version.
+    Patch(Value),
+}
+
+/// Raw deflate of `bytes`.
+pub fn deflate(bytes: &[u8]) -> Vec<u8> {
+    let mut e = flate2::write::DeflateEncoder::new(
+        Vec::with_capacity(bytes.len() / 4 + 16),
+        flate2::Compression::new(6),
+    );
+    // Writing into a Vec cannot fail.
+    let _ = e.write_all(bytes);
+    e.finish().unwrap_or_default()
+}
+
+/// The bytes `deflate` made.
+pub fn inflate(bytes: &[u8]) -> std::io::Result<Vec<u8>> {
+    let mut out = Vec::with_capacity(bytes.len() * 4);
+    flate2::read::DeflateDecoder::new(bytes).read_to_end(&mut out)?;
+    Ok(out)
+}
+
+impl Body {
+    /// The stored bytes: a tag, then the JSON (deflated when that is smaller).
+    pub fn encode(&self) -> Vec<u8> {
+        let (tag, packed, value) = match self {
+            Body::Full(v) => (FULL, FULL_DEFLATED, v),
+            Body::Patch(v) => (PATCH, PATCH_DEFLATED, v),
+        };
+        let json = serde_json::to_vec(value).unwrap_or_default();
+        if json.len() >= DEFLATE_FROM {
+            let small = deflate(&json);
+            if small.len() < json.len() {
+                let mut out = Vec::with_capacity(small.len() + 1);
+                out.push(packed);
+                out.extend_from_slice(&small);
+                return out;
+            }
+        }
+        let mut out = Vec::with_capacity(json.len() + 1);
+        out.push(tag);
+        out.extend_from_slice(&json);
+        out
+    }
+
+    /// Read stored bytes back.
+    pub fn decode(bytes: &[u8]) -> Result<Body, String> {
+        let Some((&tag, rest)) = bytes.split_first() else {
+            return Err("an empty version".into());
+        };
+        let json = match tag {
+            FULL | PATCH => std::borrow::Cow::Borrowed(rest),
+            FULL_DEFLATED | PATCH_DEFLATED => {
+                std::borrow::Cow::Owned(inflate(rest).map_err(|e| e.to_string())?)
+            }
+            other => return Err(format!("a version tagged {other}")),
+        };
+        let value: Value = serde_json::from_slice(&json).map_err(|e| e.to_string())?;
+        Ok(match tag {
+            FULL | FULL_DEFLATED => Body::Full(value),
+            _ => Body::Patch(value),
+        })
+    }
+}
+
+/// The JSON merge patch (RFC 7386) that turns `before` into `after`, or None when no patch can
+/// (a null inside `after`'s objects reads as "remove" in a merge patch): then the whole object is
+/// kept instead.
+pub fn merge_diff(before: &Value, after: &Value) -> Option<Value> {
+    match (before, after) {
+        (Value::Object(a), Value::Object(b)) => {
+            let mut out = Map::new();
+            for (k, v) in b {
+                match a.get(k) {
+                    Some(old) if old == v => {}
+                    Some(old) if old.is_object() && v.is_object() => {
+                        out.insert(k.clone(), merge_diff(old, v)?);
+                    }
+                    _ => {
+                        if contains_null(v) {
+                            return None;
+                        }
+                        out.insert(k.clone(), v.clone());
+                    }
+                }
+            }
+            for k in a.keys() {
+                if !b.contains_key(k) {
+                    out.insert(k.clone(), Value::Null);
+                }
+            }
+            Some(Value::Object(out))
+        }
+        _ if contains_null(after) => None,
+        _ => Some(after.clone()),
+    }
+}
+
+/// True when a null sits anywhere in `v`'s objects (or `v` is null).
+fn contains_null(v: &Value) -> bool {
+    match v {
+        Value::Null => true,
+        Value::Object(m) => m.values().any(contains_null),
+        // Arrays are replaced whole by a merge patch: their nulls stay as they are.
+        _ => false,
+    }
+}
+
+/// Apply a JSON merge patch (RFC 7386) to `target`.
+pub fn merge_apply(target: &mut Value, patch: &Value) {
+    let Value::Object(p) = patch else {
+        *target = patch.clone();
+        return;
+    };
+    if !target.is_object() {
+        *target = Value::Object(Map::new());
+    }
+    if let Value::Object(t) = target {
+        for (k, v) in p {
+            if v.is_null() {
+                t.remove(k);
+            } else {
+                merge_apply(t.entry(k.clone()).or_insert(Value::Null), v);
+            }
+        }
+    }
+}
+
+/// The rows of one checkpoint: every object as (its timeline id, its JSON).
+pub fn encode_checkpoint(objects: &[(i64, Value)]) -> Vec<u8> {
+    deflate(&serde_json::to_vec(objects).unwrap_or_default())
+}
+
+/// What `encode_checkpoint` made.
+pub fn decode_checkpoint(bytes: &[u8]) -> Result<Vec<(i64, Value)>, String> {
+    let json = inflate(bytes).map_err(|e| e.to_string())?;
+    serde_json::from_slice(&json).map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_merge_patch_turns_the_old_object_into_the_new() {
+        let before = json!({"metadata": {"labels": {"a": "1", "b": "2"}, "name": "m"},
+                            "spec": {"cpu": 2, "disks": [1, 2]}, "status": {"phase": "Pending"}});
+        let after = json!({"metadata": {"labels": {"a": "1", "c": "3"}, "name": "m"},
+                           "spec": {"cpu": 2, "disks": [1]}, "status": {"phase": "Running", "ip": "10.0.0.1"}});
+        let patch = merge_diff(&before, &after).expect("a patch");
+        assert_eq!(
+            patch,
+            json!({"metadata": {"labels": {"b": null, "c": "3"}},
+                   "spec": {"disks": [1]}, "status": {"phase": "Running", "ip": "10.0.0.1"}})
+        );
+        let mut rebuilt = before.clone();
+        merge_apply(&mut rebuilt, &patch);
+        assert_eq!(rebuilt, after);
+        // A null the new object holds cannot be said by a merge patch: no patch, the whole object.
+        assert_eq!(merge_diff(&before, &json!({"spec": {"x": null}})), None);
+    }
+
+    #[test]
+    fn bodies_come_back_as_they_went_in_small_or_deflated() {
+        let small = Body::Patch(json!({"status": {"phase": "Running"}}));
+        let encoded = small.encode();
+        assert_eq!(encoded[0], PATCH, "a small body is kept as it is");
+        assert_eq!(Body::decode(&encoded), Ok(small));
+        let big = Body::Full(json!({"spec": {"text": "abc ".repeat(100)}}));
+        let encoded = big.encode();
+        assert_eq!(encoded[0], FULL_DEFLATED);
+        assert!(encoded.len() < 100, "{}", encoded.len());
+        assert_eq!(Body::decode(&encoded), Ok(big));
+        assert!(Body::decode(b"").is_err() && Body::decode(b"Xjunk").is_err());
+        let cp = vec![(1, json!({"a": 1})), (7, json!({"b": [2]}))];
+        assert_eq!(decode_checkpoint(&encode_checkpoint(&cp)), Ok(cp));
+    }
+}

@@ -1,0 +1,305 @@
+//! The fleet as it was: a simulator run is recorded, the live answers of the pages' queries are
+//! kept at 20 moments, the server restarts on the same database, and the same queries asked
+//! `at(time:)` those moments answer the same; `changes(from, to)` says what a mutation changed;
+//! moments before the oldest one kept are refused with HISTORY_TRIMMED; trimming by size keeps
+//! every moment left rebuildable; many distinct moments keep the rebuilt graphs within their
+//! bound. On SQLite and on PostgreSQL.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::TestApp;
+use crate::persistence::{TestDb, start};
+
+on_both_engines!(
+    twenty_moments_answer_after_a_restart_as_they_did_live,
+    trimming_keeps_every_moment_left_rebuildable_and_refuses_older_ones,
+);
+
+/// The pages' queries (overview, a filtered list, a cluster page with its diagnosis, a host
+/// page), each as an operation whose root fields `at` can wrap. `$ns`/`$name` name a cluster,
+/// `$host` a host.
+const PAGES: &[(&str, &str)] = &[
+    (
+        "overview",
+        "query Overview { infrastructure { machines { total running failed } \
+         clusters { total ready degraded failed inProgress byPhase { value count } byStage { value count } } } \
+         clusterSummary { total ready degraded failed inProgress } \
+         hostCapacity { hosts readyHosts usableHosts activeVms stoppedVms failedVms pendingVms vcpusUsed vcpusLimit memoryUsedBytes memoryLimitBytes hostsThatCanFail redundancyLimit } \
+         machines(first: 1) { totalCount } clusters(first: 1) { totalCount } }",
+    ),
+    (
+        "list",
+        "query List { machines(filter: {phase: [\"Running\", \"Failed\"]}, sort: {field: NAME}, first: 100) { totalCount \
+         nodes { id name namespace phase phaseState labels { key value } resourceVersion } } }",
+    ),
+    (
+        "cluster",
+        "query Cluster($ns: String!, $name: String!) { cluster(namespace: $ns, name: $name) { id name phase \
+         clusterId version message controlPlane { replicas } nodePools { name replicas readyReplicas } \
+         desiredMachines nodeCounts { total ready } \
+         pipeline { stage steps { stage state detail } } \
+         diagnosis { ready degraded failed summary stage blockers { stage kind name reason terminal object { __typename id } } warnings { kind name reason } } \
+         machines(first: 100) { totalCount nodes { name phase role nodePool } } \
+         networkNamespace { name phase } controlPlaneVip { name phase } etcdBackups { name phase } } }",
+    ),
+    (
+        "host",
+        "query Host { hosts(first: 3) { nodes { id name readiness acceptsVms cpuCapacity \
+         allocation { vcpusUsed memoryUsedBytes } vms { name phase } } } }",
+    ),
+];
+
+/// `query X($v…) { fields }` as `query X($v…, $at: String!) { at(time: $at) { fields } }`.
+fn at_moment(query: &str) -> String {
+    let open = query.find('{').expect("a selection");
+    let head = &query[..open];
+    let body = &query[open + 1..query.rfind('}').expect("its end")];
+    let head = match head.find('(') {
+        Some(p) => format!("{}($at: String!, {}", &head[..p], &head[p + 1..]),
+        None => format!("{}($at: String!) ", head.trim_end()),
+    };
+    format!("{head}{{ at(time: $at) {{ {body} }} }}")
+}
+
+async fn sequence(app: &TestApp) -> i64 {
+    app.data("{ sequence }", json!({})).await["sequence"]
+        .as_i64()
+        .expect("sequence")
+}
+
+/// Every page's live answer.
+async fn pages(app: &TestApp, vars: &Value) -> Vec<Value> {
+    let mut out = Vec::new();
+    for (_, q) in PAGES {
+        out.push(app.data(q, vars.clone()).await);
+    }
+    out
+}
+
+/// A moment with the pages' live answers at it: the graph did not change while they were asked
+/// (the sequence was the same before and after), and the moment is in between.
+async fn moment(app: &TestApp, vars: &Value) -> (String, Vec<Value>) {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let before = sequence(app).await;
+        let first = pages(app, vars).await;
+        let at = jiff::Timestamp::now().to_string();
+        let second = pages(app, vars).await;
+        if sequence(app).await == before && first == second {
+            return (at, first);
+        }
+        assert!(Instant::now() < deadline, "the graph never held still");
+    }
+}
+
+async fn twenty_moments_answer_after_a_restart_as_they_did_live(db: &TestDb) {
+    let app = start(
+        db,
+        &[
+            "--demo",
+            "--simulate",
+            "--simulate-steps-per-second",
+            "20",
+            "--history-flush-interval-ms",
+            "50",
+        ],
+    )
+    .await;
+    let first = app
+        .data(
+            "{ clusters(first: 1, sort: {field: NAME}) { nodes { namespace name } } hosts(first: 1) { nodes { name } } }",
+            json!({}),
+        )
+        .await;
+    let vars = json!({
+        "ns": first["clusters"]["nodes"][0]["namespace"],
+        "name": first["clusters"]["nodes"][0]["name"],
+    });
+    let mut kept = Vec::new();
+    let mut last = sequence(&app).await;
+    while kept.len() < 20 {
+        // Let the simulator move the fleet on between moments.
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while sequence(&app).await < last + 5 {
+            assert!(Instant::now() < deadline, "the simulator made no progress");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let (at, answers) = moment(&app, &vars).await;
+        last = sequence(&app).await;
+        kept.push((at, answers));
+    }
+    // The moments differ from one another: the test compares something that moved.
+    let distinct: std::collections::HashSet<String> =
+        kept.iter().map(|(_, a)| a[1].to_string()).collect();
+    assert!(distinct.len() > 5, "{} distinct lists", distinct.len());
+    app.stop().await;
+
+    // A new process on the same database, without the simulator: only the history knows.
+    let app = start(db, &[]).await;
+    for (at, live) in &kept {
+        for ((name, q), live) in PAGES.iter().zip(live) {
+            let mut v = vars.clone();
+            v["at"] = json!(at);
+            let past = app.data(&at_moment(q), v).await;
+            assert_eq!(&past["at"], live, "{name} at {at}");
+        }
+    }
+    // Before the oldest moment kept: refused, naming that moment.
+    let e = app
+        .error(
+            &at_moment(PAGES[0].1),
+            json!({"at": "2001-01-01T00:00:00Z"}),
+        )
+        .await;
+    assert_eq!(e["extensions"]["code"], "HISTORY_TRIMMED", "{e}");
+    let oldest = e["extensions"]["oldest"].as_str().expect("the oldest moment");
+    assert!(oldest > "2001" && oldest <= kept[0].0.as_str(), "{oldest}");
+    app.stop().await;
+}
+
+/// A cluster's changed annotation shows in `changes`, field by field; asking 100 distinct moments
+/// keeps the rebuilt graphs within the cache's bound; trimming by age and by size drops the oldest
+/// moments (refused from then on, naming the new oldest one) and keeps the rest answering as
+/// before.
+async fn trimming_keeps_every_moment_left_rebuildable_and_refuses_older_ones(db: &TestDb) {
+    let args = ["--history-flush-interval-ms", "20", "--history-cache-mb", "8"];
+    let mut first_args = vec!["--demo"];
+    first_args.extend_from_slice(&args);
+    let app = start(db, &first_args).await;
+    let cluster = app
+        .data(
+            "{ clusters(first: 1, sort: {field: NAME}) { nodes { id namespace name } } }",
+            json!({}),
+        )
+        .await["clusters"]["nodes"][0]
+        .clone();
+    let mut moments = vec![wait_for_history(&app).await];
+    toggle(&app, &cluster, 6, &mut moments).await;
+    let changes = app
+        .data(
+            "query($from: String!, $to: String!) { changes(from: $from, to: $to, filter: {kinds: [\"KubernetesCluster\"]}) { \
+             totalCount datacenters { datacenter changed } objects { change kind name fields { path before after } } } }",
+            json!({"from": moments[0], "to": moments[1]}),
+        )
+        .await;
+    let objects = changes["changes"]["objects"].as_array().expect("objects");
+    assert!(
+        objects.iter().any(|o| o["name"] == cluster["name"]
+            && o["change"] == "CHANGED"
+            && o["fields"].as_array().is_some_and(|f| f
+                .iter()
+                .any(|f| f["path"] == "/metadata/annotations/example.com~1step"))),
+        "{changes}"
+    );
+    assert_eq!(changes["changes"]["datacenters"][0]["changed"], json!(objects.len()), "{changes}");
+
+    // 100 distinct moments: every one answers, the kept graphs stay within 8 MiB.
+    let t0 = jiff::Timestamp::now();
+    for i in 0..100 {
+        let at = t0 - jiff::SignedDuration::from_millis(i * 37);
+        let r = app
+            .query(&at_moment(PAGES[0].1), json!({"at": at.to_string()}))
+            .await;
+        assert!(
+            r.get("errors").is_none() || r["errors"][0]["extensions"]["code"] == "HISTORY_TRIMMED",
+            "{r}"
+        );
+        let (_, bytes) = app.running().history.past.held();
+        assert!(bytes <= 8 << 20, "{bytes} bytes of past graphs held");
+    }
+    app.stop().await;
+    // A restart starts the timeline again from a checkpoint; more changes after it.
+    let app = start(db, &args).await;
+    let restarted = moments.len();
+    moments.push(wait_for_history(&app).await);
+    toggle(&app, &cluster, 4, &mut moments).await;
+    let counts = "query($at: String!) { at(time: $at) { clusters(first: 500) { nodes { name resourceVersion annotations { key value } } } } }";
+    let mut answers = Vec::new();
+    for m in &moments {
+        answers.push(app.data(counts, json!({"at": m})).await);
+    }
+    let history = &app.running().history;
+    let db_handle = history.db().expect("database");
+    // By age: moments before the restart are older than the retention.
+    let now = vitistack::clock::now_ms();
+    let since_restart = now - ms(&moments[restarted]);
+    let by_age = vitistack::history::writer::HistorySettings {
+        retention: Duration::from_millis(since_restart as u64),
+        max_bytes: 0,
+        ..history.settings.clone()
+    };
+    let oldest = vitistack::history::timeline::read::trim(&db_handle, &by_age, now)
+        .await
+        .expect("trim")
+        .expect("an oldest moment");
+    assert!(oldest > ms(&moments[restarted - 1]) && oldest <= ms(&moments[restarted]));
+    // By size: one byte keeps the newest checkpoint only, which is the restart's.
+    let by_size = vitistack::history::writer::HistorySettings {
+        max_bytes: 1,
+        ..history.settings.clone()
+    };
+    let after_size = vitistack::history::timeline::read::trim(&db_handle, &by_size, now)
+        .await
+        .expect("trim");
+    assert_eq!(after_size, Some(oldest));
+    let oldest = vitistack::history::rfc3339(oldest);
+    for (i, (m, answer)) in moments.iter().zip(&answers).enumerate() {
+        let r = app.query(counts, json!({"at": m})).await;
+        if i < restarted {
+            assert_eq!(r["errors"][0]["extensions"]["code"], "HISTORY_TRIMMED", "{m}: {r}");
+            assert_eq!(r["errors"][0]["extensions"]["oldest"], json!(oldest));
+        } else {
+            assert_eq!(&r["data"], answer, "{m} after the trim");
+        }
+    }
+    app.stop().await;
+}
+
+fn ms(rfc3339: &str) -> i64 {
+    rfc3339
+        .parse::<jiff::Timestamp>()
+        .expect("a time")
+        .as_millisecond()
+}
+
+/// Change a cluster's annotation `n` times (as its source would: through the store), keeping
+/// the moment after each change.
+async fn toggle(app: &TestApp, cluster: &Value, n: usize, moments: &mut Vec<String>) {
+    let store = &app.running().store;
+    for _ in 0..n {
+        let snap = store.snapshot();
+        let mut r = snap
+            .list(vitistack::model::Kind::KubernetesCluster)
+            .find(|r| r.name() == cluster["name"] && r.namespace() == cluster["namespace"])
+            .map(|r| (**r).clone())
+            .expect("the cluster");
+        r.meta_mut()
+            .annotations
+            .get_or_insert_with(Default::default)
+            .insert("example.com/step".into(), moments.len().to_string());
+        assert_eq!(store.apply(vec![vitistack::store::Op::Upsert(r)]).len(), 1);
+        moments.push(wait_for_history(app).await);
+    }
+}
+
+/// The current moment once the timeline holds everything the store does.
+async fn wait_for_history(app: &TestApp) -> String {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let want = app.data("{ clusters(first: 500) { nodes { resourceVersion } } }", json!({})).await;
+    loop {
+        let at = jiff::Timestamp::now().to_string();
+        let r = app
+            .query(
+                "query($at: String!) { at(time: $at) { clusters(first: 500) { nodes { resourceVersion } } } }",
+                json!({"at": at}),
+            )
+            .await;
+        if r["data"]["at"] == want {
+            return at;
+        }
+        assert!(Instant::now() < deadline, "the history never caught up: {r}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}

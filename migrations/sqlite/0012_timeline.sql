@@ -1,31 +1,22 @@
 -- The timeline: what every object was at every kept moment, so that the whole graph can be
 -- rebuilt as it was then (`at(time:)`, `changes(from, to)`).
 --
--- timeline_objects names each object once (datacenter, kind, API version, namespace, name, uid);
--- the other tables refer to it by its small id.
--- timeline_versions holds one row per change, in the order the store applied them: `body` is the
--- object as JSON (credentials blanked, as in the store), whole ('F') or as a JSON merge patch
+-- timeline_versions holds one row per change, in the order the store applied them. `object` is a
+-- small number the writer gives each object (unique from one checkpoint on, which is all a rebuild
+-- needs: a restart numbers the objects again in its first checkpoint). `body` is the object as
+-- JSON (credentials blanked, as in the store; with its datacenter's key as a top-level
+-- `datacenter` when it has one), whole ('F') or as a JSON merge patch
 -- (RFC 7386) against the object's previous version ('P'), the tag byte first, the rest raw
 -- deflate when that is smaller ('f', 'p'); NULL when the object was deleted.
 -- timeline_checkpoints holds the whole graph at a point of that order (`after_version`: every
 -- version up to it is in it), deflated: a moment is rebuilt from the newest checkpoint at or
 -- before it and the versions after that checkpoint up to the moment. Trimming removes whole
 -- checkpoints with the versions before the next one, so every moment left stays rebuildable.
--- `before_bytes`: what the versions between the previous checkpoint and this one take (bodies
--- and a fixed cost per row), for the size bound (HISTORY_MAX_BYTES).
+-- `max_object`: the highest object number in use when it was written. `before_bytes`: what the
+-- versions between the previous checkpoint and this one take (bodies and a fixed cost per row),
+-- for the size bound (HISTORY_MAX_BYTES).
 -- datacenter_states: each datacenter's state (connecting, synced, stale, unreachable) whenever
 -- it changed.
-CREATE TABLE timeline_objects (
-    id         INTEGER PRIMARY KEY,
-    datacenter TEXT NOT NULL,
-    kind       TEXT NOT NULL,
-    version    TEXT NOT NULL,
-    namespace  TEXT NOT NULL,
-    name       TEXT NOT NULL,
-    uid        TEXT NOT NULL
-);
-CREATE UNIQUE INDEX timeline_objects_identity
-    ON timeline_objects (datacenter, kind, version, namespace, name, uid);
 CREATE TABLE timeline_versions (
     id     INTEGER PRIMARY KEY,
     at_ms  INTEGER NOT NULL,
@@ -37,6 +28,7 @@ CREATE TABLE timeline_checkpoints (
     at_ms         INTEGER NOT NULL,
     after_version INTEGER NOT NULL,
     objects       INTEGER NOT NULL,
+    max_object    INTEGER NOT NULL,
     before_bytes  INTEGER NOT NULL,
     body          BLOB NOT NULL
 );

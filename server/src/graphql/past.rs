@@ -11,7 +11,9 @@
 use std::sync::Arc;
 
 use async_graphql::parser::types::{ExecutableDocument, Selection, SelectionSet};
-use async_graphql::{Context, Enum, ErrorExtensions, InputObject, Object, SimpleObject, Value, Variables};
+use async_graphql::{
+    Context, Enum, ErrorExtensions, InputObject, Object, SimpleObject, Value, Variables,
+};
 
 use super::paging::{CompiledFilter, Filter};
 use super::query::QueryRoot;
@@ -121,7 +123,9 @@ fn root_fields(
 fn parse_time(arg: &str, text: &str) -> Result<i64, async_graphql::Error> {
     text.parse::<jiff::Timestamp>()
         .map(|t| t.as_millisecond())
-        .map_err(|e| ErrorCode::BadTime.graphql(format!("{arg} `{text}` is not an RFC 3339 time: {e}")))
+        .map_err(|e| {
+            ErrorCode::BadTime.graphql(format!("{arg} `{text}` is not an RFC 3339 time: {e}"))
+        })
 }
 
 /// A rebuild's failure in the API's words.
@@ -139,8 +143,9 @@ pub fn refused(e: &PastError) -> async_graphql::Error {
         }
         PastError::Db(db) => {
             tracing::warn!(error = %db, "rebuilding a past moment failed");
-            ErrorCode::DatabaseUnavailable
-                .graphql("the history could not be read: the database did not answer (see /health/database)")
+            ErrorCode::DatabaseUnavailable.graphql(
+                "the history could not be read: the database did not answer (see /health/database)",
+            )
         }
         PastError::Damaged(why) => {
             tracing::error!(error = %why, "rebuilding a past moment failed");
@@ -151,12 +156,13 @@ pub fn refused(e: &PastError) -> async_graphql::Error {
 
 /// The graph at a moment, scoped to what the caller of `ctx` sees.
 async fn graph_at(ctx: &Context<'_>, at_ms: i64) -> async_graphql::Result<Arc<Snapshot>> {
-    let history = ctx
-        .data_opt::<Arc<History>>()
-        .ok_or_else(|| ErrorCode::DatabaseUnavailable.graphql("history is not kept by this server"))?;
-    let db = history
-        .db()
-        .ok_or_else(|| ErrorCode::DatabaseUnavailable.graphql("history is unavailable: the database is not reachable (see /health/database)"))?;
+    let history = ctx.data_opt::<Arc<History>>().ok_or_else(|| {
+        ErrorCode::DatabaseUnavailable.graphql("history is not kept by this server")
+    })?;
+    let db = history.db().ok_or_else(|| {
+        ErrorCode::DatabaseUnavailable
+            .graphql("history is unavailable: the database is not reachable (see /health/database)")
+    })?;
     let store = ctx.data_unchecked::<Arc<crate::store::Store>>();
     let past = history
         .past
@@ -312,7 +318,9 @@ impl PastQuery {
                 ks.iter()
                     .map(|k| {
                         k.parse::<Kind>().map_err(|_| {
-                            ErrorCode::BadKind.graphql(format!("filter.kinds: `{k}` is not a kind this server serves"))
+                            ErrorCode::BadKind.graphql(format!(
+                                "filter.kinds: `{k}` is not a kind this server serves"
+                            ))
                         })
                     })
                     .collect::<Result<Vec<_>, _>>()
@@ -335,10 +343,12 @@ impl PastQuery {
         });
         let mut per: std::collections::BTreeMap<String, DatacenterChanges> = Default::default();
         for c in &found {
-            let d = per.entry(c.datacenter.clone()).or_insert_with(|| DatacenterChanges {
-                datacenter: c.datacenter.clone(),
-                ..Default::default()
-            });
+            let d = per
+                .entry(c.datacenter.clone())
+                .or_insert_with(|| DatacenterChanges {
+                    datacenter: c.datacenter.clone(),
+                    ..Default::default()
+                });
             match c.change {
                 ObjectChangeType::Added => d.added += 1,
                 ObjectChangeType::Removed => d.removed += 1,

@@ -537,7 +537,8 @@ pub(super) fn execute_stream(
                 let key = key.as_ref();
                 let request = if plan.only_queries() {
                     let snapshot = app.store.view(&app.store.snapshot(), &principal.scope);
-                    app.query_data(request, snapshot, &principal.scope, key).await
+                    app.query_data(request, snapshot, &principal.scope, key)
+                        .await
                 } else {
                     app.live_data(request)
                 }

@@ -132,7 +132,9 @@ impl ServerState {
     ) -> Result<Arc<crate::store::Snapshot>, async_graphql::Error> {
         use crate::error::ErrorCode;
         let Some(history) = &self.history else {
-            return Err(ErrorCode::DatabaseUnavailable.graphql("history is not kept by this server"));
+            return Err(
+                ErrorCode::DatabaseUnavailable.graphql("history is not kept by this server")
+            );
         };
         let Some(db) = history.db() else {
             return Err(ErrorCode::DatabaseUnavailable.graphql(

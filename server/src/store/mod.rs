@@ -93,7 +93,7 @@ pub struct Change {
     pub loaded: bool,
     /// Who asked for it through this server (a mutation's principal), when someone did.
     pub actor: Option<Arc<str>>,
-    /// When the store applied it (ms since the epoch): from then on readers saw it.
+    /// When the store published it (ms since the epoch): from then on readers saw it.
     pub at_ms: i64,
 }
 
@@ -395,7 +395,6 @@ impl Store {
     ) -> Vec<Arc<Change>> {
         let loaded = arrival == Arrival::Loaded;
         let _guard = self.writer.lock();
-        let at_ms = crate::clock::now_ms();
         let mut snap = self.current.load_full().successor();
         let mut out = Vec::new();
         for op in ops {
@@ -437,7 +436,7 @@ impl Store {
                         previous,
                         loaded,
                         actor: None,
-                        at_ms,
+                        at_ms: 0,
                     });
                 }
                 Op::Delete(key) => {
@@ -452,7 +451,7 @@ impl Store {
                         previous: Some(prev),
                         loaded,
                         actor: None,
-                        at_ms,
+                        at_ms: 0,
                     });
                 }
             }
@@ -460,11 +459,22 @@ impl Store {
         if out.is_empty() {
             return Vec::new();
         }
+        let out = match &self.deriver {
+            Some(derive) => {
+                let made: Vec<Arc<Change>> = out.into_iter().map(Arc::new).collect();
+                let before = snap.derived.take();
+                snap.derived = Some(derive(before.as_ref(), &snap, &made));
+                made.into_iter()
+                    .map(|c| Arc::try_unwrap(c).unwrap_or_else(|c| (*c).clone()))
+                    .collect()
+            }
+            None => out,
+        };
+        // The moment readers see the changes: after the derived state (which takes a while on a
+        // large graph), just before the snapshot is published.
+        let at_ms = crate::clock::now_ms();
+        let out = out.into_iter().map(|c| Change { at_ms, ..c }).collect();
         let (out, fulfilled) = self.attribute(out, actor);
-        if let Some(derive) = &self.deriver {
-            let before = snap.derived.take();
-            snap.derived = Some(derive(before.as_ref(), &snap, &out));
-        }
         self.current.store(Arc::new(snap));
         for c in &out {
             self.applied.add(c.object.kind(), c.change);

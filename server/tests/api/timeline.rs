@@ -79,13 +79,16 @@ async fn pages(app: &TestApp, vars: &Value) -> Vec<Value> {
 }
 
 /// A moment with the pages' live answers at it: the graph did not change while they were asked
-/// (the sequence was the same before and after), and the moment is in between.
+/// (the sequence was the same before and after), and the moment is in between, a few
+/// milliseconds from either end (history times are in milliseconds).
 async fn moment(app: &TestApp, vars: &Value) -> (String, Vec<Value>) {
     let deadline = Instant::now() + Duration::from_secs(120);
     loop {
         let before = sequence(app).await;
         let first = pages(app, vars).await;
+        tokio::time::sleep(Duration::from_millis(3)).await;
         let at = jiff::Timestamp::now().to_string();
+        tokio::time::sleep(Duration::from_millis(3)).await;
         let second = pages(app, vars).await;
         if sequence(app).await == before && first == second {
             return (at, first);
@@ -154,7 +157,9 @@ async fn twenty_moments_answer_after_a_restart_as_they_did_live(db: &TestDb) {
         )
         .await;
     assert_eq!(e["extensions"]["code"], "HISTORY_TRIMMED", "{e}");
-    let oldest = e["extensions"]["oldest"].as_str().expect("the oldest moment");
+    let oldest = e["extensions"]["oldest"]
+        .as_str()
+        .expect("the oldest moment");
     assert!(oldest > "2001" && oldest <= kept[0].0.as_str(), "{oldest}");
     app.stop().await;
 }
@@ -164,7 +169,12 @@ async fn twenty_moments_answer_after_a_restart_as_they_did_live(db: &TestDb) {
 /// moments (refused from then on, naming the new oldest one) and keeps the rest answering as
 /// before.
 async fn trimming_keeps_every_moment_left_rebuildable_and_refuses_older_ones(db: &TestDb) {
-    let args = ["--history-flush-interval-ms", "20", "--history-cache-mb", "8"];
+    let args = [
+        "--history-flush-interval-ms",
+        "20",
+        "--history-cache-mb",
+        "8",
+    ];
     let mut first_args = vec!["--demo"];
     first_args.extend_from_slice(&args);
     let app = start(db, &first_args).await;
@@ -193,7 +203,11 @@ async fn trimming_keeps_every_moment_left_rebuildable_and_refuses_older_ones(db:
                 .any(|f| f["path"] == "/metadata/annotations/example.com~1step"))),
         "{changes}"
     );
-    assert_eq!(changes["changes"]["datacenters"][0]["changed"], json!(objects.len()), "{changes}");
+    assert_eq!(
+        changes["changes"]["datacenters"][0]["changed"],
+        json!(objects.len()),
+        "{changes}"
+    );
 
     // 100 distinct moments: every one answers, the kept graphs stay within 8 MiB.
     let t0 = jiff::Timestamp::now();
@@ -248,7 +262,10 @@ async fn trimming_keeps_every_moment_left_rebuildable_and_refuses_older_ones(db:
     for (i, (m, answer)) in moments.iter().zip(&answers).enumerate() {
         let r = app.query(counts, json!({"at": m})).await;
         if i < restarted {
-            assert_eq!(r["errors"][0]["extensions"]["code"], "HISTORY_TRIMMED", "{m}: {r}");
+            assert_eq!(
+                r["errors"][0]["extensions"]["code"], "HISTORY_TRIMMED",
+                "{m}: {r}"
+            );
             assert_eq!(r["errors"][0]["extensions"]["oldest"], json!(oldest));
         } else {
             assert_eq!(&r["data"], answer, "{m} after the trim");
@@ -287,7 +304,12 @@ async fn toggle(app: &TestApp, cluster: &Value, n: usize, moments: &mut Vec<Stri
 /// The current moment once the timeline holds everything the store does.
 async fn wait_for_history(app: &TestApp) -> String {
     let deadline = Instant::now() + Duration::from_secs(60);
-    let want = app.data("{ clusters(first: 500) { nodes { resourceVersion } } }", json!({})).await;
+    let want = app
+        .data(
+            "{ clusters(first: 500) { nodes { resourceVersion } } }",
+            json!({}),
+        )
+        .await;
     loop {
         let at = jiff::Timestamp::now().to_string();
         let r = app
@@ -299,7 +321,10 @@ async fn wait_for_history(app: &TestApp) -> String {
         if r["data"]["at"] == want {
             return at;
         }
-        assert!(Instant::now() < deadline, "the history never caught up: {r}");
+        assert!(
+            Instant::now() < deadline,
+            "the history never caught up: {r}"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }

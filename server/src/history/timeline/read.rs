@@ -11,7 +11,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use serde_json::Value;
 
-use super::writer::{Ident, ROW_OVERHEAD};
+use super::writer::ROW_OVERHEAD;
 use super::{Body, decode_checkpoint, merge_apply};
 use crate::db::{Db, DbError, statement, with_pool};
 use crate::history::writer::HistorySettings;
@@ -79,7 +79,6 @@ struct Built {
 
 /// Rebuilt past graphs, kept within a byte bound.
 pub struct Past {
-    idents: Mutex<HashMap<i64, Arc<Ident>>>,
     cache: Mutex<Cache>,
     bound: usize,
 }
@@ -105,7 +104,6 @@ impl Past {
     /// An empty cache holding at most `bound` bytes of rebuilt graphs.
     pub fn new(bound: usize) -> Self {
         Past {
-            idents: Mutex::new(HashMap::new()),
             cache: Mutex::new(Cache::default()),
             bound,
         }
@@ -201,61 +199,14 @@ impl Past {
             .fetch_all(p)
             .await?
         });
-        let objects = tokio::task::spawn_blocking(move || replay(&body, versions))
-            .await
-            .map_err(|e| PastError::Damaged(e.to_string()))??;
-        let wanted: Vec<i64> = objects.keys().copied().collect();
-        let idents = self.idents(db, &wanted).await?;
-        let made = tokio::task::spawn_blocking(move || typed(objects, &idents))
-            .await
-            .map_err(|e| PastError::Damaged(e.to_string()))??;
-        let (resources, bytes) = made;
+        let (resources, bytes) =
+            tokio::task::spawn_blocking(move || typed(replay(&body, versions)?))
+                .await
+                .map_err(|e| PastError::Damaged(e.to_string()))??;
         Ok(Built {
             snapshot: store.past(resources),
             bytes,
         })
-    }
-
-    /// The names of these objects (read once, then kept: a name never changes).
-    async fn idents(&self, db: &Db, ids: &[i64]) -> Result<HashMap<i64, Arc<Ident>>, PastError> {
-        let missing: Vec<i64> = {
-            let known = self.idents.lock();
-            ids.iter().copied().filter(|i| !known.contains_key(i)).collect()
-        };
-        for chunk in missing.chunks(500) {
-            let rows: Vec<(i64, String, String, String, String, String, String)> =
-                statement!(db, p => {
-                    let mut b = sqlx::QueryBuilder::new(
-                        "SELECT id, datacenter, kind, version, namespace, name, uid \
-                         FROM timeline_objects WHERE id IN (",
-                    );
-                    let mut s = b.separated(", ");
-                    for id in chunk {
-                        s.push_bind(*id);
-                    }
-                    b.push(")");
-                    b.build_query_as().fetch_all(p).await?
-                });
-            let mut known = self.idents.lock();
-            for (id, datacenter, kind, version, namespace, name, uid) in rows {
-                known.insert(
-                    id,
-                    Arc::new(Ident {
-                        datacenter,
-                        kind,
-                        version,
-                        namespace,
-                        name,
-                        uid,
-                    }),
-                );
-            }
-        }
-        let known = self.idents.lock();
-        Ok(ids
-            .iter()
-            .filter_map(|i| Some((*i, known.get(i)?.clone())))
-            .collect())
     }
 }
 
@@ -326,26 +277,34 @@ fn replay(
     Ok(objects)
 }
 
-/// The objects typed, and an estimate of the bytes they take in memory (with their indexes).
-fn typed(
-    objects: HashMap<i64, Value>,
-    idents: &HashMap<i64, Arc<Ident>>,
-) -> Result<(Vec<Resource>, usize), PastError> {
+/// The objects typed (each read as the kind and version its JSON names, in the datacenter the
+/// timeline noted), and an estimate of the bytes they take in memory (with their indexes).
+fn typed(objects: HashMap<i64, Value>) -> Result<(Vec<Resource>, usize), PastError> {
     let mut out = Vec::with_capacity(objects.len());
     let mut bytes = 0;
-    for (id, value) in objects {
-        let ident = idents
-            .get(&id)
-            .ok_or_else(|| PastError::Damaged(format!("object {id} has no name")))?;
-        let kind: Kind = ident
-            .kind
-            .parse()
-            .map_err(|_| PastError::Damaged(format!("object {id} is of kind {}", ident.kind)))?;
+    for (id, mut value) in objects {
+        let damaged = |why: String| PastError::Damaged(format!("object {id}: {why}"));
+        let datacenter = match &mut value {
+            Value::Object(m) => match m.remove("datacenter") {
+                Some(Value::String(d)) => Datacenter::new(&d),
+                _ => Datacenter::default(),
+            },
+            _ => return Err(damaged("not an object".into())),
+        };
+        let kind: Kind = value["kind"]
+            .as_str()
+            .and_then(|k| k.parse().ok())
+            .ok_or_else(|| damaged(format!("kind {}", value["kind"])))?;
+        let version = value["apiVersion"]
+            .as_str()
+            .and_then(|v| v.rsplit('/').next())
+            .ok_or_else(|| damaged("no apiVersion".into()))?
+            .to_string();
         // In memory an object takes a few times its JSON (typed fields, indexes, derived state).
         bytes += 4 * serde_json::to_vec(&value).map_or(0, |v| v.len()) + 512;
-        let r = Resource::from_value(kind, &ident.version, value)
-            .map_err(|e| PastError::Damaged(format!("object {id}: {e}")))?
-            .in_datacenter(&Datacenter::new(&ident.datacenter));
+        let r = Resource::from_value(kind, &version, value)
+            .map_err(|e| damaged(e.to_string()))?
+            .in_datacenter(&datacenter);
         out.push(r);
     }
     Ok((out, bytes))

@@ -8,9 +8,7 @@
 //! store may hold objects no row describes, and objects may have gone while the server was down),
 //! when it missed changes (the stream overran it, or the database was away too long), and when
 //! this replica starts to lead (only the leader writes the timeline). Between those, a checkpoint
-//! is written once the versions since the last one take as many bytes as it did, so a moment is
-//! rebuilt from at most one checkpoint and about its size in versions, and checkpoints take about
-//! half of what the timeline keeps.
+//! is written once the versions since the last one take twice its bytes.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -25,40 +23,30 @@ use crate::db::{Db, DbError, with_pool};
 use crate::history::{History, now_ms};
 use crate::store::{Change, ChangeType, Snapshot, Store};
 
-/// How an object is named in `timeline_objects`.
+/// Who an object is, for numbering it: its datacenter, kind, API version, namespace, name and uid.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct Ident {
-    /// The datacenter's key.
-    pub datacenter: String,
-    /// Kind name.
-    pub kind: String,
-    /// API version (`v1alpha1`, …).
-    pub version: String,
-    /// Namespace ("" for cluster-scoped kinds).
-    pub namespace: String,
-    /// Name.
-    pub name: String,
-    /// metadata.uid.
-    pub uid: String,
-}
+struct Ident(String, &'static str, &'static str, String, String, String);
 
 impl Ident {
     fn of(r: &crate::model::Resource) -> Self {
-        Ident {
-            datacenter: r.datacenter().key().to_string(),
-            kind: r.kind().name().to_string(),
-            version: r.version().to_string(),
-            namespace: r.namespace().to_string(),
-            name: r.name().to_string(),
-            uid: r.uid().to_string(),
-        }
+        Ident(
+            r.datacenter().key().to_string(),
+            r.kind().name(),
+            r.version(),
+            r.namespace().to_string(),
+            r.name().to_string(),
+            r.uid().to_string(),
+        )
     }
 }
 
-/// A checkpoint once the versions since the last one take this many bytes at least.
-const CHECKPOINT_FLOOR: u64 = 64 * 1024;
-/// Keys per statement when naming objects (7 parameters each).
-const IDENTS_PER_STATEMENT: usize = 100;
+/// A checkpoint once the versions since the last one take this many times its bytes: a moment is
+/// rebuilt from one checkpoint and at most about twice its size in versions, and checkpoints
+/// take about a third of what the timeline keeps at most (less: a whole graph deflates better
+/// than its objects one by one).
+const CHECKPOINT_RATIO: u64 = 2;
+/// And at least this many bytes.
+const CHECKPOINT_FLOOR: u64 = 256 * 1024;
 /// Versions per INSERT statement (3 parameters each).
 const VERSIONS_PER_STATEMENT: usize = 300;
 /// Bytes counted per stored row besides its body (ids, time, the row's own bookkeeping).
@@ -66,7 +54,7 @@ pub const ROW_OVERHEAD: u64 = 24;
 
 /// One change as it will be stored.
 struct Version {
-    ident: Ident,
+    object: i64,
     at_ms: i64,
     body: Option<Vec<u8>>,
 }
@@ -75,8 +63,10 @@ struct Version {
 struct Writer {
     history: Arc<History>,
     store: Arc<Store>,
-    /// Object ids known to be in `timeline_objects`.
+    /// Each object's number (from the last checkpoint on), and the next number to give (None:
+    /// not read from the database yet).
     ids: HashMap<Ident, i64>,
+    next_id: Option<i64>,
     /// Changes not yet written, in order, with the time they arrived.
     pending: Vec<(Arc<Change>, i64)>,
     /// The chain may be broken: the next batch starts with a checkpoint.
@@ -110,6 +100,7 @@ async fn run(
         history,
         store,
         ids: HashMap::new(),
+        next_id: None,
         pending: Vec::new(),
         broken: true,
         since_checkpoint: 0,
@@ -118,7 +109,8 @@ async fn run(
     };
     // The first checkpoint at once: the store holds what the database restored.
     let mut due = Some(Instant::now());
-    let mut backoff = crate::retry::Backoff::new(Duration::from_millis(100), Duration::from_secs(10));
+    let mut backoff =
+        crate::retry::Backoff::new(Duration::from_millis(100), Duration::from_secs(10));
     loop {
         let wake = due.unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
         tokio::select! {
@@ -190,7 +182,8 @@ impl Writer {
             return Err(None);
         };
         let checkpoint = (self.broken
-            || self.since_checkpoint >= self.last_checkpoint.max(CHECKPOINT_FLOOR))
+            || self.since_checkpoint
+                >= (CHECKPOINT_RATIO * self.last_checkpoint).max(CHECKPOINT_FLOOR))
         .then(|| {
             // Every change the settled snapshot holds is in the stream by now: take them, so the
             // checkpoint goes exactly after the last of them.
@@ -211,45 +204,70 @@ impl Writer {
         let split = checkpoint.as_ref().map_or(pending.len(), |s| {
             pending.partition_point(|(c, _)| c.seq <= s.0.seq())
         });
-        let cp_snap = checkpoint.clone();
+        if self.next_id.is_none() {
+            self.next_id = Some(next_object(&db).await.map_err(Some)?);
+        }
+        // Number the objects in order (a checkpoint's objects as of its place among them).
+        let mut next = self.next_id.unwrap_or(1);
+        let mut number = |ids: &mut HashMap<Ident, i64>, r: &crate::model::Resource| {
+            *ids.entry(Ident::of(r)).or_insert_with(|| {
+                next += 1;
+                next - 1
+            })
+        };
+        let mut numbered: Vec<i64> = Vec::with_capacity(pending.len());
+        let mut cp_objects: Option<Vec<(i64, Arc<crate::model::Resource>)>> = None;
+        for (i, (c, _)) in pending.iter().enumerate() {
+            if i == split
+                && let Some((snap, _)) = &checkpoint
+            {
+                cp_objects = Some(graph_of(snap, |r| number(&mut self.ids, r)));
+            }
+            numbered.push(number(&mut self.ids, &c.object));
+            if c.change == ChangeType::Deleted {
+                self.ids.remove(&Ident::of(&c.object));
+            }
+        }
+        if split == pending.len()
+            && let Some((snap, _)) = &checkpoint
+        {
+            cp_objects = Some(graph_of(snap, |r| number(&mut self.ids, r)));
+        }
+        let max_object = next - 1;
+        self.next_id = Some(next);
+        let taken = checkpoint.map(|c| c.1);
         let work = tokio::task::spawn_blocking(move || {
-            let versions: Vec<Version> = pending.iter().map(|(c, at)| version_of(c, *at)).collect();
-            let objects = cp_snap.map(|(s, taken)| (graph_of(&s), taken));
-            (versions, objects)
+            let rows: Vec<(i64, i64, Option<Vec<u8>>)> = pending
+                .iter()
+                .zip(numbered)
+                .map(|((c, at), object)| {
+                    let v = version_of(c, *at, object);
+                    (v.object, v.at_ms, v.body)
+                })
+                .collect();
+            let cp = cp_objects.map(|objects| {
+                let values: Vec<(i64, Value)> = objects
+                    .iter()
+                    .map(|(id, r)| (*id, stored_value(r)))
+                    .collect();
+                (values.len() as i64, encode_checkpoint(&values))
+            });
+            (rows, cp)
         });
-        let Ok((versions, objects)) = work.await else {
+        let Ok((rows, cp_body)) = work.await else {
             self.broken = true;
             return Ok(());
         };
-        let mut idents: Vec<&Ident> = versions.iter().map(|v| &v.ident).collect();
-        if let Some(objects) = &objects {
-            idents.extend(objects.0.iter().map(|(i, _)| i));
-        }
-        self.name(&db, idents).await.map_err(Some)?;
-        let ids = &self.ids;
-        let rows: Vec<(i64, i64, Option<Vec<u8>>)> = versions
-            .into_iter()
-            .map(|v| (ids.get(&v.ident).copied().unwrap_or(0), v.at_ms, v.body))
-            .collect();
-        let before_bytes = rows[..split]
-            .iter()
-            .map(|r| r.2.as_ref().map_or(0, Vec::len) as u64 + ROW_OVERHEAD)
-            .sum::<u64>();
-        let after_bytes = rows[split..]
-            .iter()
-            .map(|r| r.2.as_ref().map_or(0, Vec::len) as u64 + ROW_OVERHEAD)
-            .sum::<u64>();
+        let bytes = |rows: &[(i64, i64, Option<Vec<u8>>)]| {
+            rows.iter()
+                .map(|r| r.2.as_ref().map_or(0, Vec::len) as u64 + ROW_OVERHEAD)
+                .sum::<u64>()
+        };
+        let before_bytes = bytes(&rows[..split]);
+        let after_bytes = bytes(&rows[split..]);
         let latest = rows.iter().map(|r| r.1).max().unwrap_or(0);
-        let cp = match objects {
-            Some((objects, taken)) => {
-                let with_ids: Vec<(i64, Value)> = objects
-                    .into_iter()
-                    .filter_map(|(i, v)| Some((*ids.get(&i)?, v)))
-                    .collect();
-                let count = with_ids.len() as i64;
-                let body = tokio::task::spawn_blocking(move || encode_checkpoint(&with_ids))
-                    .await
-                    .unwrap_or_default();
+        let cp = match (cp_body, taken) {
+            (Some((count, body)), Some(taken)) => {
                 // Never earlier than a version it holds, never later than one after it (those
                 // arrived after it was taken).
                 let at = rows[..split]
@@ -259,11 +277,12 @@ impl Writer {
                 Some(Checkpoint {
                     at_ms: at,
                     objects: count,
+                    max_object,
                     before_bytes: self.since_checkpoint + before_bytes,
                     body,
                 })
             }
-            None => None,
+            _ => None,
         };
         let written = write(&db, &rows, split, cp.as_ref()).await;
         if let Err(e) = written {
@@ -278,68 +297,11 @@ impl Writer {
                 self.last_checkpoint = cp.body.len() as u64 + ROW_OVERHEAD;
                 self.since_checkpoint = after_bytes;
                 self.broken = false;
-                if let Err(e) = super::read::trim(&db, &self.history.settings, now_ms()).await
-                {
+                if let Err(e) = super::read::trim(&db, &self.history.settings, now_ms()).await {
                     tracing::warn!(error = %e, "trimming the timeline failed");
                 }
             }
             None => self.since_checkpoint += before_bytes,
-        }
-        Ok(())
-    }
-
-    /// Make sure every object of `idents` has its row and its id is known.
-    async fn name(&mut self, db: &Db, idents: Vec<&Ident>) -> Result<(), DbError> {
-        let mut missing: Vec<Ident> = idents
-            .into_iter()
-            .filter(|i| !self.ids.contains_key(*i))
-            .cloned()
-            .collect();
-        missing.sort_by(|a, b| {
-            (&a.datacenter, &a.kind, &a.namespace, &a.name, &a.uid).cmp(&(
-                &b.datacenter,
-                &b.kind,
-                &b.namespace,
-                &b.name,
-                &b.uid,
-            ))
-        });
-        missing.dedup();
-        for chunk in missing.chunks(IDENTS_PER_STATEMENT) {
-            let found: Vec<(i64, String, String, String, String, String, String)> =
-                with_pool!(db, p => {
-                    let mut b = sqlx::QueryBuilder::new(
-                        "INSERT INTO timeline_objects (datacenter, kind, version, namespace, name, uid) ",
-                    );
-                    b.push_values(chunk, |mut b, i| {
-                        b.push_bind(i.datacenter.clone())
-                            .push_bind(i.kind.clone())
-                            .push_bind(i.version.clone())
-                            .push_bind(i.namespace.clone())
-                            .push_bind(i.name.clone())
-                            .push_bind(i.uid.clone());
-                    });
-                    // DO UPDATE (to the same value) so that rows already there are returned too.
-                    b.push(
-                        " ON CONFLICT (datacenter, kind, version, namespace, name, uid) \
-                         DO UPDATE SET uid = excluded.uid \
-                         RETURNING id, datacenter, kind, version, namespace, name, uid",
-                    );
-                    b.build_query_as().fetch_all(p).await?
-                });
-            for (id, datacenter, kind, version, namespace, name, uid) in found {
-                self.ids.insert(
-                    Ident {
-                        datacenter,
-                        kind,
-                        version,
-                        namespace,
-                        name,
-                        uid,
-                    },
-                    id,
-                );
-            }
         }
         Ok(())
     }
@@ -349,40 +311,68 @@ impl Writer {
 struct Checkpoint {
     at_ms: i64,
     objects: i64,
+    max_object: i64,
     /// Bytes of the versions between the previous checkpoint and this one.
     before_bytes: u64,
     body: Vec<u8>,
 }
 
+/// The next object number: above every number the kept timeline uses.
+async fn next_object(db: &Db) -> Result<i64, DbError> {
+    let (versions, checkpoints): (Option<i64>, Option<i64>) = with_pool!(db, p => {
+        let v = sqlx::query_scalar("SELECT max(object) FROM timeline_versions").fetch_one(p).await?;
+        let c = sqlx::query_scalar("SELECT max(max_object) FROM timeline_checkpoints").fetch_one(p).await?;
+        (v, c)
+    });
+    Ok(versions.unwrap_or(0).max(checkpoints.unwrap_or(0)) + 1)
+}
+
+/// An object's JSON as the timeline keeps it: with its datacenter (when it has one) as a
+/// top-level `datacenter`, which no kind's object has.
+pub fn stored_value(r: &crate::model::Resource) -> Value {
+    let mut v = r.to_value();
+    if !r.datacenter().is_single()
+        && let Value::Object(m) = &mut v
+    {
+        m.insert(
+            "datacenter".into(),
+            Value::String(r.datacenter().key().into()),
+        );
+    }
+    v
+}
+
 /// A change as a version row: the whole object when it appears (or when no merge patch can say
 /// the change), a merge patch against the object as the change found it, nothing for a deletion.
-fn version_of(c: &Change, at_ms: i64) -> Version {
-    let ident = Ident::of(&c.object);
+fn version_of(c: &Change, at_ms: i64, object: i64) -> Version {
     let body = match (c.change, c.previous.as_deref()) {
         (ChangeType::Deleted, _) => None,
-        (ChangeType::Modified, Some(prev)) if Ident::of(prev) == ident => {
-            let after = c.object.to_value();
-            let body = match merge_diff(&prev.to_value(), &after) {
+        (ChangeType::Modified, Some(prev)) if Ident::of(prev) == Ident::of(&c.object) => {
+            let after = stored_value(&c.object);
+            let body = match merge_diff(&stored_value(prev), &after) {
                 Some(patch) => Body::Patch(patch),
                 None => Body::Full(after),
             };
             Some(body.encode())
         }
-        _ => Some(Body::Full(c.object.to_value()).encode()),
+        _ => Some(Body::Full(stored_value(&c.object)).encode()),
     };
     Version {
-        ident,
+        object,
         at_ms,
         body,
     }
 }
 
-/// Every object of a snapshot as (its name in the timeline, its JSON).
-fn graph_of(s: &Snapshot) -> Vec<(Ident, Value)> {
+/// Every object of a snapshot with its number.
+fn graph_of(
+    s: &Snapshot,
+    mut number: impl FnMut(&crate::model::Resource) -> i64,
+) -> Vec<(i64, Arc<crate::model::Resource>)> {
     crate::model::Kind::ALL
         .iter()
         .flat_map(|k| s.list(*k))
-        .map(|r| (Ident::of(r), r.to_value()))
+        .map(|r| (number(r), r.clone()))
         .collect()
 }
 
@@ -410,12 +400,14 @@ async fn write(
                     .fetch_one(&mut *tx)
                     .await?;
                 sqlx::query(
-                    "INSERT INTO timeline_checkpoints (at_ms, after_version, objects, before_bytes, body) \
-                     VALUES ($1, $2, $3, $4, $5)",
+                    "INSERT INTO timeline_checkpoints \
+                     (at_ms, after_version, objects, max_object, before_bytes, body) \
+                     VALUES ($1, $2, $3, $4, $5, $6)",
                 )
                 .bind(cp.at_ms)
                 .bind(after.unwrap_or(0))
                 .bind(cp.objects)
+                .bind(cp.max_object)
                 .bind(cp.before_bytes as i64)
                 .bind(cp.body.as_slice())
                 .execute(&mut *tx)

@@ -15,8 +15,8 @@
 -- `max_object`: the highest object number in use when it was written. `before_bytes`: what the
 -- versions between the previous checkpoint and this one take (bodies and a fixed cost per row),
 -- for the size bound (HISTORY_MAX_BYTES).
--- datacenter_states: each datacenter's state (connecting, synced, stale, unreachable) whenever
--- it changed.
+-- datacenter_states: each datacenter's state (CONNECTING, SYNCED, STALE, UNREACHABLE) and what
+-- was wrong, whenever either changed (the writer looks every second), and at every start.
 CREATE TABLE timeline_versions (
     id     INTEGER PRIMARY KEY,
     at_ms  INTEGER NOT NULL,
@@ -37,6 +37,7 @@ CREATE TABLE datacenter_states (
     id         INTEGER PRIMARY KEY,
     at_ms      INTEGER NOT NULL,
     datacenter TEXT NOT NULL,
-    state      TEXT NOT NULL
+    state      TEXT NOT NULL,
+    error      TEXT
 );
 CREATE INDEX datacenter_states_at ON datacenter_states (at_ms);

@@ -179,6 +179,7 @@ pub async fn start(cfg: &ServeConfig, listener: TcpListener) -> anyhow::Result<R
         )
         .await)
         .map_err(anyhow::Error::msg)?;
+    parts::record_datacenters(&history, feed.status());
     if let Some(inv) = &inventory {
         inventory::start(cfg, inv, &feed, &history, &metrics, &stop_rx);
     }

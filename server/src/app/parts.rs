@@ -118,6 +118,27 @@ pub(super) fn history(
     )
 }
 
+/// The timeline records each datacenter's state as `source` judges it.
+pub(super) fn record_datacenters(
+    history: &crate::history::History,
+    source: Arc<crate::source::status::SourceStatus>,
+) {
+    let states: crate::history::DatacenterStates = Arc::new(move || {
+        source
+            .datacenters_now()
+            .into_iter()
+            .map(|d| {
+                let state = serde_json::to_value(d.state)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_string))
+                    .unwrap_or_default();
+                (d.key.key().to_string(), state, d.last_error)
+            })
+            .collect()
+    });
+    let _ = history.datacenters.set(states);
+}
+
 /// The operators' judge: their endpoints probed (`*_OPERATOR_ENDPOINT`, `*_SYNC_INTERVAL`) and
 /// the stall time (`OPERATOR_STALL_SECONDS`).
 pub(super) fn judge(

@@ -128,6 +128,13 @@ fn parse_time(arg: &str, text: &str) -> Result<i64, async_graphql::Error> {
         })
 }
 
+/// The error of a field the history cannot answer at a past moment.
+pub fn live_only(what: &str) -> async_graphql::Error {
+    ErrorCode::BadRequest.graphql(format!(
+        "{what} at a past moment: the history keeps the applications' changes (`events`, kind Application), not their state; ask for them outside `at`"
+    ))
+}
+
 /// A rebuild's failure in the API's words.
 pub fn refused(e: &PastError) -> async_graphql::Error {
     match e {
@@ -439,4 +446,34 @@ fn field_changes(a: &Resource, b: &Resource) -> Vec<FieldChange> {
             after: async_graphql::Json(d["after"].clone()),
         })
         .collect()
+}
+
+/// Each datacenter's state at a past moment, as the history recorded it (when it last changed
+/// before then); when it was last proven current is not kept.
+pub async fn datacenters_at(
+    ctx: &Context<'_>,
+    at_ms: i64,
+) -> async_graphql::Result<Vec<crate::source::datacenters::DatacenterReport>> {
+    let history = ctx.data_opt::<Arc<History>>().ok_or_else(|| {
+        ErrorCode::DatabaseUnavailable.graphql("history is not kept by this server")
+    })?;
+    let db = history.db().ok_or_else(|| {
+        ErrorCode::DatabaseUnavailable
+            .graphql("history is unavailable: the database is not reachable (see /health/database)")
+    })?;
+    let rows = crate::history::timeline::read::datacenter_states(&db, at_ms)
+        .await
+        .map_err(|e| refused(&PastError::Db(e)))?;
+    Ok(rows
+        .into_iter()
+        .filter_map(|(key, state, error)| {
+            Some(crate::source::datacenters::DatacenterReport {
+                key: crate::model::Datacenter::new(&key),
+                state: serde_json::from_value(serde_json::Value::String(state)).ok()?,
+                last_synced_at: None,
+                age_seconds: None,
+                last_error: error,
+            })
+        })
+        .collect())
 }

@@ -175,33 +175,23 @@ impl Query {
 
     /// Every datacenter the server watches, with its state (one, keyed "", on a single-cluster
     /// server).
-    async fn datacenters(&self, ctx: &Context<'_>) -> Vec<DatacenterInfo> {
-        use crate::source::datacenters::{DatacenterReport, DatacenterState};
+    async fn datacenters(&self, ctx: &Context<'_>) -> async_graphql::Result<Vec<DatacenterInfo>> {
         // States depend on the clock and the probes, not only on the snapshot.
         crate::graphql::mark_volatile(ctx);
-        let source = ctx.data_unchecked::<Arc<crate::source::status::SourceStatus>>();
-        if source.datacenters.is_some() {
-            // A caller limited to namespaces sees the datacenters its grants reach.
-            let scope = crate::graphql::scope_of(ctx);
-            return source
-                .datacenter_reports()
-                .into_iter()
-                .filter(|r| scope.sees_datacenter(&r.key))
-                .map(DatacenterInfo::from)
-                .collect();
-        }
-        let state = match (source.synced(), source.ready()) {
-            (_, true) => DatacenterState::Synced,
-            (true, false) => DatacenterState::Stale,
-            (false, false) => DatacenterState::Connecting,
+        // A caller limited to namespaces sees the datacenters its grants reach.
+        let scope = crate::graphql::scope_of(ctx);
+        let reports = match ctx.data_opt::<crate::graphql::past::PastMoment>() {
+            // At a past moment: each datacenter's state as the history recorded it then.
+            Some(at) => crate::graphql::past::datacenters_at(ctx, at.0).await?,
+            None => ctx
+                .data_unchecked::<Arc<crate::source::status::SourceStatus>>()
+                .datacenters_now(),
         };
-        vec![DatacenterInfo::from(DatacenterReport {
-            key: Datacenter::default(),
-            state,
-            last_synced_at: None,
-            age_seconds: None,
-            last_error: None,
-        })]
+        Ok(reports
+            .into_iter()
+            .filter(|r| r.key.is_single() || scope.sees_datacenter(&r.key))
+            .map(DatacenterInfo::from)
+            .collect())
     }
 
     /// Name of the Vitistack (parity with the old `/v1/vitistack/name`).

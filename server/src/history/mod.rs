@@ -170,7 +170,13 @@ pub struct History {
     pub leader: crate::leader::Leader,
     /// The graph at past moments, rebuilt from the timeline and kept (`HISTORY_CACHE_MB`).
     pub past: timeline::read::Past,
+    /// Each datacenter's state now (key, state, what is wrong), for the timeline to record
+    /// (set once the source runs).
+    pub datacenters: std::sync::OnceLock<DatacenterStates>,
 }
+
+/// Each datacenter's state now: key, state (`SYNCED`, …), what is wrong.
+pub type DatacenterStates = Arc<dyn Fn() -> Vec<(String, String, Option<String>)> + Send + Sync>;
 
 impl std::fmt::Debug for History {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -187,6 +193,7 @@ impl History {
         History {
             db: ArcSwapOption::empty(),
             past: timeline::read::Past::new(settings.cache_bytes),
+            datacenters: std::sync::OnceLock::new(),
             settings,
             metrics,
             webhooks: std::sync::OnceLock::new(),

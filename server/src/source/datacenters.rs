@@ -31,7 +31,9 @@ pub struct KindFacts {
 pub struct NoAnswer(pub String);
 
 /// A datacenter's state.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, async_graphql::Enum)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize, async_graphql::Enum,
+)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum DatacenterState {
     /// Not every kind has been listed yet.

@@ -238,6 +238,27 @@ impl SourceStatus {
         }
     }
 
+    /// Every datacenter judged now, as `datacenters` serves them: each one of several, or the
+    /// one datacenter of a single-cluster source, judged by its lists.
+    pub fn datacenters_now(&self) -> Vec<super::datacenters::DatacenterReport> {
+        use super::datacenters::{DatacenterReport, DatacenterState};
+        if self.datacenters.is_some() {
+            return self.datacenter_reports();
+        }
+        let state = match (self.synced(), self.ready()) {
+            (_, true) => DatacenterState::Synced,
+            (true, false) => DatacenterState::Stale,
+            (false, false) => DatacenterState::Connecting,
+        };
+        vec![DatacenterReport {
+            key: Datacenter::default(),
+            state,
+            last_synced_at: None,
+            age_seconds: None,
+            last_error: None,
+        }]
+    }
+
     /// Every datacenter judged now (several datacenters; otherwise none).
     pub fn datacenter_reports(&self) -> Vec<super::datacenters::DatacenterReport> {
         let Some(d) = &self.datacenters else {

@@ -149,8 +149,12 @@ fn sort_key(a: &AppEntry, field: ApplicationSortField) -> Vec<String> {
     ]
 }
 
-/// The inventory, or APPLICATIONS_OFF.
+/// The inventory, or APPLICATIONS_OFF; refused at a past moment (`at`): the history keeps the
+/// applications' changes as events, not their state.
 pub(crate) fn inventory<'a>(ctx: &Context<'a>) -> async_graphql::Result<&'a Arc<Inventory>> {
+    if ctx.data_opt::<crate::graphql::past::PastMoment>().is_some() {
+        return Err(crate::graphql::past::live_only("applications"));
+    }
     ctx.data_opt::<Arc<Inventory>>().ok_or_else(|| {
         ErrorCode::ApplicationsOff.graphql(
             "the application inventory is off on this server (APPLICATIONS=true turns it on)",
@@ -343,13 +347,20 @@ pub async fn set_paused(ctx: &Context<'_>, paused: bool) -> async_graphql::Resul
 /// The applications that run on a KubernetesCluster: those of every watched cluster whose
 /// `kube-system` UID the cluster's `vitistack.io/kube-system-uid` annotation names (empty when
 /// the inventory is off or the link is unknown).
-pub fn on_cluster(ctx: &Context<'_>, kube_system_uid: Option<&str>) -> Vec<ApplicationObj> {
+pub fn on_cluster(
+    ctx: &Context<'_>,
+    kube_system_uid: Option<&str>,
+) -> async_graphql::Result<Vec<ApplicationObj>> {
     mark_volatile(ctx);
+    if ctx.data_opt::<crate::graphql::past::PastMoment>().is_some() {
+        return Err(crate::graphql::past::live_only("a cluster's applications"));
+    }
     let (Some(uid), Some(inv)) = (kube_system_uid, ctx.data_opt::<Arc<Inventory>>()) else {
-        return Vec::new();
+        return Ok(Vec::new());
     };
     let apps = inv.snapshot().visible(&crate::graphql::scope_of(ctx));
-    apps.kube_system_uids
+    Ok(apps
+        .kube_system_uids
         .iter()
         .filter(|(_, u)| u.as_str() == uid)
         .flat_map(|(dc, _)| {
@@ -359,5 +370,5 @@ pub fn on_cluster(ctx: &Context<'_>, kube_system_uid: Option<&str>) -> Vec<Appli
                 .cloned()
                 .map(ApplicationObj)
         })
-        .collect()
+        .collect())
 }

@@ -395,7 +395,7 @@ node_type! {
         }
         /// The Helm applications running on it, where the inventory watches it: those of the
         /// cluster whose `kube-system` UID its `vitistack.io/kube-system-uid` annotation names.
-        async fn applications(&self, ctx: &Context<'_>) -> Vec<crate::graphql::applications::ApplicationObj> {
+        async fn applications(&self, ctx: &Context<'_>) -> async_graphql::Result<Vec<crate::graphql::applications::ApplicationObj>> {
             crate::graphql::applications::on_cluster(ctx, self.0.annotation(crate::model::ANNOTATION_KUBE_SYSTEM_UID))
         }
         /// The NetworkNamespace named by `spec.data.networkNamespaceName`.

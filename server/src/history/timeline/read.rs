@@ -236,6 +236,24 @@ async fn locate(db: &Db, at_ms: i64) -> Result<(Located, Option<i64>), PastError
     Ok((Located { id, after }, bound))
 }
 
+/// Each datacenter's state at `at_ms`: its last recorded change at or before then (key, state,
+/// error).
+pub async fn datacenter_states(
+    db: &Db,
+    at_ms: i64,
+) -> Result<Vec<(String, String, Option<String>)>, DbError> {
+    Ok(statement!(db, p => {
+        sqlx::query_as(
+            "SELECT datacenter, state, error FROM datacenter_states WHERE id IN \
+             (SELECT max(id) FROM datacenter_states WHERE at_ms <= $1 GROUP BY datacenter) \
+             ORDER BY datacenter",
+        )
+        .bind(at_ms)
+        .fetch_all(p)
+        .await?
+    }))
+}
+
 /// The oldest moment the timeline can rebuild (None: none yet).
 pub async fn oldest(db: &Db) -> Result<Option<i64>, DbError> {
     Ok(statement!(db, p => {

@@ -76,6 +76,8 @@ struct Writer {
     last_checkpoint: u64,
     /// The latest time written (a checkpoint is never earlier than the versions it holds).
     last_at: i64,
+    /// Each datacenter's state as last recorded (empty after a start: all are recorded again).
+    states: HashMap<String, (String, Option<String>)>,
 }
 
 /// Write the timeline from `rx` until `stop` turns true.
@@ -106,7 +108,10 @@ async fn run(
         since_checkpoint: 0,
         last_checkpoint: 0,
         last_at: 0,
+        states: HashMap::new(),
     };
+    let mut look = tokio::time::interval(Duration::from_secs(1));
+    look.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     // The first checkpoint at once: the store holds what the database restored.
     let mut due = Some(Instant::now());
     let mut backoff =
@@ -143,12 +148,14 @@ async fn run(
                     }
                 }
             }
+            _ = look.tick() => w.record_states().await,
             r = leading.changed() => {
                 if r.is_err() || !*leading.borrow() {
                     continue;
                 }
                 // Leading from now on: what the previous leader wrote last is not known here.
                 w.broken = true;
+                w.states.clear();
                 due = Some(Instant::now());
             }
             _ = stop.changed() => {
@@ -168,6 +175,47 @@ async fn run(
 }
 
 impl Writer {
+    /// Record each datacenter's state where it changed since it was last recorded.
+    async fn record_states(&mut self) {
+        let Some(now) = self.history.datacenters.get().map(|f| f()) else {
+            return;
+        };
+        let changed: Vec<(String, String, Option<String>)> = now
+            .into_iter()
+            .filter(|(k, state, error)| self.states.get(k) != Some(&(state.clone(), error.clone())))
+            .collect();
+        if changed.is_empty() || !self.history.leader.leading() {
+            return;
+        }
+        let Some(db) = self.history.db() else { return };
+        let at = now_ms();
+        let written: Result<(), DbError> = async {
+            let _turn = db.write_turn().await;
+            with_pool!(db, p => {
+                let mut b = sqlx::QueryBuilder::new(
+                    "INSERT INTO datacenter_states (at_ms, datacenter, state, error) ",
+                );
+                b.push_values(&changed, |mut b, (k, state, error)| {
+                    b.push_bind(at)
+                        .push_bind(k.clone())
+                        .push_bind(state.clone())
+                        .push_bind(error.clone());
+                });
+                b.build().execute(p).await?;
+            });
+            Ok(())
+        }
+        .await;
+        match written {
+            Ok(()) => {
+                for (k, state, error) in changed {
+                    self.states.insert(k, (state, error));
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "recording the datacenters' states failed"),
+        }
+    }
+
     /// Write what is pending (after a checkpoint when one is due). `Err(None)`: no database yet.
     async fn flush(
         &mut self,

@@ -11,6 +11,7 @@ pub mod paging;
 pub mod parts;
 pub mod past;
 pub mod query;
+pub mod root;
 pub mod selector;
 pub mod subscription;
 pub mod types;
@@ -19,7 +20,8 @@ mod volatile;
 use async_graphql::{EmptyMutation, Schema};
 
 pub use paging::Limits;
-pub use query::{DatacenterName, QueryRoot};
+pub use query::DatacenterName;
+pub use root::QueryRoot;
 pub use volatile::{Volatile, mark_volatile};
 
 /// The schema type served at `/graphql`.

@@ -16,7 +16,6 @@ use async_graphql::{
 };
 
 use super::paging::{CompiledFilter, Filter};
-use super::query::QueryRoot;
 use crate::error::ErrorCode;
 use crate::history::History;
 use crate::history::timeline::read::PastError;
@@ -120,7 +119,7 @@ fn root_fields(
 }
 
 /// An RFC 3339 time as ms since the epoch.
-fn parse_time(arg: &str, text: &str) -> Result<i64, async_graphql::Error> {
+pub(crate) fn parse_time(arg: &str, text: &str) -> Result<i64, async_graphql::Error> {
     text.parse::<jiff::Timestamp>()
         .map(|t| t.as_millisecond())
         .map_err(|e| {
@@ -271,28 +270,6 @@ pub struct ChangesFilter {
 
 #[Object]
 impl PastQuery {
-    /// The whole graph as it was at `time` (RFC 3339): every field of `Query` answered from the
-    /// history, as a live query answered it then: objects and their relationships, pipeline and
-    /// diagnosis, capacity and counts, seen as the caller may see them now. Fields defined
-    /// relative to now (ages) count from now. Must be the operation's only root field; a time
-    /// before the oldest moment kept is refused with `HISTORY_TRIMMED`, naming that moment.
-    async fn at(&self, ctx: &Context<'_>, time: String) -> async_graphql::Result<QueryRoot> {
-        if let Some(PastRefused(e)) = ctx.data_opt::<PastRefused>() {
-            return Err(e.clone());
-        }
-        let asked = parse_time("time", &time)?;
-        match ctx.data_opt::<PastMoment>() {
-            Some(PastMoment(at)) if *at == asked => {
-                // The timeline's newest moments are still being written: never kept.
-                super::mark_volatile(ctx);
-                Ok(QueryRoot::default())
-            }
-            _ => Err(ErrorCode::BadRequest.graphql(
-                "`at` answers only as the root field of a query (not in a subscription or a mutation)",
-            )),
-        }
-    }
-
     /// What was added, removed and changed between two moments (RFC 3339), per datacenter and
     /// object, with each changed object's fields; `first` objects are listed (default 100),
     /// `totalCount` counts them all. Moments are rebuilt as `at` does, and seen as the caller

@@ -119,16 +119,6 @@ list_fields! {
     vitistacks, Kind::Vitistack, VitistackObj;
 }
 
-/// The Query root: lookups and summaries plus one connection per kind.
-#[derive(async_graphql::MergedObject, Default)]
-#[graphql(name = "Query")]
-pub struct QueryRoot(
-    Query,
-    ListQuery,
-    super::applications::ApplicationQuery,
-    super::past::PastQuery,
-);
-
 impl Default for Query {
     fn default() -> Self {
         Query

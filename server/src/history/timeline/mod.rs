@@ -20,6 +20,10 @@ const PATCH: u8 = b'P';
 const FULL_DEFLATED: u8 = b'f';
 const PATCH_DEFLATED: u8 = b'p';
 
+/// Bytes counted per stored row besides its body (ids, time, the row's own bookkeeping), for the
+/// size bound.
+pub const ROW_OVERHEAD: u64 = 24;
+
 /// Bodies shorter than this are kept as they are: deflate gains nothing on them.
 const DEFLATE_FROM: usize = 96;
 

@@ -11,8 +11,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use serde_json::Value;
 
-use super::writer::ROW_OVERHEAD;
-use super::{Body, decode_checkpoint, merge_apply};
+use super::{Body, ROW_OVERHEAD, decode_checkpoint, merge_apply};
 use crate::db::{Db, DbError, statement, with_pool};
 use crate::history::writer::HistorySettings;
 use crate::model::{Datacenter, Kind, Resource};

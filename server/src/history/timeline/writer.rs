@@ -18,7 +18,7 @@ use serde_json::Value;
 use tokio::sync::{broadcast, watch};
 use tokio::time::Instant;
 
-use super::{Body, encode_checkpoint, merge_diff};
+use super::{Body, ROW_OVERHEAD, encode_checkpoint, merge_diff};
 use crate::db::{Db, DbError, with_pool};
 use crate::history::{History, now_ms};
 use crate::store::{Change, ChangeType, Snapshot, Store};
@@ -49,8 +49,6 @@ const CHECKPOINT_RATIO: u64 = 2;
 const CHECKPOINT_FLOOR: u64 = 256 * 1024;
 /// Versions per INSERT statement (3 parameters each).
 const VERSIONS_PER_STATEMENT: usize = 300;
-/// Bytes counted per stored row besides its body (ids, time, the row's own bookkeeping).
-pub const ROW_OVERHEAD: u64 = 24;
 
 /// One change as it will be stored.
 struct Version {

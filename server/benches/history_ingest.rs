@@ -103,13 +103,16 @@ async fn bench(name: &str, url: &str, templates: &[serde_json::Value], n: usize)
     // End to end: a fresh table, the real writer task on a store's change stream.
     match db.pool() {
         Pool::Sqlite(p) => {
-            sqlx::query("DELETE FROM events")
-                .execute(p)
-                .await
-                .expect("clear");
+            for q in [
+                "DELETE FROM events",
+                "DELETE FROM timeline_versions",
+                "DELETE FROM timeline_checkpoints",
+            ] {
+                sqlx::query(q).execute(p).await.expect("clear");
+            }
         }
         Pool::Postgres(p) => {
-            sqlx::query("TRUNCATE events")
+            sqlx::query("TRUNCATE events, timeline_versions, timeline_checkpoints")
                 .execute(p)
                 .await
                 .expect("clear");
@@ -140,6 +143,13 @@ async fn bench(name: &str, url: &str, templates: &[serde_json::Value], n: usize)
         stop_rx,
         vitistack::db::unregistered_counter(),
     );
+    history.connected(db.clone());
+    let timeline = vitistack::history::timeline::writer::spawn(
+        history.clone(),
+        store.clone(),
+        store.subscribe(),
+        stop_tx.subscribe(),
+    );
     let ops: Vec<Vec<Op>> = (0..n)
         .collect::<Vec<_>>()
         .chunks(1000)
@@ -159,13 +169,42 @@ async fn bench(name: &str, url: &str, templates: &[serde_json::Value], n: usize)
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     let took = started.elapsed();
+    // The timeline beside it (the history keeps both): every change a version, no restart but
+    // the first checkpoint.
+    let versions = history.metrics.timeline.with_label_values(&["version"]);
+    while versions.get() < n as u64 {
+        assert!(
+            started.elapsed() < Duration::from_secs(600),
+            "timeline writer did not finish"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let both = started.elapsed();
     let _ = stop_tx.send(true);
     let _ = task.await;
+    let _ = timeline.await;
     assert_eq!(count(&db).await, n as i64, "every event stored");
     assert_eq!(history.metrics.dropped.get(), 0, "nothing dropped");
+    let restarts = history
+        .metrics
+        .timeline
+        .with_label_values(&["restart"])
+        .get();
+    assert_eq!(
+        restarts, 1,
+        "the timeline missed no change (only its first checkpoint)"
+    );
     println!(
-        "{name}: end to end {n} changes (applied in {applied:.2?}) written in {took:.2?}: {:.0} events/s",
-        n as f64 / took.as_secs_f64()
+        "{name}: end to end {n} changes (applied in {applied:.2?}) written in {took:.2?}: {:.0} events/s; \
+         with the timeline's {} versions and {} checkpoints: {both:.2?}, {:.0} changes/s",
+        n as f64 / took.as_secs_f64(),
+        versions.get(),
+        history
+            .metrics
+            .timeline
+            .with_label_values(&["checkpoint"])
+            .get(),
+        n as f64 / both.as_secs_f64()
     );
     db.close().await;
 }

@@ -106,6 +106,10 @@ pub struct HistoryMetrics {
     pub queries: prometheus::IntCounter,
     /// Webhook deliveries by outcome (`delivered`, `retried`, `failed`).
     pub webhooks: prometheus::IntCounterVec,
+    /// Timeline rows written: `version` (a change), `checkpoint` (the whole graph), `restart`
+    /// (a checkpoint written because the chain of versions may be broken: a start, missed
+    /// changes, leading again).
+    pub timeline: prometheus::IntCounterVec,
 }
 
 impl HistoryMetrics {
@@ -140,6 +144,13 @@ impl HistoryMetrics {
                 ),
                 &["outcome"],
             )?,
+            timeline: prometheus::IntCounterVec::new(
+                prometheus::Opts::new(
+                    "vitistack_history_timeline_rows_total",
+                    "Timeline rows written: version (a change), checkpoint (the whole graph), restart (a checkpoint because changes may have been missed)",
+                ),
+                &["row"],
+            )?,
         })
     }
 
@@ -152,6 +163,7 @@ impl HistoryMetrics {
             Box::new(self.gaps.clone()),
             Box::new(self.queries.clone()),
             Box::new(self.webhooks.clone()),
+            Box::new(self.timeline.clone()),
         ]
     }
 }

@@ -266,12 +266,11 @@ pub async fn oldest(db: &Db) -> Result<Option<i64>, DbError> {
 fn replay(
     checkpoint: &[u8],
     versions: Vec<(i64, Option<Vec<u8>>)>,
-) -> Result<HashMap<i64, Value>, PastError> {
-    let mut objects: HashMap<i64, Value> = decode_checkpoint(checkpoint)
-        .map_err(PastError::Damaged)?
-        .into_iter()
-        .collect();
+) -> Result<(HashMap<i64, Value>, usize), PastError> {
+    let (decoded, mut json_bytes) = decode_checkpoint(checkpoint).map_err(PastError::Damaged)?;
+    let mut objects: HashMap<i64, Value> = decoded.into_iter().collect();
     for (object, body) in versions {
+        json_bytes += body.as_ref().map_or(0, Vec::len);
         match body {
             None => {
                 objects.remove(&object);
@@ -291,14 +290,17 @@ fn replay(
             },
         }
     }
-    Ok(objects)
+    Ok((objects, json_bytes))
 }
 
 /// The objects typed (each read as the kind and version its JSON names, in the datacenter the
-/// timeline noted), and an estimate of the bytes they take in memory (with their indexes).
-fn typed(objects: HashMap<i64, Value>) -> Result<(Vec<Resource>, usize), PastError> {
+/// timeline noted), and an estimate of the bytes they take in memory with their indexes (a few
+/// times their JSON: typed fields, indexes, derived state).
+fn typed(
+    (objects, json_bytes): (HashMap<i64, Value>, usize),
+) -> Result<(Vec<Resource>, usize), PastError> {
     let mut out = Vec::with_capacity(objects.len());
-    let mut bytes = 0;
+    let bytes = 4 * json_bytes + 512 * objects.len();
     for (id, mut value) in objects {
         let damaged = |why: String| PastError::Damaged(format!("object {id}: {why}"));
         let datacenter = match &mut value {
@@ -317,8 +319,6 @@ fn typed(objects: HashMap<i64, Value>) -> Result<(Vec<Resource>, usize), PastErr
             .and_then(|v| v.rsplit('/').next())
             .ok_or_else(|| damaged("no apiVersion".into()))?
             .to_string();
-        // In memory an object takes a few times its JSON (typed fields, indexes, derived state).
-        bytes += 4 * serde_json::to_vec(&value).map_or(0, |v| v.len()) + 512;
         let r = Resource::from_value(kind, &version, value)
             .map_err(|e| damaged(e.to_string()))?
             .in_datacenter(&datacenter);

@@ -337,6 +337,16 @@ impl Writer {
             return Err(Some(e));
         }
         self.last_at = self.last_at.max(latest);
+        let counted = &self.history.metrics.timeline;
+        counted
+            .with_label_values(&["version"])
+            .inc_by(rows.len() as u64);
+        if cp.is_some() {
+            counted.with_label_values(&["checkpoint"]).inc();
+            if self.broken {
+                counted.with_label_values(&["restart"]).inc();
+            }
+        }
         match cp {
             Some(cp) => {
                 self.last_at = self.last_at.max(cp.at_ms);

@@ -1,0 +1,220 @@
+//! The fleet as it was, at scale: how long the overview takes at a past moment of a 10,000-object
+//! fleet with 30 days of history at one change per second (2,592,000 changes), on SQLite.
+//!
+//! The history is written straight into a fresh database in the timeline's format (the demo
+//! generator's benchmark fleet with hosts and VMs as the first checkpoint, then each change a
+//! merge patch of one object's status and an annotation, one second apart, with a checkpoint
+//! whenever the versions since the last one take twice its bytes, as the writer does), then the
+//! overview query is answered at `TIMELINE_MOMENTS` random moments: cold (each moment rebuilt) and
+//! again (from the cache of rebuilt graphs). Prints p50/p95/max of each and the bytes per change.
+//!
+//! `cargo bench --bench timeline_query`; env: TIMELINE_CLUSTERS (120: about 10,000 objects),
+//! TIMELINE_CHANGES (2592000), TIMELINE_MOMENTS (100), TIMELINE_DB (a path; default a file in
+//! /var/tmp, removed afterwards).
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde_json::{Value, json};
+use vitistack::db::{Db, Pool, PoolSettings};
+use vitistack::graphql::{SchemaSettings, build_schema};
+use vitistack::history::timeline::writer::stored_value;
+use vitistack::history::timeline::{Body, ROW_OVERHEAD, encode_checkpoint, merge_diff};
+use vitistack::source::demo::{FleetSpec, fleet};
+use vitistack::store::Store;
+use vitistack_testkit::runtime;
+
+fn main() {
+    runtime::main(run);
+}
+
+fn env(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+const OVERVIEW: &str = "{ infrastructure { machines { total running failed } \
+    clusters { total ready degraded failed inProgress byStage { value count } } } \
+    clusterSummary { total ready failed } \
+    hostCapacity { hosts readyHosts activeVms vcpusUsed vcpusLimit hostsThatCanFail redundancyLimit } \
+    machines(first: 1) { totalCount } clusters(first: 1) { totalCount } }";
+
+/// A small linear congruential generator: the same history on every run.
+struct Lcg(u64);
+
+impl Lcg {
+    fn next(&mut self) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        self.0 >> 33
+    }
+}
+
+const PHASES: [&str; 4] = ["Running", "Provisioning", "Failed", "Running"];
+
+async fn run() {
+    let clusters = env("TIMELINE_CLUSTERS", 120) as usize;
+    let changes = env("TIMELINE_CHANGES", 2_592_000);
+    let moments = env("TIMELINE_MOMENTS", 100);
+    let path = std::env::var("TIMELINE_DB")
+        .unwrap_or_else(|_| format!("/var/tmp/timeline-bench-{}.db", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    let db = Db::open(&format!("sqlite:{path}"), &PoolSettings::default())
+        .await
+        .expect("database");
+    let objects: Vec<Value> = fleet(&FleetSpec::large_demo(clusters))
+        .iter()
+        .map(stored_value)
+        .collect();
+    let n = objects.len();
+    let start_ms = vitistack::clock::now_ms() - (changes as i64) * 1000 - 60_000;
+
+    // The history, written as the timeline keeps it.
+    let began = Instant::now();
+    let mut current = objects.clone();
+    let mut rng = Lcg(42);
+    let mut version_id: i64 = 0;
+    let mut since = 0u64;
+    let mut last_cp = write_checkpoint(&db, start_ms, 0, &current).await;
+    let mut batch: Vec<(i64, i64, Vec<u8>)> = Vec::with_capacity(5_000);
+    let mut version_bytes = 0u64;
+    for i in 0..changes {
+        let at = start_ms + 1000 * (i as i64 + 1);
+        let o = (rng.next() as usize) % n;
+        let before = current[o].clone();
+        let v = &mut current[o];
+        if v.get("status").is_none_or(|s| !s.is_object()) {
+            v["status"] = json!({});
+        }
+        v["status"]["phase"] = json!(PHASES[(rng.next() % 4) as usize]);
+        v["metadata"]["annotations"]["bench/step"] = json!(i.to_string());
+        v["metadata"]["resourceVersion"] = json!((n as u64 + i + 1).to_string());
+        let body = match merge_diff(&before, v) {
+            Some(p) => Body::Patch(p),
+            None => Body::Full(v.clone()),
+        }
+        .encode();
+        since += body.len() as u64 + ROW_OVERHEAD;
+        version_bytes += body.len() as u64 + ROW_OVERHEAD;
+        batch.push((at, o as i64 + 1, body));
+        version_id += 1;
+        if batch.len() == 5_000 || since >= (2 * last_cp).max(256 * 1024) {
+            insert(&db, &batch).await;
+            batch.clear();
+        }
+        if since >= (2 * last_cp).max(256 * 1024) {
+            last_cp = write_checkpoint(&db, at, version_id, &current).await;
+            since = 0;
+        }
+    }
+    insert(&db, &batch).await;
+    let written = began.elapsed();
+    let file = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0)
+        + std::fs::metadata(format!("{path}-wal"))
+            .map(|m| m.len())
+            .unwrap_or(0);
+    let checkpoints: i64 = sqlx::query_scalar("SELECT count(*) FROM timeline_checkpoints")
+        .fetch_one(sqlite(&db))
+        .await
+        .expect("count");
+    println!(
+        "history: {n} objects, {changes} changes over {:.1} days, {checkpoints} checkpoints, written in {:.1} s; \
+         {:.0} B/change in versions, {:.0} B/change on disk (file)",
+        changes as f64 / 86_400.0,
+        written.as_secs_f64(),
+        version_bytes as f64 / changes.max(1) as f64,
+        file as f64 / changes.max(1) as f64,
+    );
+
+    // The overview at random moments.
+    let store = Arc::new(Store::new().derive_with(vitistack::domain::aggregates::deriver()));
+    let schema = build_schema(&SchemaSettings::default());
+    let past = vitistack::history::timeline::read::Past::new(256 << 20);
+    let mut picks = Vec::new();
+    for _ in 0..moments {
+        picks.push(start_ms + 1000 + (rng.next() as i64 % (changes as i64 * 1000)));
+    }
+    for pass in ["cold (rebuilt)", "again (cached)"] {
+        let mut took = Vec::new();
+        for at in &picks {
+            let t = Instant::now();
+            let snap = past.at(&db, &store, *at).await.expect("a past graph");
+            let r = schema
+                .execute(async_graphql::Request::new(OVERVIEW).data(snap))
+                .await;
+            assert!(r.errors.is_empty(), "{:?}", r.errors);
+            took.push(t.elapsed().as_secs_f64() * 1000.0);
+        }
+        took.sort_by(f64::total_cmp);
+        let q = |p: f64| took[((took.len() as f64 - 1.0) * p).round() as usize];
+        println!(
+            "overview at {} moments, {pass}: p50 {:.1} ms, p95 {:.1} ms, max {:.1} ms; cache {:?}",
+            took.len(),
+            q(0.5),
+            q(0.95),
+            q(1.0),
+            past.held()
+        );
+    }
+    db.close().await;
+    if std::env::var("TIMELINE_DB").is_err() {
+        for f in [path.clone(), format!("{path}-wal"), format!("{path}-shm")] {
+            let _ = std::fs::remove_file(f);
+        }
+    }
+}
+
+async fn insert(db: &Db, rows: &[(i64, i64, Vec<u8>)]) {
+    if rows.is_empty() {
+        return;
+    }
+    {
+        let mut tx = sqlite(db).begin().await.expect("begin");
+        for chunk in rows.chunks(300) {
+            let mut b =
+                sqlx::QueryBuilder::new("INSERT INTO timeline_versions (at_ms, object, body) ");
+            b.push_values(chunk, |mut b, (at, object, body)| {
+                b.push_bind(*at).push_bind(*object).push_bind(body.clone());
+            });
+            b.build().execute(&mut *tx).await.expect("insert");
+        }
+        tx.commit().await.expect("commit");
+    }
+}
+
+/// The whole graph as a checkpoint after version `after`; its bytes.
+async fn write_checkpoint(db: &Db, at: i64, after: i64, objects: &[Value]) -> u64 {
+    let numbered: Vec<(i64, Value)> = objects
+        .iter()
+        .enumerate()
+        .map(|(i, v)| (i as i64 + 1, v.clone()))
+        .collect();
+    let body = encode_checkpoint(&numbered);
+    let len = body.len() as u64;
+    {
+        sqlx::query(
+            "INSERT INTO timeline_checkpoints (at_ms, after_version, objects, max_object, before_bytes, body) \
+             VALUES ($1, $2, $3, $4, 0, $5)",
+        )
+        .bind(at)
+        .bind(after)
+        .bind(numbered.len() as i64)
+        .bind(numbered.len() as i64)
+        .bind(body)
+        .execute(sqlite(db))
+        .await
+        .expect("checkpoint");
+    }
+    len + ROW_OVERHEAD
+}
+
+fn sqlite(db: &Db) -> &sqlx::SqlitePool {
+    match db.pool() {
+        Pool::Sqlite(p) => p,
+        Pool::Postgres(_) => unreachable!("the benchmark's database is SQLite"),
+    }
+}

@@ -454,3 +454,61 @@ pub async fn datacenters_at(
         })
         .collect())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn asked(query: &str, variables: serde_json::Value) -> Result<Option<i64>, String> {
+        let doc = async_graphql::parser::parse_query(query).expect("parses");
+        let vars = Variables::from_json(variables);
+        moment(&doc, None, &vars).map_err(|e| e.message)
+    }
+
+    #[test]
+    fn the_moment_an_operation_asks_for() {
+        let t = "2026-11-29T03:00:00Z";
+        let ms = t.parse::<jiff::Timestamp>().expect("time").as_millisecond();
+        assert_eq!(
+            asked("{ clusters { totalCount } }", serde_json::json!({})),
+            Ok(None)
+        );
+        assert_eq!(
+            asked(
+                &format!("{{ at(time: \"{t}\") {{ sequence }} }}"),
+                serde_json::json!({})
+            ),
+            Ok(Some(ms))
+        );
+        // Through a variable, a fragment and an alias; two `at`s of one moment are one moment.
+        assert_eq!(
+            asked(
+                "query($t: String!) { ...F b: at(time: $t) { sequence } __typename } fragment F on Query { a: at(time: $t) { sequence } }",
+                serde_json::json!({"t": t}),
+            ),
+            Ok(Some(ms))
+        );
+        let mixed = asked(
+            &format!("{{ at(time: \"{t}\") {{ sequence }} sequence }}"),
+            serde_json::json!({}),
+        );
+        assert!(mixed.is_err_and(|e| e.contains("only field at the root")));
+        let two = asked(
+            &format!(
+                "{{ a: at(time: \"{t}\") {{ sequence }} b: at(time: \"2026-11-29T04:00:00Z\") {{ sequence }} }}"
+            ),
+            serde_json::json!({}),
+        );
+        assert!(two.is_err_and(|e| e.contains("same moment")));
+        let bad = asked(
+            "{ at(time: \"yesterday\") { sequence } }",
+            serde_json::json!({}),
+        );
+        assert!(bad.is_err_and(|e| e.contains("RFC 3339")));
+        let missing = asked(
+            "query($t: String) { at(time: $t) { sequence } }",
+            serde_json::json!({}),
+        );
+        assert!(missing.is_err_and(|e| e.contains("RFC 3339")));
+    }
+}

@@ -47,6 +47,8 @@ impl Ident {
 const CHECKPOINT_RATIO: u64 = 2;
 /// And at least this many bytes.
 const CHECKPOINT_FLOOR: u64 = 256 * 1024;
+/// Versions per transaction.
+const TX_ROWS: usize = 2_000;
 /// Versions per INSERT statement (3 parameters each).
 const VERSIONS_PER_STATEMENT: usize = 300;
 
@@ -433,42 +435,58 @@ fn graph_of(
 }
 
 /// Insert the versions (those before `split` first), then the checkpoint after them, then the
-/// rest, in one transaction.
+/// rest, in transactions of at most `TX_ROWS` rows each, taking a turn at the database for each:
+/// the other writers (the event log, the objects) never wait behind a whole large batch. When one
+/// fails, those before it stay (a prefix of the changes, as if the rest had been missed).
 async fn write(
     db: &Db,
     rows: &[(i64, i64, Option<Vec<u8>>)],
     split: usize,
     cp: Option<&Checkpoint>,
 ) -> Result<(), DbError> {
+    for part in rows[..split].chunks(TX_ROWS) {
+        insert_versions(db, part).await?;
+    }
+    if let Some(cp) = cp {
+        let _turn = db.write_turn().await;
+        with_pool!(db, p => {
+            let mut tx = p.begin().await?;
+            let after: Option<i64> = sqlx::query_scalar("SELECT max(id) FROM timeline_versions")
+                .fetch_one(&mut *tx)
+                .await?;
+            sqlx::query(
+                "INSERT INTO timeline_checkpoints \
+                 (at_ms, after_version, objects, max_object, before_bytes, body) \
+                 VALUES ($1, $2, $3, $4, $5, $6)",
+            )
+            .bind(cp.at_ms)
+            .bind(after.unwrap_or(0))
+            .bind(cp.objects)
+            .bind(cp.max_object)
+            .bind(cp.before_bytes as i64)
+            .bind(cp.body.as_slice())
+            .execute(&mut *tx)
+            .await?;
+            tx.commit().await?;
+        });
+    }
+    for part in rows[split..].chunks(TX_ROWS) {
+        insert_versions(db, part).await?;
+    }
+    Ok(())
+}
+
+/// One transaction of versions.
+async fn insert_versions(db: &Db, rows: &[(i64, i64, Option<Vec<u8>>)]) -> Result<(), DbError> {
     let _turn = db.write_turn().await;
     with_pool!(db, p => {
         let mut tx = p.begin().await?;
-        for (part, checkpoint) in [(&rows[..split], cp), (&rows[split..], None)] {
-            for chunk in part.chunks(VERSIONS_PER_STATEMENT) {
-                let mut b = sqlx::QueryBuilder::new("INSERT INTO timeline_versions (at_ms, object, body) ");
-                b.push_values(chunk, |mut b, (object, at, body)| {
-                    b.push_bind(*at).push_bind(*object).push_bind(body.clone());
-                });
-                b.build().execute(&mut *tx).await?;
-            }
-            if let Some(cp) = checkpoint {
-                let after: Option<i64> = sqlx::query_scalar("SELECT max(id) FROM timeline_versions")
-                    .fetch_one(&mut *tx)
-                    .await?;
-                sqlx::query(
-                    "INSERT INTO timeline_checkpoints \
-                     (at_ms, after_version, objects, max_object, before_bytes, body) \
-                     VALUES ($1, $2, $3, $4, $5, $6)",
-                )
-                .bind(cp.at_ms)
-                .bind(after.unwrap_or(0))
-                .bind(cp.objects)
-                .bind(cp.max_object)
-                .bind(cp.before_bytes as i64)
-                .bind(cp.body.as_slice())
-                .execute(&mut *tx)
-                .await?;
-            }
+        for chunk in rows.chunks(VERSIONS_PER_STATEMENT) {
+            let mut b = sqlx::QueryBuilder::new("INSERT INTO timeline_versions (at_ms, object, body) ");
+            b.push_values(chunk, |mut b, (object, at, body)| {
+                b.push_bind(*at).push_bind(*object).push_bind(body.clone());
+            });
+            b.build().execute(&mut *tx).await?;
         }
         tx.commit().await?;
     });

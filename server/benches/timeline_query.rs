@@ -19,7 +19,8 @@ use serde_json::{Value, json};
 use vitistack::db::{Db, Pool, PoolSettings};
 use vitistack::graphql::{SchemaSettings, build_schema};
 use vitistack::history::timeline::writer::stored_value;
-use vitistack::history::timeline::{Body, ROW_OVERHEAD, encode_checkpoint, merge_diff};
+use vitistack::history::timeline::{Body, ROW_OVERHEAD, encode_checkpoint};
+use vitistack::model::merge_patch;
 use vitistack::source::demo::{FleetSpec, fleet};
 use vitistack::store::Store;
 use vitistack_testkit::runtime;
@@ -93,7 +94,7 @@ async fn run() {
         v["status"]["phase"] = json!(PHASES[(rng.next() % 4) as usize]);
         v["metadata"]["annotations"]["bench/step"] = json!(i.to_string());
         v["metadata"]["resourceVersion"] = json!((n as u64 + i + 1).to_string());
-        let body = match merge_diff(&before, v) {
+        let body = match merge_patch::diff(&before, v) {
             Some(p) => Body::Patch(p),
             None => Body::Full(v.clone()),
         }

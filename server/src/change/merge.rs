@@ -5,25 +5,7 @@
 
 use serde_json::Value;
 
-/// Merge `part` into `whole`.
-pub fn merge(whole: &mut Value, part: &Value) {
-    let Value::Object(fields) = part else {
-        *whole = part.clone();
-        return;
-    };
-    if !whole.is_object() {
-        *whole = Value::Object(Default::default());
-    }
-    if let Value::Object(target) = whole {
-        for (k, v) in fields {
-            if v.is_null() {
-                target.remove(k);
-            } else {
-                merge(target.entry(k.clone()).or_insert(Value::Null), v);
-            }
-        }
-    }
-}
+pub use crate::model::merge_patch::apply as merge;
 
 /// True when `whole` shows every field `part` sets (maps key by key; lists item by item, of the
 /// same length; scalars equal; a `null` in `part` means the key is absent). Fields `whole` has

@@ -160,23 +160,48 @@ pub fn refused(e: &PastError) -> async_graphql::Error {
     }
 }
 
-/// The graph at a moment, scoped to what the caller of `ctx` sees.
-async fn graph_at(ctx: &Context<'_>, at_ms: i64) -> async_graphql::Result<Arc<Snapshot>> {
-    let history = ctx.data_opt::<Arc<History>>().ok_or_else(|| {
+/// The history and its database, or DATABASE_UNAVAILABLE in words.
+fn history_db(
+    history: Option<&Arc<History>>,
+) -> async_graphql::Result<(&Arc<History>, crate::db::Db)> {
+    let history = history.ok_or_else(|| {
         ErrorCode::DatabaseUnavailable.graphql("history is not kept by this server")
     })?;
     let db = history.db().ok_or_else(|| {
         ErrorCode::DatabaseUnavailable
             .graphql("history is unavailable: the database is not reachable (see /health/database)")
     })?;
-    let store = ctx.data_unchecked::<Arc<crate::store::Store>>();
+    Ok((history, db))
+}
+
+/// The graph at `at_ms` as `scope` sees it: rebuilt from `history` (or shared from its cache).
+pub async fn past_graph(
+    history: Option<&Arc<History>>,
+    store: &crate::store::Store,
+    scope: &crate::store::Scope,
+    at_ms: i64,
+) -> async_graphql::Result<Arc<Snapshot>> {
+    let (history, db) = history_db(history)?;
     let past = history
         .past
         .at(&db, store, at_ms)
         .await
         .map_err(|e| refused(&e))?;
+    Ok(store.view(&past, scope))
+}
+
+/// The graph at a moment, scoped to what the caller of `ctx` sees.
+async fn graph_at(ctx: &Context<'_>, at_ms: i64) -> async_graphql::Result<Arc<Snapshot>> {
+    let store = ctx.data_unchecked::<Arc<crate::store::Store>>();
+    let graph = past_graph(
+        ctx.data_opt::<Arc<History>>(),
+        store,
+        &super::scope_of(ctx),
+        at_ms,
+    )
+    .await?;
     super::mark_volatile(ctx);
-    Ok(store.view(&past, &super::scope_of(ctx)))
+    Ok(graph)
 }
 
 /// The root fields about the past.
@@ -358,11 +383,11 @@ fn compare(
     passes: &dyn Fn(&Resource) -> bool,
 ) -> Vec<ObjectChange> {
     let mut out = Vec::new();
-    let entry = |change, r: &Resource, prev: Option<&Resource>, next: Option<&Resource>| {
-        let fields = match (prev, next) {
-            (Some(a), Some(b)) => field_changes(a, b),
-            _ => Vec::new(),
-        };
+    let entry = |change,
+                 r: &Resource,
+                 prev: Option<&Resource>,
+                 next: Option<&Resource>,
+                 fields: Vec<FieldChange>| {
         ObjectChange {
             change,
             datacenter: r.datacenter().key().to_string(),
@@ -379,14 +404,42 @@ fn compare(
         for r in before.list(*kind) {
             let key = ObjectKey::of(r);
             match after.get_key(&key) {
-                None if passes(r) => out.push(entry(ObjectChangeType::Removed, r, Some(r), None)),
-                Some(now) if (passes(r) || passes(now)) && !same(r, now) => {
+                None if passes(r) => out.push(entry(
+                    ObjectChangeType::Removed,
+                    r,
+                    Some(r),
+                    None,
+                    Vec::new(),
+                )),
+                Some(now) if (passes(r) || passes(now)) && r != now => {
                     if now.uid() != r.uid() {
                         // The same name, another object: one went, one came.
-                        out.push(entry(ObjectChangeType::Removed, r, Some(r), None));
-                        out.push(entry(ObjectChangeType::Added, now, None, Some(now)));
-                    } else {
-                        out.push(entry(ObjectChangeType::Changed, now, Some(r), Some(now)));
+                        out.push(entry(
+                            ObjectChangeType::Removed,
+                            r,
+                            Some(r),
+                            None,
+                            Vec::new(),
+                        ));
+                        out.push(entry(
+                            ObjectChangeType::Added,
+                            now,
+                            None,
+                            Some(now),
+                            Vec::new(),
+                        ));
+                        continue;
+                    }
+                    // Equal but for the resourceVersion: not a change.
+                    let fields = field_changes(r, now);
+                    if !fields.is_empty() {
+                        out.push(entry(
+                            ObjectChangeType::Changed,
+                            now,
+                            Some(r),
+                            Some(now),
+                            fields,
+                        ));
                     }
                 }
                 _ => {}
@@ -394,16 +447,11 @@ fn compare(
         }
         for r in after.list(*kind) {
             if before.get_key(&ObjectKey::of(r)).is_none() && passes(r) {
-                out.push(entry(ObjectChangeType::Added, r, None, Some(r)));
+                out.push(entry(ObjectChangeType::Added, r, None, Some(r), Vec::new()));
             }
         }
     }
     out
-}
-
-/// Equal but for the resourceVersion.
-fn same(a: &Resource, b: &Resource) -> bool {
-    a == b || field_changes(a, b).is_empty()
 }
 
 /// The fields that differ, `metadata.resourceVersion` left out.
@@ -431,13 +479,7 @@ pub async fn datacenters_at(
     ctx: &Context<'_>,
     at_ms: i64,
 ) -> async_graphql::Result<Vec<crate::source::datacenters::DatacenterReport>> {
-    let history = ctx.data_opt::<Arc<History>>().ok_or_else(|| {
-        ErrorCode::DatabaseUnavailable.graphql("history is not kept by this server")
-    })?;
-    let db = history.db().ok_or_else(|| {
-        ErrorCode::DatabaseUnavailable
-            .graphql("history is unavailable: the database is not reachable (see /health/database)")
-    })?;
+    let (_, db) = history_db(ctx.data_opt::<Arc<History>>())?;
     let rows = crate::history::timeline::read::datacenter_states(&db, at_ms)
         .await
         .map_err(|e| refused(&PastError::Db(e)))?;

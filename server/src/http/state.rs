@@ -98,7 +98,14 @@ impl ServerState {
         request.variables = variables;
         let (snapshot, past) = match moment {
             Ok(None) => (snapshot, None),
-            Ok(Some(at)) => match self.past(at, scope).await {
+            Ok(Some(at)) => match crate::graphql::past::past_graph(
+                self.history.as_ref(),
+                &self.store,
+                scope,
+                at,
+            )
+            .await
+            {
                 Ok(s) => (s, Some(Ok(at))),
                 Err(e) => (snapshot, Some(Err(e))),
             },
@@ -121,29 +128,6 @@ impl ServerState {
         match &self.history {
             Some(h) => request.data(crate::graphql::loaders::request_loaders(h.clone())),
             None => request,
-        }
-    }
-
-    /// The graph at `at_ms` as `scope` sees it.
-    async fn past(
-        &self,
-        at_ms: i64,
-        scope: &crate::store::Scope,
-    ) -> Result<Arc<crate::store::Snapshot>, async_graphql::Error> {
-        use crate::error::ErrorCode;
-        let Some(history) = &self.history else {
-            return Err(
-                ErrorCode::DatabaseUnavailable.graphql("history is not kept by this server")
-            );
-        };
-        let Some(db) = history.db() else {
-            return Err(ErrorCode::DatabaseUnavailable.graphql(
-                "history is unavailable: the database is not reachable (see /health/database)",
-            ));
-        };
-        match history.past.at(&db, &self.store, at_ms).await {
-            Ok(past) => Ok(self.store.view(&past, scope)),
-            Err(e) => Err(crate::graphql::past::refused(&e)),
         }
     }
 

@@ -6,6 +6,7 @@ mod generated;
 pub mod helm;
 pub mod kind;
 pub mod kubevirt;
+pub mod merge_patch;
 pub mod quantity;
 pub mod redact;
 pub mod secret_name;

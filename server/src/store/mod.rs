@@ -255,13 +255,7 @@ impl Store {
             if snap.objects.contains_key(&key) {
                 continue;
             }
-            let rv = r
-                .meta()
-                .resource_version
-                .as_deref()
-                .and_then(|v| v.parse::<u64>().ok())
-                .unwrap_or(0);
-            snap.seq = snap.seq.max(rv);
+            snap.seq = snap.seq.max(version_seq(&r));
             snap.insert(key, Arc::new(r));
             restored += 1;
         }
@@ -281,13 +275,7 @@ impl Store {
     pub fn past(&self, objects: Vec<Resource>) -> Arc<Snapshot> {
         let mut snap = Snapshot::default();
         for r in objects {
-            let rv = r
-                .meta()
-                .resource_version
-                .as_deref()
-                .and_then(|v| v.parse::<u64>().ok())
-                .unwrap_or(0);
-            snap.seq = snap.seq.max(rv);
+            snap.seq = snap.seq.max(version_seq(&r));
             snap.insert(ObjectKey::of(&r), Arc::new(r));
         }
         if let Some(derive) = &self.deriver {
@@ -521,6 +509,16 @@ impl Store {
             .collect();
         (changes, fulfilled)
     }
+}
+
+/// The sequence number a kept object's resourceVersion stands for (0 when it is not a number):
+/// the store continues after the highest.
+fn version_seq(r: &Resource) -> u64 {
+    r.meta()
+        .resource_version
+        .as_deref()
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap_or(0)
 }
 
 /// Equal apart from the fields the store itself maintains (an upsert of such an object changes

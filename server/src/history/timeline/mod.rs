@@ -10,7 +10,7 @@ pub mod writer;
 
 use std::io::{Read, Write};
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 /// A version's body: the whole object.
 const FULL: u8 = b'F';
@@ -97,69 +97,6 @@ impl Body {
     }
 }
 
-/// The JSON merge patch (RFC 7386) that turns `before` into `after`, or None when no patch can
-/// (a null inside `after`'s objects reads as "remove" in a merge patch): then the whole object is
-/// kept instead.
-pub fn merge_diff(before: &Value, after: &Value) -> Option<Value> {
-    match (before, after) {
-        (Value::Object(a), Value::Object(b)) => {
-            let mut out = Map::new();
-            for (k, v) in b {
-                match a.get(k) {
-                    Some(old) if old == v => {}
-                    Some(old) if old.is_object() && v.is_object() => {
-                        out.insert(k.clone(), merge_diff(old, v)?);
-                    }
-                    _ => {
-                        if contains_null(v) {
-                            return None;
-                        }
-                        out.insert(k.clone(), v.clone());
-                    }
-                }
-            }
-            for k in a.keys() {
-                if !b.contains_key(k) {
-                    out.insert(k.clone(), Value::Null);
-                }
-            }
-            Some(Value::Object(out))
-        }
-        _ if contains_null(after) => None,
-        _ => Some(after.clone()),
-    }
-}
-
-/// True when a null sits anywhere in `v`'s objects (or `v` is null).
-fn contains_null(v: &Value) -> bool {
-    match v {
-        Value::Null => true,
-        Value::Object(m) => m.values().any(contains_null),
-        // Arrays are replaced whole by a merge patch: their nulls stay as they are.
-        _ => false,
-    }
-}
-
-/// Apply a JSON merge patch (RFC 7386) to `target`.
-pub fn merge_apply(target: &mut Value, patch: &Value) {
-    let Value::Object(p) = patch else {
-        *target = patch.clone();
-        return;
-    };
-    if !target.is_object() {
-        *target = Value::Object(Map::new());
-    }
-    if let Value::Object(t) = target {
-        for (k, v) in p {
-            if v.is_null() {
-                t.remove(k);
-            } else {
-                merge_apply(t.entry(k.clone()).or_insert(Value::Null), v);
-            }
-        }
-    }
-}
-
 /// The rows of one checkpoint: every object as (its timeline id, its JSON).
 pub fn encode_checkpoint(objects: &[(i64, Value)]) -> Vec<u8> {
     deflate(&serde_json::to_vec(objects).unwrap_or_default())
@@ -176,25 +113,6 @@ pub fn decode_checkpoint(bytes: &[u8]) -> Result<(Vec<(i64, Value)>, usize), Str
 mod tests {
     use super::*;
     use serde_json::json;
-
-    #[test]
-    fn a_merge_patch_turns_the_old_object_into_the_new() {
-        let before = json!({"metadata": {"labels": {"a": "1", "b": "2"}, "name": "m"},
-                            "spec": {"cpu": 2, "disks": [1, 2]}, "status": {"phase": "Pending"}});
-        let after = json!({"metadata": {"labels": {"a": "1", "c": "3"}, "name": "m"},
-                           "spec": {"cpu": 2, "disks": [1]}, "status": {"phase": "Running", "ip": "10.0.0.1"}});
-        let patch = merge_diff(&before, &after).expect("a patch");
-        assert_eq!(
-            patch,
-            json!({"metadata": {"labels": {"b": null, "c": "3"}},
-                   "spec": {"disks": [1]}, "status": {"phase": "Running", "ip": "10.0.0.1"}})
-        );
-        let mut rebuilt = before.clone();
-        merge_apply(&mut rebuilt, &patch);
-        assert_eq!(rebuilt, after);
-        // A null the new object holds cannot be said by a merge patch: no patch, the whole object.
-        assert_eq!(merge_diff(&before, &json!({"spec": {"x": null}})), None);
-    }
 
     #[test]
     fn bodies_come_back_as_they_went_in_small_or_deflated() {

@@ -11,9 +11,10 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use serde_json::Value;
 
-use super::{Body, ROW_OVERHEAD, decode_checkpoint, merge_apply};
+use super::{Body, ROW_OVERHEAD, decode_checkpoint};
 use crate::db::{Db, DbError, statement, with_pool};
 use crate::history::writer::HistorySettings;
+use crate::model::merge_patch;
 use crate::model::{Datacenter, Kind, Resource};
 use crate::store::{Snapshot, Store};
 
@@ -285,7 +286,7 @@ fn replay(
                             "a change of object {object} the timeline does not hold"
                         )));
                     };
-                    merge_apply(target, &p);
+                    merge_patch::apply(target, &p);
                 }
             },
         }

@@ -18,9 +18,10 @@ use serde_json::Value;
 use tokio::sync::{broadcast, watch};
 use tokio::time::Instant;
 
-use super::{Body, ROW_OVERHEAD, encode_checkpoint, merge_diff};
+use super::{Body, ROW_OVERHEAD, encode_checkpoint};
 use crate::db::{Db, DbError, with_pool};
 use crate::history::{History, now_ms};
+use crate::model::merge_patch;
 use crate::store::{Change, ChangeType, Snapshot, Store};
 
 /// Who an object is, for numbering it: its datacenter, kind, API version, namespace, name and uid.
@@ -407,7 +408,7 @@ fn version_of(c: &Change, at_ms: i64, object: i64) -> Version {
         (ChangeType::Deleted, _) => None,
         (ChangeType::Modified, Some(prev)) if Ident::of(prev) == Ident::of(&c.object) => {
             let after = stored_value(&c.object);
-            let body = match merge_diff(&stored_value(prev), &after) {
+            let body = match merge_patch::diff(&stored_value(prev), &after) {
                 Some(patch) => Body::Patch(patch),
                 None => Body::Full(after),
             };

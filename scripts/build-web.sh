@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Build the dashboard (web/, a Leptos client-side app) to wasm32 and lay it out in web/dist for the
 # server to embed: content-hashed file names, a gzip copy of each, index.html pointing at them.
-# Views marked `#[leptos::lazy]` (the change panel, the new-cluster form) are split off the main
+# Views marked `#[leptos::lazy]` (the change panel, the new-cluster form, the time control, and every
+# page but the overview, the clusters list and a cluster's page) are split off the main
 # module by wasm-split-cli and fetched when first shown: the first page load does not carry them.
 # Called by scripts/run.sh and scripts/test.sh; installs what it needs and is incremental.
 #

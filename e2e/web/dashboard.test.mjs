@@ -13,6 +13,7 @@ import { fileURLToPath } from 'node:url';
 import { startServer } from '../support/server.mjs';
 import { launchChromium } from './oidc-support.mjs';
 import { eventually } from '../support/eventually.mjs';
+import { expectedStages, expectedTiles, gql, shownStages, shownTiles, TILES } from './tiles.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const artifacts = join(here, 'artifacts');
@@ -28,19 +29,6 @@ before(async () => {
 });
 after(() => browser?.close());
 
-async function gql(base, query, variables = {}, key = undefined) {
-  const headers = { 'content-type': 'application/json', accept: 'application/graphql-response+json' };
-  if (key) headers.authorization = `Bearer ${key}`;
-  const res = await fetch(`${base}/graphql`, {
-    method: 'POST',
-    headers,
-    body: JSON.stringify({ query, variables }),
-  });
-  const body = await res.json();
-  assert.ok(!body.errors, JSON.stringify(body.errors));
-  return body.data;
-}
-
 /** A page that records what a user would see go wrong: errors, and any request off the origin. */
 async function openPage(base, { bypassCSP = false } = {}) {
   const context = await browser.newContext({ viewport: { width: 1280, height: 720 }, bypassCSP });
@@ -55,45 +43,6 @@ async function openPage(base, { bypassCSP = false } = {}) {
     }
   });
   return { page, context, problems };
-}
-
-const TILES = `{ sequence hostCapacity { hosts readyHosts usableHosts activeVms stoppedVms failedVms pendingVms vcpusUsed vcpusLimit
-  memoryUsedBytes memoryLimitBytes hostsThatCanFail }
-  infrastructure { clusters { total ready degraded failed inProgress byStage { value count } }
-  machines { failed } } }`;
-
-/** What the overview must show for the API's numbers (the dashboard's formatting). */
-function expectedTiles(d) {
-  const c = d.hostCapacity;
-  const s = d.infrastructure;
-  const pct = (u, l) => `${l > 0 ? Math.round((u / l) * 100) : 0}%`;
-  return {
-    'tile-hosts': `${c.readyHosts}/${c.hosts}`,
-    'tile-clusters': `${s.clusters.ready}/${s.clusters.total}`,
-    'tile-redundancy': String(c.hostsThatCanFail),
-    'tile-vms': `${c.activeVms}/${c.activeVms + c.stoppedVms}`,
-    // The old page's Problems: VMs in error too, and how many are on their way.
-    'tile-problems': String(s.clusters.failed + s.machines.failed + (c.hosts - c.readyHosts) + c.failedVms),
-    'tile-cpu': pct(c.vcpusUsed, c.vcpusLimit),
-    'tile-memory': pct(c.memoryUsedBytes, c.memoryLimitBytes),
-  };
-}
-
-const STAGES = ['NETWORK', 'MACHINES_CREATED', 'IPS_ALLOCATED', 'MACHINES_RUNNING', 'VIP_READY', 'TALOS', 'READY'];
-function expectedStages(d) {
-  return STAGES.map((w) => d.infrastructure.clusters.byStage.find((c) => c.value === w)?.count ?? 0);
-}
-
-async function shownTiles(page) {
-  const shown = {};
-  for (const id of Object.keys(expectedTiles({ hostCapacity: {}, infrastructure: { clusters: {}, machines: {} } }))) {
-    shown[id] = (await page.getByTestId(id).textContent()).trim();
-  }
-  return shown;
-}
-
-async function shownStages(page) {
-  return (await page.locator('[data-testid=stages] .count').allTextContents()).map(Number);
 }
 
 /**

@@ -191,7 +191,7 @@ pub fn CountBars(#[prop(into)] rows: Signal<Vec<CountRow>>, testid: &'static str
 }
 
 /// Milliseconds since the epoch of an RFC 3339 time (the browser parses it).
-fn epoch_ms(rfc3339: &str) -> f64 {
+pub(crate) fn epoch_ms(rfc3339: &str) -> f64 {
     js_sys::Date::parse(rfc3339)
 }
 

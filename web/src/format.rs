@@ -158,6 +158,34 @@ pub fn clock(ms: f64) -> String {
     )
 }
 
+/// A local date and time as a `datetime-local` field takes it: `YYYY-MM-DDTHH:MM:SS`.
+pub fn local_input(ms: f64) -> String {
+    let d = js_sys::Date::new(&wasm_bindgen::JsValue::from_f64(ms));
+    format!(
+        "{}-{:02}-{:02}T{:02}:{:02}:{:02}",
+        d.get_full_year(),
+        d.get_month() + 1,
+        d.get_date(),
+        d.get_hours(),
+        d.get_minutes(),
+        d.get_seconds()
+    )
+}
+
+/// A time as RFC 3339 in UTC with milliseconds (what the server reads).
+pub fn iso(ms: f64) -> String {
+    js_sys::Date::new(&wasm_bindgen::JsValue::from_f64(ms))
+        .to_iso_string()
+        .into()
+}
+
+/// Milliseconds since the epoch of a time text (RFC 3339, or a `datetime-local` value read as
+/// local time); None when it does not read as one.
+pub fn ms_of(text: &str) -> Option<f64> {
+    let ms = js_sys::Date::new(&wasm_bindgen::JsValue::from_str(text)).get_time();
+    ms.is_finite().then_some(ms)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

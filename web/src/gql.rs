@@ -164,3 +164,5 @@ operation!(RequestUpgrade, "graphql/request_upgrade.graphql");
 operation!(DeleteCluster, "graphql/delete_cluster.graphql");
 operation!(ClusterPlan, "graphql/cluster_plan.graphql");
 operation!(CreateCluster, "graphql/create_cluster.graphql");
+operation!(OldestMoment, "graphql/oldest_moment.graphql");
+operation!(GraphChanges, "graphql/graph_changes.graphql");

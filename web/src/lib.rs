@@ -33,6 +33,8 @@ fn App() -> impl IntoView {
     provide_context(state);
     views::Sources::provide(state);
     signin::Session::provide(state);
+    // The time control is open while the page shows the past.
+    let past_open = RwSignal::new(net::past::at().is_some());
     view! {
         <Router>
             <a class="skip" href="#main">"Skip to content"</a>
@@ -51,10 +53,12 @@ fn App() -> impl IntoView {
                     <A href="/events">"Events"</A>
                 </nav>
                 <div class="spacer"></div>
+                <views::past::HistoryButton open=past_open/>
                 <Badge state/>
                 <signin::Account state/>
                 <ThemeSwitch/>
             </header>
+            <views::past::TimeBar open=past_open/>
             <views::SyncBanner/>
             <views::AwayBanner/>
             <main id="main">
@@ -71,6 +75,7 @@ fn App() -> impl IntoView {
                     <Route path=path!("/applications/:namespace/:name") view=views::applications::Application/>
                     <Route path=path!("/topology") view=views::topology::Topology/>
                     <Route path=path!("/events") view=views::events::Events/>
+                    <Route path=path!("/changes") view=views::past::Changes/>
                     <Route path=path!("/objects/:id") view=views::object::Object/>
                 </Routes>
             </main>

@@ -17,7 +17,7 @@ impl Session {
         Effect::new(move |_| {
             state.connections.track();
             leptos::task::spawn_local(async move {
-                let answer = net::query::<Me>(me::Variables).await;
+                let answer = net::query_now::<Me>(me::Variables).await;
                 let _ = me.try_set(answer.ok().and_then(|d| d.me));
             });
         });

@@ -295,6 +295,19 @@ pub struct ChangesFilter {
 
 #[Object]
 impl PastQuery {
+    /// The oldest moment `at` and `changes` can answer (RFC 3339); null while the history keeps
+    /// none (or keeps no history at all). The newest is now.
+    async fn oldest_moment(&self, ctx: &Context<'_>) -> async_graphql::Result<Option<String>> {
+        let Ok((_, db)) = history_db(ctx.data_opt::<Arc<History>>()) else {
+            return Ok(None);
+        };
+        let oldest = crate::history::timeline::read::oldest(&db)
+            .await
+            .map_err(|e| refused(&PastError::Db(e)))?;
+        super::mark_volatile(ctx);
+        Ok(oldest.map(crate::history::rfc3339))
+    }
+
     /// What was added, removed and changed between two moments (RFC 3339), per datacenter and
     /// object, with each changed object's fields; `first` objects are listed (default 100),
     /// `totalCount` counts them all. Moments are rebuilt as `at` does, and seen as the caller

@@ -318,9 +318,20 @@ impl Query {
         )
     }
 
-    /// Machines, networks, storage and clusters in numbers.
-    async fn infrastructure(&self, ctx: &Context<'_>) -> InfrastructureSummary {
-        infrastructure_summary(&snap(ctx))
+    /// Machines, networks, storage and clusters in numbers: the fleet's, or one datacenter's
+    /// (`datacenter`, its key), as `infrastructureSummary` sends them.
+    async fn infrastructure(
+        &self,
+        ctx: &Context<'_>,
+        datacenter: Option<String>,
+    ) -> InfrastructureSummary {
+        let s = snap(ctx);
+        match datacenter.map(|d| crate::model::Datacenter::new(&d)) {
+            Some(dc) => s.memo_keyed(dc.clone(), |s| {
+                crate::domain::summary::infrastructure_summary_in(s, Some(&dc))
+            }),
+            None => infrastructure_summary(&s),
+        }
     }
 
     /// Clusters in numbers: total, Ready, failed, by phase and by pipeline stage.
@@ -333,9 +344,15 @@ impl Query {
         snap(ctx).seq()
     }
 
-    /// Hosts and VMs in numbers: usage against limits, and how many hosts can fail.
-    async fn host_capacity(&self, ctx: &Context<'_>) -> HostCapacity {
-        host_capacity(&snap(ctx), crate::graphql::types::overcommit(ctx), None)
+    /// Hosts and VMs in numbers: usage against limits, and how many hosts can fail; the fleet's,
+    /// or one datacenter's (`datacenter`, its key), as `hostsChanged` sends them.
+    async fn host_capacity(&self, ctx: &Context<'_>, datacenter: Option<String>) -> HostCapacity {
+        let dc = datacenter.map(|d| crate::model::Datacenter::new(&d));
+        host_capacity(
+            &snap(ctx),
+            crate::graphql::types::overcommit(ctx),
+            dc.as_ref(),
+        )
     }
 
     /// The event log, newest first: every change of the graph with its type, phases before and

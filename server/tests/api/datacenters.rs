@@ -261,8 +261,8 @@ async fn each_datacenter_has_its_own_capacity_and_plans_use_its_hosts_only() {
 }
 
 /// The overview's two streams for one datacenter: `hostsChanged` and `infrastructureSummary`
-/// with `datacenter` send that datacenter's figures (as its `Datacenter` fields answer), not
-/// the fleet's.
+/// with `datacenter` send that datacenter's figures (as its `Datacenter` fields answer, and as
+/// the queries `hostCapacity` and `infrastructure` with `datacenter` do), not the fleet's.
 #[tokio::test]
 async fn the_live_figures_of_one_datacenter_are_its_own() {
     use super::{open_ws, recv, send_json};
@@ -316,6 +316,17 @@ async fn the_live_figures_of_one_datacenter_are_its_own() {
         firsts["i"]["infrastructureSummary"]["machines"]["total"],
         d["oslo"]["totalCount"]
     );
+    // The queries with `datacenter` answer what the streams send first (a page at a past
+    // moment asks them inside `at`).
+    let q = app
+        .data_of_any_state(
+            r#"query($dc: String) { hostCapacity(datacenter: $dc) { hosts readyHosts activeVms stoppedVms vcpusUsed hostsThatCanFail }
+                 infrastructure(datacenter: $dc) { machines { total } clusters { total ready failed } } }"#,
+            json!({"dc": "oslo"}),
+        )
+        .await;
+    assert_eq!(q["hostCapacity"], firsts["h"]["hostsChanged"]);
+    assert_eq!(q["infrastructure"], firsts["i"]["infrastructureSummary"]);
     // And they are not the fleet's.
     assert_ne!(
         firsts["h"]["hostsChanged"]["hosts"],

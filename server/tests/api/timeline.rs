@@ -149,6 +149,12 @@ async fn twenty_moments_answer_after_a_restart_as_they_did_live(db: &TestDb) {
             assert_eq!(&past["at"], live, "{name} at {at}");
         }
     }
+    // The oldest moment kept is named, and every kept moment is after it.
+    let named = app.data("{ oldestMoment }", json!({})).await["oldestMoment"]
+        .as_str()
+        .map(ms)
+        .expect("an oldest moment");
+    assert!(named <= ms(&kept[0].0), "{named}");
     // Before the oldest moment kept: refused, naming that moment.
     let e = app
         .error(
@@ -161,6 +167,7 @@ async fn twenty_moments_answer_after_a_restart_as_they_did_live(db: &TestDb) {
         .as_str()
         .expect("the oldest moment");
     assert!(oldest > "2001" && oldest <= kept[0].0.as_str(), "{oldest}");
+    assert_eq!(ms(oldest), named);
     app.stop().await;
 }
 
@@ -259,6 +266,11 @@ async fn trimming_keeps_every_moment_left_rebuildable_and_refuses_older_ones(db:
         .expect("trim");
     assert_eq!(after_size, Some(oldest));
     let oldest = vitistack::history::rfc3339(oldest);
+    // The API names the new oldest moment (the dashboard's slider starts there).
+    assert_eq!(
+        app.data("{ oldestMoment }", json!({})).await["oldestMoment"],
+        json!(oldest)
+    );
     for (i, (m, answer)) in moments.iter().zip(&answers).enumerate() {
         let r = app.query(counts, json!({"at": m})).await;
         if i < restarted {

@@ -1,6 +1,6 @@
 //! Queries kept current: a Leptos `LocalResource` per query, refetched when an object of the
 //! kinds it reads changes (announced by the `changes` subscription) and after every
-//! (re)connection. The resource runs its fetches one after another, so a burst of changes while
+//! (re)connection (at a past moment, nothing changes: fetched once). The resource runs its fetches one after another, so a burst of changes while
 //! one is in flight causes exactly one more fetch, and it keeps the last answer while the next
 //! one loads.
 //!
@@ -18,7 +18,7 @@ use std::sync::Arc;
 use graphql_client::GraphQLQuery;
 use leptos::prelude::*;
 
-use super::{LinkState, query, subscribe};
+use super::{LinkState, query, query_now, subscribe};
 use crate::gql::{Changes, changes};
 
 /// An answer: the query's data, or why there is none.
@@ -85,6 +85,7 @@ where
         variables,
         Some(kinds.iter().map(|k| k.to_string()).collect()),
         state,
+        false,
     )
 }
 
@@ -97,13 +98,16 @@ where
     Q: GraphQLQuery + 'static,
     Q::ResponseData: Send + Sync,
 {
-    live_on::<Q>(variables, None, state)
+    live_on::<Q>(variables, None, state, false)
 }
 
-fn live_on<Q>(
+/// `Q` kept current: refetched after a change of `kinds` (None: of any kind); `now`: answered
+/// from the present whatever moment the page shows (else at the page's moment).
+pub fn live_on<Q>(
     variables: impl Fn() -> Q::Variables + 'static,
     kinds: Option<Vec<String>>,
     state: LinkState,
+    now: bool,
 ) -> Live<Q::ResponseData>
 where
     Q: GraphQLQuery + 'static,
@@ -111,11 +115,14 @@ where
 {
     let fetch = move || -> Fetch {
         state.connections.track();
-        let answer = query::<Q>(variables());
+        let variables = variables();
         Box::pin(async move {
-            answer
-                .await
-                .map(|data| Arc::new(data) as Arc<dyn Any + Send + Sync>)
+            let answer = if now {
+                query_now::<Q>(variables).await
+            } else {
+                query::<Q>(variables).await
+            };
+            answer.map(|data| Arc::new(data) as Arc<dyn Any + Send + Sync>)
         })
     };
     let resource = resource(Box::new(fetch));

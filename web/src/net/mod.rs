@@ -9,9 +9,10 @@ use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::JsFuture;
 
 mod live;
+pub mod past;
 mod ws;
 
-pub use live::{Live, live, live_all};
+pub use live::{Live, live, live_all, live_on};
 pub use ws::{Link, LinkState, connect, subscribe};
 
 fn js_error(e: JsValue) -> String {
@@ -56,12 +57,43 @@ pub fn sign_out() {
     ws::reconnect();
 }
 
-/// Runs one query or mutation and returns its data, or the errors' messages joined.
+/// Runs one query or mutation and returns its data, or the errors' messages joined. A query is
+/// asked at the moment the page shows (`past`): the present, or the `?at=` in its address.
 pub async fn query<Q: GraphQLQuery>(variables: Q::Variables) -> Result<Q::ResponseData, String> {
-    let body = serde_json::to_string(&Q::build_query(variables)).map_err(|e| e.to_string())?;
+    let body = Q::build_query(variables);
+    match past::at().and_then(|at| past::wrap(body.query, &at)) {
+        Some(text) => {
+            let mut body = serde_json::to_value(&body).map_err(|e| e.to_string())?;
+            body["query"] = Value::String(text);
+            decode::<Q>(post_at(&body).await?)
+        }
+        None => query_now::<Q>(body.variables).await,
+    }
+}
+
+/// [`query`] answered from the present whatever moment the page shows (what the server says
+/// about itself, and the cluster's history, whose steps open past moments).
+pub async fn query_now<Q: GraphQLQuery>(
+    variables: Q::Variables,
+) -> Result<Q::ResponseData, String> {
+    let body = serde_json::to_value(Q::build_query(variables)).map_err(|e| e.to_string())?;
+    decode::<Q>(post(&body).await?)
+}
+
+/// [`post`] for a request asked inside `at`: its data is under `at` (errors stay where they are).
+async fn post_at(body: &Value) -> Result<Value, String> {
+    let mut answer = post(body).await?;
+    if let Some(data) = answer.get_mut("data").filter(|d| !d.is_null()) {
+        *data = data["at"].take();
+    }
+    Ok(answer)
+}
+
+/// Posts one GraphQL request and returns the answer as JSON.
+async fn post(body: &Value) -> Result<Value, String> {
     let init = web_sys::RequestInit::new();
     init.set_method("POST");
-    init.set_body(&JsValue::from_str(&body));
+    init.set_body(&JsValue::from_str(&body.to_string()));
     let headers = web_sys::Headers::new().map_err(js_error)?;
     headers
         .set("content-type", "application/json")
@@ -79,7 +111,7 @@ pub async fn query<Q: GraphQLQuery>(variables: Q::Variables) -> Result<Q::Respon
     if status == 401 {
         ws::refused();
     }
-    decode::<Q>(serde_json::from_str(&text).map_err(|e| format!("unreadable answer: {e}"))?)
+    serde_json::from_str(&text).map_err(|e| format!("unreadable answer: {e}"))
 }
 
 /// One request: the answer's status and text.

@@ -324,13 +324,44 @@ pub fn subscribe<Q: GraphQLQuery + 'static>(
     variables: Q::Variables,
     on_event: impl Fn(Result<Q::ResponseData, String>) + 'static,
 ) {
-    let Ok(payload) = serde_json::to_value(Q::build_query(variables)) else {
+    let body = Q::build_query(variables);
+    if let Some(at) = super::past::at() {
+        // At a past moment nothing changes: the stream's first answer, asked once.
+        let text = super::past::wrap(body.query, &at);
+        if text.is_some() || body.operation_name != "Changes" {
+            at_moment::<Q>(text, body.variables, Rc::new(on_event));
+        }
+        return;
+    }
+    let Ok(payload) = serde_json::to_value(body) else {
         return;
     };
     subscribe_raw(
         payload,
         Rc::new(move |event: Result<Value, String>| on_event(event.and_then(decode::<Q>))),
     );
+}
+
+/// What stream `Q` would send first at the page's moment (its query `text`), once; a stream the
+/// past has no answer for says so.
+fn at_moment<Q: GraphQLQuery + 'static>(
+    text: Option<String>,
+    variables: Q::Variables,
+    on_event: Rc<dyn Fn(Result<Q::ResponseData, String>)>,
+) {
+    let Some(text) = text else {
+        on_event(Err(
+            "This view is live only: the history cannot show it at a past moment.".into(),
+        ));
+        return;
+    };
+    leptos::task::spawn_local(async move {
+        let answer = async {
+            let body = json!({"query": text, "variables": variables});
+            decode::<Q>(super::post_at(&body).await?)
+        };
+        on_event(answer.await);
+    });
 }
 
 /// The server refused this tab's credential (or lack of one): the sign-in form shows.

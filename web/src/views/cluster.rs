@@ -411,17 +411,19 @@ fn shape_of(c: &Shown) -> Shape {
     }
 }
 
-/// The phases the cluster went through, as a timeline, fetched again whenever it changes.
+/// The phases the cluster went through, as a timeline, fetched again whenever it changes (from
+/// the present at any moment the page shows); each step opens the cluster as it was then.
 #[component]
 fn History(key: Memo<(String, String)>) -> impl IntoView {
     let state = expect_context::<crate::net::LinkState>();
-    let history = net::live::<ClusterHistory>(
+    let history = net::live_on::<ClusterHistory>(
         move || {
             let (namespace, name) = key.get();
             cluster_history::Variables { namespace, name }
         },
-        &["KubernetesCluster"],
+        Some(vec!["KubernetesCluster".into()]),
         state,
+        true,
     );
     let spans = Signal::derive(move || match history.get() {
         Some(Ok(data)) => data
@@ -455,6 +457,25 @@ fn History(key: Memo<(String, String)>) -> impl IntoView {
             <h2 id="history-title">"Phase history"</h2>
             <p class="explain" data-testid="time-to-ready">{ready}</p>
             <Timeline spans testid="timeline"/>
+            <p class="steps">{move || {
+                let (namespace, name) = key.get();
+                spans.get().into_iter().map(|s| {
+                    let at = step_moment(&s.since, s.until.as_deref());
+                    let href = format!("/clusters/{namespace}/{name}?at={}", js_sys::encode_uri_component(&at));
+                    let label = if s.phase.is_empty() { "no phase".to_owned() } else { s.phase };
+                    view! { <a href=href rel="external" data-testid="step" title="The cluster as it was in this step">{label}" "{format::clock(crate::charts::epoch_ms(&s.since))}</a>" " }
+                }).collect_view()
+            }}</p>
         </section>
     }
+}
+
+/// A moment inside a step of the timeline (its middle; a step still running: a second in, or
+/// now if sooner), as RFC 3339: a link to it shows the cluster in that step.
+fn step_moment(since: &str, until: Option<&str>) -> String {
+    let from = crate::charts::epoch_ms(since);
+    let to = until
+        .map(crate::charts::epoch_ms)
+        .unwrap_or_else(|| (from + 2_000.0).min(net::now_ms()));
+    format::iso(from + ((to - from) / 2.0).max(0.0).floor())
 }

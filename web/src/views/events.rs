@@ -40,8 +40,10 @@ const FILTERS: &[Filter] = &[
     super::list::DATACENTER,
 ];
 
+on_demand!(Events, events_page, EventsPage);
+
 #[component]
-pub fn Events() -> impl IntoView {
+fn EventsPage() -> impl IntoView {
     let state = expect_context::<LinkState>();
     let url = UrlFilters::new("/events", FILTERS.iter().map(|f| f.key));
     let (kind, ns, name, ty, by, dc) = (

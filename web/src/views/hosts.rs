@@ -13,8 +13,10 @@ use crate::net::{self, LinkState};
 
 type Host = host_list::HostListHostsNodes;
 
+on_demand!(Hosts, hosts_page, HostsPage);
+
 #[component]
-pub fn Hosts() -> impl IntoView {
+fn HostsPage() -> impl IntoView {
     let state = expect_context::<LinkState>();
     let url = UrlFilters::new("/hosts", ["q", "dc"]);
     let q = url.get("q");

@@ -50,8 +50,10 @@ fn roles() -> Vec<(&'static str, &'static str)> {
     vec![("CONTROL_PLANE", "Control plane"), ("WORKER", "Worker")]
 }
 
+on_demand!(Machines, machines_page, MachinesPage);
+
 #[component]
-pub fn Machines() -> impl IntoView {
+fn MachinesPage() -> impl IntoView {
     let state = expect_context::<LinkState>();
     let url = SPEC.url();
     let (q, ns, phase, cluster, role, sort) = (

@@ -1,5 +1,27 @@
 //! The dashboard's pages, and the pieces they share.
 
+/// A page whose code is a WebAssembly module of its own, fetched when the page is first opened
+/// (the first page load does not carry it): `$page`, the route's component, shows "Loading…"
+/// until `$loader` has fetched `$view`, the page itself.
+macro_rules! on_demand {
+    ($page:ident, $loader:ident, $view:ident) => {
+        /// The page; its code is loaded when it is first opened (a separate WebAssembly module).
+        #[component]
+        pub fn $page() -> impl IntoView {
+            view! {
+                <Suspense fallback=|| view! { <p class="empty">"Loading…"</p> }>
+                    {move || Suspend::new(async move { $loader().await })}
+                </Suspense>
+            }
+        }
+
+        #[leptos::lazy]
+        fn $loader() -> AnyView {
+            $view().into_any()
+        }
+    };
+}
+
 pub mod applications;
 pub mod cluster;
 pub mod clusters;
@@ -13,6 +35,7 @@ pub mod new_cluster;
 pub mod object;
 pub mod operate;
 pub mod overview;
+pub mod past;
 pub mod plan;
 pub mod topology;
 pub mod vms;
@@ -95,7 +118,7 @@ impl Sources {
         let sources = RwSignal::new(None::<sources_now::ResponseData>);
         let refresh = move || {
             leptos::task::spawn_local(async move {
-                if let Ok(data) = net::query::<SourcesNow>(sources_now::Variables).await {
+                if let Ok(data) = net::query_now::<SourcesNow>(sources_now::Variables).await {
                     sources.set(Some(data));
                 }
             });

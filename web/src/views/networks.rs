@@ -32,8 +32,10 @@ static SPEC: ListSpec = ListSpec {
     ],
 };
 
+on_demand!(Networks, networks_page, NetworksPage);
+
 #[component]
-pub fn Networks() -> impl IntoView {
+fn NetworksPage() -> impl IntoView {
     let state = expect_context::<LinkState>();
     let url = SPEC.url();
     let (q, ns, phase, sort) = (

@@ -8,8 +8,10 @@ use super::{Problem, param};
 use crate::gql::{ObjectById, object_by_id};
 use crate::net;
 
+on_demand!(Object, object_page, ObjectPage);
+
 #[component]
-pub fn Object() -> impl IntoView {
+fn ObjectPage() -> impl IntoView {
     let params = use_params_map();
     let id = Memo::new(move |_| param(&params.read(), "id"));
     let object = RwSignal::new(None::<Result<object_by_id::ResponseData, String>>);

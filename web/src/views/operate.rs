@@ -26,10 +26,12 @@ pub struct Shape {
 /// True when the signed-in caller may change clusters (operator or admin).
 pub fn may_change() -> bool {
     use crate::gql::me::Role;
-    expect_context::<Session>()
-        .0
-        .get()
-        .is_some_and(|m| matches!(m.role, Role::OPERATOR | Role::ADMIN))
+    // A page showing the past changes nothing (a change acts on the present).
+    crate::net::past::at().is_none()
+        && expect_context::<Session>()
+            .0
+            .get()
+            .is_some_and(|m| matches!(m.role, Role::OPERATOR | Role::ADMIN))
 }
 
 /// The panel, once the cluster is known; nothing for a viewer. Its code is loaded only then

@@ -39,8 +39,10 @@ static SPEC: ListSpec = ListSpec {
     ],
 };
 
+on_demand!(Vms, vms_page, VmsPage);
+
 #[component]
-pub fn Vms() -> impl IntoView {
+fn VmsPage() -> impl IntoView {
     let state = expect_context::<LinkState>();
     let url = SPEC.url();
     let (q, ns, phase, host, cluster, sort) = (

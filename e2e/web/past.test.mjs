@@ -91,6 +91,7 @@ describe('the fleet as it was (the demo, simulator off, a cluster deleted during
     await eventually('the page says it shows the past', () => page.getByTestId('past').isVisible());
     assert.match(await page.getByTestId('past').textContent(), /Not live: the fleet as it was at/);
     assert.equal(await page.getByTestId('past-moment').getAttribute('datetime'), beforeIso);
+    assert.equal(await page.getByTestId('connection').textContent(), 'Past', 'the badge does not say Live');
     await eventually('the overview shows the figures of that moment', () => overviewAt(page, server.base, beforeIso));
     assert.equal((await page.getByTestId('tile-clusters').textContent()).trim(), expectedTiles(then)['tile-clusters']);
     // The time control is open at a past moment, its slider from the oldest moment kept.

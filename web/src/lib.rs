@@ -83,10 +83,13 @@ fn App() -> impl IntoView {
     }
 }
 
-/// Connection state and the time of the last change, as the old page's badge.
+/// Connection state and the time of the last change, as the old page's badge; "Past" while the
+/// page shows a past moment (nothing on it is live then).
 #[component]
 fn Badge(state: LinkState) -> impl IntoView {
+    let past = net::past::at().is_some();
     let class = move || match state.link.get() {
+        _ if past => "badge reconnecting",
         Link::Live => "badge live",
         Link::Connecting | Link::Reconnecting => "badge reconnecting",
         Link::Disconnected => "badge disconnected",
@@ -96,7 +99,7 @@ fn Badge(state: LinkState) -> impl IntoView {
             // "Updated" is read out, not shown: the time beside the badge says it.
             {move || state.last_change.get().map(|ms| view! { <span class="sr">"Updated "</span>{format::clock(ms)} })}
         </span>
-        <span class=class role="status" data-testid="connection">{move || state.link.get().label()}</span>
+        <span class=class role="status" data-testid="connection">{move || if past { "Past" } else { state.link.get().label() }}</span>
     }
 }
 

@@ -194,19 +194,13 @@ fn Controls() -> impl IntoView {
     };
     let changed = move || {
         let to = picked.get();
-        format!(
-            "/changes?from={}&to={}",
-            js_sys::encode_uri_component(&iso(to - 3_600_000.0)),
-            js_sys::encode_uri_component(&iso(to))
-        )
+        changes_href(to - 3_600_000.0, to)
     };
     view! {
         <form class="filters timebar" role="group" aria-label="The moment shown" data-testid="timebar"
             on:submit=move |ev| { ev.prevent_default(); go(Some(picked.get_untracked())) }>
             {slider}
-            <label>"Moment "<input type="datetime-local" step="1" data-testid="moment"
-                prop:value=move || local_input(picked.get())
-                on:change=move |ev| if let Some(ms) = ms_of(&event_target_value(&ev)) { picked.set(ms) }/></label>
+            <label>"Moment "{moment_field(picked, "moment")}</label>
             <button type="submit" data-testid="show-moment">"Show"</button>
             <button type="button" data-testid="live" on:click=|_| go(None)>"Live"</button>
             <a href=changed data-testid="what-changed">"What changed in the hour before"</a>
@@ -214,25 +208,12 @@ fn Controls() -> impl IntoView {
     }
 }
 
-/// What changed between two moments (`?from=&to=`, RFC 3339; an hour ago to now by default).
-#[component]
-pub fn Changes() -> impl IntoView {
-    view! {
-        <h1>"What changed"</h1>
-        <Suspense fallback=|| view! { <p class="empty">"Loading…"</p> }>
-            {move || Suspend::new(async move { changes_page().await })}
-        </Suspense>
-    }
-}
-
-#[leptos::lazy]
-fn changes_page() -> AnyView {
-    view! { <ChangesPage/> }.into_any()
-}
+on_demand!(Changes, changes_page, ChangesPage);
 
 type Changed = graph_changes::GraphChangesChanges;
 type Object = graph_changes::GraphChangesChangesObjects;
 
+/// What changed between two moments (`?from=&to=`, RFC 3339; an hour ago to now by default).
 #[component]
 fn ChangesPage() -> impl IntoView {
     let query = use_query_map();
@@ -268,24 +249,15 @@ fn ChangesPage() -> impl IntoView {
     let compare = move |ev: leptos::ev::SubmitEvent| {
         ev.prevent_default();
         navigate(
-            &format!(
-                "/changes?from={}&to={}",
-                js_sys::encode_uri_component(&iso(from_in.get_untracked())),
-                js_sys::encode_uri_component(&iso(to_in.get_untracked()))
-            ),
+            &changes_href(from_in.get_untracked(), to_in.get_untracked()),
             Default::default(),
         );
     };
-    let field = move |signal: RwSignal<f64>, testid: &'static str| {
-        view! {
-            <input type="datetime-local" step="1" data-testid=testid prop:value=move || local_input(signal.get())
-                on:change=move |ev| if let Some(ms) = ms_of(&event_target_value(&ev)) { signal.set(ms) }/>
-        }
-    };
     view! {
+        <h1>"What changed"</h1>
         <form class="filters" role="search" on:submit=compare>
-            <label>"From "{field(from_in, "changes-from")}</label>
-            <label>"To "{field(to_in, "changes-to")}</label>
+            <label>"From "{moment_field(from_in, "changes-from")}</label>
+            <label>"To "{moment_field(to_in, "changes-to")}</label>
             <button type="submit" data-testid="compare">"Compare"</button>
         </form>
         {move || match answer.get() {
@@ -293,6 +265,23 @@ fn ChangesPage() -> impl IntoView {
             Some(Err(e)) => view! { <Problem text=e/> }.into_any(),
             Some(Ok(c)) => listed(c).into_any(),
         }}
+    }
+}
+
+/// The page of what changed between two moments (ms).
+fn changes_href(from: f64, to: f64) -> String {
+    format!(
+        "/changes?from={}&to={}",
+        js_sys::encode_uri_component(&iso(from)),
+        js_sys::encode_uri_component(&iso(to))
+    )
+}
+
+/// A moment as a local date and time field (seconds), kept in `signal` (ms).
+fn moment_field(signal: RwSignal<f64>, testid: &'static str) -> impl IntoView {
+    view! {
+        <input type="datetime-local" step="1" data-testid=testid prop:value=move || local_input(signal.get())
+            on:change=move |ev| if let Some(ms) = ms_of(&event_target_value(&ev)) { signal.set(ms) }/>
     }
 }
 

@@ -148,6 +148,7 @@ async fn bench(name: &str, url: &str, templates: &[serde_json::Value], n: usize)
         history.clone(),
         store.clone(),
         store.subscribe(),
+        None,
         stop_tx.subscribe(),
     );
     let ops: Vec<Vec<Op>> = (0..n)

@@ -143,7 +143,7 @@ async fn run() {
         let mut took = Vec::new();
         for at in &picks {
             let t = Instant::now();
-            let snap = past.at(&db, &store, *at).await.expect("a past graph");
+            let snap = past.at(&db, &store, *at).await.expect("a past graph").graph;
             let r = schema
                 .execute(async_graphql::Request::new(OVERVIEW).data(snap))
                 .await;

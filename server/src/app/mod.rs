@@ -161,11 +161,19 @@ pub async fn start(cfg: &ServeConfig, listener: TcpListener) -> anyhow::Result<R
     let restored = source.restore(&db.start, &store, &db.health).await;
     access::sessions(&access, &db.start);
     let leader = parts::leader(cfg, stop_rx.clone(), metrics.leader.clone()).await?;
-    let (history, history_writer) = parts::history(cfg, &db, &store, &leader, &metrics, &stop_rx);
     let inventory = cfg
         .inventory_settings()
         .enabled
         .then(|| crate::inventory::Inventory::new(cfg.inventory_settings()));
+    let (history, history_writer) = parts::history(
+        cfg,
+        &db,
+        &store,
+        &leader,
+        inventory.as_ref(),
+        &metrics,
+        &stop_rx,
+    );
     let lagged = metrics.lagged.with_label_values(&["object_writer"]);
     let feed = source.with_inventory(inventory.clone());
     let mut feed = (feed

@@ -96,12 +96,14 @@ pub(super) async fn leader(
     Ok(crate::leader::Leader::elect(client, lease, stop, gauge))
 }
 
-/// The event log (`HISTORY_*`) with its webhooks (`WEBHOOK_*`), led by `leader`, and its writer.
+/// The event log (`HISTORY_*`) with its webhooks (`WEBHOOK_*`), led by `leader`, and its writer
+/// (the timeline keeps `inventory`'s applications too).
 pub(super) fn history(
     cfg: &ServeConfig,
     db: &Database,
     store: &Arc<crate::store::Store>,
     leader: &crate::leader::Leader,
+    inventory: Option<&Arc<crate::inventory::Inventory>>,
     metrics: &Metrics,
     stop: &watch::Receiver<bool>,
 ) -> (Arc<crate::history::History>, tokio::task::JoinHandle<()>) {
@@ -113,6 +115,7 @@ pub(super) fn history(
         metrics.lagged.with_label_values(&["history"]),
         &db.start,
         store,
+        inventory.map(|i| i.watch()),
         db.health.clone(),
         stop.clone(),
     )

@@ -343,6 +343,10 @@ pub async fn events(
         datacenter: f.datacenter.clone(),
         scope: super::scope_of(ctx),
     };
+    // At a past moment (`at`), what had happened by then.
+    if let Some(super::past::PastMoment(at)) = ctx.data_opt() {
+        q.until_ms = Some(q.until_ms.map_or(*at, |u| u.min(*at)));
+    }
     if let Some(id) = &f.object_id {
         let key =
             super::types::decode_id(id).map_err(|e| ErrorCode::BadId.graphql(e.to_string()))?;

@@ -130,7 +130,7 @@ pub(crate) fn parse_time(arg: &str, text: &str) -> Result<i64, async_graphql::Er
 /// The error of a field the history cannot answer at a past moment.
 pub fn live_only(what: &str) -> async_graphql::Error {
     ErrorCode::BadRequest.graphql(format!(
-        "{what} at a past moment: the history keeps the applications' changes (`events`, kind Application), not their state; ask for them outside `at`"
+        "{what} at a past moment: the history keeps the applications (`applications` inside `at`), not this; ask for it outside `at`"
     ))
 }
 
@@ -174,26 +174,35 @@ fn history_db(
     Ok((history, db))
 }
 
-/// The graph at `at_ms` as `scope` sees it: rebuilt from `history` (or shared from its cache).
+/// The applications at the request's moment, as its caller sees them (request data, set with
+/// `PastMoment`).
+#[derive(Clone, Debug)]
+pub struct PastApplications(pub Arc<crate::inventory::Snapshot>);
+
+/// The graph and the applications at `at_ms` as `scope` sees them: rebuilt from `history` (or
+/// shared from its cache).
 pub async fn past_graph(
     history: Option<&Arc<History>>,
     store: &crate::store::Store,
     scope: &crate::store::Scope,
     at_ms: i64,
-) -> async_graphql::Result<Arc<Snapshot>> {
+) -> async_graphql::Result<(Arc<Snapshot>, PastApplications)> {
     let (history, db) = history_db(history)?;
     let past = history
         .past
         .at(&db, store, at_ms)
         .await
         .map_err(|e| refused(&e))?;
-    Ok(store.view(&past, scope))
+    Ok((
+        store.view(&past.graph, scope),
+        PastApplications(past.applications.visible(scope)),
+    ))
 }
 
 /// The graph at a moment, scoped to what the caller of `ctx` sees.
 async fn graph_at(ctx: &Context<'_>, at_ms: i64) -> async_graphql::Result<Arc<Snapshot>> {
     let store = ctx.data_unchecked::<Arc<crate::store::Store>>();
-    let graph = past_graph(
+    let (graph, _) = past_graph(
         ctx.data_opt::<Arc<History>>(),
         store,
         &super::scope_of(ctx),

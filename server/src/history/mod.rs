@@ -222,7 +222,8 @@ impl History {
     /// change stream, with the database as the start found it (or its own connection once it is
     /// reachable). Every change from then on is an event, except state being loaded (a source's
     /// first list, the demo fleet), which is marked as such; and every change, loaded or not, is
-    /// kept in the timeline (`timeline::writer`). The writers end after `stop`.
+    /// kept in the timeline (`timeline::writer`), with the application inventory's changes when
+    /// `applications` (its snapshots) is given. The writers end after `stop`.
     #[allow(clippy::too_many_arguments)]
     pub fn start(
         settings: writer::HistorySettings,
@@ -232,6 +233,7 @@ impl History {
         lagged: prometheus::IntCounter,
         db: &crate::db::Start,
         store: &Arc<crate::store::Store>,
+        applications: Option<tokio::sync::watch::Receiver<Arc<crate::inventory::Snapshot>>>,
         health: Arc<crate::db::health::DbHealth>,
         stop: tokio::sync::watch::Receiver<bool>,
     ) -> (Arc<History>, tokio::task::JoinHandle<()>) {
@@ -243,6 +245,7 @@ impl History {
             history.clone(),
             store.clone(),
             store.subscribe(),
+            applications,
             stop.clone(),
         );
         let events = writer::spawn(

@@ -106,7 +106,7 @@ impl ServerState {
             )
             .await
             {
-                Ok(s) => (s, Some(Ok(at))),
+                Ok((s, apps)) => (s, Some(Ok((at, apps)))),
                 Err(e) => (snapshot, Some(Err(e))),
             },
             Err(e) => (snapshot, Some(Err(e))),
@@ -119,8 +119,10 @@ impl ServerState {
                 }
             }
             // A past graph's objects are not the live ones: no kept part would match them.
-            Some(Ok(at)) => {
-                request = request.data(crate::graphql::past::PastMoment(at));
+            Some(Ok((at, apps))) => {
+                request = request
+                    .data(crate::graphql::past::PastMoment(at))
+                    .data(apps);
             }
             Some(Err(e)) => request = request.data(crate::graphql::past::PastRefused(e)),
         }

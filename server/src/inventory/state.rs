@@ -17,7 +17,7 @@ pub struct Pause {
 }
 
 /// One revision of a release, as its timeline shows it.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Revision {
     pub revision: u64,
     pub status: ReleaseStatus,
@@ -39,7 +39,7 @@ impl Revision {
 }
 
 /// An application as served: where it runs, what it is, and its revisions (newest first).
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct AppEntry {
     pub datacenter: Datacenter,
     pub app: Application,

@@ -42,6 +42,13 @@ impl serde::Serialize for Datacenter {
     }
 }
 
+impl<'de> serde::Deserialize<'de> for Datacenter {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let key = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+        Ok(Datacenter::new(&key))
+    }
+}
+
 /// Why a text is not a datacenter key.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum KeyError {

@@ -24,7 +24,9 @@ pub const SECRET_TYPE: &str = "helm.sh/release.v1";
 pub const MAX_RELEASE_BYTES: u64 = 32 * 1024 * 1024;
 
 /// Helm's release statuses (`helm.sh/helm/v3/pkg/release.Status`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 pub enum ReleaseStatus {
     Unknown,
     Deployed,
@@ -80,7 +82,7 @@ impl ReleaseStatus {
 }
 
 /// An object a release's manifest made (its kind and name; its namespace when it names one).
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
 pub struct ManifestObject {
     pub kind: String,
     pub name: String,
@@ -88,7 +90,7 @@ pub struct ManifestObject {
 }
 
 /// One revision of a Helm release: what the inventory keeps of it.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct HelmRelease {
     pub name: String,
     pub namespace: String,

@@ -18,7 +18,7 @@ on_both_engines!(
 );
 
 /// The pages' queries (overview, a filtered list, a cluster page with its diagnosis, a host
-/// page), each as an operation whose root fields `at` can wrap. `$ns`/`$name` name a cluster,
+/// page, the applications with their counts), each as an operation whose root fields `at` can wrap. `$ns`/`$name` name a cluster,
 /// `$host` a host.
 const PAGES: &[(&str, &str)] = &[
     (
@@ -48,6 +48,16 @@ const PAGES: &[(&str, &str)] = &[
         "host",
         "query Host { hosts(first: 3) { nodes { id name readiness acceptsVms cpuCapacity \
          allocation { vcpusUsed memoryUsedBytes } vms { name phase } } } }",
+    ),
+    (
+        "applications",
+        "query Apps { applications(first: 100, sort: {field: HEALTH}) { edges { node { id datacenter \
+         namespace name revision status updated health reasons chart chartVersion appVersion appUuid \
+         readyPods pods { name phase ready restarts waiting } services { name ports } \
+         volumes { name requestedBytes } ingresses { name hosts } revisions { revision status } \
+         kubernetesCluster { name } } } } \
+         keycloak: application(namespace: \"identity\", name: \"keycloak\") { health readyPods pods { restarts } } \
+         infrastructure { applications { total healthy degraded failed pending other } } }",
     ),
 ];
 
@@ -133,14 +143,35 @@ async fn twenty_moments_answer_after_a_restart_as_they_did_live(db: &TestDb) {
         last = sequence(&app).await;
         kept.push((at, answers));
     }
-    // The moments differ from one another: the test compares something that moved.
-    let distinct: std::collections::HashSet<String> =
-        kept.iter().map(|(_, a)| a[1].to_string()).collect();
-    assert!(distinct.len() > 5, "{} distinct lists", distinct.len());
+    // The moments differ from one another: the test compares something that moved (the
+    // machines and the applications both).
+    for (page, at_least) in [(1, 5), (4, 3)] {
+        let distinct: std::collections::HashSet<String> =
+            kept.iter().map(|(_, a)| a[page].to_string()).collect();
+        assert!(
+            distinct.len() >= at_least,
+            "{} distinct answers of {}",
+            distinct.len(),
+            PAGES[page].0
+        );
+    }
+    assert!(
+        kept.iter().all(|(_, a)| a[4]["applications"]["edges"]
+            .as_array()
+            .is_some_and(|e| !e.is_empty())),
+        "the demo's applications are listed at every moment"
+    );
     app.stop().await;
 
-    // A new process on the same database, without the simulator: only the history knows.
-    let app = start(db, &[]).await;
+    // A new process on the same database, without the simulator or the demo's applications:
+    // only the history knows.
+    let app = start(db, &["--applications"]).await;
+    assert_eq!(
+        app.data("{ applications { edges { node { name } } } }", json!({}))
+            .await["applications"]["edges"],
+        json!([]),
+        "nothing feeds the inventory now"
+    );
     for (at, live) in &kept {
         for ((name, q), live) in PAGES.iter().zip(live) {
             let mut v = vars.clone();
@@ -149,6 +180,26 @@ async fn twenty_moments_answer_after_a_restart_as_they_did_live(db: &TestDb) {
             assert_eq!(&past["at"], live, "{name} at {at}");
         }
     }
+    // The events at a moment are those that had happened by then: the newest is at or before
+    // it, while the log holds later ones (the simulator went on after it).
+    let (mid, _) = &kept[10];
+    let newest = |v: &Value| {
+        v["edges"][0]["node"]["at"]
+            .as_str()
+            .map(ms)
+            .expect("an event")
+    };
+    let then = app
+        .data(
+            "query($at: String!) { at(time: $at) { events(first: 1) { edges { node { at } } } } }",
+            json!({"at": mid}),
+        )
+        .await;
+    let now = app
+        .data("{ events(first: 1) { edges { node { at } } } }", json!({}))
+        .await;
+    assert!(newest(&then["at"]["events"]) <= ms(mid), "{then}");
+    assert!(newest(&now["events"]) > ms(mid), "{now}");
     // The oldest moment kept is named, and every kept moment is after it.
     let named = app.data("{ oldestMoment }", json!({})).await["oldestMoment"]
         .as_str()

@@ -16,7 +16,7 @@ mod document;
 pub use document::{DocumentIds, document};
 
 /// The labels and annotations a join reads, with the object's identity.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Meta {
     pub name: String,
     pub namespace: String,
@@ -25,7 +25,7 @@ pub struct Meta {
 }
 
 /// A pod, as the inventory shows it.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct PodFacts {
     pub meta: Meta,
     /// Its containers' images, in order.
@@ -44,21 +44,21 @@ pub struct PodFacts {
 }
 
 /// A service and its ports.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ServiceFacts {
     pub meta: Meta,
     pub ports: Vec<i32>,
 }
 
 /// A PersistentVolumeClaim and the storage it requests (bytes).
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct VolumeFacts {
     pub meta: Meta,
     pub requested_bytes: Option<i128>,
 }
 
 /// An ingress and the hosts it serves.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct IngressFacts {
     pub meta: Meta,
     pub hosts: Vec<String>,
@@ -74,7 +74,9 @@ pub struct Workloads<'a> {
 }
 
 /// How an application is doing.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 pub enum Health {
     /// Deployed, every pod running and ready.
     Healthy,
@@ -120,7 +122,7 @@ impl Health {
 }
 
 /// One application: its live revision, what it runs, and how it does.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Application {
     pub release: HelmRelease,
     pub pods: Vec<PodFacts>,

@@ -126,18 +126,17 @@ pub struct ApplicationCounts {
 
 #[async_graphql::ComplexObject]
 impl crate::domain::summary::InfrastructureSummary {
-    /// The application inventory's counts (null when it is off, and at a past moment: the
-    /// history does not keep them); of its datacenter when it is one datacenter's.
-    /// `infrastructureSummary` sends the summary again when they change.
+    /// The application inventory's counts (null when it is off); of its datacenter when it is
+    /// one datacenter's. `infrastructureSummary` sends the summary again when they change.
     async fn applications(&self, ctx: &Context<'_>) -> Option<ApplicationCounts> {
         mark_volatile(ctx);
-        if ctx.data_opt::<crate::graphql::past::PastMoment>().is_some() {
-            return None;
-        }
         let inv = ctx.data_opt::<Arc<Inventory>>()?;
-        let counts = match &self.application_counts {
-            Some(c) => c.clone(),
-            None => inv.snapshot().counts_in(self.scope.as_ref()),
+        let counts = match (&self.application_counts, ctx.data_opt()) {
+            (Some(c), _) => c.clone(),
+            (None, Some(crate::graphql::past::PastApplications(past))) => {
+                past.counts_in(self.scope.as_ref())
+            }
+            (None, None) => inv.snapshot().counts_in(self.scope.as_ref()),
         };
         let n = |h: Health| counts.get(&h).copied().unwrap_or(0);
         Some(ApplicationCounts {

@@ -16,7 +16,7 @@ use super::mark_volatile;
 use super::paging::{DEFAULT_PAGE_SIZE, SortDirection, max_page_size};
 use crate::domain::applications::Health;
 use crate::error::ErrorCode;
-use crate::inventory::{AppEntry, Inventory};
+use crate::inventory::{AppEntry, Inventory, Snapshot};
 
 mod inventory;
 mod types;
@@ -149,17 +149,23 @@ fn sort_key(a: &AppEntry, field: ApplicationSortField) -> Vec<String> {
     ]
 }
 
-/// The inventory, or APPLICATIONS_OFF; refused at a past moment (`at`): the history keeps the
-/// applications' changes as events, not their state.
+/// The inventory, or APPLICATIONS_OFF.
 pub(crate) fn inventory<'a>(ctx: &Context<'a>) -> async_graphql::Result<&'a Arc<Inventory>> {
-    if ctx.data_opt::<crate::graphql::past::PastMoment>().is_some() {
-        return Err(crate::graphql::past::live_only("applications"));
-    }
     ctx.data_opt::<Arc<Inventory>>().ok_or_else(|| {
         ErrorCode::ApplicationsOff.graphql(
             "the application inventory is off on this server (APPLICATIONS=true turns it on)",
         )
     })
+}
+
+/// The applications the request shows, as its caller sees them: the inventory's now, or as the
+/// timeline kept them at the request's past moment (`at`); APPLICATIONS_OFF when it is off.
+pub(crate) fn shown(ctx: &Context<'_>) -> async_graphql::Result<Arc<Snapshot>> {
+    let inv = inventory(ctx)?;
+    if let Some(crate::graphql::past::PastApplications(past)) = ctx.data_opt() {
+        return Ok(past.clone());
+    }
+    Ok(inv.snapshot().visible(&crate::graphql::scope_of(ctx)))
 }
 
 /// An application's global id: `Application:` and its datacenter, namespace and name.
@@ -201,7 +207,7 @@ impl ApplicationQuery {
         first: Option<i32>,
     ) -> async_graphql::Result<Connection<String, ApplicationObj, EmptyFields, EmptyFields>> {
         mark_volatile(ctx);
-        let inv = inventory(ctx)?;
+        let snap = shown(ctx)?;
         let max = max_page_size(ctx);
         let first = match first {
             None => DEFAULT_PAGE_SIZE.min(max),
@@ -216,7 +222,6 @@ impl ApplicationQuery {
         };
         let sort = sort.unwrap_or_default();
         let filter = filter.unwrap_or_default();
-        let snap = inv.snapshot().visible(&crate::graphql::scope_of(ctx));
         let mut items: Vec<(Vec<String>, &Arc<AppEntry>)> = snap
             .apps
             .values()
@@ -269,8 +274,7 @@ impl ApplicationQuery {
         name: Option<String>,
     ) -> async_graphql::Result<Option<ApplicationObj>> {
         mark_volatile(ctx);
-        let inv = inventory(ctx)?;
-        let snap = inv.snapshot().visible(&crate::graphql::scope_of(ctx));
+        let snap = shown(ctx)?;
         let (dc, ns, name) = match (id, namespace, name) {
             (Some(id), _, _) => {
                 let Some(parts) = parse_id(&id) else {
@@ -303,12 +307,18 @@ impl ApplicationQuery {
         Ok(found.first().map(|a| ApplicationObj((*a).clone())))
     }
 
-    /// The inventory's state and controls.
+    /// The inventory's state and controls (now only: refused at a past moment, whose
+    /// applications `applications` gives).
     async fn application_inventory(
         &self,
         ctx: &Context<'_>,
     ) -> async_graphql::Result<InventoryObj> {
         mark_volatile(ctx);
+        if ctx.data_opt::<crate::graphql::past::PastMoment>().is_some() {
+            return Err(crate::graphql::past::live_only(
+                "the application inventory's state and controls",
+            ));
+        }
         let inv = inventory(ctx)?;
         Ok(InventoryObj {
             inventory: inv.clone(),
@@ -352,13 +362,10 @@ pub fn on_cluster(
     kube_system_uid: Option<&str>,
 ) -> async_graphql::Result<Vec<ApplicationObj>> {
     mark_volatile(ctx);
-    if ctx.data_opt::<crate::graphql::past::PastMoment>().is_some() {
-        return Err(crate::graphql::past::live_only("a cluster's applications"));
-    }
-    let (Some(uid), Some(inv)) = (kube_system_uid, ctx.data_opt::<Arc<Inventory>>()) else {
+    let (Some(uid), Some(_)) = (kube_system_uid, ctx.data_opt::<Arc<Inventory>>()) else {
         return Ok(Vec::new());
     };
-    let apps = inv.snapshot().visible(&crate::graphql::scope_of(ctx));
+    let apps = shown(ctx)?;
     Ok(apps
         .kube_system_uids
         .iter()

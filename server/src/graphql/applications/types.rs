@@ -119,7 +119,7 @@ impl ApplicationObj {
         ctx: &Context<'_>,
     ) -> async_graphql::Result<Option<crate::graphql::types::ClusterObj>> {
         mark_volatile(ctx);
-        let apps = super::inventory(ctx)?.snapshot();
+        let apps = super::shown(ctx)?;
         let Some(uid) = apps.kube_system_uids.get(&self.0.datacenter) else {
             return Ok(None);
         };

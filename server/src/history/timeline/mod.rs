@@ -3,9 +3,12 @@
 //! it appears, else a JSON merge patch against its previous version) and, now and then, the whole
 //! graph as a checkpoint; the reader (`read.rs`) rebuilds a moment from the newest checkpoint at or
 //! before it and the versions after that. What is kept is what the store holds (credentials were
-//! blanked when the objects were built), never more.
+//! blanked when the objects were built), never more; the application inventory's applications
+//! are kept beside the objects (`applications.rs`), so a moment has its applications too.
 
+pub mod applications;
 pub mod read;
+mod rows;
 pub mod writer;
 
 use std::io::{Read, Write};

@@ -73,8 +73,16 @@ struct Entry {
 /// A rebuilt graph.
 #[derive(Clone)]
 struct Built {
-    snapshot: Arc<Snapshot>,
+    moment: Moment,
     bytes: usize,
+}
+
+/// The fleet at a past moment: the graph and the applications.
+#[derive(Clone)]
+pub struct Moment {
+    pub graph: Arc<Snapshot>,
+    /// The application inventory then (empty when it was off, or kept nothing).
+    pub applications: Arc<crate::inventory::Snapshot>,
 }
 
 /// Rebuilt past graphs, kept within a byte bound.
@@ -115,8 +123,9 @@ impl Past {
         (c.entries.len(), c.bytes)
     }
 
-    /// The whole graph as it was at `at_ms` (with `store`'s derived state), rebuilt or shared.
-    pub async fn at(&self, db: &Db, store: &Store, at_ms: i64) -> Result<Arc<Snapshot>, PastError> {
+    /// The whole graph as it was at `at_ms` (with `store`'s derived state) and the applications
+    /// then, rebuilt or shared.
+    pub async fn at(&self, db: &Db, store: &Store, at_ms: i64) -> Result<Moment, PastError> {
         let (cp, bound) = locate(db, at_ms).await?;
         let last: Option<i64> = statement!(db, p => {
             let mut b = sqlx::QueryBuilder::new("SELECT max(id) FROM timeline_versions WHERE id > ");
@@ -150,7 +159,7 @@ impl Past {
             }
         };
         self.account(key, built.bytes);
-        Ok(built.snapshot)
+        Ok(built.moment)
     }
 
     /// Count a graph's bytes once it is built, and drop the least recently asked ones beyond
@@ -199,12 +208,15 @@ impl Past {
             .fetch_all(p)
             .await?
         });
-        let (resources, bytes) =
+        let (resources, applications, bytes) =
             tokio::task::spawn_blocking(move || typed(replay(&body, versions)?))
                 .await
                 .map_err(|e| PastError::Damaged(e.to_string()))??;
         Ok(Built {
-            snapshot: store.past(resources),
+            moment: Moment {
+                graph: store.past(resources),
+                applications: Arc::new(applications),
+            },
             bytes,
         })
     }
@@ -295,13 +307,23 @@ fn replay(
 }
 
 /// The objects typed (each read as the kind and version its JSON names, in the datacenter the
-/// timeline noted), and an estimate of the bytes they take in memory with their indexes (a few
-/// times their JSON: typed fields, indexes, derived state).
+/// timeline noted), the application inventory its records say, and an estimate of the bytes they
+/// take in memory with their indexes (a few times their JSON: typed fields, indexes, derived
+/// state).
 fn typed(
     (objects, json_bytes): (HashMap<i64, Value>, usize),
-) -> Result<(Vec<Resource>, usize), PastError> {
+) -> Result<(Vec<Resource>, crate::inventory::Snapshot, usize), PastError> {
     let mut out = Vec::with_capacity(objects.len());
     let bytes = 4 * json_bytes + 512 * objects.len();
+    type Rows = Vec<(i64, Value)>;
+    let (mut records, objects): (Rows, Rows) = objects
+        .into_iter()
+        .partition(|(_, v)| super::applications::is_record(v));
+    // In the order they were first kept: a later record of one application wins.
+    records.sort_by_key(|(id, _)| *id);
+    let applications =
+        super::applications::inventory(records.into_iter().map(|(_, v)| v).collect())
+            .map_err(PastError::Damaged)?;
     for (id, mut value) in objects {
         let damaged = |why: String| PastError::Damaged(format!("object {id}: {why}"));
         let datacenter = match &mut value {
@@ -325,7 +347,7 @@ fn typed(
             .in_datacenter(&datacenter);
         out.push(r);
     }
-    Ok((out, bytes))
+    Ok((out, applications, bytes))
 }
 
 /// Trim the timeline to its bounds: whole checkpoints go, oldest first, with the versions before

@@ -18,9 +18,12 @@ use serde_json::Value;
 use tokio::sync::{broadcast, watch};
 use tokio::time::Instant;
 
+use super::applications::{self as apps, Record};
+use super::rows::{Checkpoint, next_object, write};
 use super::{Body, ROW_OVERHEAD, encode_checkpoint};
-use crate::db::{Db, DbError, with_pool};
+use crate::db::{DbError, with_pool};
 use crate::history::{History, now_ms};
+use crate::inventory::Snapshot as Applications;
 use crate::model::merge_patch;
 use crate::store::{Change, ChangeType, Snapshot, Store};
 
@@ -39,6 +42,65 @@ impl Ident {
             r.uid().to_string(),
         )
     }
+
+    fn of_record(r: &Record) -> Self {
+        let (dc, kind, ns, name) = r.ident();
+        Ident(dc, kind, "", ns, name, String::new())
+    }
+}
+
+/// A change waiting to be written: an object's (from the store's stream) or an application
+/// record's (from the inventory's snapshots, with when it was seen).
+enum Item {
+    Object(Arc<Change>),
+    Record {
+        before: Option<Record>,
+        after: Option<Record>,
+        at_ms: i64,
+    },
+}
+
+impl Item {
+    fn ident(&self) -> Ident {
+        match self {
+            Item::Object(c) => Ident::of(&c.object),
+            Item::Record { before, after, .. } => match after.as_ref().or(before.as_ref()) {
+                Some(r) => Ident::of_record(r),
+                None => Ident(
+                    String::new(),
+                    "",
+                    "",
+                    String::new(),
+                    String::new(),
+                    String::new(),
+                ),
+            },
+        }
+    }
+
+    fn deleted(&self) -> bool {
+        match self {
+            Item::Object(c) => c.change == ChangeType::Deleted,
+            Item::Record { after, .. } => after.is_none(),
+        }
+    }
+
+    /// When it happened (ms since the epoch).
+    fn at_ms(&self) -> i64 {
+        match self {
+            Item::Object(c) => c.at_ms,
+            Item::Record { at_ms, .. } => *at_ms,
+        }
+    }
+
+    /// Part of a checkpoint taken at store sequence `seq` (application records always are: the
+    /// checkpoint holds the inventory as last seen, after every record taken).
+    fn within(&self, seq: u64) -> bool {
+        match self {
+            Item::Object(c) => c.seq <= seq,
+            Item::Record { .. } => true,
+        }
+    }
 }
 
 /// A checkpoint once the versions since the last one take this many times its bytes: a moment is
@@ -48,10 +110,6 @@ impl Ident {
 const CHECKPOINT_RATIO: u64 = 2;
 /// And at least this many bytes.
 const CHECKPOINT_FLOOR: u64 = 256 * 1024;
-/// Versions per transaction.
-const TX_ROWS: usize = 2_000;
-/// Versions per INSERT statement (3 parameters each).
-const VERSIONS_PER_STATEMENT: usize = 300;
 
 /// One change as it will be stored.
 struct Version {
@@ -68,8 +126,12 @@ struct Writer {
     /// not read from the database yet).
     ids: HashMap<Ident, i64>,
     next_id: Option<i64>,
-    /// Changes not yet written, in order, with the time they arrived.
-    pending: Vec<(Arc<Change>, i64)>,
+    /// Changes not yet written, in order.
+    pending: Vec<Item>,
+    /// The application inventory's snapshots (None: the inventory is off), and the last one
+    /// recorded.
+    applications: Option<watch::Receiver<Arc<Applications>>>,
+    applications_seen: Arc<Applications>,
     /// The chain may be broken: the next batch starts with a checkpoint.
     broken: bool,
     /// Bytes of versions written since the last checkpoint, and that checkpoint's bytes.
@@ -81,20 +143,33 @@ struct Writer {
     states: HashMap<String, (String, Option<String>)>,
 }
 
-/// Write the timeline from `rx` until `stop` turns true.
+/// Write the timeline from `rx` (and the application inventory's snapshots, when it is on)
+/// until `stop` turns true.
 pub fn spawn(
     history: Arc<History>,
     store: Arc<Store>,
     rx: broadcast::Receiver<Arc<Change>>,
+    applications: Option<watch::Receiver<Arc<Applications>>>,
     stop: watch::Receiver<bool>,
 ) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(run(history, store, rx, stop))
+    tokio::spawn(run(history, store, rx, applications, stop))
+}
+
+/// The next change of the inventory's snapshots (never, when the inventory is off).
+async fn next_applications(
+    rx: &mut Option<watch::Receiver<Arc<Applications>>>,
+) -> Result<(), watch::error::RecvError> {
+    match rx {
+        Some(rx) => rx.changed().await,
+        None => std::future::pending().await,
+    }
 }
 
 async fn run(
     history: Arc<History>,
     store: Arc<Store>,
     mut rx: broadcast::Receiver<Arc<Change>>,
+    applications: Option<watch::Receiver<Arc<Applications>>>,
     mut stop: watch::Receiver<bool>,
 ) {
     let settings = history.settings.clone();
@@ -105,6 +180,8 @@ async fn run(
         ids: HashMap::new(),
         next_id: None,
         pending: Vec::new(),
+        applications,
+        applications_seen: Arc::default(),
         broken: true,
         since_checkpoint: 0,
         last_checkpoint: 0,
@@ -122,8 +199,7 @@ async fn run(
         tokio::select! {
             r = rx.recv() => match r {
                 Ok(c) => {
-                    let at = c.at_ms;
-                    w.pending.push((c, at));
+                    w.pending.push(Item::Object(c));
                     due.get_or_insert_with(|| Instant::now() + settings.flush_interval);
                 }
                 Err(broadcast::error::RecvError::Lagged(_)) => {
@@ -147,6 +223,13 @@ async fn run(
                         }
                         due = Some(Instant::now() + backoff.delay());
                     }
+                }
+            }
+            r = next_applications(&mut w.applications) => {
+                if r.is_err() {
+                    w.applications = None;
+                } else if w.see_applications() {
+                    due.get_or_insert_with(|| Instant::now() + settings.flush_interval);
                 }
             }
             _ = look.tick() => w.record_states().await,
@@ -176,6 +259,27 @@ async fn run(
 }
 
 impl Writer {
+    /// Take what changed in the application inventory since it was last seen as records to
+    /// write; true when something did.
+    fn see_applications(&mut self) -> bool {
+        let Some(rx) = &mut self.applications else {
+            return false;
+        };
+        let now = rx.borrow_and_update().clone();
+        let before = std::mem::replace(&mut self.applications_seen, now.clone());
+        // When the inventory joined them (what a live query saw from then on).
+        let at_ms = now.reconciled_ms.unwrap_or_else(now_ms);
+        let changed = apps::differences(&before, &now);
+        let any = !changed.is_empty();
+        self.pending
+            .extend(changed.into_iter().map(|(before, after)| Item::Record {
+                before,
+                after,
+                at_ms,
+            }));
+        any
+    }
+
     /// Record each datacenter's state where it changed since it was last recorded.
     async fn record_states(&mut self) {
         let Some(now) = self.history.datacenters.get().map(|f| f()) else {
@@ -239,48 +343,59 @@ impl Writer {
             let snap = (self.store.settled(), now_ms());
             loop {
                 match rx.try_recv() {
-                    Ok(c) => {
-                        let at = c.at_ms;
-                        self.pending.push((c, at));
-                    }
+                    Ok(c) => self.pending.push(Item::Object(c)),
                     Err(broadcast::error::TryRecvError::Lagged(_)) => self.broken = true,
                     Err(_) => break,
                 }
             }
             snap
         });
-        let pending = std::mem::take(&mut self.pending);
-        let split = checkpoint.as_ref().map_or(pending.len(), |s| {
-            pending.partition_point(|(c, _)| c.seq <= s.0.seq())
+        // The inventory as the checkpoint holds it: every record before it is taken.
+        let applications = checkpoint.as_ref().map(|_| {
+            self.see_applications();
+            self.applications_seen.clone()
         });
+        let mut pending = std::mem::take(&mut self.pending);
+        // What the checkpoint holds goes before it, the rest after, each in its order.
+        let split = match &checkpoint {
+            Some((snap, _)) => {
+                let seq = snap.seq();
+                let (within, after): (Vec<Item>, Vec<Item>) =
+                    pending.into_iter().partition(|i| i.within(seq));
+                let split = within.len();
+                pending = within;
+                pending.extend(after);
+                split
+            }
+            None => pending.len(),
+        };
+        // Rows in time order on each side of the checkpoint (the reader takes a moment's rows
+        // by their ids); each object's and record's own changes stay in their order.
+        pending[..split].sort_by_key(Item::at_ms);
+        pending[split..].sort_by_key(Item::at_ms);
         if self.next_id.is_none() {
             self.next_id = Some(next_object(&db).await.map_err(Some)?);
         }
         // Number the objects in order (a checkpoint's objects as of its place among them).
         let mut next = self.next_id.unwrap_or(1);
-        let mut number = |ids: &mut HashMap<Ident, i64>, r: &crate::model::Resource| {
-            *ids.entry(Ident::of(r)).or_insert_with(|| {
-                next += 1;
-                next - 1
-            })
-        };
         let mut numbered: Vec<i64> = Vec::with_capacity(pending.len());
-        let mut cp_objects: Option<Vec<(i64, Arc<crate::model::Resource>)>> = None;
-        for (i, (c, _)) in pending.iter().enumerate() {
+        let mut cp_objects: Option<Contents> = None;
+        let taken = checkpoint.as_ref().zip(applications.as_ref());
+        for (i, item) in pending.iter().enumerate() {
             if i == split
-                && let Some((snap, _)) = &checkpoint
+                && let Some(((snap, _), applications)) = taken
             {
-                cp_objects = Some(graph_of(snap, |r| number(&mut self.ids, r)));
+                cp_objects = Some(contents(snap, applications, &mut self.ids, &mut next));
             }
-            numbered.push(number(&mut self.ids, &c.object));
-            if c.change == ChangeType::Deleted {
-                self.ids.remove(&Ident::of(&c.object));
+            numbered.push(number(&mut self.ids, &mut next, item.ident()));
+            if item.deleted() {
+                self.ids.remove(&item.ident());
             }
         }
         if split == pending.len()
-            && let Some((snap, _)) = &checkpoint
+            && let Some(((snap, _), applications)) = taken
         {
-            cp_objects = Some(graph_of(snap, |r| number(&mut self.ids, r)));
+            cp_objects = Some(contents(snap, applications, &mut self.ids, &mut next));
         }
         let max_object = next - 1;
         self.next_id = Some(next);
@@ -289,15 +404,16 @@ impl Writer {
             let rows: Vec<(i64, i64, Option<Vec<u8>>)> = pending
                 .iter()
                 .zip(numbered)
-                .map(|((c, at), object)| {
-                    let v = version_of(c, *at, object);
+                .map(|(item, object)| {
+                    let v = version_of(item, object);
                     (v.object, v.at_ms, v.body)
                 })
                 .collect();
-            let cp = cp_objects.map(|objects| {
+            let cp = cp_objects.map(|(objects, records)| {
                 let values: Vec<(i64, Value)> = objects
                     .iter()
                     .map(|(id, r)| (*id, stored_value(r)))
+                    .chain(records.iter().map(|(id, r)| (*id, r.value())))
                     .collect();
                 (values.len() as i64, encode_checkpoint(&values))
             });
@@ -366,26 +482,6 @@ impl Writer {
     }
 }
 
-/// A checkpoint about to be written.
-struct Checkpoint {
-    at_ms: i64,
-    objects: i64,
-    max_object: i64,
-    /// Bytes of the versions between the previous checkpoint and this one.
-    before_bytes: u64,
-    body: Vec<u8>,
-}
-
-/// The next object number: above every number the kept timeline uses.
-async fn next_object(db: &Db) -> Result<i64, DbError> {
-    let (versions, checkpoints): (Option<i64>, Option<i64>) = with_pool!(db, p => {
-        let v = sqlx::query_scalar("SELECT max(object) FROM timeline_versions").fetch_one(p).await?;
-        let c = sqlx::query_scalar("SELECT max(max_object) FROM timeline_checkpoints").fetch_one(p).await?;
-        (v, c)
-    });
-    Ok(versions.unwrap_or(0).max(checkpoints.unwrap_or(0)) + 1)
-}
-
 /// An object's JSON as the timeline keeps it: with its datacenter (when it has one) as a
 /// top-level `datacenter`, which no kind's object has.
 pub fn stored_value(r: &crate::model::Resource) -> Value {
@@ -403,7 +499,33 @@ pub fn stored_value(r: &crate::model::Resource) -> Value {
 
 /// A change as a version row: the whole object when it appears (or when no merge patch can say
 /// the change), a merge patch against the object as the change found it, nothing for a deletion.
-fn version_of(c: &Change, at_ms: i64, object: i64) -> Version {
+fn version_of(item: &Item, object: i64) -> Version {
+    let c = match item {
+        Item::Object(c) => c,
+        Item::Record {
+            before,
+            after,
+            at_ms,
+        } => {
+            let body = after.as_ref().map(|a| {
+                let after = a.value();
+                let patch = before
+                    .as_ref()
+                    .and_then(|b| merge_patch::diff(&b.value(), &after));
+                match patch {
+                    Some(p) => Body::Patch(p),
+                    None => Body::Full(after),
+                }
+                .encode()
+            });
+            return Version {
+                object,
+                at_ms: *at_ms,
+                body,
+            };
+        }
+    };
+    let at_ms = c.at_ms;
     let body = match (c.change, c.previous.as_deref()) {
         (ChangeType::Deleted, _) => None,
         (ChangeType::Modified, Some(prev)) if Ident::of(prev) == Ident::of(&c.object) => {
@@ -423,73 +545,32 @@ fn version_of(c: &Change, at_ms: i64, object: i64) -> Version {
     }
 }
 
-/// Every object of a snapshot with its number.
-fn graph_of(
+/// An object's number: the one it has, or the next one.
+fn number(ids: &mut HashMap<Ident, i64>, next: &mut i64, ident: Ident) -> i64 {
+    *ids.entry(ident).or_insert_with(|| {
+        *next += 1;
+        *next - 1
+    })
+}
+
+/// What a checkpoint holds, numbered: every object of the graph, every application record.
+type Contents = (Vec<(i64, Arc<crate::model::Resource>)>, Vec<(i64, Record)>);
+
+/// Every object of a snapshot and every record of the inventory, with their numbers.
+fn contents(
     s: &Snapshot,
-    mut number: impl FnMut(&crate::model::Resource) -> i64,
-) -> Vec<(i64, Arc<crate::model::Resource>)> {
-    crate::model::Kind::ALL
+    applications: &Applications,
+    ids: &mut HashMap<Ident, i64>,
+    next: &mut i64,
+) -> Contents {
+    let objects = crate::model::Kind::ALL
         .iter()
         .flat_map(|k| s.list(*k))
-        .map(|r| (number(r), r.clone()))
-        .collect()
-}
-
-/// Insert the versions (those before `split` first), then the checkpoint after them, then the
-/// rest, in transactions of at most `TX_ROWS` rows each, taking a turn at the database for each:
-/// the other writers (the event log, the objects) never wait behind a whole large batch. When one
-/// fails, those before it stay (a prefix of the changes, as if the rest had been missed).
-async fn write(
-    db: &Db,
-    rows: &[(i64, i64, Option<Vec<u8>>)],
-    split: usize,
-    cp: Option<&Checkpoint>,
-) -> Result<(), DbError> {
-    for part in rows[..split].chunks(TX_ROWS) {
-        insert_versions(db, part).await?;
-    }
-    if let Some(cp) = cp {
-        let _turn = db.write_turn().await;
-        with_pool!(db, p => {
-            let mut tx = p.begin().await?;
-            let after: Option<i64> = sqlx::query_scalar("SELECT max(id) FROM timeline_versions")
-                .fetch_one(&mut *tx)
-                .await?;
-            sqlx::query(
-                "INSERT INTO timeline_checkpoints \
-                 (at_ms, after_version, objects, max_object, before_bytes, body) \
-                 VALUES ($1, $2, $3, $4, $5, $6)",
-            )
-            .bind(cp.at_ms)
-            .bind(after.unwrap_or(0))
-            .bind(cp.objects)
-            .bind(cp.max_object)
-            .bind(cp.before_bytes as i64)
-            .bind(cp.body.as_slice())
-            .execute(&mut *tx)
-            .await?;
-            tx.commit().await?;
-        });
-    }
-    for part in rows[split..].chunks(TX_ROWS) {
-        insert_versions(db, part).await?;
-    }
-    Ok(())
-}
-
-/// One transaction of versions.
-async fn insert_versions(db: &Db, rows: &[(i64, i64, Option<Vec<u8>>)]) -> Result<(), DbError> {
-    let _turn = db.write_turn().await;
-    with_pool!(db, p => {
-        let mut tx = p.begin().await?;
-        for chunk in rows.chunks(VERSIONS_PER_STATEMENT) {
-            let mut b = sqlx::QueryBuilder::new("INSERT INTO timeline_versions (at_ms, object, body) ");
-            b.push_values(chunk, |mut b, (object, at, body)| {
-                b.push_bind(*at).push_bind(*object).push_bind(body.clone());
-            });
-            b.build().execute(&mut *tx).await?;
-        }
-        tx.commit().await?;
-    });
-    Ok(())
+        .map(|r| (number(ids, next, Ident::of(r)), r.clone()))
+        .collect();
+    let records = apps::every(applications)
+        .into_iter()
+        .map(|r| (number(ids, next, Ident::of_record(&r)), r))
+        .collect();
+    (objects, records)
 }

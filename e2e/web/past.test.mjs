@@ -1,6 +1,7 @@
 // The fleet as it was, in the dashboard: the overview at a past moment shows that moment's
 // figures (as the API answers `at` them), the time control moves to a moment typed in, links keep
-// the moment, the "what changed" page lists a change made here, and "Live" returns to the present.
+// the moment, the "what changed" page lists a change made here, "Live" returns to the present, a
+// cluster's phase step opens the cluster then, and an application's page shows it as it was.
 // The product's own binary in Debian's Chromium; every wait is on a condition with a deadline.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
@@ -177,6 +178,39 @@ describe('the fleet as it was, while the simulator moves it', () => {
     // Nothing of the present reaches a page of the past: the feed of live changes stays empty.
     assert.equal(await page.getByTestId('feed').getAttribute('data-changes'), '0');
     await page.screenshot({ path: join(artifacts, 'past-cluster.png') });
+    assert.deepEqual(problems, []);
+    await context.close();
+  });
+
+  test("an application's page at a past moment shows it as it was", async () => {
+    // The demo's keycloak pod restarts every few seconds while the simulator runs.
+    const ask = (at) => at
+      ? `{ at(time: "${at}") { application(namespace: "identity", name: "keycloak") { pods { name restarts } } } }`
+      : '{ application(namespace: "identity", name: "keycloak") { pods { name restarts } } }';
+    const oldest = await eventually('the history keeps a moment', async () => (await gql(server.base, '{ oldestMoment }')).oldestMoment);
+    const at = await eventually('a moment after the oldest one', async () => {
+      const t = new Date(Date.now() - 500).toISOString();
+      return Date.parse(t) > Date.parse(oldest) && t;
+    });
+    // The pod that restarts (the one with the most restarts then), by name.
+    const first = (await gql(server.base, ask(at))).at.application.pods.reduce((a, b) => (b.restarts > a.restarts ? b : a));
+    const pod = (d) => d.application.pods.find((p) => p.name === first.name);
+    await eventually('keycloak restarted since', async () =>
+      pod(await gql(server.base, ask())).restarts > first.restarts + 1, 120000);
+    // What the history says of the moment now that it has been written, against the present.
+    const then = pod((await gql(server.base, ask(at))).at);
+    const now = pod(await gql(server.base, ask()));
+    assert.notEqual(then.restarts, now.restarts, 'the moment differs from the present');
+    const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+    const page = await context.newPage();
+    const problems = [];
+    page.on('pageerror', (e) => problems.push(`page error: ${e.message}`));
+    await page.goto(`${server.base}/applications/identity/keycloak?at=${encodeURIComponent(at)}`);
+    const restarts = page.getByTestId(`pod-${then.name}`).getByTestId('restarts');
+    await eventually("the page shows the pod's restarts then", async () =>
+      (await restarts.count()) === 1 && (await restarts.textContent()) === String(then.restarts));
+    assert.ok(await page.getByTestId('past').isVisible(), 'the page says it shows the past');
+    await page.screenshot({ path: join(artifacts, 'past-application.png') });
     assert.deepEqual(problems, []);
     await context.close();
   });

@@ -146,12 +146,12 @@ async fn write_history(db: &Db, path: &str, clusters: usize, changes: u64) {
     }
     insert(db, &batch).await;
     let written = began.elapsed();
-    let file = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0)
+    let file = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0)
         + std::fs::metadata(format!("{path}-wal"))
             .map(|m| m.len())
             .unwrap_or(0);
     let checkpoints: i64 = sqlx::query_scalar("SELECT count(*) FROM timeline_checkpoints")
-        .fetch_one(sqlite(&db))
+        .fetch_one(sqlite(db))
         .await
         .expect("count");
     println!(

@@ -163,8 +163,10 @@ impl Past {
     }
 
     /// Count a graph's bytes once it is built, and drop the least recently asked ones beyond
-    /// the bound (never the one just asked for).
+    /// the bound (never the one just asked for), off the request's path: freeing a whole graph
+    /// takes a while.
     fn account(&self, key: Key, bytes: usize) {
+        let mut evicted = Vec::new();
         let mut c = self.cache.lock();
         if let Some(e) = c.entries.get_mut(&key)
             && e.bytes == 0
@@ -182,7 +184,12 @@ impl Past {
             let Some(k) = oldest else { break };
             if let Some(e) = c.entries.remove(&k) {
                 c.bytes -= e.bytes;
+                evicted.push(e);
             }
+        }
+        drop(c);
+        if !evicted.is_empty() {
+            drop(tokio::task::spawn_blocking(move || drop(evicted)));
         }
     }
 
@@ -276,19 +283,39 @@ pub async fn oldest(db: &Db) -> Result<Option<i64>, DbError> {
 }
 
 /// A checkpoint with the versions after it applied: each object by its timeline id.
+///
+/// The checkpoint and the versions are decoded at once, on two threads (each is inflated JSON).
 fn replay(
     checkpoint: &[u8],
     versions: Vec<(i64, Option<Vec<u8>>)>,
 ) -> Result<(HashMap<i64, Value>, usize), PastError> {
-    let (decoded, mut json_bytes) = decode_checkpoint(checkpoint).map_err(PastError::Damaged)?;
+    let (decoded, versions) = std::thread::scope(|s| {
+        let bodies = s.spawn(move || {
+            versions
+                .into_iter()
+                .map(|(object, body)| {
+                    let len = body.as_ref().map_or(0, Vec::len);
+                    let decoded = body.map(|b| Body::decode(&b)).transpose();
+                    decoded.map(|d| (object, len, d))
+                })
+                .collect::<Result<Vec<_>, String>>()
+        });
+        let decoded = decode_checkpoint(checkpoint);
+        let versions = bodies
+            .join()
+            .unwrap_or_else(|_| Err("decoding the versions failed".into()));
+        (decoded, versions)
+    });
+    let (decoded, mut json_bytes) = decoded.map_err(PastError::Damaged)?;
+    let versions = versions.map_err(PastError::Damaged)?;
     let mut objects: HashMap<i64, Value> = decoded.into_iter().collect();
-    for (object, body) in versions {
-        json_bytes += body.as_ref().map_or(0, Vec::len);
+    for (object, len, body) in versions {
+        json_bytes += len;
         match body {
             None => {
                 objects.remove(&object);
             }
-            Some(bytes) => match Body::decode(&bytes).map_err(PastError::Damaged)? {
+            Some(body) => match body {
                 Body::Full(v) => {
                     objects.insert(object, v);
                 }
@@ -324,6 +351,25 @@ fn typed(
     let applications =
         super::applications::inventory(records.into_iter().map(|(_, v)| v).collect())
             .map_err(PastError::Damaged)?;
+    // Typed on two threads, half each.
+    let mut objects = objects;
+    let second = objects.split_off(objects.len() / 2);
+    let (first, second) = std::thread::scope(|s| {
+        let other = s.spawn(move || type_all(second));
+        let first = type_all(objects);
+        let second = other
+            .join()
+            .unwrap_or_else(|_| Err(PastError::Damaged("typing the objects failed".into())));
+        (first, second)
+    });
+    out.extend(first?);
+    out.extend(second?);
+    Ok((out, applications, bytes))
+}
+
+/// Each object read as the kind and version its JSON names, in the datacenter it was kept with.
+fn type_all(objects: Vec<(i64, Value)>) -> Result<Vec<Resource>, PastError> {
+    let mut out = Vec::with_capacity(objects.len());
     for (id, mut value) in objects {
         let damaged = |why: String| PastError::Damaged(format!("object {id}: {why}"));
         let datacenter = match &mut value {
@@ -347,7 +393,7 @@ fn typed(
             .in_datacenter(&datacenter);
         out.push(r);
     }
-    Ok((out, applications, bytes))
+    Ok(out)
 }
 
 /// Trim the timeline to its bounds: whole checkpoints go, oldest first, with the versions before

@@ -387,9 +387,12 @@ impl Writer {
             {
                 cp_objects = Some(contents(snap, applications, &mut self.ids, &mut next));
             }
-            numbered.push(number(&mut self.ids, &mut next, item.ident()));
+            let ident = item.ident();
             if item.deleted() {
-                self.ids.remove(&item.ident());
+                numbered.push(number(&mut self.ids, &mut next, ident.clone()));
+                self.ids.remove(&ident);
+            } else {
+                numbered.push(number(&mut self.ids, &mut next, ident));
             }
         }
         if split == pending.len()

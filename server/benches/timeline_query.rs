@@ -6,7 +6,9 @@
 //! merge patch of one object's status and an annotation, one second apart, with a checkpoint
 //! whenever the versions since the last one take twice its bytes, as the writer does), then the
 //! overview query is answered at `TIMELINE_MOMENTS` random moments: cold (each moment rebuilt) and
-//! again (from the cache of rebuilt graphs). Prints p50/p95/max of each and the bytes per change.
+//! again (from the cache of rebuilt graphs); then at moments a step apart, as the time control
+//! dragged forward or a replay asks them (each carried forward from the one before). Prints
+//! p50/p95/max of each and the bytes per change.
 //!
 //! `cargo bench --bench timeline_query`; env: TIMELINE_CLUSTERS (120: about 10,000 objects),
 //! TIMELINE_CHANGES (2592000), TIMELINE_MOMENTS (100), TIMELINE_DB (a path; default a file in
@@ -18,6 +20,7 @@ use std::time::Instant;
 use serde_json::{Value, json};
 use vitistack::db::{Db, Pool, PoolSettings};
 use vitistack::graphql::{SchemaSettings, build_schema};
+use vitistack::history::timeline::read::Past;
 use vitistack::history::timeline::writer::stored_value;
 use vitistack::history::timeline::{Body, ROW_OVERHEAD, encode_checkpoint};
 use vitistack::model::merge_patch;
@@ -171,12 +174,12 @@ async fn ask(db: &Db, start_ms: i64, changes: u64, moments: u64) {
     let mut rng = Lcg(7);
     let store = Arc::new(Store::new().derive_with(vitistack::domain::aggregates::deriver()));
     let schema = build_schema(&SchemaSettings::default());
-    let past = vitistack::history::timeline::read::Past::new(256 << 20);
+    let past = Past::new(256 << 20, moment_counter());
     let mut picks = Vec::new();
     for _ in 0..moments {
         picks.push(start_ms + 1000 + (rng.next() as i64 % (changes as i64 * 1000)));
     }
-    let report = |what: &str, mut took: Vec<f64>| {
+    let report = |what: &str, mut took: Vec<f64>, past: &Past| {
         took.sort_by(f64::total_cmp);
         let q = |p: f64| took[((took.len() as f64 - 1.0) * p).round() as usize];
         println!(
@@ -205,10 +208,35 @@ async fn ask(db: &Db, start_ms: i64, changes: u64, moments: u64) {
             took.push(t.elapsed().as_secs_f64() * 1000.0);
             query.push(overview(snap).await);
         }
-        report(pass, took);
+        report(pass, took, &past);
         if pass.starts_with("cold") {
-            report("the query alone (its graph built)", query);
+            report("the query alone (its graph built)", query, &past);
         }
+    }
+    // The time control dragged forward (a thousandth of the range a step) and a replay (a minute
+    // a step), each from a random moment with an empty cache: every moment after the first is
+    // carried forward from the one before.
+    let range_ms = changes as i64 * 1000;
+    for (what, step_ms) in [
+        ("dragged forward, a 1/1000 step each", range_ms / 1000),
+        ("replayed, a minute a step", 60_000),
+    ] {
+        let past = Past::new(256 << 20, moment_counter());
+        let from = start_ms + 1000 + (rng.next() as i64 % (range_ms / 2));
+        let mut took = Vec::new();
+        for i in 0..moments as i64 {
+            let t = Instant::now();
+            let snap = past
+                .at(db, &store, from + i * step_ms)
+                .await
+                .expect("a past graph")
+                .graph;
+            overview(snap).await;
+            took.push(t.elapsed().as_secs_f64() * 1000.0);
+        }
+        // The first moment is a cold one.
+        took.remove(0);
+        report(what, took, &past);
     }
 }
 
@@ -241,8 +269,8 @@ async fn write_checkpoint(db: &Db, at: i64, after: i64, objects: &[Value]) -> u6
     let len = body.len() as u64;
     {
         sqlx::query(
-            "INSERT INTO timeline_checkpoints (at_ms, after_version, objects, max_object, before_bytes, body) \
-             VALUES ($1, $2, $3, $4, 0, $5)",
+            "INSERT INTO timeline_checkpoints (at_ms, after_version, objects, max_object, before_bytes, body, continues) \
+             VALUES ($1, $2, $3, $4, 0, $5, TRUE)",
         )
         .bind(at)
         .bind(after)
@@ -254,6 +282,13 @@ async fn write_checkpoint(db: &Db, at: i64, after: i64, objects: &[Value]) -> u6
         .expect("checkpoint");
     }
     len + ROW_OVERHEAD
+}
+
+/// A counter of the moments asked, unregistered.
+fn moment_counter() -> prometheus::IntCounterVec {
+    vitistack::history::HistoryMetrics::new()
+        .expect("metrics")
+        .past_moments
 }
 
 fn sqlite(db: &Db) -> &sqlx::SqlitePool {

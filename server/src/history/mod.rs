@@ -110,6 +110,10 @@ pub struct HistoryMetrics {
     /// (a checkpoint written because the chain of versions may be broken: a start, missed
     /// changes, leading again).
     pub timeline: prometheus::IntCounterVec,
+    /// Past moments asked, by how their graph was had: `cached` (built before), `forward` (a
+    /// built earlier moment carried forward by the changes since), `checkpoint` (rebuilt from a
+    /// checkpoint).
+    pub past_moments: prometheus::IntCounterVec,
 }
 
 impl HistoryMetrics {
@@ -151,6 +155,13 @@ impl HistoryMetrics {
                 ),
                 &["row"],
             )?,
+            past_moments: prometheus::IntCounterVec::new(
+                prometheus::Opts::new(
+                    "vitistack_history_past_moments_total",
+                    "Past moments asked, by how their graph was had: cached (built before), forward (an earlier built moment carried forward by the changes since), checkpoint (rebuilt from a checkpoint)",
+                ),
+                &["how"],
+            )?,
         })
     }
 
@@ -164,6 +175,7 @@ impl HistoryMetrics {
             Box::new(self.queries.clone()),
             Box::new(self.webhooks.clone()),
             Box::new(self.timeline.clone()),
+            Box::new(self.past_moments.clone()),
         ]
     }
 }
@@ -204,7 +216,7 @@ impl History {
     pub fn new(settings: writer::HistorySettings, metrics: HistoryMetrics) -> Self {
         History {
             db: ArcSwapOption::empty(),
-            past: timeline::read::Past::new(settings.cache_bytes),
+            past: timeline::read::Past::new(settings.cache_bytes, metrics.past_moments.clone()),
             datacenters: std::sync::OnceLock::new(),
             settings,
             metrics,

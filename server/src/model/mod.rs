@@ -114,6 +114,18 @@ macro_rules! resources {
                 Err(serde::de::Error::custom(format!("{} {version} is not served", kind.name())))
             }
 
+            /// Decode an object this server kept (the timeline's checkpoints): from its JSON
+            /// text straight into its type, with no credentials blanked, as they were blanked
+            /// when it was first built ([`Resource::from_value`]) and the store held it so.
+            pub fn from_kept_json(kind: Kind, version: &str, json: &str) -> Result<Self, serde_json::Error> {
+                $(
+                    if kind == Kind::$kind && version == $version {
+                        return Ok(Resource::$variant(Box::new(serde_json::from_str(json)?)));
+                    }
+                )*
+                Err(serde::de::Error::custom(format!("{} {version} is not served", kind.name())))
+            }
+
             /// The whole object as JSON, with apiVersion and kind (credentials were blanked when
             /// it was built).
             pub fn to_value(&self) -> Value {

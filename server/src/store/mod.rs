@@ -3,6 +3,7 @@
 
 mod counts;
 mod index;
+mod past;
 pub mod reads;
 pub mod scope;
 mod snapshot;
@@ -267,21 +268,6 @@ impl Store {
             self.current.store(Arc::new(snap));
         }
         restored
-    }
-
-    /// A snapshot holding exactly `objects`, with this store's derived state: the graph as it
-    /// was at a past moment, rebuilt from the history (`history::timeline`). It is not the
-    /// store's: no change is published and the current snapshot is left alone.
-    pub fn past(&self, objects: Vec<Resource>) -> Arc<Snapshot> {
-        let mut snap = Snapshot::default();
-        for r in objects {
-            snap.seq = snap.seq.max(version_seq(&r));
-            snap.insert(ObjectKey::of(&r), Arc::new(r));
-        }
-        if let Some(derive) = &self.deriver {
-            snap.derived = Some(derive(None, &snap, &[]));
-        }
-        Arc::new(snap)
     }
 
     /// Continue the sequence after `seq` (when it is ahead): versions recorded elsewhere (the

@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::TestApp;
 use crate::persistence::{TestDb, start};
+use crate::{TestApp, metric};
 
 on_both_engines!(
     twenty_moments_answer_after_a_restart_as_they_did_live,
@@ -172,7 +172,14 @@ async fn twenty_moments_answer_after_a_restart_as_they_did_live(db: &TestDb) {
         json!([]),
         "nothing feeds the inventory now"
     );
-    for (at, live) in &kept {
+    // Every other moment latest first (each rebuilt from its checkpoint: no earlier graph is
+    // built yet), then the rest earliest first (each carried forward from the built one before
+    // it): both ways of rebuilding answer as live did.
+    let order = (0..kept.len())
+        .rev()
+        .filter(|i| i % 2 == 1)
+        .chain((0..kept.len()).filter(|i| i % 2 == 0));
+    for (at, live) in order.map(|i| &kept[i]) {
         for ((name, q), live) in PAGES.iter().zip(live) {
             let mut v = vars.clone();
             v["at"] = json!(at);
@@ -180,6 +187,22 @@ async fn twenty_moments_answer_after_a_restart_as_they_did_live(db: &TestDb) {
             assert_eq!(&past["at"], live, "{name} at {at}");
         }
     }
+    // Both ways were taken: the moments asked latest first from their checkpoints, most of the
+    // others carried forward (one whose changes since the one before outnumber half the fleet
+    // is rebuilt from its checkpoint instead).
+    let m = app.get("/metrics").await.1;
+    let how = |h: &str| {
+        metric(
+            &m,
+            &format!("vitistack_history_past_moments_total{{how=\"{h}\"}}"),
+        )
+    };
+    let (forward, checkpoint) = (how("forward"), how("checkpoint"));
+    assert_eq!(forward + checkpoint, 20, "each moment built once:\n{m}");
+    assert!(
+        forward >= 5 && checkpoint >= 11,
+        "forward {forward}, checkpoint {checkpoint}"
+    );
     // The events at a moment are those that had happened by then: the newest is at or before
     // it, while the log holds later ones (the simulator went on after it).
     let (mid, _) = &kept[10];

@@ -2,12 +2,14 @@
 //! rebuilt as it was then. The writer (`writer.rs`) keeps a row per change (the whole object when
 //! it appears, else a JSON merge patch against its previous version) and, now and then, the whole
 //! graph as a checkpoint; the reader (`read.rs`) rebuilds a moment from the newest checkpoint at or
-//! before it and the versions after that. What is kept is what the store holds (credentials were
+//! before it and the versions after that, or carries an earlier built moment forward by the
+//! versions since (`rebuild.rs`). What is kept is what the store holds (credentials were
 //! blanked when the objects were built), never more; the application inventory's applications
 //! are kept beside the objects (`applications.rs`), so a moment has its applications too.
 
 pub mod applications;
 pub mod read;
+mod rebuild;
 mod rows;
 pub mod writer;
 
@@ -98,6 +100,21 @@ impl Body {
             _ => Body::Patch(value),
         })
     }
+}
+
+/// An object's JSON as the timeline keeps it: with its datacenter (when it has one) as a
+/// top-level `datacenter`, which no kind's object has.
+pub fn stored_value(r: &crate::model::Resource) -> Value {
+    let mut v = r.to_value();
+    if !r.datacenter().is_single()
+        && let Value::Object(m) = &mut v
+    {
+        m.insert(
+            "datacenter".into(),
+            Value::String(r.datacenter().key().into()),
+        );
+    }
+    v
 }
 
 /// The rows of one checkpoint: every object as (its timeline id, its JSON).

@@ -8,51 +8,13 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use parking_lot::Mutex;
-use serde_json::Value;
-
-use super::{Body, ROW_OVERHEAD, decode_checkpoint};
+use super::ROW_OVERHEAD;
+pub use super::rebuild::PastError;
+use super::rebuild::{Ids, Records, forward, rebuilt};
 use crate::db::{Db, DbError, statement, with_pool};
 use crate::history::writer::HistorySettings;
-use crate::model::merge_patch;
-use crate::model::{Datacenter, Kind, Resource};
 use crate::store::{Snapshot, Store};
-
-/// Why a moment could not be rebuilt.
-#[derive(Debug, thiserror::Error)]
-pub enum PastError {
-    /// The moment is before the oldest one kept (None: nothing is kept yet).
-    #[error("{}", trimmed_message(*asked, *oldest))]
-    Trimmed {
-        /// The moment asked for (ms).
-        asked: i64,
-        /// The oldest moment kept (ms).
-        oldest: Option<i64>,
-    },
-    /// The database failed.
-    #[error(transparent)]
-    Db(#[from] DbError),
-    /// A stored row does not read back (never written by this server?).
-    #[error("the timeline holds a row that does not read back: {0}")]
-    Damaged(String),
-}
-
-impl From<sqlx::Error> for PastError {
-    fn from(e: sqlx::Error) -> Self {
-        PastError::Db(e.into())
-    }
-}
-
-fn trimmed_message(asked: i64, oldest: Option<i64>) -> String {
-    let asked = crate::history::rfc3339(asked);
-    match oldest {
-        Some(o) => format!(
-            "{asked} is before the oldest moment the history keeps ({}): older moments were trimmed (HISTORY_MAX_BYTES, HISTORY_RETENTION_DAYS)",
-            crate::history::rfc3339(o)
-        ),
-        None => format!("{asked}: the history keeps no moment yet"),
-    }
-}
+use parking_lot::Mutex;
 
 /// A checkpoint's place.
 #[derive(Clone, Copy, Debug)]
@@ -70,11 +32,21 @@ struct Entry {
     used: u64,
 }
 
-/// A rebuilt graph.
+/// A rebuilt graph, and what a later moment is rebuilt from.
 #[derive(Clone)]
 struct Built {
     moment: Moment,
     bytes: usize,
+    /// The last version it holds.
+    version: i64,
+    /// How it was built: `forward` (from an earlier built moment) or `checkpoint`.
+    how: &'static str,
+    /// The checkpoint its moment is after (the newest at or before it).
+    checkpoint: i64,
+    /// Each object's key by its timeline id.
+    ids: Ids,
+    /// Each application record's JSON by its timeline id.
+    records: Records,
 }
 
 /// The fleet at a past moment: the graph and the applications.
@@ -89,6 +61,8 @@ pub struct Moment {
 pub struct Past {
     cache: Mutex<Cache>,
     bound: usize,
+    /// Moments asked, by how their graph was had (`cached`, `forward`, `checkpoint`).
+    moments: prometheus::IntCounterVec,
 }
 
 #[derive(Default)]
@@ -109,11 +83,13 @@ impl std::fmt::Debug for Past {
 }
 
 impl Past {
-    /// An empty cache holding at most `bound` bytes of rebuilt graphs.
-    pub fn new(bound: usize) -> Self {
+    /// An empty cache holding at most `bound` bytes of rebuilt graphs; each moment asked is
+    /// counted in `moments` by how its graph was had.
+    pub fn new(bound: usize, moments: prometheus::IntCounterVec) -> Self {
         Past {
             cache: Mutex::new(Cache::default()),
             bound,
+            moments,
         }
     }
 
@@ -136,20 +112,42 @@ impl Past {
             b.build_query_scalar().fetch_one(p).await?
         });
         let key = (cp.id, last.unwrap_or(cp.after));
-        let cell = {
+        let (cell, base) = {
             let mut c = self.cache.lock();
             c.clock += 1;
             let clock = c.clock;
+            let base = match c.entries.contains_key(&key) {
+                true => None,
+                false => nearest(&c, cp, key.1),
+            };
             let e = c.entries.entry(key).or_insert_with(|| Entry {
                 cell: Arc::default(),
                 bytes: 0,
                 used: clock,
             });
             e.used = clock;
-            e.cell.clone()
+            (e.cell.clone(), base)
         };
+        let fresh = std::sync::atomic::AtomicBool::new(false);
         let built = cell
-            .get_or_try_init(|| self.build(db, store, cp, key.1))
+            .get_or_try_init(|| {
+                let fresh = &fresh;
+                async move {
+                    fresh.store(true, std::sync::atomic::Ordering::Relaxed);
+                    if let Some(base) = base {
+                        match self.build_from(db, store, base, cp.id, key.1).await {
+                            Ok(Some(built)) => return Ok(built),
+                            Ok(None) => {}
+                            // From its checkpoint instead: that answers or says what is damaged.
+                            Err(PastError::Damaged(why)) => {
+                                tracing::warn!(error = %why, "carrying a past moment forward failed")
+                            }
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    self.build(db, store, cp, key.1).await
+                }
+            })
             .await;
         let built = match built {
             Ok(b) => b.clone(),
@@ -158,6 +156,11 @@ impl Past {
                 return Err(e);
             }
         };
+        let how = match fresh.load(std::sync::atomic::Ordering::Relaxed) {
+            true => built.how,
+            false => "cached",
+        };
+        self.moments.with_label_values(&[how]).inc();
         self.account(key, built.bytes);
         Ok(built.moment)
     }
@@ -215,18 +218,104 @@ impl Past {
             .fetch_all(p)
             .await?
         });
-        let (resources, applications, bytes) =
-            tokio::task::spawn_blocking(move || typed(replay(&body, versions)?))
-                .await
-                .map_err(|e| PastError::Damaged(e.to_string()))??;
+        let t = tokio::task::spawn_blocking(move || rebuilt(&body, versions))
+            .await
+            .map_err(|e| PastError::Damaged(e.to_string()))??;
         Ok(Built {
             moment: Moment {
-                graph: store.past(resources),
-                applications: Arc::new(applications),
+                graph: store.past(t.resources),
+                applications: Arc::new(t.applications),
             },
-            bytes,
+            bytes: t.bytes,
+            version: last,
+            how: "checkpoint",
+            checkpoint: cp.id,
+            ids: t.ids,
+            records: t.records,
         })
     }
+
+    /// The graph with the last version `last` (after checkpoint `cp`), from `base` (an earlier
+    /// one) and the versions after it: only the objects that changed are read and typed. None
+    /// when the versions after `base` are no longer all kept (trimmed since it was built), or a
+    /// checkpoint between them does not continue the one before (the objects were numbered
+    /// afresh, or changes were missed).
+    async fn build_from(
+        &self,
+        db: &Db,
+        store: &Store,
+        base: Built,
+        cp: i64,
+        last: i64,
+    ) -> Result<Option<Built>, PastError> {
+        if base.checkpoint != cp {
+            let breaks: i64 = statement!(db, p => {
+                sqlx::query_scalar(
+                    "SELECT count(*) FROM timeline_checkpoints WHERE id > $1 AND id <= $2 \
+                     AND NOT continues",
+                )
+                .bind(base.checkpoint)
+                .bind(cp)
+                .fetch_one(p)
+                .await?
+            });
+            if breaks > 0 {
+                return Ok(None);
+            }
+        }
+        let versions: Vec<(i64, Option<Vec<u8>>)> = statement!(db, p => {
+            sqlx::query_as(
+                "SELECT object, body FROM timeline_versions WHERE id > $1 AND id <= $2 ORDER BY id",
+            )
+            .bind(base.version)
+            .bind(last)
+            .fetch_all(p)
+            .await?
+        });
+        // Read after the versions: a trim that began before them shows here.
+        let kept_after: Option<i64> = statement!(db, p => {
+            sqlx::query_scalar("SELECT min(after_version) FROM timeline_checkpoints")
+                .fetch_one(p)
+                .await?
+        });
+        if kept_after.is_none_or(|k| k > base.version) {
+            return Ok(None);
+        }
+        let (f, base) = tokio::task::spawn_blocking(move || {
+            let f = forward(&base.moment.graph, &base.ids, &base.records, versions);
+            (f, base)
+        })
+        .await
+        .map_err(|e| PastError::Damaged(e.to_string()))?;
+        let f = f?;
+        Ok(Some(Built {
+            moment: Moment {
+                graph: store.past_from(&base.moment.graph, f.removed, f.upserted),
+                applications: f.applications.map_or(base.moment.applications, Arc::new),
+            },
+            // Counted whole: it shares most of its objects with its base, which may go first.
+            bytes: base.bytes,
+            version: last,
+            how: "forward",
+            checkpoint: cp,
+            ids: f.ids,
+            records: f.records,
+        }))
+    }
+}
+
+/// The built graph to rebuild the moment whose last version is `last` (after checkpoint `cp`)
+/// from: the latest one at or before it, when applying the versions since costs less than a
+/// rebuild from the checkpoint: the changes since it are fewer than those since the checkpoint
+/// and half its objects.
+fn nearest(c: &Cache, cp: Located, last: i64) -> Option<Built> {
+    c.entries
+        .values()
+        .filter_map(|e| e.cell.get())
+        .filter(|b| b.version <= last && b.checkpoint <= cp.id)
+        .filter(|b| last - b.version <= (last - cp.after) + b.ids.len() as i64 / 2)
+        .max_by_key(|b| b.version)
+        .cloned()
 }
 
 /// The newest checkpoint at or before `at_ms`, and the last version before the next one.
@@ -280,120 +369,6 @@ pub async fn oldest(db: &Db) -> Result<Option<i64>, DbError> {
             .fetch_one(p)
             .await?
     }))
-}
-
-/// A checkpoint with the versions after it applied: each object by its timeline id.
-///
-/// The checkpoint and the versions are decoded at once, on two threads (each is inflated JSON).
-fn replay(
-    checkpoint: &[u8],
-    versions: Vec<(i64, Option<Vec<u8>>)>,
-) -> Result<(HashMap<i64, Value>, usize), PastError> {
-    let (decoded, versions) = std::thread::scope(|s| {
-        let bodies = s.spawn(move || {
-            versions
-                .into_iter()
-                .map(|(object, body)| {
-                    let len = body.as_ref().map_or(0, Vec::len);
-                    let decoded = body.map(|b| Body::decode(&b)).transpose();
-                    decoded.map(|d| (object, len, d))
-                })
-                .collect::<Result<Vec<_>, String>>()
-        });
-        let decoded = decode_checkpoint(checkpoint);
-        let versions = bodies
-            .join()
-            .unwrap_or_else(|_| Err("decoding the versions failed".into()));
-        (decoded, versions)
-    });
-    let (decoded, mut json_bytes) = decoded.map_err(PastError::Damaged)?;
-    let versions = versions.map_err(PastError::Damaged)?;
-    let mut objects: HashMap<i64, Value> = decoded.into_iter().collect();
-    for (object, len, body) in versions {
-        json_bytes += len;
-        match body {
-            None => {
-                objects.remove(&object);
-            }
-            Some(body) => match body {
-                Body::Full(v) => {
-                    objects.insert(object, v);
-                }
-                Body::Patch(p) => {
-                    let Some(target) = objects.get_mut(&object) else {
-                        return Err(PastError::Damaged(format!(
-                            "a change of object {object} the timeline does not hold"
-                        )));
-                    };
-                    merge_patch::apply(target, &p);
-                }
-            },
-        }
-    }
-    Ok((objects, json_bytes))
-}
-
-/// The objects typed (each read as the kind and version its JSON names, in the datacenter the
-/// timeline noted), the application inventory its records say, and an estimate of the bytes they
-/// take in memory with their indexes (a few times their JSON: typed fields, indexes, derived
-/// state).
-fn typed(
-    (objects, json_bytes): (HashMap<i64, Value>, usize),
-) -> Result<(Vec<Resource>, crate::inventory::Snapshot, usize), PastError> {
-    let mut out = Vec::with_capacity(objects.len());
-    let bytes = 4 * json_bytes + 512 * objects.len();
-    type Rows = Vec<(i64, Value)>;
-    let (mut records, objects): (Rows, Rows) = objects
-        .into_iter()
-        .partition(|(_, v)| super::applications::is_record(v));
-    // In the order they were first kept: a later record of one application wins.
-    records.sort_by_key(|(id, _)| *id);
-    let applications =
-        super::applications::inventory(records.into_iter().map(|(_, v)| v).collect())
-            .map_err(PastError::Damaged)?;
-    // Typed on two threads, half each.
-    let mut objects = objects;
-    let second = objects.split_off(objects.len() / 2);
-    let (first, second) = std::thread::scope(|s| {
-        let other = s.spawn(move || type_all(second));
-        let first = type_all(objects);
-        let second = other
-            .join()
-            .unwrap_or_else(|_| Err(PastError::Damaged("typing the objects failed".into())));
-        (first, second)
-    });
-    out.extend(first?);
-    out.extend(second?);
-    Ok((out, applications, bytes))
-}
-
-/// Each object read as the kind and version its JSON names, in the datacenter it was kept with.
-fn type_all(objects: Vec<(i64, Value)>) -> Result<Vec<Resource>, PastError> {
-    let mut out = Vec::with_capacity(objects.len());
-    for (id, mut value) in objects {
-        let damaged = |why: String| PastError::Damaged(format!("object {id}: {why}"));
-        let datacenter = match &mut value {
-            Value::Object(m) => match m.remove("datacenter") {
-                Some(Value::String(d)) => Datacenter::new(&d),
-                _ => Datacenter::default(),
-            },
-            _ => return Err(damaged("not an object".into())),
-        };
-        let kind: Kind = value["kind"]
-            .as_str()
-            .and_then(|k| k.parse().ok())
-            .ok_or_else(|| damaged(format!("kind {}", value["kind"])))?;
-        let version = value["apiVersion"]
-            .as_str()
-            .and_then(|v| v.rsplit('/').next())
-            .ok_or_else(|| damaged("no apiVersion".into()))?
-            .to_string();
-        let r = Resource::from_value(kind, &version, value)
-            .map_err(|e| damaged(e.to_string()))?
-            .in_datacenter(&datacenter);
-        out.push(r);
-    }
-    Ok(out)
 }
 
 /// Trim the timeline to its bounds: whole checkpoints go, oldest first, with the versions before

@@ -16,6 +16,8 @@ pub(super) struct Checkpoint {
     /// Bytes of the versions between the previous checkpoint and this one.
     pub before_bytes: u64,
     pub body: Vec<u8>,
+    /// It continues the one before: the same numbering, every change between them written.
+    pub continues: bool,
 }
 
 /// The next object number: above every number the kept timeline uses.
@@ -50,8 +52,8 @@ pub(super) async fn write(
                 .await?;
             sqlx::query(
                 "INSERT INTO timeline_checkpoints \
-                 (at_ms, after_version, objects, max_object, before_bytes, body) \
-                 VALUES ($1, $2, $3, $4, $5, $6)",
+                 (at_ms, after_version, objects, max_object, before_bytes, body, continues) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7)",
             )
             .bind(cp.at_ms)
             .bind(after.unwrap_or(0))
@@ -59,6 +61,7 @@ pub(super) async fn write(
             .bind(cp.max_object)
             .bind(cp.before_bytes as i64)
             .bind(cp.body.as_slice())
+            .bind(cp.continues)
             .execute(&mut *tx)
             .await?;
             tx.commit().await?;

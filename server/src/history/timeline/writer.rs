@@ -20,6 +20,7 @@ use tokio::time::Instant;
 
 use super::applications::{self as apps, Record};
 use super::rows::{Checkpoint, next_object, write};
+pub use super::stored_value;
 use super::{Body, ROW_OVERHEAD, encode_checkpoint};
 use crate::db::{DbError, with_pool};
 use crate::history::{History, now_ms};
@@ -448,6 +449,7 @@ impl Writer {
                     max_object,
                     before_bytes: self.since_checkpoint + before_bytes,
                     body,
+                    continues: !self.broken,
                 })
             }
             _ => None,
@@ -483,21 +485,6 @@ impl Writer {
         }
         Ok(())
     }
-}
-
-/// An object's JSON as the timeline keeps it: with its datacenter (when it has one) as a
-/// top-level `datacenter`, which no kind's object has.
-pub fn stored_value(r: &crate::model::Resource) -> Value {
-    let mut v = r.to_value();
-    if !r.datacenter().is_single()
-        && let Value::Object(m) = &mut v
-    {
-        m.insert(
-            "datacenter".into(),
-            Value::String(r.datacenter().key().into()),
-        );
-    }
-    v
 }
 
 /// A change as a version row: the whole object when it appears (or when no merge patch can say

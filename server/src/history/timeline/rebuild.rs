@@ -1,0 +1,506 @@
+//! From stored rows to typed objects: a checkpoint with the versions after it replayed and
+//! typed, or a built moment carried forward by the versions after it (only the objects that
+//! changed are read and typed again).
+
+use std::borrow::Cow;
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use super::applications::{APPLICATION, INVENTORY, is_record};
+use super::{Body, stored_value};
+use crate::model::merge_patch;
+use crate::model::{Datacenter, Kind, Resource};
+use crate::store::{ObjectKey, Snapshot};
+
+/// Why a moment could not be rebuilt.
+#[derive(Debug, thiserror::Error)]
+pub enum PastError {
+    /// The moment is before the oldest one kept (None: nothing is kept yet).
+    #[error("{}", trimmed_message(*asked, *oldest))]
+    Trimmed {
+        /// The moment asked for (ms).
+        asked: i64,
+        /// The oldest moment kept (ms).
+        oldest: Option<i64>,
+    },
+    /// The database failed.
+    #[error(transparent)]
+    Db(#[from] crate::db::DbError),
+    /// A stored row does not read back (never written by this server?).
+    #[error("the timeline holds a row that does not read back: {0}")]
+    Damaged(String),
+}
+
+impl From<sqlx::Error> for PastError {
+    fn from(e: sqlx::Error) -> Self {
+        PastError::Db(e.into())
+    }
+}
+
+fn trimmed_message(asked: i64, oldest: Option<i64>) -> String {
+    let asked = crate::history::rfc3339(asked);
+    match oldest {
+        Some(o) => format!(
+            "{asked} is before the oldest moment the history keeps ({}): older moments were trimmed (HISTORY_MAX_BYTES, HISTORY_RETENTION_DAYS)",
+            crate::history::rfc3339(o)
+        ),
+        None => format!("{asked}: the history keeps no moment yet"),
+    }
+}
+
+/// Each object's key by its timeline id.
+pub type Ids = imbl::HashMap<i64, ObjectKey>;
+/// Each application record's JSON by its timeline id.
+pub type Records = imbl::OrdMap<i64, Arc<Value>>;
+
+/// A rebuilt moment's parts, before its snapshot is made.
+pub struct Typed {
+    pub resources: Vec<Resource>,
+    pub applications: crate::inventory::Snapshot,
+    /// An estimate of the bytes they take in memory with their indexes (a few times their JSON:
+    /// typed fields, indexes, derived state).
+    pub bytes: usize,
+    pub ids: Ids,
+    pub records: Records,
+}
+
+/// One object to type: its JSON text as the checkpoint holds it, or its JSON read and patched.
+enum Work<'a> {
+    Text(i64, &'a str),
+    Json(i64, Value),
+}
+
+/// A checkpoint with the versions after it applied, typed: each object read as the kind and
+/// version its JSON names, in the datacenter the timeline noted, and the application inventory
+/// its records say.
+///
+/// The checkpoint's objects that no version touches (most of them) are typed straight from their
+/// JSON text: the checkpoint holds what the store held, whose credentials were blanked when the
+/// objects were first built. The others are read as JSON, patched and typed. The versions are
+/// decoded on one thread while the checkpoint is inflated and split on the other; the typing runs
+/// on two. (Reading every object into a `serde_json::Value` first, then typing that, took twice
+/// as long: `cargo bench --bench timeline_query`.)
+pub fn rebuilt(
+    checkpoint: &[u8],
+    versions: Vec<(i64, Option<Vec<u8>>)>,
+) -> Result<Typed, PastError> {
+    let (json, versions) = std::thread::scope(|s| {
+        let bodies = s.spawn(move || {
+            versions
+                .into_iter()
+                .map(|(object, body)| {
+                    let len = body.as_ref().map_or(0, Vec::len);
+                    let decoded = body.map(|b| Body::decode(&b)).transpose();
+                    decoded.map(|d| (object, len, d))
+                })
+                .collect::<Result<Vec<_>, String>>()
+        });
+        let json = super::inflate(checkpoint);
+        let versions = bodies
+            .join()
+            .unwrap_or_else(|_| Err("decoding the versions failed".into()));
+        (json, versions)
+    });
+    let damaged = |e: &dyn std::fmt::Display| PastError::Damaged(format!("a checkpoint: {e}"));
+    let json = json.map_err(|e| damaged(&e))?;
+    let versions = versions.map_err(PastError::Damaged)?;
+    let entries = split(&json).map_err(|e| damaged(&e))?;
+    let touched: HashSet<i64> = versions.iter().map(|(o, _, _)| *o).collect();
+    let mut texts = Vec::with_capacity(entries.len());
+    let mut objects: HashMap<i64, Value> = HashMap::new();
+    for (id, text) in entries {
+        match touched.contains(&id) {
+            true => {
+                objects.insert(id, serde_json::from_str(text).map_err(|e| damaged(&e))?);
+            }
+            false => texts.push(Work::Text(id, text)),
+        }
+    }
+    let mut json_bytes = json.len();
+    for (object, len, body) in versions {
+        json_bytes += len;
+        match body {
+            None => {
+                objects.remove(&object);
+            }
+            Some(Body::Full(v)) => {
+                objects.insert(object, v);
+            }
+            Some(Body::Patch(p)) => {
+                let Some(target) = objects.get_mut(&object) else {
+                    return Err(PastError::Damaged(format!(
+                        "a change of object {object} the timeline does not hold"
+                    )));
+                };
+                merge_patch::apply(target, &p);
+            }
+        }
+    }
+    let count = texts.len() + objects.len();
+    texts.extend(objects.into_iter().map(|(id, v)| Work::Json(id, v)));
+    let (typed, records) = type_both(texts)?;
+    let records: Records = records
+        .into_iter()
+        .map(|(id, v)| (id, Arc::new(v)))
+        .collect();
+    let ids = typed
+        .iter()
+        .map(|(id, r)| (*id, ObjectKey::of(r)))
+        .collect();
+    Ok(Typed {
+        resources: typed.into_iter().map(|(_, r)| r).collect(),
+        applications: inventory(&records)?,
+        bytes: 4 * json_bytes + 512 * count,
+        ids,
+        records,
+    })
+}
+
+/// The application inventory the records say (a later record of one application wins: they are
+/// in the order they were first kept).
+fn inventory(records: &Records) -> Result<crate::inventory::Snapshot, PastError> {
+    super::applications::inventory(records.values().map(|v| (**v).clone()).collect())
+        .map_err(PastError::Damaged)
+}
+
+/// A checkpoint's JSON (`[[id, object], ...]`, as `encode_checkpoint` wrote it) split into each
+/// object's timeline id and JSON text, the objects left unread. (serde_json's `RawValue` does
+/// this with its `raw_value` feature; switching that on rebuilds every crate above serde_json for
+/// twenty lines.)
+fn split(json: &[u8]) -> Result<Vec<(i64, &str)>, String> {
+    let text = std::str::from_utf8(json).map_err(|e| e.to_string())?;
+    let bytes = text.as_bytes();
+    let mut at = 0;
+    let expect = |at: &mut usize, c: u8| -> Result<(), String> {
+        while bytes.get(*at).is_some_and(u8::is_ascii_whitespace) {
+            *at += 1;
+        }
+        match bytes.get(*at) == Some(&c) {
+            true => {
+                *at += 1;
+                Ok(())
+            }
+            false => Err(format!("expected {:?} at byte {at}", c as char)),
+        }
+    };
+    let mut out = Vec::new();
+    expect(&mut at, b'[')?;
+    if expect(&mut at, b']').is_ok() {
+        return Ok(out);
+    }
+    loop {
+        expect(&mut at, b'[')?;
+        // The id, then the object: each ends where serde_json says the value it read ended.
+        let mut values = serde_json::Deserializer::from_str(&text[at..]).into_iter::<i64>();
+        let id = values.next().ok_or("no id")?.map_err(|e| e.to_string())?;
+        at += values.byte_offset();
+        expect(&mut at, b',')?;
+        let mut values =
+            serde_json::Deserializer::from_str(&text[at..]).into_iter::<serde::de::IgnoredAny>();
+        values
+            .next()
+            .ok_or("no object")?
+            .map_err(|e| e.to_string())?;
+        let end = at + values.byte_offset();
+        out.push((id, text[at..end].trim_start()));
+        at = end;
+        expect(&mut at, b']')?;
+        if expect(&mut at, b',').is_err() {
+            expect(&mut at, b']')?;
+            return Ok(out);
+        }
+    }
+}
+
+/// What the versions after a built graph change in it.
+pub struct Forward {
+    pub removed: Vec<ObjectKey>,
+    pub upserted: Vec<Resource>,
+    pub ids: Ids,
+    pub records: Records,
+    /// The application inventory, when a record changed.
+    pub applications: Option<crate::inventory::Snapshot>,
+}
+
+/// The versions after a built graph (`graph`, with its objects' `ids` and its application
+/// `records`) applied to it: each changed object's JSON is its typed form in `graph` as the
+/// timeline keeps it (which is what its versions were written against), with its versions applied
+/// in order, then typed again.
+pub fn forward(
+    graph: &Snapshot,
+    ids: &Ids,
+    records: &Records,
+    versions: Vec<(i64, Option<Vec<u8>>)>,
+) -> Result<Forward, PastError> {
+    let (base_ids, base_records) = (ids, records);
+    let mut touched: HashMap<i64, Option<Value>> = HashMap::new();
+    for (object, body) in versions {
+        let body = body.map(|b| Body::decode(&b)).transpose();
+        match body.map_err(PastError::Damaged)? {
+            None => {
+                touched.insert(object, None);
+            }
+            Some(Body::Full(v)) => {
+                touched.insert(object, Some(v));
+            }
+            Some(Body::Patch(p)) => {
+                let target =
+                    touched
+                        .entry(object)
+                        .or_insert_with(|| match base_records.get(&object) {
+                            Some(v) => Some((**v).clone()),
+                            None => base_ids
+                                .get(&object)
+                                .and_then(|k| graph.get_key(k))
+                                .map(|r| stored_value(r)),
+                        });
+                let Some(target) = target else {
+                    return Err(PastError::Damaged(format!(
+                        "a change of object {object} the timeline does not hold"
+                    )));
+                };
+                merge_patch::apply(target, &p);
+            }
+        }
+    }
+    let (mut ids, mut records) = (base_ids.clone(), base_records.clone());
+    let (mut removed, mut objects, mut records_changed) = (Vec::new(), Vec::new(), false);
+    for (id, value) in touched {
+        match value {
+            Some(v) if is_record(&v) => {
+                records.insert(id, Arc::new(v));
+                records_changed = true;
+            }
+            Some(v) => objects.push((id, v)),
+            None if records.remove(&id).is_some() => records_changed = true,
+            None => removed.extend(ids.remove(&id)),
+        }
+    }
+    let work = objects
+        .into_iter()
+        .map(|(id, v)| Work::Json(id, v))
+        .collect();
+    let (typed, _) = type_both(work)?;
+    let mut upserted = Vec::with_capacity(typed.len());
+    for (id, r) in typed {
+        let key = ObjectKey::of(&r);
+        if let Some(old) = ids.insert(id, key.clone())
+            && old != key
+        {
+            removed.push(old);
+        }
+        upserted.push(r);
+    }
+    let applications = match records_changed {
+        true => Some(inventory(&records)?),
+        false => None,
+    };
+    Ok(Forward {
+        removed,
+        upserted,
+        ids,
+        records,
+        applications,
+    })
+}
+
+/// The objects typed on two threads, half each (on one when they are few), and the application
+/// records among them.
+fn type_both(mut work: Vec<Work<'_>>) -> Result<TypedRows, PastError> {
+    if work.len() < 64 {
+        return type_all(work);
+    }
+    let second = work.split_off(work.len() / 2);
+    let (first, second) = std::thread::scope(|s| {
+        let other = s.spawn(move || type_all(second));
+        let first = type_all(work);
+        let second = other
+            .join()
+            .unwrap_or_else(|_| Err(PastError::Damaged("typing the objects failed".into())));
+        (first, second)
+    });
+    let (mut objects, mut records) = first?;
+    let (more, more_records) = second?;
+    objects.extend(more);
+    records.extend(more_records);
+    Ok((objects, records))
+}
+
+/// Typed objects and application records, each by its timeline id.
+type TypedRows = (Vec<(i64, Resource)>, Vec<(i64, Value)>);
+
+/// What an object's JSON says of itself before it is typed.
+#[derive(serde::Deserialize)]
+struct Head<'a> {
+    #[serde(borrow, default)]
+    kind: Option<Cow<'a, str>>,
+    #[serde(borrow, default, rename = "apiVersion")]
+    api_version: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    datacenter: Option<Cow<'a, str>>,
+}
+
+/// Each object read as the kind and version its JSON names, in the datacenter it was kept with;
+/// the application records aside, as JSON.
+fn type_all(work: Vec<Work<'_>>) -> Result<TypedRows, PastError> {
+    let (mut out, mut records) = (Vec::with_capacity(work.len()), Vec::new());
+    for item in work {
+        let id = match &item {
+            Work::Text(id, _) | Work::Json(id, _) => *id,
+        };
+        let damaged = |why: String| PastError::Damaged(format!("object {id}: {why}"));
+        match item {
+            Work::Text(_, text) => {
+                let head: Head = serde_json::from_str(text).map_err(|e| damaged(e.to_string()))?;
+                if let Some(APPLICATION | INVENTORY) = head.kind.as_deref() {
+                    let v = serde_json::from_str(text).map_err(|e| damaged(e.to_string()))?;
+                    records.push((id, v));
+                    continue;
+                }
+                let (kind, version) =
+                    kind_version(head.kind.as_deref(), head.api_version.as_deref())
+                        .map_err(damaged)?;
+                let datacenter = head
+                    .datacenter
+                    .map_or_else(Datacenter::default, |d| Datacenter::new(&d));
+                let r = Resource::from_kept_json(kind, version, text)
+                    .map_err(|e| damaged(e.to_string()))?
+                    .in_datacenter(&datacenter);
+                out.push((id, r));
+            }
+            Work::Json(_, v) if is_record(&v) => records.push((id, v)),
+            Work::Json(_, mut value) => {
+                let datacenter = match &mut value {
+                    Value::Object(m) => match m.remove("datacenter") {
+                        Some(Value::String(d)) => Datacenter::new(&d),
+                        _ => Datacenter::default(),
+                    },
+                    _ => return Err(damaged("not an object".into())),
+                };
+                let (kind, version) =
+                    kind_version(value["kind"].as_str(), value["apiVersion"].as_str())
+                        .map_err(damaged)?;
+                let version = version.to_string();
+                let r = Resource::from_value(kind, &version, value)
+                    .map_err(|e| damaged(e.to_string()))?
+                    .in_datacenter(&datacenter);
+                out.push((id, r));
+            }
+        }
+    }
+    Ok((out, records))
+}
+
+/// The kind and the version (`v1alpha1` of `vitistack.io/v1alpha1`) an object's JSON names.
+fn kind_version<'a>(
+    kind: Option<&str>,
+    api_version: Option<&'a str>,
+) -> Result<(Kind, &'a str), String> {
+    let kind: Kind = kind
+        .and_then(|k| k.parse().ok())
+        .ok_or_else(|| format!("kind {kind:?}"))?;
+    let version = api_version
+        .and_then(|v| v.rsplit('/').next())
+        .ok_or_else(|| "no apiVersion".to_string())?;
+    Ok((kind, version))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::history::timeline::applications::Record;
+    use crate::history::timeline::encode_checkpoint;
+    use serde_json::json;
+
+    /// The objects as the old way read them: every one into JSON, patched, then typed.
+    fn through_json(objects: Vec<(i64, Value)>) -> Vec<(i64, Resource)> {
+        let work = objects
+            .into_iter()
+            .map(|(id, v)| Work::Json(id, v))
+            .collect();
+        let (mut typed, _) = type_all(work).expect("typed");
+        typed.sort_by_key(|(id, _)| *id);
+        typed
+    }
+
+    #[test]
+    fn a_checkpoint_typed_from_its_text_equals_it_read_as_json_then_typed() {
+        let fleet = crate::source::demo::fleet(&crate::source::demo::FleetSpec::demo());
+        let mut kept: Vec<(i64, Value)> = fleet
+            .iter()
+            .enumerate()
+            .map(|(i, r)| {
+                let dc = Datacenter::new(if i % 2 == 0 { "oslo" } else { "bergen" });
+                (i as i64 + 1, stored_value(&r.clone().in_datacenter(&dc)))
+            })
+            .collect();
+        let record = Record::Datacenter {
+            datacenter: Datacenter::new("oslo"),
+            kube_system_uid: Some("u-1".into()),
+            namespaces: vec!["shop".into()],
+        };
+        let n = kept.len() as i64;
+        kept.push((n + 1, record.value()));
+        let checkpoint = encode_checkpoint(&kept);
+        // Object 1 patched twice, object 2 deleted, a new one added.
+        let patch = |p: Value| Some(Body::Patch(p).encode());
+        let added = (n + 2, kept[3].1.clone());
+        let mut renamed = added.1.clone();
+        renamed["metadata"]["name"] = json!("added");
+        let versions = vec![
+            (1, patch(json!({"metadata": {"annotations": {"a": "1"}}}))),
+            (2, None),
+            (
+                1,
+                patch(json!({"metadata": {"annotations": {"a": "2", "b": "3"}}})),
+            ),
+            (added.0, Some(Body::Full(renamed.clone()).encode())),
+        ];
+        let t = rebuilt(&checkpoint, versions).expect("rebuilt");
+
+        let mut expected = kept[..n as usize].to_vec();
+        expected[0].1["metadata"]["annotations"]["a"] = json!("2");
+        expected[0].1["metadata"]["annotations"]["b"] = json!("3");
+        expected.remove(1);
+        expected.push((added.0, renamed));
+        let expected = through_json(expected);
+        let mut got: Vec<(i64, Resource)> = t
+            .resources
+            .into_iter()
+            .map(|r| {
+                let key = ObjectKey::of(&r);
+                let id = t.ids.iter().find(|(_, k)| **k == key).map(|(id, _)| *id);
+                (id.expect("an id"), r)
+            })
+            .collect();
+        got.sort_by_key(|(id, _)| *id);
+        assert_eq!(got.len(), expected.len());
+        assert!(
+            got == expected,
+            "typed from text differs from typed from JSON"
+        );
+        assert!(got.iter().any(|(_, r)| r.datacenter().key() == "bergen"));
+        assert_eq!(t.records.len(), 1, "the application record is kept aside");
+        assert_eq!(
+            t.applications
+                .kube_system_uids
+                .get(&Datacenter::new("oslo")),
+            Some(&"u-1".to_string())
+        );
+    }
+
+    #[test]
+    fn a_checkpoint_splits_into_its_objects_whatever_its_spacing() {
+        let json = br#" [ [1 , {"a": [1, "]"]} ] ,[22,{}]] "#;
+        assert_eq!(
+            split(json).expect("split"),
+            vec![(1, r#"{"a": [1, "]"]}"#), (22, "{}")]
+        );
+        assert_eq!(split(b"[]").expect("empty"), vec![]);
+        for bad in [&b"[[1,{}]"[..], b"[[x,{}]]", b"[[1 {}]]", b"{}", b"[[1,{]]"] {
+            assert!(split(bad).is_err(), "{}", String::from_utf8_lossy(bad));
+        }
+    }
+}

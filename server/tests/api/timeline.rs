@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::persistence::{TestDb, start};
-use crate::{TestApp, metric};
+use crate::{TestApp, eventually, metric, metric_opt};
 
 on_both_engines!(
     twenty_moments_answer_after_a_restart_as_they_did_live,
@@ -188,7 +188,7 @@ async fn twenty_moments_answer_after_a_restart_as_they_did_live(db: &TestDb) {
         }
     }
     // Both ways were taken: the moments asked latest first from their checkpoints, most of the
-    // others carried forward (one whose changes since the one before outnumber half the fleet
+    // others carried forward (one whose changes since the one before outnumber a third of the fleet
     // is rebuilt from its checkpoint instead).
     let m = app.get("/metrics").await.1;
     let how = |h: &str| {
@@ -308,6 +308,14 @@ async fn trimming_keeps_every_moment_left_rebuildable_and_refuses_older_ones(db:
     // A restart starts the timeline again from a checkpoint; more changes after it.
     let app = start(db, &args).await;
     let restarted = moments.len();
+    // The restart's checkpoint is written before the first moment after it is taken (a moment
+    // just before it answers as now does, nothing having changed).
+    eventually("the restart's checkpoint", || async {
+        let m = app.get("/metrics").await.1;
+        metric_opt(&m, "vitistack_history_timeline_rows_total{row=\"restart\"}").unwrap_or(0.0)
+            >= 1.0
+    })
+    .await;
     moments.push(wait_for_history(&app).await);
     toggle(&app, &cluster, 4, &mut moments).await;
     let counts = "query($at: String!) { at(time: $at) { clusters(first: 500) { nodes { name resourceVersion annotations { key value } } } } }";

@@ -28,6 +28,11 @@ use vitistack::source::demo::{FleetSpec, fleet};
 use vitistack::store::Store;
 use vitistack_testkit::runtime;
 
+// The server's allocator (server/src/main.rs): rebuilding a moment allocates and frees a whole
+// graph, and under glibc malloc a third of the time went to the allocator.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() {
     runtime::main(run);
 }

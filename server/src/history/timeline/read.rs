@@ -307,9 +307,9 @@ impl Past {
 /// The built graph to rebuild the moment whose last version is `last` (after checkpoint `cp`)
 /// from: the latest one at or before it, when applying the versions since costs less than a
 /// rebuild from the checkpoint. Measured (release, `cargo bench --bench timeline_query`): a
-/// change carried forward costs about 75 µs (read, patched, typed, indexed, its dependents'
-/// derived state again), an object rebuilt from a checkpoint 30 µs and a version replayed
-/// after it 10 µs; so forward when the changes since it are under a third of its objects and an
+/// change carried forward costs about 46 µs (read, patched, typed, indexed, its dependents'
+/// derived state again), an object rebuilt from a checkpoint 18 µs and a version replayed
+/// after it a few; so forward when the changes since it are under a third of its objects and an
 /// eighth of the versions since the checkpoint.
 fn nearest(c: &Cache, cp: Located, last: i64) -> Option<Built> {
     c.entries

@@ -126,6 +126,17 @@ macro_rules! resources {
                 Err(serde::de::Error::custom(format!("{} {version} is not served", kind.name())))
             }
 
+            /// [`Resource::from_kept_json`] for an object kept as JSON and patched (the
+            /// timeline's versions: differences between objects whose credentials were blanked).
+            pub fn from_kept_value(kind: Kind, version: &str, value: Value) -> Result<Self, serde_json::Error> {
+                $(
+                    if kind == Kind::$kind && version == $version {
+                        return Ok(Resource::$variant(Box::new(serde_json::from_value(value)?)));
+                    }
+                )*
+                Err(serde::de::Error::custom(format!("{} {version} is not served", kind.name())))
+            }
+
             /// The whole object as JSON, with apiVersion and kind (credentials were blanked when
             /// it was built).
             pub fn to_value(&self) -> Value {

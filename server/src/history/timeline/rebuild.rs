@@ -383,7 +383,7 @@ fn type_all(work: Vec<Work<'_>>) -> Result<TypedRows, PastError> {
                     kind_version(value["kind"].as_str(), value["apiVersion"].as_str())
                         .map_err(damaged)?;
                 let version = version.to_string();
-                let r = Resource::from_value(kind, &version, value)
+                let r = Resource::from_kept_value(kind, &version, value)
                     .map_err(|e| damaged(e.to_string()))?
                     .in_datacenter(&datacenter);
                 out.push((id, r));

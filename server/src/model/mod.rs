@@ -106,12 +106,7 @@ macro_rules! resources {
             /// enters the graph, so none carries a credential.
             pub fn from_value(kind: Kind, version: &str, mut value: Value) -> Result<Self, serde_json::Error> {
                 redact::redact_value(kind, version, &mut value);
-                $(
-                    if kind == Kind::$kind && version == $version {
-                        return Ok(Resource::$variant(Box::new(serde_json::from_value(value)?)));
-                    }
-                )*
-                Err(serde::de::Error::custom(format!("{} {version} is not served", kind.name())))
+                Self::from_kept_value(kind, version, value)
             }
 
             /// Decode an object this server kept (the timeline's checkpoints): from its JSON
@@ -126,8 +121,9 @@ macro_rules! resources {
                 Err(serde::de::Error::custom(format!("{} {version} is not served", kind.name())))
             }
 
-            /// [`Resource::from_kept_json`] for an object kept as JSON and patched (the
-            /// timeline's versions: differences between objects whose credentials were blanked).
+            /// [`Resource::from_kept_json`] for an object as JSON: one whose credentials are
+            /// already blanked (the timeline's versions: differences between such objects), or
+            /// blanked just now ([`Resource::from_value`]).
             pub fn from_kept_value(kind: Kind, version: &str, value: Value) -> Result<Self, serde_json::Error> {
                 $(
                     if kind == Kind::$kind && version == $version {

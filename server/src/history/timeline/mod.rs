@@ -122,13 +122,6 @@ pub fn encode_checkpoint(objects: &[(i64, Value)]) -> Vec<u8> {
     deflate(&serde_json::to_vec(objects).unwrap_or_default())
 }
 
-/// What `encode_checkpoint` made, and the bytes of its JSON.
-pub fn decode_checkpoint(bytes: &[u8]) -> Result<(Vec<(i64, Value)>, usize), String> {
-    let json = inflate(bytes).map_err(|e| e.to_string())?;
-    let objects = serde_json::from_slice(&json).map_err(|e| e.to_string())?;
-    Ok((objects, json.len()))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -146,8 +139,5 @@ mod tests {
         assert!(encoded.len() < 100, "{}", encoded.len());
         assert_eq!(Body::decode(&encoded), Ok(big));
         assert!(Body::decode(b"").is_err() && Body::decode(b"Xjunk").is_err());
-        let cp = vec![(1, json!({"a": 1})), (7, json!({"b": [2]}))];
-        let (back, _) = decode_checkpoint(&encode_checkpoint(&cp)).expect("decoded");
-        assert_eq!(back, cp);
     }
 }

@@ -209,15 +209,7 @@ impl Past {
                 .fetch_one(p)
                 .await?
         });
-        let versions: Vec<(i64, Option<Vec<u8>>)> = statement!(db, p => {
-            sqlx::query_as(
-                "SELECT object, body FROM timeline_versions WHERE id > $1 AND id <= $2 ORDER BY id",
-            )
-            .bind(cp.after)
-            .bind(last)
-            .fetch_all(p)
-            .await?
-        });
+        let versions = versions_between(db, cp.after, last).await?;
         let t = tokio::task::spawn_blocking(move || rebuilt(&body, versions))
             .await
             .map_err(|e| PastError::Damaged(e.to_string()))??;
@@ -263,15 +255,7 @@ impl Past {
                 return Ok(None);
             }
         }
-        let versions: Vec<(i64, Option<Vec<u8>>)> = statement!(db, p => {
-            sqlx::query_as(
-                "SELECT object, body FROM timeline_versions WHERE id > $1 AND id <= $2 ORDER BY id",
-            )
-            .bind(base.version)
-            .bind(last)
-            .fetch_all(p)
-            .await?
-        });
+        let versions = versions_between(db, base.version, last).await?;
         // Read after the versions: a trim that began before them shows here.
         let kept_after: Option<i64> = statement!(db, p => {
             sqlx::query_scalar("SELECT min(after_version) FROM timeline_checkpoints")
@@ -319,6 +303,23 @@ fn nearest(c: &Cache, cp: Located, last: i64) -> Option<Built> {
         .filter(|b| last - b.version <= b.ids.len() as i64 / 3 + (last - cp.after) / 8)
         .max_by_key(|b| b.version)
         .cloned()
+}
+
+/// The versions after `after` up to `last`, in order: (object, body).
+async fn versions_between(
+    db: &Db,
+    after: i64,
+    last: i64,
+) -> Result<Vec<(i64, Option<Vec<u8>>)>, PastError> {
+    Ok(statement!(db, p => {
+        sqlx::query_as(
+            "SELECT object, body FROM timeline_versions WHERE id > $1 AND id <= $2 ORDER BY id",
+        )
+        .bind(after)
+        .bind(last)
+        .fetch_all(p)
+        .await?
+    }))
 }
 
 /// The newest checkpoint at or before `at_ms`, and the last version before the next one.

@@ -224,17 +224,16 @@ pub struct Forward {
     pub applications: Option<crate::inventory::Snapshot>,
 }
 
-/// The versions after a built graph (`graph`, with its objects' `ids` and its application
-/// `records`) applied to it: each changed object's JSON is its typed form in `graph` as the
+/// The versions after a built graph (`graph`, with its objects' `base_ids` and its application
+/// `base_records`) applied to it: each changed object's JSON is its typed form in `graph` as the
 /// timeline keeps it (which is what its versions were written against), with its versions applied
 /// in order, then typed again.
 pub fn forward(
     graph: &Snapshot,
-    ids: &Ids,
-    records: &Records,
+    base_ids: &Ids,
+    base_records: &Records,
     versions: Vec<(i64, Option<Vec<u8>>)>,
 ) -> Result<Forward, PastError> {
-    let (base_ids, base_records) = (ids, records);
     let mut touched: HashMap<i64, Option<Value>> = HashMap::new();
     for (object, body) in versions {
         let body = body.map(|b| Body::decode(&b)).transpose();
@@ -499,6 +498,15 @@ mod tests {
             vec![(1, r#"{"a": [1, "]"]}"#), (22, "{}")]
         );
         assert_eq!(split(b"[]").expect("empty"), vec![]);
+        // What `encode_checkpoint` wrote comes back object by object.
+        let cp = vec![(1, json!({"a": 1})), (7, json!({"b": [2]}))];
+        let json = super::super::inflate(&encode_checkpoint(&cp)).expect("inflated");
+        let back: Vec<(i64, Value)> = split(&json)
+            .expect("split")
+            .into_iter()
+            .map(|(id, text)| (id, serde_json::from_str(text).expect("an object")))
+            .collect();
+        assert_eq!(back, cp);
         for bad in [&b"[[1,{}]"[..], b"[[x,{}]]", b"[[1 {}]]", b"{}", b"[[1,{]]"] {
             assert!(split(bad).is_err(), "{}", String::from_utf8_lossy(bad));
         }

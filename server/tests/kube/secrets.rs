@@ -1,7 +1,8 @@
 //! Credentials never leave the server. For every kind, a marker is planted in every field the
 //! redaction rule names (the paths it finds in each embedded CRD schema, the extra paths, a
 //! free-form map key and an annotation), the objects arrive through the watch, change and go; the
-//! markers must then be found nowhere: GraphQL (`raw` and every typed field), subscriptions,
+//! markers must then be found nowhere: GraphQL (`raw` and every typed field, live and `at` a
+//! moment before they changed, which must answer as the live lists did then), subscriptions,
 //! the event log (GraphQL and the table), webhook bodies, the database, and the server's own log
 //! at debug level. The real binary runs against the Kubernetes API test server.
 
@@ -445,6 +446,25 @@ async fn no_credential_is_found_anywhere() {
         assert!(answers.contains(name), "{plural} {name} is not served");
     }
 
+    // The same lists, kept with the moment they answer for: once the objects have changed and
+    // gone, `at` that moment must give this answer again (from the timeline, redacted as well).
+    let lists: Vec<String> = typed_queries(&client, &base)
+        .await
+        .iter()
+        .enumerate()
+        .map(|(i, q)| {
+            let body = q.trim().trim_start_matches('{').trim_end_matches('}');
+            format!(
+                "l{i}: {}",
+                body.trim().replace("(first: 500)", "(first: 20)")
+            )
+        })
+        .collect();
+    let lists = lists.join(" ");
+    let then_live: Value =
+        serde_json::from_str(&post(&client, &base, &format!("{{ {lists} }}")).await).expect("json");
+    let moment = vitistack::history::rfc3339(vitistack::history::now_ms());
+
     // The objects change (new markers) and then go: history rows and webhooks for each.
     let second = planted_objects("b");
     for (plural, obj, _) in &second {
@@ -477,6 +497,26 @@ async fn no_credential_is_found_anywhere() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
     answers.push_str(&history);
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        let text = post(
+            &client,
+            &base,
+            &format!("{{ at(time: \"{moment}\") {{ {lists} }} }}"),
+        )
+        .await;
+        let v: Value = serde_json::from_str(&text).expect("json");
+        if v["data"]["at"] == then_live["data"] {
+            answers.push_str(&text);
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "at {moment}: {}\nlive then: {then_live}",
+            &text[..text.len().min(3000)]
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     answers.push_str(&post(&client, &base, "{ sources { kinds { name error } } }").await);
     let metrics = client
         .get(format!("{base}/metrics"))

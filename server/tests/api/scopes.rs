@@ -1,6 +1,7 @@
 //! A caller limited to namespaces (an API key with `namespaces=`) sees only those namespaces'
 //! objects on every path: lists, counts and summaries, look-ups by id and by name,
-//! relationships, the REST routes, history, subscriptions and mutations; the same query asked by
+//! relationships, the REST routes, history, the graph at a past moment and what changed since,
+//! subscriptions and mutations; the same query asked by
 //! an admin and by a tenant gets each its own answer from the cache.
 
 use serde_json::{Value, json};
@@ -203,6 +204,18 @@ async fn a_key_limited_to_namespaces_sees_only_them_on_every_path() {
     assert_eq!(seen.len() as u64, team1, "{seen:?}");
     assert!(seen.iter().all(|n| n == "team-1"), "{seen:?}");
 
+    // A moment before the mutations below (once the timeline keeps one): the past is seen as
+    // the present is.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while post(&app, Some(ROOT), "{ oldestMoment }").await.2["data"]["oldestMoment"].is_null() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the timeline keeps no moment"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let before = vitistack::history::rfc3339(vitistack::history::now_ms());
+
     // Mutations: another team's cluster is NOT_FOUND to the tenant, its own changes, and the
     // history shows the tenant its own change but not the admin's in team-2.
     let pause = "mutation($ns: String!, $n: String!) { \
@@ -276,6 +289,80 @@ async fn a_key_limited_to_namespaces_sees_only_them_on_every_path() {
     assert!(
         own_history.iter().all(|n| n["namespace"] == "team-1"),
         "{own_history:?}"
+    );
+
+    // The past, as the tenant may see it: the graph at `before` holds its namespace only (and
+    // the admin's, every team), and what changed since names its own change and not team-2's.
+    let at = format!("query($t: String!) {{ at(time: $t) {CLUSTERS} }}");
+    let past = |key: &'static str| {
+        let (app, at) = (&app, &at);
+        let t = before.clone();
+        async move {
+            let (_, _, v) = post_vars(app, Some(key), at, json!({"t": t})).await;
+            v
+        }
+    };
+    let (mine_then, all_then) = (past(TENANT).await, past(ROOT).await);
+    let then = |v: &Value| json!({"data": v["data"]["at"].clone()});
+    assert_eq!(
+        namespaces(&then(&mine_then), "clusters"),
+        ["team-1"],
+        "{mine_then}"
+    );
+    assert!(
+        namespaces(&then(&all_then), "clusters").len() > 2,
+        "{all_then}"
+    );
+    assert_eq!(
+        mine_then["data"]["at"]["clusters"]["totalCount"], team1,
+        "{mine_then}"
+    );
+    assert_eq!(
+        mine_then["data"]["at"]["clusterSummary"]["total"], team1,
+        "{mine_then}"
+    );
+    assert_eq!(mine_then["data"]["at"]["hosts"]["totalCount"], 0);
+    let changed = "query($f: String!, $t: String!) { changes(from: $f, to: $t, first: 500) \
+                   { totalCount objects { namespace name } } }";
+    let changes_seen = |key: &'static str| {
+        let (app, from, foreign, own) = (&app, before.clone(), &foreign, &own);
+        async move {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+            loop {
+                let to = vitistack::history::rfc3339(vitistack::history::now_ms());
+                let (_, _, v) =
+                    post_vars(app, Some(key), changed, json!({"f": from, "t": to})).await;
+                let objects = v["data"]["changes"]["objects"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default();
+                let paused = |ns: &str, name: &Value| {
+                    objects
+                        .iter()
+                        .any(|o| o["namespace"] == ns && &o["name"] == name)
+                };
+                // The admin's list holds both changes once the timeline has them; the tenant's,
+                // its own.
+                let done = match key {
+                    ROOT => paused("team-2", &foreign["name"]) && paused("team-1", &own["name"]),
+                    _ => paused("team-1", &own["name"]),
+                };
+                if done {
+                    return objects;
+                }
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "{key}: the changes lack a pause: {v}"
+                );
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+        }
+    };
+    changes_seen(ROOT).await;
+    let own_changes = changes_seen(TENANT).await;
+    assert!(
+        own_changes.iter().all(|o| o["namespace"] == "team-1"),
+        "{own_changes:?}"
     );
     app.stop().await;
 }

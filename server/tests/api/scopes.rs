@@ -1,8 +1,8 @@
 //! A caller limited to namespaces (an API key with `namespaces=`) sees only those namespaces'
 //! objects on every path: lists, counts and summaries, look-ups by id and by name,
 //! relationships, the REST routes, history, the graph at a past moment and what changed since,
-//! subscriptions and mutations; the same query asked by
-//! an admin and by a tenant gets each its own answer from the cache.
+//! subscriptions and mutations; the same query asked by an admin and by a tenant gets each its
+//! own answer from the cache.
 
 use serde_json::{Value, json};
 

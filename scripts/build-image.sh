@@ -98,6 +98,7 @@ umoci config --image "$layout:$version" --created "$created" --history.created "
   --config.user 65532:65532 --config.workingdir /data \
   --config.env SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt \
   --config.env DATABASE_URL=sqlite:///data/vitistack.db \
+  --config.env MIMALLOC_PURGE_DELAY=1000 \
   --config.exposedports 9991/tcp --config.volume /data \
   --config.entrypoint /usr/local/bin/vitistack --config.cmd serve \
   --config.label org.opencontainers.image.title=vitistack-graphql \

@@ -483,13 +483,28 @@ impl Snapshot {
     }
 
     /// Put an object in (replacing the one under its key), with its index entries.
+    ///
+    /// A change that leaves the object's index entries and uid as they were (a status update,
+    /// most changes) touches no index: every copied index node is an allocation.
     pub(super) fn insert(&mut self, key: ObjectKey, object: Arc<Resource>) {
-        if let Some(previous) = self.by_key.get(&key).cloned() {
-            self.unindex(&key, &previous);
-        } else {
-            *self.datacenters.entry(key.datacenter.clone()).or_default() += 1;
+        match self.by_key.get(&key).cloned() {
+            Some(previous) => {
+                let (before, after) = (index_entries(&previous), index_entries(&object));
+                if before != after {
+                    self.unindex_entries(&key, previous.datacenter(), before);
+                    self.index_entries(&key, object.datacenter(), after);
+                }
+                if previous.uid() != object.uid() {
+                    self.unindex_uid(&key, previous.uid());
+                    self.index_uid(&key, object.uid());
+                }
+            }
+            None => {
+                *self.datacenters.entry(key.datacenter.clone()).or_default() += 1;
+                self.index_entries(&key, object.datacenter(), index_entries(&object));
+                self.index_uid(&key, object.uid());
+            }
         }
-        self.reindex(&key, &object);
         self.by_key.insert(key.clone(), object.clone());
         self.objects.insert(key, object);
     }
@@ -509,8 +524,12 @@ impl Snapshot {
     }
 
     fn unindex(&mut self, key: &ObjectKey, r: &Resource) {
-        let dc = r.datacenter();
-        for (idx, value) in index_entries(r) {
+        self.unindex_entries(key, r.datacenter(), index_entries(r));
+        self.unindex_uid(key, r.uid());
+    }
+
+    fn unindex_entries(&mut self, key: &ObjectKey, dc: &Datacenter, entries: Vec<(Idx, String)>) {
+        for (idx, value) in entries {
             let entry = index_key(idx, dc, value);
             if let Some(set) = self.index.get_mut(&entry)
                 && set.remove(key)
@@ -518,25 +537,30 @@ impl Snapshot {
                 self.index.remove(&entry);
             }
         }
-        if !r.uid().is_empty()
-            && let Some(set) = self.by_uid.get_mut(r.uid())
+    }
+
+    fn unindex_uid(&mut self, key: &ObjectKey, uid: &str) {
+        if !uid.is_empty()
+            && let Some(set) = self.by_uid.get_mut(uid)
             && set.remove(key)
         {
-            self.by_uid.remove(r.uid());
+            self.by_uid.remove(uid);
         }
     }
 
-    fn reindex(&mut self, key: &ObjectKey, r: &Resource) {
-        let dc = r.datacenter();
-        for (idx, value) in index_entries(r) {
+    fn index_entries(&mut self, key: &ObjectKey, dc: &Datacenter, entries: Vec<(Idx, String)>) {
+        for (idx, value) in entries {
             self.index
                 .entry(index_key(idx, dc, value))
                 .or_default()
                 .insert(key.clone());
         }
-        if !r.uid().is_empty() {
+    }
+
+    fn index_uid(&mut self, key: &ObjectKey, uid: &str) {
+        if !uid.is_empty() {
             self.by_uid
-                .entry(r.uid().to_string())
+                .entry(uid.to_string())
                 .or_default()
                 .insert(key.clone());
         }

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::applications::{APPLICATION, INVENTORY, is_record};
-use super::{Body, stored_value};
+use super::{Body, Inflater, stored_value};
 use crate::model::merge_patch;
 use crate::model::{Datacenter, Kind, Resource};
 use crate::store::{ObjectKey, Snapshot};
@@ -87,16 +87,7 @@ pub fn rebuilt(
     versions: Vec<(i64, Option<Vec<u8>>)>,
 ) -> Result<Typed, PastError> {
     let (json, versions) = std::thread::scope(|s| {
-        let bodies = s.spawn(move || {
-            versions
-                .into_iter()
-                .map(|(object, body)| {
-                    let len = body.as_ref().map_or(0, Vec::len);
-                    let decoded = body.map(|b| Body::decode(&b)).transpose();
-                    decoded.map(|d| (object, len, d))
-                })
-                .collect::<Result<Vec<_>, String>>()
-        });
+        let bodies = s.spawn(move || decoded(versions));
         let json = super::inflate(checkpoint);
         let versions = bodies
             .join()
@@ -234,10 +225,32 @@ pub fn forward(
     base_records: &Records,
     versions: Vec<(i64, Option<Vec<u8>>)>,
 ) -> Result<Forward, PastError> {
+    // Decoded on two threads, half each.
+    let (first, second) = in_halves(versions, decoded);
+    let mut versions = first.map_err(PastError::Damaged)?;
+    versions.extend(second.map_err(PastError::Damaged)?);
+    // The objects whose first change here is a patch start from their JSON in `graph`, as the
+    // timeline keeps it: written on two threads too.
+    let mut seen = HashSet::new();
+    let from_graph: Vec<(i64, &Arc<Resource>)> = versions
+        .iter()
+        .filter(|(object, _, body)| seen.insert(*object) && matches!(body, Some(Body::Patch(_))))
+        .filter(|(object, _, _)| !base_records.contains_key(object))
+        .filter_map(|(object, _, _)| {
+            let r = base_ids.get(object).and_then(|k| graph.get_key(k))?;
+            Some((*object, r))
+        })
+        .collect();
+    let as_kept = |rs: Vec<(i64, &Arc<Resource>)>| -> Vec<(i64, Value)> {
+        rs.into_iter()
+            .map(|(id, r)| (id, stored_value(r)))
+            .collect()
+    };
+    let (first, second) = in_halves(from_graph, as_kept);
+    let mut kept: HashMap<i64, Value> = first.into_iter().chain(second).collect();
     let mut touched: HashMap<i64, Option<Value>> = HashMap::new();
-    for (object, body) in versions {
-        let body = body.map(|b| Body::decode(&b)).transpose();
-        match body.map_err(PastError::Damaged)? {
+    for (object, _, body) in versions {
+        match body {
             None => {
                 touched.insert(object, None);
             }
@@ -250,10 +263,7 @@ pub fn forward(
                         .entry(object)
                         .or_insert_with(|| match base_records.get(&object) {
                             Some(v) => Some((**v).clone()),
-                            None => base_ids
-                                .get(&object)
-                                .and_then(|k| graph.get_key(k))
-                                .map(|r| stored_value(r)),
+                            None => kept.remove(&object),
                         });
                 let Some(target) = target else {
                     return Err(PastError::Damaged(format!(
@@ -307,24 +317,49 @@ pub fn forward(
 
 /// The objects typed on two threads, half each (on one when they are few), and the application
 /// records among them.
-fn type_both(mut work: Vec<Work<'_>>) -> Result<TypedRows, PastError> {
-    if work.len() < 64 {
-        return type_all(work);
-    }
-    let second = work.split_off(work.len() / 2);
-    let (first, second) = std::thread::scope(|s| {
-        let other = s.spawn(move || type_all(second));
-        let first = type_all(work);
-        let second = other
-            .join()
-            .unwrap_or_else(|_| Err(PastError::Damaged("typing the objects failed".into())));
-        (first, second)
-    });
+fn type_both(work: Vec<Work<'_>>) -> Result<TypedRows, PastError> {
+    let (first, second) = in_halves(work, type_all);
     let (mut objects, mut records) = first?;
     let (more, more_records) = second?;
     objects.extend(more);
     records.extend(more_records);
     Ok((objects, records))
+}
+
+/// `f` of each half of `items`, in order: one half on another thread (both on this one when
+/// they are few: a thread costs more than they do).
+fn in_halves<T: Send, R: Send>(mut items: Vec<T>, f: impl Fn(Vec<T>) -> R + Sync) -> (R, R) {
+    let second = items.split_off(items.len() / 2);
+    if items.len() < 32 {
+        return (f(items), f(second));
+    }
+    std::thread::scope(|s| {
+        let f = &f;
+        let other = s.spawn(move || f(second));
+        let first = f(items);
+        match other.join() {
+            Ok(second) => (first, second),
+            Err(panic) => std::panic::resume_unwind(panic),
+        }
+    })
+}
+
+/// Versions' bodies read back, with one inflater: (object, stored bytes, body; None for a
+/// deletion).
+fn decoded(
+    versions: Vec<(i64, Option<Vec<u8>>)>,
+) -> Result<Vec<(i64, usize, Option<Body>)>, String> {
+    let mut inflater = Inflater::default();
+    versions
+        .into_iter()
+        .map(|(object, body)| {
+            let len = body.as_ref().map_or(0, Vec::len);
+            let body = body
+                .map(|b| Body::decode_with(&b, &mut inflater))
+                .transpose()?;
+            Ok((object, len, body))
+        })
+        .collect()
 }
 
 /// Typed objects and application records, each by its timeline id.

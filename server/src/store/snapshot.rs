@@ -491,18 +491,18 @@ impl Snapshot {
             Some(previous) => {
                 let (before, after) = (index_entries(&previous), index_entries(&object));
                 if before != after {
-                    self.unindex_entries(&key, previous.datacenter(), before);
-                    self.index_entries(&key, object.datacenter(), after);
+                    self.drop_entries(&key, previous.datacenter(), before);
+                    self.add_entries(&key, object.datacenter(), after);
                 }
                 if previous.uid() != object.uid() {
-                    self.unindex_uid(&key, previous.uid());
-                    self.index_uid(&key, object.uid());
+                    self.drop_uid(&key, previous.uid());
+                    self.add_uid(&key, object.uid());
                 }
             }
             None => {
                 *self.datacenters.entry(key.datacenter.clone()).or_default() += 1;
-                self.index_entries(&key, object.datacenter(), index_entries(&object));
-                self.index_uid(&key, object.uid());
+                self.add_entries(&key, object.datacenter(), index_entries(&object));
+                self.add_uid(&key, object.uid());
             }
         }
         self.by_key.insert(key.clone(), object.clone());
@@ -524,11 +524,11 @@ impl Snapshot {
     }
 
     fn unindex(&mut self, key: &ObjectKey, r: &Resource) {
-        self.unindex_entries(key, r.datacenter(), index_entries(r));
-        self.unindex_uid(key, r.uid());
+        self.drop_entries(key, r.datacenter(), index_entries(r));
+        self.drop_uid(key, r.uid());
     }
 
-    fn unindex_entries(&mut self, key: &ObjectKey, dc: &Datacenter, entries: Vec<(Idx, String)>) {
+    fn drop_entries(&mut self, key: &ObjectKey, dc: &Datacenter, entries: Vec<(Idx, String)>) {
         for (idx, value) in entries {
             let entry = index_key(idx, dc, value);
             if let Some(set) = self.index.get_mut(&entry)
@@ -539,7 +539,7 @@ impl Snapshot {
         }
     }
 
-    fn unindex_uid(&mut self, key: &ObjectKey, uid: &str) {
+    fn drop_uid(&mut self, key: &ObjectKey, uid: &str) {
         if !uid.is_empty()
             && let Some(set) = self.by_uid.get_mut(uid)
             && set.remove(key)
@@ -548,7 +548,7 @@ impl Snapshot {
         }
     }
 
-    fn index_entries(&mut self, key: &ObjectKey, dc: &Datacenter, entries: Vec<(Idx, String)>) {
+    fn add_entries(&mut self, key: &ObjectKey, dc: &Datacenter, entries: Vec<(Idx, String)>) {
         for (idx, value) in entries {
             self.index
                 .entry(index_key(idx, dc, value))
@@ -557,7 +557,7 @@ impl Snapshot {
         }
     }
 
-    fn index_uid(&mut self, key: &ObjectKey, uid: &str) {
+    fn add_uid(&mut self, key: &ObjectKey, uid: &str) {
         if !uid.is_empty() {
             self.by_uid
                 .entry(uid.to_string())

@@ -13,7 +13,7 @@ mod rebuild;
 mod rows;
 pub mod writer;
 
-use std::io::{Read, Write};
+use std::io::Write;
 
 use serde_json::Value;
 
@@ -52,11 +52,9 @@ pub fn deflate(bytes: &[u8]) -> Vec<u8> {
     e.finish().unwrap_or_default()
 }
 
-/// The bytes `deflate` made.
-pub fn inflate(bytes: &[u8]) -> std::io::Result<Vec<u8>> {
-    let mut out = Vec::with_capacity(bytes.len() * 4);
-    flate2::read::DeflateDecoder::new(bytes).read_to_end(&mut out)?;
-    Ok(out)
+/// The bytes `deflate` made (one body: [`Inflater`] reads many).
+pub fn inflate(bytes: &[u8]) -> Result<Vec<u8>, String> {
+    Inflater::default().inflate(bytes)
 }
 
 /// Inflates one body after another with one decompressor. Its state is about 40 KiB, zeroed

@@ -733,17 +733,23 @@ describe('a live fleet (the simulator on)', () => {
     await eventually('the machines are listed', async () => (await rows.count()) > 10);
     // Mark every row element with its text as it is now, as a user's selection would be kept.
     const marked = await rows.evaluateAll((trs) => trs.map((tr) => { tr.dataset.seen = tr.textContent; return tr.textContent; }));
-    // The simulator moves Machines through their phases: wait until a listed machine changed.
-    const after = await eventually('a listed machine changed its row', async () => {
+    // The simulator moves Machines through their phases: wait until a listed machine changed
+    // while others still show what they showed (on a slow machine the simulator may have moved
+    // every listed one by the time the page is read again: then wait for the next answer).
+    const after = await eventually('a listed machine changed its row, another did not', async () => {
       const now = await rows.evaluateAll((trs) => trs.map((tr) => ({ text: tr.textContent, seen: tr.dataset.seen ?? null })));
       const changed = now.filter((r) => r.seen === null && !marked.includes(r.text));
-      return changed.length > 0 ? now : false;
+      const same = now.filter((r) => marked.includes(r.text));
+      return changed.length > 0 && same.length > 0 ? now : false;
     });
     // A row whose text did not change is the same element (still marked); a marked element
     // always shows what it showed when it was marked (changed content is a new element).
-    const kept = after.filter((r) => r.seen !== null);
-    assert.ok(kept.length > 0, 'unchanged rows are kept');
-    for (const r of kept) assert.equal(r.text, r.seen, 'a kept row shows what it showed');
+    const unchanged = after.filter((r) => marked.includes(r.text));
+    // (Most of them: one the simulator changed and changed back, or deleted and made again, is
+    // a new element with the same text.)
+    const kept = unchanged.filter((r) => r.seen !== null);
+    assert.ok(kept.length > unchanged.length / 2, `unchanged rows are kept: ${kept.length} of ${unchanged.length}`);
+    for (const r of after.filter((r) => r.seen !== null)) assert.equal(r.text, r.seen, 'a kept row shows what it showed');
     // And the page still matches the API, row for row.
     await eventually('the rows show the API\'s phases', async () => {
       const shown = await rows.evaluateAll((trs) => trs.map((tr) => [tr.cells[0].textContent, tr.cells[8].textContent]));

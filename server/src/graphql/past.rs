@@ -147,6 +147,7 @@ pub fn refused(e: &PastError) -> async_graphql::Error {
                     }
                 })
         }
+        PastError::Behind { .. } => ErrorCode::DatabaseUnavailable.graphql(e.to_string()),
         PastError::Db(db) => {
             tracing::warn!(error = %db, "rebuilding a past moment failed");
             ErrorCode::DatabaseUnavailable.graphql(
@@ -188,6 +189,11 @@ pub async fn past_graph(
     at_ms: i64,
 ) -> async_graphql::Result<(Arc<Snapshot>, PastApplications)> {
     let (history, db) = history_db(history)?;
+    history
+        .written
+        .caught_up(&db, history.leader.leading(), at_ms)
+        .await
+        .map_err(|e| refused(&e))?;
     let past = history
         .past
         .at(&db, store, at_ms)

@@ -194,6 +194,8 @@ pub struct History {
     pub leader: crate::leader::Leader,
     /// The graph at past moments, rebuilt from the timeline and kept (`HISTORY_CACHE_MB`).
     pub past: timeline::read::Past,
+    /// How far the timeline is written (a moment is answered once it is).
+    pub written: timeline::written::Written,
     /// Each datacenter's state now (key, state, what is wrong), for the timeline to record
     /// (set once the source runs).
     pub datacenters: std::sync::OnceLock<DatacenterStates>,
@@ -217,6 +219,7 @@ impl History {
         History {
             db: ArcSwapOption::empty(),
             past: timeline::read::Past::new(settings.cache_bytes, metrics.past_moments.clone()),
+            written: Default::default(),
             datacenters: std::sync::OnceLock::new(),
             settings,
             metrics,

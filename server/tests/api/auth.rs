@@ -842,6 +842,11 @@ async fn an_operation_past_the_timeout_is_stopped_and_named() {
         .execute(&mut holder)
         .await
         .expect("rollback");
-    assert!(app.query(EVENTS, json!({})).await.get("errors").is_none());
+    // Once the lock is gone, history answers again (the statements that waited behind it go
+    // first: on a loaded machine the first answer after may still be over the half second).
+    super::eventually("history answering once the lock is gone", || async {
+        app.query(EVENTS, json!({})).await.get("errors").is_none()
+    })
+    .await;
     app.stop().await;
 }

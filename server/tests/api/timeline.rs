@@ -487,3 +487,34 @@ async fn a_datacenter_away_at_a_past_moment_shows_away_then() {
     );
     app.stop().await;
 }
+
+/// A moment just past holds every change before it, though the writer keeps changes back to
+/// write them in batches (here for ten minutes): asked right after each change, `at(time:)` a
+/// moment after it answers as the live query did (the reader has the writer write first).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_moment_just_past_holds_every_change_before_it_though_writes_are_batched() {
+    let db = TestDb::sqlite();
+    let app = start(&db, &["--demo", "--history-flush-interval-ms", "600000"]).await;
+    let live = "{ clusters(first: 500) { nodes { name namespace resourceVersion } } }";
+    let past = "query($at: String!) { at(time: $at) { clusters(first: 500) { nodes { name namespace resourceVersion } } } }";
+    let cluster = app.data(live, json!({})).await["clusters"]["nodes"][0].clone();
+    for step in 0..3 {
+        let store = &app.running().store;
+        let snap = store.snapshot();
+        let mut r = snap
+            .list(vitistack::model::Kind::KubernetesCluster)
+            .find(|r| r.name() == cluster["name"] && r.namespace() == cluster["namespace"])
+            .map(|r| (**r).clone())
+            .expect("the cluster");
+        r.meta_mut()
+            .annotations
+            .get_or_insert_with(Default::default)
+            .insert("example.com/step".into(), step.to_string());
+        assert_eq!(store.apply(vec![vitistack::store::Op::Upsert(r)]).len(), 1);
+        let want = app.data(live, json!({})).await;
+        let at = jiff::Timestamp::now().to_string();
+        let then = app.data(past, json!({"at": at})).await;
+        assert_eq!(then["at"], want, "step {step}: at {at}");
+    }
+    app.stop().await;
+}

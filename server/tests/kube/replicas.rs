@@ -31,7 +31,9 @@ impl Replica {
             ("POD_NAMESPACE", NAMESPACE.to_string()),
             ("LEASE_DURATION_SECONDS", "6".to_string()),
             ("WEBHOOK_URLS", hook.to_string()),
-            ("HISTORY_FLUSH_INTERVAL_MS", "20".to_string()),
+            // The holder keeps changes back a second before writing them: a replica that does
+            // not write the timeline answers a moment just past only once it is written.
+            ("HISTORY_FLUSH_INTERVAL_MS", "1000".to_string()),
             ("WATCH_TIMEOUT_SECONDS", "2".to_string()),
             ("WRITE_VITISTACK_STATUS", "true".to_string()),
         ];
@@ -159,6 +161,26 @@ async fn two_replicas_on_one_postgres_deliver_each_webhook_once_and_hand_the_lea
         })
         .await;
     }
+    // The moment just past, asked of the replica that does not write the timeline, holds m1
+    // (it waits for the holder to write it).
+    let now = jiff::Timestamp::now().to_string();
+    let past = serde_json::json!({
+        "query": "query($t: String!) { at(time: $t) { machines { totalCount } } }",
+        "variables": {"t": now},
+    });
+    let then: Value = reqwest::Client::new()
+        .post(format!("{}/graphql", b.base))
+        .json(&past)
+        .send()
+        .await
+        .expect("at, asked of replica-b")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(
+        then["data"]["at"]["machines"]["totalCount"], 2,
+        "at {now}: {then}"
+    );
     assert_eq!(
         b.metric("vitistack_webhook_deliveries_total{outcome=\"delivered\"}")
             .await

@@ -12,6 +12,7 @@ pub mod read;
 mod rebuild;
 mod rows;
 pub mod writer;
+pub mod written;
 
 use std::io::Write;
 

@@ -25,6 +25,15 @@ pub enum PastError {
         /// The oldest moment kept (ms).
         oldest: Option<i64>,
     },
+    /// The moment is not written yet: the timeline's writer is behind (the database is away,
+    /// or slow).
+    #[error("{}", behind_message(*asked, *through))]
+    Behind {
+        /// The moment asked for (ms).
+        asked: i64,
+        /// Every change before this is written (ms; None: nothing yet).
+        through: Option<i64>,
+    },
     /// The database failed.
     #[error(transparent)]
     Db(#[from] crate::db::DbError),
@@ -36,6 +45,19 @@ pub enum PastError {
 impl From<sqlx::Error> for PastError {
     fn from(e: sqlx::Error) -> Self {
         PastError::Db(e.into())
+    }
+}
+
+fn behind_message(asked: i64, through: Option<i64>) -> String {
+    let asked = crate::history::rfc3339(asked);
+    match through {
+        Some(t) => format!(
+            "the history is written up to {}, not yet up to {asked}: its writer is behind (see /health/database); ask again shortly",
+            crate::history::rfc3339(t)
+        ),
+        None => format!(
+            "the history has written nothing yet, so not {asked}: its writer is behind (see /health/database); ask again shortly"
+        ),
     }
 }
 

@@ -21,7 +21,7 @@ use tokio::time::Instant;
 use super::applications::{self as apps, Record};
 use super::rows::{Checkpoint, next_object, write};
 pub use super::stored_value;
-use super::{Body, ROW_OVERHEAD, encode_checkpoint};
+use super::{Body, ROW_OVERHEAD, encode_checkpoint, written};
 use crate::db::{DbError, with_pool};
 use crate::history::{History, now_ms};
 use crate::inventory::Snapshot as Applications;
@@ -142,6 +142,8 @@ struct Writer {
     last_at: i64,
     /// Each datacenter's state as last recorded (empty after a start: all are recorded again).
     states: HashMap<String, (String, Option<String>)>,
+    /// How far the timeline is written, as the database last heard it (ms).
+    db_mark: i64,
 }
 
 /// Write the timeline from `rx` (and the application inventory's snapshots, when it is on)
@@ -188,7 +190,9 @@ async fn run(
         last_checkpoint: 0,
         last_at: 0,
         states: HashMap::new(),
+        db_mark: 0,
     };
+    let history = w.history.clone();
     let mut look = tokio::time::interval(Duration::from_secs(1));
     look.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     // The first checkpoint at once: the store holds what the database restored.
@@ -233,7 +237,14 @@ async fn run(
                     due.get_or_insert_with(|| Instant::now() + settings.flush_interval);
                 }
             }
-            _ = look.tick() => w.record_states().await,
+            _ = look.tick() => {
+                w.record_states().await;
+                if due.is_none() {
+                    // Nothing waits to be written: the mark moves on (`flush` writes no row).
+                    let _ = w.flush(&mut rx).await;
+                }
+            }
+            _ = history.written.wanted.notified() => due = Some(Instant::now()),
             r = leading.changed() => {
                 if r.is_err() || !*leading.borrow() {
                     continue;
@@ -335,22 +346,28 @@ impl Writer {
         let Some(db) = self.history.db() else {
             return Err(None);
         };
+        // A change gets its time and is sent under the store's writer lock: once the settled
+        // snapshot is had, every change before `through` (and every change it holds) is in the
+        // stream. Take them, so that this write holds them all (and a checkpoint goes exactly
+        // after the last of them).
+        let through = now_ms() - 1;
+        let settled = (self.store.settled(), now_ms());
+        loop {
+            match rx.try_recv() {
+                Ok(c) => self.pending.push(Item::Object(c)),
+                Err(broadcast::error::TryRecvError::Lagged(_)) => self.broken = true,
+                Err(_) => break,
+            }
+        }
         let checkpoint = (self.broken
             || self.since_checkpoint
                 >= (CHECKPOINT_RATIO * self.last_checkpoint).max(CHECKPOINT_FLOOR))
-        .then(|| {
-            // Every change the settled snapshot holds is in the stream by now: take them, so the
-            // checkpoint goes exactly after the last of them.
-            let snap = (self.store.settled(), now_ms());
-            loop {
-                match rx.try_recv() {
-                    Ok(c) => self.pending.push(Item::Object(c)),
-                    Err(broadcast::error::TryRecvError::Lagged(_)) => self.broken = true,
-                    Err(_) => break,
-                }
-            }
-            snap
-        });
+        .then_some(settled);
+        if checkpoint.is_none() && self.pending.is_empty() && !self.see_applications() {
+            // Nothing to write: every change before `through` is written.
+            self.mark(&db, through, false).await;
+            return Ok(());
+        }
         // The inventory as the checkpoint holds it: every record before it is taken.
         let applications = checkpoint.as_ref().map(|_| {
             self.see_applications();
@@ -483,7 +500,21 @@ impl Writer {
             }
             None => self.since_checkpoint += before_bytes,
         }
+        self.mark(&db, through, true).await;
         Ok(())
+    }
+
+    /// Every change before `through` is written: say so in this process and in the database
+    /// (there at each write, and at most once a second while nothing changes).
+    async fn mark(&mut self, db: &crate::db::Db, through: i64, wrote: bool) {
+        self.history.written.advance(through);
+        if !wrote && through < self.db_mark + written::IDLE_EVERY_MS {
+            return;
+        }
+        match written::store(db, through).await {
+            Ok(()) => self.db_mark = through,
+            Err(e) => tracing::warn!(error = %e, "keeping how far the timeline is written failed"),
+        }
     }
 }
 

@@ -1,7 +1,13 @@
 //! Memory and load time of the benchmark fleet (500 clusters / 10,000 machines) in the store.
-//! Prints resident memory before and after; run with `cargo bench --bench fleet_memory`.
+//! Prints resident memory before and after, and where the bytes go (allocated and not freed):
+//! per kind the bytes of its objects (a deep copy of them, and of their metadata alone) against
+//! their JSON, and what the store adds to the objects. Run with `cargo bench --bench fleet_memory`.
 
 use std::time::Instant;
+
+/// Counts the bytes allocated and not yet freed (the system allocator's own overhead aside).
+#[global_allocator]
+static ALLOCATED: cap::Cap<std::alloc::System> = cap::Cap::new(std::alloc::System, usize::MAX);
 
 use vitistack::source::demo::{FleetSpec, fleet};
 use vitistack::store::{Op, Store};
@@ -41,9 +47,12 @@ fn main() {
     }
     let store = Store::new();
     let t = Instant::now();
+    let held_before = ALLOCATED.allocated();
     store.apply(objects.into_iter().map(Op::Upsert).collect());
     let applied = t.elapsed();
     let snap = store.snapshot();
+    let held = ALLOCATED.allocated().saturating_sub(held_before);
+    kinds(&snap, held, n);
     println!(
         "fleet_memory: {n} objects ({} machines, {} clusters); generate {:.0} ms, apply {:.0} ms; RSS {} MiB before, {} MiB with the objects generated, {} MiB in the store",
         snap.count(vitistack::model::Kind::Machine),
@@ -53,5 +62,57 @@ fn main() {
         before / 1024,
         after_generate / 1024,
         rss_kib() / 1024
+    );
+}
+
+/// Bytes a value allocates when made by `make` (and dropped after).
+fn bytes_of<T>(make: impl FnOnce() -> T) -> usize {
+    let before = ALLOCATED.allocated();
+    let made = make();
+    let bytes = ALLOCATED.allocated().saturating_sub(before);
+    drop(made);
+    bytes
+}
+
+/// Per kind: objects, bytes per object (a deep copy: all of it, then its metadata alone), its
+/// JSON's bytes; then `held`, what the store added to them (indexes, maps, derived state).
+fn kinds(snap: &vitistack::store::Snapshot, held: usize, n: usize) {
+    println!(
+        "{:<28} {:>7} {:>9} {:>9} {:>9} {:>6}",
+        "kind", "objects", "B/object", "metadata", "JSON", "x JSON"
+    );
+    let mut objects = 0usize;
+    for kind in vitistack::model::Kind::ALL {
+        let list: Vec<_> = snap.list(*kind).collect();
+        if list.is_empty() {
+            continue;
+        }
+        let count = list.len();
+        // Less the vector holding the copies.
+        let all = bytes_of(|| list.iter().map(|r| (***r).clone()).collect::<Vec<_>>())
+            - count * std::mem::size_of::<vitistack::model::Resource>();
+        let meta = bytes_of(|| list.iter().map(|r| r.meta().clone()).collect::<Vec<_>>())
+            - count
+                * std::mem::size_of::<k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta>();
+        let json: usize = list.iter().map(|r| r.to_value().to_string().len()).sum();
+        objects += all;
+        println!(
+            "{:<28} {:>7} {:>9} {:>9} {:>9} {:>6.1}",
+            kind.name(),
+            count,
+            all / count,
+            meta / count,
+            json / count,
+            all as f64 / json as f64
+        );
+    }
+    // The objects were made before they went into the store: what it holds besides them is
+    // what applying them added (their Arcs, the indexes and maps, the derived state).
+    println!(
+        "{n} objects: {} MiB ({} B each) for the objects themselves, {} MiB ({} B per object) for what the store adds (Arcs, indexes, maps, derived state)",
+        objects >> 20,
+        objects / n.max(1),
+        held >> 20,
+        held / n.max(1)
     );
 }

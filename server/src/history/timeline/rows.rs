@@ -5,7 +5,7 @@ use crate::db::{Db, DbError, with_pool};
 
 /// Versions per transaction.
 const TX_ROWS: usize = 2_000;
-/// Versions per INSERT statement (3 parameters each).
+/// Versions per INSERT statement (3 parameters each; SQLite).
 const VERSIONS_PER_STATEMENT: usize = 300;
 
 /// A checkpoint about to be written.
@@ -76,16 +76,74 @@ pub(super) async fn write(
 /// One transaction of versions.
 async fn insert_versions(db: &Db, rows: &[(i64, i64, Option<Vec<u8>>)]) -> Result<(), DbError> {
     let _turn = db.write_turn().await;
-    with_pool!(db, p => {
-        let mut tx = p.begin().await?;
-        for chunk in rows.chunks(VERSIONS_PER_STATEMENT) {
-            let mut b = sqlx::QueryBuilder::new("INSERT INTO timeline_versions (at_ms, object, body) ");
-            b.push_values(chunk, |mut b, (object, at, body)| {
-                b.push_bind(*at).push_bind(*object).push_bind(body.clone());
-            });
-            b.build().execute(&mut *tx).await?;
+    match db.pool() {
+        crate::db::Pool::Postgres(p) => {
+            let mut tx = p.begin().await?;
+            // As the event log: a crash may lose the last moments' rows (the next start writes a
+            // checkpoint), never corrupt them; not waiting for each batch's WAL flush keeps up.
+            sqlx::query("SET LOCAL synchronous_commit = off")
+                .execute(&mut *tx)
+                .await?;
+            // COPY keeps the rows' order: their ids are given in it.
+            let mut copy = tx
+                .copy_in_raw("COPY timeline_versions (at_ms, object, body) FROM STDIN")
+                .await?;
+            copy.send(copy_text(rows)).await?;
+            copy.finish().await?;
+            tx.commit().await?;
         }
-        tx.commit().await?;
-    });
+        crate::db::Pool::Sqlite(p) => {
+            let mut tx = p.begin().await?;
+            for chunk in rows.chunks(VERSIONS_PER_STATEMENT) {
+                let mut b =
+                    sqlx::QueryBuilder::new("INSERT INTO timeline_versions (at_ms, object, body) ");
+                b.push_values(chunk, |mut b, (object, at, body)| {
+                    b.push_bind(*at).push_bind(*object).push_bind(body.clone());
+                });
+                b.build().execute(&mut *tx).await?;
+            }
+            tx.commit().await?;
+        }
+    }
     Ok(())
+}
+
+/// Versions in PostgreSQL's COPY text format: time, object, and the body as `bytea` in hex (its
+/// backslash doubled, as COPY text reads one), or `\N` for a deletion. (Multi-row INSERTs of bound
+/// parameters took 5,147 versions/s; `cargo bench --bench history_ingest`.)
+fn copy_text(rows: &[(i64, i64, Option<Vec<u8>>)]) -> Vec<u8> {
+    use std::io::Write;
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let bytes: usize = rows.iter().map(|r| r.2.as_ref().map_or(0, Vec::len)).sum();
+    let mut out = Vec::with_capacity(bytes * 2 + rows.len() * 40);
+    for (object, at, body) in rows {
+        // Writing into a Vec cannot fail.
+        let _ = write!(out, "{at}\t{object}\t");
+        match body {
+            Some(b) => {
+                out.extend_from_slice(b"\\\\x");
+                for byte in b {
+                    out.push(HEX[usize::from(byte >> 4)]);
+                    out.push(HEX[usize::from(byte & 0xf)]);
+                }
+            }
+            None => out.extend_from_slice(b"\\N"),
+        }
+        out.push(b'\n');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::copy_text;
+
+    #[test]
+    fn copy_text_is_time_object_and_hex_bytea_or_null() {
+        let rows = vec![(7, 1_000, Some(vec![0x00, 0xab, b'\\'])), (8, 1_001, None)];
+        assert_eq!(
+            String::from_utf8(copy_text(&rows)).expect("text"),
+            "1000\t7\t\\\\x00ab5c\n1001\t8\t\\N\n"
+        );
+    }
 }

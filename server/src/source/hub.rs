@@ -208,11 +208,12 @@ impl Hub {
         drop(snap);
         let mut ops: Vec<Op> = objects.into_iter().map(Op::Upsert).collect();
         ops.extend(gone);
-        let changes = self.store.apply(ops).len();
+        // The datacenter is listed (`/health`, `datacenters`) before its hosts are served: a
+        // reader that sees them finds it too.
         let at =
             jiff::Timestamp::from_millisecond(taken_ms).unwrap_or_else(|_| jiff::Timestamp::now());
         self.status.pushed(dc, at);
-        Some(changes)
+        Some(self.store.apply(ops).len())
     }
 
     /// Apply a report kept in the database (another replica took it, or this server before a

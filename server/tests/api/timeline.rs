@@ -378,21 +378,27 @@ fn ms(rfc3339: &str) -> i64 {
 /// Change a cluster's annotation `n` times (as its source would: through the store), keeping
 /// the moment after each change.
 async fn toggle(app: &TestApp, cluster: &Value, n: usize, moments: &mut Vec<String>) {
-    let store = &app.running().store;
     for _ in 0..n {
-        let snap = store.snapshot();
-        let mut r = snap
-            .list(vitistack::model::Kind::KubernetesCluster)
-            .find(|r| r.name() == cluster["name"] && r.namespace() == cluster["namespace"])
-            .map(|r| (**r).clone())
-            .expect("the cluster");
-        r.meta_mut()
-            .annotations
-            .get_or_insert_with(Default::default)
-            .insert("example.com/step".into(), moments.len().to_string());
-        assert_eq!(store.apply(vec![vitistack::store::Op::Upsert(r)]).len(), 1);
+        annotate(app, cluster, moments.len());
         moments.push(wait_for_history(app).await);
     }
+}
+
+/// Set a cluster's annotation `example.com/step` to `step`, as its source would: through the
+/// store.
+fn annotate(app: &TestApp, cluster: &Value, step: usize) {
+    let store = &app.running().store;
+    let snap = store.snapshot();
+    let mut r = snap
+        .list(vitistack::model::Kind::KubernetesCluster)
+        .find(|r| r.name() == cluster["name"] && r.namespace() == cluster["namespace"])
+        .map(|r| (**r).clone())
+        .expect("the cluster");
+    r.meta_mut()
+        .annotations
+        .get_or_insert_with(Default::default)
+        .insert("example.com/step".into(), step.to_string());
+    assert_eq!(store.apply(vec![vitistack::store::Op::Upsert(r)]).len(), 1);
 }
 
 /// The current moment once the timeline holds everything the store does.
@@ -504,18 +510,7 @@ async fn a_moment_just_past_holds_every_change_before_it_though_writes_are_batch
     let past = "query($at: String!) { at(time: $at) { clusters(first: 500) { nodes { name namespace resourceVersion } } } }";
     let cluster = app.data(live, json!({})).await["clusters"]["nodes"][0].clone();
     for step in 0..3 {
-        let store = &app.running().store;
-        let snap = store.snapshot();
-        let mut r = snap
-            .list(vitistack::model::Kind::KubernetesCluster)
-            .find(|r| r.name() == cluster["name"] && r.namespace() == cluster["namespace"])
-            .map(|r| (**r).clone())
-            .expect("the cluster");
-        r.meta_mut()
-            .annotations
-            .get_or_insert_with(Default::default)
-            .insert("example.com/step".into(), step.to_string());
-        assert_eq!(store.apply(vec![vitistack::store::Op::Upsert(r)]).len(), 1);
+        annotate(&app, &cluster, step);
         let want = app.data(live, json!({})).await;
         let at = jiff::Timestamp::now().to_string();
         let then = app.data(past, json!({"at": at})).await;

@@ -129,6 +129,11 @@ impl Leader {
         }
     }
 
+    /// Replicas take turns by a Lease (else this process alone does the once-only work).
+    pub fn elected(&self) -> bool {
+        self.lease.is_some()
+    }
+
     /// This replica does the once-only work now.
     pub fn leading(&self) -> bool {
         *self.leading.borrow()
@@ -171,7 +176,7 @@ impl Leader {
     /// What `/health` shows.
     pub fn report(&self) -> LeaderReport {
         LeaderReport {
-            election: self.lease.is_some(),
+            election: self.elected(),
             leading: self.leading(),
             identity: self.lease.as_ref().map(|l| l.identity.clone()),
             lease: self

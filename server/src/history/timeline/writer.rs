@@ -504,11 +504,14 @@ impl Writer {
         Ok(())
     }
 
-    /// Every change before `through` is written: say so in this process and in the database
-    /// (there at each write, and at most once a second while nothing changes).
+    /// Every change before `through` is written: say so in this process and, when replicas take
+    /// turns by a Lease (the others read it there), in the database: at each write, and at most
+    /// once a second while nothing changes.
     async fn mark(&mut self, db: &crate::db::Db, through: i64, wrote: bool) {
         self.history.written.advance(through);
-        if !wrote && through < self.db_mark + written::IDLE_EVERY_MS {
+        if !self.history.leader.elected()
+            || (!wrote && through < self.db_mark + written::IDLE_EVERY_MS)
+        {
             return;
         }
         match written::store(db, through).await {

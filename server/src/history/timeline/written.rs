@@ -2,8 +2,9 @@
 //! change before it is in the database, never from part of it (the writer batches changes for
 //! `HISTORY_FLUSH_INTERVAL_MS`, and a large batch takes a while to write).
 //!
-//! The writer moves the mark after each write (in this process, and in the database for the
-//! replicas that do not write the timeline) and, while nothing changes, about once a second. A
+//! The writer moves the mark after each write (in this process, and, with leader election, in
+//! the database for the replicas that do not write the timeline) and, while nothing changes,
+//! about once a second. A
 //! reader on the writing replica asks the writer to write now and waits for the mark; a reader
 //! on another replica waits for the mark in the database.
 

@@ -92,8 +92,7 @@ fn kinds(snap: &vitistack::store::Snapshot, held: usize, n: usize) {
         let all = bytes_of(|| list.iter().map(|r| (***r).clone()).collect::<Vec<_>>())
             - count * std::mem::size_of::<vitistack::model::Resource>();
         let meta = bytes_of(|| list.iter().map(|r| r.meta().clone()).collect::<Vec<_>>())
-            - count
-                * std::mem::size_of::<k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta>();
+            - count * std::mem::size_of::<vitistack::model::ObjectMeta>();
         let json: usize = list.iter().map(|r| r.to_value().to_string().len()).sum();
         objects += all;
         println!(

@@ -50,7 +50,7 @@ pub fn label_selector(data: &[u8]) {
             }
         }
     }
-    let _ = sel.matches(Some(&labels));
+    let _ = sel.matches(Some(&labels.into()));
     let _ = sel.matches(None);
 }
 

@@ -226,7 +226,7 @@ fn machines(snap: &Snapshot, dc: &Datacenter, kc: &Value) -> (Vec<PlannedMachine
         .unwrap_or_default();
     let existing: Vec<&std::sync::Arc<Resource>> = snap
         .lookup(dc, Idx::MachineByCluster, &scoped(ns, &id))
-        .filter(|m| m.meta().deletion_timestamp.is_none())
+        .filter(|m| m.meta().deletion_timestamp().is_none())
         .collect();
     let index_of = |name: &str, tag: &str| -> Option<usize> {
         name.strip_prefix(&format!("{id}-{tag}"))?.parse().ok()

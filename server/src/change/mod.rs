@@ -263,7 +263,7 @@ impl Changer {
                 ));
             }
             (Edit::Delete, Some(c)) => {
-                if c.meta().deletion_timestamp.is_some() {
+                if c.meta().deletion_timestamp().is_some() {
                     return Ok(Written {
                         object: c.clone(),
                         changed: false,
@@ -310,7 +310,7 @@ impl Changer {
                 })
             }
             Edit::Delete => Box::new(|c| {
-                c.change == ChangeType::Deleted || c.object.meta().deletion_timestamp.is_some()
+                c.change == ChangeType::Deleted || c.object.meta().deletion_timestamp().is_some()
             }),
         };
         let mut seen = self.store.expect(key.clone(), Some(actor.clone()), intent);

@@ -200,8 +200,8 @@ pub fn capacity(node: &Node) -> Capacity {
         .labels
         .as_ref()
         .map(|l| {
-            l.keys()
-                .filter_map(|k| k.strip_prefix("node-role.kubernetes.io/"))
+            l.iter()
+                .filter_map(|(k, _)| k.strip_prefix("node-role.kubernetes.io/"))
                 .filter(|r| !r.is_empty())
                 .map(String::from)
                 .collect()

@@ -1,6 +1,6 @@
 //! Kubernetes label selectors (`a=b,c!=d,e in (x,y),f notin (z),g,!h`).
 
-use std::collections::BTreeMap;
+use crate::model::Pairs;
 
 /// One requirement of a selector.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -25,8 +25,8 @@ pub struct Selector(pub Vec<Requirement>);
 
 impl Selector {
     /// Whether a label set satisfies every requirement.
-    pub fn matches(&self, labels: Option<&BTreeMap<String, String>>) -> bool {
-        let get = |k: &str| labels.and_then(|l| l.get(k)).map(String::as_str);
+    pub fn matches(&self, labels: Option<&Pairs>) -> bool {
+        let get = |k: &str| labels.and_then(|l| l.get(k));
         self.0.iter().all(|r| match r {
             Requirement::Equals(k, v) => get(k) == Some(v.as_str()),
             Requirement::NotEquals(k, v) => get(k) != Some(v.as_str()),
@@ -152,11 +152,8 @@ pub fn parse(text: &str) -> Result<Selector, SelectorError> {
 mod tests {
     use super::*;
 
-    fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
+    fn labels(pairs: &[(&str, &str)]) -> Pairs {
+        pairs.iter().copied().collect()
     }
 
     #[test]

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use super::meta::{ObjectMeta, Pairs};
 use serde::{Deserialize, Serialize};
 
 use super::datacenter::Datacenter;
@@ -222,7 +222,7 @@ pub struct IpAllocation {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct ClusterStorageClassSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub data: Option<BTreeMap<String, String>>,
+    pub data: Option<Pairs>,
     #[serde(default)]
     pub enabled: bool,
     #[serde(rename = "type", default)]
@@ -482,9 +482,9 @@ pub struct KubernetesClusterSpecData {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct KubernetesClusterSpecTopologyControlplaneMetadata {
     #[serde(default)]
-    pub annotations: BTreeMap<String, String>,
+    pub annotations: Pairs,
     #[serde(default)]
-    pub labels: BTreeMap<String, String>,
+    pub labels: Pairs,
 }
 
 /// `KubernetesCluster` `spec.topology.controlplane.storage[]` (generated from the CRD schema).
@@ -534,9 +534,9 @@ pub struct KubernetesClusterSpecTopologyWorkersNodePoolsAutoscaling {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct KubernetesClusterSpecTopologyWorkersNodePoolsMetadata {
     #[serde(default)]
-    pub annotations: BTreeMap<String, String>,
+    pub annotations: Pairs,
     #[serde(default)]
-    pub labels: BTreeMap<String, String>,
+    pub labels: Pairs,
 }
 
 /// `KubernetesCluster` `spec.topology.workers.nodePools[].storage[]` (generated from the CRD schema).
@@ -915,7 +915,7 @@ pub struct KubernetesClusterStatus {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct KubernetesProviderSpecAddonsAdditional {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub config: Option<BTreeMap<String, String>>,
+    pub config: Option<Pairs>,
     #[serde(default)]
     pub enabled: bool,
     #[serde(default)]
@@ -928,7 +928,7 @@ pub struct KubernetesProviderSpecAddonsAdditional {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct KubernetesProviderSpecAddonsIngressController {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub config: Option<BTreeMap<String, String>>,
+    pub config: Option<Pairs>,
     #[serde(default)]
     pub enabled: bool,
     #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
@@ -945,7 +945,7 @@ pub struct KubernetesProviderSpecAddonsMonitoring {
     )]
     pub alert_manager: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub config: Option<BTreeMap<String, String>>,
+    pub config: Option<Pairs>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub grafana: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -956,7 +956,7 @@ pub struct KubernetesProviderSpecAddonsMonitoring {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct KubernetesProviderSpecAddonsServiceMesh {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub config: Option<BTreeMap<String, String>>,
+    pub config: Option<Pairs>,
     #[serde(default)]
     pub enabled: bool,
     #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
@@ -971,7 +971,7 @@ pub struct KubernetesProviderSpecAddonsStorageClasses {
     #[serde(default)]
     pub name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub parameters: Option<BTreeMap<String, String>>,
+    pub parameters: Option<Pairs>,
     #[serde(default)]
     pub provisioner: String,
 }
@@ -1088,7 +1088,7 @@ pub struct KubernetesProviderSpecAuthenticationOidc {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct KubernetesProviderSpecAuthenticationProviders {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub config: Option<BTreeMap<String, String>>,
+    pub config: Option<Pairs>,
     #[serde(default)]
     pub name: String,
     #[serde(rename = "type", default)]
@@ -1147,7 +1147,7 @@ pub struct KubernetesProviderSpecAuthentication {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct KubernetesProviderSpecBackup {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub config: Option<BTreeMap<String, String>>,
+    pub config: Option<Pairs>,
     #[serde(default)]
     pub enabled: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -1274,7 +1274,7 @@ pub struct KubernetesProviderSpecCluster {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub api_server_extra_args: Option<BTreeMap<String, String>>,
+    pub api_server_extra_args: Option<Pairs>,
     #[serde(
         rename = "controlPlane",
         default,
@@ -1286,7 +1286,7 @@ pub struct KubernetesProviderSpecCluster {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub controller_manager_extra_args: Option<BTreeMap<String, String>>,
+    pub controller_manager_extra_args: Option<Pairs>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dns: Option<Box<KubernetesProviderSpecClusterDns>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -1304,7 +1304,7 @@ pub struct KubernetesProviderSpecCluster {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub scheduler_extra_args: Option<BTreeMap<String, String>>,
+    pub scheduler_extra_args: Option<Pairs>,
 }
 
 /// `KubernetesProvider` `spec.machineProviderRef` (generated from the CRD schema).
@@ -1320,7 +1320,7 @@ pub struct KubernetesProviderSpecMachineProviderRef {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct KubernetesProviderSpecNetworkLoadBalancer {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub annotations: Option<BTreeMap<String, String>>,
+    pub annotations: Option<Pairs>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub class: Option<String>,
     #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
@@ -1406,7 +1406,7 @@ pub struct KubernetesProviderSpecNodePoolsNodeConfigDisk {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct KubernetesProviderSpecNodePoolsNodeConfigKubelet {
     #[serde(rename = "extraArgs", default, skip_serializing_if = "Option::is_none")]
-    pub extra_args: Option<BTreeMap<String, String>>,
+    pub extra_args: Option<Pairs>,
     #[serde(rename = "maxPods", default, skip_serializing_if = "Option::is_none")]
     pub max_pods: Option<i64>,
 }
@@ -1502,7 +1502,7 @@ pub struct KubernetesProviderSpecNodePools {
     #[serde(rename = "desiredNodes", default)]
     pub desired_nodes: i64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub labels: Option<BTreeMap<String, String>>,
+    pub labels: Option<Pairs>,
     #[serde(rename = "machineClass", default)]
     pub machine_class: String,
     #[serde(rename = "maxNodes", default)]
@@ -1529,7 +1529,7 @@ pub struct KubernetesProviderSpecObservabilityLogging {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backend: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub config: Option<BTreeMap<String, String>>,
+    pub config: Option<Pairs>,
     #[serde(default)]
     pub enabled: bool,
     #[serde(
@@ -1546,7 +1546,7 @@ pub struct KubernetesProviderSpecObservabilityMetrics {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backend: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub config: Option<BTreeMap<String, String>>,
+    pub config: Option<Pairs>,
     #[serde(default)]
     pub enabled: bool,
     #[serde(
@@ -1563,7 +1563,7 @@ pub struct KubernetesProviderSpecObservabilityTracing {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backend: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub config: Option<BTreeMap<String, String>>,
+    pub config: Option<Pairs>,
     #[serde(default)]
     pub enabled: bool,
     #[serde(
@@ -1589,7 +1589,7 @@ pub struct KubernetesProviderSpecObservability {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct KubernetesProviderSpecSecurityRuntimeSecurity {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub config: Option<BTreeMap<String, String>>,
+    pub config: Option<Pairs>,
     #[serde(default)]
     pub enabled: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -1645,13 +1645,13 @@ pub struct KubernetesProviderSpec {
     #[serde(default)]
     pub cluster: KubernetesProviderSpecCluster,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub config: Option<BTreeMap<String, String>>,
+    pub config: Option<Pairs>,
     #[serde(
         rename = "defaultTags",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub default_tags: Option<BTreeMap<String, String>>,
+    pub default_tags: Option<Pairs>,
     #[serde(rename = "displayName", default)]
     pub display_name: String,
     #[serde(
@@ -1777,7 +1777,7 @@ pub struct KubernetesProviderStatusEndpoints {
     )]
     pub load_balancer: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub monitoring: Option<BTreeMap<String, String>>,
+    pub monitoring: Option<Pairs>,
 }
 
 /// `KubernetesProvider` `status.health` (generated from the CRD schema).
@@ -1899,7 +1899,7 @@ pub struct KubernetesProviderStatusSecurity {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub security_scan_results: Option<BTreeMap<String, String>>,
+    pub security_scan_results: Option<Pairs>,
 }
 
 /// `KubernetesProvider` `status.version` (generated from the CRD schema).
@@ -2120,7 +2120,7 @@ pub struct MachineProviderSpecAuthentication {
     )]
     pub credentials_ref: Option<Box<MachineProviderSpecAuthenticationCredentialsRef>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub parameters: Option<BTreeMap<String, String>>,
+    pub parameters: Option<Pairs>,
     #[serde(
         rename = "serviceAccount",
         default,
@@ -2493,7 +2493,7 @@ pub struct MachineProviderSpecStorageStorageClasses {
     #[serde(default)]
     pub name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub parameters: Option<BTreeMap<String, String>>,
+    pub parameters: Option<Pairs>,
     #[serde(default)]
     pub provisioner: String,
 }
@@ -2537,13 +2537,13 @@ pub struct MachineProviderSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub compute: Option<Box<MachineProviderSpecCompute>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub config: Option<BTreeMap<String, String>>,
+    pub config: Option<Pairs>,
     #[serde(
         rename = "defaultTags",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub default_tags: Option<BTreeMap<String, String>>,
+    pub default_tags: Option<Pairs>,
     #[serde(rename = "displayName", default)]
     pub display_name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -2611,7 +2611,7 @@ pub struct MachineProviderStatusAvailableResourcesLimits {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub rate_limits: Option<BTreeMap<String, String>>,
+    pub rate_limits: Option<Pairs>,
 }
 
 /// `MachineProvider` `status.availableResources` (generated from the CRD schema).
@@ -2661,7 +2661,7 @@ pub struct MachineProviderStatusHealth {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub service_availability: Option<BTreeMap<String, String>>,
+    pub service_availability: Option<Pairs>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<String>,
 }
@@ -2757,7 +2757,7 @@ pub struct MachineProviderStatus {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub provider_status: Option<BTreeMap<String, String>>,
+    pub provider_status: Option<Pairs>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub quota: Option<Box<MachineProviderStatusQuota>>,
 }
@@ -2984,7 +2984,7 @@ pub struct MachineSpecProviderConfigCredentialsRef {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct MachineSpecProviderConfig {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub config: Option<BTreeMap<String, String>>,
+    pub config: Option<Pairs>,
     #[serde(
         rename = "credentialsRef",
         default,
@@ -3049,7 +3049,7 @@ pub struct MachineSpec {
     #[serde(rename = "sshKeys", default, skip_serializing_if = "Option::is_none")]
     pub ssh_keys: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tags: Option<BTreeMap<String, String>>,
+    pub tags: Option<Pairs>,
     #[serde(rename = "userData", default, skip_serializing_if = "Option::is_none")]
     pub user_data: Option<String>,
 }
@@ -3928,7 +3928,7 @@ pub struct ProxmoxConfigStatus {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct VitistackSpecBackupDestinations {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub configuration: Option<BTreeMap<String, String>>,
+    pub configuration: Option<Pairs>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub encryption: Option<bool>,
     #[serde(default)]
@@ -4000,7 +4000,7 @@ pub struct VitistackSpecBackup {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct VitistackSpecKubernetesProviders {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub configuration: Option<BTreeMap<String, String>>,
+    pub configuration: Option<Pairs>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub enabled: Option<bool>,
     #[serde(default)]
@@ -4037,7 +4037,7 @@ pub struct VitistackSpecLocation {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct VitistackSpecMachineProviders {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub configuration: Option<BTreeMap<String, String>>,
+    pub configuration: Option<Pairs>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub enabled: Option<bool>,
     #[serde(default)]
@@ -4128,7 +4128,7 @@ pub struct VitistackSpecNetworkingFirewall {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct VitistackSpecNetworkingIpAllocationProviders {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub configuration: Option<BTreeMap<String, String>>,
+    pub configuration: Option<Pairs>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub default: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -4363,7 +4363,7 @@ pub struct VitistackSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub security: Option<Box<VitistackSpecSecurity>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tags: Option<BTreeMap<String, String>>,
+    pub tags: Option<Pairs>,
     #[serde(default)]
     pub zone: String,
 }

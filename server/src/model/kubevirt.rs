@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use super::meta::ObjectMeta;
 use serde::{Deserialize, Serialize};
 
 use super::Quantity;

@@ -7,6 +7,7 @@ pub mod helm;
 pub mod kind;
 pub mod kubevirt;
 pub mod merge_patch;
+pub mod meta;
 pub mod quantity;
 pub mod redact;
 pub mod secret_name;
@@ -21,7 +22,7 @@ pub use kubevirt::{Node, VirtualMachine, VirtualMachineInstance};
 pub use quantity::{IntOrString, Quantity};
 pub use vocab::*;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+pub use meta::{ObjectMeta, Pairs};
 
 use serde_json::Value;
 
@@ -200,7 +201,7 @@ impl Resource {
 
     /// A label value.
     pub fn label(&self, key: &str) -> Option<&str> {
-        self.meta().labels.as_ref()?.get(key).map(String::as_str)
+        self.meta().labels.as_ref()?.get(key)
     }
 
     /// A Machine's node role, `control-plane` or `worker`: [`LABEL_NODE_ROLE`], else the older
@@ -226,11 +227,7 @@ impl Resource {
 
     /// An annotation value.
     pub fn annotation(&self, key: &str) -> Option<&str> {
-        self.meta()
-            .annotations
-            .as_ref()?
-            .get(key)
-            .map(String::as_str)
+        self.meta().annotations.as_ref()?.get(key)
     }
 
     /// The status phase as written, whatever the kind.

@@ -2,6 +2,8 @@
 
 #[cfg(test)]
 pub(crate) mod churn;
+#[cfg(test)]
+mod compact_tests;
 pub mod datacenters;
 pub mod demo;
 pub mod demo_apps;

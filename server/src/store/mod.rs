@@ -24,8 +24,17 @@ use crate::model::{Datacenter, Kind, Resource};
 
 /// Identity of an object: kind, datacenter, namespace (empty when cluster-scoped) and name.
 /// Ordered in that order: a kind is one range, a namespace of one datacenter another.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct ObjectKey {
+///
+/// One allocation shared by every copy: a Machine's key is held by the ordered and the hashed
+/// maps, the uid index and five relationship indexes, and as two owned strings each copy took
+/// two allocations of its own (the store added 1,121 bytes per object, most of them these; `cargo
+/// bench --bench fleet_memory`).
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ObjectKey(Arc<KeyParts>);
+
+/// What an [`ObjectKey`] names (read through the key: `key.name`).
+#[derive(Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct KeyParts {
     /// The kind.
     pub kind: Kind,
     /// The datacenter it was read from.
@@ -36,15 +45,29 @@ pub struct ObjectKey {
     pub name: String,
 }
 
+impl std::ops::Deref for ObjectKey {
+    type Target = KeyParts;
+
+    fn deref(&self) -> &KeyParts {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for ObjectKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
 impl ObjectKey {
     /// Build a key.
     pub fn new(datacenter: &Datacenter, kind: Kind, namespace: &str, name: &str) -> Self {
-        ObjectKey {
+        ObjectKey(Arc::new(KeyParts {
             kind,
             datacenter: datacenter.clone(),
             namespace: namespace.to_string(),
             name: name.to_string(),
-        }
+        }))
     }
 
     /// The key of an object.
@@ -391,9 +414,7 @@ impl Store {
                         continue;
                     }
                     snap.seq += 1;
-                    if mirror {
-                        r.meta_mut().managed_fields = None;
-                    } else {
+                    if !mirror {
                         stamp(&mut r, previous.as_deref(), snap.seq);
                     }
                     let object = Arc::new(r);
@@ -517,7 +538,6 @@ pub fn same_content(prev: &Resource, next: &Resource) -> bool {
         m.uid = None;
         m.creation_timestamp = None;
         m.generation = None;
-        m.managed_fields = None;
     }
     a == b
 }
@@ -526,7 +546,6 @@ pub fn same_content(prev: &Resource, next: &Resource) -> bool {
 fn stamp(r: &mut Resource, previous: Option<&Resource>, seq: u64) {
     let spec_changed = previous.is_none_or(|p| spec_differs(p, r));
     let meta = r.meta_mut();
-    meta.managed_fields = None;
     if let Some(p) = previous {
         let pm = p.meta();
         meta.uid = meta.uid.take().or_else(|| pm.uid.clone());

@@ -220,7 +220,7 @@ async fn objects_survive_a_restart_with_their_identity(db: &TestDb) {
     m.meta_mut()
         .labels
         .get_or_insert_with(Default::default)
-        .insert("touched".into(), "yes".into());
+        .insert("touched", "yes");
     let change = store.apply(vec![Op::Upsert(m)]);
     assert_eq!(change[0].seq, seq_before + 1);
     second.stop().await;
@@ -568,7 +568,7 @@ async fn an_object_deleted_while_the_database_was_away_stays_deleted(db: &TestDb
         .stored(db)
         .await
         .into_iter()
-        .map(|(k, _)| k.name)
+        .map(|(k, _)| k.name.clone())
         .collect();
     assert_eq!(names, ["kept"]);
 }

@@ -504,7 +504,7 @@ async fn cluster_changed_follows_one_cluster_through_the_pipeline() {
         .meta_mut()
         .labels
         .get_or_insert_with(Default::default)
-        .insert("touched".into(), "yes".into());
+        .insert("touched", "yes");
     let unrelated = store.apply(vec![Op::Upsert(touched)])[0].seq;
     // This cluster's machines start one by one.
     let ours = machines_of(
@@ -720,7 +720,7 @@ async fn aggregates_are_debounced_and_sent_only_when_they_change() {
     m.meta_mut()
         .labels
         .get_or_insert_with(Default::default)
-        .insert("cosmetic".into(), "yes".into());
+        .insert("cosmetic", "yes");
     store.apply(vec![Op::Upsert(m)]);
     // The burst is one atomic write: whichever change wakes the aggregate, the snapshot it then
     // reads holds all five (no reliance on the debounce window to batch them).

@@ -397,7 +397,7 @@ fn annotate(app: &TestApp, cluster: &Value, step: usize) {
     r.meta_mut()
         .annotations
         .get_or_insert_with(Default::default)
-        .insert("example.com/step".into(), step.to_string());
+        .insert("example.com/step", &step.to_string());
     assert_eq!(store.apply(vec![vitistack::store::Op::Upsert(r)]).len(), 1);
 }
 

@@ -202,12 +202,12 @@ impl From<&Condition> for ConditionGql {
     }
 }
 
-fn pairs(map: Option<&std::collections::BTreeMap<String, String>>) -> Vec<KeyValue> {
+fn pairs(map: Option<&crate::model::Pairs>) -> Vec<KeyValue> {
     map.map(|m| {
         m.iter()
             .map(|(k, v)| KeyValue {
-                key: k.clone(),
-                value: v.clone(),
+                key: k.into(),
+                value: v.into(),
             })
             .collect()
     })

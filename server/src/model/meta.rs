@@ -1,0 +1,436 @@
+//! Every stored object's `metadata`, kept compactly: the fields of Kubernetes' `ObjectMeta` the
+//! API serves, with labels and annotations as one sorted slice whose keys are interned.
+//!
+//! Why not `k8s_openapi`'s `ObjectMeta`: its labels and annotations are `BTreeMap<String,
+//! String>`, and a B-tree's first leaf takes room for eleven entries (about 540 bytes) however few
+//! it holds, each key a string of its own. A Machine carries four labels and two annotations whose
+//! keys are the same dozen in every object: in the store its metadata took 1,260 bytes, as much as
+//! its whole JSON (`cargo bench --bench fleet_memory`, BENCHMARKS.md). Here a label is 32 bytes and
+//! its value's text; the key is shared.
+//!
+//! It reads and writes the same JSON as `ObjectMeta` (the fields in the same order, absent ones
+//! left out, labels and annotations in key order), but for `managedFields`, which the store never
+//! keeps (the API server's bookkeeping; every write cleared it) and which is read as absent.
+
+use std::collections::{BTreeMap, HashSet};
+use std::fmt;
+use std::sync::{Arc, LazyLock};
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
+use parking_lot::Mutex;
+use serde::de::{MapAccess, Visitor};
+use serde::ser::SerializeMap;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+/// An object's metadata (Kubernetes' `ObjectMeta`, less `managedFields`). The fields most
+/// objects leave out (deletion, finalizers, owners, generateName, selfLink) are kept in one box,
+/// absent when all of them are: 8 bytes in most objects where they took 136.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ObjectMeta {
+    /// `metadata.annotations`.
+    pub annotations: Option<Pairs>,
+    /// `metadata.creationTimestamp`.
+    pub creation_timestamp: Option<Time>,
+    /// `metadata.generation`.
+    pub generation: Option<i64>,
+    /// `metadata.labels`.
+    pub labels: Option<Pairs>,
+    /// `metadata.name`.
+    pub name: Option<String>,
+    /// `metadata.namespace`.
+    pub namespace: Option<String>,
+    /// `metadata.resourceVersion`.
+    pub resource_version: Option<String>,
+    /// `metadata.uid`.
+    pub uid: Option<String>,
+    /// The rest, when any of it is set (see [`ObjectMeta::rare`]).
+    rare: Option<Box<RareMeta>>,
+}
+
+/// The metadata fields few objects carry.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RareMeta {
+    /// `metadata.deletionGracePeriodSeconds`.
+    pub deletion_grace_period_seconds: Option<i64>,
+    /// `metadata.deletionTimestamp`.
+    pub deletion_timestamp: Option<Time>,
+    /// `metadata.finalizers`.
+    pub finalizers: Option<Vec<String>>,
+    /// `metadata.generateName`.
+    pub generate_name: Option<String>,
+    /// `metadata.ownerReferences`.
+    pub owner_references: Option<Vec<OwnerReference>>,
+    /// `metadata.selfLink`.
+    pub self_link: Option<String>,
+}
+
+static NO_RARE: RareMeta = RareMeta {
+    deletion_grace_period_seconds: None,
+    deletion_timestamp: None,
+    finalizers: None,
+    generate_name: None,
+    owner_references: None,
+    self_link: None,
+};
+
+impl ObjectMeta {
+    /// The fields few objects carry (all absent when none is set).
+    pub fn rare(&self) -> &RareMeta {
+        self.rare.as_deref().unwrap_or(&NO_RARE)
+    }
+
+    /// The same, to set one.
+    pub fn rare_mut(&mut self) -> &mut RareMeta {
+        self.rare.get_or_insert_with(Default::default)
+    }
+
+    /// `metadata.deletionTimestamp`: set while the object is being deleted.
+    pub fn deletion_timestamp(&self) -> Option<&Time> {
+        self.rare().deletion_timestamp.as_ref()
+    }
+}
+
+/// The JSON form, as Kubernetes' `ObjectMeta` reads and writes it: every field in name order.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Wire {
+    #[serde(default)]
+    annotations: Option<Pairs>,
+    #[serde(default)]
+    creation_timestamp: Option<Time>,
+    #[serde(default)]
+    deletion_grace_period_seconds: Option<i64>,
+    #[serde(default)]
+    deletion_timestamp: Option<Time>,
+    #[serde(default)]
+    finalizers: Option<Vec<String>>,
+    #[serde(default)]
+    generate_name: Option<String>,
+    #[serde(default)]
+    generation: Option<i64>,
+    #[serde(default)]
+    labels: Option<Pairs>,
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    namespace: Option<String>,
+    #[serde(default)]
+    owner_references: Option<Vec<OwnerReference>>,
+    #[serde(default)]
+    resource_version: Option<String>,
+    #[serde(default)]
+    self_link: Option<String>,
+    #[serde(default)]
+    uid: Option<String>,
+}
+
+impl<'de> Deserialize<'de> for ObjectMeta {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let w = Wire::deserialize(deserializer)?;
+        let rare = RareMeta {
+            deletion_grace_period_seconds: w.deletion_grace_period_seconds,
+            deletion_timestamp: w.deletion_timestamp,
+            finalizers: w.finalizers,
+            generate_name: w.generate_name,
+            owner_references: w.owner_references,
+            self_link: w.self_link,
+        };
+        Ok(ObjectMeta {
+            annotations: w.annotations,
+            creation_timestamp: w.creation_timestamp,
+            generation: w.generation,
+            labels: w.labels,
+            name: w.name,
+            namespace: w.namespace,
+            resource_version: w.resource_version,
+            uid: w.uid,
+            rare: (rare != NO_RARE).then(|| Box::new(rare)),
+        })
+    }
+}
+
+impl Serialize for ObjectMeta {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        // Field by field in name order, as Kubernetes' `ObjectMeta` writes them.
+        let rare = self.rare();
+        let mut map = serializer.serialize_map(None)?;
+        macro_rules! field {
+            ($name:literal, $value:expr) => {
+                if let Some(v) = &$value {
+                    map.serialize_entry($name, v)?;
+                }
+            };
+        }
+        field!("annotations", self.annotations);
+        field!("creationTimestamp", self.creation_timestamp);
+        field!(
+            "deletionGracePeriodSeconds",
+            rare.deletion_grace_period_seconds
+        );
+        field!("deletionTimestamp", rare.deletion_timestamp);
+        field!("finalizers", rare.finalizers);
+        field!("generateName", rare.generate_name);
+        field!("generation", self.generation);
+        field!("labels", self.labels);
+        field!("name", self.name);
+        field!("namespace", self.namespace);
+        field!("ownerReferences", rare.owner_references);
+        field!("resourceVersion", self.resource_version);
+        field!("selfLink", rare.self_link);
+        field!("uid", self.uid);
+        map.end()
+    }
+}
+
+/// Labels or annotations: string pairs sorted by key, one per key (a later duplicate in the JSON
+/// wins, as in a map), keys interned.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct Pairs(Box<[(Key, Box<str>)]>);
+
+/// An interned label or annotation key.
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Key(Arc<str>);
+
+/// At most this many distinct keys are interned (a label key is at most 317 characters); keys past
+/// it are kept each on its own, so hostile input cannot grow the table without bound.
+const INTERNED_KEYS: usize = 16_384;
+
+static KEYS: LazyLock<Mutex<HashSet<Arc<str>>>> = LazyLock::new(Default::default);
+
+impl Key {
+    fn new(k: &str) -> Key {
+        let mut keys = KEYS.lock();
+        if let Some(found) = keys.get(k) {
+            return Key(found.clone());
+        }
+        let key: Arc<str> = Arc::from(k);
+        if keys.len() < INTERNED_KEYS {
+            keys.insert(key.clone());
+        }
+        Key(key)
+    }
+
+    /// The key's text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl Pairs {
+    /// The value of `key`.
+    pub fn get(&self, key: &str) -> Option<&str> {
+        let i = self.0.binary_search_by(|(k, _)| k.as_str().cmp(key)).ok()?;
+        Some(&self.0[i].1)
+    }
+
+    /// Whether `key` has a value.
+    pub fn contains_key(&self, key: &str) -> bool {
+        self.get(key).is_some()
+    }
+
+    /// The pairs in key order.
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = (&str, &str)> {
+        self.0.iter().map(|(k, v)| (k.as_str(), &**v))
+    }
+
+    /// How many pairs.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// No pairs.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Set `key` to `value` (replacing its value when it has one).
+    pub fn insert(&mut self, key: &str, value: &str) {
+        let mut pairs = std::mem::take(&mut self.0).into_vec();
+        match pairs.binary_search_by(|(k, _)| k.as_str().cmp(key)) {
+            Ok(i) => pairs[i].1 = value.into(),
+            Err(i) => pairs.insert(i, (Key::new(key), value.into())),
+        }
+        self.0 = pairs.into_boxed_slice();
+    }
+
+    /// Take `key` out; its value, when it had one.
+    pub fn remove(&mut self, key: &str) -> Option<String> {
+        let i = self.0.binary_search_by(|(k, _)| k.as_str().cmp(key)).ok()?;
+        let mut pairs = std::mem::take(&mut self.0).into_vec();
+        let (_, v) = pairs.remove(i);
+        self.0 = pairs.into_boxed_slice();
+        Some(v.into())
+    }
+
+    /// The pairs as an ordered map of owned strings.
+    pub fn to_map(&self) -> BTreeMap<String, String> {
+        self.iter().map(|(k, v)| (k.into(), v.into())).collect()
+    }
+
+    /// Built from pairs in any order; of two with one key the later wins.
+    fn from_vec(mut pairs: Vec<(Key, Box<str>)>) -> Pairs {
+        // Stable: equal keys keep their order, and the last of each run is the one kept.
+        pairs.sort_by(|a, b| a.0.cmp(&b.0));
+        let mut kept: Vec<(Key, Box<str>)> = Vec::with_capacity(pairs.len());
+        for p in pairs {
+            match kept.last_mut() {
+                Some(last) if last.0 == p.0 => *last = p,
+                _ => kept.push(p),
+            }
+        }
+        Pairs(kept.into_boxed_slice())
+    }
+}
+
+impl<K: AsRef<str>, V: AsRef<str>> FromIterator<(K, V)> for Pairs {
+    fn from_iter<I: IntoIterator<Item = (K, V)>>(iter: I) -> Self {
+        Pairs::from_vec(
+            iter.into_iter()
+                .map(|(k, v)| (Key::new(k.as_ref()), v.as_ref().into()))
+                .collect(),
+        )
+    }
+}
+
+impl From<BTreeMap<String, String>> for Pairs {
+    fn from(map: BTreeMap<String, String>) -> Self {
+        map.into_iter().collect()
+    }
+}
+
+impl<'de> Deserialize<'de> for Key {
+    /// From the text as the parser holds it: a key already interned allocates nothing.
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct KeyVisitor;
+        impl Visitor<'_> for KeyVisitor {
+            type Value = Key;
+
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a string")
+            }
+
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Key, E> {
+                Ok(Key::new(v))
+            }
+        }
+        deserializer.deserialize_str(KeyVisitor)
+    }
+}
+
+impl<K: AsRef<str>, V: AsRef<str>, const N: usize> From<[(K, V); N]> for Pairs {
+    fn from(pairs: [(K, V); N]) -> Self {
+        pairs.into_iter().collect()
+    }
+}
+
+impl fmt::Debug for Pairs {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_map().entries(self.iter()).finish()
+    }
+}
+
+impl Serialize for Pairs {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(Some(self.0.len()))?;
+        for (k, v) in self.iter() {
+            map.serialize_entry(k, v)?;
+        }
+        map.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for Pairs {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct PairsVisitor;
+        impl<'de> Visitor<'de> for PairsVisitor {
+            type Value = Pairs;
+
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a map of strings to strings")
+            }
+
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Pairs, A::Error> {
+                let mut pairs = Vec::with_capacity(map.size_hint().unwrap_or(4).min(64));
+                while let Some(k) = map.next_key::<Key>()? {
+                    let v: String = map.next_value()?;
+                    pairs.push((k, v.into_boxed_str()));
+                }
+                Ok(Pairs::from_vec(pairs))
+            }
+        }
+        deserializer.deserialize_map(PairsVisitor)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn metadata_reads_and_writes_the_json_kubernetes_objectmeta_does() {
+        let v = json!({
+            "annotations": {"b": "2", "a": "1"},
+            "creationTimestamp": "2026-01-02T03:04:05Z",
+            "deletionGracePeriodSeconds": 30,
+            "deletionTimestamp": "2026-01-02T03:05:05Z",
+            "finalizers": ["x/y"],
+            "generateName": "m-",
+            "generation": 3,
+            "labels": {"vitistack.io/clusterid": "c1", "app": "web"},
+            "name": "m1",
+            "namespace": "ns",
+            "ownerReferences": [{"apiVersion": "v1", "kind": "K", "name": "n", "uid": "u"}],
+            "resourceVersion": "42",
+            "selfLink": "/x",
+            "uid": "0000-1111"
+        });
+        let ours: ObjectMeta = serde_json::from_value(v.clone()).unwrap();
+        let theirs: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta =
+            serde_json::from_value(v.clone()).unwrap();
+        assert_eq!(
+            serde_json::to_string(&ours).unwrap(),
+            serde_json::to_string(&theirs).unwrap()
+        );
+        assert_eq!(serde_json::to_value(&ours).unwrap(), v);
+        assert_eq!(ours.labels.as_ref().unwrap().get("app"), Some("web"));
+        assert_eq!(
+            ours.rare().finalizers.as_deref(),
+            Some(&["x/y".to_string()][..])
+        );
+        assert!(ours.deletion_timestamp().is_some());
+        assert_eq!(ours.labels.as_ref().unwrap().get("nope"), None);
+        // Empty maps stay empty maps; null is absent.
+        let e: ObjectMeta =
+            serde_json::from_value(json!({"labels": {}, "annotations": null})).unwrap();
+        assert_eq!(serde_json::to_value(&e).unwrap(), json!({"labels": {}}));
+        assert!(e.rare.is_none(), "no box for fields none of which is set");
+        assert!(e.deletion_timestamp().is_none());
+    }
+
+    #[test]
+    fn managed_fields_are_read_as_absent() {
+        let m: ObjectMeta = serde_json::from_value(json!({
+            "name": "m",
+            "managedFields": [{"manager": "kubectl", "operation": "Apply"}]
+        }))
+        .unwrap();
+        assert_eq!(serde_json::to_value(&m).unwrap(), json!({"name": "m"}));
+    }
+
+    #[test]
+    fn pairs_keep_one_value_per_key_the_last_and_share_their_keys() {
+        let p: Pairs = serde_json::from_str(r#"{"k": "1", "a\u0041": "x", "k": "2"}"#).unwrap();
+        assert_eq!(p.iter().collect::<Vec<_>>(), [("aA", "x"), ("k", "2")]);
+        let q: Pairs = [("k", "other")].into_iter().collect();
+        assert!(Arc::ptr_eq(&p.0[1].0.0, &q.0[0].0.0), "one key, one string");
+        let mut r = q.clone();
+        r.insert("a", "1");
+        r.insert("k", "3");
+        assert_eq!(r.iter().collect::<Vec<_>>(), [("a", "1"), ("k", "3")]);
+        assert_eq!(r.remove("a").as_deref(), Some("1"));
+        assert_eq!(r.remove("a"), None);
+        assert_eq!(r.to_map(), BTreeMap::from([("k".into(), "3".into())]));
+        assert!(serde_json::from_str::<Pairs>(r#"{"k": 1}"#).is_err());
+    }
+}

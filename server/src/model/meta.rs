@@ -79,11 +79,6 @@ impl ObjectMeta {
         self.rare.as_deref().unwrap_or(&NO_RARE)
     }
 
-    /// The same, to set one.
-    pub fn rare_mut(&mut self) -> &mut RareMeta {
-        self.rare.get_or_insert_with(Default::default)
-    }
-
     /// `metadata.deletionTimestamp`: set while the object is being deleted.
     pub fn deletion_timestamp(&self) -> Option<&Time> {
         self.rare().deletion_timestamp.as_ref()
@@ -217,15 +212,15 @@ impl Key {
 }
 
 impl Pairs {
-    /// The value of `key`.
-    pub fn get(&self, key: &str) -> Option<&str> {
-        let i = self.0.binary_search_by(|(k, _)| k.as_str().cmp(key)).ok()?;
-        Some(&self.0[i].1)
+    /// Where `key` is, or where it would go.
+    fn position(&self, key: &str) -> Result<usize, usize> {
+        self.0.binary_search_by(|(k, _)| k.as_str().cmp(key))
     }
 
-    /// Whether `key` has a value.
-    pub fn contains_key(&self, key: &str) -> bool {
-        self.get(key).is_some()
+    /// The value of `key`.
+    pub fn get(&self, key: &str) -> Option<&str> {
+        let i = self.position(key).ok()?;
+        Some(&self.0[i].1)
     }
 
     /// The pairs in key order.
@@ -245,8 +240,9 @@ impl Pairs {
 
     /// Set `key` to `value` (replacing its value when it has one).
     pub fn insert(&mut self, key: &str, value: &str) {
+        let at = self.position(key);
         let mut pairs = std::mem::take(&mut self.0).into_vec();
-        match pairs.binary_search_by(|(k, _)| k.as_str().cmp(key)) {
+        match at {
             Ok(i) => pairs[i].1 = value.into(),
             Err(i) => pairs.insert(i, (Key::new(key), value.into())),
         }
@@ -255,16 +251,11 @@ impl Pairs {
 
     /// Take `key` out; its value, when it had one.
     pub fn remove(&mut self, key: &str) -> Option<String> {
-        let i = self.0.binary_search_by(|(k, _)| k.as_str().cmp(key)).ok()?;
+        let i = self.position(key).ok()?;
         let mut pairs = std::mem::take(&mut self.0).into_vec();
         let (_, v) = pairs.remove(i);
         self.0 = pairs.into_boxed_slice();
         Some(v.into())
-    }
-
-    /// The pairs as an ordered map of owned strings.
-    pub fn to_map(&self) -> BTreeMap<String, String> {
-        self.iter().map(|(k, v)| (k.into(), v.into())).collect()
     }
 
     /// Built from pairs in any order; of two with one key the later wins.
@@ -430,7 +421,7 @@ mod tests {
         assert_eq!(r.iter().collect::<Vec<_>>(), [("a", "1"), ("k", "3")]);
         assert_eq!(r.remove("a").as_deref(), Some("1"));
         assert_eq!(r.remove("a"), None);
-        assert_eq!(r.to_map(), BTreeMap::from([("k".into(), "3".into())]));
+        assert_eq!(r.iter().collect::<Vec<_>>(), [("k", "3")]);
         assert!(serde_json::from_str::<Pairs>(r#"{"k": 1}"#).is_err());
     }
 }

@@ -27,7 +27,7 @@ use crate::model::{Datacenter, Kind, Resource};
 ///
 /// One allocation shared by every copy: a Machine's key is held by the ordered and the hashed
 /// maps, the uid index and five relationship indexes, and as two owned strings each copy took
-/// two allocations of its own (the store added 1,121 bytes per object, most of them these; `cargo
+/// two allocations of its own (the store added about 1,120 bytes per object, most of them these; `cargo
 /// bench --bench fleet_memory`).
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ObjectKey(Arc<KeyParts>);

@@ -299,6 +299,44 @@ describe('a still fleet (the demo, simulator off)', () => {
     await context.close();
   });
 
+  test('search: "/" opens it, an address finds its Machine, Enter opens the first hit, a click opens a cluster\'s page', async () => {
+    const { page, context, problems } = await openPage(server.base);
+    const machine = (await gql(server.base, '{ machines(first: 100, filter: {phase: ["Running"]}) { nodes { name ipAddresses } } }'))
+      .machines.nodes.find((m) => m.ipAddresses.length > 0);
+    const ip = machine.ipAddresses[0];
+    const api = (await gql(server.base, `{ search(text: "${ip}", first: 8) { nodes { node { kind name } } } }`)).search.nodes;
+    assert.ok(api.some((e) => e.node.kind === 'Machine' && e.node.name === machine.name), 'the API finds the Machine by its address');
+    await page.goto(`${server.base}/hosts`);
+    await page.getByTestId('search-open').waitFor();
+    await page.keyboard.press('/');
+    await eventually('"/" opens the search field, focused', async () => page.evaluate(() => document.activeElement?.dataset?.testid === 'search'));
+    await page.keyboard.type(ip);
+    const hits = page.getByTestId('search-hit');
+    const shown = async () => (await hits.allTextContents()).map((t) => t.replace(/\s+/g, ' ').trim());
+    await eventually('the hits are what the API answers, in its order', async () => {
+      const got = await shown();
+      return got.length === api.length && api.every((e, i) => got[i].startsWith(`${e.node.kind}${e.node.name}`));
+    });
+    assert.ok((await shown())[0].includes(`IP ${ip}`), 'the hit says what matched');
+    await page.keyboard.press('Enter');
+    await eventually('Enter opens the first hit\'s page', async () => page.url().includes('/objects/')
+      && (await page.getByTestId('object-name').textContent().catch(() => '')) === api[0].node.name
+      && (await page.getByTestId('object-kind').textContent().catch(() => '')) === api[0].node.kind);
+    const cluster = (await gql(server.base, '{ clusters(first: 1) { nodes { name namespace } } }')).clusters.nodes[0];
+    await page.getByTestId('search-open').click();
+    await page.getByTestId('search').fill(cluster.name);
+    const clusterHit = hits.filter({ hasText: 'KubernetesCluster' }).first();
+    await eventually('the cluster is among the hits', async () => (await clusterHit.count()) > 0);
+    await clusterHit.click();
+    await eventually('a click opens the cluster\'s page', async () => page.url().endsWith(`/clusters/${cluster.namespace}/${cluster.name}`));
+    await page.getByTestId('search-open').click();
+    await page.getByTestId('search').fill('no-such-object-anywhere');
+    await eventually('the box says nothing matches', async () => page.getByTestId('search-none').isVisible());
+    await shot(page, 'search');
+    assert.deepEqual(problems, []);
+    await context.close();
+  });
+
   test('VMs filter by host, and networks by phase, from the URL', async () => {
     const { page, context, problems } = await openPage(server.base);
     const vmis = (await gql(server.base, '{ virtualMachineInstances(first: 500) { nodes { name nodeName } } }')).virtualMachineInstances.nodes;

@@ -166,3 +166,4 @@ operation!(ClusterPlan, "graphql/cluster_plan.graphql");
 operation!(CreateCluster, "graphql/create_cluster.graphql");
 operation!(OldestMoment, "graphql/oldest_moment.graphql");
 operation!(GraphChanges, "graphql/graph_changes.graphql");
+operation!(Search, "graphql/search.graphql");

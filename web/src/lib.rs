@@ -53,6 +53,7 @@ fn App() -> impl IntoView {
                     <A href="/events">"Events"</A>
                 </nav>
                 <div class="spacer"></div>
+                <views::search::SearchBox/>
                 <views::past::HistoryButton open=past_open/>
                 <Badge state/>
                 <signin::Account state/>

@@ -12,6 +12,7 @@ pub mod parts;
 pub mod past;
 pub mod query;
 pub mod root;
+pub mod search;
 pub mod selector;
 pub mod subscription;
 pub mod types;

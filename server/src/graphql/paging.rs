@@ -251,6 +251,26 @@ impl CompiledFilter {
     }
 }
 
+/// The kinds a filter names (`Machine`, `machines`, `m`, …): `BAD_KIND` for one this server
+/// does not serve.
+pub fn parse_kinds(
+    kinds: Option<&[String]>,
+) -> async_graphql::Result<Option<Vec<crate::model::Kind>>> {
+    kinds
+        .map(|ks| {
+            ks.iter()
+                .map(|k| {
+                    k.parse::<crate::model::Kind>().map_err(|_| {
+                        ErrorCode::BadKind.graphql(format!(
+                            "filter.kinds: `{k}` is not a kind this server serves"
+                        ))
+                    })
+                })
+                .collect()
+        })
+        .transpose()
+}
+
 /// Apply a filter. Fails on an unreadable label selector.
 pub fn apply_filter(
     items: &mut Vec<Arc<Resource>>,

@@ -348,21 +348,7 @@ impl PastQuery {
         }
         let first = first as usize;
         let filter = filter.unwrap_or_default();
-        let kinds = filter
-            .kinds
-            .as_ref()
-            .map(|ks| {
-                ks.iter()
-                    .map(|k| {
-                        k.parse::<Kind>().map_err(|_| {
-                            ErrorCode::BadKind.graphql(format!(
-                                "filter.kinds: `{k}` is not a kind this server serves"
-                            ))
-                        })
-                    })
-                    .collect::<Result<Vec<_>, _>>()
-            })
-            .transpose()?;
+        let kinds = super::paging::parse_kinds(filter.kinds.as_deref())?;
         let compiled = CompiledFilter::new(&filter.filter)?;
         let before = graph_at(ctx, from_ms).await?;
         let after = graph_at(ctx, to_ms).await?;

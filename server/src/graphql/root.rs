@@ -15,6 +15,7 @@ pub struct QueryRoot(
     super::query::ListQuery,
     super::applications::ApplicationQuery,
     super::past::PastQuery,
+    super::search::SearchQuery,
     AtQuery,
 );
 

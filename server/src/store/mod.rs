@@ -3,9 +3,11 @@
 
 mod counts;
 mod index;
+mod members;
 mod past;
 pub mod reads;
 pub mod scope;
+pub mod search;
 mod snapshot;
 
 use std::sync::Arc;
@@ -204,7 +206,7 @@ impl Store {
     pub fn with_change_buffer(capacity: usize) -> Self {
         let (changes, _) = broadcast::channel(capacity.max(1));
         Store {
-            current: ArcSwap::from_pointee(Snapshot::default()),
+            current: ArcSwap::from_pointee(Snapshot::searchable()),
             writer: Mutex::new(()),
             deriver: None,
             changes,
@@ -587,5 +589,7 @@ fn spec_differs(a: &Resource, b: &Resource) -> bool {
     strip(a) != strip(b)
 }
 
+#[cfg(test)]
+mod search_tests;
 #[cfg(test)]
 mod tests;

@@ -3,16 +3,12 @@
 
 use std::sync::Arc;
 
-use imbl::{GenericHashMap, OrdMap, OrdSet};
+use imbl::OrdMap;
 use parking_lot::Mutex;
 
+use super::members::{FastMap, Members};
 use super::{Change, Idx, ObjectKey, index_entries, reads, scoped};
 use crate::model::{Datacenter, Kind, Resource};
-
-/// A persistent hash map with a fast, non-cryptographic hasher (keys are not attacker-chosen
-/// hash-flooding material: they are object names already admitted by validation).
-pub(super) type FastMap<K, V> =
-    GenericHashMap<K, V, rustc_hash::FxBuildHasher, imbl::shared_ptr::DefaultSharedPtr>;
 
 /// State derived from the objects and brought up to date with every write (the fleet's
 /// aggregates). The store does not know what it is: whoever makes the store says how to derive
@@ -44,6 +40,8 @@ pub struct Snapshot {
     /// Values computed from exactly these objects on first use (see [`Snapshot::memo`]); every
     /// write starts a new one.
     pub(super) memo: Arc<Mutex<Vec<DerivedState>>>,
+    /// Search's indexes, in the snapshots the store keeps (see [`Snapshot::search`]).
+    pub(super) search: Option<super::search::SearchIndex>,
 }
 
 /// An index entry's key: the value, prefixed by the datacenter's key and a NUL when it is not the
@@ -61,79 +59,15 @@ fn index_key(idx: Idx, datacenter: &Datacenter, value: String) -> (Idx, String) 
     }
 }
 
-/// Largest index set kept as a sorted slice; bigger sets become a B-tree.
-pub(super) const SMALL_SET: usize = 32;
-
-/// The keys behind one index value. Most relationships hold a handful of objects: a sorted slice
-/// costs a few words each, where a B-tree node would cost a kilobyte.
-#[derive(Clone, Debug)]
-pub(super) enum Members {
-    Small(Arc<[ObjectKey]>),
-    Large(OrdSet<ObjectKey>),
-}
-
-impl Default for Members {
-    fn default() -> Self {
-        Members::Small(Arc::new([]))
-    }
-}
-
-impl Members {
-    fn insert(&mut self, key: ObjectKey) {
-        match self {
-            Members::Small(keys) => {
-                let Err(pos) = keys.binary_search(&key) else {
-                    return;
-                };
-                if keys.len() < SMALL_SET {
-                    let mut next = Vec::with_capacity(keys.len() + 1);
-                    next.extend_from_slice(&keys[..pos]);
-                    next.push(key);
-                    next.extend_from_slice(&keys[pos..]);
-                    *keys = next.into();
-                } else {
-                    let mut set: OrdSet<ObjectKey> = keys.iter().cloned().collect();
-                    set.insert(key);
-                    *self = Members::Large(set);
-                }
-            }
-            Members::Large(set) => {
-                set.insert(key);
-            }
-        }
-    }
-
-    /// Remove a key; true when the set is now empty.
-    fn remove(&mut self, key: &ObjectKey) -> bool {
-        match self {
-            Members::Small(keys) => {
-                if let Ok(pos) = keys.binary_search(key) {
-                    let mut next = keys.to_vec();
-                    next.remove(pos);
-                    *keys = next.into();
-                }
-                keys.is_empty()
-            }
-            Members::Large(set) => {
-                set.remove(key);
-                set.is_empty()
-            }
-        }
-    }
-
-    fn iter(&self) -> impl Iterator<Item = &ObjectKey> {
-        let (small, large) = match self {
-            Members::Small(keys) => (Some(keys.iter()), None),
-            Members::Large(set) => (None, Some(set.iter())),
-        };
-        small
-            .into_iter()
-            .flatten()
-            .chain(large.into_iter().flatten())
-    }
-}
-
 impl Snapshot {
+    /// An empty snapshot that keeps search's indexes with its objects (the store's).
+    pub(super) fn searchable() -> Snapshot {
+        Snapshot {
+            search: Some(Default::default()),
+            ..Default::default()
+        }
+    }
+
     /// The sequence number of the last change this snapshot contains.
     pub fn seq(&self) -> u64 {
         reads::note_inexact();
@@ -498,11 +432,17 @@ impl Snapshot {
                     self.drop_uid(&key, previous.uid());
                     self.add_uid(&key, object.uid());
                 }
+                if let Some(search) = &mut self.search {
+                    search.change(&key, &previous, &object);
+                }
             }
             None => {
                 *self.datacenters.entry(key.datacenter.clone()).or_default() += 1;
                 self.add_entries(&key, object.datacenter(), index_entries(&object));
                 self.add_uid(&key, object.uid());
+                if let Some(search) = &mut self.search {
+                    search.add(&key, &object);
+                }
             }
         }
         self.by_key.insert(key.clone(), object.clone());
@@ -526,6 +466,9 @@ impl Snapshot {
     fn unindex(&mut self, key: &ObjectKey, r: &Resource) {
         self.drop_entries(key, r.datacenter(), index_entries(r));
         self.drop_uid(key, r.uid());
+        if let Some(search) = &mut self.search {
+            search.remove(key, r);
+        }
     }
 
     fn drop_entries(&mut self, key: &ObjectKey, dc: &Datacenter, entries: Vec<(Idx, String)>) {

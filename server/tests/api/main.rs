@@ -24,6 +24,7 @@ pub mod protocol;
 mod queries;
 mod robustness;
 mod scopes;
+mod search;
 mod sessions;
 mod subscriptions;
 mod timeline;

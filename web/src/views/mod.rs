@@ -37,6 +37,7 @@ pub mod operate;
 pub mod overview;
 pub mod past;
 pub mod plan;
+pub mod search;
 pub mod topology;
 pub mod vms;
 

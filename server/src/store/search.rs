@@ -1,0 +1,504 @@
+//! Search: every object by the words people look for — its name and the start of each word of it,
+//! its namespace, labels (`key` and `key=value`), IP and MAC addresses, host, image and cluster id
+//! — kept in step with the objects on every write, like the relationship indexes.
+//!
+//! Two indexes: the start of each word of every name, ordered by the rest of the name (a prefix is
+//! one range), and every other searchable value by its hash (each candidate is checked against
+//! its object, so a collision costs a comparison, not a wrong answer). A hash takes 8 bytes where
+//! the value's own string took 24 and an allocation: IP and MAC addresses are unique per object.
+//! Snapshots the store does not keep (a reader's restricted view, a past moment) are searched
+//! by reading every object instead: they are built whole and asked once or twice.
+
+use std::cmp::Ordering;
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+
+use imbl::OrdSet;
+
+use super::members::{FastMap, Members};
+use super::{ObjectKey, Snapshot, reads};
+use crate::model::{LABEL_CLUSTER_ID, Resource};
+
+/// What a search matched.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, async_graphql::Enum)]
+#[graphql(name = "SearchField")]
+pub enum Field {
+    /// The name (whole, its start, or the start of one of its words).
+    Name,
+    /// The namespace.
+    Namespace,
+    /// A label, as `key` or `key=value`.
+    Label,
+    /// An IP address (v4 or v6) the object reports or was given.
+    IpAddress,
+    /// A MAC address.
+    MacAddress,
+    /// The host (Kubernetes Node) it runs on, or its own host name.
+    Host,
+    /// An operating system or disk image.
+    Image,
+    /// The clusterId of the Kubernetes cluster it belongs to.
+    ClusterId,
+}
+
+/// How well an object matches one word of a search, best first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, async_graphql::Enum)]
+#[graphql(name = "SearchRank")]
+pub enum Rank {
+    /// The name is the word.
+    ExactName,
+    /// The name starts with the word.
+    NamePrefix,
+    /// One of the name's words (after `-`, `.`, `_`, `:` or `/`) starts with it.
+    WordPrefix,
+    /// Another field is the word exactly.
+    Field,
+}
+
+/// One object a search found: how well, and through what.
+#[derive(Clone, Debug)]
+pub struct Hit {
+    /// The object.
+    pub object: Arc<Resource>,
+    /// The best rank among the search's words.
+    pub rank: Rank,
+    /// What the best-ranked word matched.
+    pub field: Field,
+    /// The value it matched, as the object holds it (the name, `key=value`, the address, …).
+    pub value: String,
+}
+
+/// A searchable value: a string, or a label's `key=value` (not put together unless shown).
+#[derive(Clone, Copy, Debug)]
+pub enum Value<'a> {
+    /// The value itself.
+    Plain(&'a str),
+    /// A label: `key=value`.
+    Label(&'a str, &'a str),
+}
+
+impl Value<'_> {
+    /// Whether it is `word`, ASCII case-insensitively.
+    fn is(&self, word: &str) -> bool {
+        match *self {
+            Value::Plain(v) => v.eq_ignore_ascii_case(word),
+            Value::Label(k, v) => {
+                word.len() == k.len() + 1 + v.len() && {
+                    let (wk, rest) = word.split_at(k.len());
+                    wk.eq_ignore_ascii_case(k)
+                        && rest.as_bytes().first() == Some(&b'=')
+                        && rest[1..].eq_ignore_ascii_case(v)
+                }
+            }
+        }
+    }
+
+    fn hash(&self) -> u64 {
+        let mut h = rustc_hash::FxHasher::default();
+        let mut len = 0;
+        let parts: [&str; 3] = match *self {
+            Value::Plain(v) => [v, "", ""],
+            Value::Label(k, v) => [k, "=", v],
+        };
+        for part in parts {
+            for b in part.bytes() {
+                h.write_u8(b.to_ascii_lowercase());
+            }
+            len += part.len();
+        }
+        len.hash(&mut h);
+        h.finish()
+    }
+}
+
+impl std::fmt::Display for Value<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Value::Plain(v) => f.write_str(v),
+            Value::Label(k, v) => write!(f, "{k}={v}"),
+        }
+    }
+}
+
+/// Largest number of word starts kept per name (a longer name is still found by its first
+/// words and by its whole name).
+const MAX_WORDS: usize = 8;
+
+/// A word start that marks a probe (sorts before every entry of the same text).
+const PROBE: u16 = u16::MAX;
+
+/// One word of a name: the key and the byte offset where the word starts, ordered by the name
+/// from there on (ASCII case-insensitively), then by key.
+#[derive(Clone, Debug)]
+pub(super) struct WordAt {
+    key: ObjectKey,
+    at: u16,
+}
+
+impl WordAt {
+    fn text(&self) -> &str {
+        if self.at == PROBE {
+            &self.key.name
+        } else {
+            self.key.name.get(self.at as usize..).unwrap_or_default()
+        }
+    }
+}
+
+fn cmp_ignore_case(a: &str, b: &str) -> Ordering {
+    a.bytes()
+        .map(|c| c.to_ascii_lowercase())
+        .cmp(b.bytes().map(|c| c.to_ascii_lowercase()))
+}
+
+impl Ord for WordAt {
+    fn cmp(&self, other: &Self) -> Ordering {
+        cmp_ignore_case(self.text(), other.text())
+            .then_with(|| (other.at == PROBE).cmp(&(self.at == PROBE)))
+            .then_with(|| self.key.cmp(&other.key))
+            .then_with(|| self.at.cmp(&other.at))
+    }
+}
+
+impl PartialOrd for WordAt {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl PartialEq for WordAt {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+
+impl Eq for WordAt {}
+
+fn is_separator(c: u8) -> bool {
+    matches!(c, b'-' | b'.' | b'_' | b':' | b'/')
+}
+
+/// Where the words of a name start after the first (which starts at 0).
+fn word_starts(name: &str) -> impl Iterator<Item = usize> + '_ {
+    let bytes = name.as_bytes();
+    (1..bytes.len())
+        .filter(move |&i| is_separator(bytes[i - 1]) && !is_separator(bytes[i]))
+        .take_while(|&i| i < PROBE as usize)
+        .take(MAX_WORDS - 1)
+}
+
+/// The search indexes of a snapshot the store keeps.
+#[derive(Clone, Default)]
+pub(super) struct SearchIndex {
+    words: OrdSet<WordAt>,
+    values: FastMap<u64, Members>,
+}
+
+/// The hashes of an object's searchable values other than its name, sorted, without repeats.
+fn value_hashes(r: &Resource) -> Vec<u64> {
+    let mut out = Vec::new();
+    fields(r, &mut |_, v| out.push(v.hash()));
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
+impl SearchIndex {
+    /// Index a new object.
+    pub(super) fn add(&mut self, key: &ObjectKey, r: &Resource) {
+        self.words.insert(WordAt {
+            key: key.clone(),
+            at: 0,
+        });
+        for at in word_starts(&key.name) {
+            self.words.insert(WordAt {
+                key: key.clone(),
+                at: at as u16,
+            });
+        }
+        for h in value_hashes(r) {
+            self.values.entry(h).or_default().insert(key.clone());
+        }
+    }
+
+    /// An object changed (same key): its values follow.
+    pub(super) fn change(&mut self, key: &ObjectKey, before: &Resource, after: &Resource) {
+        let (old, new) = (value_hashes(before), value_hashes(after));
+        if old == new {
+            return;
+        }
+        for h in old.iter().filter(|h| new.binary_search(h).is_err()) {
+            self.drop_value(key, *h);
+        }
+        for h in new.iter().filter(|h| old.binary_search(h).is_err()) {
+            self.values.entry(*h).or_default().insert(key.clone());
+        }
+    }
+
+    /// An object went away.
+    pub(super) fn remove(&mut self, key: &ObjectKey, r: &Resource) {
+        self.words.remove(&WordAt {
+            key: key.clone(),
+            at: 0,
+        });
+        for at in word_starts(&key.name) {
+            self.words.remove(&WordAt {
+                key: key.clone(),
+                at: at as u16,
+            });
+        }
+        for h in value_hashes(r) {
+            self.drop_value(key, h);
+        }
+    }
+
+    fn drop_value(&mut self, key: &ObjectKey, h: u64) {
+        if let Some(set) = self.values.get_mut(&h)
+            && set.remove(key)
+        {
+            self.values.remove(&h);
+        }
+    }
+
+    /// Keys that may match `word` (lowercase): every name with a word starting with it, every
+    /// object holding a value equal to it. May repeat a key; never misses one.
+    pub(super) fn candidates(&self, word: &str, out: &mut Vec<ObjectKey>) {
+        let mut name_prefix = |prefix: &str| {
+            let probe = WordAt {
+                key: ObjectKey::new(&Default::default(), crate::model::Kind::ALL[0], "", prefix),
+                at: PROBE,
+            };
+            for w in self.words.range(probe..) {
+                let text = w.text();
+                let starts = text.len() >= prefix.len()
+                    && text.as_bytes()[..prefix.len()].eq_ignore_ascii_case(prefix.as_bytes());
+                if !starts {
+                    break;
+                }
+                out.push(w.key.clone());
+            }
+        };
+        name_prefix(word);
+        if let Some((_, name)) = word.split_once('/')
+            && !name.is_empty()
+        {
+            name_prefix(name);
+        }
+        if let Some(set) = self.values.get(&Value::Plain(word).hash()) {
+            out.extend(set.iter().cloned());
+        }
+    }
+}
+
+/// How `r` matches one word of a search (lowercase), if it does: the best rank, the field and
+/// the value matched. A word `namespace/name…` matches an object of that namespace whose name
+/// matches the rest.
+pub fn match_word(r: &Resource, word: &str) -> Option<(Rank, Field, String)> {
+    let name = r.name();
+    let by_name = |part: &str| {
+        let rank = name_rank(name, part)?;
+        Some((rank, Field::Name, name.to_string()))
+    };
+    let mut best = by_name(word);
+    if let Some((ns, rest)) = word.split_once('/')
+        && !rest.is_empty()
+        && r.namespace().eq_ignore_ascii_case(ns)
+        && let Some(found) = by_name(rest)
+    {
+        best = match best {
+            Some(b) if b.0 <= found.0 => Some(b),
+            _ => Some(found),
+        };
+    }
+    if best.is_some() {
+        return best;
+    }
+    let mut found = None;
+    fields(r, &mut |field, value| {
+        if found.is_none() && value.is(word) {
+            found = Some((Rank::Field, field, value.to_string()));
+        }
+    });
+    found
+}
+
+fn name_rank(name: &str, word: &str) -> Option<Rank> {
+    let starts = |text: &str| {
+        text.len() >= word.len()
+            && text.as_bytes()[..word.len()].eq_ignore_ascii_case(word.as_bytes())
+    };
+    if name.eq_ignore_ascii_case(word) {
+        Some(Rank::ExactName)
+    } else if starts(name) {
+        Some(Rank::NamePrefix)
+    } else if word_starts(name).any(|at| starts(&name[at..])) {
+        Some(Rank::WordPrefix)
+    } else {
+        None
+    }
+}
+
+/// Every searchable value of an object other than its name, with its field.
+pub fn fields(r: &Resource, out: &mut dyn FnMut(Field, Value<'_>)) {
+    if !r.namespace().is_empty() {
+        out(Field::Namespace, Value::Plain(r.namespace()));
+    }
+    if let Some(labels) = &r.meta().labels {
+        for (k, v) in labels.iter() {
+            out(Field::Label, Value::Plain(k));
+            out(Field::Label, Value::Label(k, v));
+            if k == LABEL_CLUSTER_ID {
+                out(Field::ClusterId, Value::Plain(v));
+            }
+        }
+    }
+    match r {
+        Resource::Machine(m) => {
+            if let Some(s) = &m.status {
+                each(out, Field::IpAddress, s.ip_addresses.as_ref());
+                each(out, Field::IpAddress, s.ipv6_addresses.as_ref());
+                each(out, Field::IpAddress, s.public_ip_addresses.as_ref());
+                each(out, Field::IpAddress, s.private_ip_addresses.as_ref());
+                for i in s.network_interfaces.iter().flatten() {
+                    each(out, Field::IpAddress, i.ip_addresses.as_ref());
+                    each(out, Field::IpAddress, i.ipv6_addresses.as_ref());
+                    if let Some(mac) = &i.mac_address {
+                        out(Field::MacAddress, Value::Plain(mac));
+                    }
+                }
+                if let Some(h) = &s.hostname {
+                    out(Field::Host, Value::Plain(h));
+                }
+            }
+            if let Some(os) = &m.spec.os {
+                for image in [&os.image_id, &os.image_family].into_iter().flatten() {
+                    out(Field::Image, Value::Plain(image));
+                }
+            }
+        }
+        Resource::KubernetesCluster(kc) => {
+            out(Field::ClusterId, Value::Plain(&kc.spec.data.cluster_id))
+        }
+        Resource::NetworkConfiguration(nc) => {
+            let spec = nc.spec.network_interfaces.iter().flatten();
+            for i in spec {
+                each(out, Field::IpAddress, i.ipv4_addresses.as_ref());
+                each(out, Field::IpAddress, i.ipv6_addresses.as_ref());
+                if let Some(mac) = &i.mac_address {
+                    out(Field::MacAddress, Value::Plain(mac));
+                }
+            }
+            let status = nc
+                .status
+                .iter()
+                .flat_map(|s| s.network_interfaces.iter().flatten());
+            for i in status {
+                each(out, Field::IpAddress, i.ipv4_addresses.as_ref());
+                each(out, Field::IpAddress, i.ipv6_addresses.as_ref());
+                if let Some(mac) = &i.mac_address {
+                    out(Field::MacAddress, Value::Plain(mac));
+                }
+            }
+        }
+        Resource::ControlPlaneVirtualSharedIp(vip) => {
+            out(Field::ClusterId, Value::Plain(&vip.spec.cluster_identifier));
+            if let Some(s) = &vip.status {
+                each(out, Field::IpAddress, s.load_balancer_ips.as_ref());
+            }
+        }
+        Resource::IpAllocation(a) => {
+            let addresses = [
+                a.spec.requested_address.as_ref(),
+                a.status.as_ref().and_then(|s| s.address.as_ref()),
+            ];
+            for address in addresses.into_iter().flatten() {
+                out(Field::IpAddress, Value::Plain(address));
+            }
+        }
+        Resource::ClusterStorage(cs) => out(Field::ClusterId, Value::Plain(&cs.spec.cluster_id)),
+        Resource::VirtualMachineInstance(vmi) => {
+            if let Some(s) = &vmi.status {
+                if let Some(node) = &s.node_name {
+                    out(Field::Host, Value::Plain(node));
+                }
+                for i in s.interfaces.iter().flatten() {
+                    each(out, Field::IpAddress, i.ip_addresses.as_ref());
+                }
+            }
+        }
+        Resource::Node(n) => {
+            if let Some(s) = &n.status {
+                for a in s.addresses.iter().flatten() {
+                    let field = if a.type_ == "Hostname" {
+                        Field::Host
+                    } else {
+                        Field::IpAddress
+                    };
+                    out(field, Value::Plain(&a.address));
+                }
+                if let Some(info) = &s.node_info {
+                    out(Field::Image, Value::Plain(&info.os_image));
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Each of `values` as `field`.
+fn each(out: &mut dyn FnMut(Field, Value<'_>), field: Field, values: Option<&Vec<String>>) {
+    for v in values.into_iter().flatten() {
+        out(field, Value::Plain(v));
+    }
+}
+
+impl Snapshot {
+    /// Every object that matches every word of `words` (lowercase; see [`match_word`]) and
+    /// passes `keep`, with its best match; in no particular order. A snapshot the store keeps
+    /// finds its candidates through its indexes, any other reads each object.
+    pub fn search(&self, words: &[String], keep: &dyn Fn(&Resource) -> bool) -> Vec<Hit> {
+        // Which objects match depends on every object: not a point read.
+        reads::note_inexact();
+        if words.is_empty() {
+            return Vec::new();
+        }
+        let judge = |r: &Arc<Resource>| -> Option<Hit> {
+            if !keep(r) {
+                return None;
+            }
+            let mut best: Option<(Rank, Field, String)> = None;
+            for w in words {
+                let found = match_word(r, w)?;
+                if best.as_ref().is_none_or(|b| found.0 < b.0) {
+                    best = Some(found);
+                }
+            }
+            let (rank, field, value) = best?;
+            Some(Hit {
+                object: r.clone(),
+                rank,
+                field,
+                value,
+            })
+        };
+        let Some(index) = &self.search else {
+            return self.objects.values().filter_map(judge).collect();
+        };
+        // The word with the fewest candidates chooses them; every word is checked on each.
+        let mut fewest: Option<Vec<ObjectKey>> = None;
+        for w in words {
+            let mut found = Vec::new();
+            index.candidates(w, &mut found);
+            if fewest.as_ref().is_none_or(|f| found.len() < f.len()) {
+                fewest = Some(found);
+            }
+        }
+        let mut keys = fewest.unwrap_or_default();
+        keys.sort_unstable();
+        keys.dedup();
+        keys.iter()
+            .filter_map(|k| self.by_key.get(k))
+            .filter_map(judge)
+            .collect()
+    }
+}

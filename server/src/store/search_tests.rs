@@ -1,0 +1,236 @@
+//! Search through the store's indexes, and the same search reading every object (a restricted
+//! view, a past moment): equal answers, following every write.
+
+use serde_json::json;
+
+use super::search::{Field, Rank};
+use super::*;
+use crate::model::{Datacenter, Kind, Resource};
+
+fn object(kind: Kind, version: &str, value: serde_json::Value) -> Resource {
+    Resource::from_value(kind, version, value).expect("a valid object")
+}
+
+fn machine(ns: &str, name: &str, ip: &str, mac: &str) -> Resource {
+    object(
+        Kind::Machine,
+        "v1alpha1",
+        json!({
+            "metadata": {"name": name, "namespace": ns,
+                         "labels": {"vitistack.io/clusterid": "c-0042", "env": "prod"}},
+            "spec": {"provider": "kubevirt", "os": {"imageID": "talos-v1.9.2"}},
+            "status": {"hostname": format!("{name}.guest"),
+                       "networkInterfaces": [{"name": "eth0", "macAddress": mac,
+                                              "ipAddresses": [ip]}]}
+        }),
+    )
+}
+
+fn vmi(ns: &str, name: &str, node: &str, ip: &str) -> Resource {
+    object(
+        Kind::VirtualMachineInstance,
+        "v1",
+        json!({
+            "metadata": {"name": name, "namespace": ns},
+            "status": {"phase": "Running", "nodeName": node,
+                       "interfaces": [{"name": "default", "ipAddresses": [ip]}]}
+        }),
+    )
+}
+
+fn fleet() -> Store {
+    let store = Store::new();
+    store.apply(vec![
+        Op::Upsert(machine("team-a", "web", "10.0.0.5", "52:54:00:aa:bb:01")),
+        Op::Upsert(machine(
+            "team-a",
+            "web-worker-1",
+            "10.0.0.6",
+            "52:54:00:aa:bb:02",
+        )),
+        Op::Upsert(machine(
+            "team-b",
+            "db-web-proxy",
+            "10.0.1.7",
+            "52:54:00:aa:bb:03",
+        )),
+        Op::Upsert(vmi("team-a", "web-worker-1", "host-17", "10.0.0.6")),
+        Op::Upsert(object(
+            Kind::KubernetesCluster,
+            "v1alpha1",
+            json!({"metadata": {"name": "payments", "namespace": "team-a"},
+                   "spec": {"data": {"clusterId": "c-0042", "provider": "talos"}}}),
+        )),
+    ]);
+    store
+}
+
+/// (kind, namespace/name, rank, field, value) of every hit, in a fixed order.
+fn found(s: &Snapshot, text: &str) -> Vec<(Kind, String, Rank, Field, String)> {
+    let words: Vec<String> = text.split_whitespace().map(str::to_lowercase).collect();
+    let mut out: Vec<_> = s
+        .search(&words, &|_| true)
+        .into_iter()
+        .map(|h| {
+            (
+                h.object.kind(),
+                format!("{}/{}", h.object.namespace(), h.object.name()),
+                h.rank,
+                h.field,
+                h.value,
+            )
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// The store's snapshot without its indexes: searched by reading every object.
+fn unindexed(s: &Snapshot) -> Snapshot {
+    let mut plain = Snapshot::default();
+    for (k, v) in s.objects.iter() {
+        plain.insert(k.clone(), v.clone());
+    }
+    assert!(plain.search.is_none() && s.search.is_some());
+    plain
+}
+
+fn names(hits: &[(Kind, String, Rank, Field, String)]) -> Vec<(Kind, &str, Rank)> {
+    hits.iter().map(|h| (h.0, h.1.as_str(), h.2)).collect()
+}
+
+#[test]
+fn names_rank_whole_then_start_then_a_word() {
+    let store = fleet();
+    let s = store.snapshot();
+    let hits = found(&s, "web");
+    assert_eq!(
+        names(&hits),
+        vec![
+            (Kind::Machine, "team-a/web", Rank::ExactName),
+            (Kind::Machine, "team-a/web-worker-1", Rank::NamePrefix),
+            (Kind::Machine, "team-b/db-web-proxy", Rank::WordPrefix),
+            (
+                Kind::VirtualMachineInstance,
+                "team-a/web-worker-1",
+                Rank::NamePrefix
+            ),
+        ]
+    );
+    // Case does not matter; a word's start matches, the middle of a word does not.
+    assert_eq!(found(&s, "WOR").len(), 2);
+    assert!(found(&s, "orker").is_empty());
+    // namespace/name: only that namespace.
+    assert_eq!(
+        names(&found(&s, "team-b/prox")),
+        vec![(Kind::Machine, "team-b/db-web-proxy", Rank::WordPrefix)]
+    );
+    assert_eq!(found(&unindexed(&s), "web"), hits);
+}
+
+#[test]
+fn every_field_people_look_for_is_found_exactly() {
+    let store = fleet();
+    let s = store.snapshot();
+    let cases = [
+        ("10.0.0.5", Field::IpAddress),
+        ("52:54:00:AA:BB:03", Field::MacAddress),
+        ("host-17", Field::Host),
+        ("talos-v1.9.2", Field::Image),
+        ("env=prod", Field::Label),
+        ("env", Field::Label),
+        ("team-b", Field::Namespace),
+    ];
+    for (text, field) in &cases {
+        let hits = found(&s, text);
+        assert!(!hits.is_empty(), "{text} found nothing");
+        assert!(
+            hits.iter().all(|h| h.3 == *field && h.2 == Rank::Field),
+            "{text}: {hits:?}"
+        );
+        assert_eq!(found(&unindexed(&s), text), hits, "{text} without indexes");
+    }
+    assert_eq!(
+        names(&found(&s, "host-17")),
+        vec![(
+            Kind::VirtualMachineInstance,
+            "team-a/web-worker-1",
+            Rank::Field
+        )]
+    );
+    assert_eq!(found(&s, "env=prod").len(), 3);
+    assert_eq!(found(&s, "10.0.0.6").len(), 2, "the Machine and its VMI");
+    // The cluster id finds the cluster and its Machines.
+    let by_id = found(&s, "c-0042");
+    assert_eq!(by_id.len(), 4);
+    assert!(by_id.iter().all(|h| h.3 == Field::ClusterId));
+    // A value is matched whole: part of an address is not an address.
+    assert!(found(&s, "10.0.0").is_empty());
+    assert!(found(&s, "env=pro").is_empty());
+}
+
+#[test]
+fn every_word_must_match_and_the_best_ranks_the_hit() {
+    let store = fleet();
+    let s = store.snapshot();
+    assert_eq!(
+        names(&found(&s, "web 10.0.0.6")),
+        vec![
+            (Kind::Machine, "team-a/web-worker-1", Rank::NamePrefix),
+            (
+                Kind::VirtualMachineInstance,
+                "team-a/web-worker-1",
+                Rank::NamePrefix
+            ),
+        ]
+    );
+    assert!(found(&s, "web nothing-like-this").is_empty());
+    assert!(found(&s, "").is_empty());
+}
+
+#[test]
+fn the_indexes_follow_changes_and_deletions() {
+    let store = fleet();
+    // The address moves to another Machine; a Machine goes away.
+    store.apply(vec![
+        Op::Upsert(machine("team-a", "web", "10.9.9.9", "52:54:00:aa:bb:01")),
+        Op::Upsert(machine(
+            "team-a",
+            "web-worker-1",
+            "10.0.0.5",
+            "52:54:00:aa:bb:02",
+        )),
+        Op::Delete(ObjectKey::new(
+            &Datacenter::default(),
+            Kind::Machine,
+            "team-b",
+            "db-web-proxy",
+        )),
+    ]);
+    let s = store.snapshot();
+    assert_eq!(
+        names(&found(&s, "10.0.0.5")),
+        vec![(Kind::Machine, "team-a/web-worker-1", Rank::Field)]
+    );
+    assert_eq!(
+        names(&found(&s, "10.9.9.9")),
+        vec![(Kind::Machine, "team-a/web", Rank::Field)]
+    );
+    assert!(found(&s, "proxy").is_empty());
+    assert!(found(&s, "52:54:00:aa:bb:03").is_empty());
+    for text in ["web", "10.0.0.5", "c-0042", "env", "team-a/w"] {
+        assert_eq!(found(&s, text), found(&unindexed(&s), text), "{text}");
+    }
+}
+
+#[test]
+fn a_restricted_view_finds_only_what_it_sees() {
+    let store = fleet();
+    let scope = Scope::limited(Grants::namespaces(&["team-b"]));
+    let view = store.view(&store.snapshot(), &scope);
+    assert_eq!(
+        names(&found(&view, "web")),
+        vec![(Kind::Machine, "team-b/db-web-proxy", Rank::WordPrefix)]
+    );
+    assert!(found(&view, "10.0.0.5").is_empty());
+}

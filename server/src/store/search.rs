@@ -194,10 +194,16 @@ pub(super) struct SearchIndex {
     values: FastMap<u64, Members>,
 }
 
-/// The hashes of an object's searchable values other than its name, sorted, without repeats.
+/// The hashes of an object's searchable values other than its name, sorted, without repeats. A
+/// value equal to the name (a Machine's host name often is) is found through the name already.
 fn value_hashes(r: &Resource) -> Vec<u64> {
     let mut out = Vec::new();
-    fields(r, &mut |_, v| out.push(v.hash()));
+    let name = r.name();
+    fields(r, &mut |_, v| {
+        if !v.is(name) {
+            out.push(v.hash())
+        }
+    });
     out.sort_unstable();
     out.dedup();
     out

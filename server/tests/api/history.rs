@@ -584,9 +584,12 @@ async fn retention_of_a_large_table_loses_nothing_while_changes_flow(db: &TestDb
     if held.is_some() {
         let url = db.url();
         crate::eventually("the retention DELETE to wait for the held row", || async {
-            let probe = Db::open(&url, &PoolSettings::default())
-                .await
-                .expect("open");
+            // A loaded machine may take more than the default 5 s to hand out a connection.
+            let settings = PoolSettings {
+                acquire_timeout: std::time::Duration::from_secs(60),
+                ..PoolSettings::default()
+            };
+            let probe = Db::open(&url, &settings).await.expect("open");
             let Pool::Postgres(p) = probe.pool() else {
                 return false;
             };

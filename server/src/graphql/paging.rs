@@ -282,6 +282,22 @@ pub fn apply_filter(
     Ok(())
 }
 
+/// A page size asked as `name` (`first`, `last`): `BAD_PAGE_SIZE` when negative,
+/// `PAGE_SIZE_LIMIT` above `max_page`.
+pub fn page_size(name: &str, n: i32, max_page: usize) -> async_graphql::Result<usize> {
+    if n < 0 {
+        return Err(
+            ErrorCode::BadPageSize.graphql(format!("`{name}` must not be negative (got {n})"))
+        );
+    }
+    if n as usize > max_page {
+        return Err(ErrorCode::PageSizeLimit.graphql(format!(
+            "`{name}` is {n}, above the maximum page size of {max_page} (MAX_PAGE_SIZE); page with `after` instead"
+        )));
+    }
+    Ok(n as usize)
+}
+
 /// Sort, then cut one page, building a Relay connection. `max_page` bounds `first`/`last`.
 pub fn paginate<T, F>(
     items: Vec<Arc<Resource>>,
@@ -298,16 +314,7 @@ where
     let field = field_name(sort.field);
     for (name, v) in [("first", page.first), ("last", page.last)] {
         if let Some(n) = v {
-            if n < 0 {
-                return Err(ErrorCode::BadPageSize
-                    .graphql(format!("`{name}` must not be negative (got {n})")));
-            }
-            if n as usize > max_page {
-                return Err(ErrorCode::PageSizeLimit.graphql(format!(
-                        "`{name}` is {n}, above the maximum page size of {max_page} (MAX_PAGE_SIZE); page with `after` instead"
-                    ),
-                ));
-            }
+            page_size(name, n, max_page)?;
         }
     }
     let desc = sort.direction == SortDirection::Desc;

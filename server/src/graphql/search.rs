@@ -148,16 +148,7 @@ impl SearchQuery {
         let max = max_page_size(ctx);
         let first = match first {
             None => DEFAULT_PAGE_SIZE.min(max),
-            Some(n) if n < 0 => {
-                return Err(ErrorCode::BadPageSize
-                    .graphql(format!("`first` must not be negative (got {n})")));
-            }
-            Some(n) if n as usize > max => {
-                return Err(ErrorCode::PageSizeLimit.graphql(format!(
-                    "`first` is {n}, above the maximum page size of {max} (MAX_PAGE_SIZE); page with `after` instead"
-                )));
-            }
-            Some(n) => n as usize,
+            Some(n) => super::paging::page_size("first", n, max)?,
         };
         let cursor = after
             .as_deref()

@@ -174,6 +174,12 @@ impl PartialEq for WordAt {
 
 impl Eq for WordAt {}
 
+/// Whether `text` starts with `prefix`, ASCII case-insensitively.
+fn starts_ignore_case(text: &str, prefix: &str) -> bool {
+    text.len() >= prefix.len()
+        && text.as_bytes()[..prefix.len()].eq_ignore_ascii_case(prefix.as_bytes())
+}
+
 fn is_separator(c: u8) -> bool {
     matches!(c, b'-' | b'.' | b'_' | b':' | b'/')
 }
@@ -185,6 +191,16 @@ fn word_starts(name: &str) -> impl Iterator<Item = usize> + '_ {
         .filter(move |&i| is_separator(bytes[i - 1]) && !is_separator(bytes[i]))
         .take_while(|&i| i < PROBE as usize)
         .take(MAX_WORDS - 1)
+}
+
+/// The word entries of a key's name: its start, then each word's.
+fn words_of(key: &ObjectKey) -> impl Iterator<Item = WordAt> + '_ {
+    std::iter::once(0)
+        .chain(word_starts(&key.name))
+        .map(|at| WordAt {
+            key: key.clone(),
+            at: at as u16,
+        })
 }
 
 /// The search indexes of a snapshot the store keeps.
@@ -212,15 +228,8 @@ fn value_hashes(r: &Resource) -> Vec<u64> {
 impl SearchIndex {
     /// Index a new object.
     pub(super) fn add(&mut self, key: &ObjectKey, r: &Resource) {
-        self.words.insert(WordAt {
-            key: key.clone(),
-            at: 0,
-        });
-        for at in word_starts(&key.name) {
-            self.words.insert(WordAt {
-                key: key.clone(),
-                at: at as u16,
-            });
+        for w in words_of(key) {
+            self.words.insert(w);
         }
         for h in value_hashes(r) {
             self.values.entry(h).or_default().insert(key.clone());
@@ -243,15 +252,8 @@ impl SearchIndex {
 
     /// An object went away.
     pub(super) fn remove(&mut self, key: &ObjectKey, r: &Resource) {
-        self.words.remove(&WordAt {
-            key: key.clone(),
-            at: 0,
-        });
-        for at in word_starts(&key.name) {
-            self.words.remove(&WordAt {
-                key: key.clone(),
-                at: at as u16,
-            });
+        for w in words_of(key) {
+            self.words.remove(&w);
         }
         for h in value_hashes(r) {
             self.drop_value(key, h);
@@ -275,10 +277,7 @@ impl SearchIndex {
                 at: PROBE,
             };
             for w in self.words.range(probe..) {
-                let text = w.text();
-                let starts = text.len() >= prefix.len()
-                    && text.as_bytes()[..prefix.len()].eq_ignore_ascii_case(prefix.as_bytes());
-                if !starts {
+                if !starts_ignore_case(w.text(), prefix) {
                     break;
                 }
                 out.push(w.key.clone());
@@ -329,15 +328,11 @@ pub fn match_word(r: &Resource, word: &str) -> Option<(Rank, Field, String)> {
 }
 
 fn name_rank(name: &str, word: &str) -> Option<Rank> {
-    let starts = |text: &str| {
-        text.len() >= word.len()
-            && text.as_bytes()[..word.len()].eq_ignore_ascii_case(word.as_bytes())
-    };
     if name.eq_ignore_ascii_case(word) {
         Some(Rank::ExactName)
-    } else if starts(name) {
+    } else if starts_ignore_case(name, word) {
         Some(Rank::NamePrefix)
-    } else if word_starts(name).any(|at| starts(&name[at..])) {
+    } else if word_starts(name).any(|at| starts_ignore_case(&name[at..], word)) {
         Some(Rank::WordPrefix)
     } else {
         None
@@ -386,22 +381,16 @@ pub fn fields(r: &Resource, out: &mut dyn FnMut(Field, Value<'_>)) {
             out(Field::ClusterId, Value::Plain(&kc.spec.data.cluster_id))
         }
         Resource::NetworkConfiguration(nc) => {
+            // The spec's interfaces and the status's: two generated types, the same fields.
             let spec = nc.spec.network_interfaces.iter().flatten();
-            for i in spec {
-                each(out, Field::IpAddress, i.ipv4_addresses.as_ref());
-                each(out, Field::IpAddress, i.ipv6_addresses.as_ref());
-                if let Some(mac) = &i.mac_address {
-                    out(Field::MacAddress, Value::Plain(mac));
-                }
-            }
-            let status = nc
-                .status
-                .iter()
-                .flat_map(|s| s.network_interfaces.iter().flatten());
-            for i in status {
-                each(out, Field::IpAddress, i.ipv4_addresses.as_ref());
-                each(out, Field::IpAddress, i.ipv6_addresses.as_ref());
-                if let Some(mac) = &i.mac_address {
+            let spec = spec.map(|i| (&i.ipv4_addresses, &i.ipv6_addresses, &i.mac_address));
+            let status = nc.status.iter();
+            let status = status.flat_map(|s| s.network_interfaces.iter().flatten());
+            let status = status.map(|i| (&i.ipv4_addresses, &i.ipv6_addresses, &i.mac_address));
+            for (v4, v6, mac) in spec.chain(status) {
+                each(out, Field::IpAddress, v4.as_ref());
+                each(out, Field::IpAddress, v6.as_ref());
+                if let Some(mac) = mac {
                     out(Field::MacAddress, Value::Plain(mac));
                 }
             }

@@ -256,13 +256,22 @@ async fn two_replicas_on_one_postgres_deliver_each_webhook_once_and_hand_the_lea
         assert_eq!(created(&bodies, m), 1, "{m} delivered more than once");
     }
     // Each was claimed once per endpoint: one delivered row per event in the shared database.
-    let rows = db
-        .scalar_i64(
+    // (The holder records a delivery after the receiver has answered: wait for the fifth record.)
+    let delivered = || {
+        db.scalar_i64(
             "SELECT count(*) FROM webhook_deliveries WHERE event_type = \
              'infrastructure.machine.created' AND state = 'delivered'",
         )
-        .await;
-    assert_eq!(rows, 5, "one delivered row per machine created");
+    };
+    until("five deliveries recorded", || async {
+        delivered().await >= 5
+    })
+    .await;
+    assert_eq!(
+        delivered().await,
+        5,
+        "one delivered row per machine created"
+    );
 
     // An API server that stops answering: the holder cannot renew, and steps down rather than
     // go on leading while another replica could take over; once it answers again, it leads.

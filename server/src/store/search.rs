@@ -3,9 +3,13 @@
 //! — kept in step with the objects on every write, like the relationship indexes.
 //!
 //! Two indexes: the start of each word of every name, ordered by the rest of the name (a prefix is
-//! one range), and every other searchable value by its hash (each candidate is checked against
-//! its object, so a collision costs a comparison, not a wrong answer). A hash takes 8 bytes where
-//! the value's own string took 24 and an allocation: IP and MAC addresses are unique per object.
+//! one range), and every other searchable value as (its hash, the key) pairs in one ordered set
+//! (a value's objects are one range; each candidate is checked against its object, so a
+//! collision costs a comparison, not a wrong answer). A hash takes 8 bytes where the value's own
+//! string took 24 and an allocation; one set of pairs takes about 30 bytes an entry where a hash
+//! map of per-value key sets took about 110 for a value one object holds (IP and MAC addresses).
+//! The namespace is not indexed: the store's ordered map holds a namespace's objects as one range
+//! per kind and datacenter.
 //! Snapshots the store does not keep (a reader's restricted view, a past moment) are searched
 //! by reading every object instead: they are built whole and asked once or twice.
 
@@ -15,9 +19,8 @@ use std::sync::Arc;
 
 use imbl::OrdSet;
 
-use super::members::{FastMap, Members};
 use super::{ObjectKey, Snapshot, reads};
-use crate::model::{LABEL_CLUSTER_ID, Resource};
+use crate::model::{Kind, LABEL_CLUSTER_ID, Resource};
 
 /// What a search matched.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, async_graphql::Enum)]
@@ -207,16 +210,18 @@ fn words_of(key: &ObjectKey) -> impl Iterator<Item = WordAt> + '_ {
 #[derive(Clone, Default)]
 pub(super) struct SearchIndex {
     words: OrdSet<WordAt>,
-    values: FastMap<u64, Members>,
+    /// (a value's hash, an object holding it); `None` only in a probe, before every key.
+    values: OrdSet<(u64, Option<ObjectKey>)>,
 }
 
-/// The hashes of an object's searchable values other than its name, sorted, without repeats. A
-/// value equal to the name (a Machine's host name often is) is found through the name already.
+/// The hashes of an object's searchable values other than its name and namespace, sorted,
+/// without repeats. A value equal to the name (a Machine's host name often is) is found through
+/// the name already, the namespace through the store's ordered map.
 fn value_hashes(r: &Resource) -> Vec<u64> {
     let mut out = Vec::new();
     let name = r.name();
-    fields(r, &mut |_, v| {
-        if !v.is(name) {
+    fields(r, &mut |field, v| {
+        if field != Field::Namespace && !v.is(name) {
             out.push(v.hash())
         }
     });
@@ -232,7 +237,7 @@ impl SearchIndex {
             self.words.insert(w);
         }
         for h in value_hashes(r) {
-            self.values.entry(h).or_default().insert(key.clone());
+            self.values.insert((h, Some(key.clone())));
         }
     }
 
@@ -243,10 +248,10 @@ impl SearchIndex {
             return;
         }
         for h in old.iter().filter(|h| new.binary_search(h).is_err()) {
-            self.drop_value(key, *h);
+            self.values.remove(&(*h, Some(key.clone())));
         }
         for h in new.iter().filter(|h| old.binary_search(h).is_err()) {
-            self.values.entry(*h).or_default().insert(key.clone());
+            self.values.insert((*h, Some(key.clone())));
         }
     }
 
@@ -256,24 +261,16 @@ impl SearchIndex {
             self.words.remove(&w);
         }
         for h in value_hashes(r) {
-            self.drop_value(key, h);
+            self.values.remove(&(h, Some(key.clone())));
         }
     }
 
-    fn drop_value(&mut self, key: &ObjectKey, h: u64) {
-        if let Some(set) = self.values.get_mut(&h)
-            && set.remove(key)
-        {
-            self.values.remove(&h);
-        }
-    }
-
-    /// Keys that may match `word` (lowercase): every name with a word starting with it, every
-    /// object holding a value equal to it. May repeat a key; never misses one.
+    /// Keys that may match `word` (lowercase) but by namespace: every name with a word starting
+    /// with it, every object holding a value equal to it. May repeat a key; never misses one.
     pub(super) fn candidates(&self, word: &str, out: &mut Vec<ObjectKey>) {
         let mut name_prefix = |prefix: &str| {
             let probe = WordAt {
-                key: ObjectKey::new(&Default::default(), crate::model::Kind::ALL[0], "", prefix),
+                key: ObjectKey::new(&Default::default(), Kind::ALL[0], "", prefix),
                 at: PROBE,
             };
             for w in self.words.range(probe..) {
@@ -289,9 +286,9 @@ impl SearchIndex {
         {
             name_prefix(name);
         }
-        if let Some(set) = self.values.get(&Value::Plain(word).hash()) {
-            out.extend(set.iter().cloned());
-        }
+        let h = Value::Plain(word).hash();
+        let same = self.values.range((h, None)..);
+        out.extend(same.map_while(|(at, key)| key.clone().filter(|_| *at == h)));
     }
 }
 
@@ -484,6 +481,7 @@ impl Snapshot {
         for w in words {
             let mut found = Vec::new();
             index.candidates(w, &mut found);
+            self.in_namespace(w, &mut found);
             if fewest.as_ref().is_none_or(|f| found.len() < f.len()) {
                 fewest = Some(found);
             }
@@ -495,5 +493,22 @@ impl Snapshot {
             .filter_map(|k| self.by_key.get(k))
             .filter_map(judge)
             .collect()
+    }
+
+    /// The keys of every object in namespace `ns`: one range of the ordered map per kind and
+    /// datacenter.
+    fn in_namespace(&self, ns: &str, out: &mut Vec<ObjectKey>) {
+        if ns.is_empty() {
+            return;
+        }
+        for dc in self.datacenters.keys() {
+            for kind in Kind::ALL {
+                let from = ObjectKey::new(dc, *kind, ns, "");
+                let same =
+                    |k: &&ObjectKey| k.kind == *kind && k.datacenter == *dc && k.namespace == ns;
+                let range = self.objects.range(from..).map(|(k, _)| k);
+                out.extend(range.take_while(same).cloned());
+            }
+        }
     }
 }

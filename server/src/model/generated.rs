@@ -235,7 +235,7 @@ pub struct ClusterStorageClassSpec {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct ClusterStorageClassStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
+    pub name: Option<Box<str>>,
 }
 
 /// `ClusterStorage` `spec` (generated from the CRD schema).
@@ -250,7 +250,7 @@ pub struct ClusterStorageSpec {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub existing_ref: Option<String>,
+    pub existing_ref: Option<Box<str>>,
     #[serde(
         rename = "reuseExisting",
         default,
@@ -265,18 +265,18 @@ pub struct ClusterStorageSpec {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct ClusterStorageStatusGuestResource {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub condition: Option<String>,
+    pub condition: Option<Box<str>>,
 }
 
 /// `ClusterStorage` `status.secret` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct ClusterStorageStatusSecret {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub condition: Option<String>,
+    pub condition: Option<Box<str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub message: Option<String>,
+    pub message: Option<Box<str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
+    pub name: Option<Box<str>>,
 }
 
 /// `ClusterStorage` `status` (generated from the CRD schema).
@@ -289,9 +289,9 @@ pub struct ClusterStorageStatus {
     )]
     pub guest_resource: Option<Box<ClusterStorageStatusGuestResource>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub message: Option<String>,
+    pub message: Option<Box<str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
+    pub name: Option<Box<str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<ProviderPhase>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -308,7 +308,7 @@ pub struct ControlPlaneVirtualSharedIpSpec {
     #[serde(default)]
     pub environment: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub method: Option<String>,
+    pub method: Option<Box<str>>,
     #[serde(rename = "networkNamespaceIdentifier", default)]
     pub network_namespace_identifier: String,
     #[serde(
@@ -331,7 +331,7 @@ pub struct ControlPlaneVirtualSharedIpStatus {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub cluster_identifier: Option<String>,
+    pub cluster_identifier: Option<Box<str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub conditions: Option<Vec<Condition>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -341,9 +341,9 @@ pub struct ControlPlaneVirtualSharedIpStatus {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub datacenter_identifier: Option<String>,
+    pub datacenter_identifier: Option<Box<str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub environment: Option<String>,
+    pub environment: Option<Box<str>>,
     #[serde(
         rename = "loadBalancerIps",
         default,
@@ -351,15 +351,15 @@ pub struct ControlPlaneVirtualSharedIpStatus {
     )]
     pub load_balancer_ips: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub message: Option<String>,
+    pub message: Option<Box<str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub method: Option<String>,
+    pub method: Option<Box<str>>,
     #[serde(
         rename = "networkNamespaceIdentifier",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub network_namespace_identifier: Option<String>,
+    pub network_namespace_identifier: Option<Box<str>>,
     #[serde(
         rename = "observedGeneration",
         default,
@@ -381,24 +381,24 @@ pub struct ControlPlaneVirtualSharedIpStatus {
     )]
     pub retry_count: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub status: Option<String>,
+    pub status: Option<Box<str>>,
     #[serde(
         rename = "supervisorIdentifier",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub supervisor_identifier: Option<String>,
+    pub supervisor_identifier: Option<Box<str>>,
 }
 
 /// `EtcdBackup` `spec.storageLocation` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct EtcdBackupSpecStorageLocation {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub bucket: Option<String>,
+    pub bucket: Option<Box<str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub path: Option<String>,
+    pub path: Option<Box<str>>,
     #[serde(rename = "secretRef", default, skip_serializing_if = "Option::is_none")]
-    pub secret_ref: Option<String>,
+    pub secret_ref: Option<Box<str>>,
     #[serde(rename = "type", default)]
     pub r#type: String,
 }
@@ -411,7 +411,7 @@ pub struct EtcdBackupSpec {
     #[serde(rename = "retention", default, skip_serializing_if = "Option::is_none")]
     pub retention: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub schedule: Option<String>,
+    pub schedule: Option<Box<str>>,
     #[serde(rename = "storageLocation", default)]
     pub storage_location: EtcdBackupSpecStorageLocation,
 }
@@ -430,7 +430,7 @@ pub struct EtcdBackupStatus {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub backup_size: Option<String>,
+    pub backup_size: Option<Box<str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub conditions: Option<Vec<Condition>>,
     #[serde(
@@ -440,7 +440,7 @@ pub struct EtcdBackupStatus {
     )]
     pub last_backup_time: Option<Time>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub message: Option<String>,
+    pub message: Option<Box<str>>,
     #[serde(
         rename = "nextBackupTime",
         default,
@@ -502,7 +502,7 @@ pub struct KubernetesClusterSpecTopologyControlplaneStorage {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct KubernetesClusterSpecTopologyControlplane {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub architecture: Option<String>,
+    pub architecture: Option<Box<str>>,
     #[serde(rename = "machineClass", default)]
     pub machine_class: String,
     #[serde(default)]
@@ -565,7 +565,7 @@ pub struct KubernetesClusterSpecTopologyWorkersNodePoolsTaint {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct KubernetesClusterSpecTopologyWorkersNodePools {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub architecture: Option<String>,
+    pub architecture: Option<Box<str>>,
     #[serde(default)]
     pub autoscaling: KubernetesClusterSpecTopologyWorkersNodePoolsAutoscaling,
     #[serde(rename = "machineClass", default)]
@@ -902,7 +902,7 @@ pub struct KubernetesClusterStatus {
     #[serde(default)]
     pub conditions: Vec<Condition>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub message: Option<String>,
+    pub message: Option<Box<str>>,
     #[serde(default)]
     pub phase: ClusterPhase,
     #[serde(default)]
@@ -921,7 +921,7 @@ pub struct KubernetesProviderSpecAddonsAdditional {
     #[serde(default)]
     pub name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub version: Option<String>,
+    pub version: Option<Box<str>>,
 }
 
 /// `KubernetesProvider` `spec.addons.ingressController` (generated from the CRD schema).
@@ -932,7 +932,7 @@ pub struct KubernetesProviderSpecAddonsIngressController {
     #[serde(default)]
     pub enabled: bool,
     #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
-    pub r#type: Option<String>,
+    pub r#type: Option<Box<str>>,
 }
 
 /// `KubernetesProvider` `spec.addons.monitoring` (generated from the CRD schema).
@@ -960,7 +960,7 @@ pub struct KubernetesProviderSpecAddonsServiceMesh {
     #[serde(default)]
     pub enabled: bool,
     #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
-    pub r#type: Option<String>,
+    pub r#type: Option<Box<str>>,
 }
 
 /// `KubernetesProvider` `spec.addons.storage.classes[]` (generated from the CRD schema).
@@ -986,7 +986,7 @@ pub struct KubernetesProviderSpecAddonsStorage {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub default_class: Option<String>,
+    pub default_class: Option<Box<str>>,
 }
 
 /// `KubernetesProvider` `spec.addons` (generated from the CRD schema).
@@ -1016,13 +1016,13 @@ pub struct KubernetesProviderSpecAddons {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct KubernetesProviderSpecAuthenticationLdapBindPasswordRef {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub namespace: Option<String>,
+    pub namespace: Option<Box<str>>,
     #[serde(
         rename = "secretName",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub secret_name: Option<String>,
+    pub secret_name: Option<Box<str>>,
 }
 
 /// `KubernetesProvider` `spec.authentication.ldap` (generated from the CRD schema).
@@ -1048,13 +1048,13 @@ pub struct KubernetesProviderSpecAuthenticationLdap {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct KubernetesProviderSpecAuthenticationOidcClientSecretRef {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub namespace: Option<String>,
+    pub namespace: Option<Box<str>>,
     #[serde(
         rename = "secretName",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub secret_name: Option<String>,
+    pub secret_name: Option<Box<str>>,
 }
 
 /// `KubernetesProvider` `spec.authentication.oidc` (generated from the CRD schema).
@@ -1073,7 +1073,7 @@ pub struct KubernetesProviderSpecAuthenticationOidc {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub groups_claim: Option<String>,
+    pub groups_claim: Option<Box<str>>,
     #[serde(rename = "issuerURL", default)]
     pub issuer_url: String,
     #[serde(
@@ -1081,7 +1081,7 @@ pub struct KubernetesProviderSpecAuthenticationOidc {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub username_claim: Option<String>,
+    pub username_claim: Option<Box<str>>,
 }
 
 /// `KubernetesProvider` `spec.authentication.providers[]` (generated from the CRD schema).
@@ -1099,13 +1099,13 @@ pub struct KubernetesProviderSpecAuthenticationProviders {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct KubernetesProviderSpecAuthenticationServiceAccountSigningKeyRef {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub namespace: Option<String>,
+    pub namespace: Option<Box<str>>,
     #[serde(
         rename = "secretName",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub secret_name: Option<String>,
+    pub secret_name: Option<Box<str>>,
 }
 
 /// `KubernetesProvider` `spec.authentication.serviceAccount` (generated from the CRD schema).
@@ -1116,7 +1116,7 @@ pub struct KubernetesProviderSpecAuthenticationServiceAccount {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub default_name: Option<String>,
+    pub default_name: Option<Box<str>>,
     #[serde(
         rename = "signingKeyRef",
         default,
@@ -1151,7 +1151,7 @@ pub struct KubernetesProviderSpecBackup {
     #[serde(default)]
     pub enabled: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub provider: Option<String>,
+    pub provider: Option<Box<str>>,
     #[serde(
         rename = "retentionDays",
         default,
@@ -1159,13 +1159,13 @@ pub struct KubernetesProviderSpecBackup {
     )]
     pub retention_days: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub schedule: Option<String>,
+    pub schedule: Option<Box<str>>,
     #[serde(
         rename = "storageLocation",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub storage_location: Option<String>,
+    pub storage_location: Option<Box<str>>,
 }
 
 /// `KubernetesProvider` `spec.cluster.apiServer` (generated from the CRD schema).
@@ -1217,7 +1217,7 @@ pub struct KubernetesProviderSpecClusterControlPlane {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub machine_class: Option<String>,
+    pub machine_class: Option<Box<str>>,
     #[serde(rename = "replicas", default, skip_serializing_if = "Option::is_none")]
     pub replicas: Option<i64>,
 }
@@ -1226,9 +1226,9 @@ pub struct KubernetesProviderSpecClusterControlPlane {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct KubernetesProviderSpecClusterDns {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub domain: Option<String>,
+    pub domain: Option<Box<str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub provider: Option<String>,
+    pub provider: Option<Box<str>>,
     #[serde(
         rename = "upstreamServers",
         default,
@@ -1257,11 +1257,11 @@ pub struct KubernetesProviderSpecClusterEtcd {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub backup_schedule: Option<String>,
+    pub backup_schedule: Option<Box<str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub encryption: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub version: Option<String>,
+    pub version: Option<Box<str>>,
 }
 
 /// `KubernetesProvider` `spec.cluster` (generated from the CRD schema).
@@ -1290,7 +1290,7 @@ pub struct KubernetesProviderSpecCluster {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dns: Option<Box<KubernetesProviderSpecClusterDns>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub endpoint: Option<String>,
+    pub endpoint: Option<Box<str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub etcd: Option<Box<KubernetesProviderSpecClusterEtcd>>,
     #[serde(
@@ -1313,7 +1313,7 @@ pub struct KubernetesProviderSpecMachineProviderRef {
     #[serde(default)]
     pub name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub namespace: Option<String>,
+    pub namespace: Option<Box<str>>,
 }
 
 /// `KubernetesProvider` `spec.network.loadBalancer` (generated from the CRD schema).
@@ -1322,22 +1322,22 @@ pub struct KubernetesProviderSpecNetworkLoadBalancer {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub annotations: Option<Pairs>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub class: Option<String>,
+    pub class: Option<Box<str>>,
     #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
-    pub r#type: Option<String>,
+    pub r#type: Option<Box<str>>,
 }
 
 /// `KubernetesProvider` `spec.network` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct KubernetesProviderSpecNetwork {
     #[serde(rename = "cniPlugin", default, skip_serializing_if = "Option::is_none")]
-    pub cni_plugin: Option<String>,
+    pub cni_plugin: Option<Box<str>>,
     #[serde(
         rename = "dnsServiceIP",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub dns_service_ip: Option<String>,
+    pub dns_service_ip: Option<Box<str>>,
     #[serde(
         rename = "loadBalancer",
         default,
@@ -1351,13 +1351,13 @@ pub struct KubernetesProviderSpecNetwork {
     )]
     pub network_policy: Option<bool>,
     #[serde(rename = "podCIDR", default, skip_serializing_if = "Option::is_none")]
-    pub pod_cidr: Option<String>,
+    pub pod_cidr: Option<Box<str>>,
     #[serde(
         rename = "serviceCIDR",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub service_cidr: Option<String>,
+    pub service_cidr: Option<Box<str>>,
 }
 
 /// `KubernetesProvider` `spec.nodePools[].autoScaling` (generated from the CRD schema).
@@ -1370,25 +1370,25 @@ pub struct KubernetesProviderSpecNodePoolsAutoScaling {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub scale_down_delay_after_add: Option<String>,
+    pub scale_down_delay_after_add: Option<Box<str>>,
     #[serde(
         rename = "scaleDownDelayAfterDelete",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub scale_down_delay_after_delete: Option<String>,
+    pub scale_down_delay_after_delete: Option<Box<str>>,
     #[serde(
         rename = "scaleDownDelayAfterFailure",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub scale_down_delay_after_failure: Option<String>,
+    pub scale_down_delay_after_failure: Option<Box<str>>,
     #[serde(
         rename = "scaleDownUnneededTime",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub scale_down_unneeded_time: Option<String>,
+    pub scale_down_unneeded_time: Option<Box<str>>,
 }
 
 /// `KubernetesProvider` `spec.nodePools[].nodeConfig.disk` (generated from the CRD schema).
@@ -1399,7 +1399,7 @@ pub struct KubernetesProviderSpecNodePoolsNodeConfigDisk {
     #[serde(rename = "sizeGB", default, skip_serializing_if = "Option::is_none")]
     pub size_gb: Option<i64>,
     #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
-    pub r#type: Option<String>,
+    pub r#type: Option<Box<str>>,
 }
 
 /// `KubernetesProvider` `spec.nodePools[].nodeConfig.kubelet` (generated from the CRD schema).
@@ -1434,11 +1434,11 @@ pub struct KubernetesProviderSpecNodePoolsNodeConfigNetwork {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct KubernetesProviderSpecNodePoolsNodeConfigOs {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub image: Option<String>,
+    pub image: Option<Box<str>>,
     #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
-    pub r#type: Option<String>,
+    pub r#type: Option<Box<str>>,
     #[serde(rename = "userData", default, skip_serializing_if = "Option::is_none")]
-    pub user_data: Option<String>,
+    pub user_data: Option<Box<str>>,
 }
 
 /// `KubernetesProvider` `spec.nodePools[].nodeConfig.security` (generated from the CRD schema).
@@ -1449,7 +1449,7 @@ pub struct KubernetesProviderSpecNodePoolsNodeConfigSecurity {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub iam_instance_profile: Option<String>,
+    pub iam_instance_profile: Option<Box<str>>,
     #[serde(
         rename = "securityGroups",
         default,
@@ -1487,7 +1487,7 @@ pub struct KubernetesProviderSpecNodePoolsTaints {
     #[serde(default)]
     pub key: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub value: Option<String>,
+    pub value: Option<Box<str>>,
 }
 
 /// `KubernetesProvider` `spec.nodePools[]` (generated from the CRD schema).
@@ -1527,7 +1527,7 @@ pub struct KubernetesProviderSpecNodePools {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct KubernetesProviderSpecObservabilityLogging {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub backend: Option<String>,
+    pub backend: Option<Box<str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config: Option<Pairs>,
     #[serde(default)]
@@ -1544,7 +1544,7 @@ pub struct KubernetesProviderSpecObservabilityLogging {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct KubernetesProviderSpecObservabilityMetrics {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub backend: Option<String>,
+    pub backend: Option<Box<str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config: Option<Pairs>,
     #[serde(default)]
@@ -1561,7 +1561,7 @@ pub struct KubernetesProviderSpecObservabilityMetrics {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct KubernetesProviderSpecObservabilityTracing {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub backend: Option<String>,
+    pub backend: Option<Box<str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config: Option<Pairs>,
     #[serde(default)]
@@ -1571,7 +1571,7 @@ pub struct KubernetesProviderSpecObservabilityTracing {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub sampling_rate: Option<String>,
+    pub sampling_rate: Option<Box<str>>,
 }
 
 /// `KubernetesProvider` `spec.observability` (generated from the CRD schema).
@@ -1593,7 +1593,7 @@ pub struct KubernetesProviderSpecSecurityRuntimeSecurity {
     #[serde(default)]
     pub enabled: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub provider: Option<String>,
+    pub provider: Option<Box<str>>,
 }
 
 /// `KubernetesProvider` `spec.security` (generated from the CRD schema).
@@ -1616,7 +1616,7 @@ pub struct KubernetesProviderSpecSecurity {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub pod_security_level: Option<String>,
+    pub pod_security_level: Option<Box<str>>,
     #[serde(
         rename = "podSecurityStandards",
         default,
@@ -1686,9 +1686,9 @@ pub struct KubernetesProviderStatusAddons {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub configuration_status: Option<String>,
+    pub configuration_status: Option<Box<str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub health: Option<String>,
+    pub health: Option<Box<str>>,
     #[serde(
         rename = "lastUpdated",
         default,
@@ -1700,36 +1700,36 @@ pub struct KubernetesProviderStatusAddons {
     #[serde(default)]
     pub status: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub version: Option<String>,
+    pub version: Option<Box<str>>,
 }
 
 /// `KubernetesProvider` `status.capacity` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct KubernetesProviderStatusCapacity {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cpu: Option<String>,
+    pub cpu: Option<Box<str>>,
     #[serde(rename = "cpuUsage", default, skip_serializing_if = "Option::is_none")]
-    pub cpu_usage: Option<String>,
+    pub cpu_usage: Option<Box<str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub memory: Option<String>,
+    pub memory: Option<Box<str>>,
     #[serde(
         rename = "memoryUsage",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub memory_usage: Option<String>,
+    pub memory_usage: Option<Box<str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pods: Option<String>,
+    pub pods: Option<Box<str>>,
     #[serde(rename = "podsUsage", default, skip_serializing_if = "Option::is_none")]
-    pub pods_usage: Option<String>,
+    pub pods_usage: Option<Box<str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub storage: Option<String>,
+    pub storage: Option<Box<str>>,
     #[serde(
         rename = "storageUsage",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub storage_usage: Option<String>,
+    pub storage_usage: Option<Box<str>>,
 }
 
 /// `KubernetesProvider` `status.cluster` (generated from the CRD schema).
@@ -1740,34 +1740,34 @@ pub struct KubernetesProviderStatusCluster {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub certificate_authority_data: Option<String>,
+    pub certificate_authority_data: Option<Box<str>>,
     #[serde(rename = "createdAt", default, skip_serializing_if = "Option::is_none")]
     pub created_at: Option<Time>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub endpoint: Option<String>,
+    pub endpoint: Option<Box<str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub id: Option<String>,
+    pub id: Option<Box<str>>,
     #[serde(
         rename = "oidcIssuerURL",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub oidc_issuer_url: Option<String>,
+    pub oidc_issuer_url: Option<Box<str>>,
     #[serde(
         rename = "platformVersion",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub platform_version: Option<String>,
+    pub platform_version: Option<Box<str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub state: Option<String>,
+    pub state: Option<Box<str>>,
 }
 
 /// `KubernetesProvider` `status.endpoints` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct KubernetesProviderStatusEndpoints {
     #[serde(rename = "apiServer", default, skip_serializing_if = "Option::is_none")]
-    pub api_server: Option<String>,
+    pub api_server: Option<Box<str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ingress: Option<Vec<String>>,
     #[serde(
@@ -1784,25 +1784,25 @@ pub struct KubernetesProviderStatusEndpoints {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct KubernetesProviderStatusHealth {
     #[serde(rename = "apiServer", default, skip_serializing_if = "Option::is_none")]
-    pub api_server: Option<String>,
+    pub api_server: Option<Box<str>>,
     #[serde(
         rename = "controllerManager",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub controller_manager: Option<String>,
+    pub controller_manager: Option<Box<str>>,
     #[serde(rename = "coreDNS", default, skip_serializing_if = "Option::is_none")]
-    pub core_dns: Option<String>,
+    pub core_dns: Option<Box<str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub etcd: Option<String>,
+    pub etcd: Option<Box<str>>,
     #[serde(rename = "lastCheck", default, skip_serializing_if = "Option::is_none")]
     pub last_check: Option<Time>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub nodes: Option<String>,
+    pub nodes: Option<Box<str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub overall: Option<String>,
+    pub overall: Option<Box<str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub scheduler: Option<String>,
+    pub scheduler: Option<Box<str>>,
 }
 
 /// `KubernetesProvider` `status.nodePools[].autoScaling` (generated from the CRD schema).
@@ -1815,7 +1815,7 @@ pub struct KubernetesProviderStatusNodePoolsAutoScaling {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub last_scaling_action: Option<String>,
+    pub last_scaling_action: Option<Box<str>>,
     #[serde(
         rename = "lastScalingTime",
         default,
@@ -1842,7 +1842,7 @@ pub struct KubernetesProviderStatusNodePools {
     #[serde(rename = "desiredNodes", default)]
     pub desired_nodes: i64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub health: Option<String>,
+    pub health: Option<Box<str>>,
     #[serde(
         rename = "lastUpdated",
         default,
@@ -1867,7 +1867,7 @@ pub struct KubernetesProviderStatusSecurity {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub image_scanning: Option<String>,
+    pub image_scanning: Option<Box<str>>,
     #[serde(
         rename = "lastSecurityScan",
         default,
@@ -1879,21 +1879,21 @@ pub struct KubernetesProviderStatusSecurity {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub network_policies: Option<String>,
+    pub network_policies: Option<Box<str>>,
     #[serde(
         rename = "podSecurityStandards",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub pod_security_standards: Option<String>,
+    pub pod_security_standards: Option<Box<str>>,
     #[serde(rename = "rbac", default, skip_serializing_if = "Option::is_none")]
-    pub rbac: Option<String>,
+    pub rbac: Option<Box<str>>,
     #[serde(
         rename = "runtimeSecurity",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub runtime_security: Option<String>,
+    pub runtime_security: Option<Box<str>>,
     #[serde(
         rename = "securityScanResults",
         default,
@@ -1916,13 +1916,13 @@ pub struct KubernetesProviderStatusVersion {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub control_plane: Option<String>,
+    pub control_plane: Option<Box<str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub current: Option<String>,
+    pub current: Option<Box<str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub node: Option<String>,
+    pub node: Option<Box<str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub platform: Option<String>,
+    pub platform: Option<Box<str>>,
 }
 
 /// `KubernetesProvider` `status` (generated from the CRD schema).
@@ -1947,7 +1947,7 @@ pub struct KubernetesProviderStatus {
     )]
     pub last_updated: Option<Time>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub message: Option<String>,
+    pub message: Option<Box<str>>,
     #[serde(rename = "nodeCount", default, skip_serializing_if = "Option::is_none")]
     pub node_count: Option<i64>,
     #[serde(rename = "nodePools", default, skip_serializing_if = "Option::is_none")]
@@ -1981,15 +1981,15 @@ pub struct KubevirtConfigSpec {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct KubevirtConfigStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub created: Option<String>,
+    pub created: Option<Box<str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub message: Option<String>,
+    pub message: Option<Box<str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
+    pub name: Option<Box<str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub phase: Option<String>,
+    pub phase: Option<Box<str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub status: Option<String>,
+    pub status: Option<Box<str>>,
 }
 
 /// `MachineClass` `spec.cpu` (generated from the CRD schema).
@@ -2009,7 +2009,7 @@ pub struct MachineClassSpecGpu {
     #[serde(default)]
     pub cores: i64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub manufacturer: Option<String>,
+    pub manufacturer: Option<Box<str>>,
 }
 
 /// `MachineClass` `spec.memory` (generated from the CRD schema).
@@ -2041,13 +2041,13 @@ pub struct MachineClassSpec {
     #[serde(default)]
     pub default: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub description: Option<String>,
+    pub description: Option<Box<str>>,
     #[serde(
         rename = "displayName",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub display_name: Option<String>,
+    pub display_name: Option<Box<str>>,
     #[serde(default)]
     pub enabled: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -2062,41 +2062,41 @@ pub struct MachineClassSpec {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct MachineClassStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub created: Option<String>,
+    pub created: Option<Box<str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub message: Option<String>,
+    pub message: Option<Box<str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
+    pub name: Option<Box<str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub phase: Option<String>,
+    pub phase: Option<Box<str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub status: Option<String>,
+    pub status: Option<Box<str>>,
 }
 
 /// `MachineProvider` `spec.authentication.credentialsRef` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct MachineProviderSpecAuthenticationCredentialsRef {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub namespace: Option<String>,
+    pub namespace: Option<Box<str>>,
     #[serde(
         rename = "secretName",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub secret_name: Option<String>,
+    pub secret_name: Option<Box<str>>,
 }
 
 /// `MachineProvider` `spec.authentication.serviceAccount.keyRef` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct MachineProviderSpecAuthenticationServiceAccountKeyRef {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub namespace: Option<String>,
+    pub namespace: Option<Box<str>>,
     #[serde(
         rename = "secretName",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub secret_name: Option<String>,
+    pub secret_name: Option<Box<str>>,
 }
 
 /// `MachineProvider` `spec.authentication.serviceAccount` (generated from the CRD schema).
@@ -2148,7 +2148,7 @@ pub struct MachineProviderSpecCapabilitiesMachineClassesSpecGpu {
     #[serde(default)]
     pub cores: i64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub manufacturer: Option<String>,
+    pub manufacturer: Option<Box<str>>,
 }
 
 /// `MachineProvider` `spec.capabilities.machineClasses[].spec.memory` (generated from the CRD schema).
@@ -2180,13 +2180,13 @@ pub struct MachineProviderSpecCapabilitiesMachineClassesSpec {
     #[serde(default)]
     pub default: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub description: Option<String>,
+    pub description: Option<Box<str>>,
     #[serde(
         rename = "displayName",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub display_name: Option<String>,
+    pub display_name: Option<Box<str>>,
     #[serde(default)]
     pub enabled: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -2201,15 +2201,15 @@ pub struct MachineProviderSpecCapabilitiesMachineClassesSpec {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct MachineProviderSpecCapabilitiesMachineClassesStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub created: Option<String>,
+    pub created: Option<Box<str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub message: Option<String>,
+    pub message: Option<Box<str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
+    pub name: Option<Box<str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub phase: Option<String>,
+    pub phase: Option<Box<str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub status: Option<String>,
+    pub status: Option<Box<str>>,
 }
 
 /// `MachineProvider` `spec.capabilities.machineClasses[]` (generated from the CRD schema).
@@ -2220,9 +2220,9 @@ pub struct MachineProviderSpecCapabilitiesMachineClasses {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub api_version: Option<String>,
+    pub api_version: Option<Box<str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub kind: Option<String>,
+    pub kind: Option<Box<str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metadata: Option<serde_json::Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -2241,7 +2241,7 @@ pub struct MachineProviderSpecCapabilitiesOperatingSystems {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub default_image_id: Option<String>,
+    pub default_image_id: Option<Box<str>>,
     #[serde(default)]
     pub distribution: String,
     #[serde(default)]
@@ -2278,7 +2278,7 @@ pub struct MachineProviderSpecCapabilitiesStorageTypes {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub display_name: Option<String>,
+    pub display_name: Option<Box<str>>,
     #[serde(
         rename = "encryptionSupported",
         default,
@@ -2358,7 +2358,7 @@ pub struct MachineProviderSpecCompute {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub default_machine_class: Option<String>,
+    pub default_machine_class: Option<Box<str>>,
     #[serde(
         rename = "gpuSupport",
         default,
@@ -2387,7 +2387,7 @@ pub struct MachineProviderSpecCompute {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct MachineProviderSpecEndpoint {
     #[serde(rename = "caBundle", default, skip_serializing_if = "Option::is_none")]
-    pub ca_bundle: Option<String>,
+    pub ca_bundle: Option<Box<str>>,
     #[serde(
         rename = "insecureSkipVerify",
         default,
@@ -2407,7 +2407,7 @@ pub struct MachineProviderSpecEndpoint {
     )]
     pub timeout_seconds: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub url: Option<String>,
+    pub url: Option<Box<str>>,
 }
 
 /// `MachineProvider` `spec.network.availableVPCs[].subnets[]` (generated from the CRD schema).
@@ -2458,7 +2458,7 @@ pub struct MachineProviderSpecNetwork {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub default_vpc: Option<String>,
+    pub default_vpc: Option<Box<str>>,
     #[serde(
         rename = "ipv6Support",
         default,
@@ -2489,7 +2489,7 @@ pub struct MachineProviderSpecStorageStorageClasses {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub display_name: Option<String>,
+    pub display_name: Option<Box<str>>,
     #[serde(default)]
     pub name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -2512,7 +2512,7 @@ pub struct MachineProviderSpecStorage {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub default_type: Option<String>,
+    pub default_type: Option<Box<str>>,
     #[serde(
         rename = "maxStorageGB",
         default,
@@ -2645,9 +2645,9 @@ pub struct MachineProviderStatusHealth {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub api_connectivity: Option<String>,
+    pub api_connectivity: Option<Box<str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub authentication: Option<String>,
+    pub authentication: Option<Box<str>>,
     #[serde(rename = "lastCheck", default, skip_serializing_if = "Option::is_none")]
     pub last_check: Option<Time>,
     #[serde(
@@ -2663,7 +2663,7 @@ pub struct MachineProviderStatusHealth {
     )]
     pub service_availability: Option<Pairs>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub status: Option<String>,
+    pub status: Option<Box<str>>,
 }
 
 /// `MachineProvider` `status.quota` (generated from the CRD schema).
@@ -2749,7 +2749,7 @@ pub struct MachineProviderStatus {
     )]
     pub last_verified: Option<Time>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub message: Option<String>,
+    pub message: Option<Box<str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<ProviderPhase>,
     #[serde(
@@ -2774,14 +2774,14 @@ pub struct MachineSpecBackup {
     )]
     pub retention_days: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub schedule: Option<String>,
+    pub schedule: Option<Box<str>>,
 }
 
 /// `Machine` `spec.cloudInit.networkDataConfigMapRef` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct MachineSpecCloudInitNetworkDataConfigMapRef {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub key: Option<String>,
+    pub key: Option<Box<str>>,
     #[serde(default)]
     pub name: String,
 }
@@ -2790,7 +2790,7 @@ pub struct MachineSpecCloudInitNetworkDataConfigMapRef {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct MachineSpecCloudInitNetworkDataSecretRef {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub key: Option<String>,
+    pub key: Option<Box<str>>,
     #[serde(default)]
     pub name: String,
 }
@@ -2799,7 +2799,7 @@ pub struct MachineSpecCloudInitNetworkDataSecretRef {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct MachineSpecCloudInitUserDataConfigMapRef {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub key: Option<String>,
+    pub key: Option<Box<str>>,
     #[serde(default)]
     pub name: String,
 }
@@ -2808,7 +2808,7 @@ pub struct MachineSpecCloudInitUserDataConfigMapRef {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct MachineSpecCloudInitUserDataSecretRef {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub key: Option<String>,
+    pub key: Option<Box<str>>,
     #[serde(default)]
     pub name: String,
 }
@@ -2821,13 +2821,13 @@ pub struct MachineSpecCloudInit {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub network_data: Option<String>,
+    pub network_data: Option<Box<str>>,
     #[serde(
         rename = "networkDataBase64",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub network_data_base64: Option<String>,
+    pub network_data_base64: Option<Box<str>>,
     #[serde(
         rename = "networkDataConfigMapRef",
         default,
@@ -2841,15 +2841,15 @@ pub struct MachineSpecCloudInit {
     )]
     pub network_data_secret_ref: Option<Box<MachineSpecCloudInitNetworkDataSecretRef>>,
     #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
-    pub r#type: Option<String>,
+    pub r#type: Option<Box<str>>,
     #[serde(rename = "userData", default, skip_serializing_if = "Option::is_none")]
-    pub user_data: Option<String>,
+    pub user_data: Option<Box<str>>,
     #[serde(
         rename = "userDataBase64",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub user_data_base64: Option<String>,
+    pub user_data_base64: Option<Box<str>>,
     #[serde(
         rename = "userDataConfigMapRef",
         default,
@@ -2885,26 +2885,26 @@ pub struct MachineSpecDisks {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub boot: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub device: Option<String>,
+    pub device: Option<Box<str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub encrypted: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub iops: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
+    pub name: Option<Box<str>>,
     #[serde(rename = "sizeGB", default, skip_serializing_if = "Option::is_none")]
     pub size_gb: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub throughput: Option<i64>,
     #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
-    pub r#type: Option<String>,
+    pub r#type: Option<Box<str>>,
 }
 
 /// `Machine` `spec.network.interfaces[]` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct MachineSpecNetworkInterfaces {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
+    pub name: Option<Box<str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub primary: Option<bool>,
     #[serde(
@@ -2914,7 +2914,7 @@ pub struct MachineSpecNetworkInterfaces {
     )]
     pub security_groups: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub subnet: Option<String>,
+    pub subnet: Option<Box<str>>,
 }
 
 /// `Machine` `spec.network` (generated from the CRD schema).
@@ -2933,51 +2933,51 @@ pub struct MachineSpecNetwork {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub network_namespace_name: Option<String>,
+    pub network_namespace_name: Option<Box<str>>,
     #[serde(rename = "privateIP", default, skip_serializing_if = "Option::is_none")]
-    pub private_ip: Option<String>,
+    pub private_ip: Option<Box<str>>,
     #[serde(rename = "publicIP", default, skip_serializing_if = "Option::is_none")]
-    pub public_ip: Option<String>,
+    pub public_ip: Option<Box<str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub subnet: Option<String>,
+    pub subnet: Option<Box<str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub vpc: Option<String>,
+    pub vpc: Option<Box<str>>,
 }
 
 /// `Machine` `spec.os` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct MachineSpecOs {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub architecture: Option<String>,
+    pub architecture: Option<Box<str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub distribution: Option<String>,
+    pub distribution: Option<Box<str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub family: Option<String>,
+    pub family: Option<Box<str>>,
     #[serde(
         rename = "imageFamily",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub image_family: Option<String>,
+    pub image_family: Option<Box<str>>,
     #[serde(rename = "imageID", default, skip_serializing_if = "Option::is_none")]
-    pub image_id: Option<String>,
+    pub image_id: Option<Box<str>>,
     #[serde(rename = "isoUri", default, skip_serializing_if = "Option::is_none")]
-    pub iso_uri: Option<String>,
+    pub iso_uri: Option<Box<str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub version: Option<String>,
+    pub version: Option<Box<str>>,
 }
 
 /// `Machine` `spec.providerConfig.credentialsRef` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct MachineSpecProviderConfigCredentialsRef {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub namespace: Option<String>,
+    pub namespace: Option<Box<str>>,
     #[serde(
         rename = "secretName",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub secret_name: Option<String>,
+    pub secret_name: Option<Box<str>>,
 }
 
 /// `Machine` `spec.providerConfig` (generated from the CRD schema).
@@ -2992,11 +2992,11 @@ pub struct MachineSpecProviderConfig {
     )]
     pub credentials_ref: Option<Box<MachineSpecProviderConfigCredentialsRef>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
+    pub name: Option<Box<str>>,
     #[serde(rename = "region", default, skip_serializing_if = "Option::is_none")]
-    pub region: Option<String>,
+    pub region: Option<Box<str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub zone: Option<String>,
+    pub zone: Option<Box<str>>,
 }
 
 /// `Machine` `spec` (generated from the CRD schema).
@@ -3015,19 +3015,19 @@ pub struct MachineSpec {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub machine_class: Option<String>,
+    pub machine_class: Option<Box<str>>,
     #[serde(
         rename = "machineType",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub machine_type: Option<String>,
+    pub machine_type: Option<Box<str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub monitoring: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
+    pub name: Option<Box<str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub network: Option<Box<MachineSpecNetwork>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -3051,7 +3051,7 @@ pub struct MachineSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tags: Option<Pairs>,
     #[serde(rename = "userData", default, skip_serializing_if = "Option::is_none")]
-    pub user_data: Option<String>,
+    pub user_data: Option<Box<str>>,
 }
 
 /// `Machine` `status.disks[]` (generated from the CRD schema).
@@ -3070,51 +3070,51 @@ pub struct MachineStatusDisks {
     )]
     pub available_bytes: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub device: Option<String>,
+    pub device: Option<Box<str>>,
     #[serde(
         rename = "filesystemType",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub filesystem_type: Option<String>,
+    pub filesystem_type: Option<Box<str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub label: Option<String>,
+    pub label: Option<Box<str>>,
     #[serde(
         rename = "mountPoint",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub mount_point: Option<String>,
+    pub mount_point: Option<Box<str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
+    pub name: Option<Box<str>>,
     #[serde(rename = "pvcName", default, skip_serializing_if = "Option::is_none")]
-    pub pvc_name: Option<String>,
+    pub pvc_name: Option<Box<str>>,
     #[serde(
         rename = "serialNumber",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub serial_number: Option<String>,
+    pub serial_number: Option<Box<str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub size: Option<i64>,
     #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
-    pub r#type: Option<String>,
+    pub r#type: Option<Box<str>>,
     #[serde(
         rename = "usagePercent",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub usage_percent: Option<String>,
+    pub usage_percent: Option<Box<str>>,
     #[serde(rename = "usedBytes", default, skip_serializing_if = "Option::is_none")]
     pub used_bytes: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub uuid: Option<String>,
+    pub uuid: Option<Box<str>>,
     #[serde(
         rename = "volumeMode",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub volume_mode: Option<String>,
+    pub volume_mode: Option<Box<str>>,
 }
 
 /// `Machine` `status.networkInterfaces[]` (generated from the CRD schema).
@@ -3137,22 +3137,22 @@ pub struct MachineStatusNetworkInterfaces {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub mac_address: Option<String>,
+    pub mac_address: Option<Box<str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mtu: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
+    pub name: Option<Box<str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub state: Option<String>,
+    pub state: Option<Box<str>>,
     #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
-    pub r#type: Option<String>,
+    pub r#type: Option<Box<str>>,
 }
 
 /// `Machine` `status` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct MachineStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub architecture: Option<String>,
+    pub architecture: Option<Box<str>>,
     #[serde(rename = "bootTime", default, skip_serializing_if = "Option::is_none")]
     pub boot_time: Option<Time>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -3172,15 +3172,15 @@ pub struct MachineStatus {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub failure_message: Option<String>,
+    pub failure_message: Option<Box<str>>,
     #[serde(
         rename = "failureReason",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub failure_reason: Option<String>,
+    pub failure_reason: Option<Box<str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub hostname: Option<String>,
+    pub hostname: Option<Box<str>>,
     #[serde(
         rename = "ipAddresses",
         default,
@@ -3198,7 +3198,7 @@ pub struct MachineStatus {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub kernel_version: Option<String>,
+    pub kernel_version: Option<Box<str>>,
     #[serde(
         rename = "lastUpdated",
         default,
@@ -3206,11 +3206,11 @@ pub struct MachineStatus {
     )]
     pub last_updated: Option<Time>,
     #[serde(rename = "machineID", default, skip_serializing_if = "Option::is_none")]
-    pub machine_id: Option<String>,
+    pub machine_id: Option<Box<str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub message: Option<String>,
+    pub message: Option<Box<str>>,
     #[serde(
         rename = "networkInterfaces",
         default,
@@ -3222,13 +3222,13 @@ pub struct MachineStatus {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub operating_system: Option<String>,
+    pub operating_system: Option<Box<str>>,
     #[serde(
         rename = "operatingSystemVersion",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub operating_system_version: Option<String>,
+    pub operating_system_version: Option<Box<str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<MachinePhase>,
     #[serde(
@@ -3238,13 +3238,13 @@ pub struct MachineStatus {
     )]
     pub private_ip_addresses: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub provider: Option<String>,
+    pub provider: Option<Box<str>>,
     #[serde(
         rename = "providerID",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub provider_id: Option<String>,
+    pub provider_id: Option<Box<str>>,
     #[serde(
         rename = "publicIPAddresses",
         default,
@@ -3252,11 +3252,11 @@ pub struct MachineStatus {
     )]
     pub public_ip_addresses: Option<Vec<String>>,
     #[serde(rename = "region", default, skip_serializing_if = "Option::is_none")]
-    pub region: Option<String>,
+    pub region: Option<Box<str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub state: Option<String>,
+    pub state: Option<Box<str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub zone: Option<String>,
+    pub zone: Option<Box<str>>,
 }
 
 /// `NetworkConfiguration` `spec.networkInterfaces[]` (generated from the CRD schema).
@@ -3273,7 +3273,7 @@ pub struct NetworkConfigurationSpecNetworkInterfaces {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub allocation_method: Option<String>,
+    pub allocation_method: Option<Box<str>>,
     #[serde(
         rename = "dhcpReserved",
         default,
@@ -3299,13 +3299,13 @@ pub struct NetworkConfigurationSpecNetworkInterfaces {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub ipv4_gateway: Option<String>,
+    pub ipv4_gateway: Option<Box<str>>,
     #[serde(
         rename = "ipv4Subnet",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub ipv4_subnet: Option<String>,
+    pub ipv4_subnet: Option<Box<str>>,
     #[serde(
         rename = "ipv6Addresses",
         default,
@@ -3317,23 +3317,23 @@ pub struct NetworkConfigurationSpecNetworkInterfaces {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub ipv6_gateway: Option<String>,
+    pub ipv6_gateway: Option<Box<str>>,
     #[serde(
         rename = "ipv6Subnet",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub ipv6_subnet: Option<String>,
+    pub ipv6_subnet: Option<Box<str>>,
     #[serde(
         rename = "macAddress",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub mac_address: Option<String>,
+    pub mac_address: Option<Box<str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
+    pub name: Option<Box<str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub vlan: Option<String>,
+    pub vlan: Option<Box<str>>,
 }
 
 /// `NetworkConfiguration` `spec` (generated from the CRD schema).
@@ -3344,15 +3344,15 @@ pub struct NetworkConfigurationSpec {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub cluster_identifier: Option<String>,
+    pub cluster_identifier: Option<Box<str>>,
     #[serde(
         rename = "datacenterIdentifier",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub datacenter_identifier: Option<String>,
+    pub datacenter_identifier: Option<Box<str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub description: Option<String>,
+    pub description: Option<Box<str>>,
     #[serde(default)]
     pub name: String,
     #[serde(
@@ -3366,15 +3366,15 @@ pub struct NetworkConfigurationSpec {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub network_namespace_name: Option<String>,
+    pub network_namespace_name: Option<Box<str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub provider: Option<String>,
+    pub provider: Option<Box<str>>,
     #[serde(
         rename = "supervisorIdentifier",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub supervisor_identifier: Option<String>,
+    pub supervisor_identifier: Option<Box<str>>,
 }
 
 /// `NetworkConfiguration` `status.networkInterfaces[]` (generated from the CRD schema).
@@ -3391,7 +3391,7 @@ pub struct NetworkConfigurationStatusNetworkInterfaces {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub allocation_method: Option<String>,
+    pub allocation_method: Option<Box<str>>,
     #[serde(
         rename = "dhcpReserved",
         default,
@@ -3417,13 +3417,13 @@ pub struct NetworkConfigurationStatusNetworkInterfaces {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub ipv4_gateway: Option<String>,
+    pub ipv4_gateway: Option<Box<str>>,
     #[serde(
         rename = "ipv4Subnet",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub ipv4_subnet: Option<String>,
+    pub ipv4_subnet: Option<Box<str>>,
     #[serde(
         rename = "ipv6Addresses",
         default,
@@ -3435,23 +3435,23 @@ pub struct NetworkConfigurationStatusNetworkInterfaces {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub ipv6_gateway: Option<String>,
+    pub ipv6_gateway: Option<Box<str>>,
     #[serde(
         rename = "ipv6Subnet",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub ipv6_subnet: Option<String>,
+    pub ipv6_subnet: Option<Box<str>>,
     #[serde(
         rename = "macAddress",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub mac_address: Option<String>,
+    pub mac_address: Option<Box<str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
+    pub name: Option<Box<str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub vlan: Option<String>,
+    pub vlan: Option<Box<str>>,
 }
 
 /// `NetworkConfiguration` `status` (generated from the CRD schema).
@@ -3462,7 +3462,7 @@ pub struct NetworkConfigurationStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub created: Option<Time>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub message: Option<String>,
+    pub message: Option<Box<str>>,
     #[serde(
         rename = "networkInterfaces",
         default,
@@ -3472,7 +3472,7 @@ pub struct NetworkConfigurationStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<NetworkPhase>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub status: Option<String>,
+    pub status: Option<Box<str>>,
 }
 
 /// `NetworkNamespace` `spec.ipAllocation.dhcp` (generated from the CRD schema).
@@ -3500,13 +3500,13 @@ pub struct NetworkNamespaceSpecIpAllocationStatic {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub ipv4_range_end: Option<String>,
+    pub ipv4_range_end: Option<Box<str>>,
     #[serde(
         rename = "ipv4RangeStart",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub ipv4_range_start: Option<String>,
+    pub ipv4_range_start: Option<Box<str>>,
     #[serde(
         rename = "ttlSeconds",
         default,
@@ -3523,7 +3523,7 @@ pub struct NetworkNamespaceSpecIpAllocation {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dhcp: Option<Box<NetworkNamespaceSpecIpAllocationDhcp>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub provider: Option<String>,
+    pub provider: Option<Box<str>>,
     #[serde(rename = "static", default, skip_serializing_if = "Option::is_none")]
     pub r#static: Option<Box<NetworkNamespaceSpecIpAllocationStatic>>,
     #[serde(rename = "type", default)]
@@ -3576,7 +3576,7 @@ pub struct NetworkNamespaceStatusIpAllocationStatus {
     )]
     pub available_count: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub provider: Option<String>,
+    pub provider: Option<Box<str>>,
     #[serde(
         rename = "totalCount",
         default,
@@ -3584,7 +3584,7 @@ pub struct NetworkNamespaceStatusIpAllocationStatus {
     )]
     pub total_count: Option<i64>,
     #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
-    pub r#type: Option<String>,
+    pub r#type: Option<Box<str>>,
 }
 
 /// `NetworkNamespace` `status` (generated from the CRD schema).
@@ -3605,7 +3605,7 @@ pub struct NetworkNamespaceStatus {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub datacenter_identifier: Option<String>,
+    pub datacenter_identifier: Option<Box<str>>,
     #[serde(
         rename = "ipAllocationStatus",
         default,
@@ -3617,33 +3617,33 @@ pub struct NetworkNamespaceStatus {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub ipv4_egress_ip: Option<String>,
+    pub ipv4_egress_ip: Option<Box<str>>,
     #[serde(
         rename = "ipv4Prefix",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub ipv4_prefix: Option<String>,
+    pub ipv4_prefix: Option<Box<str>>,
     #[serde(
         rename = "ipv6EgressIp",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub ipv6_egress_ip: Option<String>,
+    pub ipv6_egress_ip: Option<Box<str>>,
     #[serde(
         rename = "ipv6Prefix",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub ipv6_prefix: Option<String>,
+    pub ipv6_prefix: Option<Box<str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub message: Option<String>,
+    pub message: Option<Box<str>>,
     #[serde(
         rename = "namespaceId",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub namespace_id: Option<String>,
+    pub namespace_id: Option<Box<str>>,
     #[serde(
         rename = "observedGeneration",
         default,
@@ -3665,13 +3665,13 @@ pub struct NetworkNamespaceStatus {
     )]
     pub retry_count: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub status: Option<String>,
+    pub status: Option<Box<str>>,
     #[serde(
         rename = "supervisorIdentifier",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub supervisor_identifier: Option<String>,
+    pub supervisor_identifier: Option<Box<str>>,
     #[serde(rename = "vlanId", default, skip_serializing_if = "Option::is_none")]
     pub vlan_id: Option<i64>,
 }
@@ -3701,13 +3701,13 @@ pub struct NetworkNamespaceV2SpecIpAllocationStatic {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub ipv4_range_end: Option<String>,
+    pub ipv4_range_end: Option<Box<str>>,
     #[serde(
         rename = "ipv4RangeStart",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub ipv4_range_start: Option<String>,
+    pub ipv4_range_start: Option<Box<str>>,
     #[serde(
         rename = "ttlSeconds",
         default,
@@ -3724,7 +3724,7 @@ pub struct NetworkNamespaceV2SpecIpAllocation {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dhcp: Option<Box<NetworkNamespaceV2SpecIpAllocationDhcp>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub provider: Option<String>,
+    pub provider: Option<Box<str>>,
     #[serde(rename = "static", default, skip_serializing_if = "Option::is_none")]
     pub r#static: Option<Box<NetworkNamespaceV2SpecIpAllocationStatic>>,
     #[serde(rename = "type", default)]
@@ -3741,9 +3741,9 @@ pub struct NetworkNamespaceV2SpecNetworkProvisioningManual {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub ipv4_gateway: Option<String>,
+    pub ipv4_gateway: Option<Box<str>>,
     #[serde(rename = "ipv6CIDR", default, skip_serializing_if = "Option::is_none")]
-    pub ipv6_cidr: Option<String>,
+    pub ipv6_cidr: Option<Box<str>>,
     #[serde(rename = "vlanId", default, skip_serializing_if = "Option::is_none")]
     pub vlan_id: Option<i64>,
 }
@@ -3796,7 +3796,7 @@ pub struct NetworkNamespaceV2StatusIpAllocationSummary {
     )]
     pub available_count: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub provider: Option<String>,
+    pub provider: Option<Box<str>>,
     #[serde(
         rename = "totalCount",
         default,
@@ -3804,7 +3804,7 @@ pub struct NetworkNamespaceV2StatusIpAllocationSummary {
     )]
     pub total_count: Option<i64>,
     #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
-    pub r#type: Option<String>,
+    pub r#type: Option<Box<str>>,
 }
 
 /// `NetworkNamespaceV2` `status` (generated from the CRD schema).
@@ -3825,7 +3825,7 @@ pub struct NetworkNamespaceV2Status {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub datacenter_identifier: Option<String>,
+    pub datacenter_identifier: Option<Box<str>>,
     #[serde(
         rename = "ipAllocationSummary",
         default,
@@ -3837,33 +3837,33 @@ pub struct NetworkNamespaceV2Status {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub ipv4_egress_ip: Option<String>,
+    pub ipv4_egress_ip: Option<Box<str>>,
     #[serde(
         rename = "ipv4Prefix",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub ipv4_prefix: Option<String>,
+    pub ipv4_prefix: Option<Box<str>>,
     #[serde(
         rename = "ipv6EgressIp",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub ipv6_egress_ip: Option<String>,
+    pub ipv6_egress_ip: Option<Box<str>>,
     #[serde(
         rename = "ipv6Prefix",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub ipv6_prefix: Option<String>,
+    pub ipv6_prefix: Option<Box<str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub message: Option<String>,
+    pub message: Option<Box<str>>,
     #[serde(
         rename = "namespaceId",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub namespace_id: Option<String>,
+    pub namespace_id: Option<Box<str>>,
     #[serde(
         rename = "observedGeneration",
         default,
@@ -3885,13 +3885,13 @@ pub struct NetworkNamespaceV2Status {
     )]
     pub retry_count: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub status: Option<String>,
+    pub status: Option<Box<str>>,
     #[serde(
         rename = "supervisorIdentifier",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub supervisor_identifier: Option<String>,
+    pub supervisor_identifier: Option<Box<str>>,
     #[serde(rename = "vlanId", default, skip_serializing_if = "Option::is_none")]
     pub vlan_id: Option<i64>,
 }
@@ -3915,13 +3915,13 @@ pub struct ProxmoxConfigSpec {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct ProxmoxConfigStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub created: Option<String>,
+    pub created: Option<Box<str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub message: Option<String>,
+    pub message: Option<Box<str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub phase: Option<String>,
+    pub phase: Option<Box<str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub status: Option<String>,
+    pub status: Option<Box<str>>,
 }
 
 /// `Vitistack` `spec.backup.destinations[]` (generated from the CRD schema).
@@ -3959,7 +3959,7 @@ pub struct VitistackSpecBackupDisasterRecovery {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub target_vitistack: Option<String>,
+    pub target_vitistack: Option<Box<str>>,
 }
 
 /// `Vitistack` `spec.backup.retentionPolicy` (generated from the CRD schema).
@@ -3993,7 +3993,7 @@ pub struct VitistackSpecBackup {
     )]
     pub retention_policy: Option<Box<VitistackSpecBackupRetentionPolicy>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub schedule: Option<String>,
+    pub schedule: Option<Box<str>>,
 }
 
 /// `Vitistack` `spec.kubernetesProviders[]` (generated from the CRD schema).
@@ -4006,7 +4006,7 @@ pub struct VitistackSpecKubernetesProviders {
     #[serde(default)]
     pub name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub namespace: Option<String>,
+    pub namespace: Option<Box<str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub priority: Option<i64>,
 }
@@ -4015,22 +4015,22 @@ pub struct VitistackSpecKubernetesProviders {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct VitistackSpecLocationCoordinates {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub latitude: Option<String>,
+    pub latitude: Option<Box<str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub longitude: Option<String>,
+    pub longitude: Option<Box<str>>,
 }
 
 /// `Vitistack` `spec.location` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct VitistackSpecLocation {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub address: Option<String>,
+    pub address: Option<Box<str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub city: Option<String>,
+    pub city: Option<Box<str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub coordinates: Option<Box<VitistackSpecLocationCoordinates>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub country: Option<String>,
+    pub country: Option<Box<str>>,
 }
 
 /// `Vitistack` `spec.machineProviders[]` (generated from the CRD schema).
@@ -4043,7 +4043,7 @@ pub struct VitistackSpecMachineProviders {
     #[serde(default)]
     pub name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub namespace: Option<String>,
+    pub namespace: Option<Box<str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub priority: Option<i64>,
 }
@@ -4083,7 +4083,7 @@ pub struct VitistackSpecMonitoring {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct VitistackSpecNetworkingDns {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub domain: Option<String>,
+    pub domain: Option<Box<str>>,
     #[serde(
         rename = "searchDomains",
         default,
@@ -4100,15 +4100,15 @@ pub struct VitistackSpecNetworkingFirewallRules {
     #[serde(default)]
     pub action: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub destination: Option<String>,
+    pub destination: Option<Box<str>>,
     #[serde(default)]
     pub name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub port: Option<String>,
+    pub port: Option<Box<str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub protocol: Option<String>,
+    pub protocol: Option<Box<str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub source: Option<String>,
+    pub source: Option<Box<str>>,
 }
 
 /// `Vitistack` `spec.networking.firewall` (generated from the CRD schema).
@@ -4119,7 +4119,7 @@ pub struct VitistackSpecNetworkingFirewall {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub default_policy: Option<String>,
+    pub default_policy: Option<Box<str>>,
     #[serde(rename = "rules", default, skip_serializing_if = "Option::is_none")]
     pub rules: Option<Vec<VitistackSpecNetworkingFirewallRules>>,
 }
@@ -4143,7 +4143,7 @@ pub struct VitistackSpecNetworkingIpAllocation {
     #[serde(default)]
     pub providers: Vec<VitistackSpecNetworkingIpAllocationProviders>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub zone: Option<String>,
+    pub zone: Option<Box<str>>,
 }
 
 /// `Vitistack` `spec.networking.loadBalancers[]` (generated from the CRD schema).
@@ -4152,7 +4152,7 @@ pub struct VitistackSpecNetworkingLoadBalancers {
     #[serde(default)]
     pub name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub scheme: Option<String>,
+    pub scheme: Option<Box<str>>,
     #[serde(rename = "type", default)]
     pub r#type: String,
 }
@@ -4167,7 +4167,7 @@ pub struct VitistackSpecNetworkingVpcsSubnets {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub public: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub zone: Option<String>,
+    pub zone: Option<Box<str>>,
 }
 
 /// `Vitistack` `spec.networking.vpcs[]` (generated from the CRD schema).
@@ -4272,7 +4272,7 @@ pub struct VitistackSpecSecurityAccessControl {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct VitistackSpecSecurityAuditLogging {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub destination: Option<String>,
+    pub destination: Option<Box<str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub enabled: Option<bool>,
     #[serde(
@@ -4295,7 +4295,7 @@ pub struct VitistackSpecSecurityEncryption {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub key_management: Option<String>,
+    pub key_management: Option<Box<str>>,
 }
 
 /// `Vitistack` `spec.security` (generated from the CRD schema).
@@ -4329,7 +4329,7 @@ pub struct VitistackSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backup: Option<Box<VitistackSpecBackup>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub description: Option<String>,
+    pub description: Option<Box<str>>,
     #[serde(rename = "displayName", default)]
     pub display_name: String,
     #[serde(default)]
@@ -4386,13 +4386,13 @@ pub struct VitistackStatusClusters {
     #[serde(default)]
     pub name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub namespace: Option<String>,
+    pub namespace: Option<Box<str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub phase: Option<String>,
+    pub phase: Option<Box<str>>,
     #[serde(rename = "ready", default, skip_serializing_if = "Option::is_none")]
     pub ready: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub version: Option<String>,
+    pub version: Option<Box<str>>,
     #[serde(
         rename = "workerReplicas",
         default,
@@ -4413,41 +4413,41 @@ pub struct VitistackStatusKubernetesProviders {
     #[serde(default)]
     pub name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub namespace: Option<String>,
+    pub namespace: Option<Box<str>>,
     #[serde(
         rename = "providerType",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub provider_type: Option<String>,
+    pub provider_type: Option<Box<str>>,
     #[serde(rename = "ready", default, skip_serializing_if = "Option::is_none")]
     pub ready: Option<bool>,
     #[serde(rename = "region", default, skip_serializing_if = "Option::is_none")]
-    pub region: Option<String>,
+    pub region: Option<Box<str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub zone: Option<String>,
+    pub zone: Option<Box<str>>,
 }
 
 /// `Vitistack` `status.location.coordinates` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct VitistackStatusLocationCoordinates {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub latitude: Option<String>,
+    pub latitude: Option<Box<str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub longitude: Option<String>,
+    pub longitude: Option<Box<str>>,
 }
 
 /// `Vitistack` `status.location` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct VitistackStatusLocation {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub address: Option<String>,
+    pub address: Option<Box<str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub city: Option<String>,
+    pub city: Option<Box<str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub coordinates: Option<Box<VitistackStatusLocationCoordinates>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub country: Option<String>,
+    pub country: Option<Box<str>>,
 }
 
 /// `Vitistack` `status.machineProviders[]` (generated from the CRD schema).
@@ -4462,19 +4462,19 @@ pub struct VitistackStatusMachineProviders {
     #[serde(default)]
     pub name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub namespace: Option<String>,
+    pub namespace: Option<Box<str>>,
     #[serde(
         rename = "providerType",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub provider_type: Option<String>,
+    pub provider_type: Option<Box<str>>,
     #[serde(rename = "ready", default, skip_serializing_if = "Option::is_none")]
     pub ready: Option<bool>,
     #[serde(rename = "region", default, skip_serializing_if = "Option::is_none")]
-    pub region: Option<String>,
+    pub region: Option<Box<str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub zone: Option<String>,
+    pub zone: Option<Box<str>>,
 }
 
 /// `Vitistack` `status.providerStatuses[]` (generated from the CRD schema).
@@ -4489,11 +4489,11 @@ pub struct VitistackStatusProviderStatuses {
     )]
     pub last_health_check: Option<Time>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub message: Option<String>,
+    pub message: Option<Box<str>>,
     #[serde(default)]
     pub name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub phase: Option<String>,
+    pub phase: Option<Box<str>>,
     #[serde(
         rename = "resourcesManaged",
         default,
@@ -4577,15 +4577,15 @@ pub struct VitistackStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub conditions: Option<Vec<Condition>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub description: Option<String>,
+    pub description: Option<Box<str>>,
     #[serde(
         rename = "displayName",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub display_name: Option<String>,
+    pub display_name: Option<Box<str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub infrastructure: Option<String>,
+    pub infrastructure: Option<Box<str>>,
     #[serde(
         rename = "kubernetesProviderCount",
         default,
@@ -4639,7 +4639,7 @@ pub struct VitistackStatus {
     )]
     pub provider_statuses: Option<Vec<VitistackStatusProviderStatuses>>,
     #[serde(rename = "region", default, skip_serializing_if = "Option::is_none")]
-    pub region: Option<String>,
+    pub region: Option<Box<str>>,
     #[serde(
         rename = "resourceUsage",
         default,
@@ -4647,7 +4647,7 @@ pub struct VitistackStatus {
     )]
     pub resource_usage: Option<Box<VitistackStatusResourceUsage>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub zone: Option<String>,
+    pub zone: Option<Box<str>>,
 }
 
 /// `IpAllocation` `spec` (generated from the CRD schema).
@@ -4658,7 +4658,7 @@ pub struct IpAllocationSpec {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub interface_name: Option<String>,
+    pub interface_name: Option<Box<str>>,
     #[serde(rename = "networkConfigurationName", default)]
     pub network_configuration_name: String,
     #[serde(rename = "networkNamespaceName", default)]
@@ -4668,22 +4668,22 @@ pub struct IpAllocationSpec {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub requested_address: Option<String>,
+    pub requested_address: Option<Box<str>>,
 }
 
 /// `IpAllocation` `status` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct IpAllocationStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub address: Option<String>,
+    pub address: Option<Box<str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dns: Option<Vec<String>>,
     #[serde(rename = "expiresAt", default, skip_serializing_if = "Option::is_none")]
     pub expires_at: Option<Time>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub gateway: Option<String>,
+    pub gateway: Option<Box<str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub message: Option<String>,
+    pub message: Option<Box<str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<NetworkPhase>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

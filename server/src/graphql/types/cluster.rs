@@ -352,7 +352,7 @@ node_type! {
             let vip = s.get(dc, crate::model::Kind::ControlPlaneVirtualSharedIp, ns, &self.kc().spec.data.cluster_id);
             ClusterNetworking {
                 network_namespace: self.kc().spec.data.network_namespace_name.clone(),
-                ipv4_prefix: nn.as_ref().and_then(|n| n.status_field(|s| s.ipv4_prefix.clone(), |s| s.ipv4_prefix.clone())),
+                ipv4_prefix: nn.as_ref().and_then(|n| n.status_field(|s| s.ipv4_prefix.clone(), |s| s.ipv4_prefix.clone())).map(String::from),
                 vlan_id: nn.as_ref().and_then(|n| n.status_field(|s| s.vlan_id, |s| s.vlan_id)),
                 control_plane_addresses: vip.and_then(|v| match v.as_ref() {
                     Resource::ControlPlaneVirtualSharedIp(v) => v.status.as_ref()?.load_balancer_ips.clone(),

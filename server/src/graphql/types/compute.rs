@@ -186,8 +186,8 @@ node_type! {
         /// `status.networkInterfaces`.
         async fn network_interfaces(&self) -> Vec<MachineInterface> {
             self.m().status.as_ref().and_then(|s| s.network_interfaces.as_ref()).into_iter().flatten().map(|i| MachineInterface {
-                name: i.name.clone(), mac_address: i.mac_address.clone(), ip_addresses: i.ip_addresses.clone().unwrap_or_default(),
-                ipv6_addresses: i.ipv6_addresses.clone().unwrap_or_default(), state: i.state.clone(),
+                name: i.name.as_deref().map(String::from), mac_address: i.mac_address.as_deref().map(String::from), ip_addresses: i.ip_addresses.clone().unwrap_or_default(),
+                ipv6_addresses: i.ipv6_addresses.clone().unwrap_or_default(), state: i.state.as_deref().map(String::from),
             }).collect()
         }
         /// `spec.cpu` as requested (null when the MachineClass decides).
@@ -202,13 +202,13 @@ node_type! {
         /// `spec.disks`.
         async fn disks(&self) -> Vec<MachineDisk> {
             self.m().spec.disks.iter().flatten().map(|d| MachineDisk {
-                name: d.name.clone(), size_gb: d.size_gb, type_: d.r#type.clone(), boot: d.boot.unwrap_or(false), encrypted: d.encrypted.unwrap_or(false),
+                name: d.name.as_deref().map(String::from), size_gb: d.size_gb, type_: d.r#type.as_deref().map(String::from), boot: d.boot.unwrap_or(false), encrypted: d.encrypted.unwrap_or(false),
             }).collect()
         }
         /// `spec.os`.
         async fn os(&self) -> Option<OperatingSystem> {
             let o = self.m().spec.os.as_ref()?;
-            Some(OperatingSystem { family: o.family.clone(), distribution: o.distribution.clone(), version: o.version.clone(), architecture: o.architecture.clone() })
+            Some(OperatingSystem { family: o.family.as_deref().map(String::from), distribution: o.distribution.as_deref().map(String::from), version: o.version.as_deref().map(String::from), architecture: o.architecture.as_deref().map(String::from) })
         }
         /// The KubernetesCluster, by label `vitistack.io/clusterid` in the same namespace (or
         /// `cluster.vitistack.io/cluster-name`, its name).
@@ -299,7 +299,7 @@ node_type! {
         }
         /// `spec.gpu`.
         async fn gpu(&self) -> Option<Gpu> {
-            self.c().spec.gpu.as_ref().map(|g| Gpu { cores: g.cores, manufacturer: g.manufacturer.clone() })
+            self.c().spec.gpu.as_ref().map(|g| Gpu { cores: g.cores, manufacturer: g.manufacturer.as_deref().map(String::from) })
         }
         /// `spec.machineProviders`.
         async fn machine_provider_types(&self) -> &[String] { &self.c().spec.machine_providers }

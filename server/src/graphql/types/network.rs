@@ -88,12 +88,12 @@ node_type! {
                 }
                 _ => return None,
             };
-            let mut p = IpAllocationPolicy { type_: Some(type_), provider, ..Default::default() };
+            let mut p = IpAllocationPolicy { type_: Some(type_), provider: provider.map(String::from), ..Default::default() };
             if let Some((cidr, gw, start, end, vlan, dns)) = st {
                 p.ipv4_cidr = Some(cidr);
                 p.ipv4_gateway = Some(gw);
-                p.ipv4_range_start = start;
-                p.ipv4_range_end = end;
+                p.ipv4_range_start = start.map(String::from);
+                p.ipv4_range_end = end.map(String::from);
                 p.vlan_id = vlan;
                 p.dns = dns.unwrap_or_default();
             }
@@ -105,19 +105,19 @@ node_type! {
             self.0.readiness().ready
         }
         /// `status.status` (Synced, InvalidSpec, …).
-        async fn status_text(&self) -> Option<String> { self.status_field(|s| s.status.clone(), |s| s.status.clone()) }
+        async fn status_text(&self) -> Option<String> { self.status_field(|s| s.status.clone(), |s| s.status.clone()).map(String::from) }
         /// `status.message`.
-        async fn message(&self) -> Option<String> { self.status_field(|s| s.message.clone(), |s| s.message.clone()) }
+        async fn message(&self) -> Option<String> { self.status_field(|s| s.message.clone(), |s| s.message.clone()).map(String::from) }
         /// `status.vlanId`.
         async fn vlan_id(&self) -> Option<i64> { self.status_field(|s| s.vlan_id, |s| s.vlan_id) }
         /// `status.ipv4Prefix`.
-        async fn ipv4_prefix(&self) -> Option<String> { self.status_field(|s| s.ipv4_prefix.clone(), |s| s.ipv4_prefix.clone()) }
+        async fn ipv4_prefix(&self) -> Option<String> { self.status_field(|s| s.ipv4_prefix.clone(), |s| s.ipv4_prefix.clone()).map(String::from) }
         /// `status.ipv6Prefix`.
-        async fn ipv6_prefix(&self) -> Option<String> { self.status_field(|s| s.ipv6_prefix.clone(), |s| s.ipv6_prefix.clone()) }
+        async fn ipv6_prefix(&self) -> Option<String> { self.status_field(|s| s.ipv6_prefix.clone(), |s| s.ipv6_prefix.clone()).map(String::from) }
         /// `status.ipv4EgressIp`.
-        async fn ipv4_egress_ip(&self) -> Option<String> { self.status_field(|s| s.ipv4_egress_ip.clone(), |s| s.ipv4_egress_ip.clone()) }
+        async fn ipv4_egress_ip(&self) -> Option<String> { self.status_field(|s| s.ipv4_egress_ip.clone(), |s| s.ipv4_egress_ip.clone()).map(String::from) }
         /// `status.namespaceId`.
-        async fn namespace_id(&self) -> Option<String> { self.status_field(|s| s.namespace_id.clone(), |s| s.namespace_id.clone()) }
+        async fn namespace_id(&self) -> Option<String> { self.status_field(|s| s.namespace_id.clone(), |s| s.namespace_id.clone()).map(String::from) }
         /// `status.associatedKubernetesClusterIds` (can go stale; `clusters` is live).
         async fn associated_cluster_ids(&self) -> Vec<String> {
             self.status_field(|s| s.associated_kubernetes_cluster_ids.clone(), |s| s.associated_kubernetes_cluster_ids.clone()).unwrap_or_default()
@@ -209,17 +209,17 @@ pub struct NetworkInterface {
 macro_rules! iface {
     ($i:expr) => {
         NetworkInterface {
-            name: $i.name.clone(),
-            mac_address: $i.mac_address.clone(),
-            vlan: $i.vlan.clone(),
+            name: $i.name.as_deref().map(String::from),
+            mac_address: $i.mac_address.as_deref().map(String::from),
+            vlan: $i.vlan.as_deref().map(String::from),
             ipv4_addresses: $i.ipv4_addresses.clone().unwrap_or_default(),
             ipv6_addresses: $i.ipv6_addresses.clone().unwrap_or_default(),
-            ipv4_subnet: $i.ipv4_subnet.clone(),
-            ipv4_gateway: $i.ipv4_gateway.clone(),
+            ipv4_subnet: $i.ipv4_subnet.as_deref().map(String::from),
+            ipv4_gateway: $i.ipv4_gateway.as_deref().map(String::from),
             dns: $i.dns.clone().unwrap_or_default(),
             dhcp_reserved: $i.dhcp_reserved.unwrap_or(false),
             ip_allocated: $i.ip_allocated.unwrap_or(false),
-            allocation_method: $i.allocation_method.clone(),
+            allocation_method: $i.allocation_method.as_deref().map(String::from),
         }
     };
 }

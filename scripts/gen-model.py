@@ -107,6 +107,18 @@ def is_condition(schema):
     return "type" in props and "status" in props and ("lastTransitionTime" in props or "reason" in props)
 
 
+def compact(ty):
+    """A field's type as the store keeps it: strings as `Str` (model/text.rs) and lists as boxed
+    slices, 16 bytes inline where a String or Vec took 24, and no spare capacity (a list read from
+    JSON grows to 4 places for one item: a Machine's one status disk took 4 x 248 bytes)."""
+    if ty == "String":
+        return "Str"
+    if ty.startswith("Vec<") and ty.endswith(">"):
+        inner = ty[4:-1]
+        return f"Box<[{'Str' if inner == 'String' else inner}]>"
+    return ty
+
+
 class Gen:
     def __init__(self):
         self.structs = []  # rendered struct texts in order
@@ -171,7 +183,7 @@ class Gen:
                 attrs.append(f'rename = "{prop}"')
             if prop in required:
                 attrs.append("default")
-                decl = ty
+                decl = compact(ty)
             else:
                 attrs.append("default")
                 attrs.append('skip_serializing_if = "Option::is_none"')
@@ -180,12 +192,8 @@ class Gen:
                 boxed = ty in self.names
                 if boxed:
                     decl = f"Option<Box<{ty}>>"
-                elif ty == "String":
-                    # An optional string as a boxed str: 16 bytes inline where a String took 24
-                    # (a Machine holds dozens, most of them absent).
-                    decl = "Option<Box<str>>"
                 else:
-                    decl = f"Option<{ty}>"
+                    decl = f"Option<{compact(ty)}>"
             fields.append(f"    #[serde({', '.join(attrs)})]\n    pub {field}: {decl},")
         text = (
             f"/// `{owner}` `{path or '.'}` (generated from the CRD schema).\n"
@@ -259,6 +267,7 @@ def render(crd_dir):
         "#![allow(clippy::all, missing_docs, unused_imports)]\n\n"
         "use std::collections::BTreeMap;\n\n"
         "use super::meta::{ObjectMeta, Pairs};\n"
+        "use super::text::Str;\n"
         "use serde::{Deserialize, Serialize};\n\n"
         "use super::datacenter::Datacenter;\n"
         "use super::quantity::{IntOrString, Quantity};\n"

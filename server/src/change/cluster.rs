@@ -77,7 +77,7 @@ impl ClusterInput {
         let uid = snap
             .get(dc, Kind::KubernetesCluster, &self.namespace, &self.name)
             .and_then(|r| match r.as_ref() {
-                Resource::KubernetesCluster(k) => Some(k.spec.data.cluster_uid.clone()),
+                Resource::KubernetesCluster(k) => Some(k.spec.data.cluster_uid.to_string()),
                 _ => None,
             })
             .filter(|u| !u.is_empty())

@@ -335,7 +335,7 @@ fn part(snap: &Snapshot, r: &Resource) -> Option<Part> {
             let res = resources::of(snap, m);
             Part::Machine {
                 phase: phase(),
-                provider: m.spec.provider.clone(),
+                provider: m.spec.provider.to_string(),
                 vcpus: res.vcpus,
                 memory_bytes: res.memory_bytes.unwrap_or(0),
                 disk_gb: res.disk_gb,
@@ -374,7 +374,7 @@ pub fn allocated_ips(c: &crate::model::NetworkConfiguration) -> usize {
         .and_then(|st| st.network_interfaces.as_ref())
         .map(|ifs| {
             ifs.iter()
-                .map(|i| i.ipv4_addresses.as_ref().map_or(0, Vec::len))
+                .map(|i| i.ipv4_addresses.as_ref().map_or(0, |a| a.len()))
                 .sum::<usize>()
         })
         .unwrap_or(0)

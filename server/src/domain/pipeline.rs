@@ -438,9 +438,9 @@ pub fn evaluate(snap: &Snapshot, kc: &KubernetesCluster) -> Pipeline {
                 Resource::ControlPlaneVirtualSharedIp(v) => v
                     .status
                     .as_ref()
-                    .and_then(|s| s.load_balancer_ips.clone())
+                    .and_then(|s| s.load_balancer_ips.as_deref())
                     .unwrap_or_default(),
-                _ => Vec::new(),
+                _ => &[],
             };
             if !ok || ips.is_empty() {
                 let why = if ok {

@@ -154,12 +154,16 @@ fn providers(
     snap.list_datacenter(dc, kind)
         .filter_map(|p| {
             let (provider_type, region, zones) = match p.as_ref() {
-                Resource::KubernetesProvider(k) => {
-                    (&k.spec.provider_type, &k.spec.region, &k.spec.zones)
-                }
-                Resource::MachineProvider(m) => {
-                    (&m.spec.provider_type, &m.spec.region, &m.spec.zones)
-                }
+                Resource::KubernetesProvider(k) => (
+                    k.spec.provider_type.as_str(),
+                    k.spec.region.as_str(),
+                    &k.spec.zones,
+                ),
+                Resource::MachineProvider(m) => (
+                    m.spec.provider_type.as_str(),
+                    m.spec.region.as_str(),
+                    &m.spec.zones,
+                ),
                 _ => return None,
             };
             let mut e = Map::new();

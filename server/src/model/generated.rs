@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 
 use super::meta::{ObjectMeta, Pairs};
+use super::text::Str;
 use serde::{Deserialize, Serialize};
 
 use super::datacenter::Datacenter;
@@ -226,31 +227,31 @@ pub struct ClusterStorageClassSpec {
     #[serde(default)]
     pub enabled: bool,
     #[serde(rename = "type", default)]
-    pub r#type: String,
+    pub r#type: Str,
     #[serde(default)]
-    pub version: String,
+    pub version: Str,
 }
 
 /// `ClusterStorageClass` `status` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct ClusterStorageClassStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub name: Option<Box<str>>,
+    pub name: Option<Str>,
 }
 
 /// `ClusterStorage` `spec` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct ClusterStorageSpec {
     #[serde(rename = "clusterId", default)]
-    pub cluster_id: String,
+    pub cluster_id: Str,
     #[serde(rename = "clusterStorageClass", default)]
-    pub cluster_storage_class: String,
+    pub cluster_storage_class: Str,
     #[serde(
         rename = "existingRef",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub existing_ref: Option<Box<str>>,
+    pub existing_ref: Option<Str>,
     #[serde(
         rename = "reuseExisting",
         default,
@@ -258,25 +259,25 @@ pub struct ClusterStorageSpec {
     )]
     pub reuse_existing: Option<bool>,
     #[serde(rename = "type", default)]
-    pub r#type: String,
+    pub r#type: Str,
 }
 
 /// `ClusterStorage` `status.guestResource` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct ClusterStorageStatusGuestResource {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub condition: Option<Box<str>>,
+    pub condition: Option<Str>,
 }
 
 /// `ClusterStorage` `status.secret` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct ClusterStorageStatusSecret {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub condition: Option<Box<str>>,
+    pub condition: Option<Str>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub message: Option<Box<str>>,
+    pub message: Option<Str>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub name: Option<Box<str>>,
+    pub name: Option<Str>,
 }
 
 /// `ClusterStorage` `status` (generated from the CRD schema).
@@ -289,9 +290,9 @@ pub struct ClusterStorageStatus {
     )]
     pub guest_resource: Option<Box<ClusterStorageStatusGuestResource>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub message: Option<Box<str>>,
+    pub message: Option<Str>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub name: Option<Box<str>>,
+    pub name: Option<Str>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<ProviderPhase>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -302,25 +303,25 @@ pub struct ClusterStorageStatus {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct ControlPlaneVirtualSharedIpSpec {
     #[serde(rename = "clusterIdentifier", default)]
-    pub cluster_identifier: String,
+    pub cluster_identifier: Str,
     #[serde(rename = "datacenterIdentifier", default)]
-    pub datacenter_identifier: String,
+    pub datacenter_identifier: Str,
     #[serde(default)]
-    pub environment: String,
+    pub environment: Str,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub method: Option<Box<str>>,
+    pub method: Option<Str>,
     #[serde(rename = "networkNamespaceIdentifier", default)]
-    pub network_namespace_identifier: String,
+    pub network_namespace_identifier: Str,
     #[serde(
         rename = "poolMembers",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub pool_members: Option<Vec<String>>,
+    pub pool_members: Option<Box<[Str]>>,
     #[serde(default)]
-    pub provider: String,
+    pub provider: Str,
     #[serde(rename = "supervisorIdentifier", default)]
-    pub supervisor_identifier: String,
+    pub supervisor_identifier: Str,
 }
 
 /// `ControlPlaneVirtualSharedIp` `status` (generated from the CRD schema).
@@ -331,9 +332,9 @@ pub struct ControlPlaneVirtualSharedIpStatus {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub cluster_identifier: Option<Box<str>>,
+    pub cluster_identifier: Option<Str>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub conditions: Option<Vec<Condition>>,
+    pub conditions: Option<Box<[Condition]>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub created: Option<Time>,
     #[serde(
@@ -341,25 +342,25 @@ pub struct ControlPlaneVirtualSharedIpStatus {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub datacenter_identifier: Option<Box<str>>,
+    pub datacenter_identifier: Option<Str>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub environment: Option<Box<str>>,
+    pub environment: Option<Str>,
     #[serde(
         rename = "loadBalancerIps",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub load_balancer_ips: Option<Vec<String>>,
+    pub load_balancer_ips: Option<Box<[Str]>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub message: Option<Box<str>>,
+    pub message: Option<Str>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub method: Option<Box<str>>,
+    pub method: Option<Str>,
     #[serde(
         rename = "networkNamespaceIdentifier",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub network_namespace_identifier: Option<Box<str>>,
+    pub network_namespace_identifier: Option<Str>,
     #[serde(
         rename = "observedGeneration",
         default,
@@ -373,7 +374,7 @@ pub struct ControlPlaneVirtualSharedIpStatus {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub pool_members: Option<Vec<String>>,
+    pub pool_members: Option<Box<[Str]>>,
     #[serde(
         rename = "retryCount",
         default,
@@ -381,37 +382,37 @@ pub struct ControlPlaneVirtualSharedIpStatus {
     )]
     pub retry_count: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub status: Option<Box<str>>,
+    pub status: Option<Str>,
     #[serde(
         rename = "supervisorIdentifier",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub supervisor_identifier: Option<Box<str>>,
+    pub supervisor_identifier: Option<Str>,
 }
 
 /// `EtcdBackup` `spec.storageLocation` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct EtcdBackupSpecStorageLocation {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub bucket: Option<Box<str>>,
+    pub bucket: Option<Str>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub path: Option<Box<str>>,
+    pub path: Option<Str>,
     #[serde(rename = "secretRef", default, skip_serializing_if = "Option::is_none")]
-    pub secret_ref: Option<Box<str>>,
+    pub secret_ref: Option<Str>,
     #[serde(rename = "type", default)]
-    pub r#type: String,
+    pub r#type: Str,
 }
 
 /// `EtcdBackup` `spec` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct EtcdBackupSpec {
     #[serde(rename = "clusterName", default)]
-    pub cluster_name: String,
+    pub cluster_name: Str,
     #[serde(rename = "retention", default, skip_serializing_if = "Option::is_none")]
     pub retention: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub schedule: Option<Box<str>>,
+    pub schedule: Option<Str>,
     #[serde(rename = "storageLocation", default)]
     pub storage_location: EtcdBackupSpecStorageLocation,
 }
@@ -430,9 +431,9 @@ pub struct EtcdBackupStatus {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub backup_size: Option<Box<str>>,
+    pub backup_size: Option<Str>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub conditions: Option<Vec<Condition>>,
+    pub conditions: Option<Box<[Condition]>>,
     #[serde(
         rename = "lastBackupTime",
         default,
@@ -440,7 +441,7 @@ pub struct EtcdBackupStatus {
     )]
     pub last_backup_time: Option<Time>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub message: Option<Box<str>>,
+    pub message: Option<Str>,
     #[serde(
         rename = "nextBackupTime",
         default,
@@ -455,27 +456,27 @@ pub struct EtcdBackupStatus {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct KubernetesClusterSpecData {
     #[serde(rename = "clusterId", default)]
-    pub cluster_id: String,
+    pub cluster_id: Str,
     #[serde(rename = "clusterUid", default)]
-    pub cluster_uid: String,
+    pub cluster_uid: Str,
     #[serde(default)]
-    pub datacenter: String,
+    pub datacenter: Str,
     #[serde(default)]
-    pub environment: String,
+    pub environment: Str,
     #[serde(rename = "networkNamespaceName", default)]
-    pub network_namespace_name: String,
+    pub network_namespace_name: Str,
     #[serde(default)]
-    pub project: String,
+    pub project: Str,
     #[serde(default)]
-    pub provider: String,
+    pub provider: Str,
     #[serde(rename = "region", default)]
-    pub region: String,
+    pub region: Str,
     #[serde(default)]
-    pub workorder: String,
+    pub workorder: Str,
     #[serde(default)]
-    pub workspace: String,
+    pub workspace: Str,
     #[serde(default)]
-    pub zone: String,
+    pub zone: Str,
 }
 
 /// `KubernetesCluster` `spec.topology.controlplane.metadata` (generated from the CRD schema).
@@ -491,30 +492,30 @@ pub struct KubernetesClusterSpecTopologyControlplaneMetadata {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct KubernetesClusterSpecTopologyControlplaneStorage {
     #[serde(default)]
-    pub class: String,
+    pub class: Str,
     #[serde(default)]
-    pub path: String,
+    pub path: Str,
     #[serde(default)]
-    pub size: String,
+    pub size: Str,
 }
 
 /// `KubernetesCluster` `spec.topology.controlplane` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct KubernetesClusterSpecTopologyControlplane {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub architecture: Option<Box<str>>,
+    pub architecture: Option<Str>,
     #[serde(rename = "machineClass", default)]
-    pub machine_class: String,
+    pub machine_class: Str,
     #[serde(default)]
     pub metadata: KubernetesClusterSpecTopologyControlplaneMetadata,
     #[serde(default)]
-    pub provider: String,
+    pub provider: Str,
     #[serde(rename = "replicas", default)]
     pub replicas: i64,
     #[serde(default)]
-    pub storage: Vec<KubernetesClusterSpecTopologyControlplaneStorage>,
+    pub storage: Box<[KubernetesClusterSpecTopologyControlplaneStorage]>,
     #[serde(default)]
-    pub version: String,
+    pub version: Str,
 }
 
 /// `KubernetesCluster` `spec.topology.workers.nodePools[].autoscaling` (generated from the CRD schema).
@@ -527,7 +528,7 @@ pub struct KubernetesClusterSpecTopologyWorkersNodePoolsAutoscaling {
     #[serde(rename = "minReplicas", default)]
     pub min_replicas: i64,
     #[serde(rename = "scalingRules", default)]
-    pub scaling_rules: Vec<String>,
+    pub scaling_rules: Box<[Str]>,
 }
 
 /// `KubernetesCluster` `spec.topology.workers.nodePools[].metadata` (generated from the CRD schema).
@@ -543,54 +544,54 @@ pub struct KubernetesClusterSpecTopologyWorkersNodePoolsMetadata {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct KubernetesClusterSpecTopologyWorkersNodePoolsStorage {
     #[serde(default)]
-    pub class: String,
+    pub class: Str,
     #[serde(default)]
-    pub path: String,
+    pub path: Str,
     #[serde(default)]
-    pub size: String,
+    pub size: Str,
 }
 
 /// `KubernetesCluster` `spec.topology.workers.nodePools[].taint[]` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct KubernetesClusterSpecTopologyWorkersNodePoolsTaint {
     #[serde(default)]
-    pub effect: String,
+    pub effect: Str,
     #[serde(default)]
-    pub key: String,
+    pub key: Str,
     #[serde(default)]
-    pub value: String,
+    pub value: Str,
 }
 
 /// `KubernetesCluster` `spec.topology.workers.nodePools[]` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct KubernetesClusterSpecTopologyWorkersNodePools {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub architecture: Option<Box<str>>,
+    pub architecture: Option<Str>,
     #[serde(default)]
     pub autoscaling: KubernetesClusterSpecTopologyWorkersNodePoolsAutoscaling,
     #[serde(rename = "machineClass", default)]
-    pub machine_class: String,
+    pub machine_class: Str,
     #[serde(default)]
     pub metadata: KubernetesClusterSpecTopologyWorkersNodePoolsMetadata,
     #[serde(default)]
-    pub name: String,
+    pub name: Str,
     #[serde(default)]
-    pub provider: String,
+    pub provider: Str,
     #[serde(rename = "replicas", default)]
     pub replicas: i64,
     #[serde(default)]
-    pub storage: Vec<KubernetesClusterSpecTopologyWorkersNodePoolsStorage>,
+    pub storage: Box<[KubernetesClusterSpecTopologyWorkersNodePoolsStorage]>,
     #[serde(default)]
-    pub taint: Vec<KubernetesClusterSpecTopologyWorkersNodePoolsTaint>,
+    pub taint: Box<[KubernetesClusterSpecTopologyWorkersNodePoolsTaint]>,
     #[serde(default)]
-    pub version: String,
+    pub version: Str,
 }
 
 /// `KubernetesCluster` `spec.topology.workers` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct KubernetesClusterSpecTopologyWorkers {
     #[serde(rename = "nodePools", default)]
-    pub node_pools: Vec<KubernetesClusterSpecTopologyWorkersNodePools>,
+    pub node_pools: Box<[KubernetesClusterSpecTopologyWorkersNodePools]>,
 }
 
 /// `KubernetesCluster` `spec.topology` (generated from the CRD schema).
@@ -599,7 +600,7 @@ pub struct KubernetesClusterSpecTopology {
     #[serde(default)]
     pub controlplane: KubernetesClusterSpecTopologyControlplane,
     #[serde(default)]
-    pub version: String,
+    pub version: Str,
     #[serde(default)]
     pub workers: KubernetesClusterSpecTopologyWorkers,
 }
@@ -674,17 +675,17 @@ pub struct KubernetesClusterStatusStateClusterControlplaneResources {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct KubernetesClusterStatusStateClusterControlplane {
     #[serde(rename = "machineClass", default)]
-    pub machine_class: String,
+    pub machine_class: Str,
     #[serde(default)]
-    pub message: String,
+    pub message: Str,
     #[serde(default)]
-    pub nodes: Vec<String>,
+    pub nodes: Box<[Str]>,
     #[serde(rename = "resources", default)]
     pub resources: KubernetesClusterStatusStateClusterControlplaneResources,
     #[serde(default)]
     pub scale: i64,
     #[serde(default)]
-    pub status: String,
+    pub status: Str,
 }
 
 /// `KubernetesCluster` `status.state.cluster.nodepools[].autoscaling` (generated from the CRD schema).
@@ -761,19 +762,19 @@ pub struct KubernetesClusterStatusStateClusterNodepools {
     #[serde(default)]
     pub autoscaling: KubernetesClusterStatusStateClusterNodepoolsAutoscaling,
     #[serde(rename = "machineClass", default)]
-    pub machine_class: String,
+    pub machine_class: Str,
     #[serde(default)]
-    pub message: String,
+    pub message: Str,
     #[serde(default)]
-    pub name: String,
+    pub name: Str,
     #[serde(default)]
-    pub nodes: Vec<String>,
+    pub nodes: Box<[Str]>,
     #[serde(rename = "resources", default)]
     pub resources: KubernetesClusterStatusStateClusterNodepoolsResources,
     #[serde(default)]
     pub scale: i64,
     #[serde(default)]
-    pub status: String,
+    pub status: Str,
 }
 
 /// `KubernetesCluster` `status.state.cluster.price` (generated from the CRD schema).
@@ -848,9 +849,9 @@ pub struct KubernetesClusterStatusStateCluster {
     #[serde(default)]
     pub controlplane: KubernetesClusterStatusStateClusterControlplane,
     #[serde(rename = "externalId", default)]
-    pub external_id: String,
+    pub external_id: Str,
     #[serde(default)]
-    pub nodepools: Vec<KubernetesClusterStatusStateClusterNodepools>,
+    pub nodepools: Box<[KubernetesClusterStatusStateClusterNodepools]>,
     #[serde(default)]
     pub price: KubernetesClusterStatusStateClusterPrice,
     #[serde(rename = "resources", default)]
@@ -861,20 +862,20 @@ pub struct KubernetesClusterStatusStateCluster {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct KubernetesClusterStatusStateEndpoints {
     #[serde(default)]
-    pub address: String,
+    pub address: Str,
     #[serde(default)]
-    pub name: String,
+    pub name: Str,
 }
 
 /// `KubernetesCluster` `status.state.versions[]` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct KubernetesClusterStatusStateVersions {
     #[serde(default)]
-    pub branch: String,
+    pub branch: Str,
     #[serde(default)]
-    pub name: String,
+    pub name: Str,
     #[serde(default)]
-    pub version: String,
+    pub version: Str,
 }
 
 /// `KubernetesCluster` `status.state` (generated from the CRD schema).
@@ -885,24 +886,24 @@ pub struct KubernetesClusterStatusState {
     #[serde(default)]
     pub created: Time,
     #[serde(rename = "egressIP", default)]
-    pub egress_ip: String,
+    pub egress_ip: Str,
     #[serde(default)]
-    pub endpoints: Vec<KubernetesClusterStatusStateEndpoints>,
+    pub endpoints: Box<[KubernetesClusterStatusStateEndpoints]>,
     #[serde(rename = "lastUpdated", default)]
     pub last_updated: Time,
     #[serde(rename = "lastUpdatedBy", default)]
-    pub last_updated_by: String,
+    pub last_updated_by: Str,
     #[serde(default)]
-    pub versions: Vec<KubernetesClusterStatusStateVersions>,
+    pub versions: Box<[KubernetesClusterStatusStateVersions]>,
 }
 
 /// `KubernetesCluster` `status` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct KubernetesClusterStatus {
     #[serde(default)]
-    pub conditions: Vec<Condition>,
+    pub conditions: Box<[Condition]>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub message: Option<Box<str>>,
+    pub message: Option<Str>,
     #[serde(default)]
     pub phase: ClusterPhase,
     #[serde(default)]
@@ -919,9 +920,9 @@ pub struct KubernetesProviderSpecAddonsAdditional {
     #[serde(default)]
     pub enabled: bool,
     #[serde(default)]
-    pub name: String,
+    pub name: Str,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub version: Option<Box<str>>,
+    pub version: Option<Str>,
 }
 
 /// `KubernetesProvider` `spec.addons.ingressController` (generated from the CRD schema).
@@ -932,7 +933,7 @@ pub struct KubernetesProviderSpecAddonsIngressController {
     #[serde(default)]
     pub enabled: bool,
     #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
-    pub r#type: Option<Box<str>>,
+    pub r#type: Option<Str>,
 }
 
 /// `KubernetesProvider` `spec.addons.monitoring` (generated from the CRD schema).
@@ -960,7 +961,7 @@ pub struct KubernetesProviderSpecAddonsServiceMesh {
     #[serde(default)]
     pub enabled: bool,
     #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
-    pub r#type: Option<Box<str>>,
+    pub r#type: Option<Str>,
 }
 
 /// `KubernetesProvider` `spec.addons.storage.classes[]` (generated from the CRD schema).
@@ -969,31 +970,31 @@ pub struct KubernetesProviderSpecAddonsStorageClasses {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub default: Option<bool>,
     #[serde(default)]
-    pub name: String,
+    pub name: Str,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parameters: Option<Pairs>,
     #[serde(default)]
-    pub provisioner: String,
+    pub provisioner: Str,
 }
 
 /// `KubernetesProvider` `spec.addons.storage` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct KubernetesProviderSpecAddonsStorage {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub classes: Option<Vec<KubernetesProviderSpecAddonsStorageClasses>>,
+    pub classes: Option<Box<[KubernetesProviderSpecAddonsStorageClasses]>>,
     #[serde(
         rename = "defaultClass",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub default_class: Option<Box<str>>,
+    pub default_class: Option<Str>,
 }
 
 /// `KubernetesProvider` `spec.addons` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct KubernetesProviderSpecAddons {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub additional: Option<Vec<KubernetesProviderSpecAddonsAdditional>>,
+    pub additional: Option<Box<[KubernetesProviderSpecAddonsAdditional]>>,
     #[serde(
         rename = "ingressController",
         default,
@@ -1016,20 +1017,20 @@ pub struct KubernetesProviderSpecAddons {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct KubernetesProviderSpecAuthenticationLdapBindPasswordRef {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub namespace: Option<Box<str>>,
+    pub namespace: Option<Str>,
     #[serde(
         rename = "secretName",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub secret_name: Option<Box<str>>,
+    pub secret_name: Option<Str>,
 }
 
 /// `KubernetesProvider` `spec.authentication.ldap` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct KubernetesProviderSpecAuthenticationLdap {
     #[serde(rename = "bindDN", default)]
-    pub bind_dn: String,
+    pub bind_dn: Str,
     #[serde(
         rename = "bindPasswordRef",
         default,
@@ -1037,31 +1038,31 @@ pub struct KubernetesProviderSpecAuthenticationLdap {
     )]
     pub bind_password_ref: Option<Box<KubernetesProviderSpecAuthenticationLdapBindPasswordRef>>,
     #[serde(rename = "groupSearchBase", default)]
-    pub group_search_base: String,
+    pub group_search_base: Str,
     #[serde(rename = "serverURL", default)]
-    pub server_url: String,
+    pub server_url: Str,
     #[serde(rename = "userSearchBase", default)]
-    pub user_search_base: String,
+    pub user_search_base: Str,
 }
 
 /// `KubernetesProvider` `spec.authentication.oidc.clientSecretRef` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct KubernetesProviderSpecAuthenticationOidcClientSecretRef {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub namespace: Option<Box<str>>,
+    pub namespace: Option<Str>,
     #[serde(
         rename = "secretName",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub secret_name: Option<Box<str>>,
+    pub secret_name: Option<Str>,
 }
 
 /// `KubernetesProvider` `spec.authentication.oidc` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct KubernetesProviderSpecAuthenticationOidc {
     #[serde(rename = "clientID", default)]
-    pub client_id: String,
+    pub client_id: Str,
     #[serde(
         rename = "clientSecretRef",
         default,
@@ -1073,15 +1074,15 @@ pub struct KubernetesProviderSpecAuthenticationOidc {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub groups_claim: Option<Box<str>>,
+    pub groups_claim: Option<Str>,
     #[serde(rename = "issuerURL", default)]
-    pub issuer_url: String,
+    pub issuer_url: Str,
     #[serde(
         rename = "usernameClaim",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub username_claim: Option<Box<str>>,
+    pub username_claim: Option<Str>,
 }
 
 /// `KubernetesProvider` `spec.authentication.providers[]` (generated from the CRD schema).
@@ -1090,22 +1091,22 @@ pub struct KubernetesProviderSpecAuthenticationProviders {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config: Option<Pairs>,
     #[serde(default)]
-    pub name: String,
+    pub name: Str,
     #[serde(rename = "type", default)]
-    pub r#type: String,
+    pub r#type: Str,
 }
 
 /// `KubernetesProvider` `spec.authentication.serviceAccount.signingKeyRef` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct KubernetesProviderSpecAuthenticationServiceAccountSigningKeyRef {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub namespace: Option<Box<str>>,
+    pub namespace: Option<Str>,
     #[serde(
         rename = "secretName",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub secret_name: Option<Box<str>>,
+    pub secret_name: Option<Str>,
 }
 
 /// `KubernetesProvider` `spec.authentication.serviceAccount` (generated from the CRD schema).
@@ -1116,7 +1117,7 @@ pub struct KubernetesProviderSpecAuthenticationServiceAccount {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub default_name: Option<Box<str>>,
+    pub default_name: Option<Str>,
     #[serde(
         rename = "signingKeyRef",
         default,
@@ -1134,7 +1135,7 @@ pub struct KubernetesProviderSpecAuthentication {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub oidc: Option<Box<KubernetesProviderSpecAuthenticationOidc>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub providers: Option<Vec<KubernetesProviderSpecAuthenticationProviders>>,
+    pub providers: Option<Box<[KubernetesProviderSpecAuthenticationProviders]>>,
     #[serde(
         rename = "serviceAccount",
         default,
@@ -1151,7 +1152,7 @@ pub struct KubernetesProviderSpecBackup {
     #[serde(default)]
     pub enabled: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub provider: Option<Box<str>>,
+    pub provider: Option<Str>,
     #[serde(
         rename = "retentionDays",
         default,
@@ -1159,13 +1160,13 @@ pub struct KubernetesProviderSpecBackup {
     )]
     pub retention_days: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub schedule: Option<Box<str>>,
+    pub schedule: Option<Str>,
     #[serde(
         rename = "storageLocation",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub storage_location: Option<Box<str>>,
+    pub storage_location: Option<Str>,
 }
 
 /// `KubernetesProvider` `spec.cluster.apiServer` (generated from the CRD schema).
@@ -1176,7 +1177,7 @@ pub struct KubernetesProviderSpecClusterApiServer {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub admission_plugins: Option<Vec<String>>,
+    pub admission_plugins: Option<Box<[Str]>>,
     #[serde(
         rename = "auditLogRetentionDays",
         default,
@@ -1194,7 +1195,7 @@ pub struct KubernetesProviderSpecClusterApiServer {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub disable_admission_plugins: Option<Vec<String>>,
+    pub disable_admission_plugins: Option<Box<[Str]>>,
     #[serde(
         rename = "encryptionAtRest",
         default,
@@ -1217,7 +1218,7 @@ pub struct KubernetesProviderSpecClusterControlPlane {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub machine_class: Option<Box<str>>,
+    pub machine_class: Option<Str>,
     #[serde(rename = "replicas", default, skip_serializing_if = "Option::is_none")]
     pub replicas: Option<i64>,
 }
@@ -1226,15 +1227,15 @@ pub struct KubernetesProviderSpecClusterControlPlane {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct KubernetesProviderSpecClusterDns {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub domain: Option<Box<str>>,
+    pub domain: Option<Str>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub provider: Option<Box<str>>,
+    pub provider: Option<Str>,
     #[serde(
         rename = "upstreamServers",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub upstream_servers: Option<Vec<String>>,
+    pub upstream_servers: Option<Box<[Str]>>,
 }
 
 /// `KubernetesProvider` `spec.cluster.etcd` (generated from the CRD schema).
@@ -1257,11 +1258,11 @@ pub struct KubernetesProviderSpecClusterEtcd {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub backup_schedule: Option<Box<str>>,
+    pub backup_schedule: Option<Str>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub encryption: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub version: Option<Box<str>>,
+    pub version: Option<Str>,
 }
 
 /// `KubernetesProvider` `spec.cluster` (generated from the CRD schema).
@@ -1290,7 +1291,7 @@ pub struct KubernetesProviderSpecCluster {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dns: Option<Box<KubernetesProviderSpecClusterDns>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub endpoint: Option<Box<str>>,
+    pub endpoint: Option<Str>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub etcd: Option<Box<KubernetesProviderSpecClusterEtcd>>,
     #[serde(
@@ -1311,9 +1312,9 @@ pub struct KubernetesProviderSpecCluster {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct KubernetesProviderSpecMachineProviderRef {
     #[serde(default)]
-    pub name: String,
+    pub name: Str,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub namespace: Option<Box<str>>,
+    pub namespace: Option<Str>,
 }
 
 /// `KubernetesProvider` `spec.network.loadBalancer` (generated from the CRD schema).
@@ -1322,22 +1323,22 @@ pub struct KubernetesProviderSpecNetworkLoadBalancer {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub annotations: Option<Pairs>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub class: Option<Box<str>>,
+    pub class: Option<Str>,
     #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
-    pub r#type: Option<Box<str>>,
+    pub r#type: Option<Str>,
 }
 
 /// `KubernetesProvider` `spec.network` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct KubernetesProviderSpecNetwork {
     #[serde(rename = "cniPlugin", default, skip_serializing_if = "Option::is_none")]
-    pub cni_plugin: Option<Box<str>>,
+    pub cni_plugin: Option<Str>,
     #[serde(
         rename = "dnsServiceIP",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub dns_service_ip: Option<Box<str>>,
+    pub dns_service_ip: Option<Str>,
     #[serde(
         rename = "loadBalancer",
         default,
@@ -1351,13 +1352,13 @@ pub struct KubernetesProviderSpecNetwork {
     )]
     pub network_policy: Option<bool>,
     #[serde(rename = "podCIDR", default, skip_serializing_if = "Option::is_none")]
-    pub pod_cidr: Option<Box<str>>,
+    pub pod_cidr: Option<Str>,
     #[serde(
         rename = "serviceCIDR",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub service_cidr: Option<Box<str>>,
+    pub service_cidr: Option<Str>,
 }
 
 /// `KubernetesProvider` `spec.nodePools[].autoScaling` (generated from the CRD schema).
@@ -1370,25 +1371,25 @@ pub struct KubernetesProviderSpecNodePoolsAutoScaling {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub scale_down_delay_after_add: Option<Box<str>>,
+    pub scale_down_delay_after_add: Option<Str>,
     #[serde(
         rename = "scaleDownDelayAfterDelete",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub scale_down_delay_after_delete: Option<Box<str>>,
+    pub scale_down_delay_after_delete: Option<Str>,
     #[serde(
         rename = "scaleDownDelayAfterFailure",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub scale_down_delay_after_failure: Option<Box<str>>,
+    pub scale_down_delay_after_failure: Option<Str>,
     #[serde(
         rename = "scaleDownUnneededTime",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub scale_down_unneeded_time: Option<Box<str>>,
+    pub scale_down_unneeded_time: Option<Str>,
 }
 
 /// `KubernetesProvider` `spec.nodePools[].nodeConfig.disk` (generated from the CRD schema).
@@ -1399,7 +1400,7 @@ pub struct KubernetesProviderSpecNodePoolsNodeConfigDisk {
     #[serde(rename = "sizeGB", default, skip_serializing_if = "Option::is_none")]
     pub size_gb: Option<i64>,
     #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
-    pub r#type: Option<Box<str>>,
+    pub r#type: Option<Str>,
 }
 
 /// `KubernetesProvider` `spec.nodePools[].nodeConfig.kubelet` (generated from the CRD schema).
@@ -1425,20 +1426,20 @@ pub struct KubernetesProviderSpecNodePoolsNodeConfigNetwork {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub security_group_i_ds: Option<Vec<String>>,
+    pub security_group_i_ds: Option<Box<[Str]>>,
     #[serde(rename = "subnetIDs", default, skip_serializing_if = "Option::is_none")]
-    pub subnet_i_ds: Option<Vec<String>>,
+    pub subnet_i_ds: Option<Box<[Str]>>,
 }
 
 /// `KubernetesProvider` `spec.nodePools[].nodeConfig.os` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct KubernetesProviderSpecNodePoolsNodeConfigOs {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub image: Option<Box<str>>,
+    pub image: Option<Str>,
     #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
-    pub r#type: Option<Box<str>>,
+    pub r#type: Option<Str>,
     #[serde(rename = "userData", default, skip_serializing_if = "Option::is_none")]
-    pub user_data: Option<Box<str>>,
+    pub user_data: Option<Str>,
 }
 
 /// `KubernetesProvider` `spec.nodePools[].nodeConfig.security` (generated from the CRD schema).
@@ -1449,19 +1450,19 @@ pub struct KubernetesProviderSpecNodePoolsNodeConfigSecurity {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub iam_instance_profile: Option<Box<str>>,
+    pub iam_instance_profile: Option<Str>,
     #[serde(
         rename = "securityGroups",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub security_groups: Option<Vec<String>>,
+    pub security_groups: Option<Box<[Str]>>,
     #[serde(
         rename = "sshKeyPairs",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub ssh_key_pairs: Option<Vec<String>>,
+    pub ssh_key_pairs: Option<Box<[Str]>>,
 }
 
 /// `KubernetesProvider` `spec.nodePools[].nodeConfig` (generated from the CRD schema).
@@ -1483,11 +1484,11 @@ pub struct KubernetesProviderSpecNodePoolsNodeConfig {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct KubernetesProviderSpecNodePoolsTaints {
     #[serde(default)]
-    pub effect: String,
+    pub effect: Str,
     #[serde(default)]
-    pub key: String,
+    pub key: Str,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub value: Option<Box<str>>,
+    pub value: Option<Str>,
 }
 
 /// `KubernetesProvider` `spec.nodePools[]` (generated from the CRD schema).
@@ -1504,13 +1505,13 @@ pub struct KubernetesProviderSpecNodePools {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub labels: Option<Pairs>,
     #[serde(rename = "machineClass", default)]
-    pub machine_class: String,
+    pub machine_class: Str,
     #[serde(rename = "maxNodes", default)]
     pub max_nodes: i64,
     #[serde(rename = "minNodes", default)]
     pub min_nodes: i64,
     #[serde(default)]
-    pub name: String,
+    pub name: Str,
     #[serde(
         rename = "nodeConfig",
         default,
@@ -1518,16 +1519,16 @@ pub struct KubernetesProviderSpecNodePools {
     )]
     pub node_config: Option<Box<KubernetesProviderSpecNodePoolsNodeConfig>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub taints: Option<Vec<KubernetesProviderSpecNodePoolsTaints>>,
+    pub taints: Option<Box<[KubernetesProviderSpecNodePoolsTaints]>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub zones: Option<Vec<String>>,
+    pub zones: Option<Box<[Str]>>,
 }
 
 /// `KubernetesProvider` `spec.observability.logging` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct KubernetesProviderSpecObservabilityLogging {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub backend: Option<Box<str>>,
+    pub backend: Option<Str>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config: Option<Pairs>,
     #[serde(default)]
@@ -1544,7 +1545,7 @@ pub struct KubernetesProviderSpecObservabilityLogging {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct KubernetesProviderSpecObservabilityMetrics {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub backend: Option<Box<str>>,
+    pub backend: Option<Str>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config: Option<Pairs>,
     #[serde(default)]
@@ -1561,7 +1562,7 @@ pub struct KubernetesProviderSpecObservabilityMetrics {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct KubernetesProviderSpecObservabilityTracing {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub backend: Option<Box<str>>,
+    pub backend: Option<Str>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config: Option<Pairs>,
     #[serde(default)]
@@ -1571,7 +1572,7 @@ pub struct KubernetesProviderSpecObservabilityTracing {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub sampling_rate: Option<Box<str>>,
+    pub sampling_rate: Option<Str>,
 }
 
 /// `KubernetesProvider` `spec.observability` (generated from the CRD schema).
@@ -1593,7 +1594,7 @@ pub struct KubernetesProviderSpecSecurityRuntimeSecurity {
     #[serde(default)]
     pub enabled: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub provider: Option<Box<str>>,
+    pub provider: Option<Str>,
 }
 
 /// `KubernetesProvider` `spec.security` (generated from the CRD schema).
@@ -1616,7 +1617,7 @@ pub struct KubernetesProviderSpecSecurity {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub pod_security_level: Option<Box<str>>,
+    pub pod_security_level: Option<Str>,
     #[serde(
         rename = "podSecurityStandards",
         default,
@@ -1653,7 +1654,7 @@ pub struct KubernetesProviderSpec {
     )]
     pub default_tags: Option<Pairs>,
     #[serde(rename = "displayName", default)]
-    pub display_name: String,
+    pub display_name: Str,
     #[serde(
         rename = "machineProviderRef",
         default,
@@ -1663,19 +1664,19 @@ pub struct KubernetesProviderSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub network: Option<Box<KubernetesProviderSpecNetwork>>,
     #[serde(rename = "nodePools", default, skip_serializing_if = "Option::is_none")]
-    pub node_pools: Option<Vec<KubernetesProviderSpecNodePools>>,
+    pub node_pools: Option<Box<[KubernetesProviderSpecNodePools]>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observability: Option<Box<KubernetesProviderSpecObservability>>,
     #[serde(rename = "providerType", default)]
-    pub provider_type: String,
+    pub provider_type: Str,
     #[serde(rename = "region", default)]
-    pub region: String,
+    pub region: Str,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub security: Option<Box<KubernetesProviderSpecSecurity>>,
     #[serde(default)]
-    pub version: String,
+    pub version: Str,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub zones: Option<Vec<String>>,
+    pub zones: Option<Box<[Str]>>,
 }
 
 /// `KubernetesProvider` `status.addons[]` (generated from the CRD schema).
@@ -1686,9 +1687,9 @@ pub struct KubernetesProviderStatusAddons {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub configuration_status: Option<Box<str>>,
+    pub configuration_status: Option<Str>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub health: Option<Box<str>>,
+    pub health: Option<Str>,
     #[serde(
         rename = "lastUpdated",
         default,
@@ -1696,40 +1697,40 @@ pub struct KubernetesProviderStatusAddons {
     )]
     pub last_updated: Option<Time>,
     #[serde(default)]
-    pub name: String,
+    pub name: Str,
     #[serde(default)]
-    pub status: String,
+    pub status: Str,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub version: Option<Box<str>>,
+    pub version: Option<Str>,
 }
 
 /// `KubernetesProvider` `status.capacity` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct KubernetesProviderStatusCapacity {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cpu: Option<Box<str>>,
+    pub cpu: Option<Str>,
     #[serde(rename = "cpuUsage", default, skip_serializing_if = "Option::is_none")]
-    pub cpu_usage: Option<Box<str>>,
+    pub cpu_usage: Option<Str>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub memory: Option<Box<str>>,
+    pub memory: Option<Str>,
     #[serde(
         rename = "memoryUsage",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub memory_usage: Option<Box<str>>,
+    pub memory_usage: Option<Str>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pods: Option<Box<str>>,
+    pub pods: Option<Str>,
     #[serde(rename = "podsUsage", default, skip_serializing_if = "Option::is_none")]
-    pub pods_usage: Option<Box<str>>,
+    pub pods_usage: Option<Str>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub storage: Option<Box<str>>,
+    pub storage: Option<Str>,
     #[serde(
         rename = "storageUsage",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub storage_usage: Option<Box<str>>,
+    pub storage_usage: Option<Str>,
 }
 
 /// `KubernetesProvider` `status.cluster` (generated from the CRD schema).
@@ -1740,42 +1741,42 @@ pub struct KubernetesProviderStatusCluster {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub certificate_authority_data: Option<Box<str>>,
+    pub certificate_authority_data: Option<Str>,
     #[serde(rename = "createdAt", default, skip_serializing_if = "Option::is_none")]
     pub created_at: Option<Time>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub endpoint: Option<Box<str>>,
+    pub endpoint: Option<Str>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub id: Option<Box<str>>,
+    pub id: Option<Str>,
     #[serde(
         rename = "oidcIssuerURL",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub oidc_issuer_url: Option<Box<str>>,
+    pub oidc_issuer_url: Option<Str>,
     #[serde(
         rename = "platformVersion",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub platform_version: Option<Box<str>>,
+    pub platform_version: Option<Str>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub state: Option<Box<str>>,
+    pub state: Option<Str>,
 }
 
 /// `KubernetesProvider` `status.endpoints` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct KubernetesProviderStatusEndpoints {
     #[serde(rename = "apiServer", default, skip_serializing_if = "Option::is_none")]
-    pub api_server: Option<Box<str>>,
+    pub api_server: Option<Str>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ingress: Option<Vec<String>>,
+    pub ingress: Option<Box<[Str]>>,
     #[serde(
         rename = "loadBalancer",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub load_balancer: Option<Vec<String>>,
+    pub load_balancer: Option<Box<[Str]>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub monitoring: Option<Pairs>,
 }
@@ -1784,25 +1785,25 @@ pub struct KubernetesProviderStatusEndpoints {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct KubernetesProviderStatusHealth {
     #[serde(rename = "apiServer", default, skip_serializing_if = "Option::is_none")]
-    pub api_server: Option<Box<str>>,
+    pub api_server: Option<Str>,
     #[serde(
         rename = "controllerManager",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub controller_manager: Option<Box<str>>,
+    pub controller_manager: Option<Str>,
     #[serde(rename = "coreDNS", default, skip_serializing_if = "Option::is_none")]
-    pub core_dns: Option<Box<str>>,
+    pub core_dns: Option<Str>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub etcd: Option<Box<str>>,
+    pub etcd: Option<Str>,
     #[serde(rename = "lastCheck", default, skip_serializing_if = "Option::is_none")]
     pub last_check: Option<Time>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub nodes: Option<Box<str>>,
+    pub nodes: Option<Str>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub overall: Option<Box<str>>,
+    pub overall: Option<Str>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub scheduler: Option<Box<str>>,
+    pub scheduler: Option<Str>,
 }
 
 /// `KubernetesProvider` `status.nodePools[].autoScaling` (generated from the CRD schema).
@@ -1815,7 +1816,7 @@ pub struct KubernetesProviderStatusNodePoolsAutoScaling {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub last_scaling_action: Option<Box<str>>,
+    pub last_scaling_action: Option<Str>,
     #[serde(
         rename = "lastScalingTime",
         default,
@@ -1842,7 +1843,7 @@ pub struct KubernetesProviderStatusNodePools {
     #[serde(rename = "desiredNodes", default)]
     pub desired_nodes: i64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub health: Option<Box<str>>,
+    pub health: Option<Str>,
     #[serde(
         rename = "lastUpdated",
         default,
@@ -1850,13 +1851,13 @@ pub struct KubernetesProviderStatusNodePools {
     )]
     pub last_updated: Option<Time>,
     #[serde(rename = "machineClass", default)]
-    pub machine_class: String,
+    pub machine_class: Str,
     #[serde(default)]
-    pub name: String,
+    pub name: Str,
     #[serde(rename = "readyNodes", default)]
     pub ready_nodes: i64,
     #[serde(default)]
-    pub state: String,
+    pub state: Str,
 }
 
 /// `KubernetesProvider` `status.security` (generated from the CRD schema).
@@ -1867,7 +1868,7 @@ pub struct KubernetesProviderStatusSecurity {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub image_scanning: Option<Box<str>>,
+    pub image_scanning: Option<Str>,
     #[serde(
         rename = "lastSecurityScan",
         default,
@@ -1879,21 +1880,21 @@ pub struct KubernetesProviderStatusSecurity {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub network_policies: Option<Box<str>>,
+    pub network_policies: Option<Str>,
     #[serde(
         rename = "podSecurityStandards",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub pod_security_standards: Option<Box<str>>,
+    pub pod_security_standards: Option<Str>,
     #[serde(rename = "rbac", default, skip_serializing_if = "Option::is_none")]
-    pub rbac: Option<Box<str>>,
+    pub rbac: Option<Str>,
     #[serde(
         rename = "runtimeSecurity",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub runtime_security: Option<Box<str>>,
+    pub runtime_security: Option<Str>,
     #[serde(
         rename = "securityScanResults",
         default,
@@ -1910,32 +1911,32 @@ pub struct KubernetesProviderStatusVersion {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub available_upgrades: Option<Vec<String>>,
+    pub available_upgrades: Option<Box<[Str]>>,
     #[serde(
         rename = "controlPlane",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub control_plane: Option<Box<str>>,
+    pub control_plane: Option<Str>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub current: Option<Box<str>>,
+    pub current: Option<Str>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub node: Option<Box<str>>,
+    pub node: Option<Str>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub platform: Option<Box<str>>,
+    pub platform: Option<Str>,
 }
 
 /// `KubernetesProvider` `status` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct KubernetesProviderStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub addons: Option<Vec<KubernetesProviderStatusAddons>>,
+    pub addons: Option<Box<[KubernetesProviderStatusAddons]>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub capacity: Option<Box<KubernetesProviderStatusCapacity>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cluster: Option<Box<KubernetesProviderStatusCluster>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub conditions: Option<Vec<Condition>>,
+    pub conditions: Option<Box<[Condition]>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub endpoints: Option<Box<KubernetesProviderStatusEndpoints>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -1947,11 +1948,11 @@ pub struct KubernetesProviderStatus {
     )]
     pub last_updated: Option<Time>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub message: Option<Box<str>>,
+    pub message: Option<Str>,
     #[serde(rename = "nodeCount", default, skip_serializing_if = "Option::is_none")]
     pub node_count: Option<i64>,
     #[serde(rename = "nodePools", default, skip_serializing_if = "Option::is_none")]
-    pub node_pools: Option<Vec<KubernetesProviderStatusNodePools>>,
+    pub node_pools: Option<Box<[KubernetesProviderStatusNodePools]>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<ProviderPhase>,
     #[serde(
@@ -1970,26 +1971,26 @@ pub struct KubernetesProviderStatus {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct KubevirtConfigSpec {
     #[serde(rename = "kubeconfigSecretRef", default)]
-    pub kubeconfig_secret_ref: String,
+    pub kubeconfig_secret_ref: Str,
     #[serde(default)]
-    pub name: String,
+    pub name: Str,
     #[serde(rename = "secretNamespace", default)]
-    pub secret_namespace: String,
+    pub secret_namespace: Str,
 }
 
 /// `KubevirtConfig` `status` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct KubevirtConfigStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub created: Option<Box<str>>,
+    pub created: Option<Str>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub message: Option<Box<str>>,
+    pub message: Option<Str>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub name: Option<Box<str>>,
+    pub name: Option<Str>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub phase: Option<Box<str>>,
+    pub phase: Option<Str>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub status: Option<Box<str>>,
+    pub status: Option<Str>,
 }
 
 /// `MachineClass` `spec.cpu` (generated from the CRD schema).
@@ -2009,7 +2010,7 @@ pub struct MachineClassSpecGpu {
     #[serde(default)]
     pub cores: i64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub manufacturer: Option<Box<str>>,
+    pub manufacturer: Option<Str>,
 }
 
 /// `MachineClass` `spec.memory` (generated from the CRD schema).
@@ -2035,25 +2036,25 @@ pub struct MachineClassSpecMemory {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct MachineClassSpec {
     #[serde(default)]
-    pub category: String,
+    pub category: Str,
     #[serde(default)]
     pub cpu: MachineClassSpecCpu,
     #[serde(default)]
     pub default: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub description: Option<Box<str>>,
+    pub description: Option<Str>,
     #[serde(
         rename = "displayName",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub display_name: Option<Box<str>>,
+    pub display_name: Option<Str>,
     #[serde(default)]
     pub enabled: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu: Option<Box<MachineClassSpecGpu>>,
     #[serde(rename = "machineProviders", default)]
-    pub machine_providers: Vec<String>,
+    pub machine_providers: Box<[Str]>,
     #[serde(default)]
     pub memory: MachineClassSpecMemory,
 }
@@ -2062,52 +2063,52 @@ pub struct MachineClassSpec {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct MachineClassStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub created: Option<Box<str>>,
+    pub created: Option<Str>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub message: Option<Box<str>>,
+    pub message: Option<Str>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub name: Option<Box<str>>,
+    pub name: Option<Str>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub phase: Option<Box<str>>,
+    pub phase: Option<Str>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub status: Option<Box<str>>,
+    pub status: Option<Str>,
 }
 
 /// `MachineProvider` `spec.authentication.credentialsRef` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct MachineProviderSpecAuthenticationCredentialsRef {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub namespace: Option<Box<str>>,
+    pub namespace: Option<Str>,
     #[serde(
         rename = "secretName",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub secret_name: Option<Box<str>>,
+    pub secret_name: Option<Str>,
 }
 
 /// `MachineProvider` `spec.authentication.serviceAccount.keyRef` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct MachineProviderSpecAuthenticationServiceAccountKeyRef {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub namespace: Option<Box<str>>,
+    pub namespace: Option<Str>,
     #[serde(
         rename = "secretName",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub secret_name: Option<Box<str>>,
+    pub secret_name: Option<Str>,
 }
 
 /// `MachineProvider` `spec.authentication.serviceAccount` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct MachineProviderSpecAuthenticationServiceAccount {
     #[serde(rename = "accountID", default)]
-    pub account_id: String,
+    pub account_id: Str,
     #[serde(rename = "keyRef", default, skip_serializing_if = "Option::is_none")]
     pub key_ref: Option<Box<MachineProviderSpecAuthenticationServiceAccountKeyRef>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub scopes: Option<Vec<String>>,
+    pub scopes: Option<Box<[Str]>>,
 }
 
 /// `MachineProvider` `spec.authentication` (generated from the CRD schema).
@@ -2128,7 +2129,7 @@ pub struct MachineProviderSpecAuthentication {
     )]
     pub service_account: Option<Box<MachineProviderSpecAuthenticationServiceAccount>>,
     #[serde(rename = "type", default)]
-    pub r#type: String,
+    pub r#type: Str,
 }
 
 /// `MachineProvider` `spec.capabilities.machineClasses[].spec.cpu` (generated from the CRD schema).
@@ -2148,7 +2149,7 @@ pub struct MachineProviderSpecCapabilitiesMachineClassesSpecGpu {
     #[serde(default)]
     pub cores: i64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub manufacturer: Option<Box<str>>,
+    pub manufacturer: Option<Str>,
 }
 
 /// `MachineProvider` `spec.capabilities.machineClasses[].spec.memory` (generated from the CRD schema).
@@ -2174,25 +2175,25 @@ pub struct MachineProviderSpecCapabilitiesMachineClassesSpecMemory {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct MachineProviderSpecCapabilitiesMachineClassesSpec {
     #[serde(default)]
-    pub category: String,
+    pub category: Str,
     #[serde(default)]
     pub cpu: MachineProviderSpecCapabilitiesMachineClassesSpecCpu,
     #[serde(default)]
     pub default: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub description: Option<Box<str>>,
+    pub description: Option<Str>,
     #[serde(
         rename = "displayName",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub display_name: Option<Box<str>>,
+    pub display_name: Option<Str>,
     #[serde(default)]
     pub enabled: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu: Option<Box<MachineProviderSpecCapabilitiesMachineClassesSpecGpu>>,
     #[serde(rename = "machineProviders", default)]
-    pub machine_providers: Vec<String>,
+    pub machine_providers: Box<[Str]>,
     #[serde(default)]
     pub memory: MachineProviderSpecCapabilitiesMachineClassesSpecMemory,
 }
@@ -2201,15 +2202,15 @@ pub struct MachineProviderSpecCapabilitiesMachineClassesSpec {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct MachineProviderSpecCapabilitiesMachineClassesStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub created: Option<Box<str>>,
+    pub created: Option<Str>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub message: Option<Box<str>>,
+    pub message: Option<Str>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub name: Option<Box<str>>,
+    pub name: Option<Str>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub phase: Option<Box<str>>,
+    pub phase: Option<Str>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub status: Option<Box<str>>,
+    pub status: Option<Str>,
 }
 
 /// `MachineProvider` `spec.capabilities.machineClasses[]` (generated from the CRD schema).
@@ -2220,9 +2221,9 @@ pub struct MachineProviderSpecCapabilitiesMachineClasses {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub api_version: Option<Box<str>>,
+    pub api_version: Option<Str>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub kind: Option<Box<str>>,
+    pub kind: Option<Str>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metadata: Option<serde_json::Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -2235,19 +2236,19 @@ pub struct MachineProviderSpecCapabilitiesMachineClasses {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct MachineProviderSpecCapabilitiesOperatingSystems {
     #[serde(default)]
-    pub architectures: Vec<String>,
+    pub architectures: Box<[Str]>,
     #[serde(
         rename = "defaultImageID",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub default_image_id: Option<Box<str>>,
+    pub default_image_id: Option<Str>,
     #[serde(default)]
-    pub distribution: String,
+    pub distribution: Str,
     #[serde(default)]
-    pub family: String,
+    pub family: Str,
     #[serde(default)]
-    pub versions: Vec<String>,
+    pub versions: Box<[Str]>,
 }
 
 /// `MachineProvider` `spec.capabilities.storageTypes[].iopsRange` (generated from the CRD schema).
@@ -2272,13 +2273,13 @@ pub struct MachineProviderSpecCapabilitiesStorageTypesThroughputRange {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct MachineProviderSpecCapabilitiesStorageTypes {
     #[serde(default)]
-    pub class: String,
+    pub class: Str,
     #[serde(
         rename = "displayName",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub display_name: Option<Box<str>>,
+    pub display_name: Option<Str>,
     #[serde(
         rename = "encryptionSupported",
         default,
@@ -2288,7 +2289,7 @@ pub struct MachineProviderSpecCapabilitiesStorageTypes {
     #[serde(rename = "iopsRange", default, skip_serializing_if = "Option::is_none")]
     pub iops_range: Option<Box<MachineProviderSpecCapabilitiesStorageTypesIopsRange>>,
     #[serde(default)]
-    pub name: String,
+    pub name: Str,
     #[serde(
         rename = "throughputRange",
         default,
@@ -2317,7 +2318,7 @@ pub struct MachineProviderSpecCapabilities {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub machine_classes: Option<Vec<MachineProviderSpecCapabilitiesMachineClasses>>,
+    pub machine_classes: Option<Box<[MachineProviderSpecCapabilitiesMachineClasses]>>,
     #[serde(
         rename = "maxMachines",
         default,
@@ -2329,13 +2330,13 @@ pub struct MachineProviderSpecCapabilities {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub network_features: Option<Vec<String>>,
+    pub network_features: Option<Box<[Str]>>,
     #[serde(
         rename = "operatingSystems",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub operating_systems: Option<Vec<MachineProviderSpecCapabilitiesOperatingSystems>>,
+    pub operating_systems: Option<Box<[MachineProviderSpecCapabilitiesOperatingSystems]>>,
     #[serde(
         rename = "persistentVolumes",
         default,
@@ -2347,7 +2348,7 @@ pub struct MachineProviderSpecCapabilities {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub storage_types: Option<Vec<MachineProviderSpecCapabilitiesStorageTypes>>,
+    pub storage_types: Option<Box<[MachineProviderSpecCapabilitiesStorageTypes]>>,
 }
 
 /// `MachineProvider` `spec.compute` (generated from the CRD schema).
@@ -2358,7 +2359,7 @@ pub struct MachineProviderSpecCompute {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub default_machine_class: Option<Box<str>>,
+    pub default_machine_class: Option<Str>,
     #[serde(
         rename = "gpuSupport",
         default,
@@ -2366,7 +2367,7 @@ pub struct MachineProviderSpecCompute {
     )]
     pub gpu_support: Option<bool>,
     #[serde(rename = "gpuTypes", default, skip_serializing_if = "Option::is_none")]
-    pub gpu_types: Option<Vec<String>>,
+    pub gpu_types: Option<Box<[Str]>>,
     #[serde(rename = "maxCPUs", default, skip_serializing_if = "Option::is_none")]
     pub max_cp_us: Option<i64>,
     #[serde(
@@ -2387,7 +2388,7 @@ pub struct MachineProviderSpecCompute {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct MachineProviderSpecEndpoint {
     #[serde(rename = "caBundle", default, skip_serializing_if = "Option::is_none")]
-    pub ca_bundle: Option<Box<str>>,
+    pub ca_bundle: Option<Str>,
     #[serde(
         rename = "insecureSkipVerify",
         default,
@@ -2407,35 +2408,35 @@ pub struct MachineProviderSpecEndpoint {
     )]
     pub timeout_seconds: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub url: Option<Box<str>>,
+    pub url: Option<Str>,
 }
 
 /// `MachineProvider` `spec.network.availableVPCs[].subnets[]` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct MachineProviderSpecNetworkAvailableVPCsSubnets {
     #[serde(default)]
-    pub cidr: String,
+    pub cidr: Str,
     #[serde(default)]
-    pub id: String,
+    pub id: Str,
     #[serde(default)]
-    pub name: String,
+    pub name: Str,
     #[serde(default)]
     pub public: bool,
     #[serde(default)]
-    pub zone: String,
+    pub zone: Str,
 }
 
 /// `MachineProvider` `spec.network.availableVPCs[]` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct MachineProviderSpecNetworkAvailableVPCs {
     #[serde(default)]
-    pub cidr: String,
+    pub cidr: Str,
     #[serde(default)]
-    pub id: String,
+    pub id: Str,
     #[serde(default)]
-    pub name: String,
+    pub name: Str,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub subnets: Option<Vec<MachineProviderSpecNetworkAvailableVPCsSubnets>>,
+    pub subnets: Option<Box<[MachineProviderSpecNetworkAvailableVPCsSubnets]>>,
 }
 
 /// `MachineProvider` `spec.network` (generated from the CRD schema).
@@ -2446,19 +2447,19 @@ pub struct MachineProviderSpecNetwork {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub available_vp_cs: Option<Vec<MachineProviderSpecNetworkAvailableVPCs>>,
+    pub available_vp_cs: Option<Box<[MachineProviderSpecNetworkAvailableVPCs]>>,
     #[serde(
         rename = "defaultSecurityGroups",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub default_security_groups: Option<Vec<String>>,
+    pub default_security_groups: Option<Box<[Str]>>,
     #[serde(
         rename = "defaultVPC",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub default_vpc: Option<Box<str>>,
+    pub default_vpc: Option<Str>,
     #[serde(
         rename = "ipv6Support",
         default,
@@ -2489,13 +2490,13 @@ pub struct MachineProviderSpecStorageStorageClasses {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub display_name: Option<Box<str>>,
+    pub display_name: Option<Str>,
     #[serde(default)]
-    pub name: String,
+    pub name: Str,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parameters: Option<Pairs>,
     #[serde(default)]
-    pub provisioner: String,
+    pub provisioner: Str,
 }
 
 /// `MachineProvider` `spec.storage` (generated from the CRD schema).
@@ -2512,7 +2513,7 @@ pub struct MachineProviderSpecStorage {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub default_type: Option<Box<str>>,
+    pub default_type: Option<Str>,
     #[serde(
         rename = "maxStorageGB",
         default,
@@ -2524,7 +2525,7 @@ pub struct MachineProviderSpecStorage {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub storage_classes: Option<Vec<MachineProviderSpecStorageStorageClasses>>,
+    pub storage_classes: Option<Box<[MachineProviderSpecStorageStorageClasses]>>,
 }
 
 /// `MachineProvider` `spec` (generated from the CRD schema).
@@ -2545,26 +2546,26 @@ pub struct MachineProviderSpec {
     )]
     pub default_tags: Option<Pairs>,
     #[serde(rename = "displayName", default)]
-    pub display_name: String,
+    pub display_name: Str,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub endpoint: Option<Box<MachineProviderSpecEndpoint>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub network: Option<Box<MachineProviderSpecNetwork>>,
     #[serde(rename = "providerType", default)]
-    pub provider_type: String,
+    pub provider_type: Str,
     #[serde(rename = "region", default)]
-    pub region: String,
+    pub region: Str,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub storage: Option<Box<MachineProviderSpecStorage>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub zones: Option<Vec<String>>,
+    pub zones: Option<Box<[Str]>>,
 }
 
 /// `MachineProvider` `status.availableResources.images[]` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct MachineProviderStatusAvailableResourcesImages {
     #[serde(default)]
-    pub architecture: String,
+    pub architecture: Str,
     #[serde(
         rename = "creationDate",
         default,
@@ -2572,15 +2573,15 @@ pub struct MachineProviderStatusAvailableResourcesImages {
     )]
     pub creation_date: Option<Time>,
     #[serde(default)]
-    pub id: String,
+    pub id: Str,
     #[serde(default)]
-    pub name: String,
+    pub name: Str,
     #[serde(rename = "osDistribution", default)]
-    pub os_distribution: String,
+    pub os_distribution: Str,
     #[serde(rename = "osFamily", default)]
-    pub os_family: String,
+    pub os_family: Str,
     #[serde(rename = "osVersion", default)]
-    pub os_version: String,
+    pub os_version: Str,
     #[serde(default)]
     pub public: bool,
 }
@@ -2618,7 +2619,7 @@ pub struct MachineProviderStatusAvailableResourcesLimits {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct MachineProviderStatusAvailableResources {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub images: Option<Vec<MachineProviderStatusAvailableResourcesImages>>,
+    pub images: Option<Box<[MachineProviderStatusAvailableResourcesImages]>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limits: Option<Box<MachineProviderStatusAvailableResourcesLimits>>,
     #[serde(
@@ -2626,15 +2627,15 @@ pub struct MachineProviderStatusAvailableResources {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub machine_classes: Option<Vec<String>>,
+    pub machine_classes: Option<Box<[Str]>>,
     #[serde(
         rename = "storageTypes",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub storage_types: Option<Vec<String>>,
+    pub storage_types: Option<Box<[Str]>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub zones: Option<Vec<String>>,
+    pub zones: Option<Box<[Str]>>,
 }
 
 /// `MachineProvider` `status.health` (generated from the CRD schema).
@@ -2645,9 +2646,9 @@ pub struct MachineProviderStatusHealth {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub api_connectivity: Option<Box<str>>,
+    pub api_connectivity: Option<Str>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub authentication: Option<Box<str>>,
+    pub authentication: Option<Str>,
     #[serde(rename = "lastCheck", default, skip_serializing_if = "Option::is_none")]
     pub last_check: Option<Time>,
     #[serde(
@@ -2663,7 +2664,7 @@ pub struct MachineProviderStatusHealth {
     )]
     pub service_availability: Option<Pairs>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub status: Option<Box<str>>,
+    pub status: Option<Str>,
 }
 
 /// `MachineProvider` `status.quota` (generated from the CRD schema).
@@ -2739,7 +2740,7 @@ pub struct MachineProviderStatus {
     )]
     pub available_resources: Option<Box<MachineProviderStatusAvailableResources>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub conditions: Option<Vec<Condition>>,
+    pub conditions: Option<Box<[Condition]>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub health: Option<Box<MachineProviderStatusHealth>>,
     #[serde(
@@ -2749,7 +2750,7 @@ pub struct MachineProviderStatus {
     )]
     pub last_verified: Option<Time>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub message: Option<Box<str>>,
+    pub message: Option<Str>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<ProviderPhase>,
     #[serde(
@@ -2774,43 +2775,43 @@ pub struct MachineSpecBackup {
     )]
     pub retention_days: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub schedule: Option<Box<str>>,
+    pub schedule: Option<Str>,
 }
 
 /// `Machine` `spec.cloudInit.networkDataConfigMapRef` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct MachineSpecCloudInitNetworkDataConfigMapRef {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub key: Option<Box<str>>,
+    pub key: Option<Str>,
     #[serde(default)]
-    pub name: String,
+    pub name: Str,
 }
 
 /// `Machine` `spec.cloudInit.networkDataSecretRef` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct MachineSpecCloudInitNetworkDataSecretRef {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub key: Option<Box<str>>,
+    pub key: Option<Str>,
     #[serde(default)]
-    pub name: String,
+    pub name: Str,
 }
 
 /// `Machine` `spec.cloudInit.userDataConfigMapRef` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct MachineSpecCloudInitUserDataConfigMapRef {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub key: Option<Box<str>>,
+    pub key: Option<Str>,
     #[serde(default)]
-    pub name: String,
+    pub name: Str,
 }
 
 /// `Machine` `spec.cloudInit.userDataSecretRef` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct MachineSpecCloudInitUserDataSecretRef {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub key: Option<Box<str>>,
+    pub key: Option<Str>,
     #[serde(default)]
-    pub name: String,
+    pub name: Str,
 }
 
 /// `Machine` `spec.cloudInit` (generated from the CRD schema).
@@ -2821,13 +2822,13 @@ pub struct MachineSpecCloudInit {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub network_data: Option<Box<str>>,
+    pub network_data: Option<Str>,
     #[serde(
         rename = "networkDataBase64",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub network_data_base64: Option<Box<str>>,
+    pub network_data_base64: Option<Str>,
     #[serde(
         rename = "networkDataConfigMapRef",
         default,
@@ -2841,15 +2842,15 @@ pub struct MachineSpecCloudInit {
     )]
     pub network_data_secret_ref: Option<Box<MachineSpecCloudInitNetworkDataSecretRef>>,
     #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
-    pub r#type: Option<Box<str>>,
+    pub r#type: Option<Str>,
     #[serde(rename = "userData", default, skip_serializing_if = "Option::is_none")]
-    pub user_data: Option<Box<str>>,
+    pub user_data: Option<Str>,
     #[serde(
         rename = "userDataBase64",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub user_data_base64: Option<Box<str>>,
+    pub user_data_base64: Option<Str>,
     #[serde(
         rename = "userDataConfigMapRef",
         default,
@@ -2885,26 +2886,26 @@ pub struct MachineSpecDisks {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub boot: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub device: Option<Box<str>>,
+    pub device: Option<Str>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub encrypted: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub iops: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub name: Option<Box<str>>,
+    pub name: Option<Str>,
     #[serde(rename = "sizeGB", default, skip_serializing_if = "Option::is_none")]
     pub size_gb: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub throughput: Option<i64>,
     #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
-    pub r#type: Option<Box<str>>,
+    pub r#type: Option<Str>,
 }
 
 /// `Machine` `spec.network.interfaces[]` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct MachineSpecNetworkInterfaces {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub name: Option<Box<str>>,
+    pub name: Option<Str>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub primary: Option<bool>,
     #[serde(
@@ -2912,9 +2913,9 @@ pub struct MachineSpecNetworkInterfaces {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub security_groups: Option<Vec<String>>,
+    pub security_groups: Option<Box<[Str]>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub subnet: Option<Box<str>>,
+    pub subnet: Option<Str>,
 }
 
 /// `Machine` `spec.network` (generated from the CRD schema).
@@ -2927,57 +2928,57 @@ pub struct MachineSpecNetwork {
     )]
     pub assign_public_ip: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub interfaces: Option<Vec<MachineSpecNetworkInterfaces>>,
+    pub interfaces: Option<Box<[MachineSpecNetworkInterfaces]>>,
     #[serde(
         rename = "networkNamespaceName",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub network_namespace_name: Option<Box<str>>,
+    pub network_namespace_name: Option<Str>,
     #[serde(rename = "privateIP", default, skip_serializing_if = "Option::is_none")]
-    pub private_ip: Option<Box<str>>,
+    pub private_ip: Option<Str>,
     #[serde(rename = "publicIP", default, skip_serializing_if = "Option::is_none")]
-    pub public_ip: Option<Box<str>>,
+    pub public_ip: Option<Str>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub subnet: Option<Box<str>>,
+    pub subnet: Option<Str>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub vpc: Option<Box<str>>,
+    pub vpc: Option<Str>,
 }
 
 /// `Machine` `spec.os` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct MachineSpecOs {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub architecture: Option<Box<str>>,
+    pub architecture: Option<Str>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub distribution: Option<Box<str>>,
+    pub distribution: Option<Str>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub family: Option<Box<str>>,
+    pub family: Option<Str>,
     #[serde(
         rename = "imageFamily",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub image_family: Option<Box<str>>,
+    pub image_family: Option<Str>,
     #[serde(rename = "imageID", default, skip_serializing_if = "Option::is_none")]
-    pub image_id: Option<Box<str>>,
+    pub image_id: Option<Str>,
     #[serde(rename = "isoUri", default, skip_serializing_if = "Option::is_none")]
-    pub iso_uri: Option<Box<str>>,
+    pub iso_uri: Option<Str>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub version: Option<Box<str>>,
+    pub version: Option<Str>,
 }
 
 /// `Machine` `spec.providerConfig.credentialsRef` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct MachineSpecProviderConfigCredentialsRef {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub namespace: Option<Box<str>>,
+    pub namespace: Option<Str>,
     #[serde(
         rename = "secretName",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub secret_name: Option<Box<str>>,
+    pub secret_name: Option<Str>,
 }
 
 /// `Machine` `spec.providerConfig` (generated from the CRD schema).
@@ -2992,11 +2993,11 @@ pub struct MachineSpecProviderConfig {
     )]
     pub credentials_ref: Option<Box<MachineSpecProviderConfigCredentialsRef>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub name: Option<Box<str>>,
+    pub name: Option<Str>,
     #[serde(rename = "region", default, skip_serializing_if = "Option::is_none")]
-    pub region: Option<Box<str>>,
+    pub region: Option<Str>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub zone: Option<Box<str>>,
+    pub zone: Option<Str>,
 }
 
 /// `Machine` `spec` (generated from the CRD schema).
@@ -3009,31 +3010,31 @@ pub struct MachineSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu: Option<Box<MachineSpecCpu>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub disks: Option<Vec<MachineSpecDisks>>,
+    pub disks: Option<Box<[MachineSpecDisks]>>,
     #[serde(
         rename = "machineClass",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub machine_class: Option<Box<str>>,
+    pub machine_class: Option<Str>,
     #[serde(
         rename = "machineType",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub machine_type: Option<Box<str>>,
+    pub machine_type: Option<Str>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub monitoring: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub name: Option<Box<str>>,
+    pub name: Option<Str>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub network: Option<Box<MachineSpecNetwork>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub os: Option<Box<MachineSpecOs>>,
     #[serde(default)]
-    pub provider: String,
+    pub provider: Str,
     #[serde(
         rename = "providerConfig",
         default,
@@ -3045,13 +3046,13 @@ pub struct MachineSpec {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub security_groups: Option<Vec<String>>,
+    pub security_groups: Option<Box<[Str]>>,
     #[serde(rename = "sshKeys", default, skip_serializing_if = "Option::is_none")]
-    pub ssh_keys: Option<Vec<String>>,
+    pub ssh_keys: Option<Box<[Str]>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tags: Option<Pairs>,
     #[serde(rename = "userData", default, skip_serializing_if = "Option::is_none")]
-    pub user_data: Option<Box<str>>,
+    pub user_data: Option<Str>,
 }
 
 /// `Machine` `status.disks[]` (generated from the CRD schema).
@@ -3062,7 +3063,7 @@ pub struct MachineStatusDisks {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub access_modes: Option<Vec<String>>,
+    pub access_modes: Option<Box<[Str]>>,
     #[serde(
         rename = "availableBytes",
         default,
@@ -3070,51 +3071,51 @@ pub struct MachineStatusDisks {
     )]
     pub available_bytes: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub device: Option<Box<str>>,
+    pub device: Option<Str>,
     #[serde(
         rename = "filesystemType",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub filesystem_type: Option<Box<str>>,
+    pub filesystem_type: Option<Str>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub label: Option<Box<str>>,
+    pub label: Option<Str>,
     #[serde(
         rename = "mountPoint",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub mount_point: Option<Box<str>>,
+    pub mount_point: Option<Str>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub name: Option<Box<str>>,
+    pub name: Option<Str>,
     #[serde(rename = "pvcName", default, skip_serializing_if = "Option::is_none")]
-    pub pvc_name: Option<Box<str>>,
+    pub pvc_name: Option<Str>,
     #[serde(
         rename = "serialNumber",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub serial_number: Option<Box<str>>,
+    pub serial_number: Option<Str>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub size: Option<i64>,
     #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
-    pub r#type: Option<Box<str>>,
+    pub r#type: Option<Str>,
     #[serde(
         rename = "usagePercent",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub usage_percent: Option<Box<str>>,
+    pub usage_percent: Option<Str>,
     #[serde(rename = "usedBytes", default, skip_serializing_if = "Option::is_none")]
     pub used_bytes: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub uuid: Option<Box<str>>,
+    pub uuid: Option<Str>,
     #[serde(
         rename = "volumeMode",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub volume_mode: Option<Box<str>>,
+    pub volume_mode: Option<Str>,
 }
 
 /// `Machine` `status.networkInterfaces[]` (generated from the CRD schema).
@@ -3125,38 +3126,38 @@ pub struct MachineStatusNetworkInterfaces {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub ip_addresses: Option<Vec<String>>,
+    pub ip_addresses: Option<Box<[Str]>>,
     #[serde(
         rename = "ipv6Addresses",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub ipv6_addresses: Option<Vec<String>>,
+    pub ipv6_addresses: Option<Box<[Str]>>,
     #[serde(
         rename = "macAddress",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub mac_address: Option<Box<str>>,
+    pub mac_address: Option<Str>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mtu: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub name: Option<Box<str>>,
+    pub name: Option<Str>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub state: Option<Box<str>>,
+    pub state: Option<Str>,
     #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
-    pub r#type: Option<Box<str>>,
+    pub r#type: Option<Str>,
 }
 
 /// `Machine` `status` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct MachineStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub architecture: Option<Box<str>>,
+    pub architecture: Option<Str>,
     #[serde(rename = "bootTime", default, skip_serializing_if = "Option::is_none")]
     pub boot_time: Option<Time>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub conditions: Option<Vec<Condition>>,
+    pub conditions: Option<Box<[Condition]>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpus: Option<i64>,
     #[serde(
@@ -3166,39 +3167,39 @@ pub struct MachineStatus {
     )]
     pub creation_time: Option<Time>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub disks: Option<Vec<MachineStatusDisks>>,
+    pub disks: Option<Box<[MachineStatusDisks]>>,
     #[serde(
         rename = "failureMessage",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub failure_message: Option<Box<str>>,
+    pub failure_message: Option<Str>,
     #[serde(
         rename = "failureReason",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub failure_reason: Option<Box<str>>,
+    pub failure_reason: Option<Str>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub hostname: Option<Box<str>>,
+    pub hostname: Option<Str>,
     #[serde(
         rename = "ipAddresses",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub ip_addresses: Option<Vec<String>>,
+    pub ip_addresses: Option<Box<[Str]>>,
     #[serde(
         rename = "ipv6Addresses",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub ipv6_addresses: Option<Vec<String>>,
+    pub ipv6_addresses: Option<Box<[Str]>>,
     #[serde(
         rename = "kernelVersion",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub kernel_version: Option<Box<str>>,
+    pub kernel_version: Option<Str>,
     #[serde(
         rename = "lastUpdated",
         default,
@@ -3206,29 +3207,29 @@ pub struct MachineStatus {
     )]
     pub last_updated: Option<Time>,
     #[serde(rename = "machineID", default, skip_serializing_if = "Option::is_none")]
-    pub machine_id: Option<Box<str>>,
+    pub machine_id: Option<Str>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub message: Option<Box<str>>,
+    pub message: Option<Str>,
     #[serde(
         rename = "networkInterfaces",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub network_interfaces: Option<Vec<MachineStatusNetworkInterfaces>>,
+    pub network_interfaces: Option<Box<[MachineStatusNetworkInterfaces]>>,
     #[serde(
         rename = "operatingSystem",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub operating_system: Option<Box<str>>,
+    pub operating_system: Option<Str>,
     #[serde(
         rename = "operatingSystemVersion",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub operating_system_version: Option<Box<str>>,
+    pub operating_system_version: Option<Str>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<MachinePhase>,
     #[serde(
@@ -3236,27 +3237,27 @@ pub struct MachineStatus {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub private_ip_addresses: Option<Vec<String>>,
+    pub private_ip_addresses: Option<Box<[Str]>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub provider: Option<Box<str>>,
+    pub provider: Option<Str>,
     #[serde(
         rename = "providerID",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub provider_id: Option<Box<str>>,
+    pub provider_id: Option<Str>,
     #[serde(
         rename = "publicIPAddresses",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub public_ip_addresses: Option<Vec<String>>,
+    pub public_ip_addresses: Option<Box<[Str]>>,
     #[serde(rename = "region", default, skip_serializing_if = "Option::is_none")]
-    pub region: Option<Box<str>>,
+    pub region: Option<Str>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub state: Option<Box<str>>,
+    pub state: Option<Str>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub zone: Option<Box<str>>,
+    pub zone: Option<Str>,
 }
 
 /// `NetworkConfiguration` `spec.networkInterfaces[]` (generated from the CRD schema).
@@ -3273,7 +3274,7 @@ pub struct NetworkConfigurationSpecNetworkInterfaces {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub allocation_method: Option<Box<str>>,
+    pub allocation_method: Option<Str>,
     #[serde(
         rename = "dhcpReserved",
         default,
@@ -3281,7 +3282,7 @@ pub struct NetworkConfigurationSpecNetworkInterfaces {
     )]
     pub dhcp_reserved: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub dns: Option<Vec<String>>,
+    pub dns: Option<Box<[Str]>>,
     #[serde(
         rename = "ipAllocated",
         default,
@@ -3293,47 +3294,47 @@ pub struct NetworkConfigurationSpecNetworkInterfaces {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub ipv4_addresses: Option<Vec<String>>,
+    pub ipv4_addresses: Option<Box<[Str]>>,
     #[serde(
         rename = "ipv4Gateway",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub ipv4_gateway: Option<Box<str>>,
+    pub ipv4_gateway: Option<Str>,
     #[serde(
         rename = "ipv4Subnet",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub ipv4_subnet: Option<Box<str>>,
+    pub ipv4_subnet: Option<Str>,
     #[serde(
         rename = "ipv6Addresses",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub ipv6_addresses: Option<Vec<String>>,
+    pub ipv6_addresses: Option<Box<[Str]>>,
     #[serde(
         rename = "ipv6Gateway",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub ipv6_gateway: Option<Box<str>>,
+    pub ipv6_gateway: Option<Str>,
     #[serde(
         rename = "ipv6Subnet",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub ipv6_subnet: Option<Box<str>>,
+    pub ipv6_subnet: Option<Str>,
     #[serde(
         rename = "macAddress",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub mac_address: Option<Box<str>>,
+    pub mac_address: Option<Str>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub name: Option<Box<str>>,
+    pub name: Option<Str>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub vlan: Option<Box<str>>,
+    pub vlan: Option<Str>,
 }
 
 /// `NetworkConfiguration` `spec` (generated from the CRD schema).
@@ -3344,37 +3345,37 @@ pub struct NetworkConfigurationSpec {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub cluster_identifier: Option<Box<str>>,
+    pub cluster_identifier: Option<Str>,
     #[serde(
         rename = "datacenterIdentifier",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub datacenter_identifier: Option<Box<str>>,
+    pub datacenter_identifier: Option<Str>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub description: Option<Box<str>>,
+    pub description: Option<Str>,
     #[serde(default)]
-    pub name: String,
+    pub name: Str,
     #[serde(
         rename = "networkInterfaces",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub network_interfaces: Option<Vec<NetworkConfigurationSpecNetworkInterfaces>>,
+    pub network_interfaces: Option<Box<[NetworkConfigurationSpecNetworkInterfaces]>>,
     #[serde(
         rename = "networkNamespaceName",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub network_namespace_name: Option<Box<str>>,
+    pub network_namespace_name: Option<Str>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub provider: Option<Box<str>>,
+    pub provider: Option<Str>,
     #[serde(
         rename = "supervisorIdentifier",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub supervisor_identifier: Option<Box<str>>,
+    pub supervisor_identifier: Option<Str>,
 }
 
 /// `NetworkConfiguration` `status.networkInterfaces[]` (generated from the CRD schema).
@@ -3391,7 +3392,7 @@ pub struct NetworkConfigurationStatusNetworkInterfaces {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub allocation_method: Option<Box<str>>,
+    pub allocation_method: Option<Str>,
     #[serde(
         rename = "dhcpReserved",
         default,
@@ -3399,7 +3400,7 @@ pub struct NetworkConfigurationStatusNetworkInterfaces {
     )]
     pub dhcp_reserved: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub dns: Option<Vec<String>>,
+    pub dns: Option<Box<[Str]>>,
     #[serde(
         rename = "ipAllocated",
         default,
@@ -3411,68 +3412,68 @@ pub struct NetworkConfigurationStatusNetworkInterfaces {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub ipv4_addresses: Option<Vec<String>>,
+    pub ipv4_addresses: Option<Box<[Str]>>,
     #[serde(
         rename = "ipv4Gateway",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub ipv4_gateway: Option<Box<str>>,
+    pub ipv4_gateway: Option<Str>,
     #[serde(
         rename = "ipv4Subnet",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub ipv4_subnet: Option<Box<str>>,
+    pub ipv4_subnet: Option<Str>,
     #[serde(
         rename = "ipv6Addresses",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub ipv6_addresses: Option<Vec<String>>,
+    pub ipv6_addresses: Option<Box<[Str]>>,
     #[serde(
         rename = "ipv6Gateway",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub ipv6_gateway: Option<Box<str>>,
+    pub ipv6_gateway: Option<Str>,
     #[serde(
         rename = "ipv6Subnet",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub ipv6_subnet: Option<Box<str>>,
+    pub ipv6_subnet: Option<Str>,
     #[serde(
         rename = "macAddress",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub mac_address: Option<Box<str>>,
+    pub mac_address: Option<Str>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub name: Option<Box<str>>,
+    pub name: Option<Str>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub vlan: Option<Box<str>>,
+    pub vlan: Option<Str>,
 }
 
 /// `NetworkConfiguration` `status` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct NetworkConfigurationStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub conditions: Option<Vec<Condition>>,
+    pub conditions: Option<Box<[Condition]>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub created: Option<Time>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub message: Option<Box<str>>,
+    pub message: Option<Str>,
     #[serde(
         rename = "networkInterfaces",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub network_interfaces: Option<Vec<NetworkConfigurationStatusNetworkInterfaces>>,
+    pub network_interfaces: Option<Box<[NetworkConfigurationStatusNetworkInterfaces]>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<NetworkPhase>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub status: Option<Box<str>>,
+    pub status: Option<Str>,
 }
 
 /// `NetworkNamespace` `spec.ipAllocation.dhcp` (generated from the CRD schema).
@@ -3483,30 +3484,30 @@ pub struct NetworkNamespaceSpecIpAllocationDhcp {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub require_client_classes: Option<Vec<String>>,
+    pub require_client_classes: Option<Box<[Str]>>,
 }
 
 /// `NetworkNamespace` `spec.ipAllocation.static` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct NetworkNamespaceSpecIpAllocationStatic {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub dns: Option<Vec<String>>,
+    pub dns: Option<Box<[Str]>>,
     #[serde(rename = "ipv4CIDR", default)]
-    pub ipv4_cidr: String,
+    pub ipv4_cidr: Str,
     #[serde(rename = "ipv4Gateway", default)]
-    pub ipv4_gateway: String,
+    pub ipv4_gateway: Str,
     #[serde(
         rename = "ipv4RangeEnd",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub ipv4_range_end: Option<Box<str>>,
+    pub ipv4_range_end: Option<Str>,
     #[serde(
         rename = "ipv4RangeStart",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub ipv4_range_start: Option<Box<str>>,
+    pub ipv4_range_start: Option<Str>,
     #[serde(
         rename = "ttlSeconds",
         default,
@@ -3523,18 +3524,18 @@ pub struct NetworkNamespaceSpecIpAllocation {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dhcp: Option<Box<NetworkNamespaceSpecIpAllocationDhcp>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub provider: Option<Box<str>>,
+    pub provider: Option<Str>,
     #[serde(rename = "static", default, skip_serializing_if = "Option::is_none")]
     pub r#static: Option<Box<NetworkNamespaceSpecIpAllocationStatic>>,
     #[serde(rename = "type", default)]
-    pub r#type: String,
+    pub r#type: Str,
 }
 
 /// `NetworkNamespace` `spec` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct NetworkNamespaceSpec {
     #[serde(rename = "datacenterIdentifier", default)]
-    pub datacenter_identifier: String,
+    pub datacenter_identifier: Str,
     #[serde(
         rename = "ipAllocation",
         default,
@@ -3542,16 +3543,16 @@ pub struct NetworkNamespaceSpec {
     )]
     pub ip_allocation: Option<Box<NetworkNamespaceSpecIpAllocation>>,
     #[serde(rename = "supervisorIdentifier", default)]
-    pub supervisor_identifier: String,
+    pub supervisor_identifier: Str,
 }
 
 /// `NetworkNamespace` `status.ipAllocationStatus.allocatedIPs[]` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct NetworkNamespaceStatusIpAllocationStatusAllocatedIPs {
     #[serde(default)]
-    pub ip: String,
+    pub ip: Str,
     #[serde(rename = "networkConfiguration", default)]
-    pub network_configuration: String,
+    pub network_configuration: Str,
 }
 
 /// `NetworkNamespace` `status.ipAllocationStatus` (generated from the CRD schema).
@@ -3568,7 +3569,7 @@ pub struct NetworkNamespaceStatusIpAllocationStatus {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub allocated_ips: Option<Vec<NetworkNamespaceStatusIpAllocationStatusAllocatedIPs>>,
+    pub allocated_ips: Option<Box<[NetworkNamespaceStatusIpAllocationStatusAllocatedIPs]>>,
     #[serde(
         rename = "availableCount",
         default,
@@ -3576,7 +3577,7 @@ pub struct NetworkNamespaceStatusIpAllocationStatus {
     )]
     pub available_count: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub provider: Option<Box<str>>,
+    pub provider: Option<Str>,
     #[serde(
         rename = "totalCount",
         default,
@@ -3584,7 +3585,7 @@ pub struct NetworkNamespaceStatusIpAllocationStatus {
     )]
     pub total_count: Option<i64>,
     #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
-    pub r#type: Option<Box<str>>,
+    pub r#type: Option<Str>,
 }
 
 /// `NetworkNamespace` `status` (generated from the CRD schema).
@@ -3595,9 +3596,9 @@ pub struct NetworkNamespaceStatus {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub associated_kubernetes_cluster_ids: Option<Vec<String>>,
+    pub associated_kubernetes_cluster_ids: Option<Box<[Str]>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub conditions: Option<Vec<Condition>>,
+    pub conditions: Option<Box<[Condition]>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub created: Option<Time>,
     #[serde(
@@ -3605,7 +3606,7 @@ pub struct NetworkNamespaceStatus {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub datacenter_identifier: Option<Box<str>>,
+    pub datacenter_identifier: Option<Str>,
     #[serde(
         rename = "ipAllocationStatus",
         default,
@@ -3617,33 +3618,33 @@ pub struct NetworkNamespaceStatus {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub ipv4_egress_ip: Option<Box<str>>,
+    pub ipv4_egress_ip: Option<Str>,
     #[serde(
         rename = "ipv4Prefix",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub ipv4_prefix: Option<Box<str>>,
+    pub ipv4_prefix: Option<Str>,
     #[serde(
         rename = "ipv6EgressIp",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub ipv6_egress_ip: Option<Box<str>>,
+    pub ipv6_egress_ip: Option<Str>,
     #[serde(
         rename = "ipv6Prefix",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub ipv6_prefix: Option<Box<str>>,
+    pub ipv6_prefix: Option<Str>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub message: Option<Box<str>>,
+    pub message: Option<Str>,
     #[serde(
         rename = "namespaceId",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub namespace_id: Option<Box<str>>,
+    pub namespace_id: Option<Str>,
     #[serde(
         rename = "observedGeneration",
         default,
@@ -3665,13 +3666,13 @@ pub struct NetworkNamespaceStatus {
     )]
     pub retry_count: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub status: Option<Box<str>>,
+    pub status: Option<Str>,
     #[serde(
         rename = "supervisorIdentifier",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub supervisor_identifier: Option<Box<str>>,
+    pub supervisor_identifier: Option<Str>,
     #[serde(rename = "vlanId", default, skip_serializing_if = "Option::is_none")]
     pub vlan_id: Option<i64>,
 }
@@ -3684,30 +3685,30 @@ pub struct NetworkNamespaceV2SpecIpAllocationDhcp {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub require_client_classes: Option<Vec<String>>,
+    pub require_client_classes: Option<Box<[Str]>>,
 }
 
 /// `NetworkNamespaceV2` `spec.ipAllocation.static` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct NetworkNamespaceV2SpecIpAllocationStatic {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub dns: Option<Vec<String>>,
+    pub dns: Option<Box<[Str]>>,
     #[serde(rename = "ipv4CIDR", default)]
-    pub ipv4_cidr: String,
+    pub ipv4_cidr: Str,
     #[serde(rename = "ipv4Gateway", default)]
-    pub ipv4_gateway: String,
+    pub ipv4_gateway: Str,
     #[serde(
         rename = "ipv4RangeEnd",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub ipv4_range_end: Option<Box<str>>,
+    pub ipv4_range_end: Option<Str>,
     #[serde(
         rename = "ipv4RangeStart",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub ipv4_range_start: Option<Box<str>>,
+    pub ipv4_range_start: Option<Str>,
     #[serde(
         rename = "ttlSeconds",
         default,
@@ -3724,26 +3725,26 @@ pub struct NetworkNamespaceV2SpecIpAllocation {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dhcp: Option<Box<NetworkNamespaceV2SpecIpAllocationDhcp>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub provider: Option<Box<str>>,
+    pub provider: Option<Str>,
     #[serde(rename = "static", default, skip_serializing_if = "Option::is_none")]
     pub r#static: Option<Box<NetworkNamespaceV2SpecIpAllocationStatic>>,
     #[serde(rename = "type", default)]
-    pub r#type: String,
+    pub r#type: Str,
 }
 
 /// `NetworkNamespaceV2` `spec.networkProvisioning.manual` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct NetworkNamespaceV2SpecNetworkProvisioningManual {
     #[serde(rename = "ipv4CIDR", default)]
-    pub ipv4_cidr: String,
+    pub ipv4_cidr: Str,
     #[serde(
         rename = "ipv4Gateway",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub ipv4_gateway: Option<Box<str>>,
+    pub ipv4_gateway: Option<Str>,
     #[serde(rename = "ipv6CIDR", default, skip_serializing_if = "Option::is_none")]
-    pub ipv6_cidr: Option<Box<str>>,
+    pub ipv6_cidr: Option<Str>,
     #[serde(rename = "vlanId", default, skip_serializing_if = "Option::is_none")]
     pub vlan_id: Option<i64>,
 }
@@ -3756,14 +3757,14 @@ pub struct NetworkNamespaceV2SpecNetworkProvisioning {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nam: Option<serde_json::Value>,
     #[serde(default)]
-    pub provider: String,
+    pub provider: Str,
 }
 
 /// `NetworkNamespaceV2` `spec` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct NetworkNamespaceV2Spec {
     #[serde(rename = "datacenterIdentifier", default)]
-    pub datacenter_identifier: String,
+    pub datacenter_identifier: Str,
     #[serde(
         rename = "ipAllocation",
         default,
@@ -3777,7 +3778,7 @@ pub struct NetworkNamespaceV2Spec {
     )]
     pub network_provisioning: Option<Box<NetworkNamespaceV2SpecNetworkProvisioning>>,
     #[serde(rename = "supervisorIdentifier", default)]
-    pub supervisor_identifier: String,
+    pub supervisor_identifier: Str,
 }
 
 /// `NetworkNamespaceV2` `status.ipAllocationSummary` (generated from the CRD schema).
@@ -3796,7 +3797,7 @@ pub struct NetworkNamespaceV2StatusIpAllocationSummary {
     )]
     pub available_count: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub provider: Option<Box<str>>,
+    pub provider: Option<Str>,
     #[serde(
         rename = "totalCount",
         default,
@@ -3804,7 +3805,7 @@ pub struct NetworkNamespaceV2StatusIpAllocationSummary {
     )]
     pub total_count: Option<i64>,
     #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
-    pub r#type: Option<Box<str>>,
+    pub r#type: Option<Str>,
 }
 
 /// `NetworkNamespaceV2` `status` (generated from the CRD schema).
@@ -3815,9 +3816,9 @@ pub struct NetworkNamespaceV2Status {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub associated_kubernetes_cluster_ids: Option<Vec<String>>,
+    pub associated_kubernetes_cluster_ids: Option<Box<[Str]>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub conditions: Option<Vec<Condition>>,
+    pub conditions: Option<Box<[Condition]>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub created: Option<Time>,
     #[serde(
@@ -3825,7 +3826,7 @@ pub struct NetworkNamespaceV2Status {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub datacenter_identifier: Option<Box<str>>,
+    pub datacenter_identifier: Option<Str>,
     #[serde(
         rename = "ipAllocationSummary",
         default,
@@ -3837,33 +3838,33 @@ pub struct NetworkNamespaceV2Status {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub ipv4_egress_ip: Option<Box<str>>,
+    pub ipv4_egress_ip: Option<Str>,
     #[serde(
         rename = "ipv4Prefix",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub ipv4_prefix: Option<Box<str>>,
+    pub ipv4_prefix: Option<Str>,
     #[serde(
         rename = "ipv6EgressIp",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub ipv6_egress_ip: Option<Box<str>>,
+    pub ipv6_egress_ip: Option<Str>,
     #[serde(
         rename = "ipv6Prefix",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub ipv6_prefix: Option<Box<str>>,
+    pub ipv6_prefix: Option<Str>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub message: Option<Box<str>>,
+    pub message: Option<Str>,
     #[serde(
         rename = "namespaceId",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub namespace_id: Option<Box<str>>,
+    pub namespace_id: Option<Str>,
     #[serde(
         rename = "observedGeneration",
         default,
@@ -3885,13 +3886,13 @@ pub struct NetworkNamespaceV2Status {
     )]
     pub retry_count: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub status: Option<Box<str>>,
+    pub status: Option<Str>,
     #[serde(
         rename = "supervisorIdentifier",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub supervisor_identifier: Option<Box<str>>,
+    pub supervisor_identifier: Option<Str>,
     #[serde(rename = "vlanId", default, skip_serializing_if = "Option::is_none")]
     pub vlan_id: Option<i64>,
 }
@@ -3900,28 +3901,28 @@ pub struct NetworkNamespaceV2Status {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct ProxmoxConfigSpec {
     #[serde(default)]
-    pub endpoint: String,
+    pub endpoint: Str,
     #[serde(default)]
-    pub name: String,
+    pub name: Str,
     #[serde(default)]
-    pub port: String,
+    pub port: Str,
     #[serde(default)]
-    pub token: String,
+    pub token: Str,
     #[serde(default)]
-    pub username: String,
+    pub username: Str,
 }
 
 /// `ProxmoxConfig` `status` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct ProxmoxConfigStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub created: Option<Box<str>>,
+    pub created: Option<Str>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub message: Option<Box<str>>,
+    pub message: Option<Str>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub phase: Option<Box<str>>,
+    pub phase: Option<Str>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub status: Option<Box<str>>,
+    pub status: Option<Str>,
 }
 
 /// `Vitistack` `spec.backup.destinations[]` (generated from the CRD schema).
@@ -3932,9 +3933,9 @@ pub struct VitistackSpecBackupDestinations {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub encryption: Option<bool>,
     #[serde(default)]
-    pub name: String,
+    pub name: Str,
     #[serde(rename = "type", default)]
-    pub r#type: String,
+    pub r#type: Str,
 }
 
 /// `Vitistack` `spec.backup.disasterRecovery` (generated from the CRD schema).
@@ -3959,7 +3960,7 @@ pub struct VitistackSpecBackupDisasterRecovery {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub target_vitistack: Option<Box<str>>,
+    pub target_vitistack: Option<Str>,
 }
 
 /// `Vitistack` `spec.backup.retentionPolicy` (generated from the CRD schema).
@@ -3977,7 +3978,7 @@ pub struct VitistackSpecBackupRetentionPolicy {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct VitistackSpecBackup {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub destinations: Option<Vec<VitistackSpecBackupDestinations>>,
+    pub destinations: Option<Box<[VitistackSpecBackupDestinations]>>,
     #[serde(
         rename = "disasterRecovery",
         default,
@@ -3993,7 +3994,7 @@ pub struct VitistackSpecBackup {
     )]
     pub retention_policy: Option<Box<VitistackSpecBackupRetentionPolicy>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub schedule: Option<Box<str>>,
+    pub schedule: Option<Str>,
 }
 
 /// `Vitistack` `spec.kubernetesProviders[]` (generated from the CRD schema).
@@ -4004,9 +4005,9 @@ pub struct VitistackSpecKubernetesProviders {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub enabled: Option<bool>,
     #[serde(default)]
-    pub name: String,
+    pub name: Str,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub namespace: Option<Box<str>>,
+    pub namespace: Option<Str>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub priority: Option<i64>,
 }
@@ -4015,22 +4016,22 @@ pub struct VitistackSpecKubernetesProviders {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct VitistackSpecLocationCoordinates {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub latitude: Option<Box<str>>,
+    pub latitude: Option<Str>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub longitude: Option<Box<str>>,
+    pub longitude: Option<Str>,
 }
 
 /// `Vitistack` `spec.location` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct VitistackSpecLocation {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub address: Option<Box<str>>,
+    pub address: Option<Str>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub city: Option<Box<str>>,
+    pub city: Option<Str>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub coordinates: Option<Box<VitistackSpecLocationCoordinates>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub country: Option<Box<str>>,
+    pub country: Option<Str>,
 }
 
 /// `Vitistack` `spec.machineProviders[]` (generated from the CRD schema).
@@ -4041,9 +4042,9 @@ pub struct VitistackSpecMachineProviders {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub enabled: Option<bool>,
     #[serde(default)]
-    pub name: String,
+    pub name: Str,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub namespace: Option<Box<str>>,
+    pub namespace: Option<Str>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub priority: Option<i64>,
 }
@@ -4056,7 +4057,7 @@ pub struct VitistackSpecMonitoring {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub alert_receivers: Option<Vec<String>>,
+    pub alert_receivers: Option<Box<[Str]>>,
     #[serde(
         rename = "alertingEnabled",
         default,
@@ -4068,7 +4069,7 @@ pub struct VitistackSpecMonitoring {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub custom_dashboards: Option<Vec<String>>,
+    pub custom_dashboards: Option<Box<[Str]>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub enabled: Option<bool>,
     #[serde(
@@ -4083,32 +4084,32 @@ pub struct VitistackSpecMonitoring {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct VitistackSpecNetworkingDns {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub domain: Option<Box<str>>,
+    pub domain: Option<Str>,
     #[serde(
         rename = "searchDomains",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub search_domains: Option<Vec<String>>,
+    pub search_domains: Option<Box<[Str]>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub servers: Option<Vec<String>>,
+    pub servers: Option<Box<[Str]>>,
 }
 
 /// `Vitistack` `spec.networking.firewall.rules[]` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct VitistackSpecNetworkingFirewallRules {
     #[serde(default)]
-    pub action: String,
+    pub action: Str,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub destination: Option<Box<str>>,
+    pub destination: Option<Str>,
     #[serde(default)]
-    pub name: String,
+    pub name: Str,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub port: Option<Box<str>>,
+    pub port: Option<Str>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub protocol: Option<Box<str>>,
+    pub protocol: Option<Str>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub source: Option<Box<str>>,
+    pub source: Option<Str>,
 }
 
 /// `Vitistack` `spec.networking.firewall` (generated from the CRD schema).
@@ -4119,9 +4120,9 @@ pub struct VitistackSpecNetworkingFirewall {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub default_policy: Option<Box<str>>,
+    pub default_policy: Option<Str>,
     #[serde(rename = "rules", default, skip_serializing_if = "Option::is_none")]
-    pub rules: Option<Vec<VitistackSpecNetworkingFirewallRules>>,
+    pub rules: Option<Box<[VitistackSpecNetworkingFirewallRules]>>,
 }
 
 /// `Vitistack` `spec.networking.ipAllocation[].providers[]` (generated from the CRD schema).
@@ -4134,53 +4135,53 @@ pub struct VitistackSpecNetworkingIpAllocationProviders {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub enabled: Option<bool>,
     #[serde(rename = "type", default)]
-    pub r#type: String,
+    pub r#type: Str,
 }
 
 /// `Vitistack` `spec.networking.ipAllocation[]` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct VitistackSpecNetworkingIpAllocation {
     #[serde(default)]
-    pub providers: Vec<VitistackSpecNetworkingIpAllocationProviders>,
+    pub providers: Box<[VitistackSpecNetworkingIpAllocationProviders]>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub zone: Option<Box<str>>,
+    pub zone: Option<Str>,
 }
 
 /// `Vitistack` `spec.networking.loadBalancers[]` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct VitistackSpecNetworkingLoadBalancers {
     #[serde(default)]
-    pub name: String,
+    pub name: Str,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub scheme: Option<Box<str>>,
+    pub scheme: Option<Str>,
     #[serde(rename = "type", default)]
-    pub r#type: String,
+    pub r#type: Str,
 }
 
 /// `Vitistack` `spec.networking.vpcs[].subnets[]` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct VitistackSpecNetworkingVpcsSubnets {
     #[serde(default)]
-    pub cidr: String,
+    pub cidr: Str,
     #[serde(default)]
-    pub name: String,
+    pub name: Str,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub public: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub zone: Option<Box<str>>,
+    pub zone: Option<Str>,
 }
 
 /// `Vitistack` `spec.networking.vpcs[]` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct VitistackSpecNetworkingVpcs {
     #[serde(default)]
-    pub cidr: String,
+    pub cidr: Str,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub default: Option<bool>,
     #[serde(default)]
-    pub name: String,
+    pub name: Str,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub subnets: Option<Vec<VitistackSpecNetworkingVpcsSubnets>>,
+    pub subnets: Option<Box<[VitistackSpecNetworkingVpcsSubnets]>>,
 }
 
 /// `Vitistack` `spec.networking` (generated from the CRD schema).
@@ -4195,15 +4196,15 @@ pub struct VitistackSpecNetworking {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub ip_allocation: Option<Vec<VitistackSpecNetworkingIpAllocation>>,
+    pub ip_allocation: Option<Box<[VitistackSpecNetworkingIpAllocation]>>,
     #[serde(
         rename = "loadBalancers",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub load_balancers: Option<Vec<VitistackSpecNetworkingLoadBalancers>>,
+    pub load_balancers: Option<Box<[VitistackSpecNetworkingLoadBalancers]>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub vpcs: Option<Vec<VitistackSpecNetworkingVpcs>>,
+    pub vpcs: Option<Box<[VitistackSpecNetworkingVpcs]>>,
 }
 
 /// `Vitistack` `spec.resourceQuotas` (generated from the CRD schema).
@@ -4255,13 +4256,13 @@ pub struct VitistackSpecSecurityAccessControl {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub allowed_groups: Option<Vec<String>>,
+    pub allowed_groups: Option<Box<[Str]>>,
     #[serde(
         rename = "allowedUsers",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub allowed_users: Option<Vec<String>>,
+    pub allowed_users: Option<Box<[Str]>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mfa: Option<bool>,
     #[serde(rename = "rbac", default, skip_serializing_if = "Option::is_none")]
@@ -4272,7 +4273,7 @@ pub struct VitistackSpecSecurityAccessControl {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct VitistackSpecSecurityAuditLogging {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub destination: Option<Box<str>>,
+    pub destination: Option<Str>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub enabled: Option<bool>,
     #[serde(
@@ -4295,7 +4296,7 @@ pub struct VitistackSpecSecurityEncryption {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub key_management: Option<Box<str>>,
+    pub key_management: Option<Str>,
 }
 
 /// `Vitistack` `spec.security` (generated from the CRD schema).
@@ -4318,7 +4319,7 @@ pub struct VitistackSpecSecurity {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub compliance_frameworks: Option<Vec<String>>,
+    pub compliance_frameworks: Option<Box<[Str]>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub encryption: Option<Box<VitistackSpecSecurityEncryption>>,
 }
@@ -4329,17 +4330,17 @@ pub struct VitistackSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backup: Option<Box<VitistackSpecBackup>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub description: Option<Box<str>>,
+    pub description: Option<Str>,
     #[serde(rename = "displayName", default)]
-    pub display_name: String,
+    pub display_name: Str,
     #[serde(default)]
-    pub infrastructure: String,
+    pub infrastructure: Str,
     #[serde(
         rename = "kubernetesProviders",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub kubernetes_providers: Option<Vec<VitistackSpecKubernetesProviders>>,
+    pub kubernetes_providers: Option<Box<[VitistackSpecKubernetesProviders]>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub location: Option<Box<VitistackSpecLocation>>,
     #[serde(
@@ -4347,13 +4348,13 @@ pub struct VitistackSpec {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub machine_providers: Option<Vec<VitistackSpecMachineProviders>>,
+    pub machine_providers: Option<Box<[VitistackSpecMachineProviders]>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub monitoring: Option<Box<VitistackSpecMonitoring>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub networking: Option<Box<VitistackSpecNetworking>>,
     #[serde(rename = "region", default)]
-    pub region: String,
+    pub region: Str,
     #[serde(
         rename = "resourceQuotas",
         default,
@@ -4365,7 +4366,7 @@ pub struct VitistackSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tags: Option<Pairs>,
     #[serde(default)]
-    pub zone: String,
+    pub zone: Str,
 }
 
 /// `Vitistack` `status.clusters[]` (generated from the CRD schema).
@@ -4384,15 +4385,15 @@ pub struct VitistackStatusClusters {
     )]
     pub discovered_at: Option<Time>,
     #[serde(default)]
-    pub name: String,
+    pub name: Str,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub namespace: Option<Box<str>>,
+    pub namespace: Option<Str>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub phase: Option<Box<str>>,
+    pub phase: Option<Str>,
     #[serde(rename = "ready", default, skip_serializing_if = "Option::is_none")]
     pub ready: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub version: Option<Box<str>>,
+    pub version: Option<Str>,
     #[serde(
         rename = "workerReplicas",
         default,
@@ -4411,43 +4412,43 @@ pub struct VitistackStatusKubernetesProviders {
     )]
     pub discovered_at: Option<Time>,
     #[serde(default)]
-    pub name: String,
+    pub name: Str,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub namespace: Option<Box<str>>,
+    pub namespace: Option<Str>,
     #[serde(
         rename = "providerType",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub provider_type: Option<Box<str>>,
+    pub provider_type: Option<Str>,
     #[serde(rename = "ready", default, skip_serializing_if = "Option::is_none")]
     pub ready: Option<bool>,
     #[serde(rename = "region", default, skip_serializing_if = "Option::is_none")]
-    pub region: Option<Box<str>>,
+    pub region: Option<Str>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub zone: Option<Box<str>>,
+    pub zone: Option<Str>,
 }
 
 /// `Vitistack` `status.location.coordinates` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct VitistackStatusLocationCoordinates {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub latitude: Option<Box<str>>,
+    pub latitude: Option<Str>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub longitude: Option<Box<str>>,
+    pub longitude: Option<Str>,
 }
 
 /// `Vitistack` `status.location` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct VitistackStatusLocation {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub address: Option<Box<str>>,
+    pub address: Option<Str>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub city: Option<Box<str>>,
+    pub city: Option<Str>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub coordinates: Option<Box<VitistackStatusLocationCoordinates>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub country: Option<Box<str>>,
+    pub country: Option<Str>,
 }
 
 /// `Vitistack` `status.machineProviders[]` (generated from the CRD schema).
@@ -4460,21 +4461,21 @@ pub struct VitistackStatusMachineProviders {
     )]
     pub discovered_at: Option<Time>,
     #[serde(default)]
-    pub name: String,
+    pub name: Str,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub namespace: Option<Box<str>>,
+    pub namespace: Option<Str>,
     #[serde(
         rename = "providerType",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub provider_type: Option<Box<str>>,
+    pub provider_type: Option<Str>,
     #[serde(rename = "ready", default, skip_serializing_if = "Option::is_none")]
     pub ready: Option<bool>,
     #[serde(rename = "region", default, skip_serializing_if = "Option::is_none")]
-    pub region: Option<Box<str>>,
+    pub region: Option<Str>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub zone: Option<Box<str>>,
+    pub zone: Option<Str>,
 }
 
 /// `Vitistack` `status.providerStatuses[]` (generated from the CRD schema).
@@ -4489,11 +4490,11 @@ pub struct VitistackStatusProviderStatuses {
     )]
     pub last_health_check: Option<Time>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub message: Option<Box<str>>,
+    pub message: Option<Str>,
     #[serde(default)]
-    pub name: String,
+    pub name: Str,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub phase: Option<Box<str>>,
+    pub phase: Option<Str>,
     #[serde(
         rename = "resourcesManaged",
         default,
@@ -4501,7 +4502,7 @@ pub struct VitistackStatusProviderStatuses {
     )]
     pub resources_managed: Option<i64>,
     #[serde(rename = "type", default)]
-    pub r#type: String,
+    pub r#type: Str,
 }
 
 /// `Vitistack` `status.resourceUsage` (generated from the CRD schema).
@@ -4573,19 +4574,19 @@ pub struct VitistackStatus {
     )]
     pub active_machines: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub clusters: Option<Vec<VitistackStatusClusters>>,
+    pub clusters: Option<Box<[VitistackStatusClusters]>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub conditions: Option<Vec<Condition>>,
+    pub conditions: Option<Box<[Condition]>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub description: Option<Box<str>>,
+    pub description: Option<Str>,
     #[serde(
         rename = "displayName",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub display_name: Option<Box<str>>,
+    pub display_name: Option<Str>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub infrastructure: Option<Box<str>>,
+    pub infrastructure: Option<Str>,
     #[serde(
         rename = "kubernetesProviderCount",
         default,
@@ -4597,7 +4598,7 @@ pub struct VitistackStatus {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub kubernetes_providers: Option<Vec<VitistackStatusKubernetesProviders>>,
+    pub kubernetes_providers: Option<Box<[VitistackStatusKubernetesProviders]>>,
     #[serde(
         rename = "lastReconcileTime",
         default,
@@ -4611,7 +4612,7 @@ pub struct VitistackStatus {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub machine_classes: Option<Vec<String>>,
+    pub machine_classes: Option<Box<[Str]>>,
     #[serde(
         rename = "machineProviderCount",
         default,
@@ -4623,7 +4624,7 @@ pub struct VitistackStatus {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub machine_providers: Option<Vec<VitistackStatusMachineProviders>>,
+    pub machine_providers: Option<Box<[VitistackStatusMachineProviders]>>,
     #[serde(
         rename = "observedGeneration",
         default,
@@ -4637,9 +4638,9 @@ pub struct VitistackStatus {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub provider_statuses: Option<Vec<VitistackStatusProviderStatuses>>,
+    pub provider_statuses: Option<Box<[VitistackStatusProviderStatuses]>>,
     #[serde(rename = "region", default, skip_serializing_if = "Option::is_none")]
-    pub region: Option<Box<str>>,
+    pub region: Option<Str>,
     #[serde(
         rename = "resourceUsage",
         default,
@@ -4647,7 +4648,7 @@ pub struct VitistackStatus {
     )]
     pub resource_usage: Option<Box<VitistackStatusResourceUsage>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub zone: Option<Box<str>>,
+    pub zone: Option<Str>,
 }
 
 /// `IpAllocation` `spec` (generated from the CRD schema).
@@ -4658,32 +4659,32 @@ pub struct IpAllocationSpec {
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub interface_name: Option<Box<str>>,
+    pub interface_name: Option<Str>,
     #[serde(rename = "networkConfigurationName", default)]
-    pub network_configuration_name: String,
+    pub network_configuration_name: Str,
     #[serde(rename = "networkNamespaceName", default)]
-    pub network_namespace_name: String,
+    pub network_namespace_name: Str,
     #[serde(
         rename = "requestedAddress",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub requested_address: Option<Box<str>>,
+    pub requested_address: Option<Str>,
 }
 
 /// `IpAllocation` `status` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct IpAllocationStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub address: Option<Box<str>>,
+    pub address: Option<Str>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub dns: Option<Vec<String>>,
+    pub dns: Option<Box<[Str]>>,
     #[serde(rename = "expiresAt", default, skip_serializing_if = "Option::is_none")]
     pub expires_at: Option<Time>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub gateway: Option<Box<str>>,
+    pub gateway: Option<Str>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub message: Option<Box<str>>,
+    pub message: Option<Str>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<NetworkPhase>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

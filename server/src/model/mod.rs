@@ -12,6 +12,7 @@ pub mod quantity;
 pub mod redact;
 pub mod secret_name;
 pub mod status_page;
+pub mod text;
 pub mod validation;
 pub mod vocab;
 
@@ -23,6 +24,7 @@ pub use quantity::{IntOrString, Quantity};
 pub use vocab::*;
 
 pub use meta::{ObjectMeta, Pairs};
+pub use text::{Str, to_strings};
 
 use serde_json::Value;
 
@@ -278,7 +280,7 @@ impl Resource {
             Resource::MachineProvider(o) => o.status.as_ref()?.conditions.as_deref(),
             Resource::KubernetesProvider(o) => o.status.as_ref()?.conditions.as_deref(),
             Resource::Machine(o) => o.status.as_ref()?.conditions.as_deref(),
-            Resource::KubernetesCluster(o) => Some(o.status.as_ref()?.conditions.as_slice()),
+            Resource::KubernetesCluster(o) => Some(&o.status.as_ref()?.conditions[..]),
             Resource::NetworkNamespace(o) => o.status.as_ref()?.conditions.as_deref(),
             Resource::NetworkNamespaceV2(o) => o.status.as_ref()?.conditions.as_deref(),
             Resource::NetworkConfiguration(o) => o.status.as_ref()?.conditions.as_deref(),

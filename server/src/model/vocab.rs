@@ -4,6 +4,8 @@ use std::fmt;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+use super::text::Str;
+
 /// RFC 3339 timestamps as the API server writes them.
 pub type Time = jiff::Timestamp;
 
@@ -177,23 +179,23 @@ impl PhaseState {
 pub struct Condition {
     /// Condition type, e.g. `Ready`.
     #[serde(rename = "type", default)]
-    pub type_: String,
+    pub type_: Str,
     /// True, False or Unknown.
     #[serde(default = "unknown_status")]
     pub status: ConditionStatus,
     /// Machine-readable reason.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
+    pub reason: Option<Str>,
     /// Human-readable message.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub message: Option<String>,
+    pub message: Option<Str>,
     /// When the status last changed, as written (some kinds use free strings).
     #[serde(
         rename = "lastTransitionTime",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub last_transition_time: Option<String>,
+    pub last_transition_time: Option<Str>,
     /// The generation the condition was computed from.
     #[serde(
         rename = "observedGeneration",

@@ -89,7 +89,7 @@ impl Churn {
         let cluster_ids: Vec<String> = snap
             .list(Kind::KubernetesCluster)
             .filter_map(|c| match c.as_ref() {
-                Resource::KubernetesCluster(kc) => Some(kc.spec.data.cluster_id.clone()),
+                Resource::KubernetesCluster(kc) => Some(kc.spec.data.cluster_id.to_string()),
                 _ => None,
             })
             .collect();

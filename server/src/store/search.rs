@@ -353,13 +353,13 @@ pub fn fields(r: &Resource, out: &mut dyn FnMut(Field, Value<'_>)) {
     match r {
         Resource::Machine(m) => {
             if let Some(s) = &m.status {
-                each(out, Field::IpAddress, s.ip_addresses.as_ref());
-                each(out, Field::IpAddress, s.ipv6_addresses.as_ref());
-                each(out, Field::IpAddress, s.public_ip_addresses.as_ref());
-                each(out, Field::IpAddress, s.private_ip_addresses.as_ref());
+                each(out, Field::IpAddress, s.ip_addresses.as_deref());
+                each(out, Field::IpAddress, s.ipv6_addresses.as_deref());
+                each(out, Field::IpAddress, s.public_ip_addresses.as_deref());
+                each(out, Field::IpAddress, s.private_ip_addresses.as_deref());
                 for i in s.network_interfaces.iter().flatten() {
-                    each(out, Field::IpAddress, i.ip_addresses.as_ref());
-                    each(out, Field::IpAddress, i.ipv6_addresses.as_ref());
+                    each(out, Field::IpAddress, i.ip_addresses.as_deref());
+                    each(out, Field::IpAddress, i.ipv6_addresses.as_deref());
                     if let Some(mac) = &i.mac_address {
                         out(Field::MacAddress, Value::Plain(mac));
                     }
@@ -385,8 +385,8 @@ pub fn fields(r: &Resource, out: &mut dyn FnMut(Field, Value<'_>)) {
             let status = status.flat_map(|s| s.network_interfaces.iter().flatten());
             let status = status.map(|i| (&i.ipv4_addresses, &i.ipv6_addresses, &i.mac_address));
             for (v4, v6, mac) in spec.chain(status) {
-                each(out, Field::IpAddress, v4.as_ref());
-                each(out, Field::IpAddress, v6.as_ref());
+                each(out, Field::IpAddress, v4.as_deref());
+                each(out, Field::IpAddress, v6.as_deref());
                 if let Some(mac) = mac {
                     out(Field::MacAddress, Value::Plain(mac));
                 }
@@ -395,7 +395,7 @@ pub fn fields(r: &Resource, out: &mut dyn FnMut(Field, Value<'_>)) {
         Resource::ControlPlaneVirtualSharedIp(vip) => {
             out(Field::ClusterId, Value::Plain(&vip.spec.cluster_identifier));
             if let Some(s) = &vip.status {
-                each(out, Field::IpAddress, s.load_balancer_ips.as_ref());
+                each(out, Field::IpAddress, s.load_balancer_ips.as_deref());
             }
         }
         Resource::IpAllocation(a) => {
@@ -414,7 +414,7 @@ pub fn fields(r: &Resource, out: &mut dyn FnMut(Field, Value<'_>)) {
                     out(Field::Host, Value::Plain(node));
                 }
                 for i in s.interfaces.iter().flatten() {
-                    each(out, Field::IpAddress, i.ip_addresses.as_ref());
+                    each(out, Field::IpAddress, i.ip_addresses.as_deref());
                 }
             }
         }
@@ -438,9 +438,9 @@ pub fn fields(r: &Resource, out: &mut dyn FnMut(Field, Value<'_>)) {
 }
 
 /// Each of `values` as `field`.
-fn each(out: &mut dyn FnMut(Field, Value<'_>), field: Field, values: Option<&Vec<String>>) {
+fn each<S: AsRef<str>>(out: &mut dyn FnMut(Field, Value<'_>), field: Field, values: Option<&[S]>) {
     for v in values.into_iter().flatten() {
-        out(field, Value::Plain(v));
+        out(field, Value::Plain(v.as_ref()));
     }
 }
 

@@ -63,7 +63,7 @@ fn a_vip_that_is_ready_without_an_address_still_blocks() {
     );
     edit(&store, &vip, |r| {
         if let Resource::ControlPlaneVirtualSharedIp(v) = r {
-            v.status.as_mut().expect("status").load_balancer_ips = Some(vec![]);
+            v.status.as_mut().expect("status").load_balancer_ips = Some(Box::default());
         }
     });
     // The cluster says Ready: a warning.

@@ -30,8 +30,8 @@ impl ClusterRefs {
             datacenter: kc.datacenter.clone(),
             namespace: kc.metadata.namespace.clone().unwrap_or_default(),
             name: kc.metadata.name.clone().unwrap_or_default(),
-            cluster_id: kc.spec.data.cluster_id.clone(),
-            network_namespace: kc.spec.data.network_namespace_name.clone(),
+            cluster_id: kc.spec.data.cluster_id.to_string(),
+            network_namespace: kc.spec.data.network_namespace_name.to_string(),
         }
     }
 }

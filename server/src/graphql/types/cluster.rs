@@ -314,13 +314,13 @@ node_type! {
         /// Control-plane topology.
         async fn control_plane(&self) -> ControlPlane {
             let cp = &self.kc().spec.topology.controlplane;
-            ControlPlane { replicas: cp.replicas, version: cp.version.clone(), machine_class_name: cp.machine_class.clone(), provider: cp.provider.clone(), datacenter: self.0.datacenter().clone() }
+            ControlPlane { replicas: cp.replicas, version: cp.version.to_string(), machine_class_name: cp.machine_class.to_string(), provider: cp.provider.to_string(), datacenter: self.0.datacenter().clone() }
         }
         /// Worker node pools.
         async fn node_pools(&self) -> Vec<NodePool> {
             self.kc().spec.topology.workers.node_pools.iter().map(|p| NodePool {
-                name: p.name.clone(), replicas: p.replicas, machine_class_name: p.machine_class.clone(), provider: p.provider.clone(),
-                version: p.version.clone(),
+                name: p.name.to_string(), replicas: p.replicas, machine_class_name: p.machine_class.to_string(), provider: p.provider.to_string(),
+                version: p.version.to_string(),
                 autoscaling: Autoscaling { enabled: p.autoscaling.enabled, min_replicas: p.autoscaling.min_replicas, max_replicas: p.autoscaling.max_replicas },
                 cluster: self.clone(),
             }).collect()
@@ -351,11 +351,11 @@ node_type! {
             let nn = s.get(dc, crate::model::Kind::NetworkNamespace, ns, &self.kc().spec.data.network_namespace_name).cloned().and_then(NetworkNamespaceObj::new);
             let vip = s.get(dc, crate::model::Kind::ControlPlaneVirtualSharedIp, ns, &self.kc().spec.data.cluster_id);
             ClusterNetworking {
-                network_namespace: self.kc().spec.data.network_namespace_name.clone(),
+                network_namespace: self.kc().spec.data.network_namespace_name.to_string(),
                 ipv4_prefix: nn.as_ref().and_then(|n| n.status_field(|s| s.ipv4_prefix.clone(), |s| s.ipv4_prefix.clone())).map(String::from),
                 vlan_id: nn.as_ref().and_then(|n| n.status_field(|s| s.vlan_id, |s| s.vlan_id)),
                 control_plane_addresses: vip.and_then(|v| match v.as_ref() {
-                    Resource::ControlPlaneVirtualSharedIp(v) => v.status.as_ref()?.load_balancer_ips.clone(),
+                    Resource::ControlPlaneVirtualSharedIp(v) => v.status.as_ref()?.load_balancer_ips.as_deref().map(crate::model::to_strings),
                     _ => None,
                 }).unwrap_or_default(),
             }
@@ -377,7 +377,7 @@ node_type! {
         }
         /// `status.state.endpoints`.
         async fn endpoints(&self) -> Vec<Endpoint> {
-            self.kc().status.as_ref().map(|s| s.state.endpoints.iter().map(|e| Endpoint { name: e.name.clone(), address: e.address.clone() }).collect()).unwrap_or_default()
+            self.kc().status.as_ref().map(|s| s.state.endpoints.iter().map(|e| Endpoint { name: e.name.to_string(), address: e.address.to_string() }).collect()).unwrap_or_default()
         }
         /// Machines labelled `vitistack.io/clusterid=<clusterId>` in the cluster's namespace (or,
         /// as older talos-operator releases labelled them, `cluster.vitistack.io/cluster-name=<name>`).
@@ -416,7 +416,7 @@ node_type! {
         async fn etcd_backups(&self, ctx: &Context<'_>) -> Vec<EtcdBackupObj> {
             let s = snap(ctx);
             let mut out = many(s.lookup(self.0.datacenter(), Idx::BackupByCluster, &scoped(self.0.namespace(), &self.kc().spec.data.cluster_id)), EtcdBackupObj::new);
-            if self.0.name() != self.kc().spec.data.cluster_id {
+            if self.0.name() != &*self.kc().spec.data.cluster_id {
                 out.extend(many(s.lookup(self.0.datacenter(), Idx::BackupByCluster, &scoped(self.0.namespace(), self.0.name())), EtcdBackupObj::new));
             }
             out

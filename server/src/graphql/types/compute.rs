@@ -178,16 +178,16 @@ node_type! {
         /// `status.hostname`.
         async fn hostname(&self) -> Option<&str> { self.m().status.as_ref()?.hostname.as_deref() }
         /// `status.ipAddresses`.
-        async fn ip_addresses(&self) -> Vec<String> { self.m().status.as_ref().and_then(|s| s.ip_addresses.clone()).unwrap_or_default() }
+        async fn ip_addresses(&self) -> Vec<String> { crate::model::to_strings(self.m().status.as_ref().and_then(|s| s.ip_addresses.as_deref()).unwrap_or_default()) }
         /// `status.publicIPAddresses` (IPs of named interfaces; not necessarily public).
-        async fn public_ip_addresses(&self) -> Vec<String> { self.m().status.as_ref().and_then(|s| s.public_ip_addresses.clone()).unwrap_or_default() }
+        async fn public_ip_addresses(&self) -> Vec<String> { crate::model::to_strings(self.m().status.as_ref().and_then(|s| s.public_ip_addresses.as_deref()).unwrap_or_default()) }
         /// `status.privateIPAddresses`.
-        async fn private_ip_addresses(&self) -> Vec<String> { self.m().status.as_ref().and_then(|s| s.private_ip_addresses.clone()).unwrap_or_default() }
+        async fn private_ip_addresses(&self) -> Vec<String> { crate::model::to_strings(self.m().status.as_ref().and_then(|s| s.private_ip_addresses.as_deref()).unwrap_or_default()) }
         /// `status.networkInterfaces`.
         async fn network_interfaces(&self) -> Vec<MachineInterface> {
             self.m().status.as_ref().and_then(|s| s.network_interfaces.as_ref()).into_iter().flatten().map(|i| MachineInterface {
-                name: i.name.as_deref().map(String::from), mac_address: i.mac_address.as_deref().map(String::from), ip_addresses: i.ip_addresses.clone().unwrap_or_default(),
-                ipv6_addresses: i.ipv6_addresses.clone().unwrap_or_default(), state: i.state.as_deref().map(String::from),
+                name: i.name.as_deref().map(String::from), mac_address: i.mac_address.as_deref().map(String::from), ip_addresses: crate::model::to_strings(i.ip_addresses.as_deref().unwrap_or_default()),
+                ipv6_addresses: crate::model::to_strings(i.ipv6_addresses.as_deref().unwrap_or_default()), state: i.state.as_deref().map(String::from),
             }).collect()
         }
         /// `spec.cpu` as requested (null when the MachineClass decides).
@@ -302,7 +302,7 @@ node_type! {
             self.c().spec.gpu.as_ref().map(|g| Gpu { cores: g.cores, manufacturer: g.manufacturer.as_deref().map(String::from) })
         }
         /// `spec.machineProviders`.
-        async fn machine_provider_types(&self) -> &[String] { &self.c().spec.machine_providers }
+        async fn machine_provider_types(&self) -> Vec<String> { crate::model::to_strings(&self.c().spec.machine_providers) }
         /// Machines of this class.
         #[allow(clippy::too_many_arguments)]
         async fn machines(&self, ctx: &Context<'_>, filter: Option<Filter>, sort: Option<Sort>, after: Option<String>, before: Option<String>, first: Option<i32>, last: Option<i32>) -> async_graphql::Result<Conn<MachineObj>> {
@@ -335,7 +335,7 @@ node_type! {
         /// `spec.region`.
         async fn region(&self) -> &str { &self.p().spec.region }
         /// `spec.zones`.
-        async fn zones(&self) -> Vec<String> { self.p().spec.zones.clone().unwrap_or_default() }
+        async fn zones(&self) -> Vec<String> { crate::model::to_strings(self.p().spec.zones.as_deref().unwrap_or_default()) }
         /// `spec.endpoint.url`.
         async fn endpoint_url(&self) -> Option<&str> { self.p().spec.endpoint.as_ref()?.url.as_deref() }
         /// `spec.authentication.type` (the credentials themselves never leave the server).

@@ -193,11 +193,11 @@ pub struct ConditionGql {
 impl From<&Condition> for ConditionGql {
     fn from(c: &Condition) -> Self {
         ConditionGql {
-            type_: c.type_.clone(),
+            type_: c.type_.to_string(),
             status: c.status.to_string(),
-            reason: c.reason.clone(),
-            message: c.message.clone(),
-            last_transition_time: c.last_transition_time.clone(),
+            reason: c.reason.as_deref().map(String::from),
+            message: c.message.as_deref().map(String::from),
+            last_transition_time: c.last_transition_time.as_deref().map(String::from),
         }
     }
 }

@@ -67,7 +67,7 @@ node_type! {
         }
         /// v1alpha2 `spec.networkProvisioning.provider` (nam, manual); null on v1alpha1.
         async fn provisioning_provider(&self) -> Option<&str> {
-            match &*self.0 { Resource::NetworkNamespaceV2(n) => n.spec.network_provisioning.as_ref().map(|p| p.provider.as_str()), _ => None }
+            match &*self.0 { Resource::NetworkNamespaceV2(n) => n.spec.network_provisioning.as_ref().map(|p| &*p.provider), _ => None }
         }
         /// `status.provisioningPhase` (Pending, Ready, Error): whether the segment is
         /// provisioned; kea and static-ip wait for Ready, and `ready` is false until it is.
@@ -88,14 +88,14 @@ node_type! {
                 }
                 _ => return None,
             };
-            let mut p = IpAllocationPolicy { type_: Some(type_), provider: provider.map(String::from), ..Default::default() };
+            let mut p = IpAllocationPolicy { type_: Some(type_.into()), provider: provider.map(String::from), ..Default::default() };
             if let Some((cidr, gw, start, end, vlan, dns)) = st {
-                p.ipv4_cidr = Some(cidr);
-                p.ipv4_gateway = Some(gw);
+                p.ipv4_cidr = Some(cidr.into());
+                p.ipv4_gateway = Some(gw.into());
                 p.ipv4_range_start = start.map(String::from);
                 p.ipv4_range_end = end.map(String::from);
                 p.vlan_id = vlan;
-                p.dns = dns.unwrap_or_default();
+                p.dns = dns.as_deref().map(crate::model::to_strings).unwrap_or_default();
             }
             Some(p)
         }
@@ -120,7 +120,7 @@ node_type! {
         async fn namespace_id(&self) -> Option<String> { self.status_field(|s| s.namespace_id.clone(), |s| s.namespace_id.clone()).map(String::from) }
         /// `status.associatedKubernetesClusterIds` (can go stale; `clusters` is live).
         async fn associated_cluster_ids(&self) -> Vec<String> {
-            self.status_field(|s| s.associated_kubernetes_cluster_ids.clone(), |s| s.associated_kubernetes_cluster_ids.clone()).unwrap_or_default()
+            self.status_field(|s| s.associated_kubernetes_cluster_ids.as_deref().map(crate::model::to_strings), |s| s.associated_kubernetes_cluster_ids.as_deref().map(crate::model::to_strings)).unwrap_or_default()
         }
         /// Clusters whose `spec.data.networkNamespaceName` is this namespace.
         async fn clusters(&self, ctx: &Context<'_>) -> Vec<ClusterObj> {
@@ -143,7 +143,7 @@ node_type! {
         async fn allocated_ips(&self, ctx: &Context<'_>) -> Vec<AllocatedIp> {
             let mut out: Vec<AllocatedIp> = match &*self.0 {
                 Resource::NetworkNamespace(n) => n.status.as_ref().and_then(|s| s.ip_allocation_status.as_ref()).and_then(|a| a.allocated_ips.as_ref())
-                    .map(|ips| ips.iter().map(|i| AllocatedIp { ip: i.ip.clone(), network_configuration_name: i.network_configuration.clone() }).collect())
+                    .map(|ips| ips.iter().map(|i| AllocatedIp { ip: i.ip.to_string(), network_configuration_name: i.network_configuration.to_string() }).collect())
                     .unwrap_or_default(),
                 _ => Vec::new(),
             };
@@ -175,7 +175,8 @@ fn status_ipv4(c: &NetworkConfiguration) -> Vec<String> {
         .and_then(|s| s.network_interfaces.as_ref())
         .into_iter()
         .flatten()
-        .flat_map(|i| i.ipv4_addresses.clone().unwrap_or_default())
+        .flat_map(|i| i.ipv4_addresses.iter().flatten())
+        .map(|a| a.to_string())
         .collect()
 }
 
@@ -212,11 +213,15 @@ macro_rules! iface {
             name: $i.name.as_deref().map(String::from),
             mac_address: $i.mac_address.as_deref().map(String::from),
             vlan: $i.vlan.as_deref().map(String::from),
-            ipv4_addresses: $i.ipv4_addresses.clone().unwrap_or_default(),
-            ipv6_addresses: $i.ipv6_addresses.clone().unwrap_or_default(),
+            ipv4_addresses: crate::model::to_strings(
+                $i.ipv4_addresses.as_deref().unwrap_or_default(),
+            ),
+            ipv6_addresses: crate::model::to_strings(
+                $i.ipv6_addresses.as_deref().unwrap_or_default(),
+            ),
             ipv4_subnet: $i.ipv4_subnet.as_deref().map(String::from),
             ipv4_gateway: $i.ipv4_gateway.as_deref().map(String::from),
-            dns: $i.dns.clone().unwrap_or_default(),
+            dns: crate::model::to_strings($i.dns.as_deref().unwrap_or_default()),
             dhcp_reserved: $i.dhcp_reserved.unwrap_or(false),
             ip_allocated: $i.ip_allocated.unwrap_or(false),
             allocation_method: $i.allocation_method.as_deref().map(String::from),
@@ -300,10 +305,10 @@ node_type! {
         /// `spec.environment`.
         async fn environment(&self) -> Option<&str> { match &*self.0 { Resource::ControlPlaneVirtualSharedIp(v) => Some(&v.spec.environment), _ => None } }
         /// `spec.poolMembers` (control-plane IPs).
-        async fn pool_members(&self) -> Vec<String> { match &*self.0 { Resource::ControlPlaneVirtualSharedIp(v) => v.spec.pool_members.clone().unwrap_or_default(), _ => Vec::new() } }
+        async fn pool_members(&self) -> Vec<String> { match &*self.0 { Resource::ControlPlaneVirtualSharedIp(v) => crate::model::to_strings(v.spec.pool_members.as_deref().unwrap_or_default()), _ => Vec::new() } }
         /// `status.loadBalancerIps`: the VIP address(es).
         async fn load_balancer_ips(&self) -> Vec<String> {
-            match &*self.0 { Resource::ControlPlaneVirtualSharedIp(v) => v.status.as_ref().and_then(|s| s.load_balancer_ips.clone()).unwrap_or_default(), _ => Vec::new() }
+            match &*self.0 { Resource::ControlPlaneVirtualSharedIp(v) => crate::model::to_strings(v.status.as_ref().and_then(|s| s.load_balancer_ips.as_deref()).unwrap_or_default()), _ => Vec::new() }
         }
         /// `status.status`.
         async fn status_text(&self) -> Option<&str> { match &*self.0 { Resource::ControlPlaneVirtualSharedIp(v) => v.status.as_ref()?.status.as_deref(), _ => None } }

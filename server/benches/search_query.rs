@@ -130,15 +130,21 @@ fn main() {
                 )
             })
         }),
-        ("host, VMIs only", {
-            let v = vmis.clone();
+        ("host (a VMI's node, else a Machine's host name)", {
+            // The generated fleet of `FleetSpec::large` has no VMIs: its Machines' host names.
+            let (from, path, kind) = if vmis.is_empty() {
+                (machines.clone(), "/status/hostname", "Machine")
+            } else {
+                (vmis.clone(), "/status/nodeName", "VirtualMachineInstance")
+            };
             Box::new(move |i| {
                 (
-                    pick(&v, i)["status"]["nodeName"]
-                        .as_str()
+                    pick(&from, i)
+                        .pointer(path)
+                        .and_then(|v| v.as_str())
                         .unwrap_or_default()
                         .to_string(),
-                    json!({"kinds": ["VirtualMachineInstance"]}),
+                    json!({ "kinds": [kind] }),
                 )
             })
         }),

@@ -177,6 +177,10 @@ fn main() {
             })
         }),
         (
+            "namespace, every kind and datacenter",
+            Box::new(|i| (format!("team-{}", i % 8), json!(null))),
+        ),
+        (
             "namespace, Machines in one datacenter",
             Box::new(|i| {
                 (

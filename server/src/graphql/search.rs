@@ -13,7 +13,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use super::paging::{CompiledFilter, ConnectionFields, DEFAULT_PAGE_SIZE, Filter, max_page_size};
 use super::types::{Node, snap, to_node};
 use crate::error::ErrorCode;
-use crate::store::search::{Field, Hit, Rank};
+use crate::store::search::{Field, Hit, Rank, Where};
 
 /// Longest search text, in bytes.
 pub const MAX_TEXT: usize = 512;
@@ -161,10 +161,11 @@ impl SearchQuery {
         let filter = filter.unwrap_or_default();
         let kinds = super::paging::parse_kinds(filter.kinds.as_deref())?;
         let compiled = CompiledFilter::new(&filter.filter)?;
-        let keep = |r: &crate::model::Resource| {
-            kinds.as_ref().is_none_or(|ks| ks.contains(&r.kind())) && compiled.matches(r)
+        let scope = Where {
+            kinds: kinds.as_deref(),
+            datacenter: filter.filter.datacenter.as_deref(),
         };
-        let hits = snap(ctx).search(&words, &keep);
+        let hits = snap(ctx).search(&words, scope, &|r| compiled.matches(r));
         let total = hits.len();
         let (mut rest, before): (Vec<Hit>, usize) = match &cursor {
             None => (hits, 0),

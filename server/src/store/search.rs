@@ -71,6 +71,17 @@ pub struct Hit {
     pub value: String,
 }
 
+/// Where a search looks, besides what its caller's `keep` decides: these kinds, this datacenter
+/// (its key). They narrow the ranges a namespace is read from, so that a search for a namespace
+/// limited to one kind reads that kind's objects only.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Where<'a> {
+    /// Only these kinds (all when `None`).
+    pub kinds: Option<&'a [Kind]>,
+    /// Only the datacenter of this key (all when `None`).
+    pub datacenter: Option<&'a str>,
+}
+
 /// A searchable value: a string, or a label's `key=value` (not put together unless shown).
 #[derive(Clone, Copy, Debug)]
 pub enum Value<'a> {
@@ -445,17 +456,24 @@ fn each<S: AsRef<str>>(out: &mut dyn FnMut(Field, Value<'_>), field: Field, valu
 }
 
 impl Snapshot {
-    /// Every object that matches every word of `words` (lowercase; see [`match_word`]) and
-    /// passes `keep`, with its best match; in no particular order. A snapshot the store keeps
-    /// finds its candidates through its indexes, any other reads each object.
-    pub fn search(&self, words: &[String], keep: &dyn Fn(&Resource) -> bool) -> Vec<Hit> {
+    /// Every object within `scope` that matches every word of `words` (lowercase; see
+    /// [`match_word`]) and passes `keep`, with its best match; in no particular order. A snapshot
+    /// the store keeps finds its candidates through its indexes, any other reads each object.
+    pub fn search(
+        &self,
+        words: &[String],
+        scope: Where<'_>,
+        keep: &dyn Fn(&Resource) -> bool,
+    ) -> Vec<Hit> {
         // Which objects match depends on every object: not a point read.
         reads::note_inexact();
         if words.is_empty() {
             return Vec::new();
         }
         let judge = |r: &Arc<Resource>| -> Option<Hit> {
-            if !keep(r) {
+            let in_scope = scope.kinds.is_none_or(|ks| ks.contains(&r.kind()))
+                && scope.datacenter.is_none_or(|dc| dc == r.datacenter().key());
+            if !in_scope || !keep(r) {
                 return None;
             }
             let mut best: Option<(Rank, Field, String)> = None;
@@ -481,7 +499,7 @@ impl Snapshot {
         for w in words {
             let mut found = Vec::new();
             index.candidates(w, &mut found);
-            self.in_namespace(w, &mut found);
+            self.in_namespace(w, scope, &mut found);
             if fewest.as_ref().is_none_or(|f| found.len() < f.len()) {
                 fewest = Some(found);
             }
@@ -495,14 +513,15 @@ impl Snapshot {
             .collect()
     }
 
-    /// The keys of every object in namespace `ns`: one range of the ordered map per kind and
-    /// datacenter.
-    fn in_namespace(&self, ns: &str, out: &mut Vec<ObjectKey>) {
+    /// The keys of every object of `scope` in namespace `ns`: one range of the ordered map per
+    /// kind and datacenter.
+    fn in_namespace(&self, ns: &str, scope: Where<'_>, out: &mut Vec<ObjectKey>) {
         if ns.is_empty() {
             return;
         }
-        for dc in self.datacenters.keys() {
-            for kind in Kind::ALL {
+        let dcs = self.datacenters.keys();
+        for dc in dcs.filter(|dc| scope.datacenter.is_none_or(|want| want == dc.key())) {
+            for kind in scope.kinds.unwrap_or(Kind::ALL) {
                 let from = ObjectKey::new(dc, *kind, ns, "");
                 let same =
                     |k: &&ObjectKey| k.kind == *kind && k.datacenter == *dc && k.namespace == ns;

@@ -3,7 +3,7 @@
 
 use serde_json::json;
 
-use super::search::{Field, Rank};
+use super::search::{Field, Rank, Where};
 use super::*;
 use crate::model::{Datacenter, Kind, Resource};
 
@@ -69,7 +69,7 @@ fn fleet() -> Store {
 fn found(s: &Snapshot, text: &str) -> Vec<(Kind, String, Rank, Field, String)> {
     let words: Vec<String> = text.split_whitespace().map(str::to_lowercase).collect();
     let mut out: Vec<_> = s
-        .search(&words, &|_| true)
+        .search(&words, Default::default(), &|_| true)
         .into_iter()
         .map(|h| {
             (
@@ -233,4 +233,42 @@ fn a_restricted_view_finds_only_what_it_sees() {
         vec![(Kind::Machine, "team-b/db-web-proxy", Rank::WordPrefix)]
     );
     assert!(found(&view, "10.0.0.5").is_empty());
+}
+
+#[test]
+fn a_scope_narrows_a_namespace_to_its_kinds_and_datacenter() {
+    let store = fleet();
+    let s = store.snapshot();
+    let plain = unindexed(&s);
+    let words = vec!["team-a".to_string()];
+    let machines = [Kind::Machine];
+    let scoped = |snap: &Snapshot, scope: Where<'_>| {
+        let mut hits: Vec<(Kind, String)> = snap
+            .search(&words, scope, &|_| true)
+            .into_iter()
+            .map(|h| (h.object.kind(), h.object.name().to_string()))
+            .collect();
+        hits.sort();
+        hits
+    };
+    let only = Where {
+        kinds: Some(&machines),
+        datacenter: None,
+    };
+    let hits = scoped(&s, only);
+    assert!(!hits.is_empty(), "team-a's Machines are found by namespace");
+    assert!(hits.iter().all(|h| h.0 == Kind::Machine), "{hits:?}");
+    assert_eq!(
+        hits,
+        scoped(&plain, only),
+        "indexed and read answers differ"
+    );
+    let all = scoped(&s, Where::default());
+    assert!(all.len() > hits.len() && all.iter().any(|h| h.0 == Kind::KubernetesCluster));
+    let elsewhere = Where {
+        kinds: None,
+        datacenter: Some("no-such-datacenter"),
+    };
+    assert!(scoped(&s, elsewhere).is_empty());
+    assert!(scoped(&plain, elsewhere).is_empty());
 }

@@ -2,9 +2,9 @@
 //!
 //! A `String` takes 24 bytes inline (pointer, length, capacity) and an `Option<String>` the same;
 //! a boxed `str` takes 16, and `Option<Str>` too. The generated structs hold dozens of optional
-//! strings, most of them absent (a Machine's spec and status alone hold 40), and the store holds
-//! every object for as long as it exists: 8 bytes a field is about 300 bytes a Machine (`cargo
-//! bench --bench fleet_memory`, BENCHMARKS.md). A type of our own rather than `Box<str>` itself so
+//! strings, most of them absent (a Machine's spec and status, with their parts, declare 62), and
+//! the store holds every object for as long as it exists: the optional strings alone took a
+//! Machine from 2,678 to 2,294 bytes (`cargo bench --bench fleet_memory`, BENCHMARKS.md). A type of our own rather than `Box<str>` itself so
 //! that it compares with `&str` and `String` and reads as `as_str()`, like the `String` it
 //! replaced, in the code that reads the model.
 
@@ -66,12 +66,6 @@ impl From<&str> for Str {
 impl From<String> for Str {
     fn from(s: String) -> Self {
         Str(s.into_boxed_str())
-    }
-}
-
-impl From<&String> for Str {
-    fn from(s: &String) -> Self {
-        Str(s.as_str().into())
     }
 }
 

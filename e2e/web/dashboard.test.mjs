@@ -12,7 +12,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { startServer } from '../support/server.mjs';
 import { launchChromium } from './oidc-support.mjs';
-import { eventually } from '../support/eventually.mjs';
+import { eventually, PATIENCE } from '../support/eventually.mjs';
 import { expectedStages, expectedTiles, gql, shownStages, shownTiles, TILES } from './tiles.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
@@ -774,12 +774,18 @@ describe('a live fleet (the simulator on)', () => {
     // The simulator moves Machines through their phases: wait until a listed machine changed
     // while others still show what they showed (on a slow machine the simulator may have moved
     // every listed one by the time the page is read again: then wait for the next answer).
+    // The simulator alone decides when a listed machine changes (it played 120 steps without
+    // changing one in view once, on a loaded machine): a generous deadline, and what the page
+    // and the API showed when it ran out.
     const after = await eventually('a listed machine changed its row, another did not', async () => {
-      const now = await rows.evaluateAll((trs) => trs.map((tr) => ({ text: tr.textContent, seen: tr.dataset.seen ?? null })));
+      const now = await rows.evaluateAll((trs) => trs.map((tr) => ({ text: tr.textContent, seen: tr.dataset.seen ?? null, name: tr.cells[0].textContent, phase: tr.cells[8].textContent })));
       const changed = now.filter((r) => r.seen === null && !marked.includes(r.text));
       const same = now.filter((r) => marked.includes(r.text));
-      return changed.length > 0 && same.length > 0 ? now : false;
-    });
+      if (changed.length > 0 && same.length > 0) return now;
+      const api = new Map((await gql(server.base, '{ machines(first: 500) { nodes { name phase } } }')).machines.nodes.map((m) => [m.name, m.phase ?? '']));
+      const stale = now.filter((r) => api.has(r.name) && api.get(r.name) !== r.phase).map((r) => `${r.name}: ${r.phase} shown, ${api.get(r.name)} now`);
+      return { mismatch: { rows: now.length, changed: changed.length, same: same.length, kept: now.filter((r) => r.seen !== null).length, stale } };
+    }, 3 * PATIENCE);
     // A row whose text did not change is the same element (still marked); a marked element
     // always shows what it showed when it was marked (changed content is a new element).
     const unchanged = after.filter((r) => marked.includes(r.text));

@@ -194,7 +194,7 @@ impl SearchQuery {
                 SearchHit {
                     rank: hit.rank,
                     field: hit.field,
-                    value: hit.value,
+                    value: hit.value(&words),
                     node: to_node(hit.object),
                 },
             )

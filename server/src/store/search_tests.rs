@@ -77,7 +77,7 @@ fn found(s: &Snapshot, text: &str) -> Vec<(Kind, String, Rank, Field, String)> {
                 format!("{}/{}", h.object.namespace(), h.object.name()),
                 h.rank,
                 h.field,
-                h.value,
+                h.value(&words),
             )
         })
         .collect();
@@ -271,4 +271,57 @@ fn a_scope_narrows_a_namespace_to_its_kinds_and_datacenter() {
     };
     assert!(scoped(&s, elsewhere).is_empty());
     assert!(scoped(&plain, elsewhere).is_empty());
+}
+
+#[test]
+fn a_namespace_read_whole_finds_each_object_once_with_its_best_rank() {
+    let store = fleet();
+    // Named like the namespace, in it and elsewhere: found through the name index and the
+    // namespace's range both.
+    store.apply(vec![
+        Op::Upsert(machine("team-a", "team-a", "10.2.0.1", "52:54:00:aa:cc:01")),
+        Op::Upsert(machine(
+            "team-a",
+            "team-a-db",
+            "10.2.0.2",
+            "52:54:00:aa:cc:02",
+        )),
+        Op::Upsert(machine(
+            "team-b",
+            "team-a-cache",
+            "10.2.0.3",
+            "52:54:00:aa:cc:03",
+        )),
+    ]);
+    let s = store.snapshot();
+    let hits = found(&s, "team-a");
+    let listed: Vec<String> = hits.iter().map(|h| format!("{:?} {}", h.0, h.1)).collect();
+    let mut once = listed.clone();
+    once.dedup();
+    assert_eq!(listed, once, "an object comes once");
+    let rank = |name: &str| hits.iter().find(|h| h.1 == name).map(|h| (h.2, h.3));
+    assert_eq!(rank("team-a/team-a"), Some((Rank::ExactName, Field::Name)));
+    assert_eq!(
+        rank("team-a/team-a-db"),
+        Some((Rank::NamePrefix, Field::Name))
+    );
+    assert_eq!(
+        rank("team-b/team-a-cache"),
+        Some((Rank::NamePrefix, Field::Name))
+    );
+    assert_eq!(rank("team-a/web"), Some((Rank::Field, Field::Namespace)));
+    assert_eq!(hits.len(), 7, "{listed:?}");
+    for text in [
+        "team-a",
+        "team-a web",
+        "web team-a",
+        "team-a 10.2.0.2",
+        "team-b team-a",
+    ] {
+        assert_eq!(found(&s, text), found(&unindexed(&s), text), "{text}");
+    }
+    assert_eq!(
+        names(&found(&s, "team-b team-a")),
+        vec![(Kind::Machine, "team-b/team-a-cache", Rank::NamePrefix)]
+    );
 }

@@ -30,6 +30,15 @@ impl Default for Members {
 }
 
 impl Members {
+    /// The set of `keys`, sorted and without repeats: built once where inserting them one by
+    /// one copies a small set at each.
+    pub(super) fn from_sorted(keys: Vec<ObjectKey>) -> Members {
+        match keys.len() <= SMALL_SET {
+            true => Members::Small(keys.into()),
+            false => Members::Large(keys.into_iter().collect()),
+        }
+    }
+
     pub(super) fn insert(&mut self, key: ObjectKey) {
         match self {
             Members::Small(keys) => {

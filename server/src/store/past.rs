@@ -8,13 +8,23 @@ use super::{Change, ChangeType, ObjectKey, Snapshot, Store, version_seq};
 use crate::model::Resource;
 
 impl Store {
-    /// A snapshot holding exactly `objects`, with this store's derived state.
+    /// A snapshot holding exactly `objects` (a later one of a key replacing an earlier), with
+    /// this store's derived state.
     pub fn past(&self, objects: Vec<Resource>) -> Arc<Snapshot> {
-        let mut snap = Snapshot::default();
-        for r in objects {
-            snap.seq = snap.seq.max(version_seq(&r));
-            snap.insert(ObjectKey::of(&r), Arc::new(r));
+        let seq = objects.iter().map(version_seq).max().unwrap_or(0);
+        let objects: Vec<(ObjectKey, Arc<Resource>)> = objects
+            .into_iter()
+            .map(|r| (ObjectKey::of(&r), Arc::new(r)))
+            .collect();
+        let mut snap = Snapshot::of_objects(&objects);
+        if snap.by_key.len() != objects.len() {
+            // A key came twice (a timeline's graph never holds one twice): one by one.
+            snap = Snapshot::default();
+            for (key, r) in objects {
+                snap.insert(key, r);
+            }
         }
+        snap.seq = seq;
         if let Some(derive) = &self.deriver {
             snap.derived = Some(derive(None, &snap, &[]));
         }

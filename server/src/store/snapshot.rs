@@ -416,6 +416,62 @@ impl Snapshot {
         self.objects.is_empty()
     }
 
+    /// A snapshot of exactly `objects`, whose keys are distinct: what inserting them one by one
+    /// makes (seq and derived state aside), built on two threads, the maps of objects on this
+    /// one and the relationship and uid indexes on another, each index value's keys gathered
+    /// first and kept once. A past moment is built whole so: one by one, on one thread, its
+    /// 9,096 objects took 40–80 ms of a cold moment's 200 (`cargo bench --bench timeline_query`).
+    pub(super) fn of_objects(objects: &[(ObjectKey, Arc<Resource>)]) -> Snapshot {
+        type Gathered<K> = std::collections::HashMap<K, Vec<ObjectKey>, rustc_hash::FxBuildHasher>;
+        let indexes = || {
+            let (mut index, mut uids): (Gathered<(Idx, String)>, Gathered<String>) =
+                Default::default();
+            for (key, r) in objects {
+                for (idx, value) in index_entries(r) {
+                    let entry = index_key(idx, r.datacenter(), value);
+                    index.entry(entry).or_default().push(key.clone());
+                }
+                if !r.uid().is_empty() {
+                    uids.entry(r.uid().to_string())
+                        .or_default()
+                        .push(key.clone());
+                }
+            }
+            let members = |mut keys: Vec<ObjectKey>| {
+                keys.sort_unstable();
+                keys.dedup();
+                Members::from_sorted(keys)
+            };
+            let index: FastMap<_, _> = index.into_iter().map(|(k, v)| (k, members(v))).collect();
+            let by_uid: FastMap<_, _> = uids.into_iter().map(|(k, v)| (k, members(v))).collect();
+            (index, by_uid)
+        };
+        let maps = || {
+            let mut snap = Snapshot::default();
+            for (key, r) in objects {
+                *snap.datacenters.entry(key.datacenter.clone()).or_default() += 1;
+                snap.by_key.insert(key.clone(), r.clone());
+                snap.objects.insert(key.clone(), r.clone());
+            }
+            snap
+        };
+        // A thread costs more than a few objects do.
+        let (mut snap, (index, by_uid)) = match objects.len() < 64 {
+            true => (maps(), indexes()),
+            false => std::thread::scope(|s| {
+                let indexes = s.spawn(indexes);
+                let snap = maps();
+                match indexes.join() {
+                    Ok(indexes) => (snap, indexes),
+                    Err(panic) => std::panic::resume_unwind(panic),
+                }
+            }),
+        };
+        snap.index = index;
+        snap.by_uid = by_uid;
+        snap
+    }
+
     /// Put an object in (replacing the one under its key), with its index entries.
     ///
     /// A change that leaves the object's index entries and uid as they were (a status update,

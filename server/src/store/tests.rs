@@ -1,3 +1,4 @@
+use super::members::Members;
 use super::*;
 use crate::model::{Machine, MachineSpec};
 
@@ -423,4 +424,64 @@ fn machines_labelled_with_the_cluster_name_belong_to_it_as_well() {
     );
     assert!(old.labelled_for_cluster("prod-x1", "prod"));
     assert!(!old.labelled_for_cluster("prod-x1", "other"));
+}
+
+#[test]
+fn a_past_graph_built_whole_has_the_indexes_a_store_keeps_one_by_one() {
+    use crate::source::demo::{FleetSpec, fleet};
+    // Two datacenters: each index value is the datacenter's own.
+    let west = Datacenter::new("west");
+    let mut objects = fleet(&FleetSpec::demo());
+    let elsewhere: Vec<Resource> = objects
+        .iter()
+        .map(|r| r.clone().in_datacenter(&west))
+        .collect();
+    objects.extend(elsewhere);
+    let store = Store::new();
+    store.apply(objects.iter().cloned().map(Op::Upsert).collect());
+    let live = store.snapshot();
+    // The objects as the store keeps them (with the versions and uids it gave them).
+    let past = Store::new().past(live.objects.values().map(|r| (**r).clone()).collect());
+    let keys = |m: &Members| m.iter().cloned().collect::<Vec<_>>();
+    assert!(live.index.len() > 100, "the fleet has relationships");
+    assert!(past.objects == live.objects, "the same objects");
+    assert_eq!(past.by_key.len(), live.by_key.len());
+    assert_eq!(past.datacenters, live.datacenters);
+    assert_eq!(
+        past.seq,
+        live.objects
+            .values()
+            .map(|r| version_seq(r))
+            .max()
+            .unwrap_or(0)
+    );
+    assert_eq!(past.index.len(), live.index.len());
+    for (entry, members) in live.index.iter() {
+        assert_eq!(
+            past.index.get(entry).map(keys),
+            Some(keys(members)),
+            "{entry:?}"
+        );
+    }
+    assert_eq!(past.by_uid.len(), live.by_uid.len());
+    for (uid, members) in live.by_uid.iter() {
+        assert_eq!(past.by_uid.get(uid).map(keys), Some(keys(members)), "{uid}");
+    }
+    // A key given twice: the later object wins, with its index entries only.
+    let first = machine("t", "m", "a", "small");
+    let later = machine("t", "m", "b", "large");
+    let twice = Store::new().past(vec![first, later.clone()]);
+    assert_eq!(twice.len(), 1);
+    assert_eq!(
+        twice
+            .lookup_untracked(&Datacenter::default(), Idx::MachineByCluster, "t/a")
+            .count(),
+        0
+    );
+    assert_eq!(
+        twice
+            .lookup_untracked(&Datacenter::default(), Idx::MachineByCluster, "t/b")
+            .count(),
+        1
+    );
 }

@@ -152,8 +152,16 @@ pub fn rebuilt(
         }
     }
     let count = texts.len() + objects.len();
-    texts.extend(objects.into_iter().map(|(id, v)| Work::Json(id, v)));
-    let (typed, records) = type_both(texts)?;
+    // Typed in two halves: the patched objects (typed from JSON, the dearer way) spread over
+    // both, not all at the end.
+    let mut work = Vec::with_capacity(count);
+    let mut patched = objects.into_iter().map(|(id, v)| Work::Json(id, v));
+    for text in texts {
+        work.push(text);
+        work.extend(patched.next());
+    }
+    work.extend(patched);
+    let (typed, records) = type_both(work)?;
     let records: Records = records
         .into_iter()
         .map(|(id, v)| (id, Arc::new(v)))

@@ -4,7 +4,7 @@
 //! The history is written straight into a fresh database in the timeline's format (the demo
 //! generator's benchmark fleet with hosts and VMs as the first checkpoint, then each change a
 //! merge patch of one object's status and an annotation, one second apart, with a checkpoint
-//! whenever the versions since the last one take twice its bytes, as the writer does), then the
+//! whenever the versions since the last one take `CHECKPOINT_RATIO` times its bytes, as the writer does), then the
 //! overview query is answered at `TIMELINE_MOMENTS` random moments: cold (each moment rebuilt) and
 //! again (from the cache of rebuilt graphs); then at moments a step apart, as the time control
 //! dragged forward or a replay asks them (each carried forward from the one before). Prints
@@ -21,7 +21,7 @@ use serde_json::{Value, json};
 use vitistack::db::{Db, Pool, PoolSettings};
 use vitistack::graphql::{SchemaSettings, build_schema};
 use vitistack::history::timeline::read::Past;
-use vitistack::history::timeline::writer::stored_value;
+use vitistack::history::timeline::writer::{CHECKPOINT_FLOOR, CHECKPOINT_RATIO, stored_value};
 use vitistack::history::timeline::{Body, ROW_OVERHEAD, encode_checkpoint};
 use vitistack::model::merge_patch;
 use vitistack::source::demo::{FleetSpec, fleet};
@@ -143,11 +143,11 @@ async fn write_history(db: &Db, path: &str, clusters: usize, changes: u64) {
         version_bytes += body.len() as u64 + ROW_OVERHEAD;
         batch.push((at, o as i64 + 1, body));
         version_id += 1;
-        if batch.len() == 5_000 || since >= (2 * last_cp).max(256 * 1024) {
+        if batch.len() == 5_000 || since >= (CHECKPOINT_RATIO * last_cp).max(CHECKPOINT_FLOOR) {
             insert(db, &batch).await;
             batch.clear();
         }
-        if since >= (2 * last_cp).max(256 * 1024) {
+        if since >= (CHECKPOINT_RATIO * last_cp).max(CHECKPOINT_FLOOR) {
             last_cp = write_checkpoint(db, at, version_id, &current).await;
             since = 0;
         }

@@ -108,9 +108,9 @@ impl Item {
 /// rebuilt from one checkpoint and at most about twice its size in versions, and checkpoints
 /// take about a third of what the timeline keeps at most (less: a whole graph deflates better
 /// than its objects one by one).
-const CHECKPOINT_RATIO: u64 = 2;
+pub const CHECKPOINT_RATIO: u64 = 2;
 /// And at least this many bytes.
-const CHECKPOINT_FLOOR: u64 = 256 * 1024;
+pub const CHECKPOINT_FLOOR: u64 = 256 * 1024;
 
 /// One change as it will be stored.
 struct Version {

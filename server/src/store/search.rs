@@ -346,6 +346,11 @@ pub fn match_word<'r>(r: &'r Resource, word: &str) -> Option<(Rank, Field, Value
     if best.is_some() {
         return best;
     }
+    // The namespace is the first of the other fields: asked first, without reading the rest (a
+    // namespace's objects are most of what a search reads).
+    if r.namespace().eq_ignore_ascii_case(word) {
+        return Some((Rank::Field, Field::Namespace, Value::Plain(r.namespace())));
+    }
     let mut found = None;
     fields(r, &mut |field, value| {
         if found.is_none() && value.is(word) {

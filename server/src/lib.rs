@@ -3,6 +3,7 @@
 
 pub mod app;
 pub mod auth;
+pub mod both;
 pub mod change;
 pub mod clock;
 pub mod config;

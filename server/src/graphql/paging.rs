@@ -229,6 +229,14 @@ impl CompiledFilter {
         self.namespace.as_deref()
     }
 
+    /// True when the filter asks for a datacenter at most (which a search narrows to itself).
+    pub fn only_datacenter(&self) -> bool {
+        self.namespace.is_none()
+            && self.phases.is_none()
+            && self.selector.is_none()
+            && self.search.is_none()
+    }
+
     /// True when `r` passes every part of the filter.
     pub fn matches(&self, r: &Resource) -> bool {
         self.namespace.as_ref().is_none_or(|ns| ns == r.namespace())

@@ -3,8 +3,6 @@
 //! (the exact name first), paged, filtered like the lists, and within what the caller sees (it
 //! reads the request's snapshot, as every list does).
 
-use std::cmp::Ordering;
-
 use async_graphql::connection::{Connection, CursorType, Edge};
 use async_graphql::{Context, InputObject, Object, SimpleObject};
 use base64::Engine;
@@ -14,6 +12,7 @@ use super::paging::{CompiledFilter, ConnectionFields, DEFAULT_PAGE_SIZE, Filter,
 use super::types::{Node, snap, to_node};
 use crate::error::ErrorCode;
 use crate::store::search::{Field, Hit, Rank, Where};
+use crate::store::search_page::Place;
 
 /// Longest search text, in bytes.
 pub const MAX_TEXT: usize = 512;
@@ -54,37 +53,25 @@ pub struct SearchCursor(u8, String, String, String, String);
 
 impl SearchCursor {
     fn of(hit: &Hit) -> Self {
-        let r = &hit.object;
+        let p = hit.place();
         SearchCursor(
-            hit.rank as u8,
-            r.name().to_string(),
-            r.kind().name().to_string(),
-            r.namespace().to_string(),
-            r.datacenter().key().to_string(),
+            p.rank,
+            p.name.to_string(),
+            p.kind.to_string(),
+            p.namespace.to_string(),
+            p.datacenter.to_string(),
         )
     }
-}
 
-/// A hit's place in the order, borrowed from it.
-fn place(h: &Hit) -> (u8, &str, &str, &str, &str) {
-    let r = &h.object;
-    (
-        h.rank as u8,
-        r.name(),
-        r.kind().name(),
-        r.namespace(),
-        r.datacenter().key(),
-    )
-}
-
-/// The order of hits, without building their cursors.
-fn order(a: &Hit, b: &Hit) -> Ordering {
-    place(a).cmp(&place(b))
-}
-
-/// Whether `hit` comes after the cursor.
-fn comes_after(hit: &Hit, c: &SearchCursor) -> bool {
-    place(hit) > (c.0, c.1.as_str(), c.2.as_str(), c.3.as_str(), c.4.as_str())
+    fn place(&self) -> Place<'_> {
+        Place {
+            rank: self.0,
+            name: &self.1,
+            kind: &self.2,
+            namespace: &self.3,
+            datacenter: &self.4,
+        }
+    }
 }
 
 impl CursorType for SearchCursor {
@@ -165,29 +152,20 @@ impl SearchQuery {
             kinds: kinds.as_deref(),
             datacenter: filter.filter.datacenter.as_deref(),
         };
-        let hits = snap(ctx).search(&words, scope, &|r| compiled.matches(r));
-        let total = hits.len();
-        let (mut rest, before): (Vec<Hit>, usize) = match &cursor {
-            None => (hits, 0),
-            Some(c) => {
-                let rest: Vec<Hit> = hits.into_iter().filter(|h| comes_after(h, c)).collect();
-                let before = total - rest.len();
-                (rest, before)
-            }
-        };
-        // Only the page is sorted: the rest need only be known to come later.
-        let more = rest.len() > first;
-        if more {
-            rest.select_nth_unstable_by(first, order);
-            rest.truncate(first);
-        }
-        rest.sort_by(order);
+        // Kinds and datacenter narrow where the search looks; anything else is checked on each.
+        let keep = |r: &crate::model::Resource| compiled.matches(r);
+        let keep: Option<&dyn Fn(&crate::model::Resource) -> bool> =
+            (!compiled.only_datacenter()).then_some(&keep);
+        let after = cursor.as_ref().map(SearchCursor::place);
+        let page = snap(ctx).search_page(&words, scope, keep, after, first);
         let mut conn = Connection::with_additional_fields(
-            before > 0,
-            more,
-            ConnectionFields { total_count: total },
+            page.earlier,
+            page.more,
+            ConnectionFields {
+                total_count: page.total,
+            },
         );
-        conn.edges.extend(rest.into_iter().map(|hit| {
+        conn.edges.extend(page.hits.into_iter().map(|hit| {
             let cursor = SearchCursor::of(&hit);
             Edge::new(
                 cursor,

@@ -8,6 +8,7 @@ mod past;
 pub mod reads;
 pub mod scope;
 pub mod search;
+pub mod search_page;
 mod snapshot;
 
 use std::sync::Arc;

@@ -89,6 +89,14 @@ pub struct Where<'a> {
     pub datacenter: Option<&'a str>,
 }
 
+impl Where<'_> {
+    /// Whether `r` is of these kinds and this datacenter.
+    pub fn holds(&self, r: &Resource) -> bool {
+        self.kinds.is_none_or(|ks| ks.contains(&r.kind()))
+            && self.datacenter.is_none_or(|dc| dc == r.datacenter().key())
+    }
+}
+
 /// A searchable value: a string, or a label's `key=value` (not put together unless shown).
 #[derive(Clone, Copy, Debug)]
 pub enum Value<'a> {
@@ -500,9 +508,7 @@ impl Snapshot {
             return Vec::new();
         }
         let judge = |r: &Arc<Resource>| -> Option<Hit> {
-            let in_scope = scope.kinds.is_none_or(|ks| ks.contains(&r.kind()))
-                && scope.datacenter.is_none_or(|dc| dc == r.datacenter().key());
-            if !in_scope || !keep(r) {
+            if !scope.holds(r) || !keep(r) {
                 return None;
             }
             let (rank, field, _) = best_match(r, words)?;
@@ -550,19 +556,9 @@ impl Snapshot {
     /// Every object of `scope` in namespace `ns`: one range of the ordered map per kind and
     /// datacenter.
     fn in_namespace(&self, ns: &str, scope: Where<'_>, each: &mut dyn FnMut(&Arc<Resource>)) {
-        if ns.is_empty() {
-            return;
-        }
-        let dcs = self.datacenters.keys();
-        for dc in dcs.filter(|dc| scope.datacenter.is_none_or(|want| want == dc.key())) {
-            for kind in scope.kinds.unwrap_or(Kind::ALL) {
-                let from = ObjectKey::new(dc, *kind, ns, "");
-                let same = |(k, _): &(&ObjectKey, &Arc<Resource>)| {
-                    k.kind == *kind && k.datacenter == *dc && k.namespace == ns
-                };
-                for (_, r) in self.objects.range(from..).take_while(same) {
-                    each(r);
-                }
+        for (from, to) in self.spans(ns, scope) {
+            for (_, r) in self.span_from(&from, &to) {
+                each(r);
             }
         }
     }

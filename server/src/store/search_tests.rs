@@ -3,7 +3,7 @@
 
 use serde_json::json;
 
-use super::search::{Field, Rank, Where};
+use super::search::{Field, Hit, Rank, Where};
 use super::*;
 use crate::model::{Datacenter, Kind, Resource};
 
@@ -324,4 +324,143 @@ fn a_namespace_read_whole_finds_each_object_once_with_its_best_rank() {
         names(&found(&s, "team-b team-a")),
         vec![(Kind::Machine, "team-b/team-a-cache", Rank::NamePrefix)]
     );
+}
+
+/// Two datacenters whose namespace `team-a` holds Machines and VMIs of the same names, a few
+/// named after the namespace, and objects elsewhere that match `team-a` by name or label.
+fn paged_fleet() -> Store {
+    let store = Store::new();
+    let mut ops = Vec::new();
+    for dc in ["dc-1", "dc-2"] {
+        let dc = Datacenter::new(dc);
+        let mut names: Vec<String> = (0..9).map(|i| format!("node-{}", (i * 7) % 9)).collect();
+        names.extend(["team-a", "team-a-db", "z-team-a", "a"].map(String::from));
+        for (i, name) in names.iter().enumerate() {
+            let ip = format!("10.3.{i}.1");
+            let m = machine("team-a", name, &ip, &format!("52:54:00:dd:00:{i:02x}"));
+            ops.push(Op::Upsert(m.in_datacenter(&dc)));
+            if i % 3 != 1 {
+                ops.push(Op::Upsert(
+                    vmi("team-a", name, "host-1", &ip).in_datacenter(&dc),
+                ));
+            }
+        }
+        let labelled = object(
+            Kind::Machine,
+            "v1alpha1",
+            json!({"metadata": {"name": "tagged", "namespace": "team-b",
+                                "labels": {"team-a": "yes"}}, "spec": {}}),
+        );
+        ops.push(Op::Upsert(labelled.in_datacenter(&dc)));
+        let cache = machine("team-b", "team-a-cache", "10.4.0.1", "52:54:00:dd:01:01");
+        ops.push(Op::Upsert(cache.in_datacenter(&dc)));
+    }
+    store.apply(ops);
+    store
+}
+
+fn seen(page: &super::search_page::Page) -> Vec<(String, Rank, Field)> {
+    page.hits
+        .iter()
+        .map(|h| (format!("{:?}", h.place()), h.rank, h.field))
+        .collect()
+}
+
+#[test]
+fn a_namespace_paged_from_its_ranges_equals_every_hit_sorted() {
+    let store = paged_fleet();
+    let s = store.snapshot();
+    let words = vec!["team-a".to_string()];
+    let (machines, twice, vmis) = (
+        [Kind::Machine],
+        [Kind::Machine, Kind::Machine],
+        [Kind::VirtualMachineInstance],
+    );
+    let scopes = [
+        Where::default(),
+        Where {
+            kinds: Some(&machines),
+            datacenter: None,
+        },
+        Where {
+            kinds: Some(&twice),
+            datacenter: Some("dc-2"),
+        },
+        Where {
+            kinds: Some(&vmis),
+            datacenter: Some("dc-1"),
+        },
+    ];
+    let every = |_: &Resource| true;
+    for scope in scopes {
+        // Read one by one and sorted whole: what the pages must add up to.
+        let all = s.search_page(&words, scope, Some(&every), None, 10_000);
+        assert!(!all.more && !all.earlier && all.total == all.hits.len());
+        let labelled = all.hits.iter().any(|h| h.field == Field::Label);
+        assert_eq!(
+            labelled,
+            scope.kinds.is_none_or(|k| k.contains(&Kind::Machine))
+        );
+        assert!(all.hits.iter().any(|h| h.rank == Rank::ExactName));
+        for first in [1, 2, 5, 10_000] {
+            let mut after: Option<Hit> = None;
+            let mut walked = Vec::new();
+            loop {
+                let at = after.as_ref().map(Hit::place);
+                let page = s.search_page(&words, scope, None, at, first);
+                let read = s.search_page(&words, scope, Some(&every), at, first);
+                assert_eq!(
+                    seen(&page),
+                    seen(&read),
+                    "{scope:?} first {first} after {at:?}"
+                );
+                assert_eq!(
+                    (page.total, page.earlier, page.more),
+                    (read.total, read.earlier, read.more),
+                    "{scope:?} first {first} after {at:?}"
+                );
+                assert_eq!(page.total, all.total);
+                walked.extend(seen(&page));
+                if !page.more {
+                    break;
+                }
+                after = page.hits.last().cloned();
+            }
+            assert_eq!(walked, seen(&all), "{scope:?} in pages of {first}");
+        }
+        // Cursors that name no hit: before, between and after them all.
+        let cursors = [
+            place(0, "", "", "", ""),
+            place(3, "node-4", "Machine", "team-a", "dc-1"),
+            place(3, "node-45", "A", "team-a", "dc-1"),
+            place(3, "tagged", "Machine", "team-b", "dc-9"),
+            place(9, "", "", "", ""),
+        ];
+        for at in cursors {
+            let page = s.search_page(&words, scope, None, Some(at), 3);
+            let read = s.search_page(&words, scope, Some(&every), Some(at), 3);
+            assert_eq!(seen(&page), seen(&read), "{scope:?} after {at:?}");
+            assert_eq!(
+                (page.earlier, page.more),
+                (read.earlier, read.more),
+                "{at:?}"
+            );
+        }
+    }
+}
+
+fn place(
+    rank: u8,
+    name: &'static str,
+    kind: &'static str,
+    namespace: &'static str,
+    datacenter: &'static str,
+) -> super::search_page::Place<'static> {
+    super::search_page::Place {
+        rank,
+        name,
+        kind,
+        namespace,
+        datacenter,
+    }
 }

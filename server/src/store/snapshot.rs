@@ -456,17 +456,7 @@ impl Snapshot {
             snap
         };
         // A thread costs more than a few objects do.
-        let (mut snap, (index, by_uid)) = match objects.len() < 64 {
-            true => (maps(), indexes()),
-            false => std::thread::scope(|s| {
-                let indexes = s.spawn(indexes);
-                let snap = maps();
-                match indexes.join() {
-                    Ok(indexes) => (snap, indexes),
-                    Err(panic) => std::panic::resume_unwind(panic),
-                }
-            }),
-        };
+        let ((index, by_uid), mut snap) = crate::both::both(objects.len() < 64, indexes, maps);
         snap.index = index;
         snap.by_uid = by_uid;
         snap

@@ -356,22 +356,13 @@ fn type_both(work: Vec<Work<'_>>) -> Result<TypedRows, PastError> {
     Ok((objects, records))
 }
 
-/// `f` of each half of `items`, in order: one half on another thread (both on this one when
-/// they are few: a thread costs more than they do).
+/// `f` of each half of `items`, in order: the second half on another thread (both on this one
+/// when they are few: a thread costs more than they do).
 fn in_halves<T: Send, R: Send>(mut items: Vec<T>, f: impl Fn(Vec<T>) -> R + Sync) -> (R, R) {
     let second = items.split_off(items.len() / 2);
-    if items.len() < 32 {
-        return (f(items), f(second));
-    }
-    std::thread::scope(|s| {
-        let f = &f;
-        let other = s.spawn(move || f(second));
-        let first = f(items);
-        match other.join() {
-            Ok(second) => (first, second),
-            Err(panic) => std::panic::resume_unwind(panic),
-        }
-    })
+    let f = &f;
+    let (second, first) = crate::both::both(items.len() < 32, move || f(second), move || f(items));
+    (first, second)
 }
 
 /// Versions' bodies read back, with one inflater: (object, stored bytes, body; None for a

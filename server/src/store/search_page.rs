@@ -81,18 +81,23 @@ fn page_of(hits: Vec<Hit>, after: Option<Place<'_>>, first: usize) -> Page {
     };
     let earlier = rest.len() < total;
     let more = rest.len() > first;
-    // Only the page is sorted: the rest need only be known to come later.
-    if more {
-        rest.select_nth_unstable_by(first, |a, b| a.place().cmp(&b.place()));
-        rest.truncate(first);
-    }
-    rest.sort_by(|a, b| a.place().cmp(&b.place()));
+    keep_first(&mut rest, first);
     Page {
         hits: rest,
         total,
         earlier,
         more,
     }
+}
+
+/// Only the first `n` of `hits` in order, sorted: the rest need only be known to come later.
+fn keep_first(hits: &mut Vec<Hit>, n: usize) {
+    let by_place = |a: &Hit, b: &Hit| a.place().cmp(&b.place());
+    if hits.len() > n {
+        hits.select_nth_unstable_by(n, by_place);
+        hits.truncate(n);
+    }
+    hits.sort_by(by_place);
 }
 
 /// The bounds of namespace `ns`'s objects of one kind in one datacenter in the ordered map.
@@ -234,11 +239,7 @@ impl Snapshot {
             indexed.retain(|h| h.place() > c);
             earlier = earlier || indexed.len() < before;
         }
-        if indexed.len() > first + 1 {
-            indexed.select_nth_unstable_by(first + 1, |a, b| a.place().cmp(&b.place()));
-            indexed.truncate(first + 1);
-        }
-        indexed.sort_by(|a, b| a.place().cmp(&b.place()));
+        keep_first(&mut indexed, first + 1);
         // Both merged, one past the page (to know whether there are more).
         let mut indexed = indexed.into_iter().peekable();
         let mut hits = Vec::with_capacity(first + 1);

@@ -59,6 +59,17 @@ pub struct RequestContext {
 }
 
 impl RequestContext {
+    /// The same context in allocations of its own (see [`current_request`]).
+    fn detached(&self) -> RequestContext {
+        let own = |v: &HeaderValue| HeaderValue::from_bytes(v.as_bytes()).unwrap_or(v.clone());
+        let uri = self.uri.path_and_query().map_or("/", |p| p.as_str());
+        RequestContext {
+            id: own(&self.id),
+            method: self.method.clone(),
+            uri: Uri::try_from(uri).unwrap_or_else(|_| self.uri.clone()),
+        }
+    }
+
     fn id(&self) -> &str {
         self.id.to_str().unwrap_or_default()
     }
@@ -88,9 +99,12 @@ pub async fn in_request<F: Future>(
     (output, scoped.take_value())
 }
 
-/// The request the current task is serving, if any (to carry it into a task of its own).
+/// The request the current task is serving, if any, to carry into a task of its own: with its
+/// own copy of the id and the URI. hyper's header values and URI are slices of the connection's
+/// read buffer, so a WebSocket's task holding the request's would keep that buffer (8 KiB) for
+/// the socket's life after the connection gave the socket up.
 pub fn current_request() -> Option<RequestContext> {
-    REQUEST.try_with(Clone::clone).ok()
+    REQUEST.try_with(RequestContext::detached).ok()
 }
 
 /// A request's own line: what was asked, the answer's status, how long it took.

@@ -166,7 +166,9 @@ async fn graphql_ws(
         // The socket's lines carry the upgrade request's id (taken here: the socket is served on
         // a task of its own).
         .on_upgrade(move |socket| async move {
-            let serve = ws::serve(socket, app, client, authorization, session);
+            // Boxed once: held inline, the socket's future was laid out up to three times in
+            // this block (the value and each arm that awaits it), 6 KiB per idle socket.
+            let serve = Box::pin(ws::serve(socket, app, client, authorization, session));
             match context {
                 Some(context) => crate::logging::in_request(context, serve).await.0,
                 None => serve.await,

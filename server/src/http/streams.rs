@@ -30,7 +30,8 @@ pub async fn ended(auth: Arc<Auth>, principal: Principal) -> Standing {
         if changes.changed().await.is_err() {
             return std::future::pending().await;
         }
-        match auth.standing(&principal).await {
+        // Boxed: a future awaited here is held inline for the stream's whole life.
+        match Box::pin(auth.standing(&principal)).await {
             Standing::Kept => {}
             other => return other,
         }

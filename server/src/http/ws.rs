@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use std::net::IpAddr;
 
 use axum::extract::ws::{CloseFrame, Message, WebSocket};
-use futures::stream::{AbortHandle, Abortable, BoxStream, SelectAll};
+use futures::stream::{AbortHandle, Abortable, BoxStream, SelectAll, SplitSink, SplitStream};
 use futures::{SinkExt, StreamExt};
 use serde_json::{Value, json};
 
@@ -88,6 +88,8 @@ pub async fn serve(
         }
     };
     let _open = super::Held::new(&app.metrics.ws_open);
+    // Split here, so the socket itself (about 450 bytes) is not also held in `run`'s future.
+    let (sink, incoming) = socket.split();
     let mut conn = Conn {
         app: app.clone(),
         protocol,
@@ -100,7 +102,7 @@ pub async fn serve(
         streams: SelectAll::new(),
         out: Vec::new(),
     };
-    let ended = conn.run(socket).await;
+    let ended = conn.run(sink, incoming).await;
     tracing::debug!(code = ?ended, "WebSocket closed (None: by the client)");
     app.metrics.ws_closed(ended);
 }
@@ -124,9 +126,12 @@ fn close_message(c: &Close) -> Message {
 
 impl Conn {
     /// Returns the close code the server sent, or None when the client went away.
-    async fn run(&mut self, socket: WebSocket) -> Option<u16> {
+    async fn run(
+        &mut self,
+        mut sink: SplitSink<WebSocket, Message>,
+        mut incoming: SplitStream<WebSocket>,
+    ) -> Option<u16> {
         let settings = self.app.gate.settings.clone();
-        let (mut sink, mut incoming) = socket.split();
         let init_deadline = tokio::time::sleep(settings.init_timeout);
         tokio::pin!(init_deadline);
         let mut keepalive = tokio::time::interval_at(
@@ -140,7 +145,10 @@ impl Conn {
             let step: Result<(), Close> = tokio::select! {
                 msg = incoming.next() => match msg {
                     Some(Ok(Message::Text(text))) => match self.receive(text.as_str()) {
-                        Ok(Some(init)) => self.init(&init).await,
+                        // Boxed, as the re-check below: a future awaited here is held inline
+                        // in the socket's task for its whole life (an idle socket's memory), and
+                        // authentication's (key, session, or RBAC reviews over HTTP) is large.
+                        Ok(Some(init)) => Box::pin(self.init(&init)).await,
                         Ok(None) => Ok(()),
                         Err(c) => Err(c),
                     },
@@ -168,7 +176,7 @@ impl Conn {
                 }
                 changed = changes.changed(), if self.principal.is_some() => {
                     match (changed, &self.principal) {
-                        (Ok(()), Some(p)) => match self.app.access.auth.standing(p).await {
+                        (Ok(()), Some(p)) => match Box::pin(self.app.access.auth.standing(p)).await {
                             Standing::Kept => Ok(()),
                             Standing::Changed => Err(Close::new(CHANGED_CODE, CHANGED)),
                             Standing::Ended => Err(Close::new(4403, REVOKED)),

@@ -76,3 +76,22 @@ fn an_access_line_is_one_json_object_with_every_field_escaped() {
         assert!(at <= jiff::Timestamp::now());
     }
 }
+
+#[test]
+fn a_context_carried_into_a_task_holds_none_of_the_requests_buffer() {
+    // hyper's URI and header values are slices of the connection's read buffer.
+    let buffer =
+        bytes::Bytes::from(b"GET /graphql/ws?x=1 HTTP/1.1\r\nX-Request-Id: abc\r\n".to_vec());
+    let request = super::RequestContext {
+        id: axum::http::HeaderValue::from_maybe_shared(buffer.slice(44..47)).expect("id"),
+        method: axum::http::Method::GET,
+        uri: axum::http::Uri::from_maybe_shared(buffer.slice(4..19)).expect("uri"),
+    };
+    let carried = super::RequestContext::detached(&request);
+    assert_eq!(carried.fields(), request.fields());
+    assert_eq!(carried.uri.query(), Some("x=1"));
+    let inside = |p: *const u8| buffer.as_ptr_range().contains(&p);
+    assert!(inside(request.uri.path().as_ptr()) && inside(request.id.as_bytes().as_ptr()));
+    assert!(!inside(carried.uri.path().as_ptr()), "the path is its own");
+    assert!(!inside(carried.id.as_bytes().as_ptr()), "the id is its own");
+}

@@ -54,7 +54,9 @@ struct Runner {
     /// What the subscriber may see: its opening, events and renders read only that.
     scope: crate::store::Scope,
     doc: Arc<ExecutableDocument>,
-    variables: Variables,
+    /// Shared with the hub once the subscriber joins one: every subscriber of a hub has the
+    /// same, and a map of even one variable is a kilobyte (a B-tree's leaf).
+    variables: Arc<Variables>,
     operation: Option<String>,
     /// What error messages call the operation.
     title: Arc<str>,
@@ -63,7 +65,7 @@ struct Runner {
 impl Runner {
     fn request(&self) -> Request {
         let mut r = Request::new(String::new())
-            .variables(self.variables.clone())
+            .variables(Variables::clone(&self.variables))
             .data(self.scope.clone());
         r.set_parsed_query((*self.doc).clone());
         if let Some(op) = &self.operation {
@@ -170,7 +172,16 @@ impl Runner {
         if let Some(g) = &gauge {
             g.inc();
         }
-        Ok(hubs.insert(key, Arc::new(Hub { ring, task, gauge })))
+        let variables = self.variables.clone();
+        Ok(hubs.insert(
+            key,
+            Arc::new(Hub {
+                ring,
+                task,
+                gauge,
+                variables,
+            }),
+        ))
     }
 
     /// The subscription field the document selects (for the metrics).
@@ -316,7 +327,7 @@ pub fn subscribe(
         store,
         scope,
         doc,
-        variables,
+        variables: Arc::new(variables),
         operation,
         title: Arc::from(title),
     };
@@ -335,6 +346,9 @@ pub fn subscribe(
             Ok(o) => o,
             Err(r) => return refused(r).boxed(),
         };
+        // The hub's variables are these (its key holds them): this subscriber's own go.
+        let mut runner = runner;
+        runner.variables = hub.variables.clone();
         let active = Active::new(runner.schemas.metrics.clone(), runner.field());
         let sub = HubSubscriber {
             runner,

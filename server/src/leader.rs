@@ -75,6 +75,10 @@ pub struct Leader {
     /// The election task (None without election), awaited when the server stops.
     campaign: Arc<parking_lot::Mutex<Option<tokio::task::JoinHandle<()>>>>,
     leading: watch::Receiver<bool>,
+    /// Without election, the sender of `leading`, kept so that waiting for a change waits: with
+    /// the sender gone, `changed()` returns at once, and the loops that wait on it (the timeline
+    /// writer's) turned at full speed, a core of an idle server.
+    _sole: Option<Arc<watch::Sender<bool>>>,
     lease: Option<Arc<LeaseSettings>>,
 }
 
@@ -91,12 +95,11 @@ impl Leader {
     /// No election: this process leads for as long as it runs.
     pub fn sole() -> Leader {
         let (tx, leading) = watch::channel(true);
-        // The receiver keeps the last value once the sender is gone.
-        drop(tx);
         Leader {
             work: Arc::default(),
             campaign: Arc::default(),
             leading,
+            _sole: Some(Arc::new(tx)),
             lease: None,
         }
     }
@@ -125,6 +128,7 @@ impl Leader {
             work,
             campaign: Arc::new(parking_lot::Mutex::new(Some(task))),
             leading,
+            _sole: None,
             lease: Some(settings),
         }
     }
@@ -295,6 +299,16 @@ mod tests {
         assert!(l.leading());
         let r = l.report();
         assert!(!r.election && r.leading && r.identity.is_none());
+    }
+
+    #[test]
+    fn waiting_for_a_sole_leaders_change_waits() {
+        // A wait that returned at once (its sender gone) turned the timeline writer's loop at
+        // full speed.
+        let l = Leader::sole();
+        let mut watch = l.watch();
+        assert!(futures::FutureExt::now_or_never(watch.changed()).is_none());
+        assert!(*watch.borrow());
     }
 
     #[test]

@@ -61,7 +61,8 @@ pub struct RequestContext {
 impl RequestContext {
     /// The same context in allocations of its own (see [`current_request`]).
     fn detached(&self) -> RequestContext {
-        let own = |v: &HeaderValue| HeaderValue::from_bytes(v.as_bytes()).unwrap_or(v.clone());
+        let own =
+            |v: &HeaderValue| HeaderValue::from_bytes(v.as_bytes()).unwrap_or_else(|_| v.clone());
         let uri = self.uri.path_and_query().map_or("/", |p| p.as_str());
         RequestContext {
             id: own(&self.id),

@@ -9,12 +9,14 @@
 //! operations per socket, sockets per client and sockets in total (shared with SSE streams).
 
 use crate::error::ErrorCode;
-use std::collections::HashMap;
 use std::net::IpAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
 
 use axum::extract::ws::{CloseFrame, Message, WebSocket};
 use futures::stream::{AbortHandle, Abortable, BoxStream, SelectAll, SplitSink, SplitStream};
-use futures::{SinkExt, StreamExt};
+use futures::{SinkExt, Stream, StreamExt};
 use serde_json::{Value, json};
 
 use super::AppState;
@@ -32,12 +34,42 @@ pub const WRITE_BUFFER_BYTES: usize = 8 * 1024;
 use super::ws_message::{ClientMessage, decode, init_token};
 pub use super::ws_message::{Close, Protocol};
 
-type Item = (String, Option<Payload>);
+/// An operation's id with its next result, or with None once it has ended.
+type Item = (Arc<str>, Option<Payload>);
 
 struct Operation {
+    id: Arc<str>,
     abort: AbortHandle,
     /// Something was sent for it already (so errors are data, not a refusal).
     started: bool,
+}
+
+/// An operation's results, each with its id (shared: a result costs no copy of it), then the id
+/// with None once they end. (A map and a chain with a last `once` did this with three copies of
+/// the id and more state held for each idle subscription.)
+struct Tagged {
+    id: Arc<str>,
+    /// Taken out (and freed) once it has ended.
+    results: Option<BoxStream<'static, Payload>>,
+}
+
+impl Stream for Tagged {
+    type Item = Item;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Item>> {
+        let this = &mut *self;
+        let Some(results) = this.results.as_mut() else {
+            return Poll::Ready(None);
+        };
+        match results.poll_next_unpin(cx) {
+            Poll::Ready(Some(payload)) => Poll::Ready(Some((this.id.clone(), Some(payload)))),
+            Poll::Ready(None) => {
+                this.results = None;
+                Poll::Ready(Some((this.id.clone(), None)))
+            }
+            Poll::Pending => Poll::Pending,
+        }
+    }
 }
 
 struct Conn {
@@ -52,8 +84,10 @@ struct Conn {
     authorization: Option<String>,
     /// The sign-in session's cookie of a page of this server, used when neither carries one.
     session: Option<String>,
-    operations: HashMap<String, Operation>,
-    streams: SelectAll<BoxStream<'static, Item>>,
+    /// The running operations, in the order they started: a list, as they are few (at most
+    /// `max_operations_per_socket`), where a map took about 200 bytes for the first.
+    operations: Vec<Operation>,
+    streams: SelectAll<Abortable<Tagged>>,
     /// Messages to send before reading on.
     out: Vec<String>,
 }
@@ -98,7 +132,7 @@ pub async fn serve(
         client,
         authorization,
         session,
-        operations: HashMap::new(),
+        operations: Vec::new(),
         streams: SelectAll::new(),
         out: Vec::new(),
     };
@@ -140,6 +174,9 @@ impl Conn {
         );
         keepalive.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut changes = self.app.access.auth.changes();
+        // False once the watch's sender is gone: no standing can change after that (as in
+        // `streams::ended`), and a closed watch would otherwise answer at once on every turn.
+        let mut watching = true;
         let mut going_away = self.app.going_away.clone();
         loop {
             let step: Result<(), Close> = tokio::select! {
@@ -174,7 +211,8 @@ impl Conn {
                 _ = &mut init_deadline, if !self.acked => {
                     Err(Close::new(4408, "Connection initialisation timeout"))
                 }
-                changed = changes.changed(), if self.principal.is_some() => {
+                changed = changes.changed(), if watching && self.principal.is_some() => {
+                    watching = changed.is_ok();
                     match (changed, &self.principal) {
                         (Ok(()), Some(p)) => match Box::pin(self.app.access.auth.standing(p)).await {
                             Standing::Kept => Ok(()),
@@ -241,7 +279,7 @@ impl Conn {
             ClientMessage::Pong => Ok(None),
             ClientMessage::Subscribe { id, payload } => self.start(id, payload).map(|()| None),
             ClientMessage::Complete { id } => {
-                if let Some(op) = self.operations.remove(&id) {
+                if let Some(op) = self.take(&id) {
                     op.abort.abort();
                     if self.protocol == Protocol::Legacy {
                         self.out
@@ -290,7 +328,7 @@ impl Conn {
         let Some(principal) = self.principal.clone().filter(|_| self.acked) else {
             return Err(Close::new(4401, "Unauthorized"));
         };
-        if self.operations.contains_key(&id) {
+        if self.operations.iter().any(|op| *op.id == *id) {
             return Err(Close::new(
                 4409,
                 format!("Subscriber for {id} already exists"),
@@ -312,21 +350,25 @@ impl Conn {
         }
         let stream = super::pipeline::execute_stream(&self.app, request, principal);
         let (abort, registration) = AbortHandle::new_pair();
-        let end_id = id.clone();
-        let item_id = id.clone();
-        let items = stream
-            .map(move |r| (item_id.clone(), Some(r)))
-            .chain(futures::stream::once(async move { (end_id, None) }));
-        self.streams
-            .push(Abortable::new(items, registration).boxed());
-        self.operations.insert(
+        let id: Arc<str> = id.into();
+        let results = Some(stream);
+        let tagged = Tagged {
+            id: id.clone(),
+            results,
+        };
+        self.streams.push(Abortable::new(tagged, registration));
+        self.operations.push(Operation {
             id,
-            Operation {
-                abort,
-                started: false,
-            },
-        );
+            abort,
+            started: false,
+        });
         Ok(())
+    }
+
+    /// Take the operation `id` out of the running ones.
+    fn take(&mut self, id: &str) -> Option<Operation> {
+        let at = self.operations.iter().position(|op| *op.id == *id)?;
+        Some(self.operations.remove(at))
     }
 
     /// Refuse one operation with an `error` message; the socket stays open.
@@ -340,15 +382,17 @@ impl Conn {
             .push(json!({"type": "error", "id": id, "payload": payload}).to_string());
     }
 
-    fn deliver(&mut self, id: String, item: Option<Payload>) {
+    fn deliver(&mut self, id: Arc<str>, item: Option<Payload>) {
         let Some(payload) = item else {
-            if self.operations.remove(&id).is_some() {
+            if self.take(&id).is_some() {
                 self.out
                     .push(json!({"type": "complete", "id": id}).to_string());
             }
             return;
         };
-        let Some(op) = self.operations.get_mut(&id) else {
+        // The same allocation as the operation's own id: compared by address first.
+        let same = |op: &&mut Operation| Arc::ptr_eq(&op.id, &id) || op.id == id;
+        let Some(op) = self.operations.iter_mut().find(same) else {
             return; // completed by the client meanwhile
         };
         // A document refused before it ran (parse or validation errors, which carry no field
@@ -358,7 +402,7 @@ impl Conn {
         if let Payload::Response(response) = &payload {
             let refused = !op.started && crate::graphql::rejected(response);
             if refused && self.protocol == Protocol::Transport {
-                if let Some(op) = self.operations.remove(&id) {
+                if let Some(op) = self.take(&id) {
                     op.abort.abort();
                 }
                 let errors = serde_json::to_value(&response.errors).unwrap_or(Value::Null);
@@ -372,17 +416,56 @@ impl Conn {
             Protocol::Transport => "next",
             Protocol::Legacy => "data",
         };
-        let id = serde_json::to_string(&id).unwrap_or_default();
         // A shared event's JSON is rendered once; each socket only adds its frame around it.
-        let json = payload.json();
-        let mut frame = String::with_capacity(json.len() + id.len() + 32);
-        frame.push_str(r#"{"type":""#);
-        frame.push_str(ty);
-        frame.push_str(r#"","id":"#);
-        frame.push_str(&id);
-        frame.push_str(r#","payload":"#);
-        frame.push_str(&json);
-        frame.push('}');
+        let frame = frame(ty, &id, &payload.json());
         self.out.push(frame);
+    }
+}
+
+/// `{"type":ty,"id":id,"payload":json}`, `json` as it is.
+fn frame(ty: &str, id: &str, json: &str) -> String {
+    let mut frame = String::with_capacity(json.len() + id.len() + 34);
+    frame.push_str(r#"{"type":""#);
+    frame.push_str(ty);
+    frame.push_str(r#"","id":"#);
+    // As serde_json writes a string, without a string of its own for each result: it escapes
+    // only quotes, backslashes and control characters.
+    if id.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
+        frame.push('"');
+        frame.push_str(id);
+        frame.push('"');
+    } else {
+        frame.push_str(&serde_json::to_string(id).unwrap_or_default());
+    }
+    frame.push_str(r#","payload":"#);
+    frame.push_str(json);
+    frame.push('}');
+    frame
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_results_frame_is_the_json_serde_writes_whatever_its_id() {
+        let payload = r#"{"data":{"n":1}}"#;
+        for id in [
+            "1",
+            "a-b_c",
+            "é ü",
+            "quo\"te",
+            "back\\slash",
+            "tab\tnl\n",
+            "\u{1}",
+            "del\u{7f}",
+        ] {
+            let expected =
+                serde_json::json!({"type": "next", "id": id, "payload": {"data": {"n": 1}}});
+            let got: serde_json::Value =
+                serde_json::from_str(&super::frame("next", id, payload)).expect("JSON");
+            assert_eq!(got, expected, "{id:?}");
+            let text = serde_json::to_string(id).expect("a string");
+            let written = format!(r#"{{"type":"next","id":{text},"payload":{payload}}}"#);
+            assert_eq!(super::frame("next", id, payload), written, "{id:?}");
+        }
     }
 }

@@ -88,9 +88,10 @@ pub struct Typed {
     pub records: Records,
 }
 
-/// One object to type: its JSON text as the checkpoint holds it, or its JSON read and patched.
+/// One object to type: its JSON text as the checkpoint holds it (with what it says of itself,
+/// read as the checkpoint was split), or its JSON read and patched.
 enum Work<'a> {
-    Text(i64, &'a str),
+    Text(i64, &'a str, Head<'a>),
     Json(i64, Value),
 }
 
@@ -123,12 +124,12 @@ pub fn rebuilt(
     let touched: HashSet<i64> = versions.iter().map(|(o, _, _)| *o).collect();
     let mut texts = Vec::with_capacity(entries.len());
     let mut objects: HashMap<i64, Value> = HashMap::new();
-    for (id, text) in entries {
+    for (id, text, head) in entries {
         match touched.contains(&id) {
             true => {
                 objects.insert(id, serde_json::from_str(text).map_err(|e| damaged(&e))?);
             }
-            false => texts.push(Work::Text(id, text)),
+            false => texts.push(Work::Text(id, text, head)),
         }
     }
     let mut json_bytes = json.len();
@@ -187,10 +188,11 @@ fn inventory(records: &Records) -> Result<crate::inventory::Snapshot, PastError>
 }
 
 /// A checkpoint's JSON (`[[id, object], ...]`, as `encode_checkpoint` wrote it) split into each
-/// object's timeline id and JSON text, the objects left unread. (serde_json's `RawValue` does
-/// this with its `raw_value` feature; switching that on rebuilds every crate above serde_json for
-/// twenty lines.)
-fn split(json: &[u8]) -> Result<Vec<(i64, &str)>, String> {
+/// object's timeline id, JSON text and what it says of itself (its [`Head`], read in the same
+/// pass that finds where it ends: reading it again when typing was a third pass over the text).
+/// (serde_json's `RawValue` finds the ends with its `raw_value` feature; switching that on
+/// rebuilds every crate above serde_json for twenty lines.)
+fn split(json: &[u8]) -> Result<Vec<(i64, &str, Head<'_>)>, String> {
     let text = std::str::from_utf8(json).map_err(|e| e.to_string())?;
     let bytes = text.as_bytes();
     let mut at = 0;
@@ -218,14 +220,13 @@ fn split(json: &[u8]) -> Result<Vec<(i64, &str)>, String> {
         let id = values.next().ok_or("no id")?.map_err(|e| e.to_string())?;
         at += values.byte_offset();
         expect(&mut at, b',')?;
-        let mut values =
-            serde_json::Deserializer::from_str(&text[at..]).into_iter::<serde::de::IgnoredAny>();
-        values
+        let mut values = serde_json::Deserializer::from_str(&text[at..]).into_iter::<Head>();
+        let head = values
             .next()
             .ok_or("no object")?
             .map_err(|e| e.to_string())?;
         let end = at + values.byte_offset();
-        out.push((id, text[at..end].trim_start()));
+        out.push((id, text[at..end].trim_start(), head));
         at = end;
         expect(&mut at, b']')?;
         if expect(&mut at, b',').is_err() {
@@ -403,12 +404,11 @@ fn type_all(work: Vec<Work<'_>>) -> Result<TypedRows, PastError> {
     let (mut out, mut records) = (Vec::with_capacity(work.len()), Vec::new());
     for item in work {
         let id = match &item {
-            Work::Text(id, _) | Work::Json(id, _) => *id,
+            Work::Text(id, _, _) | Work::Json(id, _) => *id,
         };
         let damaged = |why: String| PastError::Damaged(format!("object {id}: {why}"));
         match item {
-            Work::Text(_, text) => {
-                let head: Head = serde_json::from_str(text).map_err(|e| damaged(e.to_string()))?;
+            Work::Text(_, text, head) => {
                 if let Some(APPLICATION | INVENTORY) = head.kind.as_deref() {
                     let v = serde_json::from_str(text).map_err(|e| damaged(e.to_string()))?;
                     records.push((id, v));
@@ -549,21 +549,34 @@ mod tests {
     #[test]
     fn a_checkpoint_splits_into_its_objects_whatever_its_spacing() {
         let json = br#" [ [1 , {"a": [1, "]"]} ] ,[22,{}]] "#;
-        assert_eq!(
-            split(json).expect("split"),
-            vec![(1, r#"{"a": [1, "]"]}"#), (22, "{}")]
-        );
-        assert_eq!(split(b"[]").expect("empty"), vec![]);
+        fn texts(json: &[u8]) -> Vec<(i64, &str)> {
+            let parts = split(json).expect("split");
+            parts.into_iter().map(|(id, text, _)| (id, text)).collect()
+        }
+        assert_eq!(texts(json), vec![(1, r#"{"a": [1, "]"]}"#), (22, "{}")]);
+        assert_eq!(texts(b"[]"), vec![]);
+        let with_head = br#"[[3,{"spec":{"kind":"x"},"kind":"Machine","datacenter":"oslo"}]]"#;
+        let (_, _, head) = &split(with_head).expect("split")[0];
+        assert_eq!(head.kind.as_deref(), Some("Machine"), "not the spec's kind");
+        assert_eq!(head.datacenter.as_deref(), Some("oslo"));
+        assert_eq!(head.api_version, None);
         // What `encode_checkpoint` wrote comes back object by object.
         let cp = vec![(1, json!({"a": 1})), (7, json!({"b": [2]}))];
         let json = super::super::inflate(&encode_checkpoint(&cp)).expect("inflated");
         let back: Vec<(i64, Value)> = split(&json)
             .expect("split")
             .into_iter()
-            .map(|(id, text)| (id, serde_json::from_str(text).expect("an object")))
+            .map(|(id, text, _)| (id, serde_json::from_str(text).expect("an object")))
             .collect();
         assert_eq!(back, cp);
-        for bad in [&b"[[1,{}]"[..], b"[[x,{}]]", b"[[1 {}]]", b"{}", b"[[1,{]]"] {
+        for bad in [
+            &b"[[1,{}]"[..],
+            b"[[x,{}]]",
+            b"[[1 {}]]",
+            b"{}",
+            b"[[1,{]]",
+            b"[[1,5]]",
+        ] {
             assert!(split(bad).is_err(), "{}", String::from_utf8_lossy(bad));
         }
     }

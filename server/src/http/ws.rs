@@ -351,10 +351,9 @@ impl Conn {
         let stream = super::pipeline::execute_stream(&self.app, request, principal);
         let (abort, registration) = AbortHandle::new_pair();
         let id: Arc<str> = id.into();
-        let results = Some(stream);
         let tagged = Tagged {
             id: id.clone(),
-            results,
+            results: Some(stream),
         };
         self.streams.push(Abortable::new(tagged, registration));
         self.operations.push(Operation {
@@ -390,9 +389,8 @@ impl Conn {
             }
             return;
         };
-        // The same allocation as the operation's own id: compared by address first.
-        let same = |op: &&mut Operation| Arc::ptr_eq(&op.id, &id) || op.id == id;
-        let Some(op) = self.operations.iter_mut().find(same) else {
+        // (`Arc`'s equality compares the addresses first: the item carries the operation's own.)
+        let Some(op) = self.operations.iter_mut().find(|op| op.id == id) else {
             return; // completed by the client meanwhile
         };
         // A document refused before it ran (parse or validation errors, which carry no field

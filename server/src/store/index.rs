@@ -66,13 +66,7 @@ pub enum Idx {
 
 /// `namespace/value`, the shape of index values for namespaced relationships.
 pub fn scoped(namespace: &str, value: &str) -> String {
-    // Pushed, not `format!`ed: every object's entries are made this way when a past moment's
-    // graph is built, and the formatting machinery costs more than the copies.
-    let mut out = String::with_capacity(namespace.len() + 1 + value.len());
-    out.push_str(namespace);
-    out.push('/');
-    out.push_str(value);
-    out
+    format!("{namespace}/{value}")
 }
 
 /// Every index entry an object belongs to.

@@ -51,11 +51,7 @@ pub struct Snapshot {
 /// graph_query -- write`).
 fn index_key(idx: Idx, datacenter: &Datacenter, value: String) -> (Idx, String) {
     if !datacenter.is_single() {
-        let mut key = String::with_capacity(datacenter.key().len() + 1 + value.len());
-        key.push_str(datacenter.key());
-        key.push('\u{0}');
-        key.push_str(&value);
-        (idx, key)
+        (idx, format!("{datacenter}\u{0}{value}"))
     } else if value.contains('\u{0}') {
         (idx, format!("\u{0}{value}"))
     } else {

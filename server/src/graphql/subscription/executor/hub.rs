@@ -178,8 +178,8 @@ pub(super) struct Hub {
     pub(super) ring: Arc<Ring>,
     pub(super) task: tokio::task::JoinHandle<()>,
     pub(super) gauge: Option<prometheus::IntGauge>,
-    /// The variables it runs with, shared by its subscribers.
-    pub(super) variables: Arc<async_graphql::Variables>,
+    /// What it runs documents with, shared by its subscribers.
+    pub(super) runner: Arc<super::Runner>,
 }
 
 impl Drop for Hub {

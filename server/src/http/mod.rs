@@ -19,6 +19,7 @@ pub mod signin;
 mod state;
 pub mod streams;
 pub mod tls;
+mod upgrade;
 pub mod ws;
 pub mod ws_message;
 
@@ -132,48 +133,53 @@ pub(crate) fn panicked() -> Response {
 async fn graphql_ws(
     State(app): State<AppState>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
-    headers: axum::http::HeaderMap,
-    upgrade: axum::extract::WebSocketUpgrade,
+    mut request: axum::extract::Request,
 ) -> Response {
+    let upgrade = match upgrade::Upgrade::of(&mut request, &ws_message::PROTOCOLS) {
+        Ok(u) => u,
+        Err(refused) => return refused,
+    };
+    let headers = request.headers();
     // A browser page from another origin may not ride on a user's network position.
-    if !app.access.origin_allowed(&headers) {
+    if !app.access.origin_allowed(headers) {
         return (
             StatusCode::FORBIDDEN,
             "WebSocket refused: this Origin is not allowed (CORS_ALLOWED_ORIGINS)",
         )
             .into_response();
     }
-    let client = app.access.client(peer.ip(), &headers);
+    let client = app.access.client(peer.ip(), headers);
     // Non-browser clients may authenticate the upgrade itself; connection_init may still.
     let authorization = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .map(String::from);
     // A browser page of this server may ride on its sign-in session (the Origin was checked).
-    let session = (headers.contains_key(header::ORIGIN) && access::same_origin(&headers))
-        .then(|| access::cookie_value(&headers, access::SESSION_COOKIE).map(String::from))
+    let session = (headers.contains_key(header::ORIGIN) && access::same_origin(headers))
+        .then(|| access::cookie_value(headers, access::SESSION_COOKIE).map(String::from))
         .flatten();
     let context = crate::logging::current_request();
-    upgrade
-        .protocols(ws_message::PROTOCOLS)
+    let protocol = upgrade.protocol();
+    let config = tokio_tungstenite::tungstenite::protocol::WebSocketConfig::default()
         // Small buffers: most sockets are idle subscribers (tungstenite's default is 128 KiB;
         // client messages are small; what the server has ready is written in one flush).
         .read_buffer_size(1024)
         .write_buffer_size(ws::WRITE_BUFFER_BYTES)
         // The same bound as an HTTP body: larger frames and messages are refused with 1009.
-        .max_frame_size(MAX_BODY_BYTES)
-        .max_message_size(MAX_BODY_BYTES)
-        // The socket's lines carry the upgrade request's id (taken here: the socket is served on
-        // a task of its own).
-        .on_upgrade(move |socket| async move {
-            // Boxed once: held inline, the socket's future was laid out up to three times in
-            // this block (the value and each arm that awaits it), 6 KiB per idle socket.
-            let serve = Box::pin(ws::serve(socket, app, client, authorization, session));
-            match context {
-                Some(context) => crate::logging::in_request(context, serve).await.0,
-                None => serve.await,
-            }
-        })
+        .max_frame_size(Some(MAX_BODY_BYTES))
+        .max_message_size(Some(MAX_BODY_BYTES));
+    // The socket's lines carry the upgrade request's id (taken here: the socket is served on a
+    // task of its own).
+    upgrade.serve(config, move |socket| {
+        let serve = ws::serve(socket, protocol, app, client, authorization, session);
+        match context {
+            Some(context) => futures::FutureExt::boxed(futures::FutureExt::map(
+                crate::logging::in_request(context, serve),
+                |_| (),
+            )),
+            None => serve,
+        }
+    })
 }
 
 /// Holds a gauge one higher while it lives (an open socket or stream), however it ends.

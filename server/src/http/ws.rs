@@ -14,13 +14,16 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use axum::extract::ws::{CloseFrame, Message, WebSocket};
+use futures::future::BoxFuture;
 use futures::stream::{AbortHandle, Abortable, BoxStream, SelectAll, SplitSink, SplitStream};
-use futures::{SinkExt, Stream, StreamExt};
+use futures::{FutureExt, SinkExt, Stream, StreamExt};
 use serde_json::{Value, json};
+use tokio_tungstenite::tungstenite::protocol::CloseFrame;
+use tokio_tungstenite::tungstenite::{Error as WsError, Message};
 
 use super::AppState;
 use super::streams::{CHANGED, CHANGED_CODE, GOING_AWAY, REVOKED, gone};
+use super::upgrade::Socket as WebSocket;
 use crate::auth::Principal;
 use crate::auth::Standing;
 use crate::graphql::subscription::executor::Payload;
@@ -92,40 +95,42 @@ struct Conn {
     out: Vec<String>,
 }
 
-/// Serve one upgraded socket until either side closes it.
-pub async fn serve(
+/// Serve one upgraded socket until either side closes it: the one future the socket's task
+/// holds for its whole life.
+///
+/// Not an `async fn`: one would keep a slot for the socket it was given (about 450 bytes, moved
+/// out at once by the split) and for each argument in its state for as long as the socket is
+/// open. Here they are checked and moved into what the socket needs before the future is made.
+pub fn serve(
     socket: WebSocket,
+    protocol: Option<&str>,
     app: AppState,
     client: IpAddr,
     authorization: Option<String>,
     session: Option<String>,
-) {
-    let protocol = match socket.protocol().and_then(|p| p.to_str().ok()) {
+) -> BoxFuture<'static, ()> {
+    let protocol = match protocol {
         Some("graphql-transport-ws") => Protocol::Transport,
         Some("graphql-ws") => Protocol::Legacy,
         _ => {
             let reason = "Subprotocol not acceptable: offer graphql-transport-ws or graphql-ws";
-            close(socket, &app, Close::new(4406, reason)).await;
-            return;
+            return close(socket, app, Close::new(4406, reason)).boxed();
         }
     };
     if *app.going_away.borrow() {
-        close(socket, &app, Close::new(1001, GOING_AWAY)).await;
-        return;
+        return close(socket, app, Close::new(1001, GOING_AWAY)).boxed();
     }
-    let _admission = match app.gate.admit(client) {
+    let admission = match app.gate.admit(client) {
         Ok(a) => a,
         Err(reason) => {
             // 1013 "try again later": the standard code for a server at capacity.
-            close(socket, &app, Close::new(1013, reason.to_string())).await;
-            return;
+            return close(socket, app, Close::new(1013, reason.to_string())).boxed();
         }
     };
-    let _open = super::Held::new(&app.metrics.ws_open);
-    // Split here, so the socket itself (about 450 bytes) is not also held in `run`'s future.
+    let open = super::Held::new(&app.metrics.ws_open);
     let (sink, incoming) = socket.split();
     let mut conn = Conn {
-        app: app.clone(),
+        app,
         protocol,
         acked: false,
         principal: None,
@@ -136,12 +141,16 @@ pub async fn serve(
         streams: SelectAll::new(),
         out: Vec::new(),
     };
-    let ended = conn.run(sink, incoming).await;
-    tracing::debug!(code = ?ended, "WebSocket closed (None: by the client)");
-    app.metrics.ws_closed(ended);
+    async move {
+        let ended = conn.run(sink, incoming).await;
+        tracing::debug!(code = ?ended, "WebSocket closed (None: by the client)");
+        conn.app.metrics.ws_closed(ended);
+        drop((admission, open));
+    }
+    .boxed()
 }
 
-async fn close(mut socket: WebSocket, app: &AppState, c: Close) {
+async fn close(mut socket: WebSocket, app: AppState, c: Close) {
     app.metrics.ws_closed(Some(c.code));
     let _ = socket.send(close_message(&c)).await;
 }
@@ -153,7 +162,7 @@ fn close_message(c: &Close) -> Message {
         reason.pop();
     }
     Message::Close(Some(CloseFrame {
-        code: c.code,
+        code: c.code.into(),
         reason: reason.into(),
     }))
 }
@@ -165,9 +174,9 @@ impl Conn {
         mut sink: SplitSink<WebSocket, Message>,
         mut incoming: SplitStream<WebSocket>,
     ) -> Option<u16> {
-        let settings = self.app.gate.settings.clone();
-        let init_deadline = tokio::time::sleep(settings.init_timeout);
-        tokio::pin!(init_deadline);
+        let settings = &self.app.gate.settings;
+        // Boxed and dropped once acknowledged: not held by every idle socket.
+        let mut init_deadline = Some(Box::pin(tokio::time::sleep(settings.init_timeout)));
         let mut keepalive = tokio::time::interval_at(
             tokio::time::Instant::now() + settings.keepalive,
             settings.keepalive,
@@ -190,11 +199,10 @@ impl Conn {
                         Err(c) => Err(c),
                     },
                     Some(Ok(Message::Binary(_))) => Err(Close::new(4400, "Binary messages are not part of the protocol")),
-                    Some(Ok(Message::Ping(_) | Message::Pong(_))) => Ok(()),
+                    Some(Ok(Message::Ping(_) | Message::Pong(_) | Message::Frame(_))) => Ok(()),
                     // tungstenite refuses a frame or message above the limit with a capacity
-                    // error ("Space limit exceeded: Message too long: N > M"); axum passes it on
-                    // as text only.
-                    Some(Err(e)) if e.to_string().contains("Space limit exceeded") => Err(Close::new(
+                    // error ("Space limit exceeded: Message too long: N > M").
+                    Some(Err(WsError::Capacity(_))) => Err(Close::new(
                         1009,
                         format!(
                             "Message too big: the limit (MAX_BODY_BYTES) is {} bytes",
@@ -208,7 +216,12 @@ impl Conn {
                     Ok(())
                 }
                 _ = gone(&mut going_away) => Err(Close::new(1001, GOING_AWAY)),
-                _ = &mut init_deadline, if !self.acked => {
+                _ = async {
+                    match init_deadline.as_mut() {
+                        Some(deadline) => deadline.await,
+                        None => std::future::pending().await,
+                    }
+                }, if !self.acked => {
                     Err(Close::new(4408, "Connection initialisation timeout"))
                 }
                 changed = changes.changed(), if watching && self.principal.is_some() => {
@@ -231,6 +244,9 @@ impl Conn {
                     Ok(())
                 }
             };
+            if self.acked {
+                init_deadline = None;
+            }
             // Everything the operations have ready now goes out together, in as few writes as
             // the write buffer allows: a socket that fell behind catches up with few system
             // calls. (Polled with this task's context, so whatever is not ready wakes it later.)

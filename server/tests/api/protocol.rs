@@ -490,3 +490,62 @@ async fn graphql_over_sse() {
     })
     .await;
 }
+
+/// A request to `/graphql/ws` that is not a WebSocket upgrade is refused with the status and the
+/// reason of what is missing; an upgrade offering both subprotocols gets the first the server
+/// speaks, and the socket works.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_that_is_not_an_upgrade_is_refused_with_its_reason() {
+    let app = spawn(&[]).await;
+    let url = format!("{}/graphql/ws", app.base);
+    let upgrade = [
+        ("Connection", "keep-alive, Upgrade"),
+        ("Upgrade", "WebSocket"),
+        ("Sec-WebSocket-Version", "13"),
+        ("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ=="),
+    ];
+    let cases = [
+        (None, 400, "Connection header did not include 'upgrade'"),
+        (
+            Some("Upgrade"),
+            400,
+            "`Upgrade` header did not include 'websocket'",
+        ),
+        (
+            Some("Sec-WebSocket-Key"),
+            400,
+            "`Sec-WebSocket-Key` header missing",
+        ),
+        (
+            Some("Sec-WebSocket-Version"),
+            400,
+            "`Sec-WebSocket-Version` header did not include '13'",
+        ),
+    ];
+    for (missing, status, reason) in cases {
+        let mut request = app.client.get(&url);
+        for (name, value) in upgrade {
+            let drop = match missing {
+                None => name == "Connection",
+                Some(m) => m == name,
+            };
+            if !drop {
+                request = request.header(name, value);
+            }
+        }
+        let response = request.send().await.expect("response");
+        assert_eq!(response.status().as_u16(), status, "without {missing:?}");
+        assert_eq!(
+            response.text().await.expect("text"),
+            reason,
+            "without {missing:?}"
+        );
+    }
+    // Both offered, in the other order: the server's first choice.
+    let mut ws = open(&app, Some("graphql-ws, graphql-transport-ws")).await;
+    send(&mut ws, json!({"type": "connection_init"})).await;
+    assert_eq!(recv(&mut ws).await["type"], "connection_ack");
+    send(&mut ws, json!({"type": "ping"})).await;
+    // Only graphql-transport-ws answers a ping with a pong.
+    assert_eq!(recv(&mut ws).await["type"], "pong");
+}

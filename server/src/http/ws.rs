@@ -270,6 +270,8 @@ impl Conn {
                 if sink.flush().await.is_err() {
                     return None;
                 }
+                // A catch-up batch grew the list to MAX_BATCH places: an idle socket keeps a few.
+                self.out.shrink_to(4);
             }
             if let Err(c) = step {
                 let _ = sink.send(close_message(&c)).await;
@@ -372,6 +374,8 @@ impl Conn {
             results: Some(stream),
         };
         self.streams.push(Abortable::new(tagged, registration));
+        // Most sockets run one operation: a place for it, not the four a first push makes.
+        self.operations.reserve_exact(1);
         self.operations.push(Operation {
             id,
             abort,

@@ -38,19 +38,35 @@ impl Serialize for IntOrString {
 }
 
 impl<'de> Deserialize<'de> for IntOrString {
+    /// A number or a string, read as the parser meets it (serde's `untagged` enum buffered every
+    /// value first: a copy of each quantity's text per object typed).
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Raw {
-            Int(i64),
-            Float(f64),
-            Str(String),
+        struct Visit;
+        impl serde::de::Visitor<'_> for Visit {
+            type Value = IntOrString;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an integer or a string")
+            }
+            fn visit_i64<E: serde::de::Error>(self, i: i64) -> Result<IntOrString, E> {
+                Ok(IntOrString::Int(i))
+            }
+            fn visit_u64<E: serde::de::Error>(self, u: u64) -> Result<IntOrString, E> {
+                Ok(match i64::try_from(u) {
+                    Ok(i) => IntOrString::Int(i),
+                    Err(_) => IntOrString::String((u as f64).to_string()),
+                })
+            }
+            fn visit_f64<E: serde::de::Error>(self, f: f64) -> Result<IntOrString, E> {
+                Ok(IntOrString::String(f.to_string()))
+            }
+            fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<IntOrString, E> {
+                Ok(IntOrString::String(s.to_string()))
+            }
+            fn visit_string<E: serde::de::Error>(self, s: String) -> Result<IntOrString, E> {
+                Ok(IntOrString::String(s))
+            }
         }
-        Ok(match Raw::deserialize(d)? {
-            Raw::Int(i) => IntOrString::Int(i),
-            Raw::Float(f) => IntOrString::String(f.to_string()),
-            Raw::Str(s) => IntOrString::String(s),
-        })
+        d.deserialize_any(Visit)
     }
 }
 
@@ -198,5 +214,16 @@ mod tests {
         let q: Quantity = serde_json::from_str("\"6Gi\"").expect("string quantity");
         assert_eq!(q.bytes(), Some(6 * 1024 * 1024 * 1024));
         assert_eq!(serde_json::to_string(&q).expect("ser"), "\"6Gi\"");
+        // A fraction and a number past i64 keep their text; from a parsed value as from text.
+        let q: Quantity = serde_json::from_value(serde_json::json!(1.5)).expect("a fraction");
+        assert_eq!((q.raw().as_str(), q.value()), ("1.5", Some(1.5)));
+        let q: Quantity = serde_json::from_str("18446744073709551615").expect("past i64");
+        assert_eq!(q.raw(), "18446744073709552000");
+        for bad in ["true", "null", "[1]", "{}"] {
+            let e = serde_json::from_str::<Quantity>(bad)
+                .expect_err(bad)
+                .to_string();
+            assert!(e.contains("an integer or a string"), "{bad}: {e}");
+        }
     }
 }

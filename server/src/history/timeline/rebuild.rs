@@ -89,10 +89,12 @@ pub struct Typed {
 }
 
 /// One object to type: its JSON text as the checkpoint holds it (with what it says of itself,
-/// read as the checkpoint was split), or its JSON read and patched.
+/// read as the checkpoint was split), its JSON read and patched, or its text in the checkpoint
+/// (if it is there) with the versions after it, read and applied where it is typed.
 enum Work<'a> {
     Text(i64, &'a str, Head<'a>),
     Json(i64, Value),
+    Changed(i64, Option<&'a str>, Vec<Option<Body>>),
 }
 
 /// A checkpoint with the versions after it applied, typed: each object read as the kind and
@@ -103,8 +105,10 @@ enum Work<'a> {
 /// JSON text: the checkpoint holds what the store held, whose credentials were blanked when the
 /// objects were first built. The others are read as JSON, patched and typed. The versions are
 /// decoded on one thread while the checkpoint is inflated and split on the other; the typing runs
-/// on two. (Reading every object into a `serde_json::Value` first, then typing that, took twice
-/// as long: `cargo bench --bench timeline_query`.)
+/// on two, each object's versions applied where it is typed. (Reading every object into a
+/// `serde_json::Value` first, then typing that, took twice as long; the changed objects read and
+/// patched on one thread before the typing were a tenth of a cold moment: `cargo bench --bench
+/// timeline_query`.)
 pub fn rebuilt(
     checkpoint: &[u8],
     versions: Vec<(i64, Option<Vec<u8>>)>,
@@ -121,47 +125,34 @@ pub fn rebuilt(
     let json = json.map_err(|e| damaged(&e))?;
     let versions = versions.map_err(PastError::Damaged)?;
     let entries = split(&json).map_err(|e| damaged(&e))?;
-    let touched: HashSet<i64> = versions.iter().map(|(o, _, _)| *o).collect();
-    let mut texts = Vec::with_capacity(entries.len());
-    let mut objects: HashMap<i64, Value> = HashMap::new();
-    for (id, text, head) in entries {
-        match touched.contains(&id) {
-            true => {
-                objects.insert(id, serde_json::from_str(text).map_err(|e| damaged(&e))?);
-            }
-            false => texts.push(Work::Text(id, text, head)),
-        }
-    }
     let mut json_bytes = json.len();
+    // Each changed object's versions, in order; the objects the checkpoint does not hold in the
+    // order they first changed.
+    let mut changed: HashMap<i64, Vec<Option<Body>>> = HashMap::new();
+    let mut first_seen = Vec::new();
     for (object, len, body) in versions {
         json_bytes += len;
-        match body {
-            None => {
-                objects.remove(&object);
-            }
-            Some(Body::Full(v)) => {
-                objects.insert(object, v);
-            }
-            Some(Body::Patch(p)) => {
-                let Some(target) = objects.get_mut(&object) else {
-                    return Err(PastError::Damaged(format!(
-                        "a change of object {object} the timeline does not hold"
-                    )));
-                };
-                merge_patch::apply(target, &p);
-            }
+        changed
+            .entry(object)
+            .or_insert_with(|| {
+                first_seen.push(object);
+                Vec::new()
+            })
+            .push(body);
+    }
+    let mut work = Vec::with_capacity(entries.len() + changed.len());
+    for (id, text, head) in entries {
+        work.push(match changed.remove(&id) {
+            Some(bodies) => Work::Changed(id, Some(text), bodies),
+            None => Work::Text(id, text, head),
+        });
+    }
+    for id in first_seen {
+        if let Some(bodies) = changed.remove(&id) {
+            work.push(Work::Changed(id, None, bodies));
         }
     }
-    let count = texts.len() + objects.len();
-    // Typed in two halves: the patched objects (typed from JSON, the dearer way) spread over
-    // both, not all at the end.
-    let mut work = Vec::with_capacity(count);
-    let mut patched = objects.into_iter().map(|(id, v)| Work::Json(id, v));
-    for text in texts {
-        work.push(text);
-        work.extend(patched.next());
-    }
-    work.extend(patched);
+    let count = work.len();
     let (typed, records) = type_both(work)?;
     let records: Records = records
         .into_iter()
@@ -178,6 +169,37 @@ pub fn rebuilt(
         ids,
         records,
     })
+}
+
+/// An object's JSON after its versions: from its text in the checkpoint (None: not there), each
+/// version a deletion, a whole object or a merge patch. None when the last one deleted it.
+fn replayed(
+    id: i64,
+    text: Option<&str>,
+    bodies: Vec<Option<Body>>,
+) -> Result<Option<Value>, PastError> {
+    let mut object = match text {
+        Some(t) => Some(
+            serde_json::from_str(t)
+                .map_err(|e| PastError::Damaged(format!("a checkpoint: {e}")))?,
+        ),
+        None => None,
+    };
+    for body in bodies {
+        match body {
+            None => object = None,
+            Some(Body::Full(v)) => object = Some(v),
+            Some(Body::Patch(p)) => {
+                let Some(target) = &mut object else {
+                    return Err(PastError::Damaged(format!(
+                        "a change of object {id} the timeline does not hold"
+                    )));
+                };
+                merge_patch::apply(target, &p);
+            }
+        }
+    }
+    Ok(object)
 }
 
 /// The application inventory the records say (a later record of one application wins: they are
@@ -403,12 +425,9 @@ struct Head<'a> {
 fn type_all(work: Vec<Work<'_>>) -> Result<TypedRows, PastError> {
     let (mut out, mut records) = (Vec::with_capacity(work.len()), Vec::new());
     for item in work {
-        let id = match &item {
-            Work::Text(id, _, _) | Work::Json(id, _) => *id,
-        };
-        let damaged = |why: String| PastError::Damaged(format!("object {id}: {why}"));
         match item {
-            Work::Text(_, text, head) => {
+            Work::Text(id, text, head) => {
+                let damaged = |why: String| PastError::Damaged(format!("object {id}: {why}"));
                 if let Some(APPLICATION | INVENTORY) = head.kind.as_deref() {
                     let v = serde_json::from_str(text).map_err(|e| damaged(e.to_string()))?;
                     records.push((id, v));
@@ -425,27 +444,34 @@ fn type_all(work: Vec<Work<'_>>) -> Result<TypedRows, PastError> {
                     .in_datacenter(&datacenter);
                 out.push((id, r));
             }
-            Work::Json(_, v) if is_record(&v) => records.push((id, v)),
-            Work::Json(_, mut value) => {
-                let datacenter = match &mut value {
-                    Value::Object(m) => match m.remove("datacenter") {
-                        Some(Value::String(d)) => Datacenter::new(&d),
-                        _ => Datacenter::default(),
-                    },
-                    _ => return Err(damaged("not an object".into())),
-                };
-                let (kind, version) =
-                    kind_version(value["kind"].as_str(), value["apiVersion"].as_str())
-                        .map_err(damaged)?;
-                let version = version.to_string();
-                let r = Resource::from_kept_value(kind, &version, value)
-                    .map_err(|e| damaged(e.to_string()))?
-                    .in_datacenter(&datacenter);
-                out.push((id, r));
-            }
+            Work::Json(id, v) if is_record(&v) => records.push((id, v)),
+            Work::Json(id, v) => out.push((id, from_json(id, v)?)),
+            Work::Changed(id, text, bodies) => match replayed(id, text, bodies)? {
+                Some(v) if is_record(&v) => records.push((id, v)),
+                Some(v) => out.push((id, from_json(id, v)?)),
+                None => {}
+            },
         }
     }
     Ok((out, records))
+}
+
+/// An object read as the kind and version its JSON names, in the datacenter it was kept with.
+fn from_json(id: i64, mut value: Value) -> Result<Resource, PastError> {
+    let damaged = |why: String| PastError::Damaged(format!("object {id}: {why}"));
+    let datacenter = match &mut value {
+        Value::Object(m) => match m.remove("datacenter") {
+            Some(Value::String(d)) => Datacenter::new(&d),
+            _ => Datacenter::default(),
+        },
+        _ => return Err(damaged("not an object".into())),
+    };
+    let (kind, version) =
+        kind_version(value["kind"].as_str(), value["apiVersion"].as_str()).map_err(damaged)?;
+    let version = version.to_string();
+    Ok(Resource::from_kept_value(kind, &version, value)
+        .map_err(|e| damaged(e.to_string()))?
+        .in_datacenter(&datacenter))
 }
 
 /// The kind and the version (`v1alpha1` of `vitistack.io/v1alpha1`) an object's JSON names.
@@ -544,6 +570,29 @@ mod tests {
                 .get(&Datacenter::new("oslo")),
             Some(&"u-1".to_string())
         );
+
+        // Deleted, then made again whole and patched: the last state counts.
+        let again = vec![
+            (3, None),
+            (3, Some(Body::Full(kept[2].1.clone()).encode())),
+            (3, patch(json!({"metadata": {"labels": {"back": "yes"}}}))),
+        ];
+        let t = rebuilt(&checkpoint, again).expect("rebuilt");
+        assert_eq!(t.resources.len(), n as usize);
+        let back = t.resources.iter().find(|r| {
+            let labels = r.meta().labels.as_ref();
+            labels.and_then(|l| l.get("back")).is_some()
+        });
+        assert_eq!(
+            back.and_then(|r| r.meta().name.as_deref()),
+            kept[2].1["metadata"]["name"].as_str()
+        );
+        // A patch of an object the timeline does not hold (deleted before it) is refused.
+        let orphan = vec![(4, None), (4, patch(json!({"status": {"phase": "x"}})))];
+        match rebuilt(&checkpoint, orphan) {
+            Err(PastError::Damaged(why)) => assert!(why.contains("object 4"), "{why}"),
+            other => panic!("expected a damaged timeline, got {:?}", other.err()),
+        }
     }
 
     #[test]

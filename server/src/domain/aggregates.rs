@@ -221,30 +221,16 @@ pub struct Aggregates {
 
 impl Aggregates {
     /// Everything counted from scratch.
-    ///
-    /// Each object's part is read on two threads, half each (a past moment's graph is built
-    /// whole, and reading the parts on one thread was a twentieth of a cold moment: `cargo
-    /// bench --bench timeline_query`), then kept in order.
     pub fn build(snap: &Snapshot) -> Self {
         let mut a = Aggregates::default();
-        let mut objects = Vec::new();
         for kind in Kind::ALL {
             let n = snap.count(*kind);
             if n > 0 {
                 a.totals.kinds.insert(*kind, n);
             }
-            objects.extend(snap.list(*kind));
-        }
-        let parts = |rs: &[&Arc<Resource>]| -> Vec<(ObjectKey, Option<Part>)> {
-            rs.iter()
-                .map(|r| (ObjectKey::of(r), part(snap, r)))
-                .collect()
-        };
-        let (first, second) = objects.split_at(objects.len() / 2);
-        let (first, second) =
-            crate::both::both(objects.len() < 64, || parts(first), || parts(second));
-        for (key, part) in first.into_iter().chain(second) {
-            a.set(key, part);
+            for r in snap.list(*kind) {
+                a.set(ObjectKey::of(r), part(snap, r));
+            }
         }
         a
     }

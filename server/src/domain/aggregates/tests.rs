@@ -55,6 +55,29 @@ fn kept_aggregates_equal_a_recount_after_random_changes() {
     }
 }
 
+/// Hundreds of changes in one write (a sync's batch, a past moment carried forward): the parts
+/// are read on two threads and still equal a recount.
+#[test]
+fn one_write_of_many_changes_keeps_the_aggregates_a_recount_gives() {
+    let spec = FleetSpec {
+        clusters: 6,
+        ..FleetSpec::demo()
+    };
+    let store = store_with_fleet(&spec);
+    let mut churn = Churn::new(&spec, 11);
+    let mut ops = Vec::new();
+    for _ in 0..100 {
+        ops.extend(churn.batch(&store.snapshot()));
+        if ops.len() >= 300 {
+            break;
+        }
+    }
+    assert!(ops.len() >= 300, "{} changes", ops.len());
+    let changes = store.apply(ops);
+    assert!(changes.len() >= 64, "{} changed", changes.len());
+    assert_consistent(&store, 1, 11);
+}
+
 #[test]
 fn a_restore_derives_the_aggregates_from_scratch() {
     let store = Store::new().derive_with(deriver());

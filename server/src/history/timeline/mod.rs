@@ -11,6 +11,7 @@ pub mod applications;
 pub mod read;
 mod rebuild;
 mod rows;
+mod split;
 pub mod writer;
 pub mod written;
 

@@ -2,13 +2,13 @@
 //! typed, or a built moment carried forward by the versions after it (only the objects that
 //! changed are read and typed again).
 
-use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use serde_json::Value;
 
 use super::applications::{APPLICATION, INVENTORY, is_record};
+use super::split::{Head, split};
 use super::{Body, Inflater, stored_value};
 use crate::model::merge_patch;
 use crate::model::{Datacenter, Kind, Resource};
@@ -209,55 +209,6 @@ fn inventory(records: &Records) -> Result<crate::inventory::Snapshot, PastError>
         .map_err(PastError::Damaged)
 }
 
-/// A checkpoint's JSON (`[[id, object], ...]`, as `encode_checkpoint` wrote it) split into each
-/// object's timeline id, JSON text and what it says of itself (its [`Head`], read in the same
-/// pass that finds where it ends: reading it again when typing was a third pass over the text).
-/// (serde_json's `RawValue` finds the ends with its `raw_value` feature; switching that on
-/// rebuilds every crate above serde_json for twenty lines.)
-fn split(json: &[u8]) -> Result<Vec<(i64, &str, Head<'_>)>, String> {
-    let text = std::str::from_utf8(json).map_err(|e| e.to_string())?;
-    let bytes = text.as_bytes();
-    let mut at = 0;
-    let expect = |at: &mut usize, c: u8| -> Result<(), String> {
-        while bytes.get(*at).is_some_and(u8::is_ascii_whitespace) {
-            *at += 1;
-        }
-        match bytes.get(*at) == Some(&c) {
-            true => {
-                *at += 1;
-                Ok(())
-            }
-            false => Err(format!("expected {:?} at byte {at}", c as char)),
-        }
-    };
-    let mut out = Vec::new();
-    expect(&mut at, b'[')?;
-    if expect(&mut at, b']').is_ok() {
-        return Ok(out);
-    }
-    loop {
-        expect(&mut at, b'[')?;
-        // The id, then the object: each ends where serde_json says the value it read ended.
-        let mut values = serde_json::Deserializer::from_str(&text[at..]).into_iter::<i64>();
-        let id = values.next().ok_or("no id")?.map_err(|e| e.to_string())?;
-        at += values.byte_offset();
-        expect(&mut at, b',')?;
-        let mut values = serde_json::Deserializer::from_str(&text[at..]).into_iter::<Head>();
-        let head = values
-            .next()
-            .ok_or("no object")?
-            .map_err(|e| e.to_string())?;
-        let end = at + values.byte_offset();
-        out.push((id, text[at..end].trim_start(), head));
-        at = end;
-        expect(&mut at, b']')?;
-        if expect(&mut at, b',').is_err() {
-            expect(&mut at, b']')?;
-            return Ok(out);
-        }
-    }
-}
-
 /// What the versions after a built graph change in it.
 pub struct Forward {
     pub removed: Vec<ObjectKey>,
@@ -408,17 +359,6 @@ fn decoded(
 
 /// Typed objects and application records, each by its timeline id.
 type TypedRows = (Vec<(i64, Resource)>, Vec<(i64, Value)>);
-
-/// What an object's JSON says of itself before it is typed.
-#[derive(serde::Deserialize)]
-struct Head<'a> {
-    #[serde(borrow, default)]
-    kind: Option<Cow<'a, str>>,
-    #[serde(borrow, default, rename = "apiVersion")]
-    api_version: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
-    datacenter: Option<Cow<'a, str>>,
-}
 
 /// Each object read as the kind and version its JSON names, in the datacenter it was kept with;
 /// the application records aside, as JSON.
@@ -592,41 +532,6 @@ mod tests {
         match rebuilt(&checkpoint, orphan) {
             Err(PastError::Damaged(why)) => assert!(why.contains("object 4"), "{why}"),
             other => panic!("expected a damaged timeline, got {:?}", other.err()),
-        }
-    }
-
-    #[test]
-    fn a_checkpoint_splits_into_its_objects_whatever_its_spacing() {
-        let json = br#" [ [1 , {"a": [1, "]"]} ] ,[22,{}]] "#;
-        fn texts(json: &[u8]) -> Vec<(i64, &str)> {
-            let parts = split(json).expect("split");
-            parts.into_iter().map(|(id, text, _)| (id, text)).collect()
-        }
-        assert_eq!(texts(json), vec![(1, r#"{"a": [1, "]"]}"#), (22, "{}")]);
-        assert_eq!(texts(b"[]"), vec![]);
-        let with_head = br#"[[3,{"spec":{"kind":"x"},"kind":"Machine","datacenter":"oslo"}]]"#;
-        let (_, _, head) = &split(with_head).expect("split")[0];
-        assert_eq!(head.kind.as_deref(), Some("Machine"), "not the spec's kind");
-        assert_eq!(head.datacenter.as_deref(), Some("oslo"));
-        assert_eq!(head.api_version, None);
-        // What `encode_checkpoint` wrote comes back object by object.
-        let cp = vec![(1, json!({"a": 1})), (7, json!({"b": [2]}))];
-        let json = super::super::inflate(&encode_checkpoint(&cp)).expect("inflated");
-        let back: Vec<(i64, Value)> = split(&json)
-            .expect("split")
-            .into_iter()
-            .map(|(id, text, _)| (id, serde_json::from_str(text).expect("an object")))
-            .collect();
-        assert_eq!(back, cp);
-        for bad in [
-            &b"[[1,{}]"[..],
-            b"[[x,{}]]",
-            b"[[1 {}]]",
-            b"{}",
-            b"[[1,{]]",
-            b"[[1,5]]",
-        ] {
-            assert!(split(bad).is_err(), "{}", String::from_utf8_lossy(bad));
         }
     }
 }

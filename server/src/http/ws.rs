@@ -374,8 +374,11 @@ impl Conn {
             results: Some(stream),
         };
         self.streams.push(Abortable::new(tagged, registration));
-        // Most sockets run one operation: a place for it, not the four a first push makes.
-        self.operations.reserve_exact(1);
+        // Most sockets run one operation: a place for it, not the four a first push makes (later
+        // pushes grow the list as usual, not one place at a time).
+        if self.operations.capacity() == 0 {
+            self.operations.reserve_exact(1);
+        }
         self.operations.push(Operation {
             id,
             abort,

@@ -769,8 +769,17 @@ describe('a live fleet (the simulator on)', () => {
     await page.goto(`${server.base}/machines`);
     const rows = page.locator('[data-testid=machines] tbody tr:not(.spacer)');
     await eventually('the machines are listed', async () => (await rows.count()) > 10);
+    // From here on the list never leaves the page (a refetch once replaced the page with
+    // "Loading…" and drew every row anew): count each time it is gone.
+    await page.evaluate(() => {
+      window.listGone = 0;
+      const listed = () => document.querySelector('[data-testid=machines] tbody tr:not(.spacer)') !== null;
+      new MutationObserver(() => { if (!listed()) window.listGone += 1; })
+        .observe(document.body, { childList: true, subtree: true });
+    });
     // Mark every row element with its text as it is now, as a user's selection would be kept.
-    const marked = await rows.evaluateAll((trs) => trs.map((tr) => { tr.dataset.seen = tr.textContent; return tr.textContent; }));
+    const mark = () => rows.evaluateAll((trs) => trs.map((tr) => { tr.dataset.seen = tr.textContent; return tr.textContent; }));
+    let marked = await mark();
     // The simulator moves Machines through their phases: wait until a listed machine changed
     // while others still show what they showed (on a slow machine the simulator may have moved
     // every listed one by the time the page is read again: then wait for the next answer).
@@ -782,9 +791,14 @@ describe('a live fleet (the simulator on)', () => {
       const changed = now.filter((r) => r.seen === null && !marked.includes(r.text));
       const same = now.filter((r) => marked.includes(r.text));
       if (changed.length > 0 && same.length > 0) return now;
+      // Every listed row changed since it was marked (the simulator moved them all, or the
+      // marks were taken from an answer older than the list's first live one): no row can be
+      // shown unchanged any more, so mark what is shown now and wait for the next answer.
+      const remarked = same.length === 0 && changed.length === now.length;
+      if (remarked) marked = await mark();
       const api = new Map((await gql(server.base, '{ machines(first: 500) { nodes { name phase } } }')).machines.nodes.map((m) => [m.name, m.phase ?? '']));
       const stale = now.filter((r) => api.has(r.name) && api.get(r.name) !== r.phase).map((r) => `${r.name}: ${r.phase} shown, ${api.get(r.name)} now`);
-      return { mismatch: { rows: now.length, changed: changed.length, same: same.length, kept: now.filter((r) => r.seen !== null).length, stale } };
+      return { mismatch: { rows: now.length, changed: changed.length, same: same.length, kept: now.filter((r) => r.seen !== null).length, remarked, stale } };
     }, 3 * PATIENCE);
     // A row whose text did not change is the same element (still marked); a marked element
     // always shows what it showed when it was marked (changed content is a new element).
@@ -794,6 +808,7 @@ describe('a live fleet (the simulator on)', () => {
     const kept = unchanged.filter((r) => r.seen !== null);
     assert.ok(kept.length > unchanged.length / 2, `unchanged rows are kept: ${kept.length} of ${unchanged.length}`);
     for (const r of after.filter((r) => r.seen !== null)) assert.equal(r.text, r.seen, 'a kept row shows what it showed');
+    assert.equal(await page.evaluate(() => window.listGone), 0, 'the list stayed on the page while new answers came');
     // And the page still matches the API, row for row.
     await eventually('the rows show the API\'s phases', async () => {
       const shown = await rows.evaluateAll((trs) => trs.map((tr) => [tr.cells[0].textContent, tr.cells[8].textContent]));

@@ -94,9 +94,9 @@ fn watched<T: Send + Sync + 'static>(
 #[component]
 pub fn AppsTile() -> impl IntoView {
     view! {
-        <Suspense fallback=|| ()>
+        <Transition fallback=|| ()>
             {move || Suspend::new(async move { tile().await })}
-        </Suspense>
+        </Transition>
     }
 }
 
@@ -140,9 +140,9 @@ fn Counts() -> impl IntoView {
 pub fn Applications() -> impl IntoView {
     view! {
         <h1>"Applications"</h1>
-        <Suspense fallback=|| view! { <p class="empty">"Loading…"</p> }>
+        <Transition fallback=|| view! { <p class="empty">"Loading…"</p> }>
             {move || Suspend::new(async move { list().await })}
-        </Suspense>
+        </Transition>
     }
 }
 
@@ -245,9 +245,9 @@ fn row(a: Row) -> impl IntoView {
 #[component]
 pub fn Application() -> impl IntoView {
     view! {
-        <Suspense fallback=|| view! { <p class="empty">"Loading…"</p> }>
+        <Transition fallback=|| view! { <p class="empty">"Loading…"</p> }>
             {move || Suspend::new(async move { detail().await })}
-        </Suspense>
+        </Transition>
     }
 }
 

@@ -143,9 +143,9 @@ pub fn Clusters() -> impl IntoView {
     let extra = move || {
         view! {
             <Show when=move || !cards().is_empty()>
-                <Suspense fallback=|| ()>
+                <Transition fallback=|| ()>
                     {move || Suspend::new(async move { card_grid(Signal::derive(cards), rows).await })}
-                </Suspense>
+                </Transition>
             </Show>
         }
     };

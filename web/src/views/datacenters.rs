@@ -16,9 +16,9 @@ type Card = datacenter_cards::DatacenterCardsDatacenters;
 pub fn Datacenters() -> impl IntoView {
     view! {
         <h1>"Datacenters"</h1>
-        <Suspense fallback=|| view! { <p class="empty">"Loading…"</p> }>
+        <Transition fallback=|| view! { <p class="empty">"Loading…"</p> }>
             {move || Suspend::new(async move { cards().await })}
-        </Suspense>
+        </Transition>
     }
 }
 

@@ -2,16 +2,19 @@
 
 /// A page whose code is a WebAssembly module of its own, fetched when the page is first opened
 /// (the first page load does not carry it): `$page`, the route's component, shows "Loading…"
-/// until `$loader` has fetched `$view`, the page itself.
+/// until `$loader` has fetched `$view`, the page itself. A `Transition`, here and wherever a
+/// view's code is loaded on demand: a `Suspense` shows its fallback again whenever a query read
+/// inside it fetches again, so a list replaced itself with "Loading…" at every change and came
+/// back as new elements (losing a selection, the scroll, a half-typed form).
 macro_rules! on_demand {
     ($page:ident, $loader:ident, $view:ident) => {
         /// The page; its code is loaded when it is first opened (a separate WebAssembly module).
         #[component]
         pub fn $page() -> impl IntoView {
             view! {
-                <Suspense fallback=|| view! { <p class="empty">"Loading…"</p> }>
+                <Transition fallback=|| view! { <p class="empty">"Loading…"</p> }>
                     {move || Suspend::new(async move { $loader().await })}
-                </Suspense>
+                </Transition>
             }
         }
 

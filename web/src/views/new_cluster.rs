@@ -46,9 +46,9 @@ pub fn NewCluster() -> impl IntoView {
                 </button>
             </p>
             <Show when=move || open.get()>
-                <Suspense fallback=|| view! { <p class="empty">"Loading the form…"</p> }>
+                <Transition fallback=|| view! { <p class="empty">"Loading the form…"</p> }>
                     {move || Suspend::new(async move { form().await })}
-                </Suspense>
+                </Transition>
             </Show>
         </Show>
     }

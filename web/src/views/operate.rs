@@ -40,9 +40,9 @@ pub fn may_change() -> bool {
 pub fn Operate(shape: Memo<Option<Shape>>) -> impl IntoView {
     view! {
         <Show when=move || may_change() && shape.with(Option::is_some)>
-            <Suspense fallback=|| view! { <p class="empty">"Loading the change panel…"</p> }>
+            <Transition fallback=|| view! { <p class="empty">"Loading the change panel…"</p> }>
                 {move || Suspend::new(async move { panel(shape).await })}
-            </Suspense>
+            </Transition>
         </Show>
     }
 }

@@ -71,9 +71,9 @@ pub fn TimeBar(open: RwSignal<bool>) -> impl IntoView {
         {banner}
         <KeepMoment/>
         <Show when=move || open.get()>
-            <Suspense fallback=|| view! { <p class="empty">"Loading the time control…"</p> }>
+            <Transition fallback=|| view! { <p class="empty">"Loading the time control…"</p> }>
                 {move || Suspend::new(async move { controls().await })}
-            </Suspense>
+            </Transition>
         </Show>
     }
 }

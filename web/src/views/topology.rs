@@ -47,9 +47,9 @@ type Focus = RwSignal<Option<(String, Option<usize>)>>;
 #[component]
 pub fn Topology() -> impl IntoView {
     view! {
-        <Suspense fallback=|| view! { <h1>"Topology"</h1><p class="empty">"Loading…"</p> }>
+        <Transition fallback=|| view! { <h1>"Topology"</h1><p class="empty">"Loading…"</p> }>
             {move || Suspend::new(async move { drawing().await })}
-        </Suspense>
+        </Transition>
     }
 }
 

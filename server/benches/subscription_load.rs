@@ -20,7 +20,9 @@
 //! LOAD_SCOPES (0: every subscriber anonymous, seeing everything; S: the subscribers sign in with
 //! API keys limited to namespaces, in S distinct scopes that each still see every load namespace,
 //! so every change reaches every subscriber as before but is rendered once per scope) and
-//! LOAD_USERS (the number of distinct keys, spread over the scopes; default LOAD_SCOPES).
+//! LOAD_USERS (the number of distinct keys, spread over the scopes; default LOAD_SCOPES), and
+//! LOAD_SSE (0: every subscriber on a WebSocket; every Nth subscriber instead reads the same
+//! subscription as an SSE stream, `POST /graphql` with `Accept: text/event-stream`: 2 = half).
 //! Besides delivery and latency it prints the server's CPU time over the run (per 1,000 delivered
 //! events) and whether the graph kept up: how long after the last change the store held them all.
 
@@ -97,11 +99,7 @@ async fn subscriber(
         None => json!({"type": "connection_init"}),
     };
     ws.send(send(init)).await.map_err(|e| e.to_string())?;
-    let default =
-        "subscription($ns: String) { machineChanged(filter: {namespace: $ns}, snapshot: true) {
-        type sequence object { ... on Machine { annotations { key value } } } } }";
-    // LOAD_QUERY: another subscription document (same variables), e.g. to see what a selection costs.
-    let query = std::env::var("LOAD_QUERY").unwrap_or_else(|_| default.to_string());
+    let query = query();
     let mut subscribed = false;
     let mut opened = false;
     while let Some(msg) = ws.next().await {
@@ -171,9 +169,74 @@ async fn subscriber(
     Ok(())
 }
 
+/// The subscription every subscriber runs (with its namespace as `$ns`).
+fn query() -> String {
+    let default =
+        "subscription($ns: String) { machineChanged(filter: {namespace: $ns}, snapshot: true) {
+        type sequence object { ... on Machine { annotations { key value } } } } }";
+    // LOAD_QUERY: another subscription document (same variables), e.g. to see what a selection costs.
+    std::env::var("LOAD_QUERY").unwrap_or_else(|_| default.to_string())
+}
+
+/// A subscriber reading the subscription as an SSE stream (`LOAD_SSE`): counted as a socket's
+/// is (its opening's SYNCED, then each MODIFIED event's latency).
+async fn sse_subscriber(
+    http: reqwest::Client,
+    url: String,
+    namespace: String,
+    key: Option<String>,
+    seen: Arc<Seen>,
+) -> Result<(), String> {
+    let body = json!({"query": query(), "variables": {"ns": namespace}});
+    let mut request = http
+        .post(url)
+        .header("Accept", "text/event-stream")
+        .header("Content-Type", "application/json")
+        .body(body.to_string());
+    if let Some(k) = &key {
+        request = request.header("Authorization", format!("Bearer {k}"));
+    }
+    let mut response = request.send().await.map_err(|e| e.to_string())?;
+    if !response.status().is_success() {
+        return Err(format!("SSE refused: {}", response.status()));
+    }
+    let mut opened = false;
+    let mut buffer = String::new();
+    while let Some(chunk) = response.chunk().await.map_err(|e| e.to_string())? {
+        let arrived = now_micros();
+        buffer.push_str(&String::from_utf8_lossy(&chunk));
+        while let Some(end) = buffer.find("\n\n") {
+            let event: String = buffer.drain(..end + 2).collect();
+            let Some(data) = event.lines().find_map(|l| l.strip_prefix("data:")) else {
+                continue;
+            };
+            if let Some(t) = applied_at_in(data) {
+                seen.events.fetch_add(1, Ordering::Relaxed);
+                let micros = arrived.saturating_sub(t).min(u64::from(u32::MAX));
+                seen.latencies.lock().push(micros as u32);
+            } else if !opened
+                && (data.contains(r#""type":"SYNCED""#) || !data.contains("machineChanged"))
+            {
+                // Its opening (or, another field's, its first event).
+                opened = true;
+                seen.synced.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+    Ok(())
+}
+
 /// The applied-at time of a `next` frame with a MODIFIED event, read off the text.
 fn applied_at(text: &str) -> Option<u64> {
-    if !text.starts_with(r#"{"type":"next""#) || !text.contains(r#""type":"MODIFIED""#) {
+    if !text.starts_with(r#"{"type":"next""#) {
+        return None;
+    }
+    applied_at_in(text)
+}
+
+/// The applied-at time of a MODIFIED event's payload, read off the text.
+fn applied_at_in(text: &str) -> Option<u64> {
+    if !text.contains(r#""type":"MODIFIED""#) {
         return None;
     }
     let at = text.find(ANNOTATION)? + ANNOTATION.len();
@@ -237,6 +300,7 @@ async fn run() {
     let seconds = env("LOAD_SECONDS", 20);
     let namespaces = env("LOAD_NAMESPACES", 1_000) as usize;
     let subscribe = env("LOAD_SUBSCRIBE", 1) != 0;
+    let sse_every = env("LOAD_SSE", 0) as usize;
     let machines_per_ns = 2usize;
 
     // The API test server on a runtime (thread) of its own: the subscribers' clients in this
@@ -338,15 +402,29 @@ async fn run() {
     // Open the subscribers, 200 connections at a time.
     let seen = Arc::new(Seen::default());
     let url = format!("ws://127.0.0.1:{port}/graphql/ws");
+    let sse_url = format!("http://127.0.0.1:{port}/graphql");
+    // Each SSE stream holds a connection of its own.
+    let sse_http = reqwest::Client::builder()
+        .pool_max_idle_per_host(0)
+        .build()
+        .expect("HTTP client");
     let opening = Instant::now();
     let mut tasks = Vec::with_capacity(subscribers);
+    let mut sse_count = 0;
     for i in 0..subscribers {
         let (url, mine) = (url.clone(), seen.clone());
         let ns = format!("load-{:04}", i % namespaces);
         let key = (users > 0).then(|| format!("load-user-key-{:06}-0123456789", i % users));
+        let sse = subscribe && sse_every > 0 && i % sse_every == 0;
+        sse_count += usize::from(sse);
+        let (sse_url, sse_http) = (sse_url.clone(), sse_http.clone());
         tasks.push(tokio::spawn(async move {
             let stopping = mine.stopping.clone();
-            if let Err(e) = subscriber(url, ns, key, mine, subscribe).await
+            let served = match sse {
+                true => sse_subscriber(sse_http, sse_url, ns, key, mine).await,
+                false => subscriber(url, ns, key, mine, subscribe).await,
+            };
+            if let Err(e) = served
                 && !stopping.load(Ordering::Relaxed)
             {
                 eprintln!("subscriber {i}: {e}");
@@ -418,7 +496,7 @@ async fn run() {
     lat.sort_unstable();
 
     println!(
-        "subscribers: {subscribers} over {namespaces} namespaces (opened and synced in {open_time:.1?}); {}",
+        "subscribers: {subscribers} over {namespaces} namespaces, {sse_count} of them SSE streams (opened and synced in {open_time:.1?}); {}",
         if users == 0 {
             "anonymous, each seeing everything".to_string()
         } else {

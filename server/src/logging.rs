@@ -100,6 +100,13 @@ pub async fn in_request<F: Future>(
     (output, scoped.take_value())
 }
 
+/// Run `serve` (a task of its own, e.g. a WebSocket's) as part of `request`. (tokio's scope
+/// alone: the async fn above keeps its arguments beside the scope that holds them, twice the
+/// context for the life of a socket.)
+pub fn scoped<F: Future>(request: RequestContext, serve: F) -> impl Future<Output = F::Output> {
+    REQUEST.scope(request, serve)
+}
+
 /// The request the current task is serving, if any, to carry into a task of its own: with its
 /// own copy of the id and the URI. hyper's header values and URI are slices of the connection's
 /// read buffer, so a WebSocket's task holding the request's would keep that buffer (8 KiB) for

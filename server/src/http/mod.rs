@@ -161,9 +161,10 @@ async fn graphql_ws(
     let context = crate::logging::current_request();
     let protocol = upgrade.protocol();
     let config = tokio_tungstenite::tungstenite::protocol::WebSocketConfig::default()
-        // Small buffers: most sockets are idle subscribers (tungstenite's default is 128 KiB;
-        // client messages are small; what the server has ready is written in one flush).
-        .read_buffer_size(1024)
+        // Small buffers: most sockets are idle subscribers (tungstenite's default is 128 KiB).
+        // Client messages are small (a larger one grows the buffer to its size); what the
+        // server has ready is written in one flush.
+        .read_buffer_size(512)
         .write_buffer_size(ws::WRITE_BUFFER_BYTES)
         // The same bound as an HTTP body: larger frames and messages are refused with 1009.
         .max_frame_size(Some(MAX_BODY_BYTES))
@@ -173,10 +174,7 @@ async fn graphql_ws(
     upgrade.serve(config, move |socket| {
         let serve = ws::serve(socket, protocol, app, client, authorization, session);
         match context {
-            Some(context) => futures::FutureExt::boxed(futures::FutureExt::map(
-                crate::logging::in_request(context, serve),
-                |_| (),
-            )),
+            Some(context) => futures::FutureExt::boxed(crate::logging::scoped(context, serve)),
             None => serve,
         }
     })

@@ -34,7 +34,9 @@ pub use hub::{Hubs, Payload};
 pub use root::{ExecutorRoot, ExecutorSchema, ExecutorSchemas, Update};
 use root::{Opened, Opening};
 
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll, ready};
 
 use async_graphql::parser::types::{ExecutableDocument, Selection};
 use async_graphql::{Request, Response, ServerError, Variables};
@@ -219,13 +221,18 @@ impl Runner {
 /// One subscriber: its opening, then its hub's events after the opening's sequence number.
 /// (It runs documents with its hub's [`Runner`]: a copy of its own was a quarter of an idle
 /// subscription's bytes, held twice by the stream around it.)
+///
+/// A stream polled by hand rather than an `unfold` of an async fn: that kept the async fn's
+/// state (its largest await, the ring's `Notified`) beside the subscriber for as long as it
+/// waited, 480 bytes in all; an idle one of these is its fields, and the ring wakes it through
+/// its cursor.
 struct HubSubscriber {
     /// Held so the hub lives while anyone listens.
     hub: Arc<Hub>,
-    /// Its position in the hub's frames.
+    /// Its position in the hub's frames, and how the hub wakes it.
     at: Arc<RingCursor>,
-    /// The opening (or a resync) being sent.
-    opening: Option<BoxStream<'static, Seq<Update>>>,
+    /// What it does before reading the hub's next frame.
+    before: Before,
     /// Events up to here are in what was sent.
     after: u64,
     /// The last value sent (aggregates are sent only when they change).
@@ -235,72 +242,116 @@ struct HubSubscriber {
     resyncing: bool,
 }
 
+type Reopened = Result<(BoxStream<'static, Seq<Update>>, u64), Response>;
+
+enum Before {
+    /// Nothing: it reads the hub's frames.
+    Nothing,
+    /// A fresh opening being prepared (it fell behind): boxed, and only while it runs, so an
+    /// idle subscriber is sized for waiting on the hub, not for running a document.
+    Reopening(BoxFuture<'static, Reopened>),
+    /// The opening (or a resync's) being sent: its events, each rendered in turn (the render
+    /// with whether its value is an aggregate).
+    Opening(
+        BoxStream<'static, Seq<Update>>,
+        Option<(BoxFuture<'static, Arc<str>>, bool)>,
+    ),
+}
+
 impl HubSubscriber {
-    async fn next(&mut self) -> Option<Payload> {
-        let payload = self.take().await?;
-        self.active.event(std::mem::take(&mut self.resyncing));
-        Some(payload)
+    /// `json` to send, unless it is an aggregate that did not change.
+    fn changed(&mut self, json: &Arc<str>, aggregate: bool) -> bool {
+        if aggregate {
+            if self.last.as_ref() == Some(json) {
+                return false;
+            }
+            self.last = Some(json.clone());
+        }
+        true
     }
 
-    async fn take(&mut self) -> Option<Payload> {
+    fn sent(&mut self, payload: Payload) -> Poll<Option<Payload>> {
+        self.active.event(std::mem::take(&mut self.resyncing));
+        Poll::Ready(Some(payload))
+    }
+
+    /// Missed changes: RESYNC and a fresh opening, read from now.
+    fn reopen(&mut self) {
+        let runner = self.hub.runner.clone();
+        self.before =
+            Before::Reopening(async move { runner.open(Mode::Resync, false).await }.boxed());
+    }
+}
+
+impl futures::Stream for HubSubscriber {
+    type Item = Payload;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Payload>> {
+        let this = &mut *self;
         loop {
-            if let Some(opening) = &mut self.opening {
-                match opening.next().await {
-                    Some(Seq { event, .. }) => {
-                        let aggregate = event.aggregate();
-                        let json = self.hub.runner.render(event).await;
-                        if aggregate {
-                            if self.last.as_ref() == Some(&json) {
-                                continue;
-                            }
-                            self.last = Some(json.clone());
-                        }
-                        return Some(Payload::Json(json));
-                    }
-                    None => self.opening = None,
-                }
-            }
-            let at = self.at.at.load(Ordering::Acquire);
-            let frame = match self.hub.ring.next(at).await {
-                RingRead::Frame(frame) => {
-                    self.at.at.store(at + 1, Ordering::Release);
-                    (!frame.resync).then_some(frame)
-                }
-                RingRead::Lagged => {
-                    // Fell out of the ring (counted by the ring when it happened).
-                    self.at.overflowed.store(false, Ordering::Release);
-                    self.at
-                        .at
-                        .store(self.hub.ring.end_position(), Ordering::Release);
-                    None
-                }
-                RingRead::Pending => continue,
-                RingRead::Ended => return None,
-            };
-            let Some(frame) = frame else {
-                // Missed changes: RESYNC and a fresh opening, read from now.
-                // Boxed: an idle subscriber's future is then sized for waiting on the hub, not
-                // for running a document (KiBs each, times thousands of subscribers).
-                match Box::pin(self.hub.runner.open(Mode::Resync, false)).await {
+            match &mut this.before {
+                Before::Reopening(opening) => match ready!(opening.poll_unpin(cx)) {
                     Ok((opening, after)) => {
-                        self.opening = Some(opening);
-                        self.after = after;
-                        self.resyncing = true;
+                        this.before = Before::Opening(opening, None);
+                        this.after = after;
+                        this.resyncing = true;
                     }
-                    Err(refused) => return Some(Payload::Response(Box::new(refused))),
+                    Err(refused) => {
+                        this.before = Before::Nothing;
+                        return this.sent(Payload::Response(Box::new(refused)));
+                    }
+                },
+                Before::Opening(events, rendering) => {
+                    if let Some((render, aggregate)) = rendering {
+                        let json = ready!(render.poll_unpin(cx));
+                        let aggregate = *aggregate;
+                        *rendering = None;
+                        if this.changed(&json, aggregate) {
+                            return this.sent(Payload::Json(json));
+                        }
+                        continue;
+                    }
+                    match ready!(events.poll_next_unpin(cx)) {
+                        Some(Seq { event, .. }) => {
+                            let aggregate = event.aggregate();
+                            *rendering = Some((this.hub.runner.render(event), aggregate));
+                        }
+                        None => this.before = Before::Nothing,
+                    }
                 }
-                continue;
-            };
-            if frame.seq <= self.after {
-                continue;
-            }
-            if frame.aggregate {
-                if self.last.as_ref() == Some(&frame.json) {
-                    continue;
+                Before::Nothing => {
+                    let at = this.at.at.load(Ordering::Acquire);
+                    match this.hub.ring.read(at) {
+                        RingRead::Frame(frame) => {
+                            this.at.at.store(at + 1, Ordering::Release);
+                            if frame.resync {
+                                this.reopen();
+                            } else if frame.seq > this.after
+                                && this.changed(&frame.json, frame.aggregate)
+                            {
+                                return this.sent(Payload::Json(frame.json.clone()));
+                            }
+                        }
+                        RingRead::Lagged => {
+                            // Fell out of the ring (counted by the ring when it happened).
+                            this.at.overflowed.store(false, Ordering::Release);
+                            this.at
+                                .at
+                                .store(this.hub.ring.end_position(), Ordering::Release);
+                            this.reopen();
+                        }
+                        RingRead::Pending => {
+                            // Registered before looking again, so a frame pushed in between
+                            // still wakes it.
+                            this.at.waker.register(cx.waker());
+                            if let RingRead::Pending = this.hub.ring.read(at) {
+                                return Poll::Pending;
+                            }
+                        }
+                        RingRead::Ended => return Poll::Ready(None),
+                    }
                 }
-                self.last = Some(frame.json.clone());
             }
-            return Some(Payload::Json(frame.json.clone()));
         }
     }
 }
@@ -334,41 +385,57 @@ pub fn subscribe(
         operation,
         title: Arc::from(title),
     };
-    let refused =
-        |r: Response| futures::stream::once(async move { Payload::Response(Box::new(r)) });
     // Boxed so that the preparation's state is freed as soon as it is done.
-    let opening: BoxFuture<'static, BoxStream<'static, Payload>> = async move {
+    let opening: BoxFuture<'static, Result<HubSubscriber, Response>> = async move {
         // The hub first, then the opening: whatever the hub sent before this subscriber joined
         // was applied before the opening's snapshot.
-        let hub = match runner.hub().await {
-            Ok(hub) => hub,
-            Err(r) => return refused(r).boxed(),
-        };
+        let hub = runner.hub().await?;
         let at = hub.ring.reader();
-        let (opening, after) = match runner.open(Mode::Opening, true).await {
-            Ok(o) => o,
-            Err(r) => return refused(r).boxed(),
-        };
+        let (opening, after) = runner.open(Mode::Opening, true).await?;
         // From here on the hub's runner serves: this subscriber's own goes.
         let active = Active::new(runner.schemas.metrics.as_ref(), runner.field());
         drop(runner);
-        let sub = HubSubscriber {
+        Ok(HubSubscriber {
             hub,
             at,
-            opening: Some(opening),
+            before: Before::Opening(opening, None),
             after,
             last: None,
             active,
             resyncing: false,
-        };
-        futures::stream::unfold(sub, |mut sub| async move {
-            let payload = sub.next().await?;
-            Some((payload, sub))
         })
-        .boxed()
     }
     .boxed();
-    futures::stream::once(opening).flatten().boxed()
+    Subscription::Preparing(opening).boxed()
+}
+
+/// A subscription's stream: its preparation, then its subscriber (one allocation for both,
+/// where a future flattened into a stream took two).
+enum Subscription {
+    Preparing(BoxFuture<'static, Result<HubSubscriber, Response>>),
+    Joined(HubSubscriber),
+    Ended,
+}
+
+impl futures::Stream for Subscription {
+    type Item = Payload;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Payload>> {
+        let this = &mut *self;
+        if let Subscription::Preparing(opening) = this {
+            match ready!(opening.poll_unpin(cx)) {
+                Ok(sub) => *this = Subscription::Joined(sub),
+                Err(refused) => {
+                    *this = Subscription::Ended;
+                    return Poll::Ready(Some(Payload::Response(Box::new(refused))));
+                }
+            }
+        }
+        match this {
+            Subscription::Joined(sub) => sub.poll_next_unpin(cx),
+            _ => Poll::Ready(None),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -51,19 +51,22 @@ pub(super) struct Frame {
 /// the frames sent (a pointer each) up to `capacity`.
 pub(super) struct Ring {
     pub(super) inner: Mutex<RingFrames>,
-    pub(super) notify: tokio::sync::Notify,
     pub(super) capacity: usize,
-    /// Where each subscriber is, so that one falling out of the ring is counted when it
-    /// happens (`vitistack_subscription_overflows_total`), not when it next reads.
+    /// Where each subscriber is: each is woken through its cursor when a frame comes, and one
+    /// falling out of the ring is counted when it happens
+    /// (`vitistack_subscription_overflows_total`), not when it next reads.
     pub(super) readers: Mutex<Vec<std::sync::Weak<RingCursor>>>,
     pub(super) overflows: Option<prometheus::IntCounter>,
 }
 
-/// A subscriber's position in its hub's ring, and whether it has fallen out of it.
+/// A subscriber's position in its hub's ring, whether it has fallen out of it, and how to wake
+/// it. (A waker of its own, where a `Notify` made each waiting subscriber hold a `Notified`
+/// future: the ring knows its readers already.)
 #[derive(Default)]
 pub(super) struct RingCursor {
     pub(super) at: std::sync::atomic::AtomicU64,
     pub(super) overflowed: std::sync::atomic::AtomicBool,
+    pub(super) waker: futures::task::AtomicWaker,
 }
 
 pub(super) struct RingFrames {
@@ -94,7 +97,6 @@ impl Ring {
                 frames: Default::default(),
                 ended: false,
             }),
-            notify: tokio::sync::Notify::new(),
             capacity,
         }
     }
@@ -110,20 +112,26 @@ impl Ring {
             r.frames.push_back(frame);
             dropped
         };
-        if let Some(first) = dropped {
-            // Readers whose next frame was just dropped have overflowed.
-            let mut readers = self.readers.lock();
-            readers.retain(|c| c.strong_count() > 0);
-            for c in readers.iter().filter_map(std::sync::Weak::upgrade) {
-                if c.at.load(Ordering::Acquire) < first
-                    && !c.overflowed.swap(true, Ordering::AcqRel)
-                    && let Some(m) = &self.overflows
-                {
-                    m.inc();
-                }
+        self.wake(dropped);
+    }
+
+    /// Wake every reader (those gone are forgotten); with `dropped`, the position of the oldest
+    /// frame left after one was dropped, count the readers whose next frame that was.
+    fn wake(&self, dropped: Option<u64>) {
+        self.readers.lock().retain(|c| {
+            let Some(c) = c.upgrade() else {
+                return false;
+            };
+            if let Some(first) = dropped
+                && c.at.load(Ordering::Acquire) < first
+                && !c.overflowed.swap(true, Ordering::AcqRel)
+                && let Some(m) = &self.overflows
+            {
+                m.inc();
             }
-        }
-        self.notify.notify_waiters();
+            c.waker.wake();
+            true
+        });
     }
 
     /// A new reader at the end of the ring.
@@ -136,7 +144,7 @@ impl Ring {
 
     pub(super) fn end(&self) {
         self.inner.lock().ended = true;
-        self.notify.notify_waiters();
+        self.wake(None);
     }
 
     /// The position after the newest frame: where a subscriber joining now starts.
@@ -154,20 +162,6 @@ impl Ring {
             Some(f) => RingRead::Frame(f.clone()),
             None if r.ended => RingRead::Ended,
             None => RingRead::Pending,
-        }
-    }
-
-    /// The frame at `at` once there is one.
-    pub(super) async fn next(&self, at: u64) -> RingRead {
-        loop {
-            let notified = self.notify.notified();
-            let mut notified = std::pin::pin!(notified);
-            // Registered before looking, so a frame pushed in between still wakes us.
-            notified.as_mut().enable();
-            match self.read(at) {
-                RingRead::Pending => notified.await,
-                other => return other,
-            }
         }
     }
 }

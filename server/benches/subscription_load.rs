@@ -76,6 +76,15 @@ struct Seen {
     stopping: Arc<std::sync::atomic::AtomicBool>,
 }
 
+impl Seen {
+    /// An event that arrived at `arrived` (µs since the epoch), applied at the API at `applied`.
+    fn event(&self, arrived: u64, applied: u64) {
+        self.events.fetch_add(1, Ordering::Relaxed);
+        let micros = arrived.saturating_sub(applied).min(u64::from(u32::MAX));
+        self.latencies.lock().push(micros as u32);
+    }
+}
+
 async fn subscriber(
     url: String,
     namespace: String,
@@ -113,9 +122,7 @@ async fn subscriber(
         // The common case read without a JSON parse, so that the clients (on the same two cores
         // as the server) cost little: a MODIFIED event carrying the applied-at annotation.
         if let Some(t) = applied_at(&text) {
-            seen.events.fetch_add(1, Ordering::Relaxed);
-            let micros = arrived.saturating_sub(t).min(u64::from(u32::MAX));
-            seen.latencies.lock().push(micros as u32);
+            seen.event(arrived, t);
             continue;
         }
         let v: Value = serde_json::from_str(&text).map_err(|e| e.to_string())?;
@@ -157,9 +164,7 @@ async fn subscriber(
                     .and_then(|a| a.iter().find(|kv| kv["key"] == ANNOTATION))
                     .and_then(|kv| kv["value"].as_str()?.parse::<u64>().ok());
                 if let Some(t) = applied {
-                    seen.events.fetch_add(1, Ordering::Relaxed);
-                    let micros = arrived.saturating_sub(t).min(u64::from(u32::MAX));
-                    seen.latencies.lock().push(micros as u32);
+                    seen.event(arrived, t);
                 }
             }
             Some("error") => return Err(format!("refused: {v}")),
@@ -211,9 +216,7 @@ async fn sse_subscriber(
                 continue;
             };
             if let Some(t) = applied_at_in(data) {
-                seen.events.fetch_add(1, Ordering::Relaxed);
-                let micros = arrived.saturating_sub(t).min(u64::from(u32::MAX));
-                seen.latencies.lock().push(micros as u32);
+                seen.event(arrived, t);
             } else if !opened
                 && (data.contains(r#""type":"SYNCED""#) || !data.contains("machineChanged"))
             {

@@ -55,8 +55,8 @@ fn kept_aggregates_equal_a_recount_after_random_changes() {
     }
 }
 
-/// Hundreds of changes in one write (a sync's batch, a past moment carried forward): the parts
-/// are read on two threads and still equal a recount.
+/// Hundreds of changes in one write (a sync's batch, a past moment carried forward): the kept
+/// aggregates still equal a recount.
 #[test]
 fn one_write_of_many_changes_keeps_the_aggregates_a_recount_gives() {
     let spec = FleetSpec {

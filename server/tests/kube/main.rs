@@ -334,8 +334,12 @@ async fn gone_410_relists_and_deletes_what_vanished() {
     h.api.apply("machines", machine("team-a", "m9", "c1"));
     h.until("m9 through the watch", |s| machine_count(s) == 4)
         .await;
-    // After the client's last version: m1 goes, and the history that would tell is compacted.
+    // After the client's last version: m1 goes, m2 changes, and the history that would tell
+    // is compacted.
     h.api.delete_silently("machines", "team-a", "m1");
+    let mut m2 = machine("team-a", "m2", "c1");
+    m2["spec"]["machineClass"] = json!("large");
+    let m2_rv = h.api.apply("machines", m2);
     h.api.compact();
     h.api.drop_watches();
     h.until("m1 deleted after the relist", |s| {
@@ -360,6 +364,24 @@ async fn gone_410_relists_and_deletes_what_vanished() {
     let lists_after = h.lists("machines");
     assert!(lists_after > lists_before, "a relist happened");
     assert_eq!(machine_count(h.store()), 3);
+    let snap = h.store().snapshot();
+    let m2 = snap
+        .get(
+            &Default::default(),
+            vitistack::model::Kind::Machine,
+            "team-a",
+            "m2",
+        )
+        .expect("m2");
+    let class = match &**m2 {
+        vitistack::model::Resource::Machine(m) => m.spec.machine_class.as_deref(),
+        _ => None,
+    };
+    assert_eq!(
+        (m2.meta().resource_version.as_deref(), class),
+        (Some(m2_rv.to_string().as_str()), Some("large")),
+        "m2's change reached the store"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

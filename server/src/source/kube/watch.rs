@@ -221,7 +221,7 @@ impl Watch {
         };
         // This list sees everything up to now: recoveries before it need no other.
         self.recovered.borrow_and_update();
-        let mut objects = Vec::new();
+        let mut listed = Listed::default();
         let mut token: Option<String> = None;
         let rv = loop {
             let lp = ListParams {
@@ -230,9 +230,12 @@ impl Watch {
                 ..Default::default()
             };
             let page = api.list(&lp).await.map_err(|e| failure(&e))?;
+            // Only this watcher writes its kind's objects in its scope, so the store's copy is
+            // what the list is compared with until it is applied.
+            let stored = self.store.snapshot();
             for obj in page.items {
                 match to_resource(&self.settings.datacenter, self.kind, version, obj) {
-                    Ok(r) => objects.push(r),
+                    Ok(r) => listed.add(&stored, r),
                     Err(e) => undecodable(&self.status, ChangeType::Added, self.kind, &e),
                 }
             }
@@ -250,7 +253,7 @@ impl Watch {
             &self.settings.datacenter,
             self.kind,
             self.scope.as_deref(),
-            objects,
+            listed,
             first,
         )
         .await;
@@ -450,6 +453,26 @@ pub(super) fn undecodable(
     tracing::warn!(kind = kind.name(), error = %e, "object skipped: the model cannot read it");
 }
 
+/// What a list returned, as it arrives: the objects that differ from the store's, and for each
+/// one the store already holds as listed, the store's own (so that a relist holds the kind's
+/// objects once, not twice, while it runs: a relist of a datacenter whose objects did not change
+/// costs their keys, not a second copy of them).
+#[derive(Default)]
+pub(super) struct Listed {
+    changed: Vec<Resource>,
+    unchanged: Vec<Arc<Resource>>,
+}
+
+impl Listed {
+    /// Take one listed object: kept when it differs from `stored`'s copy, dropped otherwise.
+    pub(super) fn add(&mut self, stored: &crate::store::Snapshot, r: Resource) {
+        match stored.get(r.datacenter(), r.kind(), r.namespace(), r.name()) {
+            Some(held) if **held == r => self.unchanged.push(held.clone()),
+            _ => self.changed.push(r),
+        }
+    }
+}
+
 /// Make the store's objects of `kind` (in `namespace`, or all) exactly `listed`: listed objects
 /// are upserted as they are, objects not listed are deleted. The first list is the state the
 /// source starts from (loaded, paced); a relist is applied atomically and its differences are
@@ -459,11 +482,16 @@ pub(super) async fn replace_kind(
     datacenter: &Datacenter,
     kind: Kind,
     namespace: Option<&str>,
-    listed: Vec<Resource>,
+    listed: Listed,
     first: bool,
 ) -> usize {
     let snap = store.snapshot();
-    let keep: HashSet<ObjectKey> = listed.iter().map(ObjectKey::of).collect();
+    let Listed { changed, unchanged } = listed;
+    let keep: HashSet<ObjectKey> = changed
+        .iter()
+        .chain(unchanged.iter().map(|r| &**r))
+        .map(ObjectKey::of)
+        .collect();
     let existing: Vec<ObjectKey> = match namespace {
         Some(ns) => snap
             .list_in_datacenter(datacenter, kind, ns)
@@ -479,10 +507,28 @@ pub(super) async fn replace_kind(
         .filter(|k| !keep.contains(k))
         .map(Op::Delete)
         .collect();
-    ops.extend(listed.into_iter().map(Op::Mirror));
+    // An object found unchanged and replaced since (by nothing else in this process, but the
+    // store does not promise that) is put back as listed.
+    ops.extend(unchanged.into_iter().filter_map(|held| {
+        let now = snap.get(
+            held.datacenter(),
+            held.kind(),
+            held.namespace(),
+            held.name(),
+        );
+        match now.is_some_and(|now| Arc::ptr_eq(now, &held)) {
+            true => None,
+            false => Some(Op::Mirror(Arc::unwrap_or_clone(held))),
+        }
+    }));
+    ops.extend(changed.into_iter().map(Op::Mirror));
     if first {
         store.load(ops).await
     } else {
         store.apply(ops).len()
     }
 }
+
+#[cfg(test)]
+#[path = "watch_tests.rs"]
+mod tests;

@@ -3,8 +3,8 @@
 //! million objects by default. Prints the load time and resident memory, then per kind of search
 //! (an exact name, an IP address, a MAC address, a cluster id, a host, a label, a word of names,
 //! a namespace) the p50 and p95 of `SEARCH_SAMPLES` different texts (default 200), each asked
-//! through the schema for its first page of 50 (no response cache). Run with
-//! `cargo bench --bench search_query`.
+//! through the schema for its first page of 50 (no response cache); then the lists: a filtered,
+//! sorted page of 100 Machines, the same way. Run with `cargo bench --bench search_query`.
 
 use std::time::Instant;
 
@@ -222,5 +222,87 @@ fn main() {
             hits / samples as u64
         );
     }
+    lists(&schema, &rt, &store, &machines, samples);
     println!("search_query: RSS {} MiB at the end", rss_mib());
+}
+
+const LIST: &str = "query($f: Filter, $s: Sort, $a: String) { machines(filter: $f, sort: $s, after: $a, first: 100) { totalCount pageInfo { hasNextPage endCursor } nodes { id name namespace datacenter phase } } }";
+
+/// Issue 49's lists: a filtered, sorted page of 100 Machines out of the million objects, each
+/// asked `samples` times with different values (no response cache).
+fn lists(
+    schema: &vitistack::graphql::AppSchema,
+    rt: &tokio::runtime::Runtime,
+    store: &Store,
+    machines: &[&Resource],
+    samples: usize,
+) {
+    use base64::Engine;
+    let cursor = |r: &Resource| {
+        let parts = [
+            "c1",
+            "name",
+            r.name(),
+            r.namespace(),
+            r.name(),
+            r.datacenter().key(),
+        ];
+        base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .encode(serde_json::to_vec(&parts).expect("json"))
+    };
+    let phases = ["Running", "Provisioning", "Pending", "Failed"];
+    type Vars<'a> = Box<dyn Fn(usize) -> serde_json::Value + 'a>;
+    let cases: Vec<(&str, Vars<'_>)> = vec![
+        (
+            "a phase, newest first",
+            Box::new(
+                |i| json!({"f": {"phase": [phases[i % phases.len()]]}, "s": {"field": "CREATED", "direction": "DESC"}}),
+            ),
+        ),
+        (
+            "a datacenter and namespace, by name",
+            Box::new(
+                |i| json!({"f": {"datacenter": format!("dc-{:02}", i % 10), "namespace": format!("team-{}", i % 8)}}),
+            ),
+        ),
+        (
+            "a label selector, by phase",
+            Box::new(
+                |i| json!({"f": {"labelSelector": if i % 2 == 0 { "vitistack.io/node-role=worker" } else { "vitistack.io/node-role!=worker" }}, "s": {"field": "PHASE"}}),
+            ),
+        ),
+        (
+            "a name's substring, by namespace",
+            Box::new(
+                |i| json!({"f": {"search": format!("wrk{}", i % 10)}, "s": {"field": "NAMESPACE"}}),
+            ),
+        ),
+        (
+            "every Machine by name, after a cursor",
+            Box::new(|i| json!({"a": cursor(machines[(i * 7919) % machines.len()])})),
+        ),
+    ];
+    for (what, vars) in &cases {
+        let mut took = Vec::with_capacity(samples);
+        let mut total = 0u64;
+        for i in 0..samples {
+            let request = async_graphql::Request::new(LIST)
+                .variables(async_graphql::Variables::from_json(vars(i)))
+                .data(store.snapshot());
+            let t = Instant::now();
+            let r = rt.block_on(schema.execute(request));
+            took.push(t.elapsed().as_secs_f64() * 1e3);
+            assert!(r.errors.is_empty(), "{what}: {:?}", r.errors);
+            let data = r.data.into_json().expect("json");
+            total += data["machines"]["totalCount"].as_u64().unwrap_or(0);
+        }
+        took.sort_by(f64::total_cmp);
+        println!(
+            "search_query: list, {what:<38} p50 {:>7.2} ms  p95 {:>7.2} ms  max {:>7.2} ms  ({} Machines match on average)",
+            percentile(&took, 0.5),
+            percentile(&took, 0.95),
+            took[took.len() - 1],
+            total / samples as u64
+        );
+    }
 }

@@ -245,18 +245,35 @@ impl CompiledFilter {
                 .as_ref()
                 .is_none_or(|dc| dc.as_str() == r.datacenter().key())
             && self.phases.as_ref().is_none_or(|wanted| {
-                wanted.contains(&r.phase().unwrap_or_default().to_ascii_lowercase())
+                let phase = r.phase().unwrap_or_default();
+                wanted.iter().any(|w| w.eq_ignore_ascii_case(phase))
             })
             && self
                 .selector
                 .as_ref()
                 .is_none_or(|s| s.matches(r.meta().labels.as_ref()))
             && self.search.as_ref().is_none_or(|q| {
-                format!("{}/{}", r.namespace(), r.name())
-                    .to_lowercase()
-                    .contains(q.as_str())
+                // Without a '/', the text cannot span the namespace and the name.
+                if q.contains('/') {
+                    contains_folded(&format!("{}/{}", r.namespace(), r.name()), q)
+                } else {
+                    contains_folded(r.name(), q) || contains_folded(r.namespace(), q)
+                }
             })
     }
+}
+
+/// True when `text`, lowercased, contains `lower` (already lowercase). An ASCII text (every
+/// Kubernetes name) is compared in place; any other is lowercased first.
+fn contains_folded(text: &str, lower: &str) -> bool {
+    if !text.is_ascii() {
+        return text.to_lowercase().contains(lower);
+    }
+    let (text, lower) = (text.as_bytes(), lower.as_bytes());
+    lower.is_empty()
+        || text
+            .windows(lower.len())
+            .any(|w| w.eq_ignore_ascii_case(lower))
 }
 
 /// The kinds a filter names (`Machine`, `machines`, `m`, …): `BAD_KIND` for one this server
@@ -279,17 +296,6 @@ pub fn parse_kinds(
         .transpose()
 }
 
-/// Apply a filter. Fails on an unreadable label selector.
-pub fn apply_filter(
-    items: &mut Vec<Arc<Resource>>,
-    filter: Option<&Filter>,
-) -> async_graphql::Result<()> {
-    let Some(f) = filter else { return Ok(()) };
-    let f = CompiledFilter::new(f)?;
-    items.retain(|r| f.matches(r));
-    Ok(())
-}
-
 /// A page size asked as `name` (`first`, `last`): `BAD_PAGE_SIZE` when negative,
 /// `PAGE_SIZE_LIMIT` above `max_page`.
 pub fn page_size(name: &str, n: i32, max_page: usize) -> async_graphql::Result<usize> {
@@ -306,9 +312,70 @@ pub fn page_size(name: &str, n: i32, max_page: usize) -> async_graphql::Result<u
     Ok(n as usize)
 }
 
-/// Sort, then cut one page, building a Relay connection. `max_page` bounds `first`/`last`.
-pub fn paginate<T, F>(
-    items: Vec<Arc<Resource>>,
+/// An item's sort value: text borrowed from it, or its creation time (compared as a time, and
+/// formatted only for a cursor).
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum SortValue<'a> {
+    Text(&'a str),
+    Time(Option<jiff::Timestamp>),
+}
+
+fn sort_of(r: &Resource, f: SortField) -> SortValue<'_> {
+    match f {
+        SortField::Created => SortValue::Time(r.created()),
+        _ => match sort_value(r, f).0 {
+            std::borrow::Cow::Borrowed(text) => SortValue::Text(text),
+            std::borrow::Cow::Owned(_) => SortValue::Text(""),
+        },
+    }
+}
+
+/// A cursor's sort value, as [`sort_of`] gives an item's.
+fn cursor_sort(key: &SortKey, f: SortField) -> Result<SortValue<'_>, String> {
+    match f {
+        SortField::Created if key.0.is_empty() => Ok(SortValue::Time(None)),
+        SortField::Created => key
+            .0
+            .parse()
+            .map(|t| SortValue::Time(Some(t)))
+            .map_err(|_| format!("its creation time `{}` is not a time", key.0)),
+        _ => Ok(SortValue::Text(&key.0)),
+    }
+}
+
+/// Where a decoded cursor stands: its sort value and its tie.
+type Bound<'k> = (SortValue<'k>, (&'k str, &'k str, &'k str));
+
+/// A decoded cursor as the place it stands for; `BAD_CURSOR` when its value is not one of this
+/// sort's (a creation time that is not a time).
+fn bound<'k>(
+    arg: &str,
+    raw: Option<&str>,
+    key: Option<&'k SortKey>,
+    field: SortField,
+) -> async_graphql::Result<Option<Bound<'k>>> {
+    let Some(k) = key else { return Ok(None) };
+    let value = cursor_sort(k, field).map_err(|e| {
+        ErrorCode::BadCursor.graphql(format!(
+            "`{arg}` cursor `{}` is invalid: {e}",
+            raw.unwrap_or_default()
+        ))
+    })?;
+    Ok(Some((value, (k.1.as_str(), k.2.as_str(), k.3.as_str()))))
+}
+
+/// Ties: namespace, name, then datacenter (two datacenters may hold one namespace/name).
+fn tie(r: &Resource) -> (&str, &str, &str) {
+    (r.namespace(), r.name(), r.datacenter().key())
+}
+
+/// Cut one page in sort order, building a Relay connection. `max_page` bounds `first`/`last`.
+///
+/// The page is selected, not the list sorted: one pass finds the items between the cursors
+/// and counts those before them, a selection takes the page's items among them, and only the
+/// page is sorted (a page of 100 of 230,000 Machines took a sort of all of them).
+pub fn paginate<'a, T, F>(
+    items: impl IntoIterator<Item = &'a Arc<Resource>>,
     sort: Option<Sort>,
     page: PageArgs,
     max_page: usize,
@@ -327,17 +394,6 @@ where
     }
     let desc = sort.direction == SortDirection::Desc;
     let directed = |o: Ordering| if desc { o.reverse() } else { o };
-    // Creation times are formatted once per item; the other fields are borrowed.
-    let mut keyed: Vec<(std::borrow::Cow<'_, str>, &Arc<Resource>)> = items
-        .iter()
-        .map(|r| (sort_value(r, sort.field).0, r))
-        .collect();
-    // Ties: namespace, name, then datacenter (two datacenters may hold one namespace/name).
-    fn tie(r: &Resource) -> (&str, &str, &str) {
-        (r.namespace(), r.name(), r.datacenter().key())
-    }
-    keyed.sort_by(|a, b| directed(a.0.cmp(&b.0).then_with(|| tie(a.1).cmp(&tie(b.1)))));
-    let total = keyed.len();
     let decode = |arg: &str, raw: &Option<String>| -> async_graphql::Result<Option<SortKey>> {
         let Some(raw) = raw else { return Ok(None) };
         let c = Cursor::decode_cursor(raw).map_err(|e| {
@@ -357,46 +413,81 @@ where
         }
         Ok(Some(key))
     };
-    let after = decode("after", &page.after)?;
-    let before = decode("before", &page.before)?;
-    let position = |x: &(std::borrow::Cow<'_, str>, &Arc<Resource>), k: &SortKey| {
-        directed(
-            (
-                x.0.as_ref(),
-                x.1.namespace(),
-                x.1.name(),
-                x.1.datacenter().key(),
-            )
-                .cmp(&(k.0.as_str(), k.1.as_str(), k.2.as_str(), k.3.as_str())),
-        )
+    let (after, before) = (
+        decode("after", &page.after)?,
+        decode("before", &page.before)?,
+    );
+    let after_at = bound("after", page.after.as_deref(), after.as_ref(), sort.field)?;
+    let before_at = bound(
+        "before",
+        page.before.as_deref(),
+        before.as_ref(),
+        sort.field,
+    )?;
+    type Item<'r> = (SortValue<'r>, &'r Arc<Resource>);
+    let order =
+        |a: &Item<'_>, b: &Item<'_>| directed(a.0.cmp(&b.0).then_with(|| tie(a.1).cmp(&tie(b.1))));
+    let to =
+        |x: &Item<'_>, at: &Bound<'_>| directed(x.0.cmp(&at.0).then_with(|| tie(x.1).cmp(&at.1)));
+    // One pass: the items between the cursors, and how many come before them.
+    let (mut total, mut before_window) = (0, 0);
+    let mut window: Vec<Item<'_>> = Vec::new();
+    for r in items {
+        total += 1;
+        let x = (sort_of(r, sort.field), r);
+        if after_at
+            .as_ref()
+            .is_some_and(|at| to(&x, at) != Ordering::Greater)
+        {
+            before_window += 1;
+        } else if before_at
+            .as_ref()
+            .is_none_or(|at| to(&x, at) == Ordering::Less)
+        {
+            window.push(x);
+        }
+    }
+    let w = window.len();
+    // The page's place in the window: items skipped at its front, and how many it holds.
+    let (skip, take) = match (page.first, page.last) {
+        (Some(n), last) => {
+            let n = (n as usize).min(w);
+            let m = last.map_or(n, |m| (m as usize).min(n));
+            (n - m, m)
+        }
+        (None, Some(m)) => {
+            let m = (m as usize).min(w);
+            (w - m, m)
+        }
+        (None, None) => (0, DEFAULT_PAGE_SIZE.min(max_page).min(w)),
     };
-    let mut start = after
-        .map(|k| keyed.partition_point(|x| position(x, &k) != Ordering::Greater))
-        .unwrap_or(0);
-    let mut end = before
-        .map(|k| keyed.partition_point(|x| position(x, &k) == Ordering::Less))
-        .unwrap_or(total);
-    end = end.max(start);
-    match (page.first, page.last) {
-        (Some(n), _) => end = end.min(start + n as usize),
-        (None, Some(n)) => start = end.saturating_sub(n as usize).max(start),
-        (None, None) => end = end.min(start + DEFAULT_PAGE_SIZE.min(max_page)),
+    // The first `skip + take` items of the window, then the last `take` of those, then sorted.
+    let end_in = skip + take;
+    if end_in < w {
+        window.select_nth_unstable_by(end_in, order);
+        window.truncate(end_in);
     }
-    if let (Some(_), Some(n)) = (page.first, page.last) {
-        start = end.saturating_sub(n as usize).max(start);
+    if skip > 0 && skip < window.len() {
+        window.select_nth_unstable_by(skip, order);
     }
+    let mut shown: Vec<Item<'_>> = window.drain(skip.min(window.len())..).collect();
+    shown.sort_unstable_by(order);
+    let (start, end) = (before_window + skip, before_window + end_in);
     // hasPreviousPage / hasNextPage: whether any matching item lies before / after this page.
     let mut conn = Connection::with_additional_fields(
         start > 0,
         end < total,
         ConnectionFields { total_count: total },
     );
-    conn.edges
-        .extend(keyed[start..end].iter().filter_map(|(_, r)| {
-            Some(Edge::new(
-                Cursor::Item(sort.field, Arc::clone(r)),
-                wrap(Arc::clone(r))?,
-            ))
-        }));
+    conn.edges.extend(shown.into_iter().filter_map(|(_, r)| {
+        Some(Edge::new(
+            Cursor::Item(sort.field, Arc::clone(r)),
+            wrap(Arc::clone(r))?,
+        ))
+    }));
     Ok(conn)
 }
+
+#[cfg(test)]
+#[path = "paging_tests.rs"]
+mod tests;

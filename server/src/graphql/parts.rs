@@ -89,6 +89,11 @@ impl RequestKey {
 pub trait ShowsObject {
     /// The object shown.
     fn object(&self) -> &Arc<Resource>;
+
+    /// True when this type shows `r` (its kind is one of this type's).
+    fn shows(r: &Resource) -> bool
+    where
+        Self: Sized;
 }
 
 /// Where a part sits: the request, the field and selection set in its document, the object.

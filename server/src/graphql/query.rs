@@ -52,6 +52,28 @@ fn by_uid_or_name(
 #[derive(Clone, Debug)]
 pub struct DatacenterName(pub String);
 
+/// A kind's objects a filter can hold: its datacenter's and namespace's ranges of the store's
+/// ordered map when it names them (a namespace of one datacenter of ten is read alone), else
+/// the whole kind. The filter is still applied to each.
+fn candidates<'a>(
+    snap: &'a Snapshot,
+    kind: Kind,
+    filter: Option<&'a Filter>,
+) -> Box<dyn Iterator<Item = &'a Arc<Resource>> + Send + 'a> {
+    let namespace = filter.and_then(|f| f.namespace.as_deref());
+    let datacenter = filter
+        .and_then(|f| f.datacenter.as_deref())
+        .map(|key| snap.datacenters().find(|dc| dc.key() == key).cloned());
+    match (datacenter, namespace) {
+        // A datacenter this store does not hold has none of the kind.
+        (Some(None), _) => Box::new(std::iter::empty()),
+        (Some(Some(dc)), Some(ns)) => Box::new(snap.list_in_datacenter(&dc, kind, ns)),
+        (Some(Some(dc)), None) => Box::new(snap.list_datacenter(&dc, kind)),
+        (None, Some(ns)) => Box::new(snap.list_in(kind, ns)),
+        (None, None) => Box::new(snap.list(kind)),
+    }
+}
+
 /// One connection field per kind, on their own root merged into `QueryRoot`.
 pub struct ListQuery;
 
@@ -72,8 +94,9 @@ macro_rules! list_fields {
                     first: Option<i32>,
                     last: Option<i32>,
                 ) -> async_graphql::Result<Conn<$wrap>> {
-                    let items = snap(ctx).list($kind).cloned().collect();
-                    connection(ctx, items, filter.as_ref(), sort, PageArgs { after, before, first, last }, <$wrap>::new).await
+                    let snap = snap(ctx);
+                    let items = candidates(&snap, $kind, filter.as_ref());
+                    connection_of(ctx, items, filter.as_ref(), sort, PageArgs { after, before, first, last }, <$wrap>::new).await
                 }
             )*
         }

@@ -48,16 +48,29 @@ pub type Conn<T> = async_graphql::connection::Connection<Cursor, Memo<T>, Connec
 /// the page's items is loaded for all of them at once (see [`crate::graphql::loaders::prefetch`]).
 pub async fn connection<T: async_graphql::OutputType + ShowsObject>(
     ctx: &Context<'_>,
-    mut items: Vec<Arc<Resource>>,
+    items: Vec<Arc<Resource>>,
+    filter: Option<&Filter>,
+    sort: Option<Sort>,
+    page: PageArgs,
+    wrap: impl Fn(Arc<Resource>) -> Option<T>,
+) -> async_graphql::Result<Conn<T>> {
+    connection_of(ctx, items.iter(), filter, sort, page, wrap).await
+}
+
+/// [`connection`] over objects borrowed (from the request's snapshot): only the page's are
+/// cloned.
+pub async fn connection_of<'a, T: async_graphql::OutputType + ShowsObject>(
+    ctx: &Context<'_>,
+    items: impl Iterator<Item = &'a Arc<Resource>>,
     filter: Option<&Filter>,
     sort: Option<Sort>,
     page: PageArgs,
     wrap: impl Fn(Arc<Resource>) -> Option<T>,
 ) -> async_graphql::Result<Conn<T>> {
     let max = super::paging::max_page_size(ctx);
-    paging::apply_filter(&mut items, filter)?;
-    items.retain(|r| wrap(r.clone()).is_some());
+    let filter = filter.map(paging::CompiledFilter::new).transpose()?;
     // Items of another kind are dropped first so that totalCount and the pages agree.
+    let items = items.filter(|r| T::shows(r) && filter.as_ref().is_none_or(|f| f.matches(r)));
     let conn = paging::paginate(items, sort, page, max, |r| wrap(r).map(Memo))?;
     let uids: Vec<&str> = conn
         .edges
@@ -328,13 +341,17 @@ macro_rules! node_type {
         impl $wrapper {
             /// Wrap an object of this kind; `None` for other kinds.
             pub fn new(r: std::sync::Arc<crate::model::Resource>) -> Option<Self> {
-                matches!(&*r, $(crate::model::Resource::$variant(_))|+).then(|| $wrapper(r))
+                <Self as crate::graphql::parts::ShowsObject>::shows(&r).then(|| $wrapper(r))
             }
         }
 
         impl crate::graphql::parts::ShowsObject for $wrapper {
             fn object(&self) -> &std::sync::Arc<crate::model::Resource> {
                 &self.0
+            }
+
+            fn shows(r: &crate::model::Resource) -> bool {
+                matches!(r, $(crate::model::Resource::$variant(_))|+)
             }
         }
 

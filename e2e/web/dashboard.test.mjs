@@ -441,6 +441,30 @@ describe('a still fleet (the demo, simulator off)', () => {
   });
 });
 
+describe('a fleet with more Machines than a page holds', () => {
+  let server;
+  before(async () => { server = await startServer(['--demo'], { SIMULATE: 'false', DEMO_CLUSTERS: '40' }); });
+  after(() => server?.stop());
+
+  test('a list sorted from the URL shows the first of all of them in that order, not of the first page', async () => {
+    const { page, context, problems } = await openPage(server.base);
+    const all = (await gql(server.base, '{ machines(first: 500) { totalCount } }')).machines.totalCount;
+    assert.ok(all > 500, `more Machines (${all}) than the page's 500`);
+    const last = async (field, direction) => (await gql(server.base,
+      `{ machines(first: 3, sort: {field: ${field}, direction: ${direction}}) { nodes { name } } }`)).machines.nodes.map((m) => m.name);
+    const names = async () => page.locator('[data-testid=machines] tbody tr:not(.spacer) td:first-child').allTextContents();
+    await page.goto(`${server.base}/machines?sort=-name`);
+    const byNameDesc = await last('NAME', 'DESC');
+    await eventually('the last names of all Machines first', async () => JSON.stringify((await names()).slice(0, 3)) === JSON.stringify(byNameDesc));
+    assert.match(await page.getByTestId('machine-count').textContent(), new RegExp(`^500 of ${all} machines`));
+    await page.locator('[data-testid=machines] th button').first().click();
+    const byName = await last('NAME', 'ASC');
+    await eventually('a click on the header: the first names of all', async () => page.url().includes('sort=name') && JSON.stringify((await names()).slice(0, 3)) === JSON.stringify(byName));
+    assert.deepEqual(problems, []);
+    await context.close();
+  });
+});
+
 describe('a server that knows no host yet', () => {
   let server;
   before(async () => { server = await startServer([]); });

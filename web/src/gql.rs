@@ -32,6 +32,14 @@ macro_rules! schema_enum {
             }
         }
 
+        // Written as the schema spells it, for the enums a view sends (a sort); the others'
+        // go unused and are left out of the build.
+        impl serde::Serialize for $name {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.serialize_str(self.wire())
+            }
+        }
+
         // Not every enum's views list its values or write them into a URL.
         #[allow(dead_code)]
         impl $name {
@@ -111,6 +119,15 @@ schema_enum! {
     }
 }
 
+schema_enum! {
+    /// What a list is sorted by on the server (ties: namespace, then name).
+    SortField { Name = "NAME", Namespace = "NAMESPACE", Created = "CREATED", Phase = "PHASE" }
+}
+schema_enum! {
+    /// Which way a list is sorted.
+    SortDirection { Asc = "ASC", Desc = "DESC" }
+}
+
 macro_rules! operation {
     ($name:ident, $file:literal) => {
         #[derive(GraphQLQuery)]
@@ -129,7 +146,9 @@ macro_rules! operation {
                                                                 "PlannedRole",
                                                                 "ResourceEventType",
                                                                 "DatacenterState",
-                                                                "ApplicationHealth"
+                                                                "ApplicationHealth",
+                                                                "SortField",
+                                                                "SortDirection"
                                                             )
                                                         )]
         pub struct $name;

@@ -4,7 +4,7 @@ use leptos::prelude::*;
 
 use super::list::{
     DATACENTER, Filter, Input, Item, ListPage, ListSpec, NAMESPACE, PHASE, SEARCH, each,
-    each_keyed, given,
+    each_keyed, given, server_sort,
 };
 use super::overview::CLUSTER_KINDS;
 use super::{Loaded, Problem, loaded};
@@ -94,6 +94,8 @@ pub fn Clusters() -> impl IntoView {
                 search: given(q),
                 datacenter: given(dc),
             }),
+            sort: server_sort(&sort.get())
+                .map(|(field, direction)| cluster_list::Sort { field, direction }),
             first: Some(500),
         },
         CLUSTER_KINDS,

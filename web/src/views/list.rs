@@ -111,6 +111,25 @@ pub fn sort_rows<T>(rows: &mut [T], sort: &str, by: impl Fn(&str, &T) -> String)
     }
 }
 
+/// The server's order for a URL's `sort` (`name`, `-phase`, …) when the server can sort by it:
+/// a list of 500 of many thousand objects is then the first 500 in that order, not the first
+/// 500 by name sorted again here. `None` for a column only this page sorts (it sorts the rows
+/// it has).
+pub fn server_sort(sort: &str) -> Option<(crate::gql::SortField, crate::gql::SortDirection)> {
+    use crate::gql::{SortDirection, SortField};
+    let field = match sort.trim_start_matches('-') {
+        "" | "name" => SortField::Name,
+        "namespace" => SortField::Namespace,
+        "phase" => SortField::Phase,
+        _ => return None,
+    };
+    let direction = match sort.starts_with('-') {
+        true => SortDirection::Desc,
+        false => SortDirection::Asc,
+    };
+    Some((field, direction))
+}
+
 /// The filter's value, or None when it is empty (as a query's filter takes it).
 pub fn given(value: Memo<String>) -> Option<String> {
     Some(value.get()).filter(|s| !s.is_empty())

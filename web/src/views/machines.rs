@@ -4,8 +4,8 @@
 use leptos::prelude::*;
 
 use super::list::{
-    DATACENTER, Filter, Input, ListPage, ListSpec, NAMESPACE, PHASE, SEARCH, given, sort_rows,
-    then_name,
+    DATACENTER, Filter, Input, ListPage, ListSpec, NAMESPACE, PHASE, SEARCH, given, server_sort,
+    sort_rows, then_name,
 };
 use super::loaded;
 use crate::format::{gib, state_class};
@@ -74,6 +74,8 @@ fn MachinesPage() -> impl IntoView {
                 search: given(q),
                 datacenter: given(dc),
             }),
+            sort: server_sort(&sort.get())
+                .map(|(field, direction)| machine_list::Sort { field, direction }),
             first: Some(500),
         },
         &["Machine"],

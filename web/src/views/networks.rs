@@ -4,7 +4,8 @@
 use leptos::prelude::*;
 
 use super::list::{
-    DATACENTER, ListPage, ListSpec, NAMESPACE, PHASE, SEARCH, given, sort_rows, then_name,
+    DATACENTER, ListPage, ListSpec, NAMESPACE, PHASE, SEARCH, given, server_sort, sort_rows,
+    then_name,
 };
 use super::loaded;
 use crate::format::state_class;
@@ -54,6 +55,8 @@ fn NetworksPage() -> impl IntoView {
                 search: given(q),
                 datacenter: given(dc),
             }),
+            sort: server_sort(&sort.get())
+                .map(|(field, direction)| network_list::Sort { field, direction }),
             first: Some(500),
         },
         &["NetworkNamespace", "KubernetesCluster"],

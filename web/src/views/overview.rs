@@ -87,6 +87,7 @@ fn Fleet(dc: Option<String>) -> impl IntoView {
                 search: None,
                 datacenter: Some(d),
             }),
+            sort: None,
             first: Some(500),
         },
         CLUSTER_KINDS,

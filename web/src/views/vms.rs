@@ -4,7 +4,8 @@
 use leptos::prelude::*;
 
 use super::list::{
-    DATACENTER, Filter, ListPage, ListSpec, NAMESPACE, PHASE, SEARCH, given, sort_rows, then_name,
+    DATACENTER, Filter, ListPage, ListSpec, NAMESPACE, PHASE, SEARCH, given, server_sort,
+    sort_rows, then_name,
 };
 use super::loaded;
 use crate::format::{self, gib, state_class};
@@ -63,6 +64,8 @@ fn VmsPage() -> impl IntoView {
                 search: given(q),
                 datacenter: given(dc),
             }),
+            sort: server_sort(&sort.get())
+                .map(|(field, direction)| vm_list::Sort { field, direction }),
             first: Some(500),
         },
         &["VirtualMachineInstance"],

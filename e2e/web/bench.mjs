@@ -1,10 +1,12 @@
 // Dashboard benchmarks for BENCHMARKS.md (a script, not a test: it measures, it does not assert).
 //
-//   VITISTACK_BIN=/var/tmp/vitistack-target/release/vitistack node bench.mjs [size|first|latency|soak]...
+//   VITISTACK_BIN=/var/tmp/vitistack-target/release/vitistack node bench.mjs [size|first|lists|latency|soak]...
 //
 // size     compressed bytes of what the first page load fetches, and of what is loaded on demand
-// first    navigation → the overview showing real numbers (tiles and charts), on DEMO_CLUSTERS=500;
-//          median and max of 7 loads
+// first    navigation → the overview showing real numbers (tiles and charts), on DEMO_CLUSTERS=500
+//          (BENCH_CLUSTERS to change: 1310 is about 100,000 objects); median and max of 7 loads
+// lists    navigation → the first rows of the Machines (by name, and by phase descending), networks,
+//          VMs and clusters lists, on DEMO_CLUSTERS=BENCH_CLUSTERS; median and max of 5 loads each
 // latency  change-to-pixel on DEMO_CLUSTERS=500, simulator at 20 steps/s: the page of a cluster in
 //          flight against a reference client (graphql-ws on Node) subscribed to the same cluster; a
 //          change's latency is the DOM showing it minus the reference client receiving it (matched
@@ -20,11 +22,13 @@ import WebSocket from '../ws/node_modules/ws/wrapper.mjs';
 import { startServer } from '../support/server.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
-const which = process.argv.slice(2).length ? process.argv.slice(2) : ['size', 'first', 'latency', 'soak'];
+const which = process.argv.slice(2).length ? process.argv.slice(2) : ['size', 'first', 'lists', 'latency', 'soak'];
 const CHROME_ARGS = ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
   '--disable-background-networking', '--disable-component-update', '--disable-sync',
   '--enable-precise-memory-info', '--js-flags=--expose-gc'];
 
+// The fleet of `first` and `lists` (DEMO_CLUSTERS; 1,310 is about 100,000 objects).
+const CLUSTERS = process.env.BENCH_CLUSTERS ?? '500';
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 const pct = (xs, p) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.ceil((p / 100) * xs.length) - 1)];
 
@@ -57,7 +61,7 @@ const READY = () => new Promise((resolve) => {
 });
 
 async function first(browser) {
-  const server = await startServer(['--demo'], { SIMULATE: 'false', DEMO_CLUSTERS: '500' });
+  const server = await startServer(['--demo'], { SIMULATE: 'false', DEMO_CLUSTERS: CLUSTERS });
   const times = [];
   for (let i = 0; i < 7; i++) {
     const context = await browser.newContext({ viewport: { width: 1280, height: 720 } });
@@ -68,6 +72,34 @@ async function first(browser) {
   }
   const counts = await gql(server.base, '{ infrastructure { machines { total } clusters { total } } hostCapacity { hosts activeVms } }');
   console.log(`first render (${counts.infrastructure.clusters.total} clusters, ${counts.infrastructure.machines.total} machines, ${counts.hostCapacity.hosts} hosts, ${counts.hostCapacity.activeVms} VMs): median ${median(times).toFixed(0)} ms, max ${Math.max(...times).toFixed(0)} ms over ${times.length} loads (cold cache each)`);
+  await server.stop();
+}
+
+/** Resolves in the page when a list's rows are drawn; returns ms since navigation start. */
+const ROWS = (testid) => new Promise((resolve) => {
+  const check = () => {
+    if (document.querySelectorAll(`[data-testid=${testid}] tbody tr:not(.spacer)`).length > 0) resolve(performance.now());
+    else requestAnimationFrame(check);
+  };
+  check();
+});
+
+/** Navigation → each list page's first rows (the page of 500 asked of the whole fleet, sorted
+ *  on the server), on DEMO_CLUSTERS=BENCH_CLUSTERS; median and max of 5 loads each. */
+async function lists(browser) {
+  const server = await startServer(['--demo'], { SIMULATE: 'false', DEMO_CLUSTERS: CLUSTERS });
+  const objects = (await gql(server.base, '{ sources { kinds { objects } } }')).sources.kinds.reduce((n, k) => n + k.objects, 0);
+  for (const [path, testid] of [['/machines', 'machines'], ['/machines?sort=-phase', 'machines'], ['/networks', 'networks'], ['/vms', 'vms'], ['/clusters', 'clusters']]) {
+    const times = [];
+    for (let i = 0; i < 5; i++) {
+      const context = await browser.newContext({ viewport: { width: 1280, height: 720 } });
+      const page = await context.newPage();
+      await page.goto(`${server.base}${path}`);
+      times.push(await page.evaluate(ROWS, testid));
+      await context.close();
+    }
+    console.log(`list ${path} (${objects} objects): first rows median ${median(times).toFixed(0)} ms, max ${Math.max(...times).toFixed(0)} ms over ${times.length} loads (cold cache each)`);
+  }
   await server.stop();
 }
 
@@ -177,6 +209,7 @@ try {
   for (const w of which) {
     if (w === 'size') size();
     if (w === 'first') await first(browser);
+    if (w === 'lists') await lists(browser);
     if (w === 'latency') await latency(browser);
     if (w === 'soak') await soak(browser);
   }

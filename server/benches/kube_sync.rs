@@ -203,6 +203,12 @@ async fn run(target: usize) {
     let client = reqwest::Client::new();
     let ready_url = format!("http://127.0.0.1:{port}/ready");
     let mut peak = 0;
+    let deadline = Duration::from_secs(
+        std::env::var("KUBE_SYNC_DEADLINE")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(120),
+    );
     let synced = loop {
         peak = peak.max(status_kib(pid, "VmHWM:"));
         if let Ok(r) = client.get(&ready_url).send().await
@@ -210,9 +216,13 @@ async fn run(target: usize) {
         {
             break started.elapsed();
         }
-        if started.elapsed() > Duration::from_secs(120) {
+        if started.elapsed() > deadline {
             let _ = child.kill();
-            panic!("not ready after 120 s");
+            panic!(
+                "not ready after {} s (KUBE_SYNC_DEADLINE); server peak RSS {} MiB",
+                deadline.as_secs(),
+                peak >> 10
+            );
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     };

@@ -373,7 +373,7 @@ fn tie(r: &Resource) -> (&str, &str, &str) {
 ///
 /// The page is selected, not the list sorted: one pass finds the items between the cursors
 /// and counts those before them, a selection takes the page's items among them, and only the
-/// page is sorted (a page of 100 of 230,000 Machines took a sort of all of them).
+/// page is sorted (a page of 100 of 460,000 Machines took a sort of all of them).
 pub fn paginate<'a, T, F>(
     items: impl IntoIterator<Item = &'a Arc<Resource>>,
     sort: Option<Sort>,

@@ -231,11 +231,12 @@ impl Watch {
             };
             let page = api.list(&lp).await.map_err(|e| failure(&e))?;
             // Only this watcher writes its kind's objects in its scope, so the store's copy is
-            // what the list is compared with until it is applied.
-            let stored = self.store.snapshot();
+            // what a relist is compared with until it is applied. A first list finds none:
+            // it looks nothing up.
+            let stored = self.listed_once.then(|| self.store.snapshot());
             for obj in page.items {
                 match to_resource(&self.settings.datacenter, self.kind, version, obj) {
-                    Ok(r) => listed.add(&stored, r),
+                    Ok(r) => listed.add(stored.as_deref(), r),
                     Err(e) => undecodable(&self.status, ChangeType::Added, self.kind, &e),
                 }
             }
@@ -464,9 +465,10 @@ pub(super) struct Listed {
 }
 
 impl Listed {
-    /// Take one listed object: kept when it differs from `stored`'s copy, dropped otherwise.
-    pub(super) fn add(&mut self, stored: &crate::store::Snapshot, r: Resource) {
-        match stored.get(r.datacenter(), r.kind(), r.namespace(), r.name()) {
+    /// Take one listed object: kept when it differs from `stored`'s copy (or nothing is
+    /// stored to compare with), dropped otherwise.
+    pub(super) fn add(&mut self, stored: Option<&crate::store::Snapshot>, r: Resource) {
+        match stored.and_then(|s| s.get(r.datacenter(), r.kind(), r.namespace(), r.name())) {
             Some(held) if **held == r => self.unchanged.push(held.clone()),
             _ => self.changed.push(r),
         }

@@ -195,26 +195,46 @@ async fn run(target: usize) {
         }
         extra.push(("DATACENTERS_DIR", dcs.display().to_string()));
     }
-    let started = Instant::now();
-    extra.push(("RESPONSE_CACHE_MB", "0".to_string()));
-    extra.push(("PART_CACHE_MB", "0".to_string()));
-    let (mut child, port) = proc::spawn_server(env!("CARGO_BIN_EXE_vitistack"), &dir, &extra);
-    let pid = child.id();
-    let client = reqwest::Client::new();
-    let ready_url = format!("http://127.0.0.1:{port}/ready");
-    let mut peak = 0;
     let deadline = Duration::from_secs(
         std::env::var("KUBE_SYNC_DEADLINE")
             .ok()
             .and_then(|v| v.parse().ok())
             .unwrap_or(120),
     );
+    let started = Instant::now();
+    extra.push(("RESPONSE_CACHE_MB", "0".to_string()));
+    extra.push(("PART_CACHE_MB", "0".to_string()));
+    // With several datacenters, `/ready` also answers once READY_TIMEOUT_SECONDS have passed
+    // (a datacenter that never answers must not hold the others back): here it must mean
+    // "every datacenter listed", so the timeout is past the bench's own deadline.
+    extra.push((
+        "READY_TIMEOUT_SECONDS",
+        (deadline.as_secs() + 60).to_string(),
+    ));
+    let (mut child, port) = proc::spawn_server(env!("CARGO_BIN_EXE_vitistack"), &dir, &extra);
+    let pid = child.id();
+    let client = reqwest::Client::new();
+    let ready_url = format!("http://127.0.0.1:{port}/ready");
+    let url = format!("http://127.0.0.1:{port}/graphql");
+    let mut peak = 0;
+    let mut progress = Instant::now();
     let synced = loop {
         peak = peak.max(status_kib(pid, "VmHWM:"));
         if let Ok(r) = client.get(&ready_url).send().await
             && r.status().is_success()
         {
             break started.elapsed();
+        }
+        // How the sync goes: objects in the store and RSS every 10 s (where it slows, and
+        // what it holds on the way).
+        if progress.elapsed() >= Duration::from_secs(10) {
+            progress = Instant::now();
+            println!(
+                "  {:>5.1} s: {} objects in the store, server RSS {} MiB",
+                started.elapsed().as_secs_f64(),
+                stored(&client, &url).await,
+                status_kib(pid, "VmRSS:") >> 10
+            );
         }
         if started.elapsed() > deadline {
             let _ = child.kill();
@@ -226,17 +246,7 @@ async fn run(target: usize) {
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
-    let url = format!("http://127.0.0.1:{port}/graphql");
-    let body = post(
-        &client,
-        &url,
-        &serde_json::json!({"query": "{ sources { kinds { name objects } } }"}),
-    )
-    .await;
-    let in_store: i64 = body["data"]["sources"]["kinds"]
-        .as_array()
-        .map(|ks| ks.iter().filter_map(|k| k["objects"].as_i64()).sum())
-        .unwrap_or(0);
+    let in_store = stored(&client, &url).await;
     let hwm = status_kib(pid, "VmHWM:").max(peak);
     let rss = status_kib(pid, "VmRSS:");
     let lists = apis
@@ -285,6 +295,20 @@ async fn run(target: usize) {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Objects in the store, every kind of every datacenter (`sources`).
+async fn stored(client: &reqwest::Client, url: &str) -> i64 {
+    let body = post(
+        client,
+        url,
+        &serde_json::json!({"query": "{ sources { kinds { name objects } } }"}),
+    )
+    .await;
+    body["data"]["sources"]["kinds"]
+        .as_array()
+        .map(|ks| ks.iter().filter_map(|k| k["objects"].as_i64()).sum())
+        .unwrap_or(0)
+}
+
 /// Each kind's last full list in the first datacenter (`sources`).
 async fn synced_at(client: &reqwest::Client, url: &str, datacenter: &str) -> Vec<String> {
     let body = post(
@@ -319,6 +343,9 @@ async fn relist(
     // Writing 5 to clear_refs resets the process's peak RSS (VmHWM) to its RSS now.
     let reset = std::fs::write(format!("/proc/{pid}/clear_refs"), "5").is_ok();
     let started = Instant::now();
+    // The resourceVersion moves on (a deletion of nothing, told to no one), then every version
+    // before it is forgotten: each watch of the datacenter, cut, comes back to 410 Gone.
+    api.delete_silently("machines", "default", "relist-nothing");
     api.compact();
     api.drop_watches();
     let mut peak = 0;

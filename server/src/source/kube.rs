@@ -216,6 +216,7 @@ fn start_on(
                 scope,
                 backoff: Backoff::new(settings.min_backoff, settings.max_backoff),
                 listed_once: false,
+                loading: Some(store.loading()),
                 delivered: false,
                 list_permits: list_permits.clone(),
                 recovered: recoveries.clone(),

@@ -3,6 +3,7 @@
 
 mod counts;
 mod index;
+mod loading;
 mod members;
 mod past;
 pub mod reads;
@@ -20,6 +21,7 @@ use tokio::sync::broadcast;
 
 pub use counts::ChangeCounts;
 pub use index::{Idx, index_entries, scoped};
+pub use loading::Loading;
 pub use scope::{Grants, KindGrants, Namespaces, Scope, ScopedStore};
 pub use snapshot::{DerivedState, Deriver, Snapshot};
 
@@ -179,6 +181,8 @@ pub struct Store {
     expected: Mutex<Vec<Expected>>,
     /// Changes applied since start, by kind and type.
     applied: ChangeCounts,
+    /// First syncs and loads in progress (see [`Store::loading`]).
+    loads: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl std::fmt::Debug for Store {
@@ -214,6 +218,7 @@ impl Store {
             capacity: capacity.max(1),
             expected: Mutex::new(Vec::new()),
             applied: Default::default(),
+            loads: Default::default(),
         }
     }
 
@@ -345,46 +350,6 @@ impl Store {
     /// changes are marked `loaded`, so the event log does not record them as news.
     pub fn apply_loaded(&self, ops: Vec<Op>) -> Vec<Arc<Change>> {
         self.apply_marked(ops, Arrival::Loaded, None)
-    }
-
-    /// Load a large amount of state (the demo fleet, manifests at start-up, a source's first
-    /// list) as `loaded` changes, without overrunning the change stream: the writes are applied
-    /// in slices of at most half the stream's capacity, and before each slice this waits until
-    /// the readers (fan-out, object writer, history) have made room for it. So a load of any
-    /// size reaches every reader; nothing is dropped and nobody has to resync. Each slice is
-    /// atomic, the whole load is not (callers load before they report ready). A reader that
-    /// makes no progress at all for [`STALLED_READER`] is left behind: it will find it lagged,
-    /// as any reader that stops does. Returns the changes made.
-    pub async fn load(&self, ops: Vec<Op>) -> usize {
-        let slice = (self.capacity / 2).max(1);
-        let mut made = 0;
-        let mut ops = ops.into_iter().peekable();
-        while ops.peek().is_some() {
-            let chunk: Vec<Op> = ops.by_ref().take(slice).collect();
-            self.room_for(chunk.len()).await;
-            made += self.apply_marked(chunk, Arrival::Loaded, None).len();
-        }
-        made
-    }
-
-    /// Wait until the change stream can take `n` more changes without overrunning a reader.
-    async fn room_for(&self, n: usize) {
-        let mut queued = self.changes.len();
-        let mut progress_at = tokio::time::Instant::now();
-        while queued + n > self.capacity {
-            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
-            let now = self.changes.len();
-            if now < queued {
-                progress_at = tokio::time::Instant::now();
-            } else if progress_at.elapsed() >= STALLED_READER {
-                tracing::warn!(
-                    queued = now,
-                    "a change stream reader makes no progress; loading on without it"
-                );
-                return;
-            }
-            queued = now;
-        }
     }
 
     fn apply_marked(

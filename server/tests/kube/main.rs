@@ -334,12 +334,14 @@ async fn gone_410_relists_and_deletes_what_vanished() {
     h.api.apply("machines", machine("team-a", "m9", "c1"));
     h.until("m9 through the watch", |s| machine_count(s) == 4)
         .await;
-    // After the client's last version: m1 goes, m2 changes, and the history that would tell
-    // is compacted.
-    h.api.delete_silently("machines", "team-a", "m1");
+    // After the client's last version: m2 changes, m1 goes, and the history that would tell
+    // is compacted. m1's deletion comes last, so the version compacted to is past any the
+    // watch can have reached (had it seen m2's change, a watch from m2's version would resume
+    // without a 410).
     let mut m2 = machine("team-a", "m2", "c1");
     m2["spec"]["machineClass"] = json!("large");
     let m2_rv = h.api.apply("machines", m2);
+    h.api.delete_silently("machines", "team-a", "m1");
     h.api.compact();
     h.api.drop_watches();
     h.until("m1 deleted after the relist", |s| {

@@ -8,6 +8,7 @@
 //! are kept beside the objects (`applications.rs`), so a moment has its applications too.
 
 pub mod applications;
+mod ident;
 pub mod read;
 mod rebuild;
 mod rows;
@@ -157,7 +158,36 @@ pub fn stored_value(r: &crate::model::Resource) -> Value {
 
 /// The rows of one checkpoint: every object as (its timeline id, its JSON).
 pub fn encode_checkpoint(objects: &[(i64, Value)]) -> Vec<u8> {
-    deflate(&serde_json::to_vec(objects).unwrap_or_default())
+    encode_checkpoint_from(
+        objects
+            .iter()
+            .map(|(id, v)| (*id, std::borrow::Cow::Borrowed(v))),
+    )
+}
+
+/// [`encode_checkpoint`] of objects made one at a time: the same bytes, written into the
+/// compressor object by object, so that a checkpoint of a million objects holds one object's
+/// JSON at a time and its compressed bytes, not every object's tree and text at once (those took
+/// 5 GiB at 400,000 objects, `cargo bench --bench kube_sync`).
+pub fn encode_checkpoint_from<'a>(
+    objects: impl IntoIterator<Item = (i64, std::borrow::Cow<'a, Value>)>,
+) -> Vec<u8> {
+    let e = flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::new(6));
+    // Writes of a few bytes each (separators, ids) reach the compressor in 64 KiB blocks.
+    let mut out = std::io::BufWriter::with_capacity(64 << 10, e);
+    // Writing into a Vec cannot fail: the results are ignored.
+    let _ = out.write_all(b"[");
+    for (i, (id, v)) in objects.into_iter().enumerate() {
+        let _ = out.write_all(if i == 0 { b"[" } else { b",[" });
+        let _ = write!(out, "{id},");
+        let _ = serde_json::to_writer(&mut out, &*v);
+        let _ = out.write_all(b"]");
+    }
+    let _ = out.write_all(b"]");
+    out.into_inner()
+        .ok()
+        .and_then(|e| e.finish().ok())
+        .unwrap_or_default()
 }
 
 #[cfg(test)]
@@ -177,6 +207,27 @@ mod tests {
         assert!(encoded.len() < 100, "{}", encoded.len());
         assert_eq!(Body::decode(&encoded), Ok(big));
         assert!(Body::decode(b"").is_err() && Body::decode(b"Xjunk").is_err());
+    }
+
+    #[test]
+    fn a_checkpoint_written_object_by_object_is_the_json_of_them_all() {
+        for objects in [
+            vec![],
+            vec![(1, json!({"a": 1}))],
+            (0..3000)
+                .map(|i| {
+                    (
+                        i * 7 - 5,
+                        json!({"name": format!("m-{i}"), "l": [i, "x\"]"]}),
+                    )
+                })
+                .collect(),
+        ] {
+            let whole = serde_json::to_vec(&objects).expect("json");
+            let encoded = encode_checkpoint(&objects);
+            assert_eq!(inflate(&encoded).expect("inflated"), whole);
+            assert!(objects.len() < 100 || encoded.len() * 4 < whole.len());
+        }
     }
 
     #[test]

@@ -10,45 +10,24 @@
 //! this replica starts to lead (only the leader writes the timeline). Between those, a checkpoint
 //! is written once the versions since the last one take twice its bytes.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde_json::Value;
 use tokio::sync::{broadcast, watch};
 use tokio::time::Instant;
 
 use super::applications::{self as apps, Record};
+use super::ident::Ident;
 use super::rows::{Checkpoint, next_object, write};
 pub use super::stored_value;
-use super::{Body, ROW_OVERHEAD, encode_checkpoint, written};
+use super::{Body, ROW_OVERHEAD, encode_checkpoint_from, written};
 use crate::db::{DbError, with_pool};
 use crate::history::{History, now_ms};
 use crate::inventory::Snapshot as Applications;
 use crate::model::merge_patch;
 use crate::store::{Change, ChangeType, Snapshot, Store};
-
-/// Who an object is, for numbering it: its datacenter, kind, API version, namespace, name and uid.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-struct Ident(String, &'static str, &'static str, String, String, String);
-
-impl Ident {
-    fn of(r: &crate::model::Resource) -> Self {
-        Ident(
-            r.datacenter().key().to_string(),
-            r.kind().name(),
-            r.version(),
-            r.namespace().to_string(),
-            r.name().to_string(),
-            r.uid().to_string(),
-        )
-    }
-
-    fn of_record(r: &Record) -> Self {
-        let (dc, kind, ns, name) = r.ident();
-        Ident(dc, kind, "", ns, name, String::new())
-    }
-}
 
 /// A change waiting to be written: an object's (from the store's stream) or an application
 /// record's (from the inventory's snapshots, with when it was seen).
@@ -67,14 +46,7 @@ impl Item {
             Item::Object(c) => Ident::of(&c.object),
             Item::Record { before, after, .. } => match after.as_ref().or(before.as_ref()) {
                 Some(r) => Ident::of_record(r),
-                None => Ident(
-                    String::new(),
-                    "",
-                    "",
-                    String::new(),
-                    String::new(),
-                    String::new(),
-                ),
+                None => Ident::digest([""; 6]),
             },
         }
     }
@@ -111,6 +83,11 @@ impl Item {
 pub const CHECKPOINT_RATIO: u64 = 1;
 /// And at least this many bytes.
 pub const CHECKPOINT_FLOOR: u64 = 256 * 1024;
+/// The ratio while a first sync runs ([`Store::is_loading`]): each checkpoint of a graph still
+/// being loaded is outdated at once. At 1 a sync of a million objects wrote the growing graph
+/// about four times over and spent half its CPU on it (`cargo bench --bench kube_sync`); the
+/// first checkpoint after the sync comes at the usual ratio.
+pub const CHECKPOINT_RATIO_LOADING: u64 = 8;
 
 /// One change as it will be stored.
 struct Version {
@@ -359,9 +336,12 @@ impl Writer {
                 Err(_) => break,
             }
         }
+        let ratio = match self.store.is_loading() {
+            true => CHECKPOINT_RATIO_LOADING,
+            false => CHECKPOINT_RATIO,
+        };
         let checkpoint = (self.broken
-            || self.since_checkpoint
-                >= (CHECKPOINT_RATIO * self.last_checkpoint).max(CHECKPOINT_FLOOR))
+            || self.since_checkpoint >= (ratio * self.last_checkpoint).max(CHECKPOINT_FLOOR))
         .then_some(settled);
         if checkpoint.is_none() && self.pending.is_empty() && !self.see_applications() {
             // Nothing to write: every change before `through` is written.
@@ -407,7 +387,7 @@ impl Writer {
             }
             let ident = item.ident();
             if item.deleted() {
-                numbered.push(number(&mut self.ids, &mut next, ident.clone()));
+                numbered.push(number(&mut self.ids, &mut next, ident));
                 self.ids.remove(&ident);
             } else {
                 numbered.push(number(&mut self.ids, &mut next, ident));
@@ -431,12 +411,12 @@ impl Writer {
                 })
                 .collect();
             let cp = cp_objects.map(|(objects, records)| {
-                let values: Vec<(i64, Value)> = objects
+                let count = (objects.len() + records.len()) as i64;
+                let values = objects
                     .iter()
-                    .map(|(id, r)| (*id, stored_value(r)))
-                    .chain(records.iter().map(|(id, r)| (*id, r.value())))
-                    .collect();
-                (values.len() as i64, encode_checkpoint(&values))
+                    .map(|(id, r)| (*id, Cow::Owned(stored_value(r))))
+                    .chain(records.iter().map(|(id, r)| (*id, Cow::Owned(r.value()))));
+                (count, encode_checkpoint_from(values))
             });
             (rows, cp)
         });

@@ -87,6 +87,9 @@ pub(super) struct Watch {
     pub(super) delivered: bool,
     /// Shared by every watcher of every datacenter: how many first lists run at once.
     pub(super) list_permits: Arc<tokio::sync::Semaphore>,
+    /// Held until the kind's first list is applied (or its resource is found not served): the
+    /// store then knows a first sync runs.
+    pub(super) loading: Option<crate::store::Loading>,
     /// Counts the datacenter's recoveries (its probe answered again after failing): each one
     /// after this watcher's last list makes it list again.
     pub(super) recovered: tokio::sync::watch::Receiver<u64>,
@@ -179,6 +182,8 @@ impl Watch {
                         .absent_retry
                         .mul_f64(0.75 + rand::random_range(0.0..=0.5));
                     tracing::warn!(kind = self.kind.name(), retry_in = ?delay, "resource not served; retrying");
+                    // Nothing of it to load until it is served.
+                    self.loading = None;
                     self.status
                         .update(&self.settings.datacenter, self.kind, |k| {
                             k.served = Some(false);
@@ -259,6 +264,7 @@ impl Watch {
         )
         .await;
         self.listed_once = true;
+        self.loading = None;
         self.backoff.reset();
         let (scope, now) = (self.scope_key(), jiff::Timestamp::now());
         self.status

@@ -1,7 +1,9 @@
 //! Memory and load time of the benchmark fleet (500 clusters / 10,000 machines) in the store.
 //! Prints resident memory before and after, and where the bytes go (allocated and not freed):
 //! per kind the bytes of its objects (a deep copy of them, the same rebuilt from their JSON text,
-//! and their metadata alone) against their JSON, and what the store adds to the objects. Run with `cargo bench --bench fleet_memory`.
+//! and their metadata alone) against their JSON, and what the store adds to the objects. Run with `cargo bench --bench fleet_memory`;
+//! `FLEET_MEMORY_HOSTS=1` measures the Kubernetes sync benchmark's mix (hosts, VMs, Nodes) in a
+//! store with the server's derived state.
 
 use std::time::Instant;
 
@@ -29,7 +31,12 @@ fn main() {
     }
     let before = rss_kib();
     let started = Instant::now();
-    let objects = fleet(&FleetSpec::large(500));
+    // FLEET_MEMORY_HOSTS=1: the Kubernetes sync benchmark's mix (hosts, their VMs and VMIs,
+    // Nodes), held as the server holds it (with its derived state).
+    let hosts = std::env::var_os("FLEET_MEMORY_HOSTS").is_some();
+    let mut spec = FleetSpec::large(500);
+    spec.hosts = hosts;
+    let objects = fleet(&spec);
     let generated = started.elapsed();
     let n = objects.len();
     let after_generate = rss_kib();
@@ -45,7 +52,10 @@ fn main() {
         );
         drop(copy);
     }
-    let store = Store::new();
+    let store = match hosts {
+        true => Store::new().derive_with(vitistack::domain::aggregates::deriver()),
+        false => Store::new(),
+    };
     let t = Instant::now();
     let held_before = ALLOCATED.allocated();
     store.apply(objects.into_iter().map(Op::Upsert).collect());

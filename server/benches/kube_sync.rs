@@ -263,6 +263,21 @@ async fn run(target: usize) {
         rss >> 10
     );
     assert_eq!(in_store as usize, loaded, "every object reached the store");
+    // What the timeline wrote meanwhile: a version per object, and checkpoints (a restart is
+    // one written because changes were missed).
+    let metrics = client
+        .get(format!("http://127.0.0.1:{port}/metrics"))
+        .send()
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("metrics");
+    let rows: Vec<&str> = metrics
+        .lines()
+        .filter(|l| l.starts_with("vitistack_history_timeline_rows_total{"))
+        .collect();
+    println!("timeline when ready: {}", rows.join(", "));
 
     // Reading it: the counts query and one cluster page.
     let counts = serde_json::json!({"query": include_str!("../../e2e/load/counts.graphql")});

@@ -23,11 +23,14 @@ use super::ident::Ident;
 use super::rows::{Checkpoint, next_object, write};
 pub use super::stored_value;
 use super::{Body, ROW_OVERHEAD, encode_checkpoint_from, written};
-use crate::db::{DbError, with_pool};
+use crate::db::DbError;
 use crate::history::{History, now_ms};
 use crate::inventory::Snapshot as Applications;
 use crate::model::merge_patch;
 use crate::store::{Change, ChangeType, Snapshot, Store};
+
+#[path = "states.rs"]
+mod states;
 
 /// A change waiting to be written: an object's (from the store's stream) or an application
 /// record's (from the inventory's snapshots, with when it was seen).
@@ -112,6 +115,9 @@ struct Writer {
     applications_seen: Arc<Applications>,
     /// The chain may be broken: the next batch starts with a checkpoint.
     broken: bool,
+    /// Changes were missed while a batch was written (after what it holds): the chain breaks
+    /// once it is written.
+    lagged: bool,
     /// Bytes of versions written since the last checkpoint, and that checkpoint's bytes.
     since_checkpoint: u64,
     last_checkpoint: u64,
@@ -163,6 +169,7 @@ async fn run(
         applications,
         applications_seen: Arc::default(),
         broken: true,
+        lagged: false,
         since_checkpoint: 0,
         last_checkpoint: 0,
         last_at: 0,
@@ -267,47 +274,6 @@ impl Writer {
                 at_ms,
             }));
         any
-    }
-
-    /// Record each datacenter's state where it changed since it was last recorded.
-    async fn record_states(&mut self) {
-        let Some(now) = self.history.datacenters.get().map(|f| f()) else {
-            return;
-        };
-        let changed: Vec<(String, String, Option<String>)> = now
-            .into_iter()
-            .filter(|(k, state, error)| self.states.get(k) != Some(&(state.clone(), error.clone())))
-            .collect();
-        if changed.is_empty() || !self.history.leader.leading() {
-            return;
-        }
-        let Some(db) = self.history.db() else { return };
-        let at = now_ms();
-        let written: Result<(), DbError> = async {
-            let _turn = db.write_turn().await;
-            with_pool!(db, p => {
-                let mut b = sqlx::QueryBuilder::new(
-                    "INSERT INTO datacenter_states (at_ms, datacenter, state, error) ",
-                );
-                b.push_values(&changed, |mut b, (k, state, error)| {
-                    b.push_bind(at)
-                        .push_bind(k.clone())
-                        .push_bind(state.clone())
-                        .push_bind(error.clone());
-                });
-                b.build().execute(p).await?;
-            });
-            Ok(())
-        }
-        .await;
-        match written {
-            Ok(()) => {
-                for (k, state, error) in changed {
-                    self.states.insert(k, (state, error));
-                }
-            }
-            Err(e) => tracing::warn!(error = %e, "recording the datacenters' states failed"),
-        }
     }
 
     /// Write what is pending (after a checkpoint when one is due). `Err(None)`: no database yet.
@@ -420,7 +386,7 @@ impl Writer {
             });
             (rows, cp)
         });
-        let Ok((rows, cp_body)) = work.await else {
+        let Ok((rows, cp_body)) = self.reading(rx, work).await else {
             self.broken = true;
             return Ok(());
         };
@@ -451,7 +417,9 @@ impl Writer {
             }
             _ => None,
         };
-        let written = write(&db, &rows, split, cp.as_ref()).await;
+        let written = self
+            .reading(rx, write(&db, &rows, split, cp.as_ref()))
+            .await;
         if let Err(e) = written {
             // Nothing of the batch was kept: the chain would be broken without it.
             self.broken = true;
@@ -474,14 +442,43 @@ impl Writer {
                 self.last_checkpoint = cp.body.len() as u64 + ROW_OVERHEAD;
                 self.since_checkpoint = after_bytes;
                 self.broken = false;
-                if let Err(e) = super::read::trim(&db, &self.history.settings, now_ms()).await {
+                let settings = self.history.settings.clone();
+                if let Err(e) = self
+                    .reading(rx, super::read::trim(&db, &settings, now_ms()))
+                    .await
+                {
                     tracing::warn!(error = %e, "trimming the timeline failed");
                 }
             }
             None => self.since_checkpoint += before_bytes,
         }
+        self.broken |= std::mem::take(&mut self.lagged);
         self.mark(&db, through, true).await;
         Ok(())
+    }
+
+    /// Await `work` while taking what the stream sends meanwhile: a long write (a whole graph's
+    /// checkpoint takes seconds at a million objects) must not leave the stream to overrun this
+    /// reader, as a load goes on without a reader stalled for long: the chain broke, and each
+    /// checkpoint written to mend it broke it again (53 of 58 checkpoints during a sync of a
+    /// million objects, `cargo bench --bench kube_sync`).
+    async fn reading<F: std::future::Future>(
+        &mut self,
+        rx: &mut broadcast::Receiver<Arc<Change>>,
+        work: F,
+    ) -> F::Output {
+        tokio::pin!(work);
+        let mut open = true;
+        loop {
+            tokio::select! {
+                out = &mut work => return out,
+                r = rx.recv(), if open => match r {
+                    Ok(c) => self.pending.push(Item::Object(c)),
+                    Err(broadcast::error::RecvError::Lagged(_)) => self.lagged = true,
+                    Err(broadcast::error::RecvError::Closed) => open = false,
+                },
+            }
+        }
     }
 
     /// Every change before `through` is written: say so in this process and, when replicas take

@@ -518,3 +518,63 @@ async fn a_moment_just_past_holds_every_change_before_it_though_writes_are_batch
     }
     app.stop().await;
 }
+
+/// A load larger than the change stream holds, while the timeline's writer waits for the database
+/// (SQLite's one writer, held here): the writer keeps reading the stream as it waits, so it misses
+/// nothing and writes no checkpoint to mend a chain (a checkpoint of a large graph outlasted the
+/// load's patience with a stalled reader: each one broke the chain again).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_load_while_the_timeline_waits_for_the_database_is_written_whole() {
+    let db = TestDb::sqlite();
+    // Written as soon as anything waits: the writer is in a write (waiting for its turn) early in
+    // the load, not after it.
+    let app = start(&db, &["--demo", "--history-flush-interval-ms", "1"]).await;
+    wait_for_history(&app).await;
+    let rows = |m: &str, row: &str| {
+        metric(
+            m,
+            &format!("vitistack_history_timeline_rows_total{{row=\"{row}\"}}"),
+        )
+    };
+    let m = app.get("/metrics").await.1;
+    let (versions, restarts) = (rows(&m, "version"), rows(&m, "restart"));
+    let running = app.running();
+    let database = running.history.db().expect("a database");
+    let turn = database.write_turn().await;
+    assert!(turn.is_some(), "SQLite writes take turns");
+    // Four times the change stream (vitistack::store::CHANGE_BUFFER) in one load.
+    let n = 4 * vitistack::store::CHANGE_BUFFER;
+    let ops = (0..n)
+        .map(|i| {
+            let machine = json!({
+                "metadata": {"name": format!("loaded-{i:05}"), "namespace": "bulk", "uid": format!("bulk-{i}")},
+                "spec": {"name": format!("loaded-{i:05}")},
+            });
+            let r = vitistack::model::Resource::from_value(
+                vitistack::model::Kind::Machine,
+                "v1alpha1",
+                machine,
+            )
+            .expect("a machine");
+            vitistack::store::Op::Upsert(r)
+        })
+        .collect();
+    let loaded = running.store.load(ops).await;
+    assert_eq!(loaded, n);
+    drop(turn);
+    eventually("every loaded machine in the timeline", || async {
+        let m = app.get("/metrics").await.1;
+        rows(&m, "version") >= versions + n as i64
+    })
+    .await;
+    let m = app.get("/metrics").await.1;
+    assert_eq!(rows(&m, "restart"), restarts, "no change was missed");
+    assert_eq!(
+        metric(
+            &m,
+            "vitistack_change_stream_lagged_total{reader=\"history\"}"
+        ),
+        0
+    );
+    app.stop().await;
+}

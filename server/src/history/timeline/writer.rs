@@ -246,8 +246,13 @@ async fn run(
         if w.pending.len() >= settings.batch_size {
             due = Some(Instant::now());
         }
-        if w.pending.len() > settings.buffer.max(2) {
-            // The database has been away too long: start again from a checkpoint.
+        // While a first sync runs, its changes may all wait behind a checkpoint of the growing
+        // graph (seconds at a million objects): up to the graph's size they are not the database
+        // being away (each holds an object the store holds too). Past that bound, the database
+        // has been away too long: start again from a checkpoint.
+        if w.pending.len() > settings.buffer.max(2)
+            && !(w.store.is_loading() && w.pending.len() <= w.store.snapshot().len())
+        {
             w.pending.clear();
             w.broken = true;
         }

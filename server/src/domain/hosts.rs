@@ -62,9 +62,9 @@ fn domain_demand(d: &Domain) -> (Option<f64>, Option<f64>) {
             let n = |v: Option<i64>| v.filter(|v| *v > 0).unwrap_or(1) as f64;
             n(c.sockets) * n(c.cores) * n(c.threads)
         })
-        .or_else(|| quantity_value(requests.and_then(|r| r.get("cpu"))).map(f64::ceil));
+        .or_else(|| quantity_value(requests.and_then(|r| r.value("cpu"))).map(f64::ceil));
     let memory = quantity_value(d.memory.as_ref().and_then(|m| m.guest.as_ref()))
-        .or_else(|| quantity_value(requests.and_then(|r| r.get("memory"))));
+        .or_else(|| quantity_value(requests.and_then(|r| r.value("memory"))));
     (vcpus, memory)
 }
 

@@ -1,10 +1,13 @@
 //! KubeVirt's `VirtualMachine` and `VirtualMachineInstance` (kubevirt.io/v1), reduced to what the
 //! graph uses: identity, run state, CPU topology, memory, placement and addresses. Unknown fields
-//! are ignored (these objects come from the API server, not from this product's files).
-
-use std::collections::BTreeMap;
+//! are ignored (these objects come from the API server, not from this product's files). Kept as
+//! compactly as the generated model: strings as `Str`, lists as boxed slices, resource maps as
+//! sorted pairs (a `BTreeMap` of one quantity took 720 bytes; a million objects hold hundreds of
+//! thousands of these).
 
 use super::meta::ObjectMeta;
+use super::pairs::Pairs;
+use super::text::Str;
 use serde::{Deserialize, Serialize};
 
 use super::Quantity;
@@ -40,10 +43,10 @@ pub struct GuestMemory {
 pub struct DomainResources {
     /// Requests (`cpu`, `memory`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub requests: Option<BTreeMap<String, Quantity>>,
+    pub requests: Option<Pairs<Quantity>>,
     /// Limits (`cpu`, `memory`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub limits: Option<BTreeMap<String, Quantity>>,
+    pub limits: Option<Pairs<Quantity>>,
 }
 
 /// `spec.domain`.
@@ -91,7 +94,7 @@ pub struct VirtualMachineSpec {
     pub running: Option<bool>,
     /// `Always`, `Halted`, `Manual`, `RerunOnFailure`, `Once`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub run_strategy: Option<String>,
+    pub run_strategy: Option<Str>,
     /// The VMI it starts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub template: Option<VmiTemplate>,
@@ -103,7 +106,7 @@ pub struct VirtualMachineSpec {
 pub struct VirtualMachineStatus {
     /// `Running`, `Stopped`, `Starting`, `Provisioning`, `ErrorUnschedulable`, …
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub printable_status: Option<String>,
+    pub printable_status: Option<Str>,
     /// The VMI is ready.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ready: Option<bool>,
@@ -133,10 +136,10 @@ pub struct VirtualMachine {
 pub struct VmiInterface {
     /// Interface name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
+    pub name: Option<Str>,
     /// Every address reported by the guest agent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ip_addresses: Option<Vec<String>>,
+    pub ip_addresses: Option<Box<[Str]>>,
 }
 
 /// `VirtualMachineInstance.status`.
@@ -145,13 +148,13 @@ pub struct VmiInterface {
 pub struct VmiStatus {
     /// `Pending`, `Scheduling`, `Scheduled`, `Running`, `Succeeded`, `Failed`, `Unknown`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub phase: Option<String>,
+    pub phase: Option<Str>,
     /// The node it runs on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub node_name: Option<String>,
+    pub node_name: Option<Str>,
     /// Interfaces and their addresses.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub interfaces: Option<Vec<VmiInterface>>,
+    pub interfaces: Option<Box<[VmiInterface]>>,
 }
 
 /// A running (or starting) KubeVirt VirtualMachineInstance.

@@ -12,15 +12,11 @@
 //! left out, labels and annotations in key order), but for `managedFields`, which the store never
 //! keeps (the API server's bookkeeping; every write cleared it) and which is read as absent.
 
-use std::collections::{BTreeMap, HashSet};
-use std::fmt;
-use std::sync::{Arc, LazyLock};
-
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
-use parking_lot::Mutex;
-use serde::de::{MapAccess, Visitor};
 use serde::ser::SerializeMap;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+pub use super::pairs::Pairs;
 
 /// An object's metadata (Kubernetes' `ObjectMeta`, less `managedFields`). The fields most
 /// objects leave out (deletion, finalizers, owners, generateName, selfLink) are kept in one box,
@@ -177,182 +173,6 @@ impl Serialize for ObjectMeta {
     }
 }
 
-/// Labels or annotations: string pairs sorted by key, one per key (a later duplicate in the JSON
-/// wins, as in a map), keys interned.
-#[derive(Clone, Default, PartialEq, Eq)]
-pub struct Pairs(Box<[(Key, Box<str>)]>);
-
-/// An interned label or annotation key.
-#[derive(Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub struct Key(Arc<str>);
-
-/// At most this many distinct keys are interned (a label key is at most 317 characters); keys past
-/// it are kept each on its own, so hostile input cannot grow the table without bound.
-const INTERNED_KEYS: usize = 16_384;
-
-static KEYS: LazyLock<Mutex<HashSet<Arc<str>>>> = LazyLock::new(Default::default);
-
-impl Key {
-    fn new(k: &str) -> Key {
-        let mut keys = KEYS.lock();
-        if let Some(found) = keys.get(k) {
-            return Key(found.clone());
-        }
-        let key: Arc<str> = Arc::from(k);
-        if keys.len() < INTERNED_KEYS {
-            keys.insert(key.clone());
-        }
-        Key(key)
-    }
-
-    /// The key's text.
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-impl Pairs {
-    /// Where `key` is, or where it would go.
-    fn position(&self, key: &str) -> Result<usize, usize> {
-        self.0.binary_search_by(|(k, _)| k.as_str().cmp(key))
-    }
-
-    /// The value of `key`.
-    pub fn get(&self, key: &str) -> Option<&str> {
-        let i = self.position(key).ok()?;
-        Some(&self.0[i].1)
-    }
-
-    /// The pairs in key order.
-    pub fn iter(&self) -> impl ExactSizeIterator<Item = (&str, &str)> {
-        self.0.iter().map(|(k, v)| (k.as_str(), &**v))
-    }
-
-    /// How many pairs.
-    pub fn len(&self) -> usize {
-        self.0.len()
-    }
-
-    /// No pairs.
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-
-    /// Set `key` to `value` (replacing its value when it has one).
-    pub fn insert(&mut self, key: &str, value: &str) {
-        let at = self.position(key);
-        let mut pairs = std::mem::take(&mut self.0).into_vec();
-        match at {
-            Ok(i) => pairs[i].1 = value.into(),
-            Err(i) => pairs.insert(i, (Key::new(key), value.into())),
-        }
-        self.0 = pairs.into_boxed_slice();
-    }
-
-    /// Take `key` out; its value, when it had one.
-    pub fn remove(&mut self, key: &str) -> Option<String> {
-        let i = self.position(key).ok()?;
-        let mut pairs = std::mem::take(&mut self.0).into_vec();
-        let (_, v) = pairs.remove(i);
-        self.0 = pairs.into_boxed_slice();
-        Some(v.into())
-    }
-
-    /// Built from pairs in any order; of two with one key the later wins.
-    fn from_vec(mut pairs: Vec<(Key, Box<str>)>) -> Pairs {
-        // Stable: equal keys keep their order, and the last of each run is the one kept.
-        pairs.sort_by(|a, b| a.0.cmp(&b.0));
-        let mut kept: Vec<(Key, Box<str>)> = Vec::with_capacity(pairs.len());
-        for p in pairs {
-            match kept.last_mut() {
-                Some(last) if last.0 == p.0 => *last = p,
-                _ => kept.push(p),
-            }
-        }
-        Pairs(kept.into_boxed_slice())
-    }
-}
-
-impl<K: AsRef<str>, V: AsRef<str>> FromIterator<(K, V)> for Pairs {
-    fn from_iter<I: IntoIterator<Item = (K, V)>>(iter: I) -> Self {
-        Pairs::from_vec(
-            iter.into_iter()
-                .map(|(k, v)| (Key::new(k.as_ref()), v.as_ref().into()))
-                .collect(),
-        )
-    }
-}
-
-impl From<BTreeMap<String, String>> for Pairs {
-    fn from(map: BTreeMap<String, String>) -> Self {
-        map.into_iter().collect()
-    }
-}
-
-impl<'de> Deserialize<'de> for Key {
-    /// From the text as the parser holds it: a key already interned allocates nothing.
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct KeyVisitor;
-        impl Visitor<'_> for KeyVisitor {
-            type Value = Key;
-
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a string")
-            }
-
-            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Key, E> {
-                Ok(Key::new(v))
-            }
-        }
-        deserializer.deserialize_str(KeyVisitor)
-    }
-}
-
-impl<K: AsRef<str>, V: AsRef<str>, const N: usize> From<[(K, V); N]> for Pairs {
-    fn from(pairs: [(K, V); N]) -> Self {
-        pairs.into_iter().collect()
-    }
-}
-
-impl fmt::Debug for Pairs {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_map().entries(self.iter()).finish()
-    }
-}
-
-impl Serialize for Pairs {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let mut map = serializer.serialize_map(Some(self.0.len()))?;
-        for (k, v) in self.iter() {
-            map.serialize_entry(k, v)?;
-        }
-        map.end()
-    }
-}
-
-impl<'de> Deserialize<'de> for Pairs {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct PairsVisitor;
-        impl<'de> Visitor<'de> for PairsVisitor {
-            type Value = Pairs;
-
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a map of strings to strings")
-            }
-
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Pairs, A::Error> {
-                let mut pairs = Vec::with_capacity(map.size_hint().unwrap_or(4).min(64));
-                while let Some(k) = map.next_key::<Key>()? {
-                    let v: String = map.next_value()?;
-                    pairs.push((k, v.into_boxed_str()));
-                }
-                Ok(Pairs::from_vec(pairs))
-            }
-        }
-        deserializer.deserialize_map(PairsVisitor)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -407,21 +227,5 @@ mod tests {
         }))
         .unwrap();
         assert_eq!(serde_json::to_value(&m).unwrap(), json!({"name": "m"}));
-    }
-
-    #[test]
-    fn pairs_keep_one_value_per_key_the_last_and_share_their_keys() {
-        let p: Pairs = serde_json::from_str(r#"{"k": "1", "a\u0041": "x", "k": "2"}"#).unwrap();
-        assert_eq!(p.iter().collect::<Vec<_>>(), [("aA", "x"), ("k", "2")]);
-        let q: Pairs = [("k", "other")].into_iter().collect();
-        assert!(Arc::ptr_eq(&p.0[1].0.0, &q.0[0].0.0), "one key, one string");
-        let mut r = q.clone();
-        r.insert("a", "1");
-        r.insert("k", "3");
-        assert_eq!(r.iter().collect::<Vec<_>>(), [("a", "1"), ("k", "3")]);
-        assert_eq!(r.remove("a").as_deref(), Some("1"));
-        assert_eq!(r.remove("a"), None);
-        assert_eq!(r.iter().collect::<Vec<_>>(), [("k", "3")]);
-        assert!(serde_json::from_str::<Pairs>(r#"{"k": 1}"#).is_err());
     }
 }

@@ -8,6 +8,7 @@ pub mod kind;
 pub mod kubevirt;
 pub mod merge_patch;
 pub mod meta;
+pub mod pairs;
 pub mod quantity;
 pub mod redact;
 pub mod secret_name;
@@ -23,7 +24,8 @@ pub use kubevirt::{Node, VirtualMachine, VirtualMachineInstance};
 pub use quantity::{IntOrString, Quantity};
 pub use vocab::*;
 
-pub use meta::{ObjectMeta, Pairs};
+pub use meta::ObjectMeta;
+pub use pairs::Pairs;
 pub use text::{Str, to_strings};
 
 use serde_json::Value;

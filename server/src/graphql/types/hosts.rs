@@ -157,7 +157,7 @@ node_type! {
         /// `spec.runStrategy` (or `Always`/`Halted` from the deprecated `spec.running`).
         async fn run_strategy(&self) -> Option<String> {
             let Resource::VirtualMachine(vm) = &*self.0 else { return None };
-            vm.spec.run_strategy.clone().or_else(|| vm.spec.running.map(|r| if r { "Always".into() } else { "Halted".into() }))
+            vm.spec.run_strategy.as_deref().map(str::to_string).or_else(|| vm.spec.running.map(|r| if r { "Always".into() } else { "Halted".into() }))
         }
         /// True while it has an active instance.
         async fn running(&self, ctx: &Context<'_>) -> bool {
@@ -213,7 +213,7 @@ node_type! {
         /// Addresses reported by the guest.
         async fn ip_addresses(&self) -> Vec<String> {
             let Resource::VirtualMachineInstance(i) = &*self.0 else { return Vec::new() };
-            i.status.as_ref().and_then(|s| s.interfaces.as_ref()).map(|ifs| ifs.iter().flat_map(|f| f.ip_addresses.clone().unwrap_or_default()).collect()).unwrap_or_default()
+            i.status.as_ref().and_then(|s| s.interfaces.as_ref()).map(|ifs| ifs.iter().flat_map(|f| f.ip_addresses.iter().flatten().map(|a| a.to_string())).collect()).unwrap_or_default()
         }
         /// Its VirtualMachine, when it has one (standalone instances do not).
         async fn vm(&self, ctx: &Context<'_>) -> Option<VirtualMachineObj> {

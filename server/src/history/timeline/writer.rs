@@ -392,7 +392,9 @@ impl Writer {
             (rows, cp)
         });
         let Ok((rows, cp_body)) = self.reading(rx, work).await else {
+            // The chain breaks anyway: a lag seen meanwhile is part of it.
             self.broken = true;
+            self.lagged = false;
             return Ok(());
         };
         let bytes = |rows: &[(i64, i64, Option<Vec<u8>>)]| {
@@ -426,8 +428,10 @@ impl Writer {
             .reading(rx, write(&db, &rows, split, cp.as_ref()))
             .await;
         if let Err(e) = written {
-            // Nothing of the batch was kept: the chain would be broken without it.
+            // Nothing of the batch was kept: the chain would be broken without it (and a lag
+            // seen meanwhile is part of that break).
             self.broken = true;
+            self.lagged = false;
             return Err(Some(e));
         }
         self.last_at = self.last_at.max(latest);

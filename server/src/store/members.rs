@@ -1,17 +1,12 @@
-//! The sets the store's indexes keep: a persistent hash map with a fast hasher, and the keys
-//! behind one index value.
+//! The keys behind one index value, and their place in the store's indexes.
 
 use std::hash::Hash;
 use std::sync::Arc;
 
-use imbl::{GenericHashMap, OrdSet};
+use imbl::OrdSet;
 
 use super::ObjectKey;
-
-/// A persistent hash map with a fast, non-cryptographic hasher (keys are not attacker-chosen
-/// hash-flooding material: they are object names already admitted by validation).
-pub(super) type FastMap<K, V> =
-    GenericHashMap<K, V, rustc_hash::FxBuildHasher, imbl::shared_ptr::DefaultSharedPtr>;
+pub(super) use super::hashed::FastMap;
 
 /// Largest index set kept as a sorted slice; bigger sets become a B-tree.
 pub(super) const SMALL_SET: usize = 32;

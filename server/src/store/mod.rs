@@ -2,6 +2,7 @@
 //! secondary indexes for every relationship, and one sequence-numbered change stream.
 
 mod counts;
+mod hashed;
 mod index;
 mod loading;
 mod members;

@@ -79,48 +79,43 @@ impl<K: Hash + Eq + Clone, V: Clone> FastMap<K, V> {
             self.len += 1;
             return None;
         };
-        match bucket {
-            Bucket::One(k, v) if *k == key => Some(std::mem::replace(v, value)),
-            Bucket::Many(entries) if entries.iter().any(|(k, _)| *k == key) => entries
-                .iter_mut()
-                .find(|(k, _)| *k == key)
-                .map(|(_, v)| std::mem::replace(v, value)),
-            _ => {
-                let mut all: Vec<(K, V)> = match bucket {
-                    Bucket::One(k, v) => vec![(k.clone(), v.clone())],
-                    Bucket::Many(entries) => entries.to_vec(),
-                };
-                all.push((key, value));
-                *bucket = Bucket::Many(all.into_boxed_slice());
-                self.len += 1;
-                None
+        let mut all: Vec<(K, V)> = match bucket {
+            Bucket::One(k, v) if *k == key => return Some(std::mem::replace(v, value)),
+            Bucket::One(k, v) => vec![(k.clone(), v.clone())],
+            Bucket::Many(entries) => {
+                if let Some((_, v)) = entries.iter_mut().find(|(k, _)| *k == key) {
+                    return Some(std::mem::replace(v, value));
+                }
+                entries.to_vec()
             }
-        }
+        };
+        all.push((key, value));
+        *bucket = Bucket::Many(all.into_boxed_slice());
+        self.len += 1;
+        None
     }
 
     /// Take `key` out; its value, when it had one.
     pub(super) fn remove(&mut self, key: &K) -> Option<V> {
         let h = hash(key);
-        self.get(key)?;
-        let removed = match self.buckets.get_mut(&h)? {
-            Bucket::One(..) => match self.buckets.remove(&h) {
+        let removed = match self.buckets.get(&h)? {
+            Bucket::One(k, _) if k == key => match self.buckets.remove(&h) {
                 Some(Bucket::One(_, v)) => Some(v),
                 _ => None,
             },
-            bucket @ Bucket::Many(_) => {
-                let Bucket::Many(entries) = bucket else {
-                    return None;
-                };
+            Bucket::One(..) => None,
+            Bucket::Many(entries) => {
                 let mut rest = entries.to_vec();
                 let at = rest.iter().position(|(k, _)| k == key)?;
                 let (_, v) = rest.remove(at);
-                *bucket = match rest.len() {
+                let bucket = match rest.len() {
                     1 => {
                         let (k, v) = rest.remove(0);
                         Bucket::One(k, v)
                     }
                     _ => Bucket::Many(rest.into_boxed_slice()),
                 };
+                self.buckets.insert(h, bucket);
                 Some(v)
             }
         };

@@ -4,7 +4,8 @@
 //! (an exact name, an IP address, a MAC address, a cluster id, a host, a label, a word of names,
 //! a namespace) the p50 and p95 of `SEARCH_SAMPLES` different texts (default 200), each asked
 //! through the schema for its first page of 50 (no response cache); then the lists: a filtered,
-//! sorted page of 100 Machines, the same way. Run with `cargo bench --bench search_query`.
+//! sorted page of 100 Machines (and of clusters by stage and health), the same way. Run with
+//! `cargo bench --bench search_query`.
 
 use std::time::Instant;
 
@@ -226,7 +227,8 @@ fn main() {
     println!("search_query: RSS {} MiB at the end", rss_mib());
 }
 
-const LIST: &str = "query($f: Filter, $s: Sort, $a: String) { machines(filter: $f, sort: $s, after: $a, first: 100) { totalCount pageInfo { hasNextPage endCursor } nodes { id name namespace datacenter phase } } }";
+const LIST: &str = "query($f: Filter, $s: Sort, $a: String, $r: NodeRole, $c: String) { list: machines(filter: $f, sort: $s, after: $a, first: 100, role: $r, clusterId: $c) { totalCount pageInfo { hasNextPage endCursor } nodes { id name namespace datacenter phase } } }";
+const CLUSTERS: &str = "query($f: Filter, $h: ClusterHealth, $st: PipelineStage) { list: clusters(filter: $f, first: 100, health: $h, stage: $st) { totalCount pageInfo { hasNextPage endCursor } nodes { id name namespace datacenter phase } } }";
 
 /// Issue 49's lists: a filtered, sorted page of 100 Machines out of the million objects, each
 /// asked `samples` times with different values (no response cache).
@@ -252,41 +254,76 @@ fn lists(
     };
     let phases = ["Running", "Provisioning", "Pending", "Failed"];
     type Vars<'a> = Box<dyn Fn(usize) -> serde_json::Value + 'a>;
-    let cases: Vec<(&str, Vars<'_>)> = vec![
+    let roles = ["WORKER", "CONTROL_PLANE"];
+    let health = ["READY", "ATTENTION", "FAILED"];
+    let cluster_of = |i: usize| {
+        machines[(i * 7919) % machines.len()]
+            .label("vitistack.io/clusterid")
+            .unwrap_or_default()
+            .to_string()
+    };
+    let cases: Vec<(&str, &str, Vars<'_>)> = vec![
         (
             "a phase, newest first",
+            LIST,
             Box::new(
                 |i| json!({"f": {"phase": [phases[i % phases.len()]]}, "s": {"field": "CREATED", "direction": "DESC"}}),
             ),
         ),
         (
             "a datacenter and namespace, by name",
+            LIST,
             Box::new(
                 |i| json!({"f": {"datacenter": format!("dc-{:02}", i % 10), "namespace": format!("team-{}", i % 8)}}),
             ),
         ),
         (
             "a label selector, by phase",
+            LIST,
             Box::new(
                 |i| json!({"f": {"labelSelector": if i % 2 == 0 { "vitistack.io/node-role=worker" } else { "vitistack.io/node-role!=worker" }}, "s": {"field": "PHASE"}}),
             ),
         ),
         (
             "a name's substring, by namespace",
+            LIST,
             Box::new(
                 |i| json!({"f": {"search": format!("wrk{}", i % 10)}, "s": {"field": "NAMESPACE"}}),
             ),
         ),
         (
             "every Machine by name, after a cursor",
+            LIST,
             Box::new(|i| json!({"a": cursor(machines[(i * 7919) % machines.len()])})),
         ),
+        (
+            "a role and a phase, by name",
+            LIST,
+            Box::new(|i| json!({"r": roles[i % 2], "f": {"phase": [phases[i % phases.len()]]}})),
+        ),
+        (
+            "a cluster id (its Machines), by name",
+            LIST,
+            Box::new(|i| json!({"c": cluster_of(i)})),
+        ),
+        (
+            "clusters of a health (diagnosed)",
+            CLUSTERS,
+            Box::new(|i| json!({"h": health[i % health.len()]})),
+        ),
+        (
+            "clusters at a stage in a datacenter",
+            CLUSTERS,
+            Box::new(
+                |i| json!({"st": if i % 2 == 0 { "READY" } else { "NETWORK" }, "f": {"datacenter": format!("dc-{:02}", i % 10)}}),
+            ),
+        ),
     ];
-    for (what, vars) in &cases {
+    for (what, query, vars) in &cases {
         let mut took = Vec::with_capacity(samples);
         let mut total = 0u64;
         for i in 0..samples {
-            let request = async_graphql::Request::new(LIST)
+            let request = async_graphql::Request::new(*query)
                 .variables(async_graphql::Variables::from_json(vars(i)))
                 .data(store.snapshot());
             let t = Instant::now();
@@ -294,11 +331,11 @@ fn lists(
             took.push(t.elapsed().as_secs_f64() * 1e3);
             assert!(r.errors.is_empty(), "{what}: {:?}", r.errors);
             let data = r.data.into_json().expect("json");
-            total += data["machines"]["totalCount"].as_u64().unwrap_or(0);
+            total += data["list"]["totalCount"].as_u64().unwrap_or(0);
         }
         took.sort_by(f64::total_cmp);
         println!(
-            "search_query: list, {what:<38} p50 {:>7.2} ms  p95 {:>7.2} ms  max {:>7.2} ms  ({} Machines match on average)",
+            "search_query: list, {what:<38} p50 {:>7.2} ms  p95 {:>7.2} ms  max {:>7.2} ms  ({} match on average)",
             percentile(&took, 0.5),
             percentile(&took, 0.95),
             took[took.len() - 1],

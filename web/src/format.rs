@@ -100,14 +100,6 @@ impl PipelineStage {
             .position(|s| *s == self)
             .unwrap_or(PipelineStage::ALL.len())
     }
-
-    /// The stage a URL's `stage` parameter names.
-    pub fn from_wire(wire: &str) -> Option<Self> {
-        PipelineStage::ALL
-            .iter()
-            .copied()
-            .find(|s| s.wire() == wire)
-    }
 }
 
 impl CapacityVerdict {

@@ -28,7 +28,7 @@ macro_rules! schema_enum {
         impl<'de> serde::Deserialize<'de> for $name {
             fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
                 let wire = String::deserialize(d)?;
-                Ok($name::ALL.iter().copied().find(|v| v.wire() == wire).unwrap_or($name::Other))
+                Ok($name::from_wire(&wire).unwrap_or($name::Other))
             }
         }
 
@@ -53,6 +53,11 @@ macro_rules! schema_enum {
                     $name::Other => "",
                 }
             }
+
+            /// The value this wire name names (a URL's parameter), if the dashboard knows it.
+            pub fn from_wire(wire: &str) -> Option<Self> {
+                $name::ALL.iter().copied().find(|v| v.wire() == wire)
+            }
         }
     };
 }
@@ -63,6 +68,10 @@ schema_enum! {
         Network = "NETWORK", MachinesCreated = "MACHINES_CREATED", IpsAllocated = "IPS_ALLOCATED",
         MachinesRunning = "MACHINES_RUNNING", VipReady = "VIP_READY", Talos = "TALOS", Ready = "READY",
     }
+}
+schema_enum! {
+    /// A cluster's health as the lists group it (the clusters list's `state` filter).
+    ClusterHealth { Ready = "READY", Attention = "ATTENTION", Failed = "FAILED" }
 }
 schema_enum! {
     /// How far one pipeline stage got.
@@ -138,6 +147,7 @@ macro_rules! operation {
                                                             variables_derives = "Clone, PartialEq",
                                                             extern_enums(
                                                                 "PipelineStage",
+                                                                "ClusterHealth",
                                                                 "PipelineStepState",
                                                                 "HostReadiness",
                                                                 "PhaseState",

@@ -7,6 +7,7 @@ pub mod history;
 pub mod limits;
 pub mod loaders;
 pub mod mutation;
+pub mod narrow;
 pub mod paging;
 pub mod parts;
 pub mod past;

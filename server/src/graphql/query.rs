@@ -78,7 +78,8 @@ fn candidates<'a>(
 pub struct ListQuery;
 
 macro_rules! list_fields {
-    ($($(#[$doc:meta])* $field:ident, $kind:expr, $wrap:ty;)*) => {
+    ($($(#[$doc:meta])* $field:ident, $kind:expr, $wrap:ty
+       $(, only $narrow:path { $($arg:ident: $arg_ty:ty),* })?;)*) => {
         #[Object]
         impl ListQuery {
             $(
@@ -93,9 +94,12 @@ macro_rules! list_fields {
                     before: Option<String>,
                     first: Option<i32>,
                     last: Option<i32>,
+                    $($($arg: Option<$arg_ty>,)*)?
                 ) -> async_graphql::Result<Conn<$wrap>> {
                     let snap = snap(ctx);
                     let items = candidates(&snap, $kind, filter.as_ref());
+                    // The field's own filters, beside the common ones (`narrow.rs`).
+                    $(let items = narrowed(items, $narrow(&snap, $($arg),*));)?
                     connection_of(ctx, items, filter.as_ref(), sort, PageArgs { after, before, first, last }, <$wrap>::new).await
                 }
             )*
@@ -103,17 +107,35 @@ macro_rules! list_fields {
     };
 }
 
+/// The candidates an object's own filters keep (all of them without).
+fn narrowed<'a>(
+    items: Box<dyn Iterator<Item = &'a Arc<Resource>> + Send + 'a>,
+    keep: Option<super::narrow::Keep<'a>>,
+) -> Box<dyn Iterator<Item = &'a Arc<Resource>> + Send + 'a> {
+    match keep {
+        Some(keep) => Box::new(items.filter(move |r| keep(r))),
+        None => items,
+    }
+}
+
 list_fields! {
     /// Hosts: Kubernetes Nodes running KubeVirt (control-plane nodes included).
     hosts, Kind::Node, HostObj;
     /// KubeVirt VirtualMachines, running or stopped.
     virtual_machines, Kind::VirtualMachine, VirtualMachineObj;
-    /// KubeVirt VirtualMachineInstances.
-    virtual_machine_instances, Kind::VirtualMachineInstance, VirtualMachineInstanceObj;
-    /// Machines.
-    machines, Kind::Machine, MachineObj;
-    /// KubernetesClusters.
-    clusters, Kind::KubernetesCluster, ClusterObj;
+    /// KubeVirt VirtualMachineInstances. `host` (`status.nodeName`) and `clusterId`
+    /// (`membership.clusterId`) select, like `filter`, before paging.
+    virtual_machine_instances, Kind::VirtualMachineInstance, VirtualMachineInstanceObj,
+        only super::narrow::vm_instances { host: String, cluster_id: String };
+    /// Machines. `role`, `nodePool` (`vitistack.io/nodepool`) and `clusterId` (the `clusterId`
+    /// field: its label, else that of the cluster its name label names) select, like `filter`,
+    /// before paging.
+    machines, Kind::Machine, MachineObj,
+        only super::narrow::machines { role: NodeRole, node_pool: String, cluster_id: String };
+    /// KubernetesClusters. `stage` (`pipeline.stage`) and `health` (from `diagnosis`) select,
+    /// like `filter`, before paging.
+    clusters, Kind::KubernetesCluster, ClusterObj,
+        only super::narrow::clusters { stage: crate::domain::pipeline::Stage, health: super::narrow::ClusterHealth };
     /// NetworkNamespaces (both API versions).
     network_namespaces, Kind::NetworkNamespace, NetworkNamespaceObj;
     /// NetworkConfigurations.

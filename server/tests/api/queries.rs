@@ -824,3 +824,191 @@ async fn byte_counts_are_long_and_every_int_fits_in_32_bits() {
         assert!(i32::try_from(v).is_ok(), "{v} does not fit an Int");
     }
 }
+
+/// Every node of a root list, paged through with `after` (`selection` is asked of each).
+async fn every(app: &super::TestApp, field: &str, selection: &str) -> Vec<Value> {
+    let q = format!(
+        "query($after: String) {{ {field}(first: 500, after: $after) {{ pageInfo {{ hasNextPage endCursor }} nodes {{ {selection} }} }} }}"
+    );
+    let (mut out, mut after) = (Vec::new(), Value::Null);
+    loop {
+        let d = app.data(&q, json!({ "after": after })).await;
+        let page = &d[field];
+        out.extend(page["nodes"].as_array().expect("nodes").iter().cloned());
+        if page["pageInfo"]["hasNextPage"] != true {
+            return out;
+        }
+        after = page["pageInfo"]["endCursor"].clone();
+    }
+}
+
+/// Asks `field(args)` and checks it holds exactly the `expected` ids (its count and, paged by
+/// three, its every page).
+async fn holds_exactly(app: &super::TestApp, field: &str, args: &str, expected: &[&Value]) {
+    let q = format!(
+        "query($after: String) {{ {field}({args}, first: 3, after: $after) {{ totalCount pageInfo {{ hasNextPage endCursor }} nodes {{ id }} }} }}"
+    );
+    let (mut ids, mut after) = (Vec::new(), Value::Null);
+    loop {
+        let d = app.data(&q, json!({ "after": after })).await;
+        let page = &d[field];
+        assert_eq!(
+            page["totalCount"].as_u64(),
+            Some(expected.len() as u64),
+            "{field}({args}): totalCount"
+        );
+        ids.extend(
+            page["nodes"]
+                .as_array()
+                .expect("nodes")
+                .iter()
+                .map(|n| n["id"].clone()),
+        );
+        if page["pageInfo"]["hasNextPage"] != true {
+            break;
+        }
+        after = page["pageInfo"]["endCursor"].clone();
+    }
+    let mut want: Vec<Value> = expected.iter().map(|n| n["id"].clone()).collect();
+    want.sort_by_key(|v| v.to_string());
+    ids.sort_by_key(|v| v.to_string());
+    assert_eq!(ids, want, "{field}({args}): the objects");
+}
+
+#[tokio::test]
+async fn each_list_filters_by_what_its_columns_show_before_paging() {
+    let app = spawn_full().await;
+    // Machines: role, node pool and cluster id, as their own fields say.
+    let machines = every(&app, "machines", "id namespace role nodePool clusterId").await;
+    let workers: Vec<&Value> = machines.iter().filter(|m| m["role"] == "WORKER").collect();
+    let cps: Vec<&Value> = machines
+        .iter()
+        .filter(|m| m["role"] == "CONTROL_PLANE")
+        .collect();
+    assert!(
+        !workers.is_empty() && !cps.is_empty(),
+        "the demo has both roles"
+    );
+    holds_exactly(&app, "machines", "role: WORKER", &workers).await;
+    holds_exactly(&app, "machines", "role: CONTROL_PLANE", &cps).await;
+    let m = workers[0];
+    let (cluster, ns) = (
+        m["clusterId"].as_str().expect("a worker's cluster"),
+        &m["namespace"],
+    );
+    let of_cluster: Vec<&Value> = machines
+        .iter()
+        .filter(|x| x["clusterId"] == cluster)
+        .collect();
+    assert!(of_cluster.len() > 1);
+    holds_exactly(
+        &app,
+        "machines",
+        &format!("clusterId: \"{cluster}\""),
+        &of_cluster,
+    )
+    .await;
+    let pool = workers
+        .iter()
+        .find_map(|w| w["nodePool"].as_str())
+        .expect("a worker pool");
+    let in_pool: Vec<&Value> = machines.iter().filter(|x| x["nodePool"] == pool).collect();
+    holds_exactly(&app, "machines", &format!("nodePool: \"{pool}\""), &in_pool).await;
+    // With the common filter beside them: both apply.
+    let both: Vec<&Value> = workers
+        .iter()
+        .copied()
+        .filter(|x| x["namespace"] == *ns)
+        .collect();
+    holds_exactly(
+        &app,
+        "machines",
+        &format!("role: WORKER, filter: {{namespace: {ns}}}"),
+        &both,
+    )
+    .await;
+    holds_exactly(&app, "machines", "clusterId: \"no-such-cluster\"", &[]).await;
+
+    // VirtualMachineInstances: host and cluster.
+    let vmis = every(
+        &app,
+        "virtualMachineInstances",
+        "id nodeName membership { clusterId }",
+    )
+    .await;
+    let host = vmis
+        .iter()
+        .find_map(|v| v["nodeName"].as_str())
+        .expect("a VMI on a host");
+    let on_host: Vec<&Value> = vmis.iter().filter(|v| v["nodeName"] == host).collect();
+    assert!(
+        on_host.len() < vmis.len(),
+        "the demo spreads VMs over hosts"
+    );
+    holds_exactly(
+        &app,
+        "virtualMachineInstances",
+        &format!("host: \"{host}\""),
+        &on_host,
+    )
+    .await;
+    let cluster = vmis
+        .iter()
+        .find_map(|v| v["membership"]["clusterId"].as_str())
+        .expect("a VMI of a cluster");
+    let of_cluster: Vec<&Value> = vmis
+        .iter()
+        .filter(|v| v["membership"]["clusterId"] == cluster)
+        .collect();
+    holds_exactly(
+        &app,
+        "virtualMachineInstances",
+        &format!("clusterId: \"{cluster}\""),
+        &of_cluster,
+    )
+    .await;
+
+    // Clusters: pipeline stage and health, as `pipeline` and `diagnosis` judge them.
+    let clusters = every(
+        &app,
+        "clusters",
+        "id pipeline { stage } diagnosis { ready degraded failed }",
+    )
+    .await;
+    let d = |c: &Value, k: &str| c["diagnosis"][k] == true;
+    let ready: Vec<&Value> = clusters
+        .iter()
+        .filter(|c| d(c, "ready") && !d(c, "degraded"))
+        .collect();
+    let attention: Vec<&Value> = clusters
+        .iter()
+        .filter(|c| !d(c, "ready") || d(c, "degraded"))
+        .collect();
+    let failed: Vec<&Value> = clusters.iter().filter(|c| d(c, "failed")).collect();
+    assert!(
+        !ready.is_empty() && !attention.is_empty() && !failed.is_empty(),
+        "the demo has each"
+    );
+    holds_exactly(&app, "clusters", "health: READY", &ready).await;
+    holds_exactly(&app, "clusters", "health: ATTENTION", &attention).await;
+    holds_exactly(&app, "clusters", "health: FAILED", &failed).await;
+    let stage = &attention[0]["pipeline"]["stage"];
+    let at_stage: Vec<&Value> = clusters
+        .iter()
+        .filter(|c| c["pipeline"]["stage"] == *stage)
+        .collect();
+    let stage = stage.as_str().expect("a stage");
+    holds_exactly(&app, "clusters", &format!("stage: {stage}"), &at_stage).await;
+    let failed_at: Vec<&Value> = failed
+        .iter()
+        .copied()
+        .filter(|c| c["pipeline"]["stage"] == stage)
+        .collect();
+    holds_exactly(
+        &app,
+        "clusters",
+        &format!("stage: {stage}, health: FAILED"),
+        &failed_at,
+    )
+    .await;
+}

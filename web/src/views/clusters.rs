@@ -10,7 +10,9 @@ use super::overview::CLUSTER_KINDS;
 use super::{Loaded, Problem, loaded};
 use crate::charts::short;
 use crate::format::{self, state_class};
-use crate::gql::{ClusterList, ClusterVms, PipelineStage, cluster_list, cluster_vms};
+use crate::gql::{
+    ClusterHealth, ClusterList, ClusterVms, PipelineStage, cluster_list, cluster_vms,
+};
 use crate::net::{self, LinkState};
 
 type Row = cluster_list::ClusterListClustersNodes;
@@ -97,6 +99,13 @@ pub fn Clusters() -> impl IntoView {
             sort: server_sort(&sort.get())
                 .map(|(field, direction)| cluster_list::Sort { field, direction }),
             first: Some(500),
+            stage: PipelineStage::from_wire(&stage.get()),
+            health: match health.get().as_str() {
+                "ready" => Some(ClusterHealth::Ready),
+                "attention" => Some(ClusterHealth::Attention),
+                "failed" => Some(ClusterHealth::Failed),
+                _ => None,
+            },
         },
         CLUSTER_KINDS,
         state,
@@ -105,20 +114,8 @@ pub fn Clusters() -> impl IntoView {
         let Some(Ok(data)) = clusters.get() else {
             return None;
         };
-        let (stage, health, sort) = (stage.get(), health.get(), sort.get());
-        let stage = PipelineStage::from_wire(&stage);
-        let mut rows: Vec<Row> = data
-            .clusters
-            .nodes
-            .into_iter()
-            .filter(|c| stage.is_none_or(|s| c.pipeline.stage == s))
-            .filter(|c| match health.as_str() {
-                "ready" => c.diagnosis.ready && !c.diagnosis.degraded,
-                "attention" => !c.diagnosis.ready || c.diagnosis.degraded,
-                "failed" => c.diagnosis.failed,
-                _ => true,
-            })
-            .collect();
+        let sort = sort.get();
+        let mut rows: Vec<Row> = data.clusters.nodes;
         match sort.trim_start_matches('-') {
             "stage" => rows.sort_by_key(|c| (c.pipeline.stage.order(), c.name.clone())),
             "namespace" => rows.sort_by_key(|c| (c.namespace.clone(), c.name.clone())),

@@ -70,13 +70,15 @@ fn MachinesPage() -> impl IntoView {
             filter: Some(machine_list::Filter {
                 namespace: given(ns),
                 phase: given(phase).map(|p| vec![p]),
-                label_selector: given(cluster).map(|c| format!("vitistack.io/clusterid={c}")),
+                label_selector: None,
                 search: given(q),
                 datacenter: given(dc),
             }),
             sort: server_sort(&sort.get())
                 .map(|(field, direction)| machine_list::Sort { field, direction }),
             first: Some(500),
+            role: NodeRole::from_wire(&role.get()),
+            cluster_id: given(cluster),
         },
         &["Machine"],
         state,
@@ -85,13 +87,8 @@ fn MachinesPage() -> impl IntoView {
         let Some(Ok(data)) = machines.get() else {
             return None;
         };
-        let (role, sort) = (role.get(), sort.get());
-        let mut rows: Vec<Row> = data
-            .machines
-            .nodes
-            .into_iter()
-            .filter(|m| role.is_empty() || m.role.map(NodeRole::wire) == Some(role.as_str()))
-            .collect();
+        let sort = sort.get();
+        let mut rows: Vec<Row> = data.machines.nodes;
         sort_rows(&mut rows, &sort, |key, m| match key {
             "namespace" => then_name(m.namespace.as_deref(), &m.name),
             "phase" => then_name(m.phase.as_deref(), &m.name),

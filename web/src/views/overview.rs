@@ -89,6 +89,8 @@ fn Fleet(dc: Option<String>) -> impl IntoView {
             }),
             sort: None,
             first: Some(500),
+            stage: None,
+            health: None,
         },
         CLUSTER_KINDS,
         state,

@@ -67,6 +67,8 @@ fn VmsPage() -> impl IntoView {
             sort: server_sort(&sort.get())
                 .map(|(field, direction)| vm_list::Sort { field, direction }),
             first: Some(500),
+            host: given(host),
+            cluster_id: given(cluster),
         },
         &["VirtualMachineInstance"],
         state,
@@ -75,19 +77,7 @@ fn VmsPage() -> impl IntoView {
         let Some(Ok(data)) = vms.get() else {
             return None;
         };
-        let (host, cluster) = (host.get(), cluster.get());
-        let mut rows: Vec<Row> = data
-            .virtual_machine_instances
-            .nodes
-            .into_iter()
-            .filter(|v| host.is_empty() || v.node_name.as_deref() == Some(host.as_str()))
-            .filter(|v| {
-                cluster.is_empty()
-                    || v.membership
-                        .as_ref()
-                        .is_some_and(|m| m.cluster_id == cluster)
-            })
-            .collect();
+        let mut rows: Vec<Row> = data.virtual_machine_instances.nodes;
         sort_rows(&mut rows, &sort.get(), |key, v| match key {
             "namespace" => then_name(v.namespace.as_deref(), &v.name),
             "phase" => then_name(v.phase.as_deref(), &v.name),

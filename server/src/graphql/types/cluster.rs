@@ -384,12 +384,10 @@ node_type! {
         #[allow(clippy::too_many_arguments)]
         async fn machines(&self, ctx: &Context<'_>, role: Option<NodeRole>, node_pool: Option<String>, filter: Option<Filter>, sort: Option<Sort>,
                           after: Option<String>, before: Option<String>, first: Option<i32>, last: Option<i32>) -> async_graphql::Result<Conn<MachineObj>> {
-            let mut items: Vec<_> = snap(ctx).cluster_machines(&self.0).into_iter().cloned().collect();
-            if let Some(role) = role {
-                items.retain(|m| m.node_role() == Some(role.label()));
-            }
-            if let Some(pool) = &node_pool {
-                items.retain(|m| m.annotation(ANNOTATION_NODE_POOL) == Some(pool.as_str()));
+            let s = snap(ctx);
+            let mut items: Vec<_> = s.cluster_machines(&self.0).into_iter().cloned().collect();
+            if let Some(keep) = crate::graphql::narrow::machines(&s, role, node_pool, None) {
+                items.retain(|m| keep(m));
             }
             connection(ctx, items, filter.as_ref(), sort, PageArgs { after, before, first, last }, MachineObj::new).await
         }

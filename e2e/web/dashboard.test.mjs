@@ -1085,6 +1085,8 @@ describe('a server still syncing with its cluster (the Kubernetes API test serve
     await new Promise((resolve, reject) => {
       lines.on('line', (l) => { if (l === 'ready') resolve(); });
       api.once('exit', (code) => reject(new Error(`kube_api exited with ${code}`)));
+      // Not built (a `cargo test` of one target): say so, rather than wait for a line forever.
+      api.once('error', (e) => reject(new Error(`kube_api could not start (${bin}): ${e.message}`)));
     });
     server = await startServer(['--kubeconfig', join(dir, 'kubeconfig'), '--kube-context', 'test'],
       { SOURCE: 'kube' }, { until: '/health/live' });

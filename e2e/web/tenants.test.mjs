@@ -38,6 +38,8 @@ async function startKubeApi() {
       if (m) resolve(m[1]);
     });
     child.once('exit', (code) => reject(new Error(`${bin} exited (${code}): ${out}`)));
+    // Not built (a `cargo test` of one target): say so, rather than fail outside the test.
+    child.once('error', (e) => reject(new Error(`${bin} could not start: ${e.message}`)));
   });
   const send = async (method, path, body) => {
     const res = await fetch(`${url}${path}`, { method, headers: { 'content-type': 'application/json' }, body: body && JSON.stringify(body) });

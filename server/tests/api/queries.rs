@@ -827,31 +827,49 @@ async fn byte_counts_are_long_and_every_int_fits_in_32_bits() {
 
 /// Every node of a root list, paged through with `after` (`selection` is asked of each).
 async fn every(app: &super::TestApp, field: &str, selection: &str) -> Vec<Value> {
+    pages(
+        app,
+        field,
+        "first: 500",
+        &format!("nodes {{ {selection} }}"),
+    )
+    .await
+    .iter()
+    .flat_map(|page| page["nodes"].as_array().expect("nodes").clone())
+    .collect()
+}
+
+/// Every page of `field(args, after: …)` with `selection` asked of it, the list walked by its
+/// `endCursor` until `hasNextPage` is false.
+async fn pages(app: &super::TestApp, field: &str, args: &str, selection: &str) -> Vec<Value> {
     let q = format!(
-        "query($after: String) {{ {field}(first: 500, after: $after) {{ pageInfo {{ hasNextPage endCursor }} nodes {{ {selection} }} }} }}"
+        "query($after: String) {{ {field}({args}, after: $after) {{ pageInfo {{ hasNextPage endCursor }} {selection} }} }}"
     );
     let (mut out, mut after) = (Vec::new(), Value::Null);
     loop {
-        let d = app.data(&q, json!({ "after": after })).await;
-        let page = &d[field];
-        out.extend(page["nodes"].as_array().expect("nodes").iter().cloned());
-        if page["pageInfo"]["hasNextPage"] != true {
+        let mut d = app.data(&q, json!({ "after": after })).await;
+        let page = d[field].take();
+        let more = page["pageInfo"]["hasNextPage"] == true;
+        after = page["pageInfo"]["endCursor"].clone();
+        out.push(page);
+        if !more {
             return out;
         }
-        after = page["pageInfo"]["endCursor"].clone();
     }
 }
 
 /// Asks `field(args)` and checks it holds exactly the `expected` ids (its count and, paged by
 /// three, its every page).
 async fn holds_exactly(app: &super::TestApp, field: &str, args: &str, expected: &[&Value]) {
-    let q = format!(
-        "query($after: String) {{ {field}({args}, first: 3, after: $after) {{ totalCount pageInfo {{ hasNextPage endCursor }} nodes {{ id }} }} }}"
-    );
-    let (mut ids, mut after) = (Vec::new(), Value::Null);
-    loop {
-        let d = app.data(&q, json!({ "after": after })).await;
-        let page = &d[field];
+    let mut ids = Vec::new();
+    for page in pages(
+        app,
+        field,
+        &format!("{args}, first: 3"),
+        "totalCount nodes { id }",
+    )
+    .await
+    {
         assert_eq!(
             page["totalCount"].as_u64(),
             Some(expected.len() as u64),
@@ -864,10 +882,6 @@ async fn holds_exactly(app: &super::TestApp, field: &str, args: &str, expected: 
                 .iter()
                 .map(|n| n["id"].clone()),
         );
-        if page["pageInfo"]["hasNextPage"] != true {
-            break;
-        }
-        after = page["pageInfo"]["endCursor"].clone();
     }
     let mut want: Vec<Value> = expected.iter().map(|n| n["id"].clone()).collect();
     want.sort_by_key(|v| v.to_string());

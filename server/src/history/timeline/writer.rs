@@ -393,8 +393,7 @@ impl Writer {
         });
         let Ok((rows, cp_body)) = self.reading(rx, work).await else {
             // The chain breaks anyway: a lag seen meanwhile is part of it.
-            self.broken = true;
-            self.lagged = false;
+            self.break_chain();
             return Ok(());
         };
         let bytes = |rows: &[(i64, i64, Option<Vec<u8>>)]| {
@@ -428,10 +427,8 @@ impl Writer {
             .reading(rx, write(&db, &rows, split, cp.as_ref()))
             .await;
         if let Err(e) = written {
-            // Nothing of the batch was kept: the chain would be broken without it (and a lag
-            // seen meanwhile is part of that break).
-            self.broken = true;
-            self.lagged = false;
+            // Nothing of the batch was kept: the chain would be broken without it.
+            self.break_chain();
             return Err(Some(e));
         }
         self.last_at = self.last_at.max(latest);
@@ -464,6 +461,13 @@ impl Writer {
         self.broken |= std::mem::take(&mut self.lagged);
         self.mark(&db, through, true).await;
         Ok(())
+    }
+
+    /// The chain of versions is broken (the next checkpoint starts again); a lag seen meanwhile
+    /// is part of the same break.
+    fn break_chain(&mut self) {
+        self.broken = true;
+        self.lagged = false;
     }
 
     /// Await `work` while taking what the stream sends meanwhile: a long write (a whole graph's

@@ -240,6 +240,16 @@ impl Aggregates {
         &self.totals
     }
 
+    /// A cluster's pipeline stage and health as judged for these totals (None: no cluster of
+    /// that key is counted here). The judgment is carried from snapshot to snapshot and made
+    /// again only for the clusters a change concerns, so reading it costs a lookup.
+    pub fn cluster(&self, key: &ObjectKey) -> Option<(pipeline::Stage, ClusterState)> {
+        match self.parts.get(key)? {
+            Part::Cluster { stage, state, .. } => Some((*stage, *state)),
+            _ => None,
+        }
+    }
+
     /// These aggregates brought up to `snap`, which is the snapshot they were made for plus
     /// `changes`.
     pub fn advanced(&self, snap: &Snapshot, changes: &[Arc<Change>]) -> Self {

@@ -107,13 +107,21 @@ macro_rules! list_fields {
     };
 }
 
-/// The candidates an object's own filters keep (all of them without).
+/// The candidates a list's own filters keep (all of them without): read from the objects an
+/// index names, where it names them, else from `items`.
 fn narrowed<'a>(
     items: Box<dyn Iterator<Item = &'a Arc<Resource>> + Send + 'a>,
-    keep: Option<super::narrow::Keep<'a>>,
+    narrow: Option<super::narrow::Narrow<'a>>,
 ) -> Box<dyn Iterator<Item = &'a Arc<Resource>> + Send + 'a> {
-    match keep {
-        Some(keep) => Box::new(items.filter(move |r| keep(r))),
+    match narrow {
+        // `connection_of` applies the common filter (namespace, datacenter) to each.
+        Some(super::narrow::Narrow {
+            keep,
+            only: Some(only),
+        }) => Box::new(only.into_iter().filter(move |r| keep(r))),
+        Some(super::narrow::Narrow { keep, only: None }) => {
+            Box::new(items.filter(move |r| keep(r)))
+        }
         None => items,
     }
 }

@@ -553,6 +553,21 @@ impl Snapshot {
         hits
     }
 
+    /// The objects whose name starts with `value` or that hold it as one of their searchable
+    /// values (see [`fields`]), ASCII case aside, found through the search indexes; None for a
+    /// snapshot without them (a restricted view, a past moment), whose caller reads the objects
+    /// instead. Without repeats, in no particular order; more than match (a name's prefix, a
+    /// hash's collision, another case): the caller checks each.
+    pub fn holding(&self, value: &str) -> Option<Vec<&Arc<Resource>>> {
+        reads::note_inexact();
+        let index = self.search.as_ref()?;
+        let mut keys = Vec::new();
+        index.candidates(&value.to_ascii_lowercase(), &mut keys);
+        keys.sort_unstable();
+        keys.dedup();
+        Some(keys.iter().filter_map(|k| self.by_key.get(k)).collect())
+    }
+
     /// Every object of `scope` in namespace `ns`: one range of the ordered map per kind and
     /// datacenter.
     fn in_namespace(&self, ns: &str, scope: Where<'_>, each: &mut dyn FnMut(&Arc<Resource>)) {

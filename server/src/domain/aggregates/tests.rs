@@ -33,6 +33,20 @@ fn assert_consistent(store: &Store, step: usize, seed: u64) {
         "seed {seed}, step {step}"
     );
     assert_eq!(cluster_summary(&snap), cluster_summary_full(&snap));
+    // Each cluster's kept judgment (what the clusters list filters by) is the one its
+    // `pipeline` field gives now.
+    for r in snap.list(Kind::KubernetesCluster) {
+        let Resource::KubernetesCluster(kc) = &**r else {
+            continue;
+        };
+        let p = pipeline::evaluate(&snap, kc);
+        assert_eq!(
+            kept.cluster(&ObjectKey::of(r)),
+            Some((p.stage, ClusterState::of(&p))),
+            "seed {seed}, step {step}: the kept judgment of {}",
+            r.name()
+        );
+    }
 }
 
 /// Random batches of edits, deletions, re-creations and simulator steps: after every batch the

@@ -386,8 +386,8 @@ node_type! {
                           after: Option<String>, before: Option<String>, first: Option<i32>, last: Option<i32>) -> async_graphql::Result<Conn<MachineObj>> {
             let s = snap(ctx);
             let mut items: Vec<_> = s.cluster_machines(&self.0).into_iter().cloned().collect();
-            if let Some(keep) = crate::graphql::narrow::machines(&s, role, node_pool, None) {
-                items.retain(|m| keep(m));
+            if let Some(narrow) = crate::graphql::narrow::machines(&s, role, node_pool, None) {
+                items.retain(|m| (narrow.keep)(m));
             }
             connection(ctx, items, filter.as_ref(), sort, PageArgs { after, before, first, last }, MachineObj::new).await
         }

@@ -64,6 +64,11 @@ fn candidates<'a>(
     let datacenter = filter
         .and_then(|f| f.datacenter.as_deref())
         .map(|key| snap.datacenters().find(|dc| dc.key() == key).cloned());
+    if namespace.is_none()
+        && let Some(labelled) = labelled(snap, kind, filter)
+    {
+        return Box::new(labelled.into_iter());
+    }
     match (datacenter, namespace) {
         // A datacenter this store does not hold has none of the kind.
         (Some(None), _) => Box::new(std::iter::empty()),
@@ -72,6 +77,32 @@ fn candidates<'a>(
         (None, Some(ns)) => Box::new(snap.list_in(kind, ns)),
         (None, None) => Box::new(snap.list(kind)),
     }
+}
+
+/// The objects of `kind` the search indexes name for the filter's label selector's most
+/// selective `key=value` or `key` requirement, when it has one and the snapshot keeps the
+/// indexes (None: read the kind). A label few objects hold is then a few lookups, not a reading
+/// of the whole kind.
+fn labelled<'a>(
+    snap: &'a Snapshot,
+    kind: Kind,
+    filter: Option<&Filter>,
+) -> Option<Vec<&'a Arc<Resource>>> {
+    use super::selector::Requirement;
+    // An unreadable selector is refused when the filter is compiled, with the reason.
+    let selector = super::selector::parse(filter?.label_selector.as_deref()?).ok()?;
+    let words = selector.0.iter().filter_map(|req| match req {
+        Requirement::Equals(k, v) => Some(format!("{k}={v}")),
+        Requirement::Exists(k) => Some(k.clone()),
+        _ => None,
+    });
+    words
+        .map(|word| {
+            let mut found = snap.holding(&word)?;
+            found.retain(|r| r.kind() == kind);
+            Some(found)
+        })
+        .min_by_key(|found| found.as_ref().map_or(0, Vec::len))?
 }
 
 /// One connection field per kind, on their own root merged into `QueryRoot`.

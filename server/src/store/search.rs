@@ -563,9 +563,13 @@ impl Snapshot {
         let index = self.search.as_ref()?;
         let mut keys = Vec::new();
         index.candidates(&value.to_ascii_lowercase(), &mut keys);
-        keys.sort_unstable();
-        keys.dedup();
-        Some(keys.iter().filter_map(|k| self.by_key.get(k)).collect())
+        let mut found: Vec<&Arc<Resource>> =
+            keys.iter().filter_map(|k| self.by_key.get(k)).collect();
+        // Repeats by address: a sort of keys compares their strings (a label half a kind's
+        // objects hold names tens of thousands).
+        found.sort_unstable_by_key(|r| Arc::as_ptr(r));
+        found.dedup_by_key(|r| Arc::as_ptr(*r));
+        Some(found)
     }
 
     /// Every object of `scope` in namespace `ns`: one range of the ordered map per kind and

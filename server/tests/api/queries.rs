@@ -1026,3 +1026,120 @@ async fn each_list_filters_by_what_its_columns_show_before_paging() {
     )
     .await;
 }
+
+/// A label selector's `key=value` and `key` are read through the search indexes: each still
+/// selects exactly the objects whose labels hold it (a value's other case, another kind holding
+/// the same label, a requirement beside it, all left out).
+#[tokio::test]
+async fn a_label_selector_selects_exactly_the_objects_its_labels_match() {
+    let app = spawn_full().await;
+    let machines = every(&app, "machines", "id labels { key value }").await;
+    let labels_of = |m: &Value| -> Vec<(String, String)> {
+        m["labels"]
+            .as_array()
+            .expect("labels")
+            .iter()
+            .map(|l| {
+                let s = |f: &str| l[f].as_str().expect("a string").to_string();
+                (s("key"), s("value"))
+            })
+            .collect()
+    };
+    let mut pairs: Vec<(String, String)> = machines.iter().flat_map(labels_of).collect();
+    pairs.sort();
+    pairs.dedup();
+    // Every key, and up to five values of each (a cluster id's are many).
+    let mut asked = 0;
+    let mut keys: Vec<&String> = pairs.iter().map(|(k, _)| k).collect();
+    keys.dedup();
+    for key in keys {
+        let holding: Vec<&Value> = machines
+            .iter()
+            .filter(|m| labels_of(m).iter().any(|(k, _)| k == key))
+            .collect();
+        holds_exactly(
+            &app,
+            "machines",
+            &format!("filter: {{labelSelector: \"{key}\"}}"),
+            &holding,
+        )
+        .await;
+        for (_, value) in pairs.iter().filter(|(k, _)| k == key).take(5) {
+            let exact: Vec<&Value> = machines
+                .iter()
+                .filter(|m| labels_of(m).iter().any(|(k, v)| k == key && v == value))
+                .collect();
+            assert!(!exact.is_empty());
+            holds_exactly(
+                &app,
+                "machines",
+                &format!("filter: {{labelSelector: \"{key}={value}\"}}"),
+                &exact,
+            )
+            .await;
+            // The same value in capitals is another value (unless a Machine holds that too).
+            let upper = value.to_uppercase();
+            let shouting: Vec<&Value> = machines
+                .iter()
+                .filter(|m| labels_of(m).iter().any(|(k, v)| k == key && *v == upper))
+                .collect();
+            holds_exactly(
+                &app,
+                "machines",
+                &format!("filter: {{labelSelector: \"{key}=={upper}\"}}"),
+                &shouting,
+            )
+            .await;
+            // Beside a requirement it does not decide alone.
+            let not_worker: Vec<&Value> = exact
+                .iter()
+                .copied()
+                .filter(|m| {
+                    !labels_of(m)
+                        .iter()
+                        .any(|(k, v)| k == "vitistack.io/node-role" && v == "worker")
+                })
+                .collect();
+            holds_exactly(
+                &app,
+                "machines",
+                &format!(
+                    "filter: {{labelSelector: \"vitistack.io/node-role!=worker,{key}={value}\"}}"
+                ),
+                &not_worker,
+            )
+            .await;
+            asked += 1;
+        }
+    }
+    assert!(asked >= 6, "{asked} label values asked");
+    // Another kind holding the same label is not a Machine.
+    let cluster_id_label: Vec<&Value> = machines
+        .iter()
+        .filter(|m| {
+            labels_of(m)
+                .iter()
+                .any(|(k, _)| k == "vitistack.io/clusterid")
+        })
+        .collect();
+    assert!(
+        !cluster_id_label.is_empty(),
+        "the demo labels Machines with their cluster"
+    );
+    let clusters = every(&app, "clusters", "id labels { key value }").await;
+    let labelled_clusters: Vec<&Value> = clusters
+        .iter()
+        .filter(|c| {
+            labels_of(c)
+                .iter()
+                .any(|(k, _)| k == "vitistack.io/clusterid")
+        })
+        .collect();
+    holds_exactly(
+        &app,
+        "clusters",
+        "filter: {labelSelector: \"vitistack.io/clusterid\"}",
+        &labelled_clusters,
+    )
+    .await;
+}

@@ -113,6 +113,21 @@ describe('a still fleet (the demo, simulator off)', () => {
     assert.equal(await page.locator('[data-testid=chart-cpu] .bar').count(), hosts);
     assert.equal(await page.locator('[data-testid=chart-memory] .bar').count(), hosts);
     await page.screenshot({ path: join(artifacts, 'overview.png') });
+    // "Needs attention": every cluster not Ready or degraded, as each one's diagnosis says, the
+    // failed ones first, at most eight, and a link to the rest.
+    const diagnosed = (await gql(server.base, '{ clusters(first: 500) { nodes { name diagnosis { ready degraded failed } } } }')).clusters.nodes;
+    const needing = diagnosed.filter((c) => !c.diagnosis.ready || c.diagnosis.degraded);
+    const failed = needing.filter((c) => c.diagnosis.failed).map((c) => c.name);
+    assert.ok(failed.length > 0 && needing.length > 8, `the demo has ${failed.length} failed of ${needing.length} needing attention`);
+    const items = page.getByTestId('attention').locator('li');
+    await eventually('the attention list is drawn', async () => (await items.count()) === 8);
+    const names = await items.locator('a').allTextContents();
+    assert.deepEqual(names.slice(0, failed.length).sort(), [...failed].sort(), 'the failed clusters come first');
+    assert.equal(await page.locator('[data-testid=attention] li.failed').count(), failed.length);
+    assert.ok(names.every((n) => needing.some((c) => c.name === n)), names.join());
+    const more = page.locator('a[href="/clusters?state=attention"]');
+    assert.equal((await more.textContent()).trim(), `${needing.length - 8} more…`);
+    await page.getByTestId('attention').locator('xpath=..').screenshot({ path: join(artifacts, 'overview-attention.png') });
     assert.deepEqual(problems, []);
     await context.close();
   });

@@ -8,8 +8,8 @@ use super::{DatacenterNotFound, DatacenterPicker, Loaded, Problem, Sources, Tile
 use crate::charts::{Bar, CountBars, CountRow, StackedBars};
 use crate::format::{self, gib, percent, percent_class, plural};
 use crate::gql::{
-    ClusterList, HostList, HostsLive, PipelineStage, SummaryLive, cluster_list, host_list,
-    hosts_live, summary_live,
+    ClusterHealth, ClusterList, HostList, HostsLive, PipelineStage, SummaryLive, cluster_list,
+    host_list, hosts_live, summary_live,
 };
 use crate::net::{self, LinkState, Live};
 
@@ -77,24 +77,30 @@ fn Fleet(dc: Option<String>) -> impl IntoView {
     let hosts = net::live::<HostList>(|| host_list::Variables, HOST_KINDS, state);
     let stage_dc = dc.clone().unwrap_or_default();
     let stages = Signal::derive(move || stage_rows(summary, &stage_dc));
-    let datacenter = dc.clone();
-    let clusters = net::live::<ClusterList>(
-        move || cluster_list::Variables {
-            filter: datacenter.clone().map(|d| cluster_list::Filter {
-                namespace: None,
-                phase: None,
-                label_selector: None,
-                search: None,
-                datacenter: Some(d),
-            }),
-            sort: None,
-            first: Some(500),
-            stage: None,
-            health: None,
-        },
-        CLUSTER_KINDS,
-        state,
-    );
+    // The clusters that need attention, asked of the server by health: the failed ones, and
+    // enough of the others to fill the list whatever number of them failed.
+    let needing = |health: ClusterHealth, first: usize| {
+        let datacenter = dc.clone();
+        net::live::<ClusterList>(
+            move || cluster_list::Variables {
+                filter: datacenter.clone().map(|d| cluster_list::Filter {
+                    namespace: None,
+                    phase: None,
+                    label_selector: None,
+                    search: None,
+                    datacenter: Some(d),
+                }),
+                sort: None,
+                first: Some(first as i64),
+                stage: None,
+                health: Some(health),
+            },
+            CLUSTER_KINDS,
+            state,
+        )
+    };
+    let failed = needing(ClusterHealth::Failed, ATTENTION_SHOWN);
+    let attention = needing(ClusterHealth::Attention, 2 * ATTENTION_SHOWN);
     view! {
         {move || error.get().map(|e| view! { <Problem text=e/> })}
         <Tiles capacity summary/>
@@ -109,7 +115,7 @@ fn Fleet(dc: Option<String>) -> impl IntoView {
             </section>
             <section aria-labelledby="attention-title">
                 <h2 id="attention-title">"Needs attention"</h2>
-                <Synced><NeedsAttention clusters/></Synced>
+                <Synced><NeedsAttention failed attention summary/></Synced>
             </section>
         </div>
     }
@@ -353,34 +359,44 @@ fn redundancy_sentence(c: &Capacity) -> String {
 /// Shown in the attention list at most.
 const ATTENTION_SHOWN: usize = 8;
 
-/// Clusters that are not Ready: failed first, then by pipeline stage, with the diagnosis; keyed
-/// by cluster, so an answer redraws only the clusters that changed.
+/// Clusters that are not Ready or are degraded: failed first, then by pipeline stage, with the
+/// diagnosis; keyed by cluster, so an answer redraws only the clusters that changed. The server
+/// picks them (`clusters(health:)`), so the count is of every cluster however many there are;
+/// the order is of the ones read (the first failed and the first needing attention, by name).
 #[component]
-fn NeedsAttention(clusters: Live<cluster_list::ResponseData>) -> impl IntoView {
-    let state = loaded(clusters);
-    // (the clusters to show, how many there are in all, how many clusters there are).
+fn NeedsAttention(
+    failed: Live<cluster_list::ResponseData>,
+    attention: Live<cluster_list::ResponseData>,
+    summary: RwSignal<Option<Summary>>,
+) -> impl IntoView {
+    let (failed_state, attention_state) = (loaded(failed), loaded(attention));
+    let state = Memo::new(move |_| match (failed_state.get(), attention_state.get()) {
+        (Loaded::Failed(e), _) | (_, Loaded::Failed(e)) => Loaded::Failed(e),
+        (Loaded::Ready, Loaded::Ready) if summary.with(Option::is_some) => Loaded::Ready,
+        _ => Loaded::Loading,
+    });
+    // (the clusters to show, how many need attention in all, how many clusters there are).
     let listed = move || {
-        clusters.with(|c| {
-            let Some(Ok(data)) = c else {
-                return (Vec::new(), 0, 0);
-            };
-            let mut rows: Vec<Attention> = data
-                .clusters
-                .nodes
-                .iter()
-                .filter(|c| !c.diagnosis.ready || c.diagnosis.degraded)
-                .cloned()
-                .collect();
-            rows.sort_by_key(|c| {
-                (
-                    !c.diagnosis.failed,
-                    c.pipeline.stage.order(),
-                    c.name.clone(),
-                )
-            });
-            let all = rows.len();
-            rows.truncate(ATTENTION_SHOWN);
-            (rows, all, data.clusters.total_count)
+        let clusters = summary.with(|s| s.as_ref().map_or(0, |s| s.clusters.total));
+        failed.with(|f| {
+            attention.with(|a| {
+                let (Some(Ok(f)), Some(Ok(a))) = (f, a) else {
+                    return (Vec::new(), 0, clusters);
+                };
+                let rest = a.clusters.nodes.iter().filter(|c| !c.diagnosis.failed);
+                let mut rows: Vec<Attention> =
+                    f.clusters.nodes.iter().chain(rest).cloned().collect();
+                rows.sort_by_key(|c| {
+                    (
+                        !c.diagnosis.failed,
+                        c.pipeline.stage.order(),
+                        c.name.clone(),
+                    )
+                });
+                rows.truncate(ATTENTION_SHOWN);
+                let all = usize::try_from(a.clusters.total_count).unwrap_or(0);
+                (rows, all, clusters)
+            })
         })
     };
     let more = move || listed().1.saturating_sub(ATTENTION_SHOWN);

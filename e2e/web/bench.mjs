@@ -3,7 +3,7 @@
 //   VITISTACK_BIN=/var/tmp/vitistack-target/release/vitistack node bench.mjs [size|first|lists|latency|soak]...
 //
 // size     compressed bytes of what the first page load fetches, and of what is loaded on demand
-// first    navigation → the overview showing real numbers (tiles and charts), on DEMO_CLUSTERS=500
+// first    navigation → the overview showing real numbers (tiles, charts, stages, attention), on DEMO_CLUSTERS=500
 //          (BENCH_CLUSTERS to change: 1310 is about 100,000 objects); median and max of 7 loads
 // lists    navigation → the first rows of the Machines (by name, and by phase descending), networks,
 //          VMs and clusters lists, on DEMO_CLUSTERS=BENCH_CLUSTERS; median and max of 5 loads each
@@ -47,14 +47,16 @@ function size() {
   console.log(`size: ${out.trim()}`);
 }
 
-/** Resolves in the page when the overview shows real numbers; returns ms since navigation start. */
+/** Resolves in the page when the overview shows real numbers (tiles, charts, stage bars and the
+ *  clusters needing attention); returns ms since navigation start. */
 const READY = () => new Promise((resolve) => {
   const check = () => {
     const tiles = [...document.querySelectorAll('.tile-value')].map((e) => e.textContent);
     const charted = document.querySelector('[data-testid=chart-cpu]') !== null
       || ![...document.querySelectorAll('p.empty')].some((p) => p.textContent.startsWith('Loading'));
     const stages = document.querySelectorAll('[data-testid=stages] li').length;
-    if (tiles.length === 7 && tiles.every((t) => t !== '…') && charted && stages > 0) resolve(performance.now());
+    const attention = document.querySelector('[data-testid=attention] li, [data-testid=attention-none]') !== null;
+    if (tiles.length >= 7 && tiles.every((t) => t !== '…') && charted && stages > 0 && attention) resolve(performance.now());
     else requestAnimationFrame(check);
   };
   check();

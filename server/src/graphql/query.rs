@@ -80,9 +80,9 @@ fn candidates<'a>(
 }
 
 /// The objects of `kind` the search indexes name for the filter's label selector's most
-/// selective `key=value` or `key` requirement, when it has one and the snapshot keeps the
-/// indexes (None: read the kind). A label few objects hold is then a few lookups, not a reading
-/// of the whole kind.
+/// selective `key=value` or `key` requirement, when it has one, the snapshot keeps the indexes
+/// and they name few enough (None: read the kind). A label few objects hold is then a few
+/// lookups, not a reading of the whole kind.
 fn labelled<'a>(
     snap: &'a Snapshot,
     kind: Kind,
@@ -97,12 +97,12 @@ fn labelled<'a>(
         _ => None,
     });
     words
-        .map(|word| {
-            let mut found = snap.holding(&word)?;
+        .filter_map(|word| {
+            let mut found = snap.holding(&word, super::narrow::worth_an_index(snap, kind))?;
             found.retain(|r| r.kind() == kind);
             Some(found)
         })
-        .min_by_key(|found| found.as_ref().map_or(0, Vec::len))?
+        .min_by_key(Vec::len)
 }
 
 /// One connection field per kind, on their own root merged into `QueryRoot`.

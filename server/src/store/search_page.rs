@@ -172,7 +172,7 @@ impl Snapshot {
         super::reads::note_inexact();
         // Hits through the indexes; those of the namespace that rank by it come from its spans.
         let mut keys = Vec::new();
-        index.candidates(word, &mut keys);
+        index.candidates(word, usize::MAX, &mut keys);
         keys.sort_unstable();
         keys.dedup();
         let mut indexed = Vec::new();

@@ -51,7 +51,8 @@ fn main() {
     let datacenters = env("SEARCH_DATACENTERS", 10);
     let clusters = env("SEARCH_CLUSTERS", 2300);
     let samples = env("SEARCH_SAMPLES", 200);
-    let store = Store::new();
+    // As the server keeps it: the aggregates (and each cluster's judgment) with every snapshot.
+    let store = Store::new().derive_with(vitistack::domain::aggregates::deriver());
     let started = Instant::now();
     let one = fleet(&FleetSpec::large(clusters));
     for i in 0..datacenters {

@@ -1027,6 +1027,34 @@ async fn each_list_filters_by_what_its_columns_show_before_paging() {
     .await;
 }
 
+/// The labels an object's `labels { key value }` answer holds.
+fn labels_of(object: &Value) -> Vec<(String, String)> {
+    object["labels"]
+        .as_array()
+        .expect("labels")
+        .iter()
+        .map(|l| {
+            let s = |f: &str| l[f].as_str().expect("a string").to_string();
+            (s("key"), s("value"))
+        })
+        .collect()
+}
+
+/// Whether `object` holds label `key` (with `value`, when given).
+fn holds_label(object: &Value, key: &str, value: Option<&str>) -> bool {
+    labels_of(object)
+        .iter()
+        .any(|(k, v)| k == key && value.is_none_or(|value| v == value))
+}
+
+/// The objects of `objects` holding label `key` (with `value`, when given).
+fn with_label<'a>(objects: &'a [Value], key: &str, value: Option<&str>) -> Vec<&'a Value> {
+    objects
+        .iter()
+        .filter(|o| holds_label(o, key, value))
+        .collect()
+}
+
 /// A label selector's `key=value` and `key` are read through the search indexes: each still
 /// selects exactly the objects whose labels hold it (a value's other case, another kind holding
 /// the same label, a requirement beside it, all left out).
@@ -1034,17 +1062,6 @@ async fn each_list_filters_by_what_its_columns_show_before_paging() {
 async fn a_label_selector_selects_exactly_the_objects_its_labels_match() {
     let app = spawn_full().await;
     let machines = every(&app, "machines", "id labels { key value }").await;
-    let labels_of = |m: &Value| -> Vec<(String, String)> {
-        m["labels"]
-            .as_array()
-            .expect("labels")
-            .iter()
-            .map(|l| {
-                let s = |f: &str| l[f].as_str().expect("a string").to_string();
-                (s("key"), s("value"))
-            })
-            .collect()
-    };
     let mut pairs: Vec<(String, String)> = machines.iter().flat_map(labels_of).collect();
     pairs.sort();
     pairs.dedup();
@@ -1053,10 +1070,7 @@ async fn a_label_selector_selects_exactly_the_objects_its_labels_match() {
     let mut keys: Vec<&String> = pairs.iter().map(|(k, _)| k).collect();
     keys.dedup();
     for key in keys {
-        let holding: Vec<&Value> = machines
-            .iter()
-            .filter(|m| labels_of(m).iter().any(|(k, _)| k == key))
-            .collect();
+        let holding = with_label(&machines, key, None);
         holds_exactly(
             &app,
             "machines",
@@ -1065,10 +1079,7 @@ async fn a_label_selector_selects_exactly_the_objects_its_labels_match() {
         )
         .await;
         for (_, value) in pairs.iter().filter(|(k, _)| k == key).take(5) {
-            let exact: Vec<&Value> = machines
-                .iter()
-                .filter(|m| labels_of(m).iter().any(|(k, v)| k == key && v == value))
-                .collect();
+            let exact = with_label(&machines, key, Some(value));
             assert!(!exact.is_empty());
             holds_exactly(
                 &app,
@@ -1079,10 +1090,7 @@ async fn a_label_selector_selects_exactly_the_objects_its_labels_match() {
             .await;
             // The same value in capitals is another value (unless a Machine holds that too).
             let upper = value.to_uppercase();
-            let shouting: Vec<&Value> = machines
-                .iter()
-                .filter(|m| labels_of(m).iter().any(|(k, v)| k == key && *v == upper))
-                .collect();
+            let shouting = with_label(&machines, key, Some(&upper));
             holds_exactly(
                 &app,
                 "machines",
@@ -1094,11 +1102,7 @@ async fn a_label_selector_selects_exactly_the_objects_its_labels_match() {
             let not_worker: Vec<&Value> = exact
                 .iter()
                 .copied()
-                .filter(|m| {
-                    !labels_of(m)
-                        .iter()
-                        .any(|(k, v)| k == "vitistack.io/node-role" && v == "worker")
-                })
+                .filter(|m| !holds_label(m, "vitistack.io/node-role", Some("worker")))
                 .collect();
             holds_exactly(
                 &app,
@@ -1114,27 +1118,12 @@ async fn a_label_selector_selects_exactly_the_objects_its_labels_match() {
     }
     assert!(asked >= 6, "{asked} label values asked");
     // Another kind holding the same label is not a Machine.
-    let cluster_id_label: Vec<&Value> = machines
-        .iter()
-        .filter(|m| {
-            labels_of(m)
-                .iter()
-                .any(|(k, _)| k == "vitistack.io/clusterid")
-        })
-        .collect();
     assert!(
-        !cluster_id_label.is_empty(),
+        !with_label(&machines, "vitistack.io/clusterid", None).is_empty(),
         "the demo labels Machines with their cluster"
     );
     let clusters = every(&app, "clusters", "id labels { key value }").await;
-    let labelled_clusters: Vec<&Value> = clusters
-        .iter()
-        .filter(|c| {
-            labels_of(c)
-                .iter()
-                .any(|(k, _)| k == "vitistack.io/clusterid")
-        })
-        .collect();
+    let labelled_clusters = with_label(&clusters, "vitistack.io/clusterid", None);
     holds_exactly(
         &app,
         "clusters",

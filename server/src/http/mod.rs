@@ -6,6 +6,7 @@ pub mod assets;
 pub mod cache;
 pub mod checker;
 mod graphql_http;
+mod handoff;
 pub mod health;
 mod hub;
 mod metrics;

@@ -189,3 +189,172 @@ async fn a_head_over_the_limit_is_answered_431() {
     let n = tcp.read(&mut buf).await.expect("read");
     assert!(String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1 200"));
 }
+
+/// The events of an SSE answer's body as the client reads them (name, data), chunked as its head
+/// says (each chunk's size, its bytes, CRLF; a last chunk of size 0) or, in HTTP/1.0, up to the
+/// close; with how many keep-alive comments came between them.
+fn sse_events(answer: &[u8]) -> (String, Vec<(String, String)>, usize) {
+    let text = String::from_utf8_lossy(answer).to_string();
+    let (head, mut rest) = text.split_once("\r\n\r\n").expect("a head");
+    let head = head.to_ascii_lowercase();
+    let body = if head.contains("transfer-encoding: chunked") {
+        let mut body = String::new();
+        loop {
+            let (size, after) = rest.split_once("\r\n").expect("a chunk's size line");
+            let size = usize::from_str_radix(size.trim(), 16).expect("a hex chunk size");
+            if size == 0 {
+                assert_eq!(after, "\r\n", "nothing after the last chunk");
+                break;
+            }
+            body.push_str(&after[..size]);
+            assert_eq!(&after[size..size + 2], "\r\n", "a chunk ends with CRLF");
+            rest = &after[size + 2..];
+        }
+        body
+    } else {
+        rest.to_string()
+    };
+    let mut events = Vec::new();
+    let mut comments = 0;
+    for block in body.split("\n\n").filter(|b| !b.is_empty()) {
+        let mut event = (String::new(), String::new());
+        for line in block.lines() {
+            if let Some(v) = line.strip_prefix("event:") {
+                event.0 = v.trim().to_string();
+            } else if let Some(v) = line.strip_prefix("data:") {
+                event.1.push_str(v.trim_start());
+            } else if line.starts_with(':') {
+                comments += 1;
+            }
+        }
+        if !event.0.is_empty() {
+            events.push(event);
+        }
+    }
+    (head, events, comments)
+}
+
+const SSE_QUERY: &str = "/graphql/stream?query=%7B%20sequence%20%7D";
+
+/// An SSE answer on a kept-alive connection, after another answer, pipelined behind one, and in
+/// HTTP/1.0: framed as its head says, its events whole, the connection closed after the last.
+/// (An HTTP/1.1 stream is served on the connection taken from hyper once the head is written.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_sse_answer_is_framed_as_its_head_says_on_any_connection() {
+    let app = spawn(&["--stream-keepalive-seconds", "1"]).await;
+    let addr = app.running().addr;
+    let seq = app.running().store.snapshot().seq();
+    let answered = |(head, events, _): (String, Vec<(String, String)>, usize)| {
+        assert!(head.contains("content-type: text/event-stream"), "{head}");
+        assert_eq!(events.len(), 2, "{events:?}");
+        assert_eq!(events[0].0, "next");
+        let data: serde_json::Value = serde_json::from_str(&events[0].1).expect("json");
+        assert_eq!(data["data"]["sequence"], seq);
+        assert_eq!(events[1].0, "complete");
+        head
+    };
+    // After an answer on the same connection.
+    let mut tcp = TcpStream::connect(addr).await.expect("connect");
+    assert_eq!(exchange(&mut tcp, "/health/live").await, 200);
+    tcp.write_all(format!("GET {SSE_QUERY} HTTP/1.1\r\nHost: t\r\n\r\n").as_bytes())
+        .await
+        .expect("write");
+    let head = answered(sse_events(&until_closed(&mut tcp).await));
+    assert!(head.contains("transfer-encoding: chunked"), "{head}");
+    assert!(head.contains("connection: close"), "{head}");
+
+    // Pipelined behind another request, both in one write: both answered, in order.
+    let mut tcp = TcpStream::connect(addr).await.expect("connect");
+    tcp.write_all(
+        format!("GET /health/live HTTP/1.1\r\nHost: t\r\n\r\nGET {SSE_QUERY} HTTP/1.1\r\nHost: t\r\n\r\n")
+            .as_bytes(),
+    )
+    .await
+    .expect("write");
+    let both = until_closed(&mut tcp).await;
+    let text = String::from_utf8_lossy(&both).to_string();
+    let second = text[1..].find("HTTP/1.1 ").expect("a second answer") + 1;
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    answered(sse_events(&both[second..]));
+
+    // HTTP/1.0: no chunks, the body ends with the connection.
+    let mut tcp = TcpStream::connect(addr).await.expect("connect");
+    tcp.write_all(format!("GET {SSE_QUERY} HTTP/1.0\r\nHost: t\r\n\r\n").as_bytes())
+        .await
+        .expect("write");
+    let head = answered(sse_events(&until_closed(&mut tcp).await));
+    assert!(!head.contains("transfer-encoding"), "{head}");
+}
+
+/// A subscription over SSE on a raw connection: keep-alive comments while nothing changes, the
+/// change when it comes, and the stream released once the client closes its side.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_sse_subscription_lives_until_its_client_closes() {
+    let app = spawn(&["--stream-keepalive-seconds", "1"]).await;
+    let sub = "subscription { resourceChanged(kinds: [\"Machine\"], namespace: \"raw\", snapshot: false) { type name } }";
+    let body = serde_json::json!({ "query": sub }).to_string();
+    let mut tcp = TcpStream::connect(app.running().addr)
+        .await
+        .expect("connect");
+    tcp.write_all(
+        format!(
+            "POST /graphql/stream HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .as_bytes(),
+    )
+    .await
+    .expect("write");
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    // Read until `done` holds for what came so far (chunks may arrive split), within PATIENCE.
+    let mut read_until = async |got: &mut Vec<u8>, done: &dyn Fn(&str) -> bool| {
+        let deadline = tokio::time::Instant::now() + PATIENCE;
+        loop {
+            let text = String::from_utf8_lossy(got).to_string();
+            if done(&text) {
+                return text;
+            }
+            let n = tokio::time::timeout_at(deadline, tcp.read(&mut buf))
+                .await
+                .unwrap_or_else(|_| panic!("not seen within {PATIENCE:?}: {text}"))
+                .expect("read");
+            assert!(n > 0, "closed: {text}");
+            got.extend_from_slice(&buf[..n]);
+        }
+    };
+    // Two keep-alive comments, each its own chunk, with nothing changed.
+    let text = read_until(&mut got, &|t| t.matches("\r\n:\n\n\r\n").count() >= 2).await;
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    eventually("the stream counted", || async {
+        metric(&app.get("/metrics").await.1, "vitistack_sse_streams_open") == 1
+    })
+    .await;
+    let m = vitistack::model::Resource::from_value(
+        vitistack::model::Kind::Machine,
+        "v1alpha1",
+        serde_json::json!({"metadata": {"name": "over-raw-sse", "namespace": "raw"}, "spec": {}}),
+    )
+    .expect("machine");
+    app.running()
+        .store
+        .apply(vec![vitistack::store::Op::Upsert(m)]);
+    let text = read_until(&mut got, &|t| t.contains("over-raw-sse")).await;
+    // Each event is a chunk of its own: after its size line.
+    let event = text
+        .split("\r\nevent: next\ndata: ")
+        .skip(1)
+        .find(|e| e.contains("over-raw-sse"))
+        .expect("the change as a next event in a chunk");
+    let data: serde_json::Value =
+        serde_json::from_str(event.split_once('\n').expect("one line").0).expect("json");
+    assert_eq!(
+        data["data"]["resourceChanged"],
+        serde_json::json!({"type": "ADDED", "name": "over-raw-sse"})
+    );
+    drop(tcp);
+    eventually("the stream released", || async {
+        metric(&app.get("/metrics").await.1, "vitistack_sse_streams_open") == 0
+    })
+    .await;
+}

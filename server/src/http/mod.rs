@@ -6,7 +6,6 @@ pub mod assets;
 pub mod cache;
 pub mod checker;
 mod graphql_http;
-mod handoff;
 pub mod health;
 mod hub;
 mod metrics;

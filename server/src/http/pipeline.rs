@@ -16,7 +16,6 @@ use serde_json::json;
 use async_graphql::http::GraphiQLSource;
 use axum::response::Html;
 
-use super::handoff::{self, Claim, Claimable, Claimant, Event};
 use super::{AppState, Held, access, cache, graphql_http, streams};
 use async_graphql::parser::types::OperationType;
 use futures::stream::BoxStream;
@@ -86,12 +85,11 @@ pub(super) async fn graphql_get(
 /// GraphQL over SSE (GET with `query`, `variables`, `operationName` parameters).
 pub(super) async fn graphql_sse_get(
     State(app): State<AppState>,
-    Claimable(claimant): Claimable,
     Caller { principal, .. }: Caller,
     uri: axum::http::Uri,
 ) -> Response {
     match graphql_http::parse_get(uri.query().unwrap_or_default(), graphql_http::Media::Json) {
-        Ok(req) => sse(app, principal, req, claimant),
+        Ok(req) => sse(app, principal, req),
         Err(refused) => refused.into_response(),
     }
 }
@@ -99,27 +97,24 @@ pub(super) async fn graphql_sse_get(
 /// GraphQL over SSE (POST with a JSON body, as on `/graphql`).
 pub(super) async fn graphql_sse_post(
     State(app): State<AppState>,
-    Claimable(claimant): Claimable,
     Caller { principal, .. }: Caller,
     headers: axum::http::HeaderMap,
     body: bytes::Bytes,
 ) -> Response {
     match graphql_http::parse_post(&headers, &body, graphql_http::Media::Json) {
-        Ok(req) => sse(app, principal, req, claimant),
+        Ok(req) => sse(app, principal, req),
         Err(refused) => refused.into_response(),
     }
 }
 
 /// One operation as an event stream: `next` events (each a GraphQL response), then `complete`.
-/// Same semantics as a WebSocket operation; counts against the same connection caps. On a
-/// connection it may claim, the stream is served by us once hyper has written the head
-/// (`handoff.rs`); otherwise hyper serves it.
+/// Same semantics as a WebSocket operation; counts against the same connection caps.
 pub(super) fn sse(
     app: AppState,
     principal: crate::auth::Principal,
     request: async_graphql::Request,
-    claimant: Option<Claimant>,
 ) -> Response {
+    use axum::response::sse::{Event, KeepAlive, Sse};
     let admission = match app.gate.admit(principal.address) {
         Ok(a) => a,
         Err(reason) => {
@@ -144,14 +139,15 @@ pub(super) fn sse(
         }
     };
     let mut going_away = app.going_away.clone();
-    let next = |data: String| Event { name: "next", data };
     let events = execute_stream(&app, request, principal)
-        .map(move |payload| next(payload.json().into_owned()))
+        .map(|payload| {
+            Ok::<_, std::convert::Infallible>(Event::default().event("next").data(payload.json()))
+        })
         .take_until(revoked)
         .take_until(async move { streams::gone(&mut going_away).await })
         .chain(
             futures::stream::once(async move { ended_as.get().copied() }).filter_map(
-                move |ended| async move {
+                |ended| async move {
                     let (message, code) = match ended? {
                         Standing::Kept => return None,
                         Standing::Changed => (streams::CHANGED, ErrorCode::AccessChanged),
@@ -159,39 +155,18 @@ pub(super) fn sse(
                     };
                     let body =
                         json!({"errors": [{"message": message, "extensions": {"code": code}}]});
-                    Some(next(body.to_string()))
+                    Some(Ok(Event::default().event("next").data(body.to_string())))
                 },
             ),
         )
         .chain(futures::stream::once(async move {
             // Held until the stream ends or the client goes away.
             drop((admission, open));
-            Event {
-                name: "complete",
-                data: String::new(),
-            }
-        }))
-        .boxed();
-    let headers = [
-        (header::CONTENT_TYPE, "text/event-stream"),
-        (header::CACHE_CONTROL, "no-cache"),
-    ];
-    match claimant {
-        Some(claimant) => {
-            let body = Claim::new(claimant, handoff::Stream { events, keepalive });
-            let close = (header::CONNECTION, "close");
-            (headers, [close], axum::body::Body::new(body)).into_response()
-        }
-        None => {
-            use axum::response::sse::{self, KeepAlive, Sse};
-            let events = events.map(|e| {
-                Ok::<_, std::convert::Infallible>(sse::Event::default().event(e.name).data(e.data))
-            });
-            Sse::new(events)
-                .keep_alive(KeepAlive::new().interval(keepalive))
-                .into_response()
-        }
-    }
+            Ok(Event::default().event("complete").data(""))
+        }));
+    Sse::new(events)
+        .keep_alive(KeepAlive::new().interval(keepalive))
+        .into_response()
 }
 
 /// A GraphQL caller: admitted (authenticated, within its rate limit, as the REST routes'
@@ -261,7 +236,6 @@ impl<S: Send + Sync> axum::extract::FromRequestParts<S> for Headers {
 /// only `text/event-stream`.
 pub(super) async fn graphql(
     State(app): State<AppState>,
-    Claimable(claimant): Claimable,
     // Who is asking comes first: nothing else is said to a caller without a credential.
     Caller {
         principal,
@@ -300,7 +274,7 @@ pub(super) async fn graphql(
         Err(refused) => return refused.into_response(),
     };
     if wants_sse {
-        return sse(app, principal, request, claimant);
+        return sse(app, principal, request);
     }
     execute(&app, request, media, principal, Some(&body)).await
 }

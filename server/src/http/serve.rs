@@ -31,8 +31,6 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_io_timeout::TimeoutStream;
 
-use super::handoff::{self, BoxIo, Claimant, Handoff};
-
 /// What a client connection may take.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Limits {
@@ -111,24 +109,17 @@ impl Connection {
     {
         self.metrics.open.inc();
         let activity = Arc::new(Activity::new());
-        let handoff = Arc::new(Handoff::default());
         let mut timed = TimeoutStream::new(io);
         timed.set_write_timeout(Some(self.limits.write));
         let io = Watched {
-            inner: Some(Box::pin(timed)),
+            inner: Box::pin(timed),
             activity: activity.clone(),
-            handoff: handoff.clone(),
         };
-        let (router, requests, claimant) = (
-            self.router.clone(),
-            activity.clone(),
-            Claimant(handoff.clone()),
-        );
+        let (router, requests) = (self.router.clone(), activity.clone());
         let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
             let in_flight = requests.started();
             let mut request = request.map(Body::new);
             request.extensions_mut().insert(ConnectInfo(peer));
-            request.extensions_mut().insert(claimant.clone());
             let mut router = router.clone();
             async move {
                 let response = tower::Service::call(&mut router, request).await?;
@@ -145,93 +136,59 @@ impl Connection {
         http.header_read_timeout(None)
             .max_header_size(self.limits.max_header_bytes)
             .max_buf_size((self.limits.max_header_bytes + 8192).max(16 * 1024));
-        let reason = {
-            let mut conn = std::pin::pin!(
-                http.serve_connection(TokioIo::new(io), service)
-                    .with_upgrades()
-            );
-            let mut sleep =
-                std::pin::pin!(tokio::time::sleep(self.limits.read.min(self.limits.idle)));
-            let mut stopping = *stop.borrow();
-            if stopping {
-                conn.as_mut().graceful_shutdown();
-            }
-            loop {
-                let check = match activity.due(&self.limits) {
-                    Due::Expired(reason) => {
-                        if reason == "idle_timeout" {
-                            // Nothing in flight: hyper closes it at once.
-                            conn.as_mut().graceful_shutdown();
-                            stopping = true;
-                            // Said once: the next turn finds it closed.
-                            activity.forget_idle();
-                            self.metrics.closed.with_label_values(&[reason]).inc();
-                            continue;
-                        }
-                        // A request begun and not finished: dropped, as hyper drops a slow head.
-                        break Ended::Limit(reason);
-                    }
-                    Due::At(at) => at,
-                };
-                if sleep.deadline() != check {
-                    sleep.as_mut().reset(check);
-                }
-                tokio::select! {
-                    // A claim and the flushes it waits for happen while hyper's connection is
-                    // polled: it is looked at after each poll.
-                    done = std::future::poll_fn(|cx| match conn.as_mut().poll(cx) {
-                        Poll::Ready(done) => Poll::Ready(Some(done)),
-                        Poll::Pending if handoff.ready() => Poll::Ready(None),
-                        Poll::Pending => Poll::Pending,
-                    }) => {
-                        break match done {
-                            None => Ended::HandedOff,
-                            Some(Err(e)) if timed_out(&e) => Ended::Limit("write_timeout"),
-                            Some(Err(e)) => {
-                                tracing::debug!(%peer, error = %e, "connection ended with an error");
-                                Ended::Done
-                            }
-                            Some(Ok(())) => Ended::Done,
-                        };
-                    }
-                    _ = stop.wait_for(|s| *s), if !stopping => {
-                        stopping = true;
+        let mut conn = std::pin::pin!(
+            http.serve_connection(TokioIo::new(io), service)
+                .with_upgrades()
+        );
+        let mut sleep = std::pin::pin!(tokio::time::sleep(self.limits.read.min(self.limits.idle)));
+        let mut stopping = *stop.borrow();
+        if stopping {
+            conn.as_mut().graceful_shutdown();
+        }
+        let reason = loop {
+            let check = match activity.due(&self.limits) {
+                Due::Expired(reason) => {
+                    if reason == "idle_timeout" {
+                        // Nothing in flight: hyper closes it at once.
                         conn.as_mut().graceful_shutdown();
+                        stopping = true;
+                        // Said once: the next turn finds it closed.
+                        activity.forget_idle();
+                        self.metrics.closed.with_label_values(&[reason]).inc();
+                        continue;
                     }
-                    () = &mut sleep => {}
+                    // A request begun and not finished: dropped, as hyper drops a slow head.
+                    break Some(reason);
                 }
+                Due::At(at) => at,
+            };
+            if sleep.deadline() != check {
+                sleep.as_mut().reset(check);
+            }
+            tokio::select! {
+                done = conn.as_mut() => {
+                    break match done {
+                        Err(e) if timed_out(&e) => Some("write_timeout"),
+                        Err(e) => {
+                            tracing::debug!(%peer, error = %e, "connection ended with an error");
+                            None
+                        }
+                        Ok(()) => None,
+                    };
+                }
+                _ = stop.wait_for(|s| *s), if !stopping => {
+                    stopping = true;
+                    conn.as_mut().graceful_shutdown();
+                }
+                () = &mut sleep => {}
             }
         };
-        // hyper's connection is dropped: a stream that claimed it has the client's stream now.
-        if reason == Ended::HandedOff
-            && let Some((stream, io)) = handoff.take()
-        {
-            let open = self.metrics.open.clone();
-            tokio::spawn(async move {
-                handoff::serve(io, stream).await;
-                open.dec();
-                drop(_alive);
-            });
-            return;
-        }
-        drop(handoff.take());
-        if let Ended::Limit(reason) = reason {
+        if let Some(reason) = reason {
             tracing::debug!(%peer, reason, "connection closed");
             self.metrics.closed.with_label_values(&[reason]).inc();
         }
         self.metrics.open.dec();
     }
-}
-
-/// How serving HTTP on a connection ended.
-#[derive(PartialEq, Eq)]
-enum Ended {
-    /// The connection is done (closed, or failed for no limit of ours).
-    Done,
-    /// Closed for this limit.
-    Limit(&'static str),
-    /// A stream claimed it and hyper has written all it had: the stream serves it now.
-    HandedOff,
 }
 
 /// True when a connection's error is a write that waited too long.
@@ -349,40 +306,20 @@ impl Drop for InFlight {
     }
 }
 
-/// The client's stream as hyper sees it: each read noted (the read and idle limits), each write
-/// and flush too once a stream has claimed the connection; left to the claim when dropped.
-struct Watched {
-    /// None once dropped.
-    inner: Option<BoxIo>,
+/// The client's stream, noting each read.
+struct Watched<I> {
+    inner: Pin<Box<TimeoutStream<I>>>,
     activity: Arc<Activity>,
-    handoff: Arc<Handoff>,
 }
 
-impl Watched {
-    fn io(&mut self) -> std::io::Result<Pin<&mut (dyn handoff::Io + 'static)>> {
-        self.inner
-            .as_mut()
-            .map(|io| io.as_mut())
-            .ok_or_else(|| std::io::ErrorKind::NotConnected.into())
-    }
-}
-
-impl Drop for Watched {
-    fn drop(&mut self) {
-        if let Some(io) = self.inner.take() {
-            self.handoff.released(io);
-        }
-    }
-}
-
-impl AsyncRead for Watched {
+impl<I: AsyncRead + AsyncWrite> AsyncRead for Watched<I> {
     fn poll_read(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<std::io::Result<()>> {
         let before = buf.filled().len();
-        let polled = self.io()?.poll_read(cx, buf);
+        let polled = self.inner.as_mut().poll_read(cx, buf);
         if matches!(polled, Poll::Ready(Ok(()))) && buf.filled().len() > before {
             self.activity.read();
         }
@@ -390,14 +327,13 @@ impl AsyncRead for Watched {
     }
 }
 
-impl AsyncWrite for Watched {
+impl<I: AsyncRead + AsyncWrite> AsyncWrite for Watched<I> {
     fn poll_write(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<std::io::Result<usize>> {
-        self.handoff.wrote();
-        self.io()?.poll_write(cx, buf)
+        self.inner.as_mut().poll_write(cx, buf)
     }
 
     fn poll_write_vectored(
@@ -405,23 +341,18 @@ impl AsyncWrite for Watched {
         cx: &mut Context<'_>,
         bufs: &[std::io::IoSlice<'_>],
     ) -> Poll<std::io::Result<usize>> {
-        self.handoff.wrote();
-        self.io()?.poll_write_vectored(cx, bufs)
+        self.inner.as_mut().poll_write_vectored(cx, bufs)
     }
 
     fn is_write_vectored(&self) -> bool {
-        self.inner.as_ref().is_some_and(|io| io.is_write_vectored())
+        self.inner.is_write_vectored()
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        let flushed = self.io()?.poll_flush(cx);
-        if matches!(flushed, Poll::Ready(Ok(()))) {
-            self.handoff.flushed();
-        }
-        flushed
+        self.inner.as_mut().poll_flush(cx)
     }
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        self.io()?.poll_shutdown(cx)
+        self.inner.as_mut().poll_shutdown(cx)
     }
 }

@@ -310,7 +310,9 @@ describe('two tenants on two datacenters, people signed in by the provider, RBAC
     await eventually('both datacenters\' team-1 clusters, nothing else', async () => JSON.stringify(await rows()) === JSON.stringify(['bergen-team-1', 'oslo-team-1']) || { mismatch: await rows() });
     await apis.bergen.create(`${VITISTACK}/namespaces/team-2/kubernetesclusters`, cluster('bergen-team-2-new', 'team-2', 'bergen'));
     await apis.bergen.create(`${VITISTACK}/namespaces/team-1/kubernetesclusters`, cluster('bergen-team-1-new', 'team-1', 'bergen'));
-    await eventually('her new cluster shows live', async () => (await rows()).includes('bergen-team-1-new'));
+    await eventually('her new cluster shows live', async () => (await rows()).includes('bergen-team-1-new')
+      || { mismatch: { rows: await rows(), connection: await page.getByTestId('connection').textContent(),
+        server: names((await post(server.base, LIST, ADMIN)).body) } });
     assert.ok(!(await rows()).includes('bergen-team-2-new'));
     await page.screenshot({ path: join(artifacts, 'tenants-rbac.png') });
     // Access taken away and given back while the page is open: the page follows both.

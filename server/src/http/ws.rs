@@ -312,7 +312,8 @@ impl Conn {
         }
     }
 
-    /// Authenticate `connection_init`: acknowledged, or closed with 4403.
+    /// Authenticate `connection_init`: acknowledged, or closed with 4403 (refused) or 1013 (the
+    /// credential could not be checked now).
     async fn init(&mut self, payload: &Value) -> Result<(), Close> {
         let token = init_token(payload).or_else(|| {
             self.authorization
@@ -332,7 +333,14 @@ impl Conn {
                     .await
             }
         }
-        .map_err(|r| Close::new(4403, format!("Forbidden: {}", r.message())))?;
+        .map_err(|r| match r {
+            // Not a refusal: the credential could not be checked now. 1013 (Try Again Later)
+            // lets clients reconnect, where 4403 tells them trying again will not help.
+            crate::auth::Refusal::Unavailable | crate::auth::Refusal::TimedOut(_) => {
+                Close::new(1013, format!("Try again later: {}", r.message()))
+            }
+            _ => Close::new(4403, format!("Forbidden: {}", r.message())),
+        })?;
         self.principal = Some(principal);
         self.acked = true;
         self.out.push(r#"{"type":"connection_ack"}"#.into());

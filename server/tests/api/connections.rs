@@ -16,18 +16,29 @@ async fn closed(app: &TestApp, reason: &str) -> i64 {
     )
 }
 
+/// Read from `tcp` into `got` until `done` holds for what came so far (true) or the server
+/// closes the connection (false), within PATIENCE.
+async fn read_until(tcp: &mut TcpStream, got: &mut Vec<u8>, done: impl Fn(&[u8]) -> bool) -> bool {
+    let mut buf = [0u8; 4096];
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    while !done(got) {
+        match tokio::time::timeout_at(deadline, tcp.read(&mut buf)).await {
+            Ok(Ok(n)) if n > 0 => got.extend_from_slice(&buf[..n]),
+            Ok(_) => return false,
+            Err(_) => panic!(
+                "not seen within {PATIENCE:?}; what came: {}",
+                String::from_utf8_lossy(got)
+            ),
+        }
+    }
+    true
+}
+
 /// Read until the server closes the connection; what it sent.
 async fn until_closed(tcp: &mut TcpStream) -> Vec<u8> {
     let mut got = Vec::new();
-    let mut buf = [0u8; 4096];
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    loop {
-        match tokio::time::timeout_at(deadline, tcp.read(&mut buf)).await {
-            Ok(Ok(0)) | Ok(Err(_)) => return got,
-            Ok(Ok(n)) => got.extend_from_slice(&buf[..n]),
-            Err(_) => panic!("the server kept the connection open for {PATIENCE:?}"),
-        }
-    }
+    read_until(tcp, &mut got, |_| false).await;
+    got
 }
 
 /// One whole answer to a request on a kept-alive connection: its status.
@@ -234,21 +245,12 @@ fn sse_events(answer: &[u8]) -> (String, Vec<(String, String)>) {
 /// Read until a chunked answer's last chunk has come (within PATIENCE); what was sent.
 async fn until_last_chunk(tcp: &mut TcpStream) -> Vec<u8> {
     let mut got = Vec::new();
-    let mut buf = [0u8; 4096];
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    while !got.ends_with(b"\r\n0\r\n\r\n") {
-        match tokio::time::timeout_at(deadline, tcp.read(&mut buf)).await {
-            Ok(Ok(n)) if n > 0 => got.extend_from_slice(&buf[..n]),
-            Ok(_) => panic!(
-                "closed before the last chunk: {}",
-                String::from_utf8_lossy(&got)
-            ),
-            Err(_) => panic!(
-                "no last chunk within {PATIENCE:?}: {}",
-                String::from_utf8_lossy(&got)
-            ),
-        }
-    }
+    let whole = read_until(tcp, &mut got, |g| g.ends_with(b"\r\n0\r\n\r\n")).await;
+    assert!(
+        whole,
+        "closed before the last chunk: {}",
+        String::from_utf8_lossy(&got)
+    );
     got
 }
 
@@ -324,25 +326,15 @@ async fn an_sse_subscription_lives_until_its_client_closes() {
     .await
     .expect("write");
     let mut got = Vec::new();
-    let mut buf = [0u8; 4096];
-    // Read until `done` holds for what came so far (chunks may arrive split), within PATIENCE.
-    let mut read_until = async |got: &mut Vec<u8>, done: &dyn Fn(&str) -> bool| {
-        let deadline = tokio::time::Instant::now() + PATIENCE;
-        loop {
-            let text = String::from_utf8_lossy(got).to_string();
-            if done(&text) {
-                return text;
-            }
-            let n = tokio::time::timeout_at(deadline, tcp.read(&mut buf))
-                .await
-                .unwrap_or_else(|_| panic!("not seen within {PATIENCE:?}: {text}"))
-                .expect("read");
-            assert!(n > 0, "closed: {text}");
-            got.extend_from_slice(&buf[..n]);
-        }
+    // What came so far, once `done` holds for it (chunks may arrive split).
+    let mut seen = async |got: &mut Vec<u8>, done: &dyn Fn(&str) -> bool| {
+        let open = read_until(&mut tcp, got, |g| done(&String::from_utf8_lossy(g))).await;
+        let text = String::from_utf8_lossy(got).to_string();
+        assert!(open, "closed: {text}");
+        text
     };
     // Two keep-alive comments, each its own chunk, with nothing changed.
-    let text = read_until(&mut got, &|t| t.matches("\r\n:\n\n\r\n").count() >= 2).await;
+    let text = seen(&mut got, &|t| t.matches("\r\n:\n\n\r\n").count() >= 2).await;
     assert!(text.starts_with("HTTP/1.1 200"), "{text}");
     eventually("the stream counted", || async {
         metric(&app.get("/metrics").await.1, "vitistack_sse_streams_open") == 1
@@ -357,7 +349,7 @@ async fn an_sse_subscription_lives_until_its_client_closes() {
     app.running()
         .store
         .apply(vec![vitistack::store::Op::Upsert(m)]);
-    let text = read_until(&mut got, &|t| t.contains("over-raw-sse")).await;
+    let text = seen(&mut got, &|t| t.contains("over-raw-sse")).await;
     // Each event is a chunk of its own: after its size line.
     let event = text
         .split("\r\nevent: next\ndata: ")

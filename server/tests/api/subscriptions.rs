@@ -179,6 +179,78 @@ async fn snapshot_then_changes_filtered_with_sequence_numbers() {
     send(&mut ws, json!({"id": "1", "type": "complete"})).await;
 }
 
+/// `synced: true` without the snapshot: SYNCED alone comes first, carrying the sequence the
+/// changes come after, so a client that reads with a query and reads again on it misses none
+/// (a change made before SYNCED is in what the store answers then; one after it is an event).
+/// Without it, nothing comes until a change (the stream as it always was).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn synced_alone_says_where_the_changes_start() {
+    let app = spawn(&["--demo"]).await;
+    let store = app.running().store.clone();
+    let mut ws = connect(&app).await;
+    let sub = "subscription($synced: Boolean!) { resourceChanged(kinds: [\"Machine\"], namespace: \"team-0\", synced: $synced) { type sequence name } }";
+    let machines = "subscription { machineChanged(filter: {namespace: \"team-0\"}, synced: true) { type sequence name } }";
+    send(
+        &mut ws,
+        json!({"id": "plain", "type": "subscribe", "payload": {"query": sub, "variables": {"synced": false}}}),
+    )
+    .await;
+    send(
+        &mut ws,
+        json!({"id": "synced", "type": "subscribe", "payload": {"query": sub, "variables": {"synced": true}}}),
+    )
+    .await;
+    send(
+        &mut ws,
+        json!({"id": "machines", "type": "subscribe", "payload": {"query": machines}}),
+    )
+    .await;
+    let mut first = BTreeMap::new();
+    while first.len() < 2 {
+        let v = next(&mut ws).await;
+        assert_eq!(v["type"], "next", "{v}");
+        let id = v["id"].as_str().expect("id").to_string();
+        assert_ne!(
+            id, "plain",
+            "nothing changed, yet the plain stream sent {v}"
+        );
+        let data = &v["payload"]["data"];
+        let e = data
+            .get("resourceChanged")
+            .unwrap_or(&data["machineChanged"]);
+        assert_eq!(e["type"], "SYNCED", "{v}");
+        assert!(e["name"].is_null(), "{v}");
+        assert!(
+            first
+                .insert(id, e["sequence"].as_u64().expect("sequence"))
+                .is_none()
+        );
+    }
+    let seq = store.snapshot().seq();
+    assert_eq!(first.values().copied().collect::<Vec<_>>(), vec![seq, seq]);
+    // The change after it is an event on all three, with a greater sequence.
+    store.apply(vec![Op::Upsert(machine(
+        "team-0",
+        "after-synced",
+        "Pending",
+    ))]);
+    let mut seen = std::collections::BTreeSet::new();
+    while seen.len() < 3 {
+        let v = next(&mut ws).await;
+        let data = &v["payload"]["data"];
+        let e = data
+            .get("resourceChanged")
+            .unwrap_or(&data["machineChanged"]);
+        assert_eq!(
+            (e["type"].as_str(), e["name"].as_str()),
+            (Some("ADDED"), Some("after-synced")),
+            "{v}"
+        );
+        assert!(e["sequence"].as_u64() > Some(seq), "{v}");
+        seen.insert(v["id"].as_str().expect("id").to_string());
+    }
+}
+
 /// While the graph changes as fast as it can, a subscriber that asks for the snapshot and then
 /// applies every event ends with exactly the graph's objects: no gap, no duplicate.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

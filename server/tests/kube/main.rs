@@ -1087,7 +1087,8 @@ async fn kubernetes_tokens_are_reviewed_and_rbac_gives_the_role() {
 
 /// API_TIMEOUT (the old operator's name for OPERATION_TIMEOUT_SECONDS, a duration) holds on the
 /// old REST routes as on GraphQL: a request whose TokenReview the API server does not answer is
-/// answered TIMEOUT (504, JSON `{error, code}`) at the limit, and the server serves on.
+/// answered TIMEOUT (504, JSON `{error, code}`) at the limit (a WebSocket closed with 1013, to be
+/// tried again), and the server serves on.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn api_timeout_answers_a_rest_request_stuck_on_its_token_review() {
     let api = KubeApi::start(&kube_api::watched_resources(), Duration::from_millis(200)).await;
@@ -1145,10 +1146,44 @@ async fn api_timeout_answers_a_rest_request_stuck_on_its_token_review() {
     // Probes need no review and are not held.
     let live = h.client.get(format!("{}/health/live", h.base)).send();
     assert_eq!(live.await.expect("live").status().as_u16(), 200);
+    // A WebSocket whose token cannot be reviewed now is closed with 1013 (try again later), not
+    // 4403 (refused: clients do not try again), and the reason says why.
+    let init = async || {
+        use futures::{SinkExt, StreamExt};
+        use tokio_tungstenite::tungstenite::Message;
+        let mut ws = open_ws(&h.base).await;
+        let init =
+            json!({"type": "connection_init", "payload": {"Authorization": "Bearer alice-token"}});
+        ws.send(Message::Text(init.to_string().into()))
+            .await
+            .expect("send");
+        loop {
+            match tokio::time::timeout(PATIENCE, ws.next())
+                .await
+                .expect("in time")
+            {
+                Some(Ok(Message::Text(t))) => return (0, t.to_string()),
+                Some(Ok(Message::Close(Some(f)))) => {
+                    return (u16::from(f.code), f.reason.to_string());
+                }
+                Some(Ok(_)) => {}
+                other => panic!("socket ended without a close frame: {other:?}"),
+            }
+        }
+    };
+    let (code, reason) = init().await;
+    assert_eq!(code, 1013, "{reason}");
+    assert!(
+        reason.starts_with("Try again later: the operation ran longer than the limit of 0.7 s"),
+        "{reason}"
+    );
 
     h.api.hold_reviews(false);
     let (code, body) = get("/api/v1/clusters").await;
     assert_eq!(code, 200, "{body}");
+    let (code, text) = init().await;
+    assert_eq!(code, 0, "{text}");
+    assert!(text.contains("connection_ack"), "{text}");
 }
 
 /// A graphql-transport-ws connection to the server at `base` (`http://…`), not yet initialised.

@@ -1,6 +1,8 @@
 //! Queries kept current: a Leptos `LocalResource` per query, refetched when an object of the
-//! kinds it reads changes (announced by the `changes` subscription) and after every
-//! (re)connection (at a past moment, nothing changes: fetched once). The resource runs its fetches one after another, so a burst of changes while
+//! kinds it reads changes (announced by the `changes` subscription), when that subscription
+//! starts (its `SYNCED`: a change made between the first fetch and the server registering the
+//! subscription is read then) and after every (re)connection (at a past moment, nothing
+//! changes: fetched once). The resource runs its fetches one after another, so a burst of changes while
 //! one is in flight causes exactly one more fetch, and it keeps the last answer while the next
 //! one loads.
 //!

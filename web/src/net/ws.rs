@@ -264,7 +264,12 @@ fn received(client: &Rc<RefCell<Client>>, text: &str) {
             if let Some((handler, state)) = found {
                 let payload = message.get("payload").cloned().unwrap_or(Value::Null);
                 if kind == "next" {
-                    state.last_change.set(Some(now_ms()));
+                    // A `SYNCED` says the subscription started, not that anything changed.
+                    let started = payload.pointer("/data/resourceChanged/type")
+                        == Some(&Value::from("SYNCED"));
+                    if !started {
+                        state.last_change.set(Some(now_ms()));
+                    }
                     handler(Ok(payload));
                 } else {
                     let text = payload

@@ -18,6 +18,7 @@ mod resource_stream;
 use aggregates::{aggregate, debounce_of};
 use cluster::cluster_changed;
 use metrics::counted;
+pub(crate) use resource_stream::First;
 use resource_stream::{Interest, changes, fanout_of};
 
 pub use events::{After, ClusterEvent, Mode, ResourceEvent, ResourceEventType, Seq};
@@ -60,7 +61,7 @@ pub(crate) mod open {
         kinds: Option<Vec<String>>,
         namespace: Option<String>,
         label_selector: Option<String>,
-        snapshot: bool,
+        first: First,
     ) -> Opened<ResourceEvent> {
         let kinds = kinds
             .map(|ks| {
@@ -87,7 +88,7 @@ pub(crate) mod open {
                 filter,
                 scope,
             },
-            snapshot,
+            first,
             active,
             mode(ctx),
             ctx.data_opt::<Arc<After>>(),
@@ -99,7 +100,7 @@ pub(crate) mod open {
         ctx: &Context<'_>,
         filter: Option<Filter>,
         cluster_id: Option<String>,
-        snapshot: bool,
+        first: First,
     ) -> Opened<ResourceEvent> {
         let mut filter = filter.unwrap_or_default();
         if let Some(id) = cluster_id {
@@ -122,7 +123,7 @@ pub(crate) mod open {
                 filter,
                 scope,
             },
-            snapshot,
+            first,
             active,
             mode(ctx),
             ctx.data_opt::<Arc<After>>(),
@@ -228,7 +229,9 @@ pub struct SubscriptionRoot;
 impl SubscriptionRoot {
     /// Changes to objects of the given kinds (all when omitted), in one namespace and/or
     /// matching a label selector. With `snapshot: true` the current matching objects come first
-    /// (as ADDED), then `SYNCED`, then every later change; no gap and no duplicate.
+    /// (as ADDED), then `SYNCED`, then every later change; no gap and no duplicate. With
+    /// `synced: true` (and no snapshot) `SYNCED` alone comes first: the changes come after its
+    /// `sequence`, so a client that reads with queries, and reads again on it, misses none.
     async fn resource_changed(
         &self,
         ctx: &Context<'_>,
@@ -236,8 +239,10 @@ impl SubscriptionRoot {
         namespace: Option<String>,
         label_selector: Option<String>,
         #[graphql(default = false)] snapshot: bool,
+        #[graphql(default = false)] synced: bool,
     ) -> async_graphql::Result<impl Stream<Item = ResourceEvent> + use<>> {
-        open::resource_changed(ctx, kinds, namespace, label_selector, snapshot).map(events)
+        let first = First::of(snapshot, synced);
+        open::resource_changed(ctx, kinds, namespace, label_selector, first).map(events)
     }
 
     /// Changes to Machines passing `filter` (namespace, phases, label selector, name search),
@@ -245,14 +250,17 @@ impl SubscriptionRoot {
     /// asked for) arrives as ADDED, one that stops passing as DELETED. With `snapshot: true` the
     /// matching Machines come first, then `SYNCED`, then every later change; no gap and no
     /// duplicate. `clusterId` limits it to one cluster's Machines (`vitistack.io/clusterid`).
+    /// `synced: true` (and no snapshot): `SYNCED` alone first, as in `resourceChanged`.
     async fn machine_changed(
         &self,
         ctx: &Context<'_>,
         filter: Option<Filter>,
         cluster_id: Option<String>,
         #[graphql(default = false)] snapshot: bool,
+        #[graphql(default = false)] synced: bool,
     ) -> async_graphql::Result<impl Stream<Item = ResourceEvent> + use<>> {
-        open::machine_changed(ctx, filter, cluster_id, snapshot).map(events)
+        let first = First::of(snapshot, synced);
+        open::machine_changed(ctx, filter, cluster_id, first).map(events)
     }
 
     /// The `infrastructure` summary: sent first, then after each burst of changes settles

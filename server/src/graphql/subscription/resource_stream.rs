@@ -14,6 +14,27 @@ use crate::graphql::paging::CompiledFilter;
 use crate::model::{Kind, Resource};
 use crate::store::{Change, ChangeType, ScopedStore, Snapshot};
 
+/// What a subscription sends before the changes: nothing, `SYNCED` alone (the sequence number its
+/// changes come after: a client that reads with queries reads once more on it and misses
+/// nothing), or the matching objects and then `SYNCED`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum First {
+    Nothing,
+    Synced,
+    Snapshot,
+}
+
+impl First {
+    /// The arguments `snapshot` and `synced`.
+    pub(crate) fn of(snapshot: bool, synced: bool) -> First {
+        match (snapshot, synced) {
+            (true, _) => First::Snapshot,
+            (false, true) => First::Synced,
+            (false, false) => First::Nothing,
+        }
+    }
+}
+
 /// Which objects a subscription wants.
 #[derive(Clone, Default)]
 pub(super) struct Interest {
@@ -61,10 +82,15 @@ pub(super) struct SnapshotCursor {
 }
 
 impl SnapshotCursor {
-    fn new(snap: Arc<Snapshot>, interest: &Interest) -> Self {
+    /// A cursor over the objects `interest` wants (with `objects`; else over none: SYNCED alone).
+    fn new(snap: Arc<Snapshot>, interest: &Interest, objects: bool) -> Self {
         SnapshotCursor {
             snap,
-            kinds: interest.kinds.clone().unwrap_or_else(|| Kind::ALL.to_vec()),
+            kinds: match &interest.kinds {
+                _ if !objects => Vec::new(),
+                Some(kinds) => kinds.clone(),
+                None => Kind::ALL.to_vec(),
+            },
             kind: 0,
             after: None,
         }
@@ -104,7 +130,7 @@ pub(super) struct State {
     interest: Arc<Interest>,
     /// Changes up to here are already reflected (the snapshot's sequence).
     after: u64,
-    /// The snapshot being sent, then SYNCED.
+    /// The snapshot being sent (or none of it), then SYNCED.
     cursor: Option<SnapshotCursor>,
     /// RESYNC to send first ([`Mode::Resync`]).
     resync: Option<u64>,
@@ -119,13 +145,13 @@ pub(super) fn fanout_of(ctx: &Context<'_>) -> async_graphql::Result<Arc<Fanout>>
         .ok_or_else(|| async_graphql::Error::new("subscriptions are not served by this schema"))
 }
 
-/// Snapshot (optional) then every matching change, with RESYNC on overflow; `mode` picks the
-/// part (see [`Mode`]).
+/// `first` (nothing, SYNCED, or the snapshot and SYNCED) then every matching change, with RESYNC
+/// on overflow; `mode` picks the part (see [`Mode`]).
 pub(super) fn changes(
     store: ScopedStore,
     fanout: &Fanout,
     interest: Interest,
-    snapshot: bool,
+    first: First,
     active: Active,
     mode: Mode,
     after: Option<&Arc<After>>,
@@ -142,15 +168,16 @@ pub(super) fn changes(
     });
     let snap = store.snapshot();
     After::note(after, snap.seq());
-    let snapshot = match mode {
-        Mode::Whole | Mode::Opening => snapshot,
-        Mode::Live => false,
-        Mode::Resync => true,
+    let first = match mode {
+        Mode::Whole | Mode::Opening => first,
+        Mode::Live => First::Nothing,
+        Mode::Resync => First::Snapshot,
     };
     let state = State {
         after: snap.seq(),
         resync: (mode == Mode::Resync).then(|| snap.seq()),
-        cursor: snapshot.then(|| SnapshotCursor::new(snap, &interest)),
+        cursor: (first != First::Nothing)
+            .then(|| SnapshotCursor::new(snap, &interest, first == First::Snapshot)),
         store,
         sub,
         interest,
@@ -185,7 +212,7 @@ pub(super) fn changes(
                 let snap = st.store.snapshot();
                 st.after = snap.seq();
                 if st.mode == Mode::Whole {
-                    st.cursor = Some(SnapshotCursor::new(snap.clone(), &st.interest));
+                    st.cursor = Some(SnapshotCursor::new(snap.clone(), &st.interest, true));
                 }
                 st.active.event(true);
                 return Some((

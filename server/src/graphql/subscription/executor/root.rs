@@ -8,7 +8,7 @@ use futures::StreamExt;
 use futures::stream::BoxStream;
 use parking_lot::Mutex;
 
-use super::super::{ClusterEvent, ResourceEvent, ResourceEventType, Seq, open};
+use super::super::{ClusterEvent, First, ResourceEvent, ResourceEventType, Seq, open};
 use super::{Hubs, SubscriptionDocuments};
 use crate::domain::summary::InfrastructureSummary;
 use crate::graphql::paging::Filter;
@@ -120,9 +120,11 @@ impl ExecutorRoot {
         namespace: Option<String>,
         label_selector: Option<String>,
         #[graphql(default = false)] snapshot: bool,
+        #[graphql(default = false)] synced: bool,
     ) -> async_graphql::Result<ResourceEvent> {
+        let first = First::of(snapshot, synced);
         field(ctx, pick_resource, Update::Resource, || {
-            open::resource_changed(ctx, kinds, namespace, label_selector, snapshot)
+            open::resource_changed(ctx, kinds, namespace, label_selector, first)
         })
     }
 
@@ -132,9 +134,11 @@ impl ExecutorRoot {
         filter: Option<Filter>,
         cluster_id: Option<String>,
         #[graphql(default = false)] snapshot: bool,
+        #[graphql(default = false)] synced: bool,
     ) -> async_graphql::Result<ResourceEvent> {
+        let first = First::of(snapshot, synced);
         field(ctx, pick_resource, Update::Resource, || {
-            open::machine_changed(ctx, filter, cluster_id, snapshot)
+            open::machine_changed(ctx, filter, cluster_id, first)
         })
     }
 

@@ -265,8 +265,8 @@ fn received(client: &Rc<RefCell<Client>>, text: &str) {
                 let payload = message.get("payload").cloned().unwrap_or(Value::Null);
                 if kind == "next" {
                     // A `SYNCED` says the subscription started, not that anything changed.
-                    let started = payload.pointer("/data/resourceChanged/type")
-                        == Some(&Value::from("SYNCED"));
+                    let started =
+                        payload["data"]["resourceChanged"]["type"].as_str() == Some("SYNCED");
                     if !started {
                         state.last_change.set(Some(now_ms()));
                     }

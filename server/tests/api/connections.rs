@@ -46,39 +46,31 @@ async fn exchange(tcp: &mut TcpStream, path: &str) -> u16 {
     tcp.write_all(format!("GET {path} HTTP/1.1\r\nHost: t\r\n\r\n").as_bytes())
         .await
         .expect("write");
+    // The head, once the body its content-length announces has come too.
+    let whole = |got: &[u8]| {
+        let text = String::from_utf8_lossy(got);
+        let (head, body) = text.split_once("\r\n\r\n")?;
+        let length: usize = head
+            .lines()
+            .find_map(|l| {
+                let (k, v) = l.split_once(':')?;
+                k.eq_ignore_ascii_case("content-length")
+                    .then(|| v.trim().parse().ok())
+                    .flatten()
+            })
+            .expect("content-length");
+        (body.len() >= length).then(|| head.to_string())
+    };
     let mut got = Vec::new();
-    let mut buf = [0u8; 4096];
-    loop {
-        let n = tokio::time::timeout(PATIENCE, tcp.read(&mut buf))
-            .await
-            .expect("an answer")
-            .expect("read");
-        assert!(
-            n > 0,
-            "closed before answering: {}",
-            String::from_utf8_lossy(&got)
-        );
-        got.extend_from_slice(&buf[..n]);
-        let text = String::from_utf8_lossy(&got);
-        if let Some((head, body)) = text.split_once("\r\n\r\n") {
-            let length: usize = head
-                .lines()
-                .find_map(|l| {
-                    let (k, v) = l.split_once(':')?;
-                    k.eq_ignore_ascii_case("content-length")
-                        .then(|| v.trim().parse().ok())
-                        .flatten()
-                })
-                .expect("content-length");
-            if body.len() >= length {
-                return head
-                    .split_whitespace()
-                    .nth(1)
-                    .and_then(|s| s.parse().ok())
-                    .expect("status");
-            }
-        }
-    }
+    let answered = read_until(tcp, &mut got, |g| whole(g).is_some()).await;
+    assert!(
+        answered,
+        "closed before answering: {}",
+        String::from_utf8_lossy(&got)
+    );
+    whole(&got)
+        .and_then(|head| head.split_whitespace().nth(1).and_then(|s| s.parse().ok()))
+        .expect("status")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

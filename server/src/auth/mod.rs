@@ -138,6 +138,12 @@ impl Refusal {
         }
     }
 
+    /// Not a refusal: the credential could not be checked now (the Kubernetes API did not
+    /// answer, or not in time); asking again later may let it in.
+    pub fn is_temporary(&self) -> bool {
+        matches!(self, Refusal::Unavailable | Refusal::TimedOut(_))
+    }
+
     /// The error code clients branch on (its status: 401 without a valid credential, 403 with
     /// one that grants nothing, 503 when it cannot be checked).
     pub fn code(&self) -> ErrorCode {
@@ -516,7 +522,7 @@ impl Auth {
             }
             Ok(_) => Standing::Changed,
             // The API server not answering does not end a session it let in.
-            Err(Refusal::Unavailable) => Standing::Kept,
+            Err(r) if r.is_temporary() => Standing::Kept,
             Err(_) => Standing::Ended,
         }
     }

@@ -333,13 +333,14 @@ impl Conn {
                     .await
             }
         }
-        .map_err(|r| match r {
-            // Not a refusal: the credential could not be checked now. 1013 (Try Again Later)
-            // lets clients reconnect, where 4403 tells them trying again will not help.
-            crate::auth::Refusal::Unavailable | crate::auth::Refusal::TimedOut(_) => {
+        .map_err(|r| {
+            // 1013 (Try Again Later) lets clients reconnect, where 4403 tells them trying again
+            // will not help.
+            if r.is_temporary() {
                 Close::new(1013, format!("Try again later: {}", r.message()))
+            } else {
+                Close::new(4403, format!("Forbidden: {}", r.message()))
             }
-            _ => Close::new(4403, format!("Forbidden: {}", r.message())),
         })?;
         self.principal = Some(principal);
         self.acked = true;

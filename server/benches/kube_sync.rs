@@ -11,7 +11,7 @@
 //! dashboard's cluster page (`web/graphql/cluster_live.graphql`'s selection, as a query), 200
 //! sequential requests each, so one datacenter and several can be set side by side. Last, the
 //! first datacenter is relisted with nothing changed, and the server's peak RSS while it runs
-//! is printed against its RSS before.
+//! is printed against its RSS before. `VITISTACK_BIN` runs another build of the server.
 
 use vitistack_testkit::kube_api;
 use vitistack_testkit::proc;
@@ -211,7 +211,11 @@ async fn run(target: usize) {
         "READY_TIMEOUT_SECONDS",
         (deadline.as_secs() + 60).to_string(),
     ));
-    let (mut child, port) = proc::spawn_server(env!("CARGO_BIN_EXE_vitistack"), &dir, &extra);
+    // VITISTACK_BIN: another build of the server (an older commit's), or a wrapper that runs it
+    // under a profiler.
+    let bin = std::env::var("VITISTACK_BIN")
+        .unwrap_or_else(|_| env!("CARGO_BIN_EXE_vitistack").to_string());
+    let (mut child, port) = proc::spawn_server(&bin, &dir, &extra);
     let pid = child.id();
     let client = reqwest::Client::new();
     let ready_url = format!("http://127.0.0.1:{port}/ready");

@@ -18,10 +18,12 @@
 //!
 //! Why not kube-runtime's `watcher`: it hides bookmarks and its idle restarts, so neither
 //! liveness nor staleness can be told from outside it, and it never relists after restarts that
-//! keep hanging. The requests themselves are kube-client's (`Api::list`, `Api::watch`).
+//! keep hanging. The requests themselves are kube-client's (`Api::list`'s request, its answer read
+//! by `page.rs`; `Api::watch`).
 
 mod client;
 pub mod fleet;
+mod page;
 mod watch;
 
 pub use client::{ClientError, client, config};
@@ -303,7 +305,16 @@ pub fn to_resource(
     version: &str,
     obj: DynamicObject,
 ) -> Result<Resource, serde_json::Error> {
-    let mut value = serde_json::to_value(obj)?;
+    resource_from_value(datacenter, kind, version, serde_json::to_value(obj)?)
+}
+
+/// [`to_resource`] for an API object read as JSON (a list page's item).
+pub fn resource_from_value(
+    datacenter: &Datacenter,
+    kind: Kind,
+    version: &str,
+    mut value: Value,
+) -> Result<Resource, serde_json::Error> {
     if let Some(map) = value.as_object_mut() {
         map.remove("apiVersion");
         map.remove("kind");

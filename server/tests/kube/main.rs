@@ -325,6 +325,46 @@ async fn initial_sync_then_every_change_in_order() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_list_of_several_pages_keeps_every_object_but_one_the_model_cannot_read() {
+    // 1,201 Machines are three pages (500 a page); one more, in the second page, has a spec
+    // the model cannot read.
+    let h = Harness::start(|api| {
+        for i in 0..1201 {
+            let mut m = machine("team-a", &format!("m{i:04}"), "c1");
+            m["spec"]["tags"] = json!({"row": i.to_string()});
+            api.apply("machines", m);
+            if i == 700 {
+                api.apply(
+                    "machines",
+                    json!({"metadata": {"name": "m0700-bad", "namespace": "team-a"}, "spec": "unreadable"}),
+                );
+            }
+        }
+    })
+    .await;
+    h.ready().await;
+    let data = h
+        .data(r#"{ machines(filter: {search: "m1200"}) { totalCount nodes { name raw } } all: machines(first: 1) { totalCount } }"#)
+        .await;
+    assert_eq!(data["all"]["totalCount"], 1201, "every readable Machine");
+    let raw = &data["machines"]["nodes"][0]["raw"];
+    assert_eq!(raw["spec"]["tags"], json!({"row": "1200"}), "{raw}");
+    assert_eq!(raw["metadata"]["labels"]["vitistack.io/clusterid"], "c1");
+    assert!(raw["metadata"].get("managedFields").is_none(), "{raw}");
+    assert!(h.lists("machines") >= 3, "listed in pages");
+    let metrics = h.metrics().await;
+    assert!(
+        metrics.lines().any(
+            |l| l.starts_with("vitistack_operator_events_processed_total")
+                && l.contains("infrastructure.machine.created")
+                && l.contains("status=\"error\"")
+                && l.ends_with(" 1")
+        ),
+        "the unreadable Machine counted: {metrics}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gone_410_relists_and_deletes_what_vanished() {
     let h = Harness::start(three_machines).await;
     h.ready().await;

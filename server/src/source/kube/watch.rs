@@ -9,7 +9,7 @@ use futures::StreamExt;
 use kube::api::{DynamicObject, ListParams, WatchEvent, WatchParams};
 use kube::{Api, Client};
 
-use super::{KubeSettings, to_resource};
+use super::{KubeSettings, page, resource_from_value, to_resource};
 use crate::model::{Datacenter, Kind, Resource};
 use crate::retry::Backoff;
 use crate::source::status::SourceStatus;
@@ -234,20 +234,22 @@ impl Watch {
                 continue_token: token.clone(),
                 ..Default::default()
             };
-            let page = api.list(&lp).await.map_err(|e| failure(&e))?;
+            let text = self.list_page(api, &lp).await.map_err(|e| failure(&e))?;
             // Only this watcher writes its kind's objects in its scope, so the store's copy is
             // what a relist is compared with until it is applied. A first list finds none:
             // it looks nothing up.
             let stored = self.listed_once.then(|| self.store.snapshot());
-            for obj in page.items {
-                match to_resource(&self.settings.datacenter, self.kind, version, obj) {
-                    Ok(r) => listed.add(stored.as_deref(), r),
-                    Err(e) => undecodable(&self.status, ChangeType::Added, self.kind, &e),
-                }
-            }
-            token = page.metadata.continue_.filter(|t| !t.is_empty());
+            let (datacenter, kind, status) = (&self.settings.datacenter, self.kind, &self.status);
+            let meta = page::read_page(&text, &mut |item| match resource_from_value(
+                datacenter, kind, version, item,
+            ) {
+                Ok(r) => listed.add(stored.as_deref(), r),
+                Err(e) => undecodable(status, ChangeType::Added, kind, &e),
+            })
+            .map_err(|e| failure(&kube::Error::SerdeError(e)))?;
+            token = meta.continue_.filter(|t| !t.is_empty());
             if token.is_none() {
-                break page.metadata.resource_version.unwrap_or_default();
+                break meta.resource_version.unwrap_or_default();
             }
         };
         if rv.is_empty() {
@@ -287,6 +289,16 @@ impl Watch {
             "listed"
         );
         Ok(rv)
+    }
+
+    /// One list page's JSON text: the request `Api::list` makes, its answer read by
+    /// [`page::read_page`] rather than decoded whole.
+    async fn list_page(&self, api: &Api<DynamicObject>, lp: &ListParams) -> kube::Result<String> {
+        let mut req = kube::core::Request::new(api.resource_url())
+            .list(lp)
+            .map_err(kube::Error::BuildRequest)?;
+        req.extensions_mut().insert("list");
+        self.client.request_text(req).await
     }
 
     /// Watch from `rv` until the kind must be relisted (or its version is not served).

@@ -12,21 +12,15 @@ use serde::Deserializer as _;
 use serde::de::{DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 
-/// What a list page says beside its items.
-#[derive(Debug, Default, PartialEq)]
+/// What a list page says beside its items (its `metadata`).
+#[derive(Debug, Default, PartialEq, serde::Deserialize)]
 pub(super) struct PageMeta {
     /// The token of the next page (none or empty: this was the last).
+    #[serde(rename = "continue")]
     pub continue_: Option<String>,
     /// The list's resourceVersion (the last page's is the one to watch from).
-    pub resource_version: Option<String>,
-}
-
-#[derive(serde::Deserialize)]
-struct ListMeta {
-    #[serde(rename = "continue")]
-    continue_: Option<String>,
     #[serde(rename = "resourceVersion")]
-    resource_version: Option<String>,
+    pub resource_version: Option<String>,
 }
 
 /// Read a list page (`{"metadata": {...}, "items": [...]}`), handing each item to `each` as it
@@ -56,12 +50,7 @@ impl<'de> Visitor<'de> for Page<'_> {
         let mut meta = PageMeta::default();
         while let Some(key) = map.next_key::<String>()? {
             match key.as_str() {
-                "metadata" => {
-                    if let Some(m) = map.next_value::<Option<ListMeta>>()? {
-                        meta.continue_ = m.continue_;
-                        meta.resource_version = m.resource_version;
-                    }
-                }
+                "metadata" => meta = map.next_value::<Option<PageMeta>>()?.unwrap_or_default(),
                 "items" => map.next_value_seed(Items { each: self.each })?,
                 _ => {
                     map.next_value::<IgnoredAny>()?;

@@ -53,8 +53,8 @@ impl EventWriter {
         let reference = k8s_openapi::api::core::v1::ObjectReference {
             api_version: Some(format!("{}/{version}", key.kind.group())),
             kind: Some(key.kind.name().to_string()),
-            name: Some(key.name.clone()),
-            namespace: (!key.namespace.is_empty()).then(|| key.namespace.clone()),
+            name: Some(key.name.to_string()),
+            namespace: (!key.namespace.is_empty()).then(|| key.namespace.to_string()),
             uid,
             ..Default::default()
         };

@@ -174,8 +174,8 @@ async fn write_in_tx(
                     let (api_version, uid, rv, body) = row(r);
                     sqlx::query(s.upsert)
                         .bind(key.kind.name())
-                        .bind(&key.namespace)
-                        .bind(&key.name)
+                        .bind(key.namespace.as_str())
+                        .bind(key.name.as_str())
                         .bind(api_version)
                         .bind(uid)
                         .bind(rv)
@@ -187,8 +187,8 @@ async fn write_in_tx(
                 None => {
                     sqlx::query(s.delete)
                         .bind(key.kind.name())
-                        .bind(&key.namespace)
-                        .bind(&key.name)
+                        .bind(key.namespace.as_str())
+                        .bind(key.name.as_str())
                         .bind(key.datacenter.key())
                         .execute(&mut *tx)
                         .await?;

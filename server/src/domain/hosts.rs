@@ -16,7 +16,9 @@
 
 use crate::model::{Datacenter, Node};
 
-use crate::model::kubevirt::{Domain, VirtualMachine, VirtualMachineInstance, vmi_node};
+use crate::model::kubevirt::{
+    Domain, VirtualMachine, VirtualMachineInstance, guessed_cluster, vmi_node,
+};
 use crate::model::{LABEL_CLUSTER_ID, LABEL_SOURCE_MACHINE, Quantity, Resource};
 use crate::store::Snapshot;
 
@@ -495,16 +497,9 @@ pub fn cluster_of(snap: &Snapshot, r: &Resource) -> Option<(String, MembershipSo
     {
         return Some((c.to_string(), MembershipSource::SourceMachine));
     }
-    let guess = |name: &str| {
-        let (prefix, last) = name.rsplit_once('-')?;
-        ((last.starts_with("ctp") || last.starts_with("wrk"))
-            && last.len() >= 4
-            && !prefix.is_empty())
-        .then(|| prefix.to_string())
-    };
-    guess(r.name())
-        .or_else(|| r.label(LABEL_SOURCE_MACHINE).and_then(guess))
-        .map(|c| (c, MembershipSource::NameGuess))
+    guessed_cluster(r.name())
+        .or_else(|| r.label(LABEL_SOURCE_MACHINE).and_then(guessed_cluster))
+        .map(|c| (c.to_string(), MembershipSource::NameGuess))
 }
 
 /// A cluster's KubeVirt VMs in figures (the old status page's clusters table).

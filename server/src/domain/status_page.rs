@@ -71,7 +71,7 @@ pub fn status_data(snap: &Snapshot, dc: &Datacenter, name: &str, updated: &str) 
         })
         .map(|n| {
             let c = capacity(n);
-            let name = n.metadata.name.clone().unwrap_or_default();
+            let name = n.metadata.name.as_deref().unwrap_or_default().to_string();
             NodeInfo {
                 vms: on_node.get(name.as_str()).cloned().unwrap_or_default(),
                 name,

@@ -351,8 +351,8 @@ pub async fn events(
         let key =
             super::types::decode_id(id).map_err(|e| ErrorCode::BadId.graphql(e.to_string()))?;
         q.kind = Some(key.kind.name().to_string());
-        q.namespace = Some(key.namespace.clone());
-        q.name = Some(key.name.clone());
+        q.namespace = Some(key.namespace.to_string());
+        q.name = Some(key.name.to_string());
         q.datacenter = Some(key.datacenter.key().to_string());
     }
     let db = db_of(history).map_err(unavailable)?;

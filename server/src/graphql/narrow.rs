@@ -116,7 +116,10 @@ pub fn vm_instances<'a>(
     if host.is_none() && cluster_id.is_none() {
         return None;
     }
-    Narrow::all(Box::new(move |r| {
+    let only = cluster_id
+        .as_deref()
+        .and_then(|id| vm_instances_of_cluster(snap, id));
+    let keep: Keep<'a> = Box::new(move |r| {
         let Resource::VirtualMachineInstance(i) = r else {
             return false;
         };
@@ -125,7 +128,42 @@ pub fn vm_instances<'a>(
             && cluster_id
                 .as_deref()
                 .is_none_or(|id| hosts::cluster_of(snap, r).is_some_and(|(of, _)| of == id))
-    }))
+    });
+    Some(Narrow { keep, only })
+}
+
+/// Every VirtualMachineInstance whose cluster ([`hosts::cluster_of`]) can be `id`, through the
+/// search indexes (None for a snapshot without them, or when they name too many): those that
+/// hold it (the cluster id label, a name it starts, a source Machine's name that suggests it), and
+/// those of a Machine that holds it: a cluster's few dozen where every VMI of every datacenter was
+/// read, and each one's cluster found.
+fn vm_instances_of_cluster<'a>(snap: &'a Snapshot, id: &str) -> Option<Vec<&'a Arc<Resource>>> {
+    if id.is_empty() {
+        return None;
+    }
+    let at_most = worth_an_index(snap, Kind::VirtualMachineInstance);
+    let mut out = Vec::new();
+    for r in snap.holding(id, at_most)? {
+        match &**r {
+            Resource::VirtualMachineInstance(_) => out.push(r),
+            Resource::Machine(_) => out.extend(
+                snap.lookup(
+                    r.datacenter(),
+                    Idx::VirtualByMachine,
+                    &scoped(r.namespace(), r.name()),
+                )
+                .filter(|v| v.kind() == Kind::VirtualMachineInstance),
+            ),
+            _ => {}
+        }
+        if out.len() > at_most {
+            return None;
+        }
+    }
+    // A VMI found both ways is read once.
+    out.sort_unstable_by_key(|r| Arc::as_ptr(r));
+    out.dedup_by_key(|r| Arc::as_ptr(*r));
+    Some(out)
 }
 
 /// Clusters at this pipeline stage and of this health (the `pipeline` and `diagnosis` fields'
@@ -167,7 +205,7 @@ mod tests {
     use std::collections::BTreeSet;
 
     use super::*;
-    use crate::model::{LABEL_CLUSTER_ID, LABEL_CLUSTER_NAME};
+    use crate::model::{LABEL_CLUSTER_ID, LABEL_CLUSTER_NAME, LABEL_SOURCE_MACHINE};
     use crate::source::demo::{FleetSpec, decode, fleet};
     use crate::store::{Op, Store};
 
@@ -258,5 +296,80 @@ mod tests {
                 .count();
         }
         assert!(by_name_label > 3, "{by_name_label} found by the name label");
+    }
+
+    /// The VirtualMachineInstances the indexes name for a cluster id are every one a reading of
+    /// them all finds, however its cluster is told: its own label, its source Machine's label,
+    /// its name, or the name its source Machine label gives when that Machine does not exist.
+    #[test]
+    fn a_cluster_ids_vm_instances_through_the_indexes_are_those_a_reading_of_every_one_finds() {
+        let objects = fleet(&FleetSpec::demo());
+        let before = Store::new();
+        before.apply(objects.iter().cloned().map(Op::Upsert).collect());
+        let snap = before.snapshot();
+        let mut ways = [0usize; 4];
+        let mut changed = Vec::new();
+        for (i, r) in objects.iter().enumerate() {
+            let Some((id, _)) = (r.kind() == Kind::VirtualMachineInstance)
+                .then(|| hosts::cluster_of(&snap, r))
+                .flatten()
+            else {
+                changed.push(r.clone());
+                continue;
+            };
+            let mut v = r.to_value();
+            let way = i % 4;
+            if way != 3 {
+                // A name that tells nothing.
+                v["metadata"]["name"] = serde_json::json!(format!("vm-{i}"));
+            }
+            let labels = &mut v["metadata"]["labels"];
+            match way {
+                // Its source Machine's label: the Machine holds the id.
+                0 => {}
+                // A source Machine that does not exist, whose name gives the cluster.
+                1 => labels[LABEL_SOURCE_MACHINE] = serde_json::json!(format!("{id}-wrk9{i}")),
+                // Its own label, and no source Machine.
+                2 => {
+                    labels[LABEL_CLUSTER_ID] = serde_json::json!(id);
+                    if let Some(l) = labels.as_object_mut() {
+                        l.remove(LABEL_SOURCE_MACHINE);
+                    }
+                }
+                // As the demo makes it: named as its Machine.
+                _ => {}
+            }
+            ways[way] += 1;
+            changed.push(decode(v).expect("decodes"));
+        }
+        assert!(ways.iter().all(|n| *n > 2), "VMIs each way: {ways:?}");
+        let store = Store::new();
+        store.apply(changed.into_iter().map(Op::Upsert).collect());
+        let snap = store.snapshot();
+        let mut ids: BTreeSet<String> = snap
+            .list(Kind::VirtualMachineInstance)
+            .filter_map(|r| hosts::cluster_of(&snap, r).map(|(id, _)| id))
+            .collect();
+        assert!(ids.len() > 3, "clusters with VMIs: {ids:?}");
+        ids.insert("no-such-cluster".into());
+        let mut found = 0;
+        for id in ids {
+            let narrow = vm_instances(&snap, None, Some(id.clone())).expect("a filter");
+            let only = narrow.only.as_ref().expect("read through the indexes");
+            let names = |from: &mut dyn Iterator<Item = &Arc<Resource>>| -> BTreeSet<String> {
+                from.filter(|r| r.kind() == Kind::VirtualMachineInstance && (narrow.keep)(r))
+                    .map(|r| format!("{}/{}", r.namespace(), r.name()))
+                    .collect()
+            };
+            let through_indexes = names(&mut only.iter().copied());
+            let reading_all = names(&mut snap.list(Kind::VirtualMachineInstance));
+            assert_eq!(through_indexes, reading_all, "cluster id {id}");
+            found += reading_all.len();
+        }
+        assert_eq!(
+            found,
+            ways.iter().sum::<usize>(),
+            "every VMI is of one cluster"
+        );
     }
 }

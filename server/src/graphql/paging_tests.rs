@@ -7,8 +7,8 @@ fn machines() -> Vec<Arc<Resource>> {
     (0..40)
         .map(|i| {
             let mut m = Machine::default();
-            m.metadata.name = Some(format!("m{:02}", (i * 7) % 40));
-            m.metadata.namespace = Some(format!("team-{}", i % 3));
+            m.metadata.name = Some(format!("m{:02}", (i * 7) % 40).into());
+            m.metadata.namespace = Some(format!("team-{}", i % 3).into());
             if i % 5 != 0 {
                 // Whole seconds and fractions mixed: they compare as times.
                 let t: jiff::Timestamp = format!("2026-11-{:02}T10:00:0{}Z", 1 + i % 4, i % 2)

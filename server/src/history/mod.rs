@@ -388,7 +388,12 @@ pub fn row_of(c: &Change, at_ms: i64) -> EventRow {
         namespace: object.namespace().to_string(),
         name: object.name().to_string(),
         uid: object.uid().to_string(),
-        resource_version: object.meta().resource_version.clone().unwrap_or_default(),
+        resource_version: object
+            .meta()
+            .resource_version
+            .as_deref()
+            .unwrap_or_default()
+            .to_string(),
         change: change_name(c.change),
         event_type: event_type(object.kind(), c.change),
         phase_before: c

@@ -73,13 +73,25 @@ pub struct VmiSpec {
     pub domain: Domain,
 }
 
+/// `spec.template.metadata` of a VM: the labels and annotations its VMIs get (a whole
+/// `ObjectMeta`, name and uid and times that a template leaves empty, took 144 bytes in every VM).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct TemplateMeta {
+    /// Labels.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub labels: Option<Pairs>,
+    /// Annotations.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub annotations: Option<Pairs>,
+}
+
 /// `spec.template` of a VM.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct VmiTemplate {
     /// Labels the VMI gets.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub metadata: Option<ObjectMeta>,
+    pub metadata: Option<TemplateMeta>,
     /// The VMI spec.
     #[serde(default)]
     pub spec: VmiSpec,
@@ -125,9 +137,9 @@ pub struct VirtualMachine {
     /// Desired state.
     #[serde(default)]
     pub spec: VirtualMachineSpec,
-    /// Observed state.
+    /// Observed state (not boxed: 24 bytes, where a box took 8 and an allocation of 24).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub status: Option<Box<VirtualMachineStatus>>,
+    pub status: Option<VirtualMachineStatus>,
 }
 
 /// One network interface of a running VMI.
@@ -170,9 +182,9 @@ pub struct VirtualMachineInstance {
     /// The virtual hardware.
     #[serde(default)]
     pub spec: VmiSpec,
-    /// Observed state.
+    /// Observed state (not boxed: nearly every VMI has one).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub status: Option<Box<VmiStatus>>,
+    pub status: Option<VmiStatus>,
 }
 
 /// A core Node (with `status.images` dropped at ingest: it is large and unused): the fields of
@@ -191,6 +203,15 @@ pub struct Node {
     /// Observed state.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<k8s_openapi::api::core::v1::NodeStatus>,
+}
+
+/// The cluster a VM's or VMI's name, or its source Machine's, suggests when no label says which:
+/// the name before a last word starting with `ctp` or `wrk` (`c1-ctp0` is of `c1`), as the old
+/// status page guessed. May be wrong.
+pub fn guessed_cluster(name: &str) -> Option<&str> {
+    let (prefix, last) = name.rsplit_once('-')?;
+    ((last.starts_with("ctp") || last.starts_with("wrk")) && last.len() >= 4 && !prefix.is_empty())
+        .then_some(prefix)
 }
 
 /// The node a VMI is placed on.

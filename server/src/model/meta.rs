@@ -17,6 +17,7 @@ use serde::ser::SerializeMap;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 pub use super::pairs::Pairs;
+use super::text::Str;
 
 /// An object's metadata (Kubernetes' `ObjectMeta`, less `managedFields`). The fields most
 /// objects leave out (deletion, finalizers, owners, generateName, selfLink) are kept in one box,
@@ -32,13 +33,13 @@ pub struct ObjectMeta {
     /// `metadata.labels`.
     pub labels: Option<Pairs>,
     /// `metadata.name`.
-    pub name: Option<String>,
+    pub name: Option<Str>,
     /// `metadata.namespace`.
-    pub namespace: Option<String>,
+    pub namespace: Option<Str>,
     /// `metadata.resourceVersion`.
-    pub resource_version: Option<String>,
+    pub resource_version: Option<Str>,
     /// `metadata.uid`.
-    pub uid: Option<String>,
+    pub uid: Option<Str>,
     /// The rest, when any of it is set (see [`ObjectMeta::rare`]).
     rare: Option<Box<RareMeta>>,
 }
@@ -102,17 +103,17 @@ struct Wire {
     #[serde(default)]
     labels: Option<Pairs>,
     #[serde(default)]
-    name: Option<String>,
+    name: Option<Str>,
     #[serde(default)]
-    namespace: Option<String>,
+    namespace: Option<Str>,
     #[serde(default)]
     owner_references: Option<Vec<OwnerReference>>,
     #[serde(default)]
-    resource_version: Option<String>,
+    resource_version: Option<Str>,
     #[serde(default)]
     self_link: Option<String>,
     #[serde(default)]
-    uid: Option<String>,
+    uid: Option<Str>,
 }
 
 impl<'de> Deserialize<'de> for ObjectMeta {

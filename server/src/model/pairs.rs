@@ -10,8 +10,10 @@
 //! It reads and writes the JSON of a map: keys in order, one value per key (a later duplicate in
 //! the JSON wins, as in a map).
 
+use std::borrow::Borrow;
 use std::collections::{BTreeMap, HashSet};
 use std::fmt;
+use std::hash::{Hash, Hasher};
 use std::marker::PhantomData;
 use std::sync::{Arc, LazyLock};
 
@@ -20,31 +22,46 @@ use serde::de::{MapAccess, Visitor};
 use serde::ser::SerializeMap;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+use super::text::Str;
+
 /// Entries sorted by key, one per key, keys interned; string values unless `V` says otherwise.
 #[derive(Clone, PartialEq, Eq)]
-pub struct Pairs<V = Box<str>>(Box<[(Key, V)]>);
+pub struct Pairs<V = Str>(Box<[(Key, V)]>);
 
-/// An interned key.
+/// An interned key: a thin pointer (8 bytes, where an `Arc<str>` took 16 in every entry) to the
+/// one copy of its text.
 #[derive(Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub struct Key(Arc<str>);
+pub struct Key(Arc<Box<str>>);
+
+impl Hash for Key {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.as_str().hash(state)
+    }
+}
+
+impl Borrow<str> for Key {
+    fn borrow(&self) -> &str {
+        self.as_str()
+    }
+}
 
 /// At most this many distinct keys are interned (a label key is at most 317 characters); keys past
 /// it are kept each on its own, so hostile input cannot grow the table without bound.
 const INTERNED_KEYS: usize = 16_384;
 
-static KEYS: LazyLock<Mutex<HashSet<Arc<str>>>> = LazyLock::new(Default::default);
+static KEYS: LazyLock<Mutex<HashSet<Key>>> = LazyLock::new(Default::default);
 
 impl Key {
     fn new(k: &str) -> Key {
         let mut keys = KEYS.lock();
         if let Some(found) = keys.get(k) {
-            return Key(found.clone());
+            return found.clone();
         }
-        let key: Arc<str> = Arc::from(k);
+        let key = Key(Arc::new(k.into()));
         if keys.len() < INTERNED_KEYS {
             keys.insert(key.clone());
         }
-        Key(key)
+        key
     }
 
     /// The key's text.
@@ -223,6 +240,11 @@ mod tests {
         assert_eq!(p.iter().collect::<Vec<_>>(), [("aA", "x"), ("k", "2")]);
         let q: Pairs = [("k", "other")].into_iter().collect();
         assert!(Arc::ptr_eq(&p.0[1].0.0, &q.0[0].0.0), "one key, one string");
+        assert_eq!(
+            std::mem::size_of::<(Key, Str)>(),
+            24,
+            "a shared key takes 8 bytes"
+        );
         let mut r = q.clone();
         r.insert("a", "1");
         r.insert("k", "3");

@@ -147,7 +147,7 @@ mod tests {
     }
 
     fn names(m: &Members) -> Vec<String> {
-        m.iter().map(|k| k.name.clone()).collect()
+        m.iter().map(|k| k.name.to_string()).collect()
     }
 
     #[test]

@@ -10,6 +10,7 @@ mod past;
 pub mod reads;
 pub mod scope;
 pub mod search;
+mod search_fields;
 pub mod search_page;
 mod snapshot;
 
@@ -26,7 +27,7 @@ pub use loading::Loading;
 pub use scope::{Grants, KindGrants, Namespaces, Scope, ScopedStore};
 pub use snapshot::{DerivedState, Deriver, Snapshot};
 
-use crate::model::{Datacenter, Kind, Resource};
+use crate::model::{Datacenter, Kind, Resource, Str};
 
 /// Identity of an object: kind, datacenter, namespace (empty when cluster-scoped) and name.
 /// Ordered in that order: a kind is one range, a namespace of one datacenter another.
@@ -46,9 +47,9 @@ pub struct KeyParts {
     /// The datacenter it was read from.
     pub datacenter: Datacenter,
     /// Namespace, empty for cluster-scoped kinds.
-    pub namespace: String,
+    pub namespace: Str,
     /// `metadata.name`.
-    pub name: String,
+    pub name: Str,
 }
 
 impl std::ops::Deref for ObjectKey {
@@ -71,8 +72,8 @@ impl ObjectKey {
         ObjectKey(Arc::new(KeyParts {
             kind,
             datacenter: datacenter.clone(),
-            namespace: namespace.to_string(),
-            name: name.to_string(),
+            namespace: namespace.into(),
+            name: name.into(),
         }))
     }
 
@@ -532,7 +533,7 @@ fn stamp(r: &mut Resource, previous: Option<&Resource>, seq: u64) {
         meta.generation = Some(meta.generation.unwrap_or(1));
     }
     if meta.uid.is_none() {
-        meta.uid = Some(uuid::Uuid::new_v4().to_string());
+        meta.uid = Some(uuid::Uuid::new_v4().to_string().into());
     }
     if meta.creation_timestamp.is_none() {
         // Whole seconds, as the API server stores it (and as it reads back after a restart).
@@ -541,7 +542,7 @@ fn stamp(r: &mut Resource, previous: Option<&Resource>, seq: u64) {
             jiff::Timestamp::from_second(now).unwrap_or_else(|_| jiff::Timestamp::now()),
         ));
     }
-    meta.resource_version = Some(seq.to_string());
+    meta.resource_version = Some(seq.to_string().into());
 }
 
 fn spec_differs(a: &Resource, b: &Resource) -> bool {

@@ -336,7 +336,7 @@ async fn import_command_stores_what_the_server_then_serves(db: &TestDb) {
     let stored_clusters: Vec<(String, String)> = stored
         .iter()
         .filter(|(k, _)| k.kind == Kind::KubernetesCluster)
-        .map(|(k, uid)| (k.name.clone(), uid.clone()))
+        .map(|(k, uid)| (k.name.to_string(), uid.clone()))
         .collect();
     assert!(!served.is_empty());
     let mut served_sorted = served.clone();
@@ -568,7 +568,7 @@ async fn an_object_deleted_while_the_database_was_away_stays_deleted(db: &TestDb
         .stored(db)
         .await
         .into_iter()
-        .map(|(k, _)| k.name.clone())
+        .map(|(k, _)| k.name.to_string())
         .collect();
     assert_eq!(names, ["kept"]);
 }

@@ -28,8 +28,13 @@ impl ClusterRefs {
     fn of(kc: &crate::model::KubernetesCluster) -> Self {
         ClusterRefs {
             datacenter: kc.datacenter.clone(),
-            namespace: kc.metadata.namespace.clone().unwrap_or_default(),
-            name: kc.metadata.name.clone().unwrap_or_default(),
+            namespace: kc
+                .metadata
+                .namespace
+                .as_deref()
+                .unwrap_or_default()
+                .to_string(),
+            name: kc.metadata.name.as_deref().unwrap_or_default().to_string(),
             cluster_id: kc.spec.data.cluster_id.to_string(),
             network_namespace: kc.spec.data.network_namespace_name.to_string(),
         }

@@ -242,8 +242,8 @@ fn blocker(b: pipeline::Blocker) -> Blocker {
     Blocker {
         stage: b.stage,
         kind: b.key.kind.name().to_string(),
-        namespace: Some(b.key.namespace.clone()).filter(|n| !n.is_empty()),
-        name: b.key.name.clone(),
+        namespace: Some(b.key.namespace.to_string()).filter(|n| !n.is_empty()),
+        name: b.key.name.to_string(),
         reason: b.reason,
         terminal: b.terminal,
         object: b.object,

@@ -394,7 +394,7 @@ macro_rules! node_type {
 
             /// `metadata.resourceVersion`.
             pub async fn resource_version(&self, _ctx: &async_graphql::Context<'_>) -> async_graphql::Result<Option<String>> {
-                Ok(self.0.meta().resource_version.clone())
+                Ok(self.0.meta().resource_version.as_deref().map(str::to_string))
             }
 
             /// `metadata.creationTimestamp` (RFC 3339).

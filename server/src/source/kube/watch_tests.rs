@@ -5,7 +5,7 @@ fn machine(name: &str, class: &str) -> Resource {
     let mut m = Machine::default();
     m.metadata.name = Some(name.into());
     m.metadata.namespace = Some("team-a".into());
-    m.metadata.resource_version = Some(format!("{name}-{class}"));
+    m.metadata.resource_version = Some(format!("{name}-{class}").into());
     m.spec = MachineSpec {
         provider: "kubevirt".into(),
         machine_class: Some(class.into()),
@@ -66,7 +66,7 @@ async fn a_relist_keeps_the_stored_copy_of_what_did_not_change() {
     assert!(Arc::ptr_eq(&held(&store, "m0").expect("m0"), &m0));
     assert_eq!(
         held(&store, "m1").and_then(|r| r.meta().resource_version.clone()),
-        Some("m1-large".to_string())
+        Some("m1-large".into())
     );
     assert!(held(&store, "m2").is_none(), "not listed: deleted");
     assert!(held(&store, "m3").is_some());
@@ -84,6 +84,6 @@ async fn a_relist_restores_an_unchanged_object_replaced_meanwhile() {
     relist(&store, listed).await;
     assert_eq!(
         held(&store, "m0").and_then(|r| r.meta().resource_version.clone()),
-        Some("m0-small".to_string())
+        Some("m0-small".into())
     );
 }

@@ -228,7 +228,7 @@ impl Changer {
             let uid = result
                 .as_ref()
                 .ok()
-                .and_then(|w| w.object.meta().uid.as_deref().map(str::to_string));
+                .and_then(|w| w.object.meta().uid.as_ref().map(|u| u.to_string()));
             events.publish(
                 key,
                 version,

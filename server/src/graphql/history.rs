@@ -284,7 +284,7 @@ pub async fn object_time_to(
     r: &crate::model::Resource,
     phase: &str,
 ) -> async_graphql::Result<Option<f64>> {
-    let events = phase_events(ctx, r.uid()).await?;
+    let events = phase_events(ctx, &r.uid()).await?;
     let created = r.created().map(|t| t.as_millisecond());
     Ok(time_to(&events, created, phase))
 }

@@ -18,6 +18,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 pub use super::pairs::Pairs;
 use super::text::Str;
+use super::uid::Uid;
 
 /// An object's metadata (Kubernetes' `ObjectMeta`, less `managedFields`). The fields most
 /// objects leave out (deletion, finalizers, owners, generateName, selfLink) are kept in one box,
@@ -39,7 +40,7 @@ pub struct ObjectMeta {
     /// `metadata.resourceVersion`.
     pub resource_version: Option<Str>,
     /// `metadata.uid`.
-    pub uid: Option<Str>,
+    pub uid: Option<Uid>,
     /// The rest, when any of it is set (see [`ObjectMeta::rare`]).
     rare: Option<Box<RareMeta>>,
 }
@@ -113,7 +114,7 @@ struct Wire {
     #[serde(default)]
     self_link: Option<String>,
     #[serde(default)]
-    uid: Option<Str>,
+    uid: Option<Uid>,
 }
 
 impl<'de> Deserialize<'de> for ObjectMeta {

@@ -14,6 +14,7 @@ pub mod redact;
 pub mod secret_name;
 pub mod status_page;
 pub mod text;
+pub mod uid;
 pub mod validation;
 pub mod vocab;
 
@@ -27,6 +28,7 @@ pub use vocab::*;
 pub use meta::ObjectMeta;
 pub use pairs::Pairs;
 pub use text::{Str, to_strings};
+pub use uid::{Uid, UidText};
 
 use serde_json::Value;
 
@@ -198,9 +200,12 @@ impl Resource {
         self.meta().namespace.as_deref().unwrap_or_default()
     }
 
-    /// `metadata.uid`.
-    pub fn uid(&self) -> &str {
-        self.meta().uid.as_deref().unwrap_or_default()
+    /// `metadata.uid` (empty when it has none).
+    pub fn uid(&self) -> UidText<'_> {
+        self.meta()
+            .uid
+            .as_ref()
+            .map_or(UidText::Kept(""), Uid::text)
     }
 
     /// A label value.

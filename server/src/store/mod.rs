@@ -533,7 +533,7 @@ fn stamp(r: &mut Resource, previous: Option<&Resource>, seq: u64) {
         meta.generation = Some(meta.generation.unwrap_or(1));
     }
     if meta.uid.is_none() {
-        meta.uid = Some(uuid::Uuid::new_v4().to_string().into());
+        meta.uid = Some(crate::model::Uid::random());
     }
     if meta.creation_timestamp.is_none() {
         // Whole seconds, as the API server stores it (and as it reads back after a restart).

@@ -435,7 +435,7 @@ impl Snapshot {
                     index.entry(entry).or_default().push(key.clone());
                 }
                 if !r.uid().is_empty() {
-                    uids.entry(uid_key(r.uid())).or_default().push(key.clone());
+                    uids.entry(uid_key(&r.uid())).or_default().push(key.clone());
                 }
             }
             let members = |mut keys: Vec<ObjectKey>| {
@@ -476,8 +476,8 @@ impl Snapshot {
                     self.add_entries(&key, object.datacenter(), after);
                 }
                 if previous.uid() != object.uid() {
-                    self.drop_uid(&key, previous.uid());
-                    self.add_uid(&key, object.uid());
+                    self.drop_uid(&key, &previous.uid());
+                    self.add_uid(&key, &object.uid());
                 }
                 if let Some(search) = &mut self.search {
                     search.change(&key, &previous, &object);
@@ -486,7 +486,7 @@ impl Snapshot {
             None => {
                 *self.datacenters.entry(key.datacenter.clone()).or_default() += 1;
                 self.add_entries(&key, object.datacenter(), index_entries(&object));
-                self.add_uid(&key, object.uid());
+                self.add_uid(&key, &object.uid());
                 if let Some(search) = &mut self.search {
                     search.add(&key, &object);
                 }
@@ -512,7 +512,7 @@ impl Snapshot {
 
     fn unindex(&mut self, key: &ObjectKey, r: &Resource) {
         self.drop_entries(key, r.datacenter(), index_entries(r));
-        self.drop_uid(key, r.uid());
+        self.drop_uid(key, &r.uid());
         if let Some(search) = &mut self.search {
             search.remove(key, r);
         }

@@ -636,7 +636,7 @@ async fn merged_objects_never_reuse_a_resource_version(db: &TestDb) {
         .await
         .expect("history");
     d.close().await;
-    let rows = rows.get(merged.uid()).cloned().unwrap_or_default();
+    let rows = rows.get(&*merged.uid()).cloned().unwrap_or_default();
     let phases: Vec<Option<&str>> = rows
         .iter()
         .rev()

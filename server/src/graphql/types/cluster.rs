@@ -275,11 +275,11 @@ node_type! {
     ClusterObj, "KubernetesCluster", KubernetesCluster; {
         /// Its newest events, newest first (from the event log; `first` up to MAX_PAGE_SIZE).
         async fn history(&self, ctx: &Context<'_>, #[graphql(default = 20)] first: i32) -> async_graphql::Result<Vec<crate::graphql::history::HistoryEvent>> {
-            crate::graphql::history::object_history(ctx, self.0.uid(), first).await
+            crate::graphql::history::object_history(ctx, &self.0.uid(), first).await
         }
         /// The phases it went through, from the event log.
         async fn phase_timeline(&self, ctx: &Context<'_>) -> async_graphql::Result<Vec<crate::graphql::history::PhaseSpan>> {
-            crate::graphql::history::object_timeline(ctx, self.0.uid()).await
+            crate::graphql::history::object_timeline(ctx, &self.0.uid()).await
         }
         /// Seconds from creation until it first became `Ready` (null while it never has).
         async fn time_to_ready_seconds(&self, ctx: &Context<'_>) -> async_graphql::Result<Option<f64>> {

@@ -72,15 +72,16 @@ pub async fn connection_of<'a, T: async_graphql::OutputType + ShowsObject>(
     // Items of another kind are dropped first so that totalCount and the pages agree.
     let items = items.filter(|r| T::shows(r) && filter.as_ref().is_none_or(|f| f.matches(r)));
     let conn = paging::paginate(items, sort, page, max, |r| wrap(r).map(Memo))?;
-    let uids: Vec<&str> = conn
+    let uids: Vec<crate::model::UidText<'_>> = conn
         .edges
         .iter()
-        .map(|e| match &e.cursor {
-            Cursor::Item(_, r) => r.uid(),
-            Cursor::Decoded { .. } => "",
+        .filter_map(|e| match &e.cursor {
+            Cursor::Item(_, r) => Some(r.uid()),
+            Cursor::Decoded { .. } => None,
         })
         .filter(|u| !u.is_empty())
         .collect();
+    let uids: Vec<&str> = uids.iter().map(|u| &**u).collect();
     crate::graphql::loaders::prefetch(ctx, &uids).await;
     Ok(conn)
 }

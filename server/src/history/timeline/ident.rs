@@ -31,7 +31,7 @@ impl Ident {
             r.version(),
             r.namespace(),
             r.name(),
-            r.uid(),
+            &r.uid(),
         ])
     }
 

@@ -5,8 +5,8 @@
 //! String>`, and a B-tree's first leaf takes room for eleven entries (about 540 bytes) however few
 //! it holds, each key a string of its own. A Machine carries four labels and two annotations whose
 //! keys are the same dozen in every object: in the store its metadata took 1,260 bytes, as much as
-//! its whole JSON (`cargo bench --bench fleet_memory`, BENCHMARKS.md). Here a label is 32 bytes and
-//! its value's text; the key is shared.
+//! its whole JSON (`cargo bench --bench fleet_memory`, BENCHMARKS.md). Here a label is 24 bytes,
+//! with its value inline when it has 15 bytes or fewer; the key is shared.
 //!
 //! It reads and writes the same JSON as `ObjectMeta` (the fields in the same order, absent ones
 //! left out, labels and annotations in key order), but for `managedFields`, which the store never

@@ -9,9 +9,9 @@
 //! Most strings that are present are short (a phase, an IP address, a quantity, a label's value,
 //! a namespace): `byteyarn`'s `Yarn` keeps up to 15 bytes in its own 16 and only longer ones on
 //! the heap, so a short string costs no allocation (each was one of the ~39 a synced object made,
-//! and the allocator's pages between them were half of the server's memory; BENCHMARKS.md). A
-//! crate rather than our own: a 16-byte string with an inline form and a niche for `Option`
-//! needs unsafe code, which this workspace forbids.
+//! and the allocator's partly used pages between them about 40 % of the server's memory;
+//! BENCHMARKS.md). A crate rather than our own: a 16-byte string with an inline form and a niche
+//! for `Option` needs unsafe code, which this workspace forbids.
 //!
 //! A type of our own around it so that it compares with `&str` and `String` and reads as
 //! `as_str()`, like the `String` it replaced, in the code that reads the model.

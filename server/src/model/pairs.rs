@@ -22,7 +22,7 @@ use serde::de::{MapAccess, Visitor};
 use serde::ser::SerializeMap;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use super::text::Str;
+use super::text::{Str, deserialize_text};
 
 /// Entries sorted by key, one per key, keys interned; string values unless `V` says otherwise.
 #[derive(Clone, PartialEq, Eq)]
@@ -175,19 +175,7 @@ impl<K: AsRef<str>, V: AsRef<str>, const N: usize> From<[(K, V); N]> for Pairs {
 impl<'de> Deserialize<'de> for Key {
     /// From the text as the parser holds it: a key already interned allocates nothing.
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct KeyVisitor;
-        impl Visitor<'_> for KeyVisitor {
-            type Value = Key;
-
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a string")
-            }
-
-            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Key, E> {
-                Ok(Key::new(v))
-            }
-        }
-        deserializer.deserialize_str(KeyVisitor)
+        deserialize_text(deserializer, |text| Key::new(&text))
     }
 }
 

@@ -16,7 +16,7 @@
 //! A type of our own around it so that it compares with `&str` and `String` and reads as
 //! `as_str()`, like the `String` it replaced, in the code that reads the model.
 
-use std::borrow::Borrow;
+use std::borrow::{Borrow, Cow};
 use std::fmt;
 use std::hash::{Hash, Hasher};
 use std::ops::Deref;
@@ -157,24 +157,40 @@ impl Serialize for Str {
 impl<'de> Deserialize<'de> for Str {
     /// From the text as the parser holds it: a short one is copied inline, allocating nothing.
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct StrVisitor;
-        impl Visitor<'_> for StrVisitor {
-            type Value = Str;
-
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a string")
-            }
-
-            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Str, E> {
-                Ok(Str::from(v))
-            }
-
-            fn visit_string<E: serde::de::Error>(self, v: String) -> Result<Str, E> {
-                Ok(Str::from(v))
-            }
-        }
-        d.deserialize_str(StrVisitor)
+        deserialize_text(d, |text| match text {
+            Cow::Borrowed(s) => Str::from(s),
+            Cow::Owned(s) => Str::from(s),
+        })
     }
+}
+
+/// A JSON string made into a `T` by `make` from the text as the parser holds it: borrowed where it
+/// can be, owned where the parser already made a `String` (serde's own `String` and `Cow<str>`
+/// copy every value first). The model's strings, the pairs' interned keys and uids read this way.
+pub(super) fn deserialize_text<'de, D, T>(
+    d: D,
+    make: impl for<'a> FnOnce(Cow<'a, str>) -> T,
+) -> Result<T, D::Error>
+where
+    D: Deserializer<'de>,
+{
+    struct TextVisitor<F>(F);
+    impl<T, F: for<'a> FnOnce(Cow<'a, str>) -> T> Visitor<'_> for TextVisitor<F> {
+        type Value = T;
+
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("a string")
+        }
+
+        fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<T, E> {
+            Ok((self.0)(Cow::Borrowed(v)))
+        }
+
+        fn visit_string<E: serde::de::Error>(self, v: String) -> Result<T, E> {
+            Ok((self.0)(Cow::Owned(v)))
+        }
+    }
+    d.deserialize_str(TextVisitor(make))
 }
 
 /// A list of the model's strings as owned strings, for an answer.

@@ -5,10 +5,9 @@
 use std::fmt;
 use std::ops::Deref;
 
-use serde::de::Visitor;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use super::text::Str;
+use super::text::{Str, deserialize_text};
 
 /// An object's `metadata.uid`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -127,19 +126,7 @@ impl Serialize for Uid {
 
 impl<'de> Deserialize<'de> for Uid {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct UidVisitor;
-        impl Visitor<'_> for UidVisitor {
-            type Value = Uid;
-
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a string")
-            }
-
-            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Uid, E> {
-                Ok(Uid::new(v))
-            }
-        }
-        d.deserialize_str(UidVisitor)
+        deserialize_text(d, |text| Uid::new(&text))
     }
 }
 

@@ -40,29 +40,30 @@ pub fn effective(m: &Machine, class: Option<&MachineClass>) -> Resources {
     let class_cpu = class.map(|c| &c.spec.cpu);
     let cpu = m.spec.cpu.as_ref();
     let cores = cpu
-        .and_then(|c| c.cores)
+        .and_then(|c| c.cores.get())
         .or(class_cpu.map(|c| c.cores))
         .unwrap_or(1);
     let sockets = cpu
-        .and_then(|c| c.sockets)
-        .or(class_cpu.and_then(|c| c.sockets))
+        .and_then(|c| c.sockets.get())
+        .or(class_cpu.and_then(|c| c.sockets.get()))
         .unwrap_or(1);
     let threads = cpu
-        .and_then(|c| c.threads_per_core)
-        .or(class_cpu.and_then(|c| c.threads))
+        .and_then(|c| c.threads_per_core.get())
+        .or(class_cpu.and_then(|c| c.threads.get()))
         .unwrap_or(1);
     Resources {
         vcpus: vcpus(cores, sockets, threads),
         memory_bytes: m
             .spec
             .memory
+            .get()
             .or_else(|| class.and_then(|c| c.spec.memory.quantity.bytes())),
         disk_gb: m
             .spec
             .disks
             .iter()
             .flatten()
-            .filter_map(|d| d.size_gb)
+            .filter_map(|d| d.size_gb.get())
             .fold(0i64, i64::saturating_add),
     }
 }

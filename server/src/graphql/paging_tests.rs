@@ -19,8 +19,7 @@ fn machines() -> Vec<Arc<Resource>> {
                 } else {
                     t
                 };
-                m.metadata.creation_timestamp =
-                    Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(t));
+                m.metadata.creation_timestamp = t.into();
             }
             if i % 4 != 0 {
                 m.status = Some(Box::new(MachineStatus {
@@ -131,9 +130,7 @@ fn creation_times_sort_as_times() {
     let at = |text: &str, name: &str| {
         let mut m = Machine::default();
         m.metadata.name = Some(name.into());
-        m.metadata.creation_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
-            text.parse().expect("time"),
-        ));
+        m.metadata.creation_timestamp = text.parse::<jiff::Timestamp>().expect("time").into();
         Arc::new(Resource::Machine(Box::new(m)))
     };
     let items = [

@@ -2,6 +2,7 @@
 #![allow(clippy::all, missing_docs, unused_imports)]
 
 use super::meta::ObjectMeta;
+use super::packed::{OptInt, OptTime};
 use super::pairs::Pairs;
 use super::text::Str;
 use serde::{Deserialize, Serialize};
@@ -334,8 +335,8 @@ pub struct ControlPlaneVirtualSharedIpStatus {
     pub cluster_identifier: Option<Str>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub conditions: Option<Box<[Condition]>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub created: Option<Time>,
+    #[serde(default, skip_serializing_if = "OptTime::is_none")]
+    pub created: OptTime,
     #[serde(
         rename = "datacenterIdentifier",
         default,
@@ -363,9 +364,9 @@ pub struct ControlPlaneVirtualSharedIpStatus {
     #[serde(
         rename = "observedGeneration",
         default,
-        skip_serializing_if = "Option::is_none"
+        skip_serializing_if = "OptInt::is_none"
     )]
-    pub observed_generation: Option<i64>,
+    pub observed_generation: OptInt,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<NetworkPhase>,
     #[serde(
@@ -377,9 +378,9 @@ pub struct ControlPlaneVirtualSharedIpStatus {
     #[serde(
         rename = "retryCount",
         default,
-        skip_serializing_if = "Option::is_none"
+        skip_serializing_if = "OptInt::is_none"
     )]
-    pub retry_count: Option<i64>,
+    pub retry_count: OptInt,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<Str>,
     #[serde(
@@ -408,8 +409,8 @@ pub struct EtcdBackupSpecStorageLocation {
 pub struct EtcdBackupSpec {
     #[serde(rename = "clusterName", default)]
     pub cluster_name: Str,
-    #[serde(rename = "retention", default, skip_serializing_if = "Option::is_none")]
-    pub retention: Option<i64>,
+    #[serde(rename = "retention", default, skip_serializing_if = "OptInt::is_none")]
+    pub retention: OptInt,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub schedule: Option<Str>,
     #[serde(rename = "storageLocation", default)]
@@ -422,9 +423,9 @@ pub struct EtcdBackupStatus {
     #[serde(
         rename = "backupCount",
         default,
-        skip_serializing_if = "Option::is_none"
+        skip_serializing_if = "OptInt::is_none"
     )]
-    pub backup_count: Option<i64>,
+    pub backup_count: OptInt,
     #[serde(
         rename = "backupSize",
         default,
@@ -436,17 +437,17 @@ pub struct EtcdBackupStatus {
     #[serde(
         rename = "lastBackupTime",
         default,
-        skip_serializing_if = "Option::is_none"
+        skip_serializing_if = "OptTime::is_none"
     )]
-    pub last_backup_time: Option<Time>,
+    pub last_backup_time: OptTime,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<Str>,
     #[serde(
         rename = "nextBackupTime",
         default,
-        skip_serializing_if = "Option::is_none"
+        skip_serializing_if = "OptTime::is_none"
     )]
-    pub next_backup_time: Option<Time>,
+    pub next_backup_time: OptTime,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<ProviderPhase>,
 }
@@ -907,8 +908,8 @@ pub struct KubernetesClusterStatus {
     pub phase: ClusterPhase,
     #[serde(default)]
     pub state: KubernetesClusterStatusState,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub workers: Option<i64>,
+    #[serde(default, skip_serializing_if = "OptInt::is_none")]
+    pub workers: OptInt,
 }
 
 /// `KubernetesProvider` `spec.addons.additional[]` (generated from the CRD schema).
@@ -1155,9 +1156,9 @@ pub struct KubernetesProviderSpecBackup {
     #[serde(
         rename = "retentionDays",
         default,
-        skip_serializing_if = "Option::is_none"
+        skip_serializing_if = "OptInt::is_none"
     )]
-    pub retention_days: Option<i64>,
+    pub retention_days: OptInt,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub schedule: Option<Str>,
     #[serde(
@@ -1180,9 +1181,9 @@ pub struct KubernetesProviderSpecClusterApiServer {
     #[serde(
         rename = "auditLogRetentionDays",
         default,
-        skip_serializing_if = "Option::is_none"
+        skip_serializing_if = "OptInt::is_none"
     )]
-    pub audit_log_retention_days: Option<i64>,
+    pub audit_log_retention_days: OptInt,
     #[serde(
         rename = "auditLogging",
         default,
@@ -1209,17 +1210,17 @@ pub struct KubernetesProviderSpecClusterControlPlane {
     #[serde(
         rename = "diskSizeGB",
         default,
-        skip_serializing_if = "Option::is_none"
+        skip_serializing_if = "OptInt::is_none"
     )]
-    pub disk_size_gb: Option<i64>,
+    pub disk_size_gb: OptInt,
     #[serde(
         rename = "machineClass",
         default,
         skip_serializing_if = "Option::is_none"
     )]
     pub machine_class: Option<Str>,
-    #[serde(rename = "replicas", default, skip_serializing_if = "Option::is_none")]
-    pub replicas: Option<i64>,
+    #[serde(rename = "replicas", default, skip_serializing_if = "OptInt::is_none")]
+    pub replicas: OptInt,
 }
 
 /// `KubernetesProvider` `spec.cluster.dns` (generated from the CRD schema).
@@ -1249,9 +1250,9 @@ pub struct KubernetesProviderSpecClusterEtcd {
     #[serde(
         rename = "backupRetentionDays",
         default,
-        skip_serializing_if = "Option::is_none"
+        skip_serializing_if = "OptInt::is_none"
     )]
-    pub backup_retention_days: Option<i64>,
+    pub backup_retention_days: OptInt,
     #[serde(
         rename = "backupSchedule",
         default,
@@ -1396,8 +1397,8 @@ pub struct KubernetesProviderSpecNodePoolsAutoScaling {
 pub struct KubernetesProviderSpecNodePoolsNodeConfigDisk {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub encrypted: Option<bool>,
-    #[serde(rename = "sizeGB", default, skip_serializing_if = "Option::is_none")]
-    pub size_gb: Option<i64>,
+    #[serde(rename = "sizeGB", default, skip_serializing_if = "OptInt::is_none")]
+    pub size_gb: OptInt,
     #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
     pub r#type: Option<Str>,
 }
@@ -1407,8 +1408,8 @@ pub struct KubernetesProviderSpecNodePoolsNodeConfigDisk {
 pub struct KubernetesProviderSpecNodePoolsNodeConfigKubelet {
     #[serde(rename = "extraArgs", default, skip_serializing_if = "Option::is_none")]
     pub extra_args: Option<Pairs>,
-    #[serde(rename = "maxPods", default, skip_serializing_if = "Option::is_none")]
-    pub max_pods: Option<i64>,
+    #[serde(rename = "maxPods", default, skip_serializing_if = "OptInt::is_none")]
+    pub max_pods: OptInt,
 }
 
 /// `KubernetesProvider` `spec.nodePools[].nodeConfig.network` (generated from the CRD schema).
@@ -1535,9 +1536,9 @@ pub struct KubernetesProviderSpecObservabilityLogging {
     #[serde(
         rename = "retentionDays",
         default,
-        skip_serializing_if = "Option::is_none"
+        skip_serializing_if = "OptInt::is_none"
     )]
-    pub retention_days: Option<i64>,
+    pub retention_days: OptInt,
 }
 
 /// `KubernetesProvider` `spec.observability.metrics` (generated from the CRD schema).
@@ -1552,9 +1553,9 @@ pub struct KubernetesProviderSpecObservabilityMetrics {
     #[serde(
         rename = "retentionDays",
         default,
-        skip_serializing_if = "Option::is_none"
+        skip_serializing_if = "OptInt::is_none"
     )]
-    pub retention_days: Option<i64>,
+    pub retention_days: OptInt,
 }
 
 /// `KubernetesProvider` `spec.observability.tracing` (generated from the CRD schema).
@@ -1692,9 +1693,9 @@ pub struct KubernetesProviderStatusAddons {
     #[serde(
         rename = "lastUpdated",
         default,
-        skip_serializing_if = "Option::is_none"
+        skip_serializing_if = "OptTime::is_none"
     )]
-    pub last_updated: Option<Time>,
+    pub last_updated: OptTime,
     #[serde(default)]
     pub name: Str,
     #[serde(default)]
@@ -1741,8 +1742,12 @@ pub struct KubernetesProviderStatusCluster {
         skip_serializing_if = "Option::is_none"
     )]
     pub certificate_authority_data: Option<Str>,
-    #[serde(rename = "createdAt", default, skip_serializing_if = "Option::is_none")]
-    pub created_at: Option<Time>,
+    #[serde(
+        rename = "createdAt",
+        default,
+        skip_serializing_if = "OptTime::is_none"
+    )]
+    pub created_at: OptTime,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub endpoint: Option<Str>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -1795,8 +1800,12 @@ pub struct KubernetesProviderStatusHealth {
     pub core_dns: Option<Str>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub etcd: Option<Str>,
-    #[serde(rename = "lastCheck", default, skip_serializing_if = "Option::is_none")]
-    pub last_check: Option<Time>,
+    #[serde(
+        rename = "lastCheck",
+        default,
+        skip_serializing_if = "OptTime::is_none"
+    )]
+    pub last_check: OptTime,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nodes: Option<Str>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -1819,9 +1828,9 @@ pub struct KubernetesProviderStatusNodePoolsAutoScaling {
     #[serde(
         rename = "lastScalingTime",
         default,
-        skip_serializing_if = "Option::is_none"
+        skip_serializing_if = "OptTime::is_none"
     )]
-    pub last_scaling_time: Option<Time>,
+    pub last_scaling_time: OptTime,
     #[serde(rename = "maxNodes", default)]
     pub max_nodes: i64,
     #[serde(rename = "minNodes", default)]
@@ -1846,9 +1855,9 @@ pub struct KubernetesProviderStatusNodePools {
     #[serde(
         rename = "lastUpdated",
         default,
-        skip_serializing_if = "Option::is_none"
+        skip_serializing_if = "OptTime::is_none"
     )]
-    pub last_updated: Option<Time>,
+    pub last_updated: OptTime,
     #[serde(rename = "machineClass", default)]
     pub machine_class: Str,
     #[serde(default)]
@@ -1871,9 +1880,9 @@ pub struct KubernetesProviderStatusSecurity {
     #[serde(
         rename = "lastSecurityScan",
         default,
-        skip_serializing_if = "Option::is_none"
+        skip_serializing_if = "OptTime::is_none"
     )]
-    pub last_security_scan: Option<Time>,
+    pub last_security_scan: OptTime,
     #[serde(
         rename = "networkPolicies",
         default,
@@ -1943,13 +1952,13 @@ pub struct KubernetesProviderStatus {
     #[serde(
         rename = "lastUpdated",
         default,
-        skip_serializing_if = "Option::is_none"
+        skip_serializing_if = "OptTime::is_none"
     )]
-    pub last_updated: Option<Time>,
+    pub last_updated: OptTime,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<Str>,
-    #[serde(rename = "nodeCount", default, skip_serializing_if = "Option::is_none")]
-    pub node_count: Option<i64>,
+    #[serde(rename = "nodeCount", default, skip_serializing_if = "OptInt::is_none")]
+    pub node_count: OptInt,
     #[serde(rename = "nodePools", default, skip_serializing_if = "Option::is_none")]
     pub node_pools: Option<Box<[KubernetesProviderStatusNodePools]>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -1957,9 +1966,9 @@ pub struct KubernetesProviderStatus {
     #[serde(
         rename = "readyNodeCount",
         default,
-        skip_serializing_if = "Option::is_none"
+        skip_serializing_if = "OptInt::is_none"
     )]
-    pub ready_node_count: Option<i64>,
+    pub ready_node_count: OptInt,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub security: Option<Box<KubernetesProviderStatusSecurity>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -1997,10 +2006,10 @@ pub struct KubevirtConfigStatus {
 pub struct MachineClassSpecCpu {
     #[serde(default)]
     pub cores: i64,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub sockets: Option<i64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub threads: Option<i64>,
+    #[serde(default, skip_serializing_if = "OptInt::is_none")]
+    pub sockets: OptInt,
+    #[serde(default, skip_serializing_if = "OptInt::is_none")]
+    pub threads: OptInt,
 }
 
 /// `MachineClass` `spec.gpu` (generated from the CRD schema).
@@ -2136,10 +2145,10 @@ pub struct MachineProviderSpecAuthentication {
 pub struct MachineProviderSpecCapabilitiesMachineClassesSpecCpu {
     #[serde(default)]
     pub cores: i64,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub sockets: Option<i64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub threads: Option<i64>,
+    #[serde(default, skip_serializing_if = "OptInt::is_none")]
+    pub sockets: OptInt,
+    #[serde(default, skip_serializing_if = "OptInt::is_none")]
+    pub threads: OptInt,
 }
 
 /// `MachineProvider` `spec.capabilities.machineClasses[].spec.gpu` (generated from the CRD schema).
@@ -2321,9 +2330,9 @@ pub struct MachineProviderSpecCapabilities {
     #[serde(
         rename = "maxMachines",
         default,
-        skip_serializing_if = "Option::is_none"
+        skip_serializing_if = "OptInt::is_none"
     )]
-    pub max_machines: Option<i64>,
+    pub max_machines: OptInt,
     #[serde(
         rename = "networkFeatures",
         default,
@@ -2367,14 +2376,14 @@ pub struct MachineProviderSpecCompute {
     pub gpu_support: Option<bool>,
     #[serde(rename = "gpuTypes", default, skip_serializing_if = "Option::is_none")]
     pub gpu_types: Option<Box<[Str]>>,
-    #[serde(rename = "maxCPUs", default, skip_serializing_if = "Option::is_none")]
-    pub max_cp_us: Option<i64>,
+    #[serde(rename = "maxCPUs", default, skip_serializing_if = "OptInt::is_none")]
+    pub max_cp_us: OptInt,
     #[serde(
         rename = "maxMemoryGB",
         default,
-        skip_serializing_if = "Option::is_none"
+        skip_serializing_if = "OptInt::is_none"
     )]
-    pub max_memory_gb: Option<i64>,
+    pub max_memory_gb: OptInt,
     #[serde(
         rename = "nestedVirtualization",
         default,
@@ -2397,15 +2406,15 @@ pub struct MachineProviderSpecEndpoint {
     #[serde(
         rename = "retryAttempts",
         default,
-        skip_serializing_if = "Option::is_none"
+        skip_serializing_if = "OptInt::is_none"
     )]
-    pub retry_attempts: Option<i64>,
+    pub retry_attempts: OptInt,
     #[serde(
         rename = "timeoutSeconds",
         default,
-        skip_serializing_if = "Option::is_none"
+        skip_serializing_if = "OptInt::is_none"
     )]
-    pub timeout_seconds: Option<i64>,
+    pub timeout_seconds: OptInt,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub url: Option<Str>,
 }
@@ -2516,9 +2525,9 @@ pub struct MachineProviderSpecStorage {
     #[serde(
         rename = "maxStorageGB",
         default,
-        skip_serializing_if = "Option::is_none"
+        skip_serializing_if = "OptInt::is_none"
     )]
-    pub max_storage_gb: Option<i64>,
+    pub max_storage_gb: OptInt,
     #[serde(
         rename = "storageClasses",
         default,
@@ -2568,9 +2577,9 @@ pub struct MachineProviderStatusAvailableResourcesImages {
     #[serde(
         rename = "creationDate",
         default,
-        skip_serializing_if = "Option::is_none"
+        skip_serializing_if = "OptTime::is_none"
     )]
-    pub creation_date: Option<Time>,
+    pub creation_date: OptTime,
     #[serde(default)]
     pub id: Str,
     #[serde(default)]
@@ -2591,21 +2600,21 @@ pub struct MachineProviderStatusAvailableResourcesLimits {
     #[serde(
         rename = "maxMachinesPerZone",
         default,
-        skip_serializing_if = "Option::is_none"
+        skip_serializing_if = "OptInt::is_none"
     )]
-    pub max_machines_per_zone: Option<i64>,
+    pub max_machines_per_zone: OptInt,
     #[serde(
         rename = "maxNetworkInterfaces",
         default,
-        skip_serializing_if = "Option::is_none"
+        skip_serializing_if = "OptInt::is_none"
     )]
-    pub max_network_interfaces: Option<i64>,
+    pub max_network_interfaces: OptInt,
     #[serde(
         rename = "maxStoragePerMachineGB",
         default,
-        skip_serializing_if = "Option::is_none"
+        skip_serializing_if = "OptInt::is_none"
     )]
-    pub max_storage_per_machine_gb: Option<i64>,
+    pub max_storage_per_machine_gb: OptInt,
     #[serde(
         rename = "rateLimits",
         default,
@@ -2648,14 +2657,18 @@ pub struct MachineProviderStatusHealth {
     pub api_connectivity: Option<Str>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub authentication: Option<Str>,
-    #[serde(rename = "lastCheck", default, skip_serializing_if = "Option::is_none")]
-    pub last_check: Option<Time>,
+    #[serde(
+        rename = "lastCheck",
+        default,
+        skip_serializing_if = "OptTime::is_none"
+    )]
+    pub last_check: OptTime,
     #[serde(
         rename = "responseTimeMs",
         default,
-        skip_serializing_if = "Option::is_none"
+        skip_serializing_if = "OptInt::is_none"
     )]
-    pub response_time_ms: Option<i64>,
+    pub response_time_ms: OptInt,
     #[serde(
         rename = "serviceAvailability",
         default,
@@ -2669,34 +2682,34 @@ pub struct MachineProviderStatusHealth {
 /// `MachineProvider` `status.quota` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct MachineProviderStatusQuota {
-    #[serde(rename = "cpuQuota", default, skip_serializing_if = "Option::is_none")]
-    pub cpu_quota: Option<i64>,
-    #[serde(rename = "cpuUsed", default, skip_serializing_if = "Option::is_none")]
-    pub cpu_used: Option<i64>,
+    #[serde(rename = "cpuQuota", default, skip_serializing_if = "OptInt::is_none")]
+    pub cpu_quota: OptInt,
+    #[serde(rename = "cpuUsed", default, skip_serializing_if = "OptInt::is_none")]
+    pub cpu_used: OptInt,
     #[serde(
         rename = "instanceQuota",
         default,
-        skip_serializing_if = "Option::is_none"
+        skip_serializing_if = "OptInt::is_none"
     )]
-    pub instance_quota: Option<i64>,
+    pub instance_quota: OptInt,
     #[serde(
         rename = "instanceUsed",
         default,
-        skip_serializing_if = "Option::is_none"
+        skip_serializing_if = "OptInt::is_none"
     )]
-    pub instance_used: Option<i64>,
+    pub instance_used: OptInt,
     #[serde(
         rename = "memoryQuotaGB",
         default,
-        skip_serializing_if = "Option::is_none"
+        skip_serializing_if = "OptInt::is_none"
     )]
-    pub memory_quota_gb: Option<i64>,
+    pub memory_quota_gb: OptInt,
     #[serde(
         rename = "memoryUsedGB",
         default,
-        skip_serializing_if = "Option::is_none"
+        skip_serializing_if = "OptInt::is_none"
     )]
-    pub memory_used_gb: Option<i64>,
+    pub memory_used_gb: OptInt,
     #[serde(
         rename = "networkQuota",
         default,
@@ -2712,15 +2725,15 @@ pub struct MachineProviderStatusQuota {
     #[serde(
         rename = "storageQuotaGB",
         default,
-        skip_serializing_if = "Option::is_none"
+        skip_serializing_if = "OptInt::is_none"
     )]
-    pub storage_quota_gb: Option<i64>,
+    pub storage_quota_gb: OptInt,
     #[serde(
         rename = "storageUsedGB",
         default,
-        skip_serializing_if = "Option::is_none"
+        skip_serializing_if = "OptInt::is_none"
     )]
-    pub storage_used_gb: Option<i64>,
+    pub storage_used_gb: OptInt,
 }
 
 /// `MachineProvider` `status` (generated from the CRD schema).
@@ -2729,9 +2742,9 @@ pub struct MachineProviderStatus {
     #[serde(
         rename = "activeMachines",
         default,
-        skip_serializing_if = "Option::is_none"
+        skip_serializing_if = "OptInt::is_none"
     )]
-    pub active_machines: Option<i64>,
+    pub active_machines: OptInt,
     #[serde(
         rename = "availableResources",
         default,
@@ -2745,9 +2758,9 @@ pub struct MachineProviderStatus {
     #[serde(
         rename = "lastVerified",
         default,
-        skip_serializing_if = "Option::is_none"
+        skip_serializing_if = "OptTime::is_none"
     )]
-    pub last_verified: Option<Time>,
+    pub last_verified: OptTime,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<Str>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -2770,9 +2783,9 @@ pub struct MachineSpecBackup {
     #[serde(
         rename = "retentionDays",
         default,
-        skip_serializing_if = "Option::is_none"
+        skip_serializing_if = "OptInt::is_none"
     )]
-    pub retention_days: Option<i64>,
+    pub retention_days: OptInt,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub schedule: Option<Str>,
 }
@@ -2867,16 +2880,16 @@ pub struct MachineSpecCloudInit {
 /// `Machine` `spec.cpu` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct MachineSpecCpu {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cores: Option<i64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub sockets: Option<i64>,
+    #[serde(default, skip_serializing_if = "OptInt::is_none")]
+    pub cores: OptInt,
+    #[serde(default, skip_serializing_if = "OptInt::is_none")]
+    pub sockets: OptInt,
     #[serde(
         rename = "threadsPerCore",
         default,
-        skip_serializing_if = "Option::is_none"
+        skip_serializing_if = "OptInt::is_none"
     )]
-    pub threads_per_core: Option<i64>,
+    pub threads_per_core: OptInt,
 }
 
 /// `Machine` `spec.disks[]` (generated from the CRD schema).
@@ -2888,14 +2901,14 @@ pub struct MachineSpecDisks {
     pub device: Option<Str>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub encrypted: Option<bool>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub iops: Option<i64>,
+    #[serde(default, skip_serializing_if = "OptInt::is_none")]
+    pub iops: OptInt,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<Str>,
-    #[serde(rename = "sizeGB", default, skip_serializing_if = "Option::is_none")]
-    pub size_gb: Option<i64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub throughput: Option<i64>,
+    #[serde(rename = "sizeGB", default, skip_serializing_if = "OptInt::is_none")]
+    pub size_gb: OptInt,
+    #[serde(default, skip_serializing_if = "OptInt::is_none")]
+    pub throughput: OptInt,
     #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
     pub r#type: Option<Str>,
 }
@@ -3022,8 +3035,8 @@ pub struct MachineSpec {
         skip_serializing_if = "Option::is_none"
     )]
     pub machine_type: Option<Str>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub memory: Option<i64>,
+    #[serde(default, skip_serializing_if = "OptInt::is_none")]
+    pub memory: OptInt,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub monitoring: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -3066,9 +3079,9 @@ pub struct MachineStatusDisks {
     #[serde(
         rename = "availableBytes",
         default,
-        skip_serializing_if = "Option::is_none"
+        skip_serializing_if = "OptInt::is_none"
     )]
-    pub available_bytes: Option<i64>,
+    pub available_bytes: OptInt,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub device: Option<Str>,
     #[serde(
@@ -3095,8 +3108,8 @@ pub struct MachineStatusDisks {
         skip_serializing_if = "Option::is_none"
     )]
     pub serial_number: Option<Str>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub size: Option<i64>,
+    #[serde(default, skip_serializing_if = "OptInt::is_none")]
+    pub size: OptInt,
     #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
     pub r#type: Option<Str>,
     #[serde(
@@ -3105,8 +3118,8 @@ pub struct MachineStatusDisks {
         skip_serializing_if = "Option::is_none"
     )]
     pub usage_percent: Option<Str>,
-    #[serde(rename = "usedBytes", default, skip_serializing_if = "Option::is_none")]
-    pub used_bytes: Option<i64>,
+    #[serde(rename = "usedBytes", default, skip_serializing_if = "OptInt::is_none")]
+    pub used_bytes: OptInt,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub uuid: Option<Str>,
     #[serde(
@@ -3138,8 +3151,8 @@ pub struct MachineStatusNetworkInterfaces {
         skip_serializing_if = "Option::is_none"
     )]
     pub mac_address: Option<Str>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub mtu: Option<i64>,
+    #[serde(default, skip_serializing_if = "OptInt::is_none")]
+    pub mtu: OptInt,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<Str>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -3153,18 +3166,18 @@ pub struct MachineStatusNetworkInterfaces {
 pub struct MachineStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub architecture: Option<Str>,
-    #[serde(rename = "bootTime", default, skip_serializing_if = "Option::is_none")]
-    pub boot_time: Option<Time>,
+    #[serde(rename = "bootTime", default, skip_serializing_if = "OptTime::is_none")]
+    pub boot_time: OptTime,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub conditions: Option<Box<[Condition]>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cpus: Option<i64>,
+    #[serde(default, skip_serializing_if = "OptInt::is_none")]
+    pub cpus: OptInt,
     #[serde(
         rename = "creationTime",
         default,
-        skip_serializing_if = "Option::is_none"
+        skip_serializing_if = "OptTime::is_none"
     )]
-    pub creation_time: Option<Time>,
+    pub creation_time: OptTime,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub disks: Option<Box<[MachineStatusDisks]>>,
     #[serde(
@@ -3202,13 +3215,13 @@ pub struct MachineStatus {
     #[serde(
         rename = "lastUpdated",
         default,
-        skip_serializing_if = "Option::is_none"
+        skip_serializing_if = "OptTime::is_none"
     )]
-    pub last_updated: Option<Time>,
+    pub last_updated: OptTime,
     #[serde(rename = "machineID", default, skip_serializing_if = "Option::is_none")]
     pub machine_id: Option<Str>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub memory: Option<i64>,
+    #[serde(default, skip_serializing_if = "OptInt::is_none")]
+    pub memory: OptInt,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<Str>,
     #[serde(
@@ -3265,9 +3278,9 @@ pub struct NetworkConfigurationSpecNetworkInterfaces {
     #[serde(
         rename = "allocationExpiry",
         default,
-        skip_serializing_if = "Option::is_none"
+        skip_serializing_if = "OptTime::is_none"
     )]
-    pub allocation_expiry: Option<Time>,
+    pub allocation_expiry: OptTime,
     #[serde(
         rename = "allocationMethod",
         default,
@@ -3383,9 +3396,9 @@ pub struct NetworkConfigurationStatusNetworkInterfaces {
     #[serde(
         rename = "allocationExpiry",
         default,
-        skip_serializing_if = "Option::is_none"
+        skip_serializing_if = "OptTime::is_none"
     )]
-    pub allocation_expiry: Option<Time>,
+    pub allocation_expiry: OptTime,
     #[serde(
         rename = "allocationMethod",
         default,
@@ -3459,8 +3472,8 @@ pub struct NetworkConfigurationStatusNetworkInterfaces {
 pub struct NetworkConfigurationStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub conditions: Option<Box<[Condition]>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub created: Option<Time>,
+    #[serde(default, skip_serializing_if = "OptTime::is_none")]
+    pub created: OptTime,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<Str>,
     #[serde(
@@ -3510,11 +3523,11 @@ pub struct NetworkNamespaceSpecIpAllocationStatic {
     #[serde(
         rename = "ttlSeconds",
         default,
-        skip_serializing_if = "Option::is_none"
+        skip_serializing_if = "OptInt::is_none"
     )]
-    pub ttl_seconds: Option<i64>,
-    #[serde(rename = "vlanId", default, skip_serializing_if = "Option::is_none")]
-    pub vlan_id: Option<i64>,
+    pub ttl_seconds: OptInt,
+    #[serde(rename = "vlanId", default, skip_serializing_if = "OptInt::is_none")]
+    pub vlan_id: OptInt,
 }
 
 /// `NetworkNamespace` `spec.ipAllocation` (generated from the CRD schema).
@@ -3560,9 +3573,9 @@ pub struct NetworkNamespaceStatusIpAllocationStatus {
     #[serde(
         rename = "allocatedCount",
         default,
-        skip_serializing_if = "Option::is_none"
+        skip_serializing_if = "OptInt::is_none"
     )]
-    pub allocated_count: Option<i64>,
+    pub allocated_count: OptInt,
     #[serde(
         rename = "allocatedIPs",
         default,
@@ -3572,17 +3585,17 @@ pub struct NetworkNamespaceStatusIpAllocationStatus {
     #[serde(
         rename = "availableCount",
         default,
-        skip_serializing_if = "Option::is_none"
+        skip_serializing_if = "OptInt::is_none"
     )]
-    pub available_count: Option<i64>,
+    pub available_count: OptInt,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub provider: Option<Str>,
     #[serde(
         rename = "totalCount",
         default,
-        skip_serializing_if = "Option::is_none"
+        skip_serializing_if = "OptInt::is_none"
     )]
-    pub total_count: Option<i64>,
+    pub total_count: OptInt,
     #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
     pub r#type: Option<Str>,
 }
@@ -3598,8 +3611,8 @@ pub struct NetworkNamespaceStatus {
     pub associated_kubernetes_cluster_ids: Option<Box<[Str]>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub conditions: Option<Box<[Condition]>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub created: Option<Time>,
+    #[serde(default, skip_serializing_if = "OptTime::is_none")]
+    pub created: OptTime,
     #[serde(
         rename = "datacenterIdentifier",
         default,
@@ -3647,9 +3660,9 @@ pub struct NetworkNamespaceStatus {
     #[serde(
         rename = "observedGeneration",
         default,
-        skip_serializing_if = "Option::is_none"
+        skip_serializing_if = "OptInt::is_none"
     )]
-    pub observed_generation: Option<i64>,
+    pub observed_generation: OptInt,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<NetworkPhase>,
     #[serde(
@@ -3661,9 +3674,9 @@ pub struct NetworkNamespaceStatus {
     #[serde(
         rename = "retryCount",
         default,
-        skip_serializing_if = "Option::is_none"
+        skip_serializing_if = "OptInt::is_none"
     )]
-    pub retry_count: Option<i64>,
+    pub retry_count: OptInt,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<Str>,
     #[serde(
@@ -3672,8 +3685,8 @@ pub struct NetworkNamespaceStatus {
         skip_serializing_if = "Option::is_none"
     )]
     pub supervisor_identifier: Option<Str>,
-    #[serde(rename = "vlanId", default, skip_serializing_if = "Option::is_none")]
-    pub vlan_id: Option<i64>,
+    #[serde(rename = "vlanId", default, skip_serializing_if = "OptInt::is_none")]
+    pub vlan_id: OptInt,
 }
 
 /// `NetworkNamespaceV2` `spec.ipAllocation.dhcp` (generated from the CRD schema).
@@ -3711,11 +3724,11 @@ pub struct NetworkNamespaceV2SpecIpAllocationStatic {
     #[serde(
         rename = "ttlSeconds",
         default,
-        skip_serializing_if = "Option::is_none"
+        skip_serializing_if = "OptInt::is_none"
     )]
-    pub ttl_seconds: Option<i64>,
-    #[serde(rename = "vlanId", default, skip_serializing_if = "Option::is_none")]
-    pub vlan_id: Option<i64>,
+    pub ttl_seconds: OptInt,
+    #[serde(rename = "vlanId", default, skip_serializing_if = "OptInt::is_none")]
+    pub vlan_id: OptInt,
 }
 
 /// `NetworkNamespaceV2` `spec.ipAllocation` (generated from the CRD schema).
@@ -3744,8 +3757,8 @@ pub struct NetworkNamespaceV2SpecNetworkProvisioningManual {
     pub ipv4_gateway: Option<Str>,
     #[serde(rename = "ipv6CIDR", default, skip_serializing_if = "Option::is_none")]
     pub ipv6_cidr: Option<Str>,
-    #[serde(rename = "vlanId", default, skip_serializing_if = "Option::is_none")]
-    pub vlan_id: Option<i64>,
+    #[serde(rename = "vlanId", default, skip_serializing_if = "OptInt::is_none")]
+    pub vlan_id: OptInt,
 }
 
 /// `NetworkNamespaceV2` `spec.networkProvisioning` (generated from the CRD schema).
@@ -3786,23 +3799,23 @@ pub struct NetworkNamespaceV2StatusIpAllocationSummary {
     #[serde(
         rename = "allocatedCount",
         default,
-        skip_serializing_if = "Option::is_none"
+        skip_serializing_if = "OptInt::is_none"
     )]
-    pub allocated_count: Option<i64>,
+    pub allocated_count: OptInt,
     #[serde(
         rename = "availableCount",
         default,
-        skip_serializing_if = "Option::is_none"
+        skip_serializing_if = "OptInt::is_none"
     )]
-    pub available_count: Option<i64>,
+    pub available_count: OptInt,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub provider: Option<Str>,
     #[serde(
         rename = "totalCount",
         default,
-        skip_serializing_if = "Option::is_none"
+        skip_serializing_if = "OptInt::is_none"
     )]
-    pub total_count: Option<i64>,
+    pub total_count: OptInt,
     #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
     pub r#type: Option<Str>,
 }
@@ -3818,8 +3831,8 @@ pub struct NetworkNamespaceV2Status {
     pub associated_kubernetes_cluster_ids: Option<Box<[Str]>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub conditions: Option<Box<[Condition]>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub created: Option<Time>,
+    #[serde(default, skip_serializing_if = "OptTime::is_none")]
+    pub created: OptTime,
     #[serde(
         rename = "datacenterIdentifier",
         default,
@@ -3867,9 +3880,9 @@ pub struct NetworkNamespaceV2Status {
     #[serde(
         rename = "observedGeneration",
         default,
-        skip_serializing_if = "Option::is_none"
+        skip_serializing_if = "OptInt::is_none"
     )]
-    pub observed_generation: Option<i64>,
+    pub observed_generation: OptInt,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<NetworkPhase>,
     #[serde(
@@ -3881,9 +3894,9 @@ pub struct NetworkNamespaceV2Status {
     #[serde(
         rename = "retryCount",
         default,
-        skip_serializing_if = "Option::is_none"
+        skip_serializing_if = "OptInt::is_none"
     )]
-    pub retry_count: Option<i64>,
+    pub retry_count: OptInt,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<Str>,
     #[serde(
@@ -3892,8 +3905,8 @@ pub struct NetworkNamespaceV2Status {
         skip_serializing_if = "Option::is_none"
     )]
     pub supervisor_identifier: Option<Str>,
-    #[serde(rename = "vlanId", default, skip_serializing_if = "Option::is_none")]
-    pub vlan_id: Option<i64>,
+    #[serde(rename = "vlanId", default, skip_serializing_if = "OptInt::is_none")]
+    pub vlan_id: OptInt,
 }
 
 /// `ProxmoxConfig` `spec` (generated from the CRD schema).
@@ -3945,15 +3958,15 @@ pub struct VitistackSpecBackupDisasterRecovery {
     #[serde(
         rename = "rpoMinutes",
         default,
-        skip_serializing_if = "Option::is_none"
+        skip_serializing_if = "OptInt::is_none"
     )]
-    pub rpo_minutes: Option<i64>,
+    pub rpo_minutes: OptInt,
     #[serde(
         rename = "rtoMinutes",
         default,
-        skip_serializing_if = "Option::is_none"
+        skip_serializing_if = "OptInt::is_none"
     )]
-    pub rto_minutes: Option<i64>,
+    pub rto_minutes: OptInt,
     #[serde(
         rename = "targetVitistack",
         default,
@@ -3965,12 +3978,12 @@ pub struct VitistackSpecBackupDisasterRecovery {
 /// `Vitistack` `spec.backup.retentionPolicy` (generated from the CRD schema).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct VitistackSpecBackupRetentionPolicy {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub daily: Option<i64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub monthly: Option<i64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub weekly: Option<i64>,
+    #[serde(default, skip_serializing_if = "OptInt::is_none")]
+    pub daily: OptInt,
+    #[serde(default, skip_serializing_if = "OptInt::is_none")]
+    pub monthly: OptInt,
+    #[serde(default, skip_serializing_if = "OptInt::is_none")]
+    pub weekly: OptInt,
 }
 
 /// `Vitistack` `spec.backup` (generated from the CRD schema).
@@ -4007,8 +4020,8 @@ pub struct VitistackSpecKubernetesProviders {
     pub name: Str,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub namespace: Option<Str>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub priority: Option<i64>,
+    #[serde(default, skip_serializing_if = "OptInt::is_none")]
+    pub priority: OptInt,
 }
 
 /// `Vitistack` `spec.location.coordinates` (generated from the CRD schema).
@@ -4044,8 +4057,8 @@ pub struct VitistackSpecMachineProviders {
     pub name: Str,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub namespace: Option<Str>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub priority: Option<i64>,
+    #[serde(default, skip_serializing_if = "OptInt::is_none")]
+    pub priority: OptInt,
 }
 
 /// `Vitistack` `spec.monitoring` (generated from the CRD schema).
@@ -4074,9 +4087,9 @@ pub struct VitistackSpecMonitoring {
     #[serde(
         rename = "metricsRetentionDays",
         default,
-        skip_serializing_if = "Option::is_none"
+        skip_serializing_if = "OptInt::is_none"
     )]
-    pub metrics_retention_days: Option<i64>,
+    pub metrics_retention_days: OptInt,
 }
 
 /// `Vitistack` `spec.networking.dns` (generated from the CRD schema).
@@ -4212,39 +4225,39 @@ pub struct VitistackSpecResourceQuotas {
     #[serde(
         rename = "maxCPUCores",
         default,
-        skip_serializing_if = "Option::is_none"
+        skip_serializing_if = "OptInt::is_none"
     )]
-    pub max_cpu_cores: Option<i64>,
+    pub max_cpu_cores: OptInt,
     #[serde(
         rename = "maxClusters",
         default,
-        skip_serializing_if = "Option::is_none"
+        skip_serializing_if = "OptInt::is_none"
     )]
-    pub max_clusters: Option<i64>,
+    pub max_clusters: OptInt,
     #[serde(
         rename = "maxMachines",
         default,
-        skip_serializing_if = "Option::is_none"
+        skip_serializing_if = "OptInt::is_none"
     )]
-    pub max_machines: Option<i64>,
+    pub max_machines: OptInt,
     #[serde(
         rename = "maxMemoryGB",
         default,
-        skip_serializing_if = "Option::is_none"
+        skip_serializing_if = "OptInt::is_none"
     )]
-    pub max_memory_gb: Option<i64>,
+    pub max_memory_gb: OptInt,
     #[serde(
         rename = "maxNetworkInterfaces",
         default,
-        skip_serializing_if = "Option::is_none"
+        skip_serializing_if = "OptInt::is_none"
     )]
-    pub max_network_interfaces: Option<i64>,
+    pub max_network_interfaces: OptInt,
     #[serde(
         rename = "maxStorageGB",
         default,
-        skip_serializing_if = "Option::is_none"
+        skip_serializing_if = "OptInt::is_none"
     )]
-    pub max_storage_gb: Option<i64>,
+    pub max_storage_gb: OptInt,
 }
 
 /// `Vitistack` `spec.security.accessControl` (generated from the CRD schema).
@@ -4278,9 +4291,9 @@ pub struct VitistackSpecSecurityAuditLogging {
     #[serde(
         rename = "retentionDays",
         default,
-        skip_serializing_if = "Option::is_none"
+        skip_serializing_if = "OptInt::is_none"
     )]
-    pub retention_days: Option<i64>,
+    pub retention_days: OptInt,
 }
 
 /// `Vitistack` `spec.security.encryption` (generated from the CRD schema).
@@ -4374,15 +4387,15 @@ pub struct VitistackStatusClusters {
     #[serde(
         rename = "controlPlaneReplicas",
         default,
-        skip_serializing_if = "Option::is_none"
+        skip_serializing_if = "OptInt::is_none"
     )]
-    pub control_plane_replicas: Option<i64>,
+    pub control_plane_replicas: OptInt,
     #[serde(
         rename = "discoveredAt",
         default,
-        skip_serializing_if = "Option::is_none"
+        skip_serializing_if = "OptTime::is_none"
     )]
-    pub discovered_at: Option<Time>,
+    pub discovered_at: OptTime,
     #[serde(default)]
     pub name: Str,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -4396,9 +4409,9 @@ pub struct VitistackStatusClusters {
     #[serde(
         rename = "workerReplicas",
         default,
-        skip_serializing_if = "Option::is_none"
+        skip_serializing_if = "OptInt::is_none"
     )]
-    pub worker_replicas: Option<i64>,
+    pub worker_replicas: OptInt,
 }
 
 /// `Vitistack` `status.kubernetesProviders[]` (generated from the CRD schema).
@@ -4407,9 +4420,9 @@ pub struct VitistackStatusKubernetesProviders {
     #[serde(
         rename = "discoveredAt",
         default,
-        skip_serializing_if = "Option::is_none"
+        skip_serializing_if = "OptTime::is_none"
     )]
-    pub discovered_at: Option<Time>,
+    pub discovered_at: OptTime,
     #[serde(default)]
     pub name: Str,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -4456,9 +4469,9 @@ pub struct VitistackStatusMachineProviders {
     #[serde(
         rename = "discoveredAt",
         default,
-        skip_serializing_if = "Option::is_none"
+        skip_serializing_if = "OptTime::is_none"
     )]
-    pub discovered_at: Option<Time>,
+    pub discovered_at: OptTime,
     #[serde(default)]
     pub name: Str,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -4485,9 +4498,9 @@ pub struct VitistackStatusProviderStatuses {
     #[serde(
         rename = "lastHealthCheck",
         default,
-        skip_serializing_if = "Option::is_none"
+        skip_serializing_if = "OptTime::is_none"
     )]
-    pub last_health_check: Option<Time>,
+    pub last_health_check: OptTime,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<Str>,
     #[serde(default)]
@@ -4497,9 +4510,9 @@ pub struct VitistackStatusProviderStatuses {
     #[serde(
         rename = "resourcesManaged",
         default,
-        skip_serializing_if = "Option::is_none"
+        skip_serializing_if = "OptInt::is_none"
     )]
-    pub resources_managed: Option<i64>,
+    pub resources_managed: OptInt,
     #[serde(rename = "type", default)]
     pub r#type: Str,
 }
@@ -4510,51 +4523,51 @@ pub struct VitistackStatusResourceUsage {
     #[serde(
         rename = "cpuCoresTotal",
         default,
-        skip_serializing_if = "Option::is_none"
+        skip_serializing_if = "OptInt::is_none"
     )]
-    pub cpu_cores_total: Option<i64>,
+    pub cpu_cores_total: OptInt,
     #[serde(
         rename = "cpuCoresUsed",
         default,
-        skip_serializing_if = "Option::is_none"
+        skip_serializing_if = "OptInt::is_none"
     )]
-    pub cpu_cores_used: Option<i64>,
+    pub cpu_cores_used: OptInt,
     #[serde(
         rename = "memoryGBTotal",
         default,
-        skip_serializing_if = "Option::is_none"
+        skip_serializing_if = "OptInt::is_none"
     )]
-    pub memory_gb_total: Option<i64>,
+    pub memory_gb_total: OptInt,
     #[serde(
         rename = "memoryGBUsed",
         default,
-        skip_serializing_if = "Option::is_none"
+        skip_serializing_if = "OptInt::is_none"
     )]
-    pub memory_gb_used: Option<i64>,
+    pub memory_gb_used: OptInt,
     #[serde(
         rename = "networkInterfacesTotal",
         default,
-        skip_serializing_if = "Option::is_none"
+        skip_serializing_if = "OptInt::is_none"
     )]
-    pub network_interfaces_total: Option<i64>,
+    pub network_interfaces_total: OptInt,
     #[serde(
         rename = "networkInterfacesUsed",
         default,
-        skip_serializing_if = "Option::is_none"
+        skip_serializing_if = "OptInt::is_none"
     )]
-    pub network_interfaces_used: Option<i64>,
+    pub network_interfaces_used: OptInt,
     #[serde(
         rename = "storageGBTotal",
         default,
-        skip_serializing_if = "Option::is_none"
+        skip_serializing_if = "OptInt::is_none"
     )]
-    pub storage_gb_total: Option<i64>,
+    pub storage_gb_total: OptInt,
     #[serde(
         rename = "storageGBUsed",
         default,
-        skip_serializing_if = "Option::is_none"
+        skip_serializing_if = "OptInt::is_none"
     )]
-    pub storage_gb_used: Option<i64>,
+    pub storage_gb_used: OptInt,
 }
 
 /// `Vitistack` `status` (generated from the CRD schema).
@@ -4563,15 +4576,15 @@ pub struct VitistackStatus {
     #[serde(
         rename = "activeClusters",
         default,
-        skip_serializing_if = "Option::is_none"
+        skip_serializing_if = "OptInt::is_none"
     )]
-    pub active_clusters: Option<i64>,
+    pub active_clusters: OptInt,
     #[serde(
         rename = "activeMachines",
         default,
-        skip_serializing_if = "Option::is_none"
+        skip_serializing_if = "OptInt::is_none"
     )]
-    pub active_machines: Option<i64>,
+    pub active_machines: OptInt,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub clusters: Option<Box<[VitistackStatusClusters]>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -4589,9 +4602,9 @@ pub struct VitistackStatus {
     #[serde(
         rename = "kubernetesProviderCount",
         default,
-        skip_serializing_if = "Option::is_none"
+        skip_serializing_if = "OptInt::is_none"
     )]
-    pub kubernetes_provider_count: Option<i64>,
+    pub kubernetes_provider_count: OptInt,
     #[serde(
         rename = "kubernetesProviders",
         default,
@@ -4601,9 +4614,9 @@ pub struct VitistackStatus {
     #[serde(
         rename = "lastReconcileTime",
         default,
-        skip_serializing_if = "Option::is_none"
+        skip_serializing_if = "OptTime::is_none"
     )]
-    pub last_reconcile_time: Option<Time>,
+    pub last_reconcile_time: OptTime,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub location: Option<Box<VitistackStatusLocation>>,
     #[serde(
@@ -4615,9 +4628,9 @@ pub struct VitistackStatus {
     #[serde(
         rename = "machineProviderCount",
         default,
-        skip_serializing_if = "Option::is_none"
+        skip_serializing_if = "OptInt::is_none"
     )]
-    pub machine_provider_count: Option<i64>,
+    pub machine_provider_count: OptInt,
     #[serde(
         rename = "machineProviders",
         default,
@@ -4627,9 +4640,9 @@ pub struct VitistackStatus {
     #[serde(
         rename = "observedGeneration",
         default,
-        skip_serializing_if = "Option::is_none"
+        skip_serializing_if = "OptInt::is_none"
     )]
-    pub observed_generation: Option<i64>,
+    pub observed_generation: OptInt,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<ProviderPhase>,
     #[serde(
@@ -4678,16 +4691,20 @@ pub struct IpAllocationStatus {
     pub address: Option<Str>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dns: Option<Box<[Str]>>,
-    #[serde(rename = "expiresAt", default, skip_serializing_if = "Option::is_none")]
-    pub expires_at: Option<Time>,
+    #[serde(
+        rename = "expiresAt",
+        default,
+        skip_serializing_if = "OptTime::is_none"
+    )]
+    pub expires_at: OptTime,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gateway: Option<Str>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<Str>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<NetworkPhase>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub prefix: Option<i64>,
-    #[serde(rename = "vlanId", default, skip_serializing_if = "Option::is_none")]
-    pub vlan_id: Option<i64>,
+    #[serde(default, skip_serializing_if = "OptInt::is_none")]
+    pub prefix: OptInt,
+    #[serde(rename = "vlanId", default, skip_serializing_if = "OptInt::is_none")]
+    pub vlan_id: OptInt,
 }

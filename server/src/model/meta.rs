@@ -16,6 +16,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
 use serde::ser::SerializeMap;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+use super::packed::{OptInt, OptTime};
 pub use super::pairs::Pairs;
 use super::text::Str;
 use super::uid::Uid;
@@ -27,10 +28,10 @@ use super::uid::Uid;
 pub struct ObjectMeta {
     /// `metadata.annotations`.
     pub annotations: Option<Pairs>,
-    /// `metadata.creationTimestamp`.
-    pub creation_timestamp: Option<Time>,
+    /// `metadata.creationTimestamp` (written at a second's precision, as Kubernetes does).
+    pub creation_timestamp: OptTime,
     /// `metadata.generation`.
-    pub generation: Option<i64>,
+    pub generation: OptInt,
     /// `metadata.labels`.
     pub labels: Option<Pairs>,
     /// `metadata.name`.
@@ -100,7 +101,7 @@ struct Wire {
     #[serde(default)]
     generate_name: Option<String>,
     #[serde(default)]
-    generation: Option<i64>,
+    generation: OptInt,
     #[serde(default)]
     labels: Option<Pairs>,
     #[serde(default)]
@@ -130,7 +131,7 @@ impl<'de> Deserialize<'de> for ObjectMeta {
         };
         Ok(ObjectMeta {
             annotations: w.annotations,
-            creation_timestamp: w.creation_timestamp,
+            creation_timestamp: OptTime::from(w.creation_timestamp.map(|t| t.0)),
             generation: w.generation,
             labels: w.labels,
             name: w.name,
@@ -155,7 +156,7 @@ impl Serialize for ObjectMeta {
             };
         }
         field!("annotations", self.annotations);
-        field!("creationTimestamp", self.creation_timestamp);
+        field!("creationTimestamp", self.creation_timestamp.get().map(Time));
         field!(
             "deletionGracePeriodSeconds",
             rare.deletion_grace_period_seconds
@@ -163,7 +164,7 @@ impl Serialize for ObjectMeta {
         field!("deletionTimestamp", rare.deletion_timestamp);
         field!("finalizers", rare.finalizers);
         field!("generateName", rare.generate_name);
-        field!("generation", self.generation);
+        field!("generation", self.generation.get());
         field!("labels", self.labels);
         field!("name", self.name);
         field!("namespace", self.namespace);

@@ -8,6 +8,7 @@ pub mod kind;
 pub mod kubevirt;
 pub mod merge_patch;
 pub mod meta;
+pub mod packed;
 pub mod pairs;
 pub mod quantity;
 pub mod redact;
@@ -390,7 +391,7 @@ impl Resource {
 
     /// The creation time, if the server or the manifest set one.
     pub fn created(&self) -> Option<Time> {
-        self.meta().creation_timestamp.as_ref().map(|t| t.0)
+        self.meta().creation_timestamp.get()
     }
 }
 

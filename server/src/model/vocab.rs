@@ -4,6 +4,7 @@ use std::fmt;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+use super::packed::OptInt;
 use super::text::Str;
 
 /// RFC 3339 timestamps as the API server writes them.
@@ -200,9 +201,9 @@ pub struct Condition {
     #[serde(
         rename = "observedGeneration",
         default,
-        skip_serializing_if = "Option::is_none"
+        skip_serializing_if = "OptInt::is_none"
     )]
-    pub observed_generation: Option<i64>,
+    pub observed_generation: OptInt,
 }
 
 fn unknown_status() -> ConditionStatus {

@@ -28,7 +28,7 @@ enum Bucket<K, V> {
 
 /// The hasher: fast and non-cryptographic (keys are not attacker-chosen hash-flooding material:
 /// they are object names already admitted by validation, uids and index values).
-fn hash<K: Hash + ?Sized>(key: &K) -> u64 {
+pub(super) fn hash<K: Hash + ?Sized>(key: &K) -> u64 {
     rustc_hash::FxBuildHasher.hash_one(key)
 }
 

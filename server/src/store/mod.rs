@@ -16,8 +16,8 @@ mod snapshot;
 
 use std::sync::Arc;
 
+use crate::model::packed::{OptInt, OptTime};
 use arc_swap::ArcSwap;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time as MetaTime;
 use parking_lot::Mutex;
 use tokio::sync::broadcast;
 
@@ -286,13 +286,14 @@ impl Store {
         let mut restored = 0;
         for r in objects {
             let key = ObjectKey::of(&r);
-            if snap.objects.contains_key(&key) {
+            if snap.by_key.get(&key).is_some() {
                 continue;
             }
             snap.seq = snap.seq.max(version_seq(&r));
             snap.insert(key, Arc::new(r));
             restored += 1;
         }
+        snap.settle();
         if restored > 0 {
             if let Some(derive) = &self.deriver {
                 // No changes describe a restore: derive from scratch.
@@ -373,7 +374,7 @@ impl Store {
                         Op::Delete(_) => continue,
                     };
                     let key = ObjectKey::of(&r);
-                    let previous = snap.objects.get(&key).cloned();
+                    let previous = snap.by_key.get(&key).cloned();
                     if let Some(prev) = &previous
                         && (if mirror {
                             **prev == r
@@ -421,6 +422,7 @@ impl Store {
                 }
             }
         }
+        snap.settle();
         if out.is_empty() {
             return Vec::new();
         }
@@ -437,6 +439,7 @@ impl Store {
         };
         // The moment readers see the changes: after the derived state (which takes a while on a
         // large graph), just before the snapshot is published.
+        debug_assert!(snap.unsettled.is_empty(), "a snapshot is read settled");
         let at_ms = crate::clock::now_ms();
         let out = out.into_iter().map(|c| Change { at_ms, ..c }).collect();
         let (out, fulfilled) = self.attribute(out, actor);
@@ -506,8 +509,8 @@ pub fn same_content(prev: &Resource, next: &Resource) -> bool {
     for m in [a.meta_mut(), b.meta_mut()] {
         m.resource_version = None;
         m.uid = None;
-        m.creation_timestamp = None;
-        m.generation = None;
+        m.creation_timestamp = OptTime::NONE;
+        m.generation = OptInt::NONE;
     }
     a == b
 }
@@ -519,18 +522,17 @@ fn stamp(r: &mut Resource, previous: Option<&Resource>, seq: u64) {
     if let Some(p) = previous {
         let pm = p.meta();
         meta.uid = meta.uid.take().or_else(|| pm.uid.clone());
-        meta.creation_timestamp = meta
-            .creation_timestamp
-            .take()
-            .or_else(|| pm.creation_timestamp.clone());
-        let gen_before = pm.generation.unwrap_or(1);
-        meta.generation = Some(if spec_changed {
-            gen_before + 1
+        if meta.creation_timestamp.is_none() {
+            meta.creation_timestamp = pm.creation_timestamp;
+        }
+        let gen_before = pm.generation.get().unwrap_or(1);
+        meta.generation = OptInt::from(if spec_changed {
+            gen_before.saturating_add(1)
         } else {
             gen_before
         });
     } else {
-        meta.generation = Some(meta.generation.unwrap_or(1));
+        meta.generation = OptInt::from(meta.generation.get().unwrap_or(1));
     }
     if meta.uid.is_none() {
         meta.uid = Some(crate::model::Uid::random());
@@ -538,9 +540,9 @@ fn stamp(r: &mut Resource, previous: Option<&Resource>, seq: u64) {
     if meta.creation_timestamp.is_none() {
         // Whole seconds, as the API server stores it (and as it reads back after a restart).
         let now = jiff::Timestamp::now().as_second();
-        meta.creation_timestamp = Some(MetaTime(
+        meta.creation_timestamp = OptTime::from(
             jiff::Timestamp::from_second(now).unwrap_or_else(|_| jiff::Timestamp::now()),
-        ));
+        );
     }
     meta.resource_version = Some(seq.to_string().into());
 }

@@ -23,6 +23,7 @@ impl Store {
             for (key, r) in objects {
                 snap.insert(key, r);
             }
+            snap.settle();
         }
         snap.seq = seq;
         if let Some(derive) = &self.deriver {
@@ -60,7 +61,7 @@ impl Store {
         }
         for r in upserted {
             let key = ObjectKey::of(&r);
-            let previous = snap.objects.get(&key).cloned();
+            let previous = snap.by_key.get(&key).cloned();
             if previous.as_deref() == Some(&r) {
                 continue;
             }
@@ -84,6 +85,7 @@ impl Store {
                 at_ms: 0,
             });
         }
+        snap.settle();
         if lowered {
             // The highest version may have gone: ask every object, as a fresh build does.
             snap.seq = snap

@@ -241,6 +241,7 @@ impl Snapshot {
                 }
             }
         }
+        out.settle();
         out
     }
 }

@@ -91,6 +91,7 @@ fn unindexed(s: &Snapshot) -> Snapshot {
     for (k, v) in s.objects.iter() {
         plain.insert(k.clone(), v.clone());
     }
+    plain.settle();
     assert!(plain.search.is_none() && s.search.is_some());
     plain
 }

@@ -18,7 +18,9 @@ pub(super) fn class_demand(
         Resource::MachineClass(mc) => {
             let MachineClass { spec, .. } = mc.as_ref();
             let n = |v: Option<i64>| v.filter(|v| *v > 0).unwrap_or(1) as f64;
-            let vcpus = (spec.cpu.cores.max(1) as f64) * n(spec.cpu.sockets) * n(spec.cpu.threads);
+            let vcpus = (spec.cpu.cores.max(1) as f64)
+                * n(spec.cpu.sockets.get())
+                * n(spec.cpu.threads.get());
             let memory = spec.memory.quantity.value().unwrap_or(0.0);
             Some((
                 Demand {

@@ -310,7 +310,7 @@ node_type! {
         /// `status.message`.
         async fn message(&self) -> Option<&str> { self.kc().status.as_ref()?.message.as_deref() }
         /// `status.workers`.
-        async fn workers_ready(&self) -> Option<i64> { self.kc().status.as_ref()?.workers }
+        async fn workers_ready(&self) -> Option<i64> { self.kc().status.as_ref()?.workers.get() }
         /// Control-plane topology.
         async fn control_plane(&self) -> ControlPlane {
             let cp = &self.kc().spec.topology.controlplane;
@@ -353,7 +353,7 @@ node_type! {
             ClusterNetworking {
                 network_namespace: self.kc().spec.data.network_namespace_name.to_string(),
                 ipv4_prefix: nn.as_ref().and_then(|n| n.status_field(|s| s.ipv4_prefix.clone(), |s| s.ipv4_prefix.clone())).map(String::from),
-                vlan_id: nn.as_ref().and_then(|n| n.status_field(|s| s.vlan_id, |s| s.vlan_id)),
+                vlan_id: nn.as_ref().and_then(|n| n.status_field(|s| s.vlan_id.get(), |s| s.vlan_id.get())),
                 control_plane_addresses: vip.and_then(|v| match v.as_ref() {
                     Resource::ControlPlaneVirtualSharedIp(v) => v.status.as_ref()?.load_balancer_ips.as_deref().map(crate::model::to_strings),
                     _ => None,
@@ -454,7 +454,7 @@ node_type! {
         /// `spec.region`.
         async fn region(&self) -> Option<&str> { match &*self.0 { Resource::KubernetesProvider(p) => Some(&p.spec.region), _ => None } }
         /// `status.nodeCount`.
-        async fn node_count(&self) -> Option<i64> { match &*self.0 { Resource::KubernetesProvider(p) => p.status.as_ref()?.node_count, _ => None } }
+        async fn node_count(&self) -> Option<i64> { match &*self.0 { Resource::KubernetesProvider(p) => p.status.as_ref()?.node_count.get(), _ => None } }
         /// The MachineProvider named by `spec.machineProviderRef`.
         async fn machine_provider(&self, ctx: &Context<'_>) -> Option<super::MachineProviderObj> {
             let Resource::KubernetesProvider(p) = &*self.0 else { return None };
@@ -477,13 +477,13 @@ node_type! {
         /// `spec.schedule` (cron).
         async fn schedule(&self) -> Option<&str> { match &*self.0 { Resource::EtcdBackup(b) => b.spec.schedule.as_deref(), _ => None } }
         /// `spec.retention`.
-        async fn retention(&self) -> Option<i64> { match &*self.0 { Resource::EtcdBackup(b) => b.spec.retention, _ => None } }
+        async fn retention(&self) -> Option<i64> { match &*self.0 { Resource::EtcdBackup(b) => b.spec.retention.get(), _ => None } }
         /// `spec.storageLocation.type`.
         async fn storage_type(&self) -> Option<&str> { match &*self.0 { Resource::EtcdBackup(b) => Some(&b.spec.storage_location.r#type), _ => None } }
         /// `status.lastBackupTime`.
-        async fn last_backup_time(&self) -> Option<String> { match &*self.0 { Resource::EtcdBackup(b) => b.status.as_ref()?.last_backup_time.map(|t| t.to_string()), _ => None } }
+        async fn last_backup_time(&self) -> Option<String> { match &*self.0 { Resource::EtcdBackup(b) => b.status.as_ref()?.last_backup_time.get().map(|t| t.to_string()), _ => None } }
         /// `status.backupCount`.
-        async fn backup_count(&self) -> Option<i64> { match &*self.0 { Resource::EtcdBackup(b) => b.status.as_ref()?.backup_count, _ => None } }
+        async fn backup_count(&self) -> Option<i64> { match &*self.0 { Resource::EtcdBackup(b) => b.status.as_ref()?.backup_count.get(), _ => None } }
         /// The cluster, by clusterId or metadata.name in the same namespace.
         async fn cluster(&self, ctx: &Context<'_>) -> Option<ClusterObj> {
             let Resource::EtcdBackup(b) = &*self.0 else { return None };

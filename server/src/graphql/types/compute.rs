@@ -193,16 +193,16 @@ node_type! {
         /// `spec.cpu` as requested (null when the MachineClass decides).
         async fn cpu(&self) -> Option<CpuTopology> {
             let c = self.m().spec.cpu.as_ref()?;
-            Some(CpuTopology::new(c.cores.unwrap_or(1), c.sockets.unwrap_or(1), c.threads_per_core.unwrap_or(1)))
+            Some(CpuTopology::new(c.cores.get().unwrap_or(1), c.sockets.get().unwrap_or(1), c.threads_per_core.get().unwrap_or(1)))
         }
         /// `spec.memory` override in bytes.
-        async fn memory_bytes(&self) -> Option<super::Long> { self.m().spec.memory.map(super::Long) }
+        async fn memory_bytes(&self) -> Option<super::Long> { self.m().spec.memory.get().map(super::Long) }
         /// Effective vCPUs, memory and disk: spec overrides, else the MachineClass.
         async fn resources(&self, ctx: &Context<'_>) -> MachineResources { self.resources_in(&snap(ctx)) }
         /// `spec.disks`.
         async fn disks(&self) -> Vec<MachineDisk> {
             self.m().spec.disks.iter().flatten().map(|d| MachineDisk {
-                name: d.name.as_deref().map(String::from), size_gb: d.size_gb, type_: d.r#type.as_deref().map(String::from), boot: d.boot.unwrap_or(false), encrypted: d.encrypted.unwrap_or(false),
+                name: d.name.as_deref().map(String::from), size_gb: d.size_gb.get(), type_: d.r#type.as_deref().map(String::from), boot: d.boot.unwrap_or(false), encrypted: d.encrypted.unwrap_or(false),
             }).collect()
         }
         /// `spec.os`.
@@ -288,7 +288,7 @@ node_type! {
         /// `spec.cpu`.
         async fn cpu(&self) -> CpuTopology {
             let c = &self.c().spec.cpu;
-            CpuTopology::new(c.cores, c.sockets.unwrap_or(1), c.threads.unwrap_or(1))
+            CpuTopology::new(c.cores, c.sockets.get().unwrap_or(1), c.threads.get().unwrap_or(1))
         }
         /// `spec.memory`, parsed.
         async fn memory(&self) -> ClassMemory {

@@ -60,14 +60,14 @@ node_type! {
         /// `spec.machineProviders`, resolved by name.
         async fn machine_providers(&self, ctx: &Context<'_>) -> Vec<MachineProviderRef> {
             self.v().spec.machine_providers.iter().flatten().map(|p| MachineProviderRef {
-                name: p.name.to_string(), priority: p.priority, enabled: p.enabled.unwrap_or(true),
+                name: p.name.to_string(), priority: p.priority.get(), enabled: p.enabled.unwrap_or(true),
                 provider: one(snap(ctx).get(self.0.datacenter(), Kind::MachineProvider, "", &p.name), MachineProviderObj::new),
             }).collect()
         }
         /// `spec.kubernetesProviders`, resolved by name.
         async fn kubernetes_providers(&self, ctx: &Context<'_>) -> Vec<KubernetesProviderRef> {
             self.v().spec.kubernetes_providers.iter().flatten().map(|p| KubernetesProviderRef {
-                name: p.name.to_string(), priority: p.priority, enabled: p.enabled.unwrap_or(true),
+                name: p.name.to_string(), priority: p.priority.get(), enabled: p.enabled.unwrap_or(true),
                 provider: one(snap(ctx).get(self.0.datacenter(), Kind::KubernetesProvider, "", &p.name), KubernetesProviderObj::new),
             }).collect()
         }

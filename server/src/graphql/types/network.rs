@@ -94,7 +94,7 @@ node_type! {
                 p.ipv4_gateway = Some(gw.into());
                 p.ipv4_range_start = start.map(String::from);
                 p.ipv4_range_end = end.map(String::from);
-                p.vlan_id = vlan;
+                p.vlan_id = vlan.get();
                 p.dns = dns.as_deref().map(crate::model::to_strings).unwrap_or_default();
             }
             Some(p)
@@ -109,7 +109,7 @@ node_type! {
         /// `status.message`.
         async fn message(&self) -> Option<String> { self.status_field(|s| s.message.clone(), |s| s.message.clone()).map(String::from) }
         /// `status.vlanId`.
-        async fn vlan_id(&self) -> Option<i64> { self.status_field(|s| s.vlan_id, |s| s.vlan_id) }
+        async fn vlan_id(&self) -> Option<i64> { self.status_field(|s| s.vlan_id.get(), |s| s.vlan_id.get()) }
         /// `status.ipv4Prefix`.
         async fn ipv4_prefix(&self) -> Option<String> { self.status_field(|s| s.ipv4_prefix.clone(), |s| s.ipv4_prefix.clone()).map(String::from) }
         /// `status.ipv6Prefix`.

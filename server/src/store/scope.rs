@@ -241,7 +241,7 @@ impl Snapshot {
                 }
             }
         }
-        out.settle();
+        out.settle_in_order();
         out
     }
 }

@@ -456,9 +456,10 @@ impl Snapshot {
             for (key, r) in objects {
                 *snap.datacenters.entry(key.datacenter.clone()).or_default() += 1;
                 snap.by_key.insert(key.clone(), r.clone());
-            }
-            for (key, r) in scrambled(objects.iter().map(|(k, r)| (k.clone(), r.clone()))) {
-                snap.objects.insert(key, r);
+                // In the order given (a timeline's checkpoint: by key), unlike a write's new
+                // objects ([`Snapshot::settle`]): a past moment is asked for at once, and inserts
+                // out of key order cost time (its memory is bounded by the cache of moments).
+                snap.objects.insert(key.clone(), r.clone());
             }
             snap
         };
@@ -511,10 +512,22 @@ impl Snapshot {
     /// end half full, where in no particular order they end about two-thirds full (imbl's `OrdSet`
     /// of 16-byte entries: 42 against 28 bytes an entry). Called before a snapshot is read.
     pub(super) fn settle(&mut self) {
-        if self.unsettled.is_empty() {
-            return;
+        if !self.unsettled.is_empty() {
+            let new = scrambled(std::mem::take(&mut self.unsettled));
+            self.place(new);
         }
-        for (key, object) in scrambled(std::mem::take(&mut self.unsettled)) {
+    }
+
+    /// [`Snapshot::settle`] in the order written, for a snapshot built once from another's
+    /// ordered map and read at once (a reader's view): inserts out of key order cost time, and
+    /// such a snapshot lives only as long as its readers.
+    pub(super) fn settle_in_order(&mut self) {
+        let new = std::mem::take(&mut self.unsettled);
+        self.place(new);
+    }
+
+    fn place(&mut self, new: Vec<(ObjectKey, Arc<Resource>)>) {
+        for (key, object) in new {
             if let Some(search) = &mut self.search {
                 search.add(&key, &object);
             }
@@ -580,10 +593,7 @@ fn uid_key(uid: &str) -> u64 {
 
 /// `entries` in the order of their keys' hashes: an order unrelated to the keys' own (see
 /// [`Snapshot::settle`]).
-fn scrambled(
-    entries: impl IntoIterator<Item = (ObjectKey, Arc<Resource>)>,
-) -> Vec<(ObjectKey, Arc<Resource>)> {
-    let mut entries: Vec<_> = entries.into_iter().collect();
+fn scrambled(mut entries: Vec<(ObjectKey, Arc<Resource>)>) -> Vec<(ObjectKey, Arc<Resource>)> {
     entries.sort_by_cached_key(|(key, _)| super::hashed::hash(key));
     entries
 }

@@ -31,11 +31,6 @@ impl OptInt {
     pub fn is_none(&self) -> bool {
         self.0 == i64::MIN
     }
-
-    /// True when present.
-    pub fn is_some(&self) -> bool {
-        !self.is_none()
-    }
 }
 
 impl Default for OptInt {
@@ -105,11 +100,6 @@ impl OptTime {
     /// True when absent (for `skip_serializing_if`).
     pub fn is_none(&self) -> bool {
         self.nanosecond == i32::MIN
-    }
-
-    /// True when present.
-    pub fn is_some(&self) -> bool {
-        !self.is_none()
     }
 }
 

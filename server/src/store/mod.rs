@@ -12,6 +12,7 @@ pub mod scope;
 pub mod search;
 mod search_fields;
 pub mod search_page;
+mod settle;
 mod snapshot;
 
 use std::sync::Arc;

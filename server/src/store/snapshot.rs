@@ -480,7 +480,7 @@ impl Snapshot {
     pub(super) fn insert(&mut self, key: ObjectKey, object: Arc<Resource>) {
         match self.by_key.get(&key).cloned() {
             Some(previous) => {
-                self.settle();
+                self.settle_for(&key);
                 let (before, after) = (index_entries(&previous), index_entries(&object));
                 if before != after {
                     self.drop_entries(&key, previous.datacenter(), before);
@@ -506,38 +506,9 @@ impl Snapshot {
         }
     }
 
-    /// Give the objects new in this write their places in the ordered sets, in an order
-    /// unrelated to the keys'. A B-tree filled in key order (a list from the API server comes
-    /// sorted by namespace and name) splits every full leaf in half and leaves it so: its leaves
-    /// end half full, where in no particular order they end about two-thirds full (imbl's `OrdSet`
-    /// of 16-byte entries: 42 against 28 bytes an entry). Called before a snapshot is read.
-    pub(super) fn settle(&mut self) {
-        if !self.unsettled.is_empty() {
-            let new = scrambled(std::mem::take(&mut self.unsettled));
-            self.place(new);
-        }
-    }
-
-    /// [`Snapshot::settle`] in the order written, for a snapshot built once from another's
-    /// ordered map and read at once (a reader's view): inserts out of key order cost time, and
-    /// such a snapshot lives only as long as its readers.
-    pub(super) fn settle_in_order(&mut self) {
-        let new = std::mem::take(&mut self.unsettled);
-        self.place(new);
-    }
-
-    fn place(&mut self, new: Vec<(ObjectKey, Arc<Resource>)>) {
-        for (key, object) in new {
-            if let Some(search) = &mut self.search {
-                search.add(&key, &object);
-            }
-            self.objects.insert(key, object);
-        }
-    }
-
     /// Take an object out, with its index entries.
     pub(super) fn remove(&mut self, key: &ObjectKey) -> Option<Arc<Resource>> {
-        self.settle();
+        self.settle_for(key);
         let previous = self.objects.remove(key)?;
         self.by_key.remove(key);
         self.unindex(key, &previous);
@@ -589,11 +560,4 @@ impl Snapshot {
 fn uid_key(uid: &str) -> u64 {
     use std::hash::BuildHasher;
     rustc_hash::FxBuildHasher.hash_one(uid)
-}
-
-/// `entries` in the order of their keys' hashes: an order unrelated to the keys' own (see
-/// [`Snapshot::settle`]).
-fn scrambled(mut entries: Vec<(ObjectKey, Arc<Resource>)>) -> Vec<(ObjectKey, Arc<Resource>)> {
-    entries.sort_by_cached_key(|(key, _)| super::hashed::hash(key));
-    entries
 }

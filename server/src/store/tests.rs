@@ -491,23 +491,14 @@ fn one_write_that_adds_changes_and_deletes_the_same_objects_leaves_what_one_at_a
     // New objects take their places in the ordered sets when the write settles (in no key
     // order); a change or deletion of one of them within the same write must still find it.
     let name = |i: usize| format!("m-{i:03}");
+    let delete = |i: usize| Op::Delete(ObjectKey::of(&machine("t", &name(i), "a", "small")));
     let mut ops: Vec<Op> = (0..60)
         .map(|i| Op::Upsert(machine("t", &name(i), "a", "small")))
         .collect();
     ops.push(Op::Upsert(machine("t", &name(3), "a", "large")));
-    ops.push(Op::Delete(ObjectKey::of(&machine(
-        "t",
-        &name(7),
-        "a",
-        "small",
-    ))));
+    ops.push(delete(7));
     ops.push(Op::Upsert(machine("t", &name(60), "a", "small")));
-    ops.push(Op::Delete(ObjectKey::of(&machine(
-        "t",
-        &name(10),
-        "a",
-        "small",
-    ))));
+    ops.push(delete(10));
     ops.push(Op::Upsert(machine("t", &name(10), "b", "small")));
     let one_write = Store::new();
     let changes = one_write.apply(ops.clone());

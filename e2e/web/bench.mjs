@@ -7,10 +7,12 @@
 //          (BENCH_CLUSTERS to change: 1310 is about 100,000 objects); median and max of 7 loads
 // lists    navigation → the first rows of the Machines (by name, and by phase descending), networks,
 //          VMs and clusters lists, on DEMO_CLUSTERS=BENCH_CLUSTERS; median and max of 5 loads each
-// latency  change-to-pixel on DEMO_CLUSTERS=500, simulator at 20 steps/s: the page of a cluster in
-//          flight against a reference client (graphql-ws on Node) subscribed to the same cluster; a
-//          change's latency is the DOM showing it minus the reference client receiving it (matched
-//          by store sequence); the bench follows the busiest cluster until 100 changes are in
+// latency  change-to-pixel on DEMO_CLUSTERS=500 (BENCH_LATENCY_CLUSTERS to change), simulator at 20
+//          steps/s (BENCH_STEPS to change): the page of a cluster in flight against a reference
+//          client (graphql-ws on Node) subscribed to the same cluster; a change's latency is the
+//          DOM showing it minus the reference client receiving it (matched by store sequence); the
+//          bench follows the busiest cluster until 100 changes are in, and reports the objects
+//          changed per second over the whole fleet while it ran
 // soak     JS heap, WebAssembly memory and DOM nodes of an open overview (DEMO_CLUSTERS=500) during
 //          10 minutes of simulator churn at 20 steps/s (SOAK_MINUTES to change)
 import { execFileSync } from 'node:child_process';
@@ -73,7 +75,7 @@ async function first(browser) {
     await context.close();
   }
   const counts = await gql(server.base, '{ infrastructure { machines { total } clusters { total } } hostCapacity { hosts activeVms } }');
-  console.log(`first render (${counts.infrastructure.clusters.total} clusters, ${counts.infrastructure.machines.total} machines, ${counts.hostCapacity.hosts} hosts, ${counts.hostCapacity.activeVms} VMs): median ${median(times).toFixed(0)} ms, max ${Math.max(...times).toFixed(0)} ms over ${times.length} loads (cold cache each)`);
+  console.log(`first render (${counts.infrastructure.clusters.total} clusters, ${counts.infrastructure.machines.total} machines, ${counts.hostCapacity.hosts} hosts, ${counts.hostCapacity.activeVms} VMs): median ${median(times).toFixed(0)} ms, max ${Math.max(...times).toFixed(0)} ms over ${times.length} loads (cold cache each; in order: ${times.map((t) => t.toFixed(0)).join(', ')})`);
   await server.stop();
 }
 
@@ -100,7 +102,7 @@ async function lists(browser) {
       times.push(await page.evaluate(ROWS, testid));
       await context.close();
     }
-    console.log(`list ${path} (${objects} objects): first rows median ${median(times).toFixed(0)} ms, max ${Math.max(...times).toFixed(0)} ms over ${times.length} loads (cold cache each)`);
+    console.log(`list ${path} (${objects} objects): first rows median ${median(times).toFixed(0)} ms, max ${Math.max(...times).toFixed(0)} ms over ${times.length} loads (cold cache each; in order: ${times.map((t) => t.toFixed(0)).join(', ')})`);
   }
   await server.stop();
 }
@@ -143,17 +145,23 @@ async function follow(browser, server, target, lat, want) {
 }
 
 async function latency(browser) {
-  const server = await startServer(['--demo'], { SIMULATE: 'true', SIMULATE_STEPS_PER_SECOND: '20', DEMO_CLUSTERS: '500' });
-  // Which clusters the simulator is moving now (most of the fleet stays Ready; a few are in flight).
+  const clusters = process.env.BENCH_LATENCY_CLUSTERS ?? '500';
+  const steps = process.env.BENCH_STEPS ?? '20';
+  const server = await startServer(['--demo'], { SIMULATE: 'true', SIMULATE_STEPS_PER_SECOND: steps, DEMO_CLUSTERS: clusters });
+  // Which clusters the simulator is moving now (most of the fleet stays Ready; a few are in flight),
+  // and how many objects of any kind change each second.
   const recent = [];
+  let changes = 0;
   const watcher = createClient({ url: `ws://127.0.0.1:${server.port}/graphql/ws`, webSocketImpl: WebSocket });
-  watcher.subscribe({ query: 'subscription { resourceChanged(kinds: ["KubernetesCluster"]) { namespace object { ... on KubernetesCluster { id name } } } }' }, {
+  watcher.subscribe({ query: 'subscription { resourceChanged { kind namespace object { ... on KubernetesCluster { id name } } } }' }, {
     next: (r) => {
+      changes += 1;
       const o = r.data.resourceChanged.object;
-      if (o?.id) recent.push({ at: Date.now(), id: o.id, name: o.name, namespace: r.data.resourceChanged.namespace });
+      if (r.data.resourceChanged.kind === 'KubernetesCluster' && o?.id) recent.push({ at: Date.now(), id: o.id, name: o.name, namespace: r.data.resourceChanged.namespace });
     },
     error: () => {}, complete: () => {},
   });
+  const started = Date.now();
   const busiest = () => {
     const counts = new Map();
     for (const e of recent.filter((e) => Date.now() - e.at < 10000)) counts.set(e.id, { ...e, n: (counts.get(e.id)?.n ?? 0) + 1 });
@@ -169,9 +177,11 @@ async function latency(browser) {
     followed.push(target.name);
     await follow(browser, server, target, lat, 100);
   }
+  const perSecond = changes / ((Date.now() - started) / 1000);
   await watcher.dispose();
   const counts = await gql(server.base, '{ infrastructure { machines { total } clusters { total } } hostCapacity { hosts activeVms } }');
-  console.log(`change-to-pixel over ${lat.length} changes of ${followed.length} clusters in flight (${counts.infrastructure.clusters.total} clusters, ${counts.infrastructure.machines.total} machines, ${counts.hostCapacity.hosts} hosts, ${counts.hostCapacity.activeVms} VMs; simulator at 20 steps/s): p50 ${pct(lat, 50)} ms, p95 ${pct(lat, 95)} ms, max ${Math.max(...lat)} ms`);
+  const objects = (await gql(server.base, '{ sources { kinds { objects } } }')).sources.kinds.reduce((n, k) => n + k.objects, 0);
+  console.log(`change-to-pixel over ${lat.length} changes of ${followed.length} clusters in flight (${objects} objects: ${counts.infrastructure.clusters.total} clusters, ${counts.infrastructure.machines.total} machines, ${counts.hostCapacity.hosts} hosts, ${counts.hostCapacity.activeVms} VMs; simulator at ${steps} steps/s, ${perSecond.toFixed(1)} objects changed per second): p50 ${pct(lat, 50)} ms, p95 ${pct(lat, 95)} ms, max ${Math.max(...lat)} ms`);
   await server.stop();
 }
 

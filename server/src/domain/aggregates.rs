@@ -116,6 +116,17 @@ impl ClusterState {
     }
 }
 
+/// How many objects the search indexes may name for a list of `kind` before reading the whole
+/// kind is cheaper: an eighth of the kind (each object found through them costs several times
+/// what reading one does; see [`Snapshot::holding`]). The kind's count is the aggregates' where
+/// the store keeps them, else every object's.
+pub fn worth_an_index(snap: &Snapshot, kind: Kind) -> usize {
+    let of_kind = snap
+        .derived::<Aggregates>()
+        .map_or_else(|| snap.len(), |a| a.totals().count(kind));
+    of_kind / 8
+}
+
 /// An exact sum as i64, clamped at its bounds.
 pub fn clamp(v: i128) -> i64 {
     v.clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64

@@ -521,45 +521,6 @@ pub struct VmTotals {
     pub errors: usize,
 }
 
-/// The VirtualMachines of the cluster `cluster_id` in `namespace` of `dc` (membership as
-/// [`cluster_of`] finds it), in figures.
-pub fn cluster_vm_totals(
-    snap: &Snapshot,
-    dc: &crate::model::Datacenter,
-    namespace: &str,
-    cluster_id: &str,
-) -> VmTotals {
-    use crate::model::Kind;
-    let mut totals = VmTotals::default();
-    let mut hosts = std::collections::BTreeSet::new();
-    for r in snap.list_in_datacenter(dc, Kind::VirtualMachine, namespace) {
-        let Resource::VirtualMachine(vm) = r.as_ref() else {
-            continue;
-        };
-        if cluster_of(snap, r).is_none_or(|(c, _)| c != cluster_id) {
-            continue;
-        }
-        totals.total += 1;
-        totals.running += usize::from(r.phase() == Some("Running"));
-        totals.errors += usize::from(
-            crate::model::vocab::PhaseState::of(r.phase())
-                == crate::model::vocab::PhaseState::Failed,
-        );
-        let d = demand(None, Some(vm));
-        totals.vcpus += d.vcpus;
-        totals.memory_bytes += d.memory_bytes;
-        if let Some(Resource::VirtualMachineInstance(i)) = snap
-            .get(dc, Kind::VirtualMachineInstance, namespace, r.name())
-            .map(|i| i.as_ref())
-            && let Some(node) = crate::model::kubevirt::vmi_node(i)
-        {
-            hosts.insert(node.to_string());
-        }
-    }
-    totals.hosts = hosts.len();
-    totals
-}
-
 /// VMs in an error state and VMs on their way (`Pending`, `Provisioning`, `Starting`, …), as
 /// the old page's Problems tile counted them: every VirtualMachine by its status, and every
 /// instance without one by its phase.
@@ -587,6 +548,9 @@ pub fn vm_problems(snap: &Snapshot, dc: Option<&crate::model::Datacenter>) -> (u
     }
     (failed, pending)
 }
+
+mod of_cluster;
+pub use of_cluster::{cluster_vm_totals, virtual_of_cluster};
 
 #[cfg(test)]
 mod tests;

@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use crate::domain::aggregates::{Aggregates, ClusterState};
+use crate::domain::aggregates::{Aggregates, ClusterState, worth_an_index};
 use crate::domain::{hosts, pipeline};
 use crate::graphql::types::NodeRole;
 use crate::model::{ANNOTATION_NODE_POOL, Kind, Resource};
@@ -66,17 +66,6 @@ pub fn machines<'a>(
     Some(Narrow { keep, only })
 }
 
-/// How many objects the search indexes may name for a list of `kind` before reading the whole
-/// kind is cheaper: an eighth of the kind (each object found through them costs several times
-/// what reading one does; see [`Snapshot::holding`]). The kind's count is the aggregates' where
-/// the store keeps them, else every object's.
-pub fn worth_an_index(snap: &Snapshot, kind: Kind) -> usize {
-    let of_kind = snap
-        .derived::<Aggregates>()
-        .map_or_else(|| snap.len(), |a| a.totals().count(kind));
-    of_kind / 8
-}
-
 /// Every Machine whose `clusterId` can be `id`, through the search indexes (None for a snapshot
 /// without them): those that hold it (its label), and those whose older name label names a
 /// cluster of that id. A cluster's Machines out of a million objects are a few lookups where
@@ -118,7 +107,7 @@ pub fn vm_instances<'a>(
     }
     let only = cluster_id
         .as_deref()
-        .and_then(|id| vm_instances_of_cluster(snap, id));
+        .and_then(|id| hosts::virtual_of_cluster(snap, Kind::VirtualMachineInstance, id));
     let keep: Keep<'a> = Box::new(move |r| {
         let Resource::VirtualMachineInstance(i) = r else {
             return false;
@@ -130,40 +119,6 @@ pub fn vm_instances<'a>(
                 .is_none_or(|id| hosts::cluster_of(snap, r).is_some_and(|(of, _)| of == id))
     });
     Some(Narrow { keep, only })
-}
-
-/// Every VirtualMachineInstance whose cluster ([`hosts::cluster_of`]) can be `id`, through the
-/// search indexes (None for a snapshot without them, or when they name too many): those that
-/// hold it (the cluster id label, a name it starts, a source Machine's name that suggests it), and
-/// those of a Machine that holds it: a cluster's few dozen where every VMI of every datacenter was
-/// read, and each one's cluster found.
-fn vm_instances_of_cluster<'a>(snap: &'a Snapshot, id: &str) -> Option<Vec<&'a Arc<Resource>>> {
-    if id.is_empty() {
-        return None;
-    }
-    let at_most = worth_an_index(snap, Kind::VirtualMachineInstance);
-    let mut out = Vec::new();
-    for r in snap.holding(id, at_most)? {
-        match &**r {
-            Resource::VirtualMachineInstance(_) => out.push(r),
-            Resource::Machine(_) => out.extend(
-                snap.lookup(
-                    r.datacenter(),
-                    Idx::VirtualByMachine,
-                    &scoped(r.namespace(), r.name()),
-                )
-                .filter(|v| v.kind() == Kind::VirtualMachineInstance),
-            ),
-            _ => {}
-        }
-        if out.len() > at_most {
-            return None;
-        }
-    }
-    // A VMI found both ways is read once.
-    out.sort_unstable_by_key(|r| Arc::as_ptr(r));
-    out.dedup_by_key(|r| Arc::as_ptr(*r));
-    Some(out)
 }
 
 /// Clusters at this pipeline stage and of this health (the `pipeline` and `diagnosis` fields'
@@ -300,20 +255,26 @@ mod tests {
 
     /// The VirtualMachineInstances the indexes name for a cluster id are every one a reading of
     /// them all finds, however its cluster is told: its own label, its source Machine's label,
-    /// its name, or the name its source Machine label gives when that Machine does not exist.
+    /// its name, or the name its source Machine label gives when that Machine does not exist;
+    /// and a cluster's VMs in figures (the clusters list's `vmTotals`), read through the indexes,
+    /// are those a reading of its namespace's VMs gives (a past moment's snapshot, which keeps
+    /// no search indexes).
     #[test]
-    fn a_cluster_ids_vm_instances_through_the_indexes_are_those_a_reading_of_every_one_finds() {
+    fn a_cluster_ids_vms_and_instances_through_the_indexes_are_those_a_reading_of_every_one_finds()
+    {
         let objects = fleet(&FleetSpec::demo());
         let before = Store::new();
         before.apply(objects.iter().cloned().map(Op::Upsert).collect());
         let snap = before.snapshot();
         let mut ways = [0usize; 4];
+        let mut vm_ways = [0usize; 4];
         let mut changed = Vec::new();
         for (i, r) in objects.iter().enumerate() {
-            let Some((id, _)) = (r.kind() == Kind::VirtualMachineInstance)
-                .then(|| hosts::cluster_of(&snap, r))
-                .flatten()
-            else {
+            let virt = matches!(
+                r.kind(),
+                Kind::VirtualMachineInstance | Kind::VirtualMachine
+            );
+            let Some((id, _)) = virt.then(|| hosts::cluster_of(&snap, r)).flatten() else {
                 changed.push(r.clone());
                 continue;
             };
@@ -339,11 +300,17 @@ mod tests {
                 // As the demo makes it: named as its Machine.
                 _ => {}
             }
-            ways[way] += 1;
+            if r.kind() == Kind::VirtualMachine {
+                vm_ways[way] += 1;
+            } else {
+                ways[way] += 1;
+            }
             changed.push(decode(v).expect("decodes"));
         }
         assert!(ways.iter().all(|n| *n > 2), "VMIs each way: {ways:?}");
+        assert!(vm_ways.iter().all(|n| *n > 2), "VMs each way: {vm_ways:?}");
         let store = Store::new();
+        let past = store.past(changed.clone());
         store.apply(changed.into_iter().map(Op::Upsert).collect());
         let snap = store.snapshot();
         let mut ids: BTreeSet<String> = snap
@@ -370,6 +337,28 @@ mod tests {
             found,
             ways.iter().sum::<usize>(),
             "every VMI is of one cluster"
+        );
+        let mut vms = 0;
+        for kc in snap.list(Kind::KubernetesCluster) {
+            let Resource::KubernetesCluster(c) = &**kc else {
+                continue;
+            };
+            let id = &*c.spec.data.cluster_id;
+            let named = hosts::virtual_of_cluster(&snap, Kind::VirtualMachine, id);
+            assert!(named.is_some(), "{id}: read through the indexes");
+            assert!(
+                hosts::virtual_of_cluster(&past, Kind::VirtualMachine, id).is_none(),
+                "a past moment keeps no search indexes"
+            );
+            let (dc, ns) = (kc.datacenter(), kc.namespace());
+            let read = hosts::cluster_vm_totals(&past, dc, ns, id);
+            assert_eq!(hosts::cluster_vm_totals(&snap, dc, ns, id), read, "{id}");
+            vms += read.total;
+        }
+        assert_eq!(
+            vms,
+            vm_ways.iter().sum::<usize>(),
+            "every VM is of a cluster"
         );
     }
 }

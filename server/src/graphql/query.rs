@@ -98,7 +98,8 @@ fn labelled<'a>(
     });
     words
         .filter_map(|word| {
-            let mut found = snap.holding(&word, super::narrow::worth_an_index(snap, kind))?;
+            let mut found =
+                snap.holding(&word, crate::domain::aggregates::worth_an_index(snap, kind))?;
             found.retain(|r| r.kind() == kind);
             Some(found)
         })

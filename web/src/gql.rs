@@ -175,6 +175,9 @@ operation!(ApplicationCounts, "graphql/application_counts.graphql");
 operation!(ApplicationDetail, "graphql/application_detail.graphql");
 operation!(ApplicationsLive, "graphql/applications_live.graphql");
 operation!(HostList, "graphql/host_list.graphql");
+// The overview's allocation charts: each host's figures, without the VMs the hosts page lists
+// (at 100,000 objects HostList answers 5.9 MB and took 1.2 s on a fresh server).
+operation!(HostFigures, "graphql/host_figures.graphql");
 operation!(ClusterList, "graphql/cluster_list.graphql");
 operation!(ClusterVms, "graphql/cluster_vms.graphql");
 operation!(ClusterId, "graphql/cluster_id.graphql");

@@ -8,8 +8,8 @@ use super::{DatacenterNotFound, DatacenterPicker, Loaded, Problem, Sources, Tile
 use crate::charts::{Bar, CountBars, CountRow, StackedBars};
 use crate::format::{self, gib, percent, percent_class, plural};
 use crate::gql::{
-    ClusterHealth, ClusterList, HostList, HostsLive, PipelineStage, SummaryLive, cluster_list,
-    host_list, hosts_live, summary_live,
+    ClusterHealth, ClusterList, HostFigures, HostsLive, PipelineStage, SummaryLive, cluster_list,
+    host_figures, hosts_live, summary_live,
 };
 use crate::net::{self, LinkState, Live};
 
@@ -74,7 +74,7 @@ fn Fleet(dc: Option<String>) -> impl IntoView {
             Err(e) => error.set(Some(e)),
         },
     );
-    let hosts = net::live::<HostList>(|| host_list::Variables, HOST_KINDS, state);
+    let hosts = net::live::<HostFigures>(|| host_figures::Variables, HOST_KINDS, state);
     let stage_dc = dc.clone().unwrap_or_default();
     let stages = Signal::derive(move || stage_rows(summary, &stage_dc));
     // The clusters that need attention, asked of the server by health: the failed ones, and
@@ -250,7 +250,7 @@ fn DatacentersTile() -> impl IntoView {
 /// The two host allocation charts, built once the hosts are there and following them (see
 /// `loaded`).
 #[component]
-fn Allocation(hosts: Live<host_list::ResponseData>, dc: Option<String>) -> impl IntoView {
+fn Allocation(hosts: Live<host_figures::ResponseData>, dc: Option<String>) -> impl IntoView {
     let hosts_state = loaded(hosts);
     let (d, e) = (dc.clone(), dc);
     let cpu_bars = Signal::derive(move || bars(hosts, &d, |a| (a.vcpus_used, a.vcpus_limit)));
@@ -279,9 +279,9 @@ fn Allocation(hosts: Live<host_list::ResponseData>, dc: Option<String>) -> impl 
 
 /// Used and limit per host (of datacenter `dc`, or all), from the server's allocation figures.
 fn bars(
-    hosts: Live<host_list::ResponseData>,
+    hosts: Live<host_figures::ResponseData>,
     dc: &Option<String>,
-    pick: fn(&host_list::HostListHostsNodesAllocation) -> (f64, f64),
+    pick: fn(&host_figures::HostFiguresHostsNodesAllocation) -> (f64, f64),
 ) -> Vec<Bar> {
     hosts.with(|h| match h {
         Some(Ok(data)) => data

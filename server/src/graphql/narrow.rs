@@ -286,8 +286,19 @@ mod tests {
             }
             let labels = &mut v["metadata"]["labels"];
             match way {
-                // Its source Machine's label: the Machine holds the id.
-                0 => {}
+                // Its source Machine's label: a Machine whose name tells nothing holds the id,
+                // and only that Machine leads to it.
+                0 => {
+                    let machine = labels[LABEL_SOURCE_MACHINE]
+                        .as_str()
+                        .and_then(|m| snap.get(r.datacenter(), Kind::Machine, r.namespace(), m))
+                        .filter(|m| m.label(LABEL_CLUSTER_ID) == Some(id.as_str()))
+                        .expect("the demo's VMs name a Machine of their cluster");
+                    let mut m = machine.to_value();
+                    m["metadata"]["name"] = serde_json::json!(format!("host-{i}"));
+                    changed.push(decode(m).expect("decodes"));
+                    labels[LABEL_SOURCE_MACHINE] = serde_json::json!(format!("host-{i}"));
+                }
                 // A source Machine that does not exist, whose name gives the cluster.
                 1 => labels[LABEL_SOURCE_MACHINE] = serde_json::json!(format!("{id}-wrk9{i}")),
                 // Its own label, and no source Machine.

@@ -16,9 +16,7 @@
 
 use crate::model::{Datacenter, Node};
 
-use crate::model::kubevirt::{
-    Domain, VirtualMachine, VirtualMachineInstance, guessed_cluster, vmi_node,
-};
+use crate::model::kubevirt::{Domain, VirtualMachine, VirtualMachineInstance, guessed_cluster};
 use crate::model::{LABEL_CLUSTER_ID, LABEL_SOURCE_MACHINE, Quantity, Resource};
 use crate::store::Snapshot;
 
@@ -282,14 +280,9 @@ pub fn active_vmis(snap: &Snapshot) -> Vec<(Demand, Option<String>)> {
 
 /// [`active_vmis`] of one datacenter (`None`: all).
 pub fn active_vmis_in(snap: &Snapshot, dc: Option<&Datacenter>) -> Vec<(Demand, Option<String>)> {
-    snap.list_scope(dc, crate::model::Kind::VirtualMachineInstance)
-        .filter_map(|r| match r.as_ref() {
-            Resource::VirtualMachineInstance(vmi) if vmi_active(vmi) => Some((
-                demand(Some(vmi), vm_of(snap, r)),
-                vmi_node(vmi).map(String::from),
-            )),
-            _ => None,
-        })
+    vm_pairs(snap, dc)
+        .filter_map(active_of)
+        .map(|a| (a.demand, a.node.map(String::from)))
         .collect()
 }
 
@@ -411,17 +404,16 @@ pub fn redundancy(bins: &[Bin], demands: &[Demand]) -> Redundancy {
     }
 }
 
-/// Redundancy of one datacenter's hosts (`None`: of the whole snapshot). A VM runs only on its
-/// own datacenter's hosts, so with several datacenters the fleet's figure is its weakest
-/// datacenter's, named in the limit.
-pub fn fleet_redundancy(snap: &Snapshot, o: Overcommit, dc: Option<&Datacenter>) -> Redundancy {
-    let of = |dc: Option<&Datacenter>| {
-        let demands: Vec<Demand> = active_vmis_in(snap, dc)
-            .into_iter()
-            .map(|(d, _)| d)
-            .collect();
-        redundancy(&fleet_bins(snap, o, dc), &demands)
-    };
+/// Redundancy of one datacenter's hosts (`None`: of the whole snapshot), for the active VMs of
+/// `census` (taken of the same scope). A VM runs only on its own datacenter's hosts, so with
+/// several datacenters the fleet's figure is its weakest datacenter's, named in the limit.
+pub fn fleet_redundancy(
+    snap: &Snapshot,
+    o: Overcommit,
+    dc: Option<&Datacenter>,
+    census: &VmCensus,
+) -> Redundancy {
+    let of = |dc: Option<&Datacenter>| redundancy(&fleet_bins(snap, o, dc), &census.demands(dc));
     if dc.is_some() {
         return of(dc);
     }
@@ -525,30 +517,12 @@ pub struct VmTotals {
 /// the old page's Problems tile counted them: every VirtualMachine by its status, and every
 /// instance without one by its phase.
 pub fn vm_problems(snap: &Snapshot, dc: Option<&crate::model::Datacenter>) -> (usize, usize) {
-    use crate::model::Kind;
-    use crate::model::vocab::PhaseState;
-    let (mut failed, mut pending) = (0, 0);
-    let standalone = snap
-        .list_scope(dc, Kind::VirtualMachineInstance)
-        .filter(|i| {
-            snap.get(
-                i.datacenter(),
-                Kind::VirtualMachine,
-                i.namespace(),
-                i.name(),
-            )
-            .is_none()
-        });
-    for r in snap.list_scope(dc, Kind::VirtualMachine).chain(standalone) {
-        match PhaseState::of(r.phase()) {
-            PhaseState::Failed => failed += 1,
-            PhaseState::Pending => pending += 1,
-            _ => {}
-        }
-    }
-    (failed, pending)
+    let census = vm_census(snap, dc);
+    (census.failed, census.pending)
 }
 
+mod census;
+pub use census::{ActiveVm, VmCensus, VmPair, active_of, vm_census, vm_pairs};
 mod of_cluster;
 pub use of_cluster::{cluster_vm_totals, virtual_of_cluster};
 

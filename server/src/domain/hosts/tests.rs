@@ -348,3 +348,150 @@ fn a_clusters_vms_are_counted_with_their_hosts_and_errors_and_the_problems_by_st
     // counted again).
     assert_eq!(vm_problems(&snap, None), (2, 1));
 }
+
+/// The one-walk census pairs each VirtualMachine with the instance of the same datacenter,
+/// namespace and name, as a point read per object would: names that sort between each other
+/// across namespaces and datacenters, VMs without instances, instances without VMs.
+#[test]
+fn the_census_pairs_every_vm_with_its_instance_as_point_reads_would() {
+    use crate::model::Datacenter;
+    let store = Store::new();
+    let object = |kind: Kind, dc: &str, ns: &str, name: &str, body: serde_json::Value| {
+        let mut v = body;
+        v["metadata"] = json!({"name": name, "namespace": ns});
+        Op::Upsert(
+            Resource::from_value(kind, "v1", v)
+                .unwrap()
+                .in_datacenter(&Datacenter::new(dc)),
+        )
+    };
+    let mut ops = Vec::new();
+    // (datacenter, namespace, name, VM status or none, VMI phase or none)
+    let cases = [
+        ("bergen", "a", "x", Some("Running"), Some("Running")),
+        ("bergen", "a", "x-1", Some("Stopped"), None),
+        ("bergen", "b", "x", None, Some("Running")),
+        (
+            "oslo",
+            "a",
+            "x",
+            Some("ErrorUnschedulable"),
+            Some("Scheduling"),
+        ),
+        ("oslo", "a", "x-0", None, Some("Failed")),
+        ("oslo", "a", "x-1", Some("Running"), Some("Running")),
+        ("oslo", "a", "y", Some("Starting"), None),
+        ("oslo", "b", "a", Some("Running"), Some("Succeeded")),
+        ("trondheim", "a", "x", None, Some("Pending")),
+    ];
+    for (i, (dc, ns, name, vm_status, phase)) in cases.iter().enumerate() {
+        if let Some(status) = vm_status {
+            let guest = format!("{}Gi", i + 1);
+            ops.push(object(
+                Kind::VirtualMachine,
+                dc,
+                ns,
+                name,
+                json!({"spec": {"template": {"spec": {"domain": {"cpu": {"cores": i + 1},
+                    "memory": {"guest": guest}}}}}, "status": {"printableStatus": status}}),
+            ));
+        }
+        if let Some(phase) = phase {
+            ops.push(object(
+                Kind::VirtualMachineInstance,
+                dc,
+                ns,
+                name,
+                json!({"status": {"phase": phase, "nodeName": format!("h{i}")}}),
+            ));
+        }
+    }
+    store.apply(ops);
+    let snap = store.snapshot();
+    let key = |r: &std::sync::Arc<Resource>| crate::store::ObjectKey::of(r);
+    for dc in [
+        None,
+        Some(Datacenter::new("oslo")),
+        Some(Datacenter::new("none")),
+    ] {
+        let dc = dc.as_ref();
+        // The reference: a point read per object.
+        let mut pairs = Vec::new();
+        for vm in snap.list_scope(dc, Kind::VirtualMachine) {
+            let vmi = snap.get(
+                vm.datacenter(),
+                Kind::VirtualMachineInstance,
+                vm.namespace(),
+                vm.name(),
+            );
+            pairs.push((key(vm), Some(key(vm)), vmi.map(key)));
+        }
+        for vmi in snap.list_scope(dc, Kind::VirtualMachineInstance) {
+            if snap
+                .get(
+                    vmi.datacenter(),
+                    Kind::VirtualMachine,
+                    vmi.namespace(),
+                    vmi.name(),
+                )
+                .is_none()
+            {
+                pairs.push((key(vmi), None, Some(key(vmi))));
+            }
+        }
+        let place = |k: &crate::store::ObjectKey| {
+            (
+                k.datacenter.clone(),
+                k.namespace.to_string(),
+                k.name.to_string(),
+            )
+        };
+        pairs.sort_by_key(|(k, _, _)| place(k));
+        let walked: Vec<_> = vm_pairs(&snap, dc)
+            .map(|p| {
+                let any = p.vm.or(p.vmi).unwrap();
+                (key(any), p.vm.map(key), p.vmi.map(key))
+            })
+            .collect();
+        assert_eq!(walked, pairs, "datacenter {dc:?}");
+    }
+    let all = vm_census(&snap, None);
+    // Active: every instance but the Succeeded and Failed ones.
+    let active: Vec<(&str, f64, f64, Option<&str>)> = all
+        .active
+        .iter()
+        .map(|a| {
+            (
+                a.datacenter.key(),
+                a.demand.vcpus,
+                a.demand.memory_bytes / GIB,
+                a.node,
+            )
+        })
+        .collect();
+    // The instance says neither CPU nor memory: its VirtualMachine's template does; a
+    // standalone instance needs 1 vCPU and no memory known.
+    assert_eq!(
+        active,
+        vec![
+            ("bergen", 1.0, 1.0, Some("h0")),
+            ("bergen", 1.0, 0.0, Some("h2")),
+            ("oslo", 4.0, 4.0, Some("h3")),
+            ("oslo", 6.0, 6.0, Some("h5")),
+            ("trondheim", 1.0, 0.0, Some("h8")),
+        ]
+    );
+    // Stopped: x-1 in bergen, y in oslo, a in oslo/b (its instance Succeeded).
+    assert_eq!(all.stopped, 3);
+    // Failed: oslo/a/x by its VM (its instance's phase is not counted again), the standalone
+    // x-0; pending: y Starting, the standalone Pending one in trondheim.
+    assert_eq!((all.failed, all.pending), (2, 2));
+    assert_eq!(vm_problems(&snap, None), (2, 2));
+    let oslo = vm_census(&snap, Some(&Datacenter::new("oslo")));
+    assert_eq!(
+        (oslo.active.len(), oslo.stopped, oslo.failed, oslo.pending),
+        (2, 2, 2, 1)
+    );
+    assert_eq!(oslo.demands(None).len(), 2);
+    assert_eq!(all.demands(Some(&Datacenter::new("bergen"))).len(), 2);
+}

@@ -331,27 +331,20 @@ pub fn host_capacity_in(
             }
         }
     }
-    let active = hosts::active_vmis_in(s, dc);
-    let stopped = s
-        .list_scope(dc, Kind::VirtualMachine)
-        .filter(|vm| {
-            !matches!(s.get(vm.datacenter(), Kind::VirtualMachineInstance, vm.namespace(), vm.name()).map(|r| r.as_ref()),
-                Some(Resource::VirtualMachineInstance(i)) if hosts::vmi_active(i))
-        })
-        .count();
-    let redundancy = hosts::fleet_redundancy(s, o, dc);
-    let (failed_vms, pending_vms) = hosts::vm_problems(s, dc);
+    // One walk over the VMs beside their instances for every figure below.
+    let census = hosts::vm_census(s, dc);
+    let redundancy = hosts::fleet_redundancy(s, o, dc, &census);
     HostCapacity {
         hosts: hosts_n,
         ready_hosts: ready,
         usable_hosts: usable,
-        active_vms: active.len(),
-        stopped_vms: stopped,
-        failed_vms,
-        pending_vms,
-        vcpus_used: active.iter().map(|(d, _)| d.vcpus).sum(),
+        active_vms: census.active.len(),
+        stopped_vms: census.stopped,
+        failed_vms: census.failed,
+        pending_vms: census.pending,
+        vcpus_used: census.active.iter().map(|a| a.demand.vcpus).sum(),
         vcpus_limit: cpu_lim,
-        memory_used_bytes: active.iter().map(|(d, _)| d.memory_bytes).sum(),
+        memory_used_bytes: census.active.iter().map(|a| a.demand.memory_bytes).sum(),
         memory_limit_bytes: mem_lim,
         hosts_that_can_fail: redundancy.hosts_that_can_fail,
         redundancy_limit: redundancy.limit,

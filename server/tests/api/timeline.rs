@@ -565,11 +565,26 @@ async fn a_load_while_the_timeline_waits_for_the_database_is_written_whole() {
     let loaded = running.store.load(ops).await;
     assert_eq!(loaded, n);
     drop(turn);
-    eventually("every loaded machine in the timeline", || async {
-        let m = app.get("/metrics").await.1;
-        rows(&m, "version") >= versions + n as i64
-    })
-    .await;
+    // Written whole, however slowly a loaded machine writes: the wait fails when the writer
+    // stops (no new version for PATIENCE), not when it is merely slow (16,384 versions in a
+    // debug build beside a full CI run once took over 30 s).
+    let mut progress = (versions, tokio::time::Instant::now());
+    loop {
+        let written = rows(&app.get("/metrics").await.1, "version");
+        if written >= versions + n as i64 {
+            break;
+        }
+        if written > progress.0 {
+            progress = (written, tokio::time::Instant::now());
+        }
+        assert!(
+            progress.1.elapsed() < crate::PATIENCE,
+            "the timeline's writer stopped: {} of {n} loaded versions written, none for {:?}",
+            written - versions,
+            crate::PATIENCE
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
     let m = app.get("/metrics").await.1;
     assert_eq!(rows(&m, "restart"), restarts, "no change was missed");
     assert_eq!(

@@ -4,6 +4,7 @@ pub mod applications;
 pub mod documents;
 pub mod generations;
 pub mod history;
+pub mod key_order;
 pub mod limits;
 pub mod loaders;
 pub mod mutation;

@@ -193,3 +193,29 @@ fn the_name_filter_folds_case() {
     assert!(!contains_folded("wrk", "wrk-0"));
     assert!(contains_folded("anything", ""));
 }
+
+/// `Least` keeps the k least of any sequence, in order, whatever k is against the length (so
+/// through none, one and many selections of its buffer).
+#[test]
+fn least_keeps_the_k_least_in_order() {
+    // A fixed permutation with repeats of no value: 0..200 shuffled by a multiplier.
+    let values: Vec<u32> = (0..200u32).map(|i| (i * 73 + 11) % 200).collect();
+    for n in [0, 1, 7, 150, 200] {
+        for k in [0, 1, 2, 5, 64, 199, 200, 300] {
+            let mut least = Least::new(k, |a: &u32, b: &u32| a.cmp(b));
+            for &v in &values[..n] {
+                least.push(v);
+            }
+            let mut want: Vec<u32> = values[..n].to_vec();
+            want.sort_unstable();
+            want.truncate(k);
+            assert_eq!(least.into_sorted(), want, "{k} least of {n}");
+        }
+    }
+    // Reversed, it keeps the greatest: how `last` is cut.
+    let mut greatest = Least::new(3, |a: &u32, b: &u32| b.cmp(a));
+    for &v in &values {
+        greatest.push(v);
+    }
+    assert_eq!(greatest.into_sorted(), [199, 198, 197]);
+}

@@ -129,10 +129,17 @@ macro_rules! list_fields {
                     $($($arg: Option<$arg_ty>,)*)?
                 ) -> async_graphql::Result<Conn<$wrap>> {
                     let snap = snap(ctx);
-                    let items = candidates(&snap, $kind, filter.as_ref());
+                    let page = PageArgs { after, before, first, last };
                     // The field's own filters, beside the common ones (`narrow.rs`).
-                    $(let items = narrowed(items, $narrow(&snap, $($arg),*));)?
-                    connection_of(ctx, items, filter.as_ref(), sort, PageArgs { after, before, first, last }, <$wrap>::new).await
+                    let narrow: Option<super::narrow::Narrow<'_>> = None $(.or($narrow(&snap, $($arg),*)))?;
+                    // A page in the store's key order is read from its ranges (`key_order.rs`).
+                    if narrow.is_none()
+                        && let Some(conn) = super::key_order::page(&snap, $kind, filter.as_ref(), sort, &page, super::paging::max_page_size(ctx), |r| <$wrap>::new(r).map(super::parts::Memo))
+                    {
+                        return Ok(prefetched(ctx, conn).await);
+                    }
+                    let items = narrowed(candidates(&snap, $kind, filter.as_ref()), narrow);
+                    connection_of(ctx, items, filter.as_ref(), sort, page, <$wrap>::new).await
                 }
             )*
         }

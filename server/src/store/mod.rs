@@ -4,6 +4,7 @@
 mod counts;
 mod hashed;
 mod index;
+pub mod list_page;
 mod loading;
 mod members;
 mod past;

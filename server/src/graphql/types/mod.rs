@@ -72,6 +72,14 @@ pub async fn connection_of<'a, T: async_graphql::OutputType + ShowsObject>(
     // Items of another kind are dropped first so that totalCount and the pages agree.
     let items = items.filter(|r| T::shows(r) && filter.as_ref().is_none_or(|f| f.matches(r)));
     let conn = paging::paginate(items, sort, page, max, |r| wrap(r).map(Memo))?;
+    Ok(prefetched(ctx, conn).await)
+}
+
+/// A page, once the history its selection asks of its items is loaded for all of them at once.
+pub async fn prefetched<T: async_graphql::OutputType + ShowsObject>(
+    ctx: &Context<'_>,
+    conn: Conn<T>,
+) -> Conn<T> {
     let uids: Vec<crate::model::UidText<'_>> = conn
         .edges
         .iter()
@@ -83,7 +91,7 @@ pub async fn connection_of<'a, T: async_graphql::OutputType + ShowsObject>(
         .collect();
     let uids: Vec<&str> = uids.iter().map(|u| &**u).collect();
     crate::graphql::loaders::prefetch(ctx, &uids).await;
-    Ok(conn)
+    conn
 }
 
 /// Opaque global id of an object: base64url of `["Kind","namespace","name","datacenter"]`, or

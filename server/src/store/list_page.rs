@@ -195,16 +195,15 @@ impl Snapshot {
         let dcs = dcs.filter(|dc| ask.datacenter.is_none_or(|want| want == dc.key()));
         let mut ranges = Vec::new();
         for dc in dcs {
-            // The datacenter's range of the kind: up to the smallest key past it.
-            let past_dc = Datacenter::new(&format!("{}\0", dc.key()));
             let (from, to) = match ask.namespace {
                 Some(ns) => (
                     ObjectKey::new(dc, kind, ns, ""),
                     ObjectKey::new(dc, kind, &format!("{ns}\0"), ""),
                 ),
+                // The datacenter's range of the kind: up to the smallest key past it.
                 None => (
                     ObjectKey::new(dc, kind, "", ""),
-                    ObjectKey::new(&past_dc, kind, "", ""),
+                    ObjectKey::new(&Datacenter::new(&format!("{}\0", dc.key())), kind, "", ""),
                 ),
             };
             if ask.order == KeyOrder::Namespace || ask.namespace.is_some() {

@@ -1,10 +1,12 @@
 //! The GraphQL API over the store: schema construction and per-request snapshot injection.
 
 pub mod applications;
+mod brief_list;
 pub mod documents;
 pub mod generations;
 pub mod history;
 pub mod key_order;
+mod least;
 pub mod limits;
 pub mod loaders;
 pub mod mutation;

@@ -9,10 +9,15 @@ use crate::domain::aggregates::{Aggregates, ClusterState, worth_an_index};
 use crate::domain::{hosts, pipeline};
 use crate::graphql::types::NodeRole;
 use crate::model::{ANNOTATION_NODE_POOL, Kind, Resource};
+use crate::store::held::{BriefText, Held};
 use crate::store::{Idx, ObjectKey, Snapshot, scoped};
 
 /// Keeps an object of the list.
 pub type Keep<'a> = Box<dyn Fn(&Resource) -> bool + Send + Sync + 'a>;
+
+/// The same test of an entry of the store's ordered map, answered from its brief where it can
+/// be (`brief_list.rs`).
+pub type KeepHeld<'a> = Box<dyn Fn(&Held) -> bool + Send + Sync + 'a>;
 
 /// A list's own filters, given: the objects to keep, and, where an index names every object
 /// that can be kept, those objects, read instead of the whole kind.
@@ -21,11 +26,17 @@ pub struct Narrow<'a> {
     pub keep: Keep<'a>,
     /// Every object that can be kept (more may be named), when an index tells.
     pub only: Option<Vec<&'a Arc<Resource>>>,
+    /// `keep` answered from an entry's brief, when the brief holds what it reads.
+    pub by_brief: Option<KeepHeld<'a>>,
 }
 
 impl<'a> Narrow<'a> {
     fn all(keep: Keep<'a>) -> Option<Self> {
-        Some(Narrow { keep, only: None })
+        Some(Narrow {
+            keep,
+            only: None,
+            by_brief: None,
+        })
     }
 }
 
@@ -54,6 +65,15 @@ pub fn machines<'a>(
     let only = cluster_id
         .as_deref()
         .and_then(|id| machines_with_cluster_id(snap, id));
+    // A role alone is in each Machine's brief.
+    let by_brief: Option<KeepHeld<'a>> = match (role, &node_pool, &cluster_id) {
+        (Some(role), None, None) => Some(Box::new(move |held: &Held| match held.brief().role() {
+            BriefText::None => false,
+            BriefText::Known(text) => text == role.label(),
+            BriefText::Other => held.object().node_role() == Some(role.label()),
+        })),
+        _ => None,
+    };
     let keep: Keep<'a> = Box::new(move |m| {
         role.is_none_or(|role| m.node_role() == Some(role.label()))
             && node_pool
@@ -63,7 +83,11 @@ pub fn machines<'a>(
                 .as_deref()
                 .is_none_or(|id| snap.machine_cluster_id(m) == Some(id))
     });
-    Some(Narrow { keep, only })
+    Some(Narrow {
+        keep,
+        only,
+        by_brief,
+    })
 }
 
 /// Every Machine whose `clusterId` can be `id`, through the search indexes (None for a snapshot
@@ -118,7 +142,11 @@ pub fn vm_instances<'a>(
                 .as_deref()
                 .is_none_or(|id| hosts::cluster_of(snap, r).is_some_and(|(of, _)| of == id))
     });
-    Some(Narrow { keep, only })
+    Some(Narrow {
+        keep,
+        only,
+        by_brief: None,
+    })
 }
 
 /// Clusters at this pipeline stage and of this health (the `pipeline` and `diagnosis` fields'

@@ -10,7 +10,10 @@ use async_graphql::{Enum, InputObject, OutputType, SimpleObject};
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 
+use super::least::Least;
 use crate::model::Resource;
+use crate::store::ObjectKey;
+use crate::store::held::{BriefText, Held};
 
 /// Query limits shared by every resolver.
 #[derive(Clone, Copy, Debug)]
@@ -237,6 +240,38 @@ impl CompiledFilter {
             && self.search.is_none()
     }
 
+    /// [`CompiledFilter::matches`] for an entry of the store's ordered map: its key and brief
+    /// answer all but a label selector and a phase the brief does not keep, which are read of
+    /// the object.
+    pub fn matches_held(&self, key: &ObjectKey, held: &Held) -> bool {
+        self.namespace
+            .as_ref()
+            .is_none_or(|ns| ns == &*key.namespace)
+            && self
+                .datacenter
+                .as_ref()
+                .is_none_or(|dc| dc.as_str() == key.datacenter.key())
+            && self.phases.as_ref().is_none_or(|wanted| {
+                let phase = match held.brief().phase() {
+                    BriefText::None => "",
+                    BriefText::Known(text) => text,
+                    BriefText::Other => held.object().phase().unwrap_or_default(),
+                };
+                wanted.iter().any(|w| w.eq_ignore_ascii_case(phase))
+            })
+            && self.search.as_ref().is_none_or(|q| {
+                if q.contains('/') {
+                    contains_folded(&format!("{}/{}", key.namespace, key.name), q)
+                } else {
+                    contains_folded(&key.name, q) || contains_folded(&key.namespace, q)
+                }
+            })
+            && self
+                .selector
+                .as_ref()
+                .is_none_or(|s| s.matches(held.object().meta().labels.as_ref()))
+    }
+
     /// True when `r` passes every part of the filter.
     pub fn matches(&self, r: &Resource) -> bool {
         self.namespace.as_ref().is_none_or(|ns| ns == r.namespace())
@@ -315,12 +350,12 @@ pub fn page_size(name: &str, n: i32, max_page: usize) -> async_graphql::Result<u
 /// An item's sort value: text borrowed from it, or its creation time (compared as a time, and
 /// formatted only for a cursor).
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-enum SortValue<'a> {
+pub enum SortValue<'a> {
     Text(&'a str),
     Time(Option<jiff::Timestamp>),
 }
 
-fn sort_of(r: &Resource, f: SortField) -> SortValue<'_> {
+pub(super) fn sort_of(r: &Resource, f: SortField) -> SortValue<'_> {
     match f {
         SortField::Created => SortValue::Time(r.created()),
         _ => match sort_value(r, f).0 {
@@ -369,19 +404,46 @@ fn tie(r: &Resource) -> (&str, &str, &str) {
     (r.namespace(), r.name(), r.datacenter().key())
 }
 
+/// What [`paginate`] reads of an item: its object, its sort value and its tie. An object
+/// answers them itself; an entry of the store's ordered map from its key and brief, without
+/// reading the object (`brief_list.rs`).
+pub trait Row<'a>: Copy {
+    /// The object.
+    fn object(self) -> &'a Arc<Resource>;
+    /// Its value for `field`, as [`sort_of`] reads it of the object.
+    fn sort(self, field: SortField) -> SortValue<'a>;
+    /// Its namespace, name and datacenter's key, as [`tie`] reads them of the object.
+    fn tie(self) -> (&'a str, &'a str, &'a str);
+}
+
+impl<'a> Row<'a> for &'a Arc<Resource> {
+    fn object(self) -> &'a Arc<Resource> {
+        self
+    }
+
+    fn sort(self, field: SortField) -> SortValue<'a> {
+        sort_of(self, field)
+    }
+
+    fn tie(self) -> (&'a str, &'a str, &'a str) {
+        tie(self)
+    }
+}
+
 /// Cut one page in sort order, building a Relay connection. `max_page` bounds `first`/`last`.
 ///
 /// The page is selected, not the list sorted: one pass counts the items before the cursors and
 /// between them and keeps only the page's worth nearest the end the page is cut from ([`Least`]),
 /// and only those are sorted (a page of 100 of 460,000 Machines took a sort of all of them).
-pub fn paginate<'a, T, F>(
-    items: impl IntoIterator<Item = &'a Arc<Resource>>,
+pub fn paginate<'a, R, T, F>(
+    items: impl IntoIterator<Item = R>,
     sort: Option<Sort>,
     page: PageArgs,
     max_page: usize,
     wrap: F,
 ) -> async_graphql::Result<Connection<Cursor, T, ConnectionFields>>
 where
+    R: Row<'a>,
     T: OutputType,
     F: Fn(Arc<Resource>) -> Option<T>,
 {
@@ -424,11 +486,12 @@ where
         before.as_ref(),
         sort.field,
     )?;
-    type Item<'r> = (SortValue<'r>, &'r Arc<Resource>);
-    let order =
-        |a: &Item<'_>, b: &Item<'_>| directed(a.0.cmp(&b.0).then_with(|| tie(a.1).cmp(&tie(b.1))));
-    let to =
-        |x: &Item<'_>, at: &Bound<'_>| directed(x.0.cmp(&at.0).then_with(|| tie(x.1).cmp(&at.1)));
+    let order = |a: &(SortValue<'a>, R), b: &(SortValue<'a>, R)| {
+        directed(a.0.cmp(&b.0).then_with(|| a.1.tie().cmp(&b.1.tie())))
+    };
+    let to = |x: &(SortValue<'a>, R), at: &Bound<'_>| {
+        directed(x.0.cmp(&at.0).then_with(|| x.1.tie().cmp(&at.1)))
+    };
     // The page is cut from the window's front (`first`, or neither) or its end (`last` alone):
     // the `keep` items nearest that end are all the pass keeps.
     let (from_end, keep) = match (page.first, page.last) {
@@ -438,7 +501,7 @@ where
     };
     let mut kept = Least::new(
         keep,
-        |a: &Item<'_>, b: &Item<'_>| {
+        |a: &(SortValue<'a>, R), b: &(SortValue<'a>, R)| {
             if from_end { order(b, a) } else { order(a, b) }
         },
     );
@@ -446,7 +509,7 @@ where
     let (mut total, mut before_window, mut w) = (0, 0, 0);
     for r in items {
         total += 1;
-        let x = (sort_of(r, sort.field), r);
+        let x = (r.sort(sort.field), r);
         if after_at
             .as_ref()
             .is_some_and(|at| to(&x, at) != Ordering::Greater)
@@ -490,65 +553,13 @@ where
         ConnectionFields { total_count: total },
     );
     conn.edges.extend(shown.into_iter().filter_map(|(_, r)| {
+        let r = r.object();
         Some(Edge::new(
             Cursor::Item(sort.field, Arc::clone(r)),
             wrap(Arc::clone(r))?,
         ))
     }));
     Ok(conn)
-}
-
-/// The `k` least items of those pushed, by `order`, holding at most `2k` at a time: when full,
-/// a selection keeps the `k` least and the greatest of them becomes the bar that later items
-/// must pass to be kept. A page of 100 out of 460,000 Machines kept every item between the
-/// cursors (a vector of them all) and selected among them.
-struct Least<T, F> {
-    k: usize,
-    items: Vec<T>,
-    order: F,
-    /// `items[k - 1]` is the greatest kept, and every item not less than it is dropped.
-    barred: bool,
-}
-
-impl<T, F: Fn(&T, &T) -> Ordering> Least<T, F> {
-    fn new(k: usize, order: F) -> Self {
-        Least {
-            k,
-            items: Vec::new(),
-            order,
-            barred: false,
-        }
-    }
-
-    fn push(&mut self, x: T) {
-        if self.k == 0 || (self.barred && (self.order)(&x, &self.items[self.k - 1]).is_ge()) {
-            return;
-        }
-        self.items.push(x);
-        if self.items.len() >= 2 * self.k {
-            self.keep_least();
-        }
-    }
-
-    /// Keep only the `k` least, the greatest of them at `k - 1`.
-    fn keep_least(&mut self) {
-        if self.items.len() > self.k {
-            let k = self.k;
-            let order = &self.order;
-            self.items.select_nth_unstable_by(k - 1, |a, b| order(a, b));
-            self.items.truncate(k);
-            // The greatest of the `k` least is now at `k - 1`: everything before is less.
-            self.barred = true;
-        }
-    }
-
-    /// The `k` least (fewer if fewer were pushed), in order.
-    fn into_sorted(mut self) -> Vec<T> {
-        self.keep_least();
-        let order = &self.order;
-        self.items.sort_unstable_by(|a, b| order(a, b));
-        self.items
-    }
 }
 
 #[cfg(test)]

@@ -12,7 +12,8 @@ pub use crate::domain::summary::{
     cluster_summary, datacenter, infrastructure_summary,
 };
 use crate::model::{Datacenter, Kind, Resource};
-use crate::store::{Idx, Snapshot, scoped};
+use crate::store::held::Held;
+use crate::store::{Idx, ObjectKey, Snapshot, scoped};
 
 /// The Query root.
 pub struct Query;
@@ -59,14 +60,13 @@ fn candidates<'a>(
     snap: &'a Snapshot,
     kind: Kind,
     filter: Option<&'a Filter>,
+    labelled: Option<Vec<&'a Arc<Resource>>>,
 ) -> Box<dyn Iterator<Item = &'a Arc<Resource>> + Send + 'a> {
     let namespace = filter.and_then(|f| f.namespace.as_deref());
     let datacenter = filter
         .and_then(|f| f.datacenter.as_deref())
         .map(|key| snap.datacenters().find(|dc| dc.key() == key).cloned());
-    if namespace.is_none()
-        && let Some(labelled) = labelled(snap, kind, filter)
-    {
+    if let Some(labelled) = labelled {
         return Box::new(labelled.into_iter());
     }
     match (datacenter, namespace) {
@@ -79,16 +79,36 @@ fn candidates<'a>(
     }
 }
 
+/// [`candidates`]' entries of the store's ordered map, with their briefs.
+fn held_candidates<'a>(
+    snap: &'a Snapshot,
+    kind: Kind,
+    filter: Option<&'a Filter>,
+) -> Box<dyn Iterator<Item = (&'a ObjectKey, &'a Held)> + Send + 'a> {
+    let namespace = filter.and_then(|f| f.namespace.as_deref());
+    match filter.and_then(|f| f.datacenter.as_deref()) {
+        Some(key) => match snap.datacenters().find(|dc| dc.key() == key) {
+            Some(dc) => snap.held(kind, Some(dc), namespace),
+            // A datacenter this store does not hold has none of the kind.
+            None => Box::new(std::iter::empty()),
+        },
+        None => snap.held(kind, None, namespace),
+    }
+}
+
 /// The objects of `kind` the search indexes name for the filter's label selector's most
-/// selective `key=value` or `key` requirement, when it has one, the snapshot keeps the indexes
-/// and they name few enough (None: read the kind). A label few objects hold is then a few
-/// lookups, not a reading of the whole kind.
+/// selective `key=value` or `key` requirement, when it has one and no namespace, the snapshot
+/// keeps the indexes and they name few enough (None: read the kind). A label few objects hold
+/// is then a few lookups, not a reading of the whole kind.
 fn labelled<'a>(
     snap: &'a Snapshot,
     kind: Kind,
     filter: Option<&Filter>,
 ) -> Option<Vec<&'a Arc<Resource>>> {
     use super::selector::Requirement;
+    if filter?.namespace.is_some() {
+        return None;
+    }
     // An unreadable selector is refused when the filter is compiled, with the reason.
     let selector = super::selector::parse(filter?.label_selector.as_deref()?).ok()?;
     let words = selector.0.iter().filter_map(|req| match req {
@@ -138,7 +158,15 @@ macro_rules! list_fields {
                     {
                         return Ok(prefetched(ctx, conn).await);
                     }
-                    let items = narrowed(candidates(&snap, $kind, filter.as_ref()), narrow);
+                    let labelled = labelled(&snap, $kind, filter.as_ref());
+                    // Without the field's own filters or an index's candidates, the kind's
+                    // entries are read with their briefs (`brief_list.rs`).
+                    if labelled.is_none() && narrow.as_ref().is_none_or(|n| n.by_brief.is_some()) {
+                        let held = held_candidates(&snap, $kind, filter.as_ref());
+                        let keep = narrow.and_then(|n| n.by_brief);
+                        return super::brief_list::connection(ctx, held, filter.as_ref(), keep, sort, page, <$wrap>::new).await;
+                    }
+                    let items = narrowed(candidates(&snap, $kind, filter.as_ref(), labelled), narrow);
                     connection_of(ctx, items, filter.as_ref(), sort, page, <$wrap>::new).await
                 }
             )*
@@ -157,10 +185,11 @@ fn narrowed<'a>(
         Some(super::narrow::Narrow {
             keep,
             only: Some(only),
+            ..
         }) => Box::new(only.into_iter().filter(move |r| keep(r))),
-        Some(super::narrow::Narrow { keep, only: None }) => {
-            Box::new(items.filter(move |r| keep(r)))
-        }
+        Some(super::narrow::Narrow {
+            keep, only: None, ..
+        }) => Box::new(items.filter(move |r| keep(r))),
         None => items,
     }
 }

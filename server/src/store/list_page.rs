@@ -13,6 +13,7 @@ use std::collections::BinaryHeap;
 use std::ops::Bound;
 use std::sync::Arc;
 
+use super::held::Held;
 use super::{ObjectKey, Snapshot};
 use crate::model::{Datacenter, Kind, Resource};
 
@@ -119,7 +120,7 @@ impl Ord for Head<'_> {
     }
 }
 
-type Entries<'s> = Box<dyn Iterator<Item = (&'s ObjectKey, &'s Arc<Resource>)> + 's>;
+type Entries<'s> = Box<dyn Iterator<Item = (&'s ObjectKey, &'s Held)> + 's>;
 
 impl Snapshot {
     /// The page `ask` asks for, or None when the kind's ranges are too many to merge
@@ -168,7 +169,7 @@ impl Snapshot {
                 break;
             };
             if let Some((_, r)) = rest.next() {
-                items.push(r);
+                items.push(r.object());
             }
             if let Some(&(k, _)) = rest.peek() {
                 heads.push(Head {

@@ -3,6 +3,7 @@
 
 mod counts;
 mod hashed;
+pub mod held;
 mod index;
 pub mod list_page;
 mod loading;

@@ -91,7 +91,7 @@ impl Store {
             snap.seq = snap
                 .objects
                 .values()
-                .map(|r| version_seq(r))
+                .map(|r| version_seq(r.object()))
                 .max()
                 .unwrap_or(0);
         }

@@ -218,7 +218,7 @@ impl Snapshot {
         };
         let take = |out: &mut Snapshot, start: ObjectKey, same: &dyn Fn(&ObjectKey) -> bool| {
             for (k, v) in self.objects.range(start..).take_while(|(k, _)| same(k)) {
-                out.insert(k.clone(), v.clone());
+                out.insert(k.clone(), v.object().clone());
             }
         };
         for dc in self.datacenters.keys() {

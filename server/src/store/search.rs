@@ -353,7 +353,12 @@ impl Snapshot {
             })
         };
         let Some(index) = &self.search else {
-            return self.objects.values().filter_map(judge).collect();
+            return self
+                .objects
+                .values()
+                .map(|h| h.object())
+                .filter_map(judge)
+                .collect();
         };
         // The word with the fewest candidates chooses them (its namespace's objects counted
         // only when there is a choice); every word is checked on each.
@@ -416,7 +421,7 @@ impl Snapshot {
     fn in_namespace(&self, ns: &str, scope: Where<'_>, each: &mut dyn FnMut(&Arc<Resource>)) {
         for (from, to) in self.spans(ns, scope) {
             for (_, r) in self.span_from(&from, &to) {
-                each(r);
+                each(r.object());
             }
         }
     }

@@ -12,7 +12,6 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::ops::Bound;
-use std::sync::Arc;
 
 use super::search::{Field, Hit, Rank, SearchIndex, Where, match_word};
 use super::{ObjectKey, Snapshot};
@@ -155,7 +154,7 @@ impl Snapshot {
         &'s self,
         from: &ObjectKey,
         to: &ObjectKey,
-    ) -> impl Iterator<Item = (&'s ObjectKey, &'s Arc<Resource>)> + 's {
+    ) -> impl Iterator<Item = (&'s ObjectKey, &'s super::held::Held)> + 's {
         self.objects
             .range::<_, ObjectKey>((Bound::Included(from), Bound::Excluded(to)))
     }
@@ -262,7 +261,7 @@ impl Snapshot {
             };
             if let Some((_, r)) = rest.next() {
                 hits.push(Hit {
-                    object: r.clone(),
+                    object: r.object().clone(),
                     rank: Rank::Field,
                     field: Field::Namespace,
                 });

@@ -89,7 +89,7 @@ fn found(s: &Snapshot, text: &str) -> Vec<(Kind, String, Rank, Field, String)> {
 fn unindexed(s: &Snapshot) -> Snapshot {
     let mut plain = Snapshot::default();
     for (k, v) in s.objects.iter() {
-        plain.insert(k.clone(), v.clone());
+        plain.insert(k.clone(), v.object().clone());
     }
     plain.settle();
     assert!(plain.search.is_none() && s.search.is_some());

@@ -45,7 +45,7 @@ impl Snapshot {
             if let Some(search) = &mut self.search {
                 search.add(&key, &object);
             }
-            self.objects.insert(key, object);
+            self.objects.insert(key, super::held::Held::new(object));
         }
     }
 }

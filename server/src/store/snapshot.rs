@@ -6,6 +6,7 @@ use std::sync::Arc;
 use imbl::OrdMap;
 use parking_lot::Mutex;
 
+use super::held::Held;
 use super::members::{FastMap, Members, add_member, drop_member};
 use super::{Change, Idx, ObjectKey, index_entries, reads, scoped};
 use crate::model::{Datacenter, Kind, Resource};
@@ -25,7 +26,7 @@ pub type Deriver =
 pub struct Snapshot {
     pub(super) seq: u64,
     /// Ordered, for listing a kind or a namespace.
-    pub(super) objects: OrdMap<ObjectKey, Arc<Resource>>,
+    pub(super) objects: OrdMap<ObjectKey, Held>,
     /// The same objects hashed, for point lookups (relationships resolve through these).
     pub(super) by_key: FastMap<ObjectKey, Arc<Resource>>,
     /// By `metadata.uid`'s hash ([`uid_key`]): one object, unless two datacenters' API servers
@@ -225,8 +226,8 @@ impl Snapshot {
         let start = ObjectKey::new(&Datacenter::default(), kind, "", "");
         self.objects
             .range(start..)
-            .take_while(move |(k, _)| k.kind == kind)
-            .map(|(_, v)| v)
+            .take_while(move |(_, v)| v.brief().kind() == kind)
+            .map(|(_, v)| v.object())
     }
 
     /// Every object of a kind in one datacenter, or in all of them (`None`).
@@ -263,7 +264,7 @@ impl Snapshot {
         self.objects
             .range(start..)
             .take_while(move |(k, _)| k.kind == kind && k.datacenter == dc)
-            .map(|(_, v)| v)
+            .map(|(_, v)| v.object())
     }
 
     /// Every object of a kind in one namespace of one datacenter, ordered by name.
@@ -281,7 +282,7 @@ impl Snapshot {
             .take_while(move |(k, _)| {
                 k.kind == kind && k.datacenter == dc && k.namespace == namespace
             })
-            .map(|(_, v)| v)
+            .map(|(_, v)| v.object())
     }
 
     /// Objects of a kind (in one namespace, when given) after `after`, in key order: a cursor
@@ -316,7 +317,7 @@ impl Snapshot {
                     k.kind == kind
                         && namespace.is_none_or(|ns| k.datacenter == dc && k.namespace == ns)
                 })
-                .map(|(_, v)| v)
+                .map(|(_, v)| v.object())
         })
     }
 
@@ -459,7 +460,7 @@ impl Snapshot {
                 // In the order given (a timeline's checkpoint: by key), unlike a write's new
                 // objects ([`Snapshot::settle`]): a past moment is asked for at once, and inserts
                 // out of key order cost time (its memory is bounded by the cache of moments).
-                snap.objects.insert(key.clone(), r.clone());
+                snap.objects.insert(key.clone(), Held::new(r.clone()));
             }
             snap
         };
@@ -494,7 +495,7 @@ impl Snapshot {
                     search.change(&key, &previous, &object);
                 }
                 self.by_key.insert(key.clone(), object.clone());
-                self.objects.insert(key, object);
+                self.objects.insert(key, Held::new(object));
             }
             None => {
                 *self.datacenters.entry(key.datacenter.clone()).or_default() += 1;
@@ -509,7 +510,7 @@ impl Snapshot {
     /// Take an object out, with its index entries.
     pub(super) fn remove(&mut self, key: &ObjectKey) -> Option<Arc<Resource>> {
         self.settle_for(key);
-        let previous = self.objects.remove(key)?;
+        let previous = self.objects.remove(key)?.into_object();
         self.by_key.remove(key);
         self.unindex(key, &previous);
         if let Some(n) = self.datacenters.get_mut(&key.datacenter) {

@@ -441,7 +441,12 @@ fn a_past_graph_built_whole_has_the_indexes_a_store_keeps_one_by_one() {
     store.apply(objects.iter().cloned().map(Op::Upsert).collect());
     let live = store.snapshot();
     // The objects as the store keeps them (with the versions and uids it gave them).
-    let past = Store::new().past(live.objects.values().map(|r| (**r).clone()).collect());
+    let past = Store::new().past(
+        live.objects
+            .values()
+            .map(|r| (**r.object()).clone())
+            .collect(),
+    );
     let keys = |m: &Members| m.iter().cloned().collect::<Vec<_>>();
     assert!(live.index.len() > 100, "the fleet has relationships");
     assert!(past.objects == live.objects, "the same objects");
@@ -451,7 +456,7 @@ fn a_past_graph_built_whole_has_the_indexes_a_store_keeps_one_by_one() {
         past.seq,
         live.objects
             .values()
-            .map(|r| version_seq(r))
+            .map(|r| version_seq(r.object()))
             .max()
             .unwrap_or(0)
     );

@@ -40,7 +40,8 @@ impl<'a> Row<'a> for (&'a ObjectKey, &'a Held) {
 }
 
 /// [`super::types::connection_of`] over entries of the store's ordered map, all of the kind
-/// `T` shows, with a list's own filter (`narrow.rs`) when it has one.
+/// `T` shows and in the filter's namespace and datacenter, with a list's own filter
+/// (`narrow.rs`) when it has one.
 pub async fn connection<'a, T: async_graphql::OutputType + ShowsObject>(
     ctx: &Context<'_>,
     items: impl Iterator<Item = (&'a ObjectKey, &'a Held)>,
@@ -51,7 +52,11 @@ pub async fn connection<'a, T: async_graphql::OutputType + ShowsObject>(
     wrap: impl Fn(Arc<Resource>) -> Option<T>,
 ) -> async_graphql::Result<Conn<T>> {
     let max = paging::max_page_size(ctx);
-    let filter = filter.map(CompiledFilter::new).transpose()?;
+    // The entries are those of the filter's namespace and datacenter (`held_candidates`).
+    let filter = filter
+        .map(CompiledFilter::new)
+        .transpose()?
+        .map(|f| f.without_place());
     let items = items.filter(|(key, held)| {
         debug_assert!(T::shows(held.object()), "{key} is of the list's kind");
         filter.as_ref().is_none_or(|f| f.matches_held(key, held))

@@ -172,9 +172,11 @@ fn a_page_read_with_briefs_is_the_page_of_the_objects() {
                             },
                             None => snap.held(kind, None, namespace),
                         };
-                        let entries = entries.filter(|(k, h)| {
-                            compiled.as_ref().is_none_or(|c| c.matches_held(k, h))
-                        });
+                        // As `connection` reads them: the ranges give the namespace and
+                        // datacenter, the rest of the filter is tested.
+                        let rest = compiled.as_ref().map(CompiledFilter::without_place);
+                        let entries = entries
+                            .filter(|(k, h)| rest.as_ref().is_none_or(|c| c.matches_held(k, h)));
                         paginate(entries, sort, args.clone(), 500, label).expect("a page")
                     };
                     let cut = |args: &PageArgs| {

@@ -200,7 +200,38 @@ pub struct CompiledFilter {
     datacenter: Option<String>,
     phases: Option<Vec<String>>,
     selector: Option<super::selector::Selector>,
-    search: Option<String>,
+    search: Option<Folded>,
+}
+
+/// A name search's text, lowercased, with its searcher made once for the whole list.
+#[derive(Clone)]
+struct Folded {
+    lower: String,
+    finder: memchr::memmem::Finder<'static>,
+}
+
+impl Folded {
+    fn new(text: &str) -> Self {
+        let lower = text.to_lowercase();
+        let finder = memchr::memmem::Finder::new(lower.as_bytes()).into_owned();
+        Folded { lower, finder }
+    }
+
+    /// True when `text`, lowercased, contains it. A text of lowercase ASCII (a Kubernetes name
+    /// or namespace always is) is searched as it is.
+    fn found_in(&self, text: &str) -> bool {
+        if text
+            .bytes()
+            .all(|b| b.is_ascii() && !b.is_ascii_uppercase())
+        {
+            return self.finder.find(text.as_bytes()).is_some();
+        }
+        contains_folded(text, &self.lower)
+    }
+
+    fn contains(&self, c: char) -> bool {
+        self.lower.contains(c)
+    }
 }
 
 impl CompiledFilter {
@@ -223,7 +254,7 @@ impl CompiledFilter {
                 .as_ref()
                 .map(|ps| ps.iter().map(|p| p.to_ascii_lowercase()).collect()),
             selector,
-            search: f.search.as_ref().map(|q| q.to_lowercase()),
+            search: f.search.as_deref().map(Folded::new),
         })
     }
 
@@ -238,6 +269,16 @@ impl CompiledFilter {
             && self.phases.is_none()
             && self.selector.is_none()
             && self.search.is_none()
+    }
+
+    /// The filter for objects read from its namespace's and datacenter's ranges already: the
+    /// rest of it.
+    pub fn without_place(&self) -> CompiledFilter {
+        CompiledFilter {
+            namespace: None,
+            datacenter: None,
+            ..self.clone()
+        }
     }
 
     /// [`CompiledFilter::matches`] for an entry of the store's ordered map: its key and brief
@@ -261,9 +302,9 @@ impl CompiledFilter {
             })
             && self.search.as_ref().is_none_or(|q| {
                 if q.contains('/') {
-                    contains_folded(&format!("{}/{}", key.namespace, key.name), q)
+                    q.found_in(&format!("{}/{}", key.namespace, key.name))
                 } else {
-                    contains_folded(&key.name, q) || contains_folded(&key.namespace, q)
+                    q.found_in(&key.name) || q.found_in(&key.namespace)
                 }
             })
             && self
@@ -290,9 +331,9 @@ impl CompiledFilter {
             && self.search.as_ref().is_none_or(|q| {
                 // Without a '/', the text cannot span the namespace and the name.
                 if q.contains('/') {
-                    contains_folded(&format!("{}/{}", r.namespace(), r.name()), q)
+                    q.found_in(&format!("{}/{}", r.namespace(), r.name()))
                 } else {
-                    contains_folded(r.name(), q) || contains_folded(r.namespace(), q)
+                    q.found_in(r.name()) || q.found_in(r.namespace())
                 }
             })
     }

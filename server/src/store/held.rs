@@ -6,6 +6,7 @@
 //! four cache misses an object, about 150 ms for 460,000 Machines (`cargo bench --bench
 //! search_query`). Read from the leaf, in the order the map keeps its entries, they cost none.
 
+use std::ops::Bound;
 use std::sync::{Arc, LazyLock};
 
 use super::{ObjectKey, Snapshot, reads};
@@ -188,40 +189,49 @@ fn text(known: &[&'static str], place: u8) -> BriefText {
 impl Snapshot {
     /// Every object of a kind (of one datacenter, of one namespace, when given) with its key and
     /// brief, in key order (a namespace of every datacenter one datacenter after the other).
-    /// The whole kind's end is found by the entries' briefs, without reading their keys.
+    /// Each range's ends are found by the ordered map first, so no key is read on the way.
     pub fn held<'a>(
         &'a self,
         kind: Kind,
         datacenter: Option<&Datacenter>,
-        namespace: Option<&'a str>,
+        namespace: Option<&str>,
     ) -> Box<dyn Iterator<Item = (&'a ObjectKey, &'a Held)> + Send + 'a> {
         reads::note_inexact();
-        let range = move |dc: &Datacenter, ns: &'a str| {
-            let (dc, start) = (dc.clone(), ObjectKey::new(dc, kind, ns, ""));
-            self.objects
-                .range(start..)
-                .take_while(move |(k, _)| k.kind == kind && k.datacenter == dc && k.namespace == ns)
+        // A namespace's range: up to the smallest namespace past it.
+        let namespace_range = |dc: &Datacenter, ns: &str| {
+            let past = ObjectKey::new(dc, kind, &format!("{ns}\0"), "");
+            (ObjectKey::new(dc, kind, ns, ""), Bound::Excluded(past))
         };
-        match (datacenter, namespace) {
-            (Some(dc), Some(ns)) => Box::new(range(dc, ns)),
+        let ranges: Vec<(ObjectKey, Bound<ObjectKey>)> = match (datacenter, namespace) {
+            (Some(dc), Some(ns)) => vec![namespace_range(dc, ns)],
             (Some(dc), None) => {
-                let (dc, start) = (dc.clone(), ObjectKey::new(dc, kind, "", ""));
-                Box::new(
-                    self.objects
-                        .range(start..)
-                        .take_while(move |(k, h)| h.brief().kind() == kind && k.datacenter == dc),
-                )
+                let past = Datacenter::new(&format!("{}\0", dc.key()));
+                vec![(
+                    ObjectKey::new(dc, kind, "", ""),
+                    Bound::Excluded(ObjectKey::new(&past, kind, "", "")),
+                )]
             }
-            (None, Some(ns)) => Box::new(self.datacenters.keys().flat_map(move |dc| range(dc, ns))),
+            (None, Some(ns)) => self
+                .datacenters
+                .keys()
+                .map(|dc| namespace_range(dc, ns))
+                .collect(),
             (None, None) => {
-                let start = ObjectKey::new(&Datacenter::default(), kind, "", "");
-                Box::new(
-                    self.objects
-                        .range(start..)
-                        .take_while(move |(_, h)| h.brief().kind() == kind),
-                )
+                // Up to the next kind's first key.
+                let first = Datacenter::default();
+                let next = Kind::ALL.iter().copied().filter(|k| *k > kind).min();
+                vec![(
+                    ObjectKey::new(&first, kind, "", ""),
+                    next.map_or(Bound::Unbounded, |k| {
+                        Bound::Excluded(ObjectKey::new(&first, k, "", ""))
+                    }),
+                )]
             }
-        }
+        };
+        Box::new(ranges.into_iter().flat_map(move |(from, to)| {
+            self.objects
+                .range::<_, ObjectKey>((Bound::Included(from), to))
+        }))
     }
 }
 

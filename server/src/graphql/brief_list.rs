@@ -44,7 +44,7 @@ impl<'a> Row<'a> for (&'a ObjectKey, &'a Held) {
 /// (`narrow.rs`) when it has one.
 pub async fn connection<'a, T: async_graphql::OutputType + ShowsObject>(
     ctx: &Context<'_>,
-    items: impl Iterator<Item = (&'a ObjectKey, &'a Held)>,
+    items: impl Iterator<Item = (&'a ObjectKey, &'a Held)> + 'a,
     filter: Option<&Filter>,
     keep: Option<KeepHeld<'_>>,
     sort: Option<Sort>,
@@ -57,6 +57,15 @@ pub async fn connection<'a, T: async_graphql::OutputType + ShowsObject>(
         .map(CompiledFilter::new)
         .transpose()?
         .map(|f| f.without_place());
+    // A name search reads every entry's key: read ahead, their misses overlap. Without one,
+    // only the entries that pass are read further (touching every key cost the lists of a
+    // phase 2.5 times their time, `cargo bench --bench search_query`).
+    let items: Box<dyn Iterator<Item = (&'a ObjectKey, &'a Held)> + '_> =
+        if filter.as_ref().is_some_and(CompiledFilter::searches) {
+            Box::new(Ahead::new(items))
+        } else {
+            Box::new(items)
+        };
     let items = items.filter(|(key, held)| {
         debug_assert!(T::shows(held.object()), "{key} is of the list's kind");
         filter.as_ref().is_none_or(|f| f.matches_held(key, held))
@@ -64,6 +73,43 @@ pub async fn connection<'a, T: async_graphql::OutputType + ShowsObject>(
     });
     let conn = paging::paginate(items, sort, page, max, |r| wrap(r).map(Memo))?;
     Ok(prefetched(ctx, conn).await)
+}
+
+/// Entries read [`AHEAD`] ahead, each one's key touched as it is read: the keys (one allocation
+/// each, shared with the indexes) are where a list's name search and its sort's ties read, and
+/// touched in turn their cache misses overlap, where read by the filter one at a time each
+/// waited for the last.
+struct Ahead<'a, I> {
+    entries: I,
+    read: std::collections::VecDeque<(&'a ObjectKey, &'a Held)>,
+}
+
+/// How far [`Ahead`] reads ahead.
+const AHEAD: usize = 16;
+
+impl<'a, I: Iterator<Item = (&'a ObjectKey, &'a Held)>> Ahead<'a, I> {
+    fn new(entries: I) -> Self {
+        Ahead {
+            entries,
+            read: std::collections::VecDeque::with_capacity(AHEAD),
+        }
+    }
+}
+
+impl<'a, I: Iterator<Item = (&'a ObjectKey, &'a Held)>> Iterator for Ahead<'a, I> {
+    type Item = (&'a ObjectKey, &'a Held);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        while self.read.len() < AHEAD {
+            let Some(entry) = self.entries.next() else {
+                break;
+            };
+            // The name's text: in the key, or (longer than 15 bytes) in its own allocation.
+            std::hint::black_box(entry.0.name.as_bytes().first());
+            self.read.push_back(entry);
+        }
+        self.read.pop_front()
+    }
 }
 
 #[cfg(test)]

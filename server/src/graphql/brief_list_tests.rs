@@ -280,3 +280,18 @@ fn machines_of_a_role_read_with_briefs_are_those_of_their_labels() {
             .expect("narrows");
     assert!(pooled.by_brief.is_none(), "a pool is not in the briefs");
 }
+
+/// Reading ahead (a name search's lists) gives every entry, in order.
+#[test]
+fn reading_ahead_gives_every_entry_in_order() {
+    let store = store();
+    let snap = store.snapshot();
+    for &kind in Kind::ALL {
+        let keys = |entries: &mut dyn Iterator<Item = (&ObjectKey, &Held)>| {
+            entries.map(|(k, _)| k.clone()).collect::<Vec<_>>()
+        };
+        let plain = keys(&mut snap.held(kind, None, None));
+        let ahead = keys(&mut Ahead::new(snap.held(kind, None, None)));
+        assert_eq!(plain, ahead, "{kind:?}");
+    }
+}

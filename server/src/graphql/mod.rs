@@ -3,6 +3,7 @@
 pub mod applications;
 mod brief_list;
 pub mod documents;
+mod folded;
 pub mod generations;
 pub mod history;
 pub mod key_order;

@@ -10,6 +10,9 @@ use async_graphql::{Enum, InputObject, OutputType, SimpleObject};
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 
+use super::folded::Folded;
+#[cfg(test)]
+use super::folded::contains_folded;
 use super::least::Least;
 use crate::model::Resource;
 use crate::store::ObjectKey;
@@ -203,37 +206,6 @@ pub struct CompiledFilter {
     search: Option<Folded>,
 }
 
-/// A name search's text, lowercased, with its searcher made once for the whole list.
-#[derive(Clone)]
-struct Folded {
-    lower: String,
-    finder: memchr::memmem::Finder<'static>,
-}
-
-impl Folded {
-    fn new(text: &str) -> Self {
-        let lower = text.to_lowercase();
-        let finder = memchr::memmem::Finder::new(lower.as_bytes()).into_owned();
-        Folded { lower, finder }
-    }
-
-    /// True when `text`, lowercased, contains it. A text of lowercase ASCII (a Kubernetes name
-    /// or namespace always is) is searched as it is.
-    fn found_in(&self, text: &str) -> bool {
-        if text
-            .bytes()
-            .all(|b| b.is_ascii() && !b.is_ascii_uppercase())
-        {
-            return self.finder.find(text.as_bytes()).is_some();
-        }
-        contains_folded(text, &self.lower)
-    }
-
-    fn contains(&self, c: char) -> bool {
-        self.lower.contains(c)
-    }
-}
-
 impl CompiledFilter {
     /// Compile. Fails on an unreadable label selector.
     pub fn new(f: &Filter) -> async_graphql::Result<Self> {
@@ -269,6 +241,11 @@ impl CompiledFilter {
             && self.phases.is_none()
             && self.selector.is_none()
             && self.search.is_none()
+    }
+
+    /// True when it searches names.
+    pub fn searches(&self) -> bool {
+        self.search.is_some()
     }
 
     /// The filter for objects read from its namespace's and datacenter's ranges already: the
@@ -337,19 +314,6 @@ impl CompiledFilter {
                 }
             })
     }
-}
-
-/// True when `text`, lowercased, contains `lower` (already lowercase). An ASCII text (every
-/// Kubernetes name) is compared in place; any other is lowercased first.
-fn contains_folded(text: &str, lower: &str) -> bool {
-    if !text.is_ascii() {
-        return text.to_lowercase().contains(lower);
-    }
-    let (text, lower) = (text.as_bytes(), lower.as_bytes());
-    lower.is_empty()
-        || text
-            .windows(lower.len())
-            .any(|w| w.eq_ignore_ascii_case(lower))
 }
 
 /// The kinds a filter names (`Machine`, `machines`, `m`, …): `BAD_KIND` for one this server

@@ -262,57 +262,50 @@ impl CompiledFilter {
     /// answer all but a label selector and a phase the brief does not keep, which are read of
     /// the object.
     pub fn matches_held(&self, key: &ObjectKey, held: &Held) -> bool {
-        self.namespace
-            .as_ref()
-            .is_none_or(|ns| ns == &*key.namespace)
-            && self
-                .datacenter
-                .as_ref()
-                .is_none_or(|dc| dc.as_str() == key.datacenter.key())
-            && self.phases.as_ref().is_none_or(|wanted| {
-                let phase = match held.brief().phase() {
-                    BriefText::None => "",
-                    BriefText::Known(text) => text,
-                    BriefText::Other => held.object().phase().unwrap_or_default(),
-                };
-                wanted.iter().any(|w| w.eq_ignore_ascii_case(phase))
-            })
-            && self.search.as_ref().is_none_or(|q| {
-                if q.contains('/') {
-                    q.found_in(&format!("{}/{}", key.namespace, key.name))
-                } else {
-                    q.found_in(&key.name) || q.found_in(&key.namespace)
-                }
-            })
-            && self
-                .selector
-                .as_ref()
-                .is_none_or(|s| s.matches(held.object().meta().labels.as_ref()))
+        let phase = || match held.brief().phase() {
+            BriefText::None => "",
+            BriefText::Known(text) => text,
+            BriefText::Other => held.object().phase().unwrap_or_default(),
+        };
+        let place = (&*key.namespace, &*key.name, key.datacenter.key());
+        self.passes(place, phase, || held.object())
     }
 
     /// True when `r` passes every part of the filter.
     pub fn matches(&self, r: &Resource) -> bool {
-        self.namespace.as_ref().is_none_or(|ns| ns == r.namespace())
+        let place = (r.namespace(), r.name(), r.datacenter().key());
+        self.passes(place, || r.phase().unwrap_or_default(), || r)
+    }
+
+    /// The test of both readings: an object's namespace, name and datacenter's key, and its
+    /// phase and the object itself (for its labels), read only when a part asks for them.
+    fn passes<'r>(
+        &self,
+        (namespace, name, datacenter): (&str, &str, &str),
+        phase: impl FnOnce() -> &'r str,
+        object: impl FnOnce() -> &'r Resource,
+    ) -> bool {
+        self.namespace.as_ref().is_none_or(|ns| ns == namespace)
             && self
                 .datacenter
                 .as_ref()
-                .is_none_or(|dc| dc.as_str() == r.datacenter().key())
+                .is_none_or(|dc| dc.as_str() == datacenter)
             && self.phases.as_ref().is_none_or(|wanted| {
-                let phase = r.phase().unwrap_or_default();
+                let phase = phase();
                 wanted.iter().any(|w| w.eq_ignore_ascii_case(phase))
+            })
+            && self.search.as_ref().is_none_or(|q| {
+                // Without a '/', the text cannot span the namespace and the name.
+                if q.contains('/') {
+                    q.found_in(&format!("{namespace}/{name}"))
+                } else {
+                    q.found_in(name) || q.found_in(namespace)
+                }
             })
             && self
                 .selector
                 .as_ref()
-                .is_none_or(|s| s.matches(r.meta().labels.as_ref()))
-            && self.search.as_ref().is_none_or(|q| {
-                // Without a '/', the text cannot span the namespace and the name.
-                if q.contains('/') {
-                    q.found_in(&format!("{}/{}", r.namespace(), r.name()))
-                } else {
-                    q.found_in(r.name()) || q.found_in(r.namespace())
-                }
-            })
+                .is_none_or(|s| s.matches(object().meta().labels.as_ref()))
     }
 }
 

@@ -12,7 +12,7 @@ use super::parts::{Memo, ShowsObject};
 use super::types::{Conn, prefetched};
 use crate::model::Resource;
 use crate::store::ObjectKey;
-use crate::store::held::{BriefText, Held};
+use crate::store::held::{Abbreviated, BriefText, Held};
 
 impl<'a> Row<'a> for (&'a ObjectKey, &'a Held) {
     fn object(self) -> &'a Arc<Resource> {
@@ -36,6 +36,10 @@ impl<'a> Row<'a> for (&'a ObjectKey, &'a Held) {
     fn tie(self) -> (&'a str, &'a str, &'a str) {
         let key = self.0;
         (&key.namespace, &key.name, key.datacenter.key())
+    }
+
+    fn abbreviated(self) -> Abbreviated {
+        self.1.brief().abbreviated()
     }
 }
 

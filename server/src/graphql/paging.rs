@@ -16,7 +16,7 @@ use super::folded::contains_folded;
 use super::least::Least;
 use crate::model::Resource;
 use crate::store::ObjectKey;
-use crate::store::held::{BriefText, Held};
+use crate::store::held::{Abbreviated, BriefText, Held};
 
 /// Query limits shared by every resolver.
 #[derive(Clone, Copy, Debug)]
@@ -376,8 +376,8 @@ fn cursor_sort(key: &SortKey, f: SortField) -> Result<SortValue<'_>, String> {
     }
 }
 
-/// Where a decoded cursor stands: its sort value and its tie.
-type Bound<'k> = (SortValue<'k>, (&'k str, &'k str, &'k str));
+/// Where a decoded cursor stands: its sort value, its tie's abbreviation and its tie.
+type Bound<'k> = (SortValue<'k>, Abbreviated, (&'k str, &'k str, &'k str));
 
 /// A decoded cursor as the place it stands for; `BAD_CURSOR` when its value is not one of this
 /// sort's (a creation time that is not a time).
@@ -394,7 +394,12 @@ fn bound<'k>(
             raw.unwrap_or_default()
         ))
     })?;
-    Ok(Some((value, (k.1.as_str(), k.2.as_str(), k.3.as_str()))))
+    let abbreviated = Abbreviated::of(&k.1, &k.2);
+    Ok(Some((
+        value,
+        abbreviated,
+        (k.1.as_str(), k.2.as_str(), k.3.as_str()),
+    )))
 }
 
 /// Ties: namespace, name, then datacenter (two datacenters may hold one namespace/name).
@@ -412,6 +417,11 @@ pub trait Row<'a>: Copy {
     fn sort(self, field: SortField) -> SortValue<'a>;
     /// Its namespace, name and datacenter's key, as [`tie`] reads them of the object.
     fn tie(self) -> (&'a str, &'a str, &'a str);
+    /// The first bytes of its namespace and name, where it keeps them (they decide most ties
+    /// without reading the tie); none (all zeros) where it does not.
+    fn abbreviated(self) -> Abbreviated {
+        Abbreviated::default()
+    }
 }
 
 impl<'a> Row<'a> for &'a Arc<Resource> {
@@ -427,6 +437,9 @@ impl<'a> Row<'a> for &'a Arc<Resource> {
         tie(self)
     }
 }
+
+/// An item as [`paginate`] orders it: its sort value, its tie's abbreviation, the item.
+type Item<'a, R> = (SortValue<'a>, Abbreviated, R);
 
 /// Cut one page in sort order, building a Relay connection. `max_page` bounds `first`/`last`.
 ///
@@ -484,11 +497,18 @@ where
         before.as_ref(),
         sort.field,
     )?;
-    let order = |a: &(SortValue<'a>, R), b: &(SortValue<'a>, R)| {
-        directed(a.0.cmp(&b.0).then_with(|| a.1.tie().cmp(&b.1.tie())))
+    // Ties by their abbreviations where those tell, else by namespace, name and datacenter.
+    let order = |a: &Item<'a, R>, b: &Item<'a, R>| {
+        directed(
+            a.0.cmp(&b.0)
+                .then_with(|| (a.1.order(b.1)).unwrap_or_else(|| a.2.tie().cmp(&b.2.tie()))),
+        )
     };
-    let to = |x: &(SortValue<'a>, R), at: &Bound<'_>| {
-        directed(x.0.cmp(&at.0).then_with(|| x.1.tie().cmp(&at.1)))
+    let to = |x: &Item<'a, R>, at: &Bound<'_>| {
+        directed(
+            x.0.cmp(&at.0)
+                .then_with(|| x.1.order(at.1).unwrap_or_else(|| x.2.tie().cmp(&at.2))),
+        )
     };
     // The page is cut from the window's front (`first`, or neither) or its end (`last` alone):
     // the `keep` items nearest that end are all the pass keeps.
@@ -499,7 +519,7 @@ where
     };
     let mut kept = Least::new(
         keep,
-        |a: &(SortValue<'a>, R), b: &(SortValue<'a>, R)| {
+        |a: &Item<'a, R>, b: &Item<'a, R>| {
             if from_end { order(b, a) } else { order(a, b) }
         },
     );
@@ -507,7 +527,7 @@ where
     let (mut total, mut before_window, mut w) = (0, 0, 0);
     for r in items {
         total += 1;
-        let x = (r.sort(sort.field), r);
+        let x = (r.sort(sort.field), r.abbreviated(), r);
         if after_at
             .as_ref()
             .is_some_and(|at| to(&x, at) != Ordering::Greater)
@@ -550,7 +570,7 @@ where
         end < total,
         ConnectionFields { total_count: total },
     );
-    conn.edges.extend(shown.into_iter().filter_map(|(_, r)| {
+    conn.edges.extend(shown.into_iter().filter_map(|(_, _, r)| {
         let r = r.object();
         Some(Edge::new(
             Cursor::Item(sort.field, Arc::clone(r)),

@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use super::held::Held;
 use super::{ObjectKey, Snapshot};
-use crate::model::{Datacenter, Kind, Resource};
+use crate::model::{Kind, Resource};
 
 /// Most ranges a page merges (a datacenter's namespaces, for the name order): past it the kind is
 /// read whole instead, as every object in a namespace of its own would make a range of each.
@@ -197,15 +197,8 @@ impl Snapshot {
         let mut ranges = Vec::new();
         for dc in dcs {
             let (from, to) = match ask.namespace {
-                Some(ns) => (
-                    ObjectKey::new(dc, kind, ns, ""),
-                    ObjectKey::new(dc, kind, &format!("{ns}\0"), ""),
-                ),
-                // The datacenter's range of the kind: up to the smallest key past it.
-                None => (
-                    ObjectKey::new(dc, kind, "", ""),
-                    ObjectKey::new(&Datacenter::new(&format!("{}\0", dc.key())), kind, "", ""),
-                ),
+                Some(ns) => ObjectKey::namespace_span(dc, kind, ns),
+                None => ObjectKey::datacenter_span(dc, kind),
             };
             if ask.order == KeyOrder::Namespace || ask.namespace.is_some() {
                 ranges.push((from, to));
@@ -217,9 +210,7 @@ impl Snapshot {
                 if ranges.len() == MOST_RANGES {
                     return None;
                 }
-                let ns = &k.namespace;
-                let start = ObjectKey::new(dc, kind, ns, "");
-                let end = ObjectKey::new(dc, kind, &format!("{ns}\0"), "");
+                let (start, end) = ObjectKey::namespace_span(dc, kind, &k.namespace);
                 next = end.clone();
                 ranges.push((start, end));
             }

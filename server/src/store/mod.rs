@@ -84,6 +84,26 @@ impl ObjectKey {
     pub fn of(r: &Resource) -> Self {
         ObjectKey::new(r.datacenter(), r.kind(), r.namespace(), r.name())
     }
+
+    /// The keys that the objects of a kind in one datacenter's namespace lie between: the
+    /// first of them, and the smallest past them (a longer namespace that starts with `ns`
+    /// comes after `ns` and a zero byte).
+    pub fn namespace_span(datacenter: &Datacenter, kind: Kind, ns: &str) -> (Self, Self) {
+        (
+            ObjectKey::new(datacenter, kind, ns, ""),
+            ObjectKey::new(datacenter, kind, &format!("{ns}\0"), ""),
+        )
+    }
+
+    /// The keys that the objects of a kind in one datacenter lie between, as
+    /// [`ObjectKey::namespace_span`]'s.
+    pub fn datacenter_span(datacenter: &Datacenter, kind: Kind) -> (Self, Self) {
+        let past = Datacenter::new(&format!("{}\0", datacenter.key()));
+        (
+            ObjectKey::new(datacenter, kind, "", ""),
+            ObjectKey::new(&past, kind, "", ""),
+        )
+    }
 }
 
 impl std::fmt::Display for ObjectKey {

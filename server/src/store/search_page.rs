@@ -131,19 +131,15 @@ impl Snapshot {
         if ns.is_empty() {
             return Vec::new();
         }
-        // Past `ns` and before every longer namespace that starts with it.
-        let past = format!("{ns}\0");
         let mut kinds = scope.kinds.unwrap_or(Kind::ALL).to_vec();
         kinds.sort_unstable();
         kinds.dedup();
         let dcs = self.datacenters.keys();
         let dcs = dcs.filter(|dc| scope.datacenter.is_none_or(|want| want == dc.key()));
         dcs.flat_map(|dc| {
-            let past = &past;
-            kinds.iter().map(move |kind| {
-                let from = ObjectKey::new(dc, *kind, ns, "");
-                (from, ObjectKey::new(dc, *kind, past, ""))
-            })
+            kinds
+                .iter()
+                .map(move |kind| ObjectKey::namespace_span(dc, *kind, ns))
         })
         .collect()
     }

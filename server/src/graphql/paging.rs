@@ -501,7 +501,7 @@ where
     let order = |a: &Item<'a, R>, b: &Item<'a, R>| {
         directed(
             a.0.cmp(&b.0)
-                .then_with(|| (a.1.order(b.1)).unwrap_or_else(|| a.2.tie().cmp(&b.2.tie()))),
+                .then_with(|| a.1.order(b.1).unwrap_or_else(|| a.2.tie().cmp(&b.2.tie()))),
         )
     };
     let to = |x: &Item<'a, R>, at: &Bound<'_>| {

@@ -12,7 +12,6 @@
 //! keeps the first bytes of namespace and name too ([`Abbreviated`]), which decide most ties.
 
 use std::cmp::Ordering;
-
 use std::ops::Bound;
 use std::sync::{Arc, LazyLock};
 
@@ -368,6 +367,7 @@ mod tests {
             "0123456789abcdeg",
             "0123456789abcde",
             "0123456789abcdef0",
+            "0123456789abcdef\0a",
             "\0",
             "é",
             "e\u{7f}",

@@ -5,7 +5,8 @@
 //! a namespace) the p50 and p95 of `SEARCH_SAMPLES` different texts (default 200), each asked
 //! through the schema for its first page of 50 (no response cache); then the lists: a filtered,
 //! sorted page of 100 Machines (and of clusters by stage and health), the same way. Run with
-//! `cargo bench --bench search_query`.
+//! `cargo bench --bench search_query`; `SEARCH_ONLY=phase` runs only the cases whose name holds
+//! that text (`list` for the lists alone).
 
 use std::time::Instant;
 
@@ -38,6 +39,13 @@ fn env(name: &str, default: usize) -> usize {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(default)
+}
+
+/// Whether the case `what` is to run: its name holds `SEARCH_ONLY`, when that is set.
+fn chosen(what: &str) -> bool {
+    std::env::var("SEARCH_ONLY")
+        .ok()
+        .is_none_or(|only| what.contains(only.as_str()))
 }
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {
@@ -197,6 +205,9 @@ fn main() {
         .build()
         .expect("runtime");
     for (what, texts) in &cases {
+        if !chosen(what) {
+            continue;
+        }
         let mut took = Vec::with_capacity(samples);
         let mut hits = 0u64;
         for i in 0..samples {
@@ -321,6 +332,9 @@ fn lists(
         ),
     ];
     for (what, query, vars) in &cases {
+        if !chosen(&format!("list, {what}")) {
+            continue;
+        }
         let mut took = Vec::with_capacity(samples);
         let mut total = 0u64;
         for i in 0..samples {

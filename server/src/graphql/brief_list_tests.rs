@@ -1,5 +1,5 @@
 use super::*;
-use crate::graphql::paging::{ConnectionFields, Cursor, SortDirection, paginate};
+use crate::graphql::paging::{ConnectionFields, Cursor, SortDirection, paginate, read_backwards};
 use crate::model::{Datacenter, Kind};
 use crate::source::demo::{FleetSpec, fleet};
 use crate::store::{Op, Store};
@@ -146,8 +146,14 @@ fn a_page_read_with_briefs_is_the_page_of_the_objects() {
     ];
     for &kind in Kind::ALL {
         let objects: Vec<&Arc<Resource>> = snap.list(kind).collect();
-        let held: Vec<(&ObjectKey, &Held)> = snap.held(kind, None, None).collect();
+        let held: Vec<(&ObjectKey, &Held)> = snap.held(kind, None, None, false).collect();
         assert_eq!(held.len(), objects.len(), "{kind:?}: the same objects");
+        let mut backwards: Vec<(&ObjectKey, &Held)> = snap.held(kind, None, None, true).collect();
+        backwards.reverse();
+        assert!(
+            held == backwards,
+            "{kind:?}: read backwards, the same in reverse"
+        );
         for field in [
             SortField::Name,
             SortField::Namespace,
@@ -165,12 +171,14 @@ fn a_page_read_with_briefs_is_the_page_of_the_objects() {
                     let read = |args: &PageArgs| {
                         let namespace = f.as_ref().and_then(|f| f.namespace.as_deref());
                         let dc = f.as_ref().and_then(|f| f.datacenter.as_deref());
+                        // In the order the list reads them (backwards for a descending sort).
+                        let backwards = read_backwards(sort.as_ref(), args);
                         let entries: Box<dyn Iterator<Item = (&ObjectKey, &Held)>> = match dc {
                             Some(key) => match snap.datacenters().find(|d| d.key() == key) {
-                                Some(d) => snap.held(kind, Some(d), namespace),
+                                Some(d) => snap.held(kind, Some(d), namespace, backwards),
                                 None => Box::new(std::iter::empty()),
                             },
-                            None => snap.held(kind, None, namespace),
+                            None => snap.held(kind, None, namespace, backwards),
                         };
                         // As `connection` reads them: the ranges give the namespace and
                         // datacenter, the rest of the filter is tested.
@@ -261,7 +269,7 @@ fn machines_of_a_role_read_with_briefs_are_those_of_their_labels() {
                     ..Default::default()
                 };
                 let entries = snap
-                    .held(Kind::Machine, None, None)
+                    .held(Kind::Machine, None, None, true)
                     .filter(|(k, h)| compiled.matches_held(k, h) && by_brief(h));
                 let read = paginate(entries, sort, args.clone(), 500, label).expect("a page");
                 let items = objects
@@ -290,8 +298,8 @@ fn reading_ahead_gives_every_entry_in_order() {
         let keys = |entries: &mut dyn Iterator<Item = (&ObjectKey, &Held)>| {
             entries.map(|(k, _)| k.clone()).collect::<Vec<_>>()
         };
-        let plain = keys(&mut snap.held(kind, None, None));
-        let ahead = keys(&mut Ahead::new(snap.held(kind, None, None)));
+        let plain = keys(&mut snap.held(kind, None, None, false));
+        let ahead = keys(&mut Ahead::new(snap.held(kind, None, None, false)));
         assert_eq!(plain, ahead, "{kind:?}");
     }
 }

@@ -1,6 +1,8 @@
 //! A list's page read in the store's key order ([`Snapshot::key_page`]) where its filter and sort
-//! allow it: sorted by name or namespace, limited to a datacenter and a namespace at most, and
-//! paged forwards (`first`, `after`): the dashboard's lists as they open, and every page after.
+//! allow it: sorted by name or namespace, filtered by what the store's entries answer (a
+//! datacenter and a namespace by their ranges; a phase, a label selector and a list's own
+//! filter of the briefs by a test of each entry; not a name search), and paged forwards
+//! (`first`, `after`): the dashboard's lists as they open, and every page after.
 //! Any other page is cut by [`paginate`](super::paging::paginate) from every object the filter
 //! holds; both give the same page, page info and count (a test compares them on every kind).
 
@@ -8,20 +10,25 @@ use std::sync::Arc;
 
 use async_graphql::connection::{Connection, CursorType, Edge};
 
+use super::narrow::KeepHeld;
 use super::paging::{
-    ConnectionFields, Cursor, DEFAULT_PAGE_SIZE, Filter, PageArgs, Sort, SortDirection, SortField,
-    field_name,
+    CompiledFilter, ConnectionFields, Cursor, DEFAULT_PAGE_SIZE, Filter, PageArgs, Sort,
+    SortDirection, SortField, field_name,
 };
 use crate::model::{Kind, Resource};
-use crate::store::Snapshot;
-use crate::store::list_page::{KeyOrder, PageAsk, Spot};
+use crate::store::held::Held;
+use crate::store::list_page::{Keep, KeyOrder, PageAsk, Spot};
+use crate::store::{ObjectKey, Snapshot};
 
 /// The page, or None when it is not one the key order gives (or its arguments are refused, which
-/// [`paginate`](super::paging::paginate) then says why).
+/// [`paginate`](super::paging::paginate) then says why). `by_brief` is the list's own filter,
+/// when the briefs answer it.
+#[allow(clippy::too_many_arguments)]
 pub fn page<T, F>(
     snap: &Snapshot,
     kind: Kind,
     filter: Option<&Filter>,
+    by_brief: Option<&KeepHeld<'_>>,
     sort: Option<Sort>,
     page: &PageArgs,
     max_page: usize,
@@ -37,12 +44,21 @@ where
         SortField::Namespace => KeyOrder::Namespace,
         SortField::Created | SortField::Phase => return None,
     };
-    if filter.is_some_and(|f| f.phase.is_some() || f.label_selector.is_some() || f.search.is_some())
-        || page.before.is_some()
-        || page.last.is_some()
-    {
+    // A name search reads every key to count: `brief_list` reads them ahead, in one walk.
+    if filter.is_some_and(|f| f.search.is_some()) || page.before.is_some() || page.last.is_some() {
         return None;
     }
+    // The rest of the filter (its datacenter and namespace are the ranges'), tested on each
+    // entry when there is a rest. An unreadable filter is the general path's to refuse.
+    let rest = match filter.map(CompiledFilter::new).transpose() {
+        Ok(rest) => rest.filter(|f| !f.only_place()).map(|f| f.without_place()),
+        Err(_) => return None,
+    };
+    let test = |key: &ObjectKey, held: &Held| {
+        rest.as_ref().is_none_or(|f| f.matches_held(key, held))
+            && by_brief.is_none_or(|keep| keep(held))
+    };
+    let keep: Option<Keep<'_>> = (rest.is_some() || by_brief.is_some()).then_some(&test);
     let first = match page.first {
         None => DEFAULT_PAGE_SIZE.min(max_page),
         Some(n) if n >= 0 && n as usize <= max_page => n as usize,
@@ -78,6 +94,7 @@ where
         kind,
         datacenter: filter.and_then(|f| f.datacenter.as_deref()),
         namespace: filter.and_then(|f| f.namespace.as_deref()),
+        keep,
         order,
         desc: sort.direction == SortDirection::Desc,
         after,

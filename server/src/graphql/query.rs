@@ -80,19 +80,22 @@ fn candidates<'a>(
 }
 
 /// [`candidates`]' entries of the store's ordered map, with their briefs.
+/// They are read in the order the page's selection keeps fewest of
+/// ([`super::paging::read_backwards`]).
 fn held_candidates<'a>(
     snap: &'a Snapshot,
     kind: Kind,
     filter: Option<&'a Filter>,
+    backwards: bool,
 ) -> Box<dyn Iterator<Item = (&'a ObjectKey, &'a Held)> + Send + 'a> {
     let namespace = filter.and_then(|f| f.namespace.as_deref());
     match filter.and_then(|f| f.datacenter.as_deref()) {
         Some(key) => match snap.datacenters().find(|dc| dc.key() == key) {
-            Some(dc) => snap.held(kind, Some(dc), namespace),
+            Some(dc) => snap.held(kind, Some(dc), namespace, backwards),
             // A datacenter this store does not hold has none of the kind.
             None => Box::new(std::iter::empty()),
         },
-        None => snap.held(kind, None, namespace),
+        None => snap.held(kind, None, namespace, backwards),
     }
 }
 
@@ -153,8 +156,9 @@ macro_rules! list_fields {
                     // The field's own filters, beside the common ones (`narrow.rs`).
                     let narrow: Option<super::narrow::Narrow<'_>> = None $(.or($narrow(&snap, $($arg),*)))?;
                     // A page in the store's key order is read from its ranges (`key_order.rs`).
-                    if narrow.is_none()
-                        && let Some(conn) = super::key_order::page(&snap, $kind, filter.as_ref(), sort, &page, super::paging::max_page_size(ctx), |r| <$wrap>::new(r).map(super::parts::Memo))
+                    // The field's own filter too, where the briefs answer it.
+                    if narrow.as_ref().is_none_or(|n| n.by_brief.is_some())
+                        && let Some(conn) = super::key_order::page(&snap, $kind, filter.as_ref(), narrow.as_ref().and_then(|n| n.by_brief.as_ref()), sort, &page, super::paging::max_page_size(ctx), |r| <$wrap>::new(r).map(super::parts::Memo))
                     {
                         return Ok(prefetched(ctx, conn).await);
                     }
@@ -162,7 +166,8 @@ macro_rules! list_fields {
                     // Without the field's own filters or an index's candidates, the kind's
                     // entries are read with their briefs (`brief_list.rs`).
                     if labelled.is_none() && narrow.as_ref().is_none_or(|n| n.by_brief.is_some()) {
-                        let held = held_candidates(&snap, $kind, filter.as_ref());
+                        let backwards = super::paging::read_backwards(sort.as_ref(), &page);
+                        let held = held_candidates(&snap, $kind, filter.as_ref(), backwards);
                         let keep = narrow.and_then(|n| n.by_brief);
                         return super::brief_list::connection(ctx, held, filter.as_ref(), keep, sort, page, <$wrap>::new).await;
                     }

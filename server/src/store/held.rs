@@ -207,7 +207,10 @@ impl Abbreviated {
         if self == other || self == unknown || other == unknown {
             return None;
         }
-        Some(self.0.cmp(&other.0))
+        // As two numbers read big-endian, which order as the bytes do: a slice's comparison
+        // is a call to `memcmp` (10.8 % of the list of a phase's time, most of it ties).
+        let number = |a: Abbreviated| u128::from_be_bytes(a.0);
+        Some(number(self).cmp(&number(other)))
     }
 }
 
@@ -238,13 +241,15 @@ fn text(known: &[&'static str], place: u8) -> BriefText {
 
 impl Snapshot {
     /// Every object of a kind (of one datacenter, of one namespace, when given) with its key and
-    /// brief, in key order (a namespace of every datacenter one datacenter after the other).
-    /// Each range's ends are found by the ordered map first, so no key is read on the way.
+    /// brief, in key order (a namespace of every datacenter one datacenter after the other), or
+    /// in its reverse when `backwards`. Each range's ends are found by the ordered map first, so
+    /// no key is read on the way.
     pub fn held<'a>(
         &'a self,
         kind: Kind,
         datacenter: Option<&Datacenter>,
         namespace: Option<&str>,
+        backwards: bool,
     ) -> Box<dyn Iterator<Item = (&'a ObjectKey, &'a Held)> + Send + 'a> {
         reads::note_inexact();
         let namespace_range = |dc: &Datacenter, ns: &str| {
@@ -274,10 +279,15 @@ impl Snapshot {
                 )]
             }
         };
-        Box::new(ranges.into_iter().flat_map(move |(from, to)| {
+        let range = move |(from, to): (ObjectKey, Bound<ObjectKey>)| {
             self.objects
                 .range::<_, ObjectKey>((Bound::Included(from), to))
-        }))
+        };
+        if backwards {
+            Box::new(ranges.into_iter().rev().flat_map(move |r| range(r).rev()))
+        } else {
+            Box::new(ranges.into_iter().flat_map(range))
+        }
     }
 }
 

@@ -7,12 +7,14 @@ use std::sync::Arc;
 use async_graphql::Context;
 
 use super::narrow::KeepHeld;
-use super::paging::{self, CompiledFilter, Filter, PageArgs, Row, Sort, SortField, SortValue};
+use super::paging::{
+    self, CompiledFilter, Filter, PageArgs, Row, Sort, SortDirection, SortField, SortValue,
+};
 use super::parts::{Memo, ShowsObject};
 use super::types::{Conn, prefetched};
-use crate::model::Resource;
-use crate::store::ObjectKey;
+use crate::model::{Kind, Resource};
 use crate::store::held::{Abbreviated, BriefText, Held};
+use crate::store::{ObjectKey, Snapshot};
 
 impl<'a> Row<'a> for (&'a ObjectKey, &'a Held) {
     fn object(self) -> &'a Arc<Resource> {
@@ -41,6 +43,38 @@ impl<'a> Row<'a> for (&'a ObjectKey, &'a Held) {
     fn abbreviated(self) -> Abbreviated {
         self.1.brief().abbreviated()
     }
+}
+
+/// A kind's entries of the store's ordered map a filter can hold, with their briefs: its
+/// datacenter's and namespace's ranges when it names them, else the whole kind; in the order
+/// the page's selection keeps fewest of ([`read_backwards`]).
+pub fn held_candidates<'a>(
+    snap: &'a Snapshot,
+    kind: Kind,
+    filter: Option<&'a Filter>,
+    backwards: bool,
+) -> Box<dyn Iterator<Item = (&'a ObjectKey, &'a Held)> + Send + 'a> {
+    let namespace = filter.and_then(|f| f.namespace.as_deref());
+    match filter.and_then(|f| f.datacenter.as_deref()) {
+        Some(key) => match snap.datacenters().find(|dc| dc.key() == key) {
+            Some(dc) => snap.held(kind, Some(dc), namespace, backwards),
+            // A datacenter this store does not hold has none of the kind.
+            None => Box::new(std::iter::empty()),
+        },
+        None => snap.held(kind, None, namespace, backwards),
+    }
+}
+
+/// Whether [`paginate`](paging::paginate) keeps fewest items when they come in the reverse of
+/// the store's key order (namespace, then name): when the page is cut from the end of that
+/// order that its ties fall in. Items that tie come then from the page's end inwards, and after
+/// the page's worth each fails the bar; read the other way every one passed it and was kept (a
+/// page of the newest Machines, where most have no creation time: 400,000 kept and selected
+/// again every 100; p95 98 -> 33 ms at a million objects, `cargo bench --bench search_query`).
+pub fn read_backwards(sort: Option<&Sort>, page: &PageArgs) -> bool {
+    let desc = sort.is_some_and(|s| s.direction == SortDirection::Desc);
+    let from_end = page.first.is_none() && page.last.is_some();
+    desc != from_end
 }
 
 /// [`super::types::connection_of`] over entries of the store's ordered map, all of the kind

@@ -1,5 +1,5 @@
 use super::*;
-use crate::graphql::paging::{ConnectionFields, Cursor, SortDirection, paginate, read_backwards};
+use crate::graphql::paging::{ConnectionFields, Cursor, SortDirection, paginate};
 use crate::model::{Datacenter, Kind};
 use crate::source::demo::{FleetSpec, fleet};
 use crate::store::{Op, Store};

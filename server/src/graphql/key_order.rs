@@ -50,8 +50,9 @@ where
     }
     // The rest of the filter (its datacenter and namespace are the ranges'), tested on each
     // entry when there is a rest. An unreadable filter is the general path's to refuse.
-    let rest = match filter.map(CompiledFilter::new).transpose() {
-        Ok(rest) => rest.filter(|f| !f.only_place()).map(|f| f.without_place()),
+    let tested = filter.filter(|f| f.phase.is_some() || f.label_selector.is_some());
+    let rest = match tested.map(CompiledFilter::new).transpose() {
+        Ok(rest) => rest.map(|f| f.without_place()),
         Err(_) => return None,
     };
     let test = |key: &ObjectKey, held: &Held| {

@@ -243,11 +243,6 @@ impl CompiledFilter {
             && self.search.is_none()
     }
 
-    /// True when it asks for a datacenter and a namespace at most.
-    pub fn only_place(&self) -> bool {
-        self.phases.is_none() && self.selector.is_none() && self.search.is_none()
-    }
-
     /// True when it searches names.
     pub fn searches(&self) -> bool {
         self.search.is_some()
@@ -454,18 +449,6 @@ impl<'a> Row<'a> for &'a Arc<Resource> {
     fn tie(self) -> (&'a str, &'a str, &'a str) {
         tie(self)
     }
-}
-
-/// Whether [`paginate`] keeps fewest items when they come in the reverse of the store's key
-/// order (namespace, then name): when the page is cut from the end of that order that its
-/// ties fall in. Items that tie come then from the page's end inwards, and after the page's
-/// worth each fails the bar; read the other way every one passed it and was kept (a page of
-/// the newest Machines, where most have no creation time: 400,000 kept and selected again
-/// every 100).
-pub fn read_backwards(sort: Option<&Sort>, page: &PageArgs) -> bool {
-    let desc = sort.is_some_and(|s| s.direction == SortDirection::Desc);
-    let from_end = page.first.is_none() && page.last.is_some();
-    desc != from_end
 }
 
 /// An item as [`paginate`] orders it: its sort value, its tie's abbreviation, the item.

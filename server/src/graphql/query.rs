@@ -12,8 +12,7 @@ pub use crate::domain::summary::{
     cluster_summary, datacenter, infrastructure_summary,
 };
 use crate::model::{Datacenter, Kind, Resource};
-use crate::store::held::Held;
-use crate::store::{Idx, ObjectKey, Snapshot, scoped};
+use crate::store::{Idx, Snapshot, scoped};
 
 /// The Query root.
 pub struct Query;
@@ -76,26 +75,6 @@ fn candidates<'a>(
         (Some(Some(dc)), None) => Box::new(snap.list_datacenter(&dc, kind)),
         (None, Some(ns)) => Box::new(snap.list_in(kind, ns)),
         (None, None) => Box::new(snap.list(kind)),
-    }
-}
-
-/// [`candidates`]' entries of the store's ordered map, with their briefs.
-/// They are read in the order the page's selection keeps fewest of
-/// ([`super::paging::read_backwards`]).
-fn held_candidates<'a>(
-    snap: &'a Snapshot,
-    kind: Kind,
-    filter: Option<&'a Filter>,
-    backwards: bool,
-) -> Box<dyn Iterator<Item = (&'a ObjectKey, &'a Held)> + Send + 'a> {
-    let namespace = filter.and_then(|f| f.namespace.as_deref());
-    match filter.and_then(|f| f.datacenter.as_deref()) {
-        Some(key) => match snap.datacenters().find(|dc| dc.key() == key) {
-            Some(dc) => snap.held(kind, Some(dc), namespace, backwards),
-            // A datacenter this store does not hold has none of the kind.
-            None => Box::new(std::iter::empty()),
-        },
-        None => snap.held(kind, None, namespace, backwards),
     }
 }
 
@@ -166,8 +145,8 @@ macro_rules! list_fields {
                     // Without the field's own filters or an index's candidates, the kind's
                     // entries are read with their briefs (`brief_list.rs`).
                     if labelled.is_none() && narrow.as_ref().is_none_or(|n| n.by_brief.is_some()) {
-                        let backwards = super::paging::read_backwards(sort.as_ref(), &page);
-                        let held = held_candidates(&snap, $kind, filter.as_ref(), backwards);
+                        let backwards = super::brief_list::read_backwards(sort.as_ref(), &page);
+                        let held = super::brief_list::held_candidates(&snap, $kind, filter.as_ref(), backwards);
                         let keep = narrow.and_then(|n| n.by_brief);
                         return super::brief_list::connection(ctx, held, filter.as_ref(), keep, sort, page, <$wrap>::new).await;
                     }

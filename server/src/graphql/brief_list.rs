@@ -90,20 +90,23 @@ pub async fn connection<'a, T: async_graphql::OutputType + ShowsObject>(
     wrap: impl Fn(Arc<Resource>) -> Option<T>,
 ) -> async_graphql::Result<Conn<T>> {
     let max = paging::max_page_size(ctx);
+    let selects = filter.is_some_and(|f| f.label_selector.is_some());
     // The entries are those of the filter's namespace and datacenter (`held_candidates`).
     let filter = filter
         .map(CompiledFilter::new)
         .transpose()?
         .map(|f| f.without_place());
-    // A name search reads every entry's key: read ahead, their misses overlap. Without one,
-    // only the entries that pass are read further (touching every key cost the lists of a
-    // phase 2.5 times their time, `cargo bench --bench search_query`).
-    let items: Box<dyn Iterator<Item = (&'a ObjectKey, &'a Held)> + '_> =
-        if filter.as_ref().is_some_and(CompiledFilter::searches) {
-            Box::new(Ahead::new(items))
-        } else {
-            Box::new(items)
-        };
+    // A name search reads every entry's key, a label selector every object's labels: read
+    // ahead, their misses overlap. Without either, only the entries that pass are read further
+    // (touching every key cost the lists of a phase 2.5 times their time, `cargo bench --bench
+    // search_query`).
+    let items: Box<dyn Iterator<Item = (&'a ObjectKey, &'a Held)> + '_> = match &filter {
+        Some(f) if f.searches() => Box::new(Ahead::new(items, &[touch_name])),
+        Some(_) if selects => {
+            Box::new(Ahead::new(items, &[touch_object, touch_meta, touch_labels]))
+        }
+        _ => Box::new(items),
+    };
     let items = items.filter(|(key, held)| {
         debug_assert!(T::shows(held.object()), "{key} is of the list's kind");
         filter.as_ref().is_none_or(|f| f.matches_held(key, held))
@@ -113,28 +116,58 @@ pub async fn connection<'a, T: async_graphql::OutputType + ShowsObject>(
     Ok(prefetched(ctx, conn).await)
 }
 
-/// Entries read [`AHEAD`] ahead, each one's key touched as it is read: the keys (one allocation
-/// each, shared with the indexes) are where a list's name search and its sort's ties read, and
-/// touched in turn their cache misses overlap, where read by the filter one at a time each
-/// waited for the last.
-struct Ahead<'a, I> {
+/// Entries read [`AHEAD`] ahead, each one touched where the filter will read it: the keys (one
+/// allocation each, shared with the indexes) are where a list's name search reads, the objects'
+/// labels where a label selector does. Touched in turn, their cache misses overlap, where read
+/// by the filter one at a time each waited for the last. What lies behind a pointer is touched
+/// in stages, each a few entries after the last, so that each stage finds the allocation the
+/// one before it touched already read: one step to memory an entry at each stage, where
+/// touched all at once each waited for the step before it.
+struct Ahead<'a, 't, I> {
     entries: I,
+    stages: &'t [Touch],
     read: std::collections::VecDeque<(&'a ObjectKey, &'a Held)>,
+}
+
+/// A stage of [`Ahead`]: a read of an entry, its result thrown away.
+type Touch = fn(&(&ObjectKey, &Held));
+
+/// The name's text: in the key, or (longer than 15 bytes) in its own allocation.
+fn touch_name(entry: &(&ObjectKey, &Held)) {
+    std::hint::black_box(entry.0.name.as_bytes().first());
+}
+
+/// The object's own allocation (its kind).
+fn touch_object(entry: &(&ObjectKey, &Held)) {
+    std::hint::black_box(std::mem::discriminant(&**entry.1.object()));
+}
+
+/// The typed object's allocation, where its labels' place is.
+fn touch_meta(entry: &(&ObjectKey, &Held)) {
+    let labels = entry.1.object().meta().labels.as_ref();
+    std::hint::black_box(labels.map(|l| l.iter().len()));
+}
+
+/// The labels themselves.
+fn touch_labels(entry: &(&ObjectKey, &Held)) {
+    let labels = entry.1.object().meta().labels.as_ref();
+    std::hint::black_box(labels.and_then(|l| l.iter().next()).map(|(_, v)| v.len()));
 }
 
 /// How far [`Ahead`] reads ahead.
 const AHEAD: usize = 16;
 
-impl<'a, I: Iterator<Item = (&'a ObjectKey, &'a Held)>> Ahead<'a, I> {
-    fn new(entries: I) -> Self {
+impl<'a, 't, I: Iterator<Item = (&'a ObjectKey, &'a Held)>> Ahead<'a, 't, I> {
+    fn new(entries: I, stages: &'t [Touch]) -> Self {
         Ahead {
             entries,
+            stages,
             read: std::collections::VecDeque::with_capacity(AHEAD),
         }
     }
 }
 
-impl<'a, I: Iterator<Item = (&'a ObjectKey, &'a Held)>> Iterator for Ahead<'a, I> {
+impl<'a, I: Iterator<Item = (&'a ObjectKey, &'a Held)>> Iterator for Ahead<'a, '_, I> {
     type Item = (&'a ObjectKey, &'a Held);
 
     fn next(&mut self) -> Option<Self::Item> {
@@ -142,9 +175,15 @@ impl<'a, I: Iterator<Item = (&'a ObjectKey, &'a Held)>> Iterator for Ahead<'a, I
             let Some(entry) = self.entries.next() else {
                 break;
             };
-            // The name's text: in the key, or (longer than 15 bytes) in its own allocation.
-            std::hint::black_box(entry.0.name.as_bytes().first());
             self.read.push_back(entry);
+            // Stage `s` touches the entry `s` steps of `AHEAD / stages` behind the newest.
+            let step = AHEAD / self.stages.len().max(1);
+            for (s, touch) in self.stages.iter().enumerate() {
+                let behind = self.read.len().checked_sub(1 + s * step);
+                if let Some(e) = behind.and_then(|at| self.read.get(at)) {
+                    touch(e);
+                }
+            }
         }
         self.read.pop_front()
     }

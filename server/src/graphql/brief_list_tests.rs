@@ -169,17 +169,9 @@ fn a_page_read_with_briefs_is_the_page_of_the_objects() {
                     let passes =
                         |r: &&Arc<Resource>| compiled.as_ref().is_none_or(|c| c.matches(r));
                     let read = |args: &PageArgs| {
-                        let namespace = f.as_ref().and_then(|f| f.namespace.as_deref());
-                        let dc = f.as_ref().and_then(|f| f.datacenter.as_deref());
-                        // In the order the list reads them (backwards for a descending sort).
+                        // As the list reads them (backwards for a descending sort).
                         let backwards = read_backwards(sort.as_ref(), args);
-                        let entries: Box<dyn Iterator<Item = (&ObjectKey, &Held)>> = match dc {
-                            Some(key) => match snap.datacenters().find(|d| d.key() == key) {
-                                Some(d) => snap.held(kind, Some(d), namespace, backwards),
-                                None => Box::new(std::iter::empty()),
-                            },
-                            None => snap.held(kind, None, namespace, backwards),
-                        };
+                        let entries = held_candidates(&snap, kind, f.as_ref(), backwards);
                         // As `connection` reads them: the ranges give the namespace and
                         // datacenter, the rest of the filter is tested.
                         let rest = compiled.as_ref().map(CompiledFilter::without_place);

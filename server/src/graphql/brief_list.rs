@@ -7,6 +7,7 @@ use std::sync::Arc;
 use async_graphql::Context;
 
 use super::narrow::KeepHeld;
+use super::page_cut::paginate_split;
 use super::paging::{
     self, CompiledFilter, Filter, PageArgs, Row, Sort, SortDirection, SortField, SortValue,
 };
@@ -65,7 +66,7 @@ pub fn held_candidates<'a>(
     }
 }
 
-/// Whether [`paginate`](paging::paginate) keeps fewest items when they come in the reverse of
+/// Whether [`paginate`](super::page_cut::paginate) keeps fewest items when they come in the reverse of
 /// the store's key order (namespace, then name): when the page is cut from the end of that
 /// order that its ties fall in. Items that tie come then from the page's end inwards, and after
 /// the page's worth each fails the bar; read the other way every one passed it and was kept (a
@@ -77,18 +78,44 @@ pub fn read_backwards(sort: Option<&Sort>, page: &PageArgs) -> bool {
     desc != from_end
 }
 
+/// Every `parts`th of [`held_candidates`], from the `part`th on: one part of a list read on
+/// more than one thread ([`paginate_split`]). Each part reads the map's entries, and only
+/// follows its own.
+pub fn held_part<'a>(
+    snap: &'a Snapshot,
+    kind: Kind,
+    filter: Option<&'a Filter>,
+    backwards: bool,
+    part: usize,
+    parts: usize,
+) -> Box<dyn Iterator<Item = (&'a ObjectKey, &'a Held)> + Send + 'a> {
+    let all = held_candidates(snap, kind, filter, backwards);
+    if parts <= 1 {
+        return all;
+    }
+    Box::new(all.skip(part).step_by(parts))
+}
+
+/// Most parts a list whose filter reads every object is read in ([`paginate_split`] starts
+/// threads for as many as there are cores to spare).
+const MOST_PARTS: usize = 4;
+
 /// [`super::types::connection_of`] over entries of the store's ordered map, all of the kind
-/// `T` shows and in the filter's namespace and datacenter, with a list's own filter
-/// (`narrow.rs`) when it has one.
-pub async fn connection<'a, T: async_graphql::OutputType + ShowsObject>(
+/// `T` shows and in the filter's namespace and datacenter (`held(part, parts)` gives each part
+/// of them), with a list's own filter (`narrow.rs`) when it has one.
+pub async fn connection<'a, T, I>(
     ctx: &Context<'_>,
-    items: impl Iterator<Item = (&'a ObjectKey, &'a Held)> + 'a,
+    held: impl Fn(usize, usize) -> I + Sync,
     filter: Option<&Filter>,
     keep: Option<KeepHeld<'_>>,
     sort: Option<Sort>,
     page: PageArgs,
     wrap: impl Fn(Arc<Resource>) -> Option<T>,
-) -> async_graphql::Result<Conn<T>> {
+) -> async_graphql::Result<Conn<T>>
+where
+    T: async_graphql::OutputType + ShowsObject,
+    I: Iterator<Item = (&'a ObjectKey, &'a Held)> + 'a,
+{
     let max = paging::max_page_size(ctx);
     let selects = filter.is_some_and(|f| f.label_selector.is_some());
     // The entries are those of the filter's namespace and datacenter (`held_candidates`).
@@ -97,22 +124,25 @@ pub async fn connection<'a, T: async_graphql::OutputType + ShowsObject>(
         .transpose()?
         .map(|f| f.without_place());
     // A name search reads every entry's key, a label selector every object's labels: read
-    // ahead, their misses overlap. Without either, only the entries that pass are read further
-    // (touching every key cost the lists of a phase 2.5 times their time, `cargo bench --bench
-    // search_query`).
-    let items: Box<dyn Iterator<Item = (&'a ObjectKey, &'a Held)> + '_> = match &filter {
-        Some(f) if f.searches() => Box::new(Ahead::new(items, &[touch_name])),
-        Some(_) if selects => {
-            Box::new(Ahead::new(items, &[touch_object, touch_meta, touch_labels]))
-        }
-        _ => Box::new(items),
+    // ahead, their misses overlap, and in parts on more than one core. Without either, only
+    // the entries that pass are read further (touching every key cost the lists of a phase 2.5
+    // times their time, `cargo bench --bench search_query`), and the entries themselves, kept
+    // in the map's leaves, are read fastest by one core.
+    let (stages, parts): (&[Touch], usize) = match &filter {
+        Some(f) if f.searches() => (&[touch_name], MOST_PARTS),
+        Some(_) if selects => (&[touch_object, touch_meta, touch_labels], MOST_PARTS),
+        _ => (&[], 1),
     };
-    let items = items.filter(|(key, held)| {
-        debug_assert!(T::shows(held.object()), "{key} is of the list's kind");
-        filter.as_ref().is_none_or(|f| f.matches_held(key, held))
-            && keep.as_ref().is_none_or(|keep| keep(held))
-    });
-    let conn = paging::paginate(items, sort, page, max, |r| wrap(r).map(Memo))?;
+    let (filter, keep) = (&filter, &keep);
+    let part = |part, parts| {
+        let items = Ahead::new(held(part, parts), stages);
+        items.filter(|(key, held)| {
+            debug_assert!(T::shows(held.object()), "{key} is of the list's kind");
+            filter.as_ref().is_none_or(|f| f.matches_held(key, held))
+                && keep.as_ref().is_none_or(|keep| keep(held))
+        })
+    };
+    let conn = paginate_split(parts, part, sort, page, max, |r| wrap(r).map(Memo))?;
     Ok(prefetched(ctx, conn).await)
 }
 
@@ -171,6 +201,9 @@ impl<'a, I: Iterator<Item = (&'a ObjectKey, &'a Held)>> Iterator for Ahead<'a, '
     type Item = (&'a ObjectKey, &'a Held);
 
     fn next(&mut self) -> Option<Self::Item> {
+        if self.stages.is_empty() {
+            return self.entries.next();
+        }
         while self.read.len() < AHEAD {
             let Some(entry) = self.entries.next() else {
                 break;

@@ -1,5 +1,6 @@
 use super::*;
-use crate::graphql::paging::{ConnectionFields, Cursor, SortDirection, paginate};
+use crate::graphql::page_cut::paginate;
+use crate::graphql::paging::{ConnectionFields, Cursor, SortDirection};
 use crate::model::{Datacenter, Kind};
 use crate::source::demo::{FleetSpec, fleet};
 use crate::store::{Op, Store};

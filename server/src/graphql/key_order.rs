@@ -3,7 +3,7 @@
 //! datacenter and a namespace by their ranges; a phase, a label selector and a list's own
 //! filter of the briefs by a test of each entry; not a name search), and paged forwards
 //! (`first`, `after`): the dashboard's lists as they open, and every page after.
-//! Any other page is cut by [`paginate`](super::paging::paginate) from every object the filter
+//! Any other page is cut by [`paginate`](super::page_cut::paginate) from every object the filter
 //! holds; both give the same page, page info and count (a test compares them on every kind).
 
 use std::sync::Arc;
@@ -21,7 +21,7 @@ use crate::store::list_page::{Keep, KeyOrder, PageAsk, Spot};
 use crate::store::{ObjectKey, Snapshot};
 
 /// The page, or None when it is not one the key order gives (or its arguments are refused, which
-/// [`paginate`](super::paging::paginate) then says why). `by_brief` is the list's own filter,
+/// [`paginate`](super::page_cut::paginate) then says why). `by_brief` is the list's own filter,
 /// when the briefs answer it.
 #[allow(clippy::too_many_arguments)]
 pub fn page<T, F>(

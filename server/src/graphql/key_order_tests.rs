@@ -1,5 +1,6 @@
 use super::*;
-use crate::graphql::paging::{CompiledFilter, paginate};
+use crate::graphql::page_cut::paginate;
+use crate::graphql::paging::CompiledFilter;
 use crate::model::Datacenter;
 use crate::source::demo::{FleetSpec, fleet};
 use crate::store::{Op, Store};

@@ -12,6 +12,7 @@ pub mod limits;
 pub mod loaders;
 pub mod mutation;
 pub mod narrow;
+mod page_cut;
 pub mod paging;
 pub mod parts;
 pub mod past;

@@ -2,18 +2,16 @@
 //! stay valid while objects come and go.
 
 use crate::error::ErrorCode;
-use std::cmp::Ordering;
 use std::sync::Arc;
 
-use async_graphql::connection::{Connection, CursorType, Edge};
-use async_graphql::{Enum, InputObject, OutputType, SimpleObject};
+use async_graphql::connection::CursorType;
+use async_graphql::{Enum, InputObject, SimpleObject};
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 
 use super::folded::Folded;
 #[cfg(test)]
 use super::folded::contains_folded;
-use super::least::Least;
 use crate::model::Resource;
 use crate::store::ObjectKey;
 use crate::store::held::{Abbreviated, BriefText, Held};
@@ -116,7 +114,7 @@ pub enum Cursor {
 }
 
 /// (sort value, namespace, name, datacenter).
-type SortKey = (String, String, String, String);
+pub(super) type SortKey = (String, String, String, String);
 
 /// Why a text is not a cursor of this server's lists.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
@@ -390,11 +388,11 @@ fn cursor_sort(key: &SortKey, f: SortField) -> Result<SortValue<'_>, String> {
 }
 
 /// Where a decoded cursor stands: its sort value, its tie's abbreviation and its tie.
-type Bound<'k> = (SortValue<'k>, Abbreviated, (&'k str, &'k str, &'k str));
+pub(super) type Bound<'k> = (SortValue<'k>, Abbreviated, (&'k str, &'k str, &'k str));
 
 /// A decoded cursor as the place it stands for; `BAD_CURSOR` when its value is not one of this
 /// sort's (a creation time that is not a time).
-fn bound<'k>(
+pub(super) fn bound<'k>(
     arg: &str,
     raw: Option<&str>,
     key: Option<&'k SortKey>,
@@ -449,148 +447,6 @@ impl<'a> Row<'a> for &'a Arc<Resource> {
     fn tie(self) -> (&'a str, &'a str, &'a str) {
         tie(self)
     }
-}
-
-/// An item as [`paginate`] orders it: its sort value, its tie's abbreviation, the item.
-type Item<'a, R> = (SortValue<'a>, Abbreviated, R);
-
-/// Cut one page in sort order, building a Relay connection. `max_page` bounds `first`/`last`.
-///
-/// The page is selected, not the list sorted: one pass counts the items before the cursors and
-/// between them and keeps only the page's worth nearest the end the page is cut from ([`Least`]),
-/// and only those are sorted (a page of 100 of 460,000 Machines took a sort of all of them).
-pub fn paginate<'a, R, T, F>(
-    items: impl IntoIterator<Item = R>,
-    sort: Option<Sort>,
-    page: PageArgs,
-    max_page: usize,
-    wrap: F,
-) -> async_graphql::Result<Connection<Cursor, T, ConnectionFields>>
-where
-    R: Row<'a>,
-    T: OutputType,
-    F: Fn(Arc<Resource>) -> Option<T>,
-{
-    let sort = sort.unwrap_or_default();
-    let field = field_name(sort.field);
-    for (name, v) in [("first", page.first), ("last", page.last)] {
-        if let Some(n) = v {
-            page_size(name, n, max_page)?;
-        }
-    }
-    let desc = sort.direction == SortDirection::Desc;
-    let directed = |o: Ordering| if desc { o.reverse() } else { o };
-    let decode = |arg: &str, raw: &Option<String>| -> async_graphql::Result<Option<SortKey>> {
-        let Some(raw) = raw else { return Ok(None) };
-        let c = Cursor::decode_cursor(raw).map_err(|e| {
-            ErrorCode::BadCursor.graphql(format!("`{arg}` cursor `{raw}` is invalid: {e}"))
-        })?;
-        let Cursor::Decoded {
-            field: made_for,
-            key,
-        } = c
-        else {
-            return Ok(None);
-        };
-        if made_for != field {
-            return Err(ErrorCode::BadCursor.graphql(format!(
-                "`{arg}` cursor was made for sorting by {made_for}, this query sorts by {field}"
-            )));
-        }
-        Ok(Some(key))
-    };
-    let (after, before) = (
-        decode("after", &page.after)?,
-        decode("before", &page.before)?,
-    );
-    let after_at = bound("after", page.after.as_deref(), after.as_ref(), sort.field)?;
-    let before_at = bound(
-        "before",
-        page.before.as_deref(),
-        before.as_ref(),
-        sort.field,
-    )?;
-    // Ties by their abbreviations where those tell, else by namespace, name and datacenter.
-    let order = |a: &Item<'a, R>, b: &Item<'a, R>| {
-        directed(
-            a.0.cmp(&b.0)
-                .then_with(|| a.1.order(b.1).unwrap_or_else(|| a.2.tie().cmp(&b.2.tie()))),
-        )
-    };
-    let to = |x: &Item<'a, R>, at: &Bound<'_>| {
-        directed(
-            x.0.cmp(&at.0)
-                .then_with(|| x.1.order(at.1).unwrap_or_else(|| x.2.tie().cmp(&at.2))),
-        )
-    };
-    // The page is cut from the window's front (`first`, or neither) or its end (`last` alone):
-    // the `keep` items nearest that end are all the pass keeps.
-    let (from_end, keep) = match (page.first, page.last) {
-        (Some(n), _) => (false, n as usize),
-        (None, Some(m)) => (true, m as usize),
-        (None, None) => (false, DEFAULT_PAGE_SIZE.min(max_page)),
-    };
-    let mut kept = Least::new(
-        keep,
-        |a: &Item<'a, R>, b: &Item<'a, R>| {
-            if from_end { order(b, a) } else { order(a, b) }
-        },
-    );
-    // One pass: how many items lie between the cursors, and how many before them.
-    let (mut total, mut before_window, mut w) = (0, 0, 0);
-    for r in items {
-        total += 1;
-        let x = (r.sort(sort.field), r.abbreviated(), r);
-        if after_at
-            .as_ref()
-            .is_some_and(|at| to(&x, at) != Ordering::Greater)
-        {
-            before_window += 1;
-        } else if before_at
-            .as_ref()
-            .is_none_or(|at| to(&x, at) == Ordering::Less)
-        {
-            w += 1;
-            kept.push(x);
-        }
-    }
-    // The items kept, in the list's order: the window's first `keep` or its last.
-    let mut shown = kept.into_sorted();
-    if from_end {
-        shown.reverse();
-    }
-    // The page's place in the window: items skipped at its front, and how many it holds.
-    let (skip, take) = match (page.first, page.last) {
-        (Some(n), last) => {
-            let n = (n as usize).min(w);
-            let m = last.map_or(n, |m| (m as usize).min(n));
-            (n - m, m)
-        }
-        (None, Some(m)) => {
-            let m = (m as usize).min(w);
-            (w - m, m)
-        }
-        (None, None) => (0, keep.min(w)),
-    };
-    // Kept from the front, the page drops the first `skip`; kept from the end, it is all kept.
-    if !from_end {
-        shown.drain(..skip.min(shown.len()));
-    }
-    let (start, end) = (before_window + skip, before_window + skip + take);
-    // hasPreviousPage / hasNextPage: whether any matching item lies before / after this page.
-    let mut conn = Connection::with_additional_fields(
-        start > 0,
-        end < total,
-        ConnectionFields { total_count: total },
-    );
-    conn.edges.extend(shown.into_iter().filter_map(|(_, _, r)| {
-        let r = r.object();
-        Some(Edge::new(
-            Cursor::Item(sort.field, Arc::clone(r)),
-            wrap(Arc::clone(r))?,
-        ))
-    }));
-    Ok(conn)
 }
 
 #[cfg(test)]

@@ -1,4 +1,6 @@
 use super::*;
+use crate::graphql::least::Least;
+use crate::graphql::page_cut::{paginate, paginate_parts};
 use crate::model::{Machine, MachinePhase, MachineStatus};
 
 /// Machines whose names, namespaces, creation times and phases repeat in different orders, so
@@ -100,7 +102,7 @@ fn a_selected_page_is_the_page_of_a_full_sort() {
                             first: first.map(|n: usize| n as i32),
                             last: last.map(|n: usize| n as i32),
                         };
-                        let conn = paginate(items.iter(), Some(sort), page, 500, |r| {
+                        let conn = paginate(items.iter(), Some(sort), page.clone(), 500, |r| {
                             Some(format!("{}/{}", r.namespace(), r.name()))
                         })
                         .expect("page");
@@ -114,6 +116,31 @@ fn a_selected_page_is_the_page_of_a_full_sort() {
                             before.map(|r| r.name()),
                         );
                         assert_eq!(conn.additional_fields.total_count, items.len());
+                        // Read in parts, on this thread and on others, the page is the same.
+                        for (parts, threads) in [(2, 1), (3, 2), (7, 3)] {
+                            let split = paginate_parts(
+                                parts,
+                                threads,
+                                |part, parts| items.iter().skip(part).step_by(parts),
+                                Some(sort),
+                                page.clone(),
+                                500,
+                                |r| Some(format!("{}/{}", r.namespace(), r.name())),
+                            )
+                            .expect("page");
+                            let names: Vec<String> =
+                                split.edges.iter().map(|e| e.node.clone()).collect();
+                            assert_eq!(
+                                (names, split.has_previous_page, split.has_next_page),
+                                (
+                                    conn.edges.iter().map(|e| e.node.clone()).collect(),
+                                    conn.has_previous_page,
+                                    conn.has_next_page
+                                ),
+                                "{sort:?} in {parts} parts on {threads} threads"
+                            );
+                            assert_eq!(split.additional_fields.total_count, items.len());
+                        }
                         checked += 1;
                     }
                 }

@@ -146,7 +146,7 @@ macro_rules! list_fields {
                     // entries are read with their briefs (`brief_list.rs`).
                     if labelled.is_none() && narrow.as_ref().is_none_or(|n| n.by_brief.is_some()) {
                         let backwards = super::brief_list::read_backwards(sort.as_ref(), &page);
-                        let held = super::brief_list::held_candidates(&snap, $kind, filter.as_ref(), backwards);
+                        let held = |part, parts| super::brief_list::held_part(&snap, $kind, filter.as_ref(), backwards, part, parts);
                         let keep = narrow.and_then(|n| n.by_brief);
                         return super::brief_list::connection(ctx, held, filter.as_ref(), keep, sort, page, <$wrap>::new).await;
                     }

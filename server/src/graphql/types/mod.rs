@@ -71,7 +71,7 @@ pub async fn connection_of<'a, T: async_graphql::OutputType + ShowsObject>(
     let filter = filter.map(paging::CompiledFilter::new).transpose()?;
     // Items of another kind are dropped first so that totalCount and the pages agree.
     let items = items.filter(|r| T::shows(r) && filter.as_ref().is_none_or(|f| f.matches(r)));
-    let conn = paging::paginate(items, sort, page, max, |r| wrap(r).map(Memo))?;
+    let conn = super::page_cut::paginate(items, sort, page, max, |r| wrap(r).map(Memo))?;
     Ok(prefetched(ctx, conn).await)
 }
 

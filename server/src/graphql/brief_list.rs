@@ -7,7 +7,7 @@ use std::sync::Arc;
 use async_graphql::Context;
 
 use super::narrow::KeepHeld;
-use super::page_cut::paginate_split;
+use super::page_cut::{Parts, paginate_split};
 use super::paging::{
     self, CompiledFilter, Filter, PageArgs, Row, Sort, SortDirection, SortField, SortValue,
 };
@@ -142,7 +142,9 @@ where
                 && keep.as_ref().is_none_or(|keep| keep(held))
         })
     };
-    let conn = paginate_split(parts, part, sort, page, max, |r| wrap(r).map(Memo))?;
+    let conn = paginate_split(Parts::granted(parts), part, sort, page, max, |r| {
+        wrap(r).map(Memo)
+    })?;
     Ok(prefetched(ctx, conn).await)
 }
 

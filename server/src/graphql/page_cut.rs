@@ -25,6 +25,9 @@ use crate::error::ErrorCode;
 use crate::model::Resource;
 use crate::store::held::Abbreviated;
 
+/// A page of `T`s, or why the page's arguments are refused.
+pub type PageOf<T> = async_graphql::Result<Connection<Cursor, T, ConnectionFields>>;
+
 /// An item as a page orders it: its sort value, its tie's abbreviation, the item.
 type Item<'a, R> = (SortValue<'a>, Abbreviated, R);
 
@@ -39,7 +42,7 @@ pub fn paginate<'a, R, T, F>(
     page: PageArgs,
     max_page: usize,
     wrap: F,
-) -> async_graphql::Result<Connection<Cursor, T, ConnectionFields>>
+) -> PageOf<T>
 where
     R: Row<'a>,
     T: OutputType,
@@ -52,46 +55,56 @@ where
     Ok(window.finish(vec![tally], &page, wrap))
 }
 
-/// [`paginate`] over the items `make(part, parts)` gives for each of up to `parts` parts, each
-/// read on a thread of its own as far as [`Helpers`] grants them (with none, the list is one
-/// part read here). Every item must be in exactly one part; the page is the one [`paginate`]
-/// cuts from all of them, whatever the parts.
-pub fn paginate_split<'a, R, I, T, F>(
-    parts: usize,
-    make: impl Fn(usize, usize) -> I + Sync,
-    sort: Option<Sort>,
-    page: PageArgs,
-    max_page: usize,
-    wrap: F,
-) -> async_graphql::Result<Connection<Cursor, T, ConnectionFields>>
-where
-    R: Row<'a> + Send,
-    I: Iterator<Item = R>,
-    T: OutputType,
-    F: Fn(Arc<Resource>) -> Option<T>,
-{
-    let helpers = Helpers::take(parts.saturating_sub(1));
-    let threads = 1 + helpers.granted;
-    paginate_parts(threads, threads, make, sort, page, max_page, wrap)
-}
-
-/// [`paginate`] over `parts` parts read on `threads` threads (this one and `threads - 1` more;
-/// a part whose thread cannot be started is read here).
-pub(super) fn paginate_parts<'a, R, I, T, F>(
+/// How a list is read in parts: how many, on how many threads (this one and the rest).
+pub struct Parts {
     parts: usize,
     threads: usize,
+    /// The threads granted beside this one, given back when the list is read.
+    _helpers: Option<Helpers>,
+}
+
+impl Parts {
+    /// Up to `wanted` parts, each on a thread of its own as far as [`Helpers`] grants them
+    /// (with none, the list is one part read here).
+    pub fn granted(wanted: usize) -> Parts {
+        let helpers = Helpers::take(wanted.saturating_sub(1));
+        let threads = 1 + helpers.granted;
+        Parts {
+            parts: threads,
+            threads,
+            _helpers: Some(helpers),
+        }
+    }
+
+    /// `parts` parts on `threads` threads, whatever the cores.
+    #[cfg(test)]
+    pub fn exactly(parts: usize, threads: usize) -> Parts {
+        Parts {
+            parts,
+            threads,
+            _helpers: None,
+        }
+    }
+}
+
+/// [`paginate`] over the items `make(part, parts)` gives for each part, read on the threads
+/// `parts` says (a part whose thread cannot be started is read here). Every item must be in
+/// exactly one part; the page is the one [`paginate`] cuts from all of them, whatever the parts.
+pub fn paginate_split<'a, R, I, T, F>(
+    parts: Parts,
     make: impl Fn(usize, usize) -> I + Sync,
     sort: Option<Sort>,
     page: PageArgs,
     max_page: usize,
     wrap: F,
-) -> async_graphql::Result<Connection<Cursor, T, ConnectionFields>>
+) -> PageOf<T>
 where
     R: Row<'a> + Send,
     I: Iterator<Item = R>,
     T: OutputType,
     F: Fn(Arc<Resource>) -> Option<T>,
 {
+    let (parts, threads, _helpers) = (parts.parts, parts.threads, parts._helpers);
     let sort = sort.unwrap_or_default();
     let (after, before) = cursors(sort.field, &page, max_page)?;
     let window = Window::new(sort, &page, max_page, after.as_ref(), before.as_ref())?;

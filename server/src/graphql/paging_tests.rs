@@ -1,6 +1,6 @@
 use super::*;
 use crate::graphql::least::Least;
-use crate::graphql::page_cut::{paginate, paginate_parts};
+use crate::graphql::page_cut::{Parts, paginate, paginate_split};
 use crate::model::{Machine, MachinePhase, MachineStatus};
 
 /// Machines whose names, namespaces, creation times and phases repeat in different orders, so
@@ -118,9 +118,8 @@ fn a_selected_page_is_the_page_of_a_full_sort() {
                         assert_eq!(conn.additional_fields.total_count, items.len());
                         // Read in parts, on this thread and on others, the page is the same.
                         for (parts, threads) in [(2, 1), (3, 2), (7, 3)] {
-                            let split = paginate_parts(
-                                parts,
-                                threads,
+                            let split = paginate_split(
+                                Parts::exactly(parts, threads),
                                 |part, parts| items.iter().skip(part).step_by(parts),
                                 Some(sort),
                                 page.clone(),

@@ -212,7 +212,7 @@ impl<'a, I: Iterator<Item = (&'a ObjectKey, &'a Held)>> Iterator for Ahead<'a, '
             };
             self.read.push_back(entry);
             // Stage `s` touches the entry `s` steps of `AHEAD / stages` behind the newest.
-            let step = AHEAD / self.stages.len().max(1);
+            let step = AHEAD / self.stages.len();
             for (s, touch) in self.stages.iter().enumerate() {
                 let behind = self.read.len().checked_sub(1 + s * step);
                 if let Some(e) = behind.and_then(|at| self.read.get(at)) {

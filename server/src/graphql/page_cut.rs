@@ -48,11 +48,25 @@ where
     T: OutputType,
     F: Fn(Arc<Resource>) -> Option<T>,
 {
+    cut(sort, page, max_page, wrap, |window| {
+        vec![window.pass(items)]
+    })
+}
+
+/// The page `read`'s tallies of the window give: the sort and cursors decoded and checked, the
+/// window read, its tallies put together.
+fn cut<'a, R: Row<'a>, T: OutputType>(
+    sort: Option<Sort>,
+    page: PageArgs,
+    max_page: usize,
+    wrap: impl Fn(Arc<Resource>) -> Option<T>,
+    read: impl FnOnce(&Window<'_>) -> Vec<Tally<'a, R>>,
+) -> PageOf<T> {
     let sort = sort.unwrap_or_default();
     let (after, before) = cursors(sort.field, &page, max_page)?;
     let window = Window::new(sort, &page, max_page, after.as_ref(), before.as_ref())?;
-    let tally = window.pass(items);
-    Ok(window.finish(vec![tally], &page, wrap))
+    let tallies = read(&window);
+    Ok(window.finish(tallies, &page, wrap))
 }
 
 /// How a list is read in parts: how many, on how many threads (this one and the rest).
@@ -60,7 +74,7 @@ pub struct Parts {
     parts: usize,
     threads: usize,
     /// The threads granted beside this one, given back when the list is read.
-    _helpers: Option<Helpers>,
+    _helpers: Helpers,
 }
 
 impl Parts {
@@ -72,7 +86,7 @@ impl Parts {
         Parts {
             parts: threads,
             threads,
-            _helpers: Some(helpers),
+            _helpers: helpers,
         }
     }
 
@@ -82,7 +96,7 @@ impl Parts {
         Parts {
             parts,
             threads,
-            _helpers: None,
+            _helpers: Helpers { granted: 0 },
         }
     }
 }
@@ -105,40 +119,40 @@ where
     F: Fn(Arc<Resource>) -> Option<T>,
 {
     let (parts, threads, _helpers) = (parts.parts, parts.threads, parts._helpers);
-    let sort = sort.unwrap_or_default();
-    let (after, before) = cursors(sort.field, &page, max_page)?;
-    let window = Window::new(sort, &page, max_page, after.as_ref(), before.as_ref())?;
     let (parts, threads) = (parts.max(1), threads.clamp(1, parts.max(1)));
-    let (window, make) = (&window, &make);
-    // The parts thread `t` reads: `t`, `t + threads`, …
-    let read = move |t: usize| {
-        (t..parts)
-            .step_by(threads)
-            .map(|part| window.pass(make(part, parts)))
-            .collect::<Vec<_>>()
-    };
-    let tallies = std::thread::scope(|s| {
-        let others: Vec<_> = (1..threads)
-            .map(|t| {
-                std::thread::Builder::new()
-                    .name("list-part".into())
-                    .spawn_scoped(s, move || read(t))
-                    .map_err(|_| t)
-            })
-            .collect();
-        let mut tallies = read(0);
-        for other in others {
-            tallies.extend(match other {
-                Ok(handle) => handle
-                    .join()
-                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
-                // No thread could be started for these parts: they are read here.
-                Err(t) => read(t),
-            });
+    cut(sort, page, max_page, wrap, |window| {
+        // The parts thread `t` reads: `t`, `t + threads`, …
+        let read = |t: usize| {
+            (t..parts)
+                .step_by(threads)
+                .map(|part| window.pass(make(part, parts)))
+                .collect::<Vec<_>>()
+        };
+        if threads == 1 {
+            return read(0);
         }
-        tallies
-    });
-    Ok(window.finish(tallies, &page, wrap))
+        std::thread::scope(|s| {
+            let others: Vec<_> = (1..threads)
+                .map(|t| {
+                    std::thread::Builder::new()
+                        .name("list-part".into())
+                        .spawn_scoped(s, move || read(t))
+                        .map_err(|_| t)
+                })
+                .collect();
+            let mut tallies = read(0);
+            for other in others {
+                tallies.extend(match other {
+                    Ok(handle) => handle
+                        .join()
+                        .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+                    // No thread could be started for these parts: they are read here.
+                    Err(t) => read(t),
+                });
+            }
+            tallies
+        })
+    })
 }
 
 /// The threads lists may read parts on besides their own: one fewer than the cores, shared by
@@ -155,6 +169,9 @@ static MOST_HELPERS: LazyLock<usize> =
 
 impl Helpers {
     fn take(wanted: usize) -> Helpers {
+        if wanted == 0 {
+            return Helpers { granted: 0 };
+        }
         let most = *MOST_HELPERS;
         let mut granted = 0;
         let _ = HELPERS_IN_USE.fetch_update(Atomic::AcqRel, Atomic::Acquire, |in_use| {

@@ -9,7 +9,8 @@ use async_graphql::Context;
 use super::narrow::KeepHeld;
 use super::page_cut::{Parts, paginate_split};
 use super::paging::{
-    self, CompiledFilter, Filter, PageArgs, Row, Sort, SortDirection, SortField, SortValue,
+    self, CompiledFilter, Filter, PageArgs, Row, SelectorMemo, Sort, SortDirection, SortField,
+    SortValue,
 };
 use super::parts::{Memo, ShowsObject};
 use super::types::{Conn, prefetched};
@@ -130,15 +131,18 @@ where
     // in the map's leaves, are read fastest by one core.
     let (stages, parts): (&[Touch], usize) = match &filter {
         Some(f) if f.searches() => (&[touch_name], MOST_PARTS),
-        Some(_) if selects => (&[touch_object, touch_meta, touch_labels], MOST_PARTS),
+        Some(_) if selects => (&[touch_label_set, touch_labels], MOST_PARTS),
         _ => (&[], 1),
     };
     let (filter, keep) = (&filter, &keep);
     let part = |part, parts| {
         let items = Ahead::new(held(part, parts), stages);
-        items.filter(|(key, held)| {
+        let mut memo = SelectorMemo::default();
+        items.filter(move |(key, held)| {
             debug_assert!(T::shows(held.object()), "{key} is of the list's kind");
-            filter.as_ref().is_none_or(|f| f.matches_held(key, held))
+            filter
+                .as_ref()
+                .is_none_or(|f| f.matches_held_remembering(key, held, &mut memo))
                 && keep.as_ref().is_none_or(|keep| keep(held))
         })
     };
@@ -149,8 +153,8 @@ where
 }
 
 /// Entries read [`AHEAD`] ahead, each one touched where the filter will read it: the keys (one
-/// allocation each, shared with the indexes) are where a list's name search reads, the objects'
-/// labels where a label selector does. Touched in turn, their cache misses overlap, where read
+/// allocation each, shared with the indexes) are where a list's name search reads, the label
+/// sets where a label selector does (most of them met before, and remembered). Touched in turn, their cache misses overlap, where read
 /// by the filter one at a time each waited for the last. What lies behind a pointer is touched
 /// in stages, each a few entries after the last, so that each stage finds the allocation the
 /// one before it touched already read: one step to memory an entry at each stage, where
@@ -169,20 +173,14 @@ fn touch_name(entry: &(&ObjectKey, &Held)) {
     std::hint::black_box(entry.0.name.as_bytes().first());
 }
 
-/// The object's own allocation (its kind).
-fn touch_object(entry: &(&ObjectKey, &Held)) {
-    std::hint::black_box(std::mem::discriminant(&**entry.1.object()));
-}
-
-/// The typed object's allocation, where its labels' place is.
-fn touch_meta(entry: &(&ObjectKey, &Held)) {
-    let labels = entry.1.object().meta().labels.as_ref();
-    std::hint::black_box(labels.map(|l| l.iter().len()));
+/// The shared label set's own allocation, where its pairs' place is ([`Held::labels`]).
+fn touch_label_set(entry: &(&ObjectKey, &Held)) {
+    std::hint::black_box(entry.1.labels().map(|l| l.len()));
 }
 
 /// The labels themselves.
 fn touch_labels(entry: &(&ObjectKey, &Held)) {
-    let labels = entry.1.object().meta().labels.as_ref();
+    let labels = entry.1.labels();
     std::hint::black_box(labels.and_then(|l| l.iter().next()).map(|(_, v)| v.len()));
 }
 

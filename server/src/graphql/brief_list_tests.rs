@@ -293,10 +293,82 @@ fn reading_ahead_gives_every_entry_in_order() {
         };
         let plain = keys(&mut snap.held(kind, None, None, false));
         let names: &[Touch] = &[touch_name];
-        let labels: &[Touch] = &[touch_object, touch_meta, touch_labels];
+        let labels: &[Touch] = &[touch_label_set, touch_labels];
         for stages in [names, labels] {
             let ahead = keys(&mut Ahead::new(snap.held(kind, None, None, false), stages));
             assert_eq!(plain, ahead, "{kind:?}");
+        }
+    }
+}
+
+/// A label selector remembered per shared label set answers, for every object, what the
+/// object's own labels answer, also after a write changes some of them; and the demo's Machines
+/// do share their sets (the reason to remember them).
+#[test]
+fn a_selector_remembered_per_label_set_answers_as_each_objects_labels_do() {
+    let store = store();
+    let relabelled: Vec<Resource> = store
+        .snapshot()
+        .list(Kind::Machine)
+        .step_by(3)
+        .map(|r| {
+            let mut r = (**r).clone();
+            if let Some(labels) = r.meta_mut().labels.as_mut() {
+                labels.insert("vitistack.io/node-role", "gpu");
+                labels.insert("zone", "north");
+            }
+            r
+        })
+        .collect();
+    let before = store.snapshot();
+    store.apply(relabelled.into_iter().map(Op::Upsert).collect());
+    let after = store.snapshot();
+    let selectors = [
+        "vitistack.io/node-role=worker",
+        "vitistack.io/node-role!=worker",
+        "vitistack.io/node-role in (gpu,control-plane)",
+        "vitistack.io/node-role notin (gpu)",
+        "zone",
+        "!zone",
+        "zone=north,vitistack.io/node-role=gpu",
+        "vitistack.io/clusterid,!nothing",
+    ];
+    for snap in [&before, &after] {
+        for selector in selectors {
+            let compiled = CompiledFilter::new(&Filter {
+                label_selector: Some(selector.into()),
+                ..Default::default()
+            })
+            .expect("a filter");
+            for &kind in Kind::ALL {
+                let mut memo = SelectorMemo::default();
+                let (mut passed, mut sets) = (0, std::collections::HashSet::new());
+                for (key, held) in snap.held(kind, None, None, false) {
+                    let remembered = compiled.matches_held_remembering(key, held, &mut memo);
+                    assert_eq!(
+                        remembered,
+                        compiled.matches(held.object()),
+                        "{selector}: {key}"
+                    );
+                    assert_eq!(
+                        held.labels().map(|l| &**l),
+                        held.object().meta().labels.as_deref(),
+                        "{key}: the entry's labels are the object's"
+                    );
+                    passed += usize::from(remembered);
+                    sets.extend(held.labels().map(|l| l.address()));
+                }
+                if kind == Kind::Machine {
+                    let relabelled = std::ptr::eq(snap, &after);
+                    assert!(!relabelled || passed > 0, "{selector}: some Machines pass");
+                    let machines = snap.list(kind).count();
+                    assert!(
+                        sets.len() * 2 < machines,
+                        "{} label sets for {machines} Machines",
+                        sets.len()
+                    );
+                }
+            }
         }
     }
 }

@@ -16,6 +16,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
 use serde::ser::SerializeMap;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+pub use super::labels::Labels;
 use super::packed::{OptInt, OptTime};
 pub use super::pairs::Pairs;
 use super::text::Str;
@@ -32,8 +33,8 @@ pub struct ObjectMeta {
     pub creation_timestamp: OptTime,
     /// `metadata.generation`.
     pub generation: OptInt,
-    /// `metadata.labels`.
-    pub labels: Option<Pairs>,
+    /// `metadata.labels`, shared with every object that has the same ones.
+    pub labels: Option<Labels>,
     /// `metadata.name`.
     pub name: Option<Str>,
     /// `metadata.namespace`.
@@ -103,7 +104,7 @@ struct Wire {
     #[serde(default)]
     generation: OptInt,
     #[serde(default)]
-    labels: Option<Pairs>,
+    labels: Option<Labels>,
     #[serde(default)]
     name: Option<Str>,
     #[serde(default)]

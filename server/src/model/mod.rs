@@ -6,6 +6,7 @@ mod generated;
 pub mod helm;
 pub mod kind;
 pub mod kubevirt;
+pub mod labels;
 pub mod merge_patch;
 pub mod meta;
 pub mod packed;
@@ -26,6 +27,7 @@ pub use kubevirt::{Node, VirtualMachine, VirtualMachineInstance};
 pub use quantity::{IntOrString, Quantity};
 pub use vocab::*;
 
+pub use labels::Labels;
 pub use meta::ObjectMeta;
 pub use pairs::Pairs;
 pub use text::{Str, to_strings};

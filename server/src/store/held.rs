@@ -17,20 +17,32 @@ use std::sync::{Arc, LazyLock};
 
 use super::{ObjectKey, Snapshot, reads};
 use crate::model::vocab::{ClusterPhase, MachinePhase, NetworkPhase, ProviderPhase, Time};
-use crate::model::{Datacenter, Kind, Resource};
+use crate::model::{Datacenter, Kind, Labels, Resource};
 
-/// An object and its brief.
+/// An object, its brief and its labels (the object's own, shared: see [`Labels`]).
 #[derive(Clone, PartialEq)]
 pub struct Held {
     object: Arc<Resource>,
     brief: Brief,
+    labels: Option<Labels>,
 }
 
 impl Held {
     /// `object`, with its brief read from it.
     pub fn new(object: Arc<Resource>) -> Self {
         let brief = Brief::of(&object);
-        Held { object, brief }
+        let labels = object.meta().labels.clone();
+        Held {
+            object,
+            brief,
+            labels,
+        }
+    }
+
+    /// The object's labels, one step away where the object's are three: a label selector
+    /// reads these ([`Labels::address`] tells the sets apart without reading them).
+    pub fn labels(&self) -> Option<&Labels> {
+        self.labels.as_ref()
     }
 
     /// The object.

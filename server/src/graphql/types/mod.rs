@@ -413,7 +413,7 @@ macro_rules! node_type {
 
             /// Labels.
             pub async fn labels(&self, _ctx: &async_graphql::Context<'_>) -> async_graphql::Result<Vec<crate::graphql::types::KeyValue>> {
-                Ok(crate::graphql::types::pairs(self.0.meta().labels.as_ref()))
+                Ok(crate::graphql::types::pairs(self.0.meta().labels.as_deref()))
             }
 
             /// Annotations.

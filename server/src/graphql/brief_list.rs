@@ -129,9 +129,15 @@ where
     // the entries that pass are read further (touching every key cost the lists of a phase 2.5
     // times their time, `cargo bench --bench search_query`), and the entries themselves, kept
     // in the map's leaves, are read fastest by one core.
-    let (stages, parts): (&[Touch], usize) = match &filter {
-        Some(f) if f.searches() => (&[touch_name], MOST_PARTS),
-        Some(_) if selects => (&[touch_label_set, touch_labels], MOST_PARTS),
+    // A name is touched only where its letters may hold the search (`may_find_name`).
+    let touch_found = |entry: &(&ObjectKey, &Held)| {
+        if filter.as_ref().is_some_and(|f| f.may_find_name(entry.1)) {
+            touch_name(entry)
+        }
+    };
+    let (stages, parts): (&[&Touch<'_>], usize) = match &filter {
+        Some(f) if f.searches() => (&[&touch_found], MOST_PARTS),
+        Some(_) if selects => (&[&touch_label_set, &touch_labels], MOST_PARTS),
         _ => (&[], 1),
     };
     let (filter, keep) = (&filter, &keep);
@@ -161,12 +167,12 @@ where
 /// touched all at once each waited for the step before it.
 struct Ahead<'a, 't, I> {
     entries: I,
-    stages: &'t [Touch],
+    stages: &'t [&'t Touch<'t>],
     read: std::collections::VecDeque<(&'a ObjectKey, &'a Held)>,
 }
 
 /// A stage of [`Ahead`]: a read of an entry, its result thrown away.
-type Touch = fn(&(&ObjectKey, &Held));
+type Touch<'f> = dyn Fn(&(&ObjectKey, &Held)) + Sync + 'f;
 
 /// The name's text: in the key, or (longer than 15 bytes) in its own allocation.
 fn touch_name(entry: &(&ObjectKey, &Held)) {
@@ -188,7 +194,7 @@ fn touch_labels(entry: &(&ObjectKey, &Held)) {
 const AHEAD: usize = 16;
 
 impl<'a, 't, I: Iterator<Item = (&'a ObjectKey, &'a Held)>> Ahead<'a, 't, I> {
-    fn new(entries: I, stages: &'t [Touch]) -> Self {
+    fn new(entries: I, stages: &'t [&'t Touch<'t>]) -> Self {
         Ahead {
             entries,
             stages,

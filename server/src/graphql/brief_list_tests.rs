@@ -292,8 +292,8 @@ fn reading_ahead_gives_every_entry_in_order() {
             entries.map(|(k, _)| k.clone()).collect::<Vec<_>>()
         };
         let plain = keys(&mut snap.held(kind, None, None, false));
-        let names: &[Touch] = &[touch_name];
-        let labels: &[Touch] = &[touch_label_set, touch_labels];
+        let names: &[&Touch<'_>] = &[&touch_name];
+        let labels: &[&Touch<'_>] = &[&touch_label_set, &touch_labels];
         for stages in [names, labels] {
             let ahead = keys(&mut Ahead::new(snap.held(kind, None, None, false), stages));
             assert_eq!(plain, ahead, "{kind:?}");
@@ -371,4 +371,55 @@ fn a_selector_remembered_per_label_set_answers_as_each_objects_labels_do() {
             }
         }
     }
+}
+
+/// A name search told by an entry's pairs of letters that it cannot find it answers as reading
+/// the namespace and name does: for pieces of real names and namespaces, in capitals, across
+/// the `/`, and texts that are not ASCII; and most entries are told without reading.
+#[test]
+fn a_name_search_skips_by_letters_only_entries_it_would_not_find() {
+    let store = store();
+    let snap = store.snapshot();
+    let mut texts: Vec<String> = ["wrk1", "WRK", "team/r", "m", "", "ünï", "\u{212A}8s", "zz"]
+        .map(String::from)
+        .to_vec();
+    for (i, r) in snap.list(Kind::Machine).enumerate().step_by(37).take(12) {
+        let name = r.name();
+        let at = i % name.len().max(1);
+        texts.push(
+            name.get(at..(at + 4).min(name.len()))
+                .unwrap_or(name)
+                .into(),
+        );
+        texts.push(name.to_uppercase());
+        let ns = r.namespace();
+        texts.push(format!(
+            "{}/{}",
+            &ns[ns.len().saturating_sub(2)..],
+            &name[..2.min(name.len())]
+        ));
+    }
+    let mut told = 0;
+    for text in &texts {
+        let compiled = CompiledFilter::new(&Filter {
+            search: Some(text.clone()),
+            ..Default::default()
+        })
+        .expect("a filter");
+        for &kind in Kind::ALL {
+            for (key, held) in snap.held(kind, None, None, false) {
+                assert_eq!(
+                    compiled.matches_held(key, held),
+                    compiled.matches(held.object()),
+                    "{text:?}: {key}"
+                );
+                told += usize::from(!compiled.may_find_name(held));
+            }
+        }
+    }
+    let entries = texts.len() * snap.len();
+    assert!(
+        told * 2 > entries,
+        "{told} of {entries} told by their letters"
+    );
 }

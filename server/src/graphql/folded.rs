@@ -1,10 +1,14 @@
 //! A name search's text, and how a name or namespace is found to hold it (case folded).
 
+use crate::store::held::Letters;
+
 /// A name search's text, lowercased, with its searcher made once for the whole list.
 #[derive(Clone)]
 pub struct Folded {
     lower: String,
     finder: memchr::memmem::Finder<'static>,
+    /// Its pairs of letters ([`Letters::wanted`]).
+    letters: u64,
 }
 
 impl Folded {
@@ -12,7 +16,18 @@ impl Folded {
     pub fn new(text: &str) -> Self {
         let lower = text.to_lowercase();
         let finder = memchr::memmem::Finder::new(lower.as_bytes()).into_owned();
-        Folded { lower, finder }
+        let letters = Letters::wanted(&lower);
+        Folded {
+            lower,
+            finder,
+            letters,
+        }
+    }
+
+    /// False when a namespace and name whose pairs of letters are `letters` cannot hold it
+    /// (neither one, nor `namespace/name`): known without reading them.
+    pub fn may_be_in(&self, letters: Letters) -> bool {
+        letters.may_hold(self.letters)
     }
 
     /// True when `text`, lowercased, contains it. A text of lowercase ASCII (a Kubernetes name

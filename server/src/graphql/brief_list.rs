@@ -160,8 +160,9 @@ where
 
 /// Entries read [`AHEAD`] ahead, each one touched where the filter will read it: the keys (one
 /// allocation each, shared with the indexes) are where a list's name search reads, the label
-/// sets where a label selector does (most of them met before, and remembered). Touched in turn, their cache misses overlap, where read
-/// by the filter one at a time each waited for the last. What lies behind a pointer is touched
+/// sets where a label selector does (most of them met before, and remembered). Touched in
+/// turn, their cache misses overlap, where read by the filter one at a time each waited for
+/// the last. What lies behind a pointer is touched
 /// in stages, each a few entries after the last, so that each stage finds the allocation the
 /// one before it touched already read: one step to memory an entry at each stage, where
 /// touched all at once each waited for the step before it.

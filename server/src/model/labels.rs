@@ -15,7 +15,6 @@
 //! without bound.
 
 use std::collections::HashSet;
-use std::hash::{Hash, Hasher};
 use std::ops::Deref;
 use std::sync::{Arc, LazyLock};
 
@@ -51,28 +50,14 @@ struct Table {
     sweep_after: usize,
 }
 
-/// A set in the table, hashed and compared by its pairs.
+/// A set in the table, hashed and compared by its pairs (and found by them: see
+/// [`Labels::new`]).
+#[derive(PartialEq, Eq, Hash)]
 struct Interned(Arc<Pairs>);
 
-impl Hash for Interned {
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        hash_pairs(&self.0, state)
-    }
-}
-
-impl PartialEq for Interned {
-    fn eq(&self, other: &Self) -> bool {
-        *self.0 == *other.0
-    }
-}
-
-impl Eq for Interned {}
-
-fn hash_pairs<H: Hasher>(pairs: &Pairs, state: &mut H) {
-    pairs.len().hash(state);
-    for (k, v) in pairs.iter() {
-        k.hash(state);
-        v.hash(state);
+impl std::borrow::Borrow<Pairs> for Interned {
+    fn borrow(&self) -> &Pairs {
+        &self.0
     }
 }
 
@@ -80,10 +65,11 @@ impl Labels {
     /// `pairs`, as the copy every object with the same labels shares (when the table has room).
     pub fn new(pairs: Pairs) -> Labels {
         let mut table = SETS.lock();
-        let probe = Interned(Arc::new(pairs));
-        if let Some(found) = table.sets.get(&probe) {
+        // Found by the pairs themselves: a set met before allocates nothing.
+        if let Some(found) = table.sets.get(&pairs) {
             return Labels(found.0.clone());
         }
+        let probe = Interned(Arc::new(pairs));
         table.asked += 1;
         if table.asked >= table.sweep_after {
             // Drop those only the table holds.

@@ -25,7 +25,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use super::text::{Str, deserialize_text};
 
 /// Entries sorted by key, one per key, keys interned; string values unless `V` says otherwise.
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq, Hash)]
 pub struct Pairs<V = Str>(Box<[(Key, V)]>);
 
 /// An interned key: a thin pointer (8 bytes, where an `Arc<str>` took 16 in every entry) to the
